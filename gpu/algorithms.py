@@ -1,0 +1,74 @@
+"""The attention algorithms Tilescope knows, and the tile sizes each one really uses.
+
+The cost model, the schedule and the kernels must describe the same algorithm with the same tiles,
+so every tile size is looked up here: for the readable kernel it is the config's `block_m` and
+`block_n`; the tensor-core kernel has fixed tiles per head dim, chosen for its register and
+shared-memory budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import AttentionConfig
+
+#: Output tile (rows × cols) of the naive path's GEMMs in the cost model and the schedule. A real
+#: cuBLAS kernel picks its own tiling; 128×128 is the common choice for these shapes on Ampere and
+#: Hopper, and what the traffic model assumes (L2 reuse ignored, see docs in costmodel).
+NAIVE_GEMM_TILE = 128
+
+NAIVE = "naive"
+TILED = "tiled"
+TILED_MMA = "tiled_mma"
+
+
+@dataclass(frozen=True)
+class AlgorithmInfo:
+    """What the UI and CLI need to name an algorithm."""
+
+    id: str
+    label: str
+    fused: bool
+    description: str
+
+
+ALGORITHMS: dict[str, AlgorithmInfo] = {
+    NAIVE: AlgorithmInfo(
+        NAIVE,
+        "naive",
+        False,
+        "S = QKᵀ/√d and P = softmax(S) written to HBM, then O = PV: three kernels.",
+    ),
+    TILED: AlgorithmInfo(
+        TILED,
+        "tiled (readable)",
+        True,
+        "One fused kernel: Q_i stays on chip, K_j/V_j stream through shared memory, "
+        "online softmax; S and P never reach HBM.",
+    ),
+    TILED_MMA: AlgorithmInfo(
+        TILED_MMA,
+        "tiled (tensor cores)",
+        True,
+        "The same tiled algorithm on tensor cores (mma.sync), double-buffered cp.async loads.",
+    ),
+}
+
+
+def tile_shape(config: AttentionConfig, algorithm: str) -> tuple[int, int]:
+    """(rows of Q per block, rows of K/V per step) that `algorithm` uses for `config`."""
+    if algorithm == TILED:
+        return config.block_m, config.block_n
+    if algorithm == TILED_MMA:
+        return mma_tile_shape(config.head_dim)
+    if algorithm == NAIVE:
+        return NAIVE_GEMM_TILE, NAIVE_GEMM_TILE
+    raise KeyError(f"unknown algorithm {algorithm!r}: known are {', '.join(ALGORITHMS)}")
+
+
+def mma_tile_shape(head_dim: int) -> tuple[int, int]:
+    """Tiles of the tensor-core kernel: 128 query rows per block (4 warps × 16 rows... ×2), and
+    a K/V tile small enough that two stages fit in shared memory beside Q for large head dims."""
+    if head_dim <= 64:
+        return 128, 64
+    return 128, 64

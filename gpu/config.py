@@ -1,0 +1,114 @@
+"""What one attention run is: shape, precision, masking and tile sizes.
+
+Every layer (cost model, schedule, backends, plots, animation) takes an `AttentionConfig`, so
+validation happens once, here, and a bad value is reported with the field, the value and the
+allowed range instead of surfacing later as a CUDA error or a wrong plot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+#: Element size in bytes of each supported input dtype.
+DTYPE_BYTES: dict[str, int] = {"fp16": 2, "bf16": 2, "fp32": 4}
+
+#: Bytes of one fp32 statistic (row max m, row sum l); always fp32, whatever the input dtype.
+STAT_BYTES = 4
+
+SEQ_LEN_MIN, SEQ_LEN_MAX = 1, 1 << 20
+HEADS_MIN, HEADS_MAX = 1, 256
+HEAD_DIM_MIN, HEAD_DIM_MAX = 1, 256
+BATCH_MIN, BATCH_MAX = 1, 1024
+#: Tile sizes are powers of two in this range (rows of Q for block_m, rows of K/V for block_n).
+TILE_CHOICES: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
+
+
+class ConfigError(ValueError):
+    """A configuration value outside its allowed range; carries the field for the UI to mark."""
+
+    def __init__(self, field: str, value: Any, allowed: str) -> None:
+        self.field = field
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"{field} = {value!r} is not allowed: {allowed}")
+
+
+def _check_int(name: str, value: Any, lo: int, hi: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(name, value, f"an integer from {lo} to {hi}")
+    if not lo <= value <= hi:
+        raise ConfigError(name, value, f"an integer from {lo} to {hi}")
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    """One attention problem: O = softmax(Q Kᵀ / √d [+ causal mask]) V for B·h heads of N×d."""
+
+    seq_len: int = 1024
+    heads: int = 12
+    head_dim: int = 64
+    batch: int = 1
+    dtype: str = "fp16"
+    causal: bool = False
+    #: Query rows per tile (Br in the FlashAttention papers): one thread block's Q_i.
+    block_m: int = 64
+    #: Key/value rows per tile (Bc): the K_j, V_j streamed through shared memory.
+    block_n: int = 64
+
+    def __post_init__(self) -> None:
+        _check_int("seq_len", self.seq_len, SEQ_LEN_MIN, SEQ_LEN_MAX)
+        _check_int("heads", self.heads, HEADS_MIN, HEADS_MAX)
+        _check_int("head_dim", self.head_dim, HEAD_DIM_MIN, HEAD_DIM_MAX)
+        _check_int("batch", self.batch, BATCH_MIN, BATCH_MAX)
+        if self.dtype not in DTYPE_BYTES:
+            raise ConfigError("dtype", self.dtype, "one of " + ", ".join(DTYPE_BYTES))
+        if not isinstance(self.causal, bool):
+            raise ConfigError("causal", self.causal, "true or false")
+        for name in ("block_m", "block_n"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or value not in TILE_CHOICES:
+                raise ConfigError(name, value, "one of " + ", ".join(map(str, TILE_CHOICES)))
+
+    @property
+    def elem_bytes(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def bh(self) -> int:
+        """Independent (batch, head) pairs: each is its own attention problem."""
+        return self.batch * self.heads
+
+    @property
+    def scale(self) -> float:
+        return self.head_dim**-0.5
+
+    def with_(self, **changes: Any) -> AttentionConfig:
+        """A copy with some fields changed, validated like a new config."""
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AttentionConfig:
+        """From a dict (a saved session, say); unknown keys are errors, missing ones default."""
+        if not isinstance(data, dict):
+            raise ConfigError("config", data, "an object with the config's fields")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(
+                unknown[0], data[unknown[0]], "a known field: " + ", ".join(sorted(known))
+            )
+        return cls(**data)
+
+    def label(self) -> str:
+        causal = ", causal" if self.causal else ""
+        return (
+            f"B={self.batch} h={self.heads} N={self.seq_len} d={self.head_dim} {self.dtype}{causal}"
+        )
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)

@@ -1,0 +1,292 @@
+"""NumPy backend: the same two algorithms, exact, on the CPU, so Tilescope teaches on any laptop.
+
+- naive really allocates S and P (B·h·N² elements each, in the config dtype) and fills them in
+  three passes, like the three CUDA kernels.
+- tiled never touches an N×N array: it streams key/value tiles and keeps the online-softmax
+  statistics m, l and an fp32 O accumulator. Like the GPU, it processes many query tiles at once
+  (they are independent thread blocks there); rows are taken in bounded chunks so temporaries
+  stay O(N), not O(N²).
+
+Peak memory is measured with tracemalloc (NumPy reports its buffers to it) on a separate run, so
+tracing never slows the timed runs.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+import tracemalloc
+from collections.abc import Callable
+
+import ml_dtypes
+import numpy as np
+import psutil
+
+from .algorithms import NAIVE, TILED, tile_shape
+from .backend import RunOptions
+from .config import AttentionConfig
+from .costmodel import algorithm_cost
+from .results import DeviceInfo, KernelTime, RunResult
+
+NUMPY_DTYPES = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32}
+
+#: Query rows processed together; bounds every temporary to ROW_CHUNK·N (naive) or ROW_CHUNK·Bc.
+ROW_CHUNK = 1024
+#: Share of available RAM a run may plan to use; the rest is left for the app and the OS.
+RAM_HEADROOM = 0.8
+
+
+def random_inputs(config: AttentionConfig, seed: int = 0) -> tuple[np.ndarray, ...]:
+    """Q, K, V with unit-normal entries in the config dtype, shape (B, h, N, d)."""
+    rng = np.random.default_rng(seed)
+    shape = (config.batch, config.heads, config.seq_len, config.head_dim)
+    dtype = NUMPY_DTYPES[config.dtype]
+    return tuple(rng.standard_normal(shape, dtype=np.float32).astype(dtype) for _ in range(3))
+
+
+def reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool) -> np.ndarray:
+    """float64 attention, row chunk by row chunk: the ground truth backends are checked against."""
+    b, h, n, d = q.shape
+    out = np.empty((b, h, n, d), dtype=np.float64)
+    scale = d**-0.5
+    for bi in range(b):
+        for hi in range(h):
+            k64 = k[bi, hi].astype(np.float64)
+            v64 = v[bi, hi].astype(np.float64)
+            for r0 in range(0, n, ROW_CHUNK):
+                r1 = min(r0 + ROW_CHUNK, n)
+                s = q[bi, hi, r0:r1].astype(np.float64) @ k64.T * scale
+                if causal:
+                    s[np.arange(r0, r1)[:, None] < np.arange(n)[None, :]] = -np.inf
+                s -= s.max(axis=1, keepdims=True)
+                p = np.exp(s)
+                p /= p.sum(axis=1, keepdims=True)
+                out[bi, hi, r0:r1] = p @ v64
+    return out
+
+
+class CpuBackend:
+    """Runs naive and tiled attention with NumPy; see the module docstring."""
+
+    name = "cpu"
+
+    def device_info(self) -> DeviceInfo:
+        vm = psutil.virtual_memory()
+        return DeviceInfo(
+            backend="cpu",
+            name=_cpu_name(),
+            memory_total_bytes=int(vm.total),
+            memory_free_bytes=int(vm.available),
+            details={"cores": os.cpu_count() or 1, "numpy": np.__version__},
+        )
+
+    def algorithms(self) -> tuple[str, ...]:
+        return (NAIVE, TILED)
+
+    def footprint_bytes(self, config: AttentionConfig, algorithm: str) -> int:
+        """Bytes a run will hold: the model's peak plus this backend's bounded temporaries."""
+        n, d, bh = config.seq_len, config.head_dim, config.bh
+        rows = min(ROW_CHUNK, n)
+        if algorithm == NAIVE:
+            temps = 3 * rows * n * 4 + 4 * n * d * 4  # fp32 row block of S/P, upcast K/V
+        else:
+            _, bn = tile_shape(config, algorithm)
+            temps = bh * rows * (4 * bn + 3 * d) * 4 + bh * rows * 3 * 4
+        return algorithm_cost(config, algorithm).peak_bytes + temps
+
+    def run(
+        self, config: AttentionConfig, algorithm: str, options: RunOptions | None = None
+    ) -> RunResult:
+        options = options or RunOptions()
+        if algorithm not in self.algorithms():
+            raise ValueError(
+                f"algorithm = {algorithm!r} is not available on the cpu backend: "
+                + ", ".join(self.algorithms())
+            )
+        cost = algorithm_cost(config, algorithm)
+        base = dict(
+            config=config,
+            algorithm=algorithm,
+            backend=self.name,
+            device=_cpu_name(),
+            model_peak_bytes=cost.peak_bytes,
+            hbm_bytes=cost.hbm_bytes,
+            flops=cost.flops,
+        )
+        need = self.footprint_bytes(config, algorithm)
+        available = int(psutil.virtual_memory().available * RAM_HEADROOM)
+        limit = min(available, options.budget_bytes or available)
+        if need > limit:
+            what = "the memory budget" if limit != available else "free RAM"
+            return RunResult(
+                **base,
+                oom=True,
+                message=(
+                    f"{algorithm} at N={config.seq_len} needs {_gb(need)} on the CPU; "
+                    f"{what} allows {_gb(limit)}"
+                ),
+            )
+
+        q, k, v = random_inputs(config, options.seed)
+        kernels = _naive_kernels if algorithm == NAIVE else _tiled_kernels
+        # One traced run for peak memory (tracemalloc slows Python but not the timed runs).
+        peak, out = _traced_peak(lambda: kernels(config, q, k, v)[0])
+        peak += q.nbytes + k.nbytes + v.nbytes  # the inputs are held throughout the run
+        times: dict[str, list[float]] = {}
+        for _ in range(options.warmup):
+            kernels(config, q, k, v)
+        for _ in range(max(1, options.repeats)):
+            _, spent = kernels(config, q, k, v)
+            for name, seconds in spent:
+                times.setdefault(name, []).append(seconds)
+        error = None
+        if options.check:
+            ref = reference_attention(q, k, v, config.causal)
+            error = float(np.max(np.abs(out.astype(np.float64) - ref)))
+        return RunResult(
+            **base,
+            kernel_times=tuple(
+                KernelTime(name, statistics.median(ts) * 1e3) for name, ts in times.items()
+            ),
+            peak_bytes=peak,
+            max_abs_error=error,
+            repeats=max(1, options.repeats),
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# The algorithms. Each returns (O, [(kernel name, seconds), ...]).
+
+Timed = tuple[np.ndarray, list[tuple[str, float]]]
+
+
+def _naive_kernels(config: AttentionConfig, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> Timed:
+    b, h, n, _ = q.shape
+    dtype = q.dtype
+    scale = config.scale
+    spent = []
+
+    # Kernel 1: S = Q Kᵀ · scale, written in full to "HBM" (a B·h·N² array in the input dtype).
+    t0 = time.perf_counter()
+    s = np.empty((b, h, n, n), dtype=dtype)
+    for bi in range(b):
+        for hi in range(h):
+            kt = k[bi, hi].astype(np.float32).T
+            for r0 in range(0, n, ROW_CHUNK):
+                r1 = min(r0 + ROW_CHUNK, n)
+                s[bi, hi, r0:r1] = (q[bi, hi, r0:r1].astype(np.float32) @ kt) * scale
+    spent.append(("gemm_qk", time.perf_counter() - t0))
+
+    # Kernel 2: P = softmax(S), row by row: read S once, write P once.
+    t0 = time.perf_counter()
+    p = np.empty_like(s)
+    cols = np.arange(n)[None, :]
+    for bi in range(b):
+        for hi in range(h):
+            for r0 in range(0, n, ROW_CHUNK):
+                r1 = min(r0 + ROW_CHUNK, n)
+                rows = s[bi, hi, r0:r1].astype(np.float32)
+                if config.causal:
+                    rows[np.arange(r0, r1)[:, None] < cols] = -np.inf
+                rows -= rows.max(axis=1, keepdims=True)
+                np.exp(rows, out=rows)
+                rows /= rows.sum(axis=1, keepdims=True)
+                p[bi, hi, r0:r1] = rows
+    spent.append(("softmax", time.perf_counter() - t0))
+
+    # Kernel 3: O = P V.
+    t0 = time.perf_counter()
+    o = np.empty_like(q)
+    for bi in range(b):
+        for hi in range(h):
+            v32 = v[bi, hi].astype(np.float32)
+            for r0 in range(0, n, ROW_CHUNK):
+                r1 = min(r0 + ROW_CHUNK, n)
+                o[bi, hi, r0:r1] = p[bi, hi, r0:r1].astype(np.float32) @ v32
+    spent.append(("gemm_pv", time.perf_counter() - t0))
+    return o, spent
+
+
+def _tiled_kernels(config: AttentionConfig, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> Timed:
+    """FlashAttention-2 forward: for each chunk of query tiles, stream K_j, V_j and update the
+    online softmax (m, l) and the O accumulator; O_i = acc / l at the end."""
+    b, h, n, d = q.shape
+    bm, bn = tile_shape(config, TILED)
+    scale = config.scale
+    t0 = time.perf_counter()
+    bh = b * h
+    qf, kf, vf = (x.reshape(bh, n, d) for x in (q, k, v))
+    o = np.empty((bh, n, d), dtype=q.dtype)
+    m_out = np.empty((bh, n), dtype=np.float32)
+    l_out = np.empty((bh, n), dtype=np.float32)
+    chunk = max(bm, ROW_CHUNK // bm * bm)  # whole query tiles per chunk
+    for r0 in range(0, n, chunk):
+        r1 = min(r0 + chunk, n)
+        q_i = qf[:, r0:r1].astype(np.float32) * scale  # load Q_i (scale folded in once)
+        m = np.full((bh, r1 - r0), -np.inf, dtype=np.float32)
+        l_sum = np.zeros((bh, r1 - r0), dtype=np.float32)
+        acc = np.zeros((bh, r1 - r0, d), dtype=np.float32)
+        # A causal query tile visits key tiles up to the one holding its last row.
+        last_kv = n if not config.causal else r1
+        for j0 in range(0, last_kv, bn):
+            j1 = min(j0 + bn, n)
+            k_j = kf[:, j0:j1].astype(np.float32)  # load K_j
+            v_j = vf[:, j0:j1].astype(np.float32)  # load V_j
+            # With a causal mask, query tiles that end before j0 skip this key tile entirely.
+            a0 = 0
+            if config.causal:
+                a0 = max(0, (j0 - r0) // bm * bm)
+            s = q_i[:, a0:] @ k_j.transpose(0, 2, 1)  # S_ij on chip
+            if config.causal and j1 - 1 > r0 + a0:
+                rows = np.arange(r0 + a0, r1)[:, None]
+                s[:, rows < np.arange(j0, j1)[None, :]] = -np.inf
+            # Online softmax: new row max, rescale the old sum and accumulator, add this tile.
+            m_new = np.maximum(m[:, a0:], s.max(axis=2))
+            alpha = np.exp(m[:, a0:] - m_new)
+            p = np.exp(s - m_new[:, :, None])
+            l_sum[:, a0:] = alpha * l_sum[:, a0:] + p.sum(axis=2)
+            acc[:, a0:] = alpha[:, :, None] * acc[:, a0:] + p @ v_j
+            m[:, a0:] = m_new
+        o[:, r0:r1] = acc / l_sum[:, :, None]  # store O_i
+        m_out[:, r0:r1] = m  # store m_i, l_i
+        l_out[:, r0:r1] = l_sum
+    spent = [("flash_fwd", time.perf_counter() - t0)]
+    return o.reshape(b, h, n, d), spent
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _traced_peak(fn: Callable[[], np.ndarray]) -> tuple[int, np.ndarray]:
+    """Run `fn` under tracemalloc; return (bytes allocated above the start at the peak, result)."""
+    was_tracing = tracemalloc.is_tracing()
+    if not was_tracing:
+        tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        start, _ = tracemalloc.get_traced_memory()
+        result = fn()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        if not was_tracing:
+            tracemalloc.stop()
+    return peak - start, result
+
+
+def _cpu_name() -> str:
+    name = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    name = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"CPU: {name} ({os.cpu_count() or 1} cores)"
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:.2f} GB"

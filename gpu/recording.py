@@ -1,0 +1,153 @@
+"""Results on disk: the JSON of `main.py bench --out`, recorded GPU runs, and CSV for spreadsheets.
+
+Writes are atomic (a temporary file in the same folder, then a rename), so a crash or a full disk
+never leaves a half-written file, and they refuse to replace an existing file unless asked to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .results import DeviceInfo, RunResult
+
+SCHEMA = "tilescope.results/1"
+
+
+class RecordingError(ValueError):
+    """A results file that cannot be read or written; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Recording:
+    """A set of results measured on one device, with when and how they were made."""
+
+    device: DeviceInfo
+    results: tuple[RunResult, ...]
+    meta: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "meta": self.meta,
+            "device": self.device.to_dict(),
+            "results": [r.to_dict() for r in self.results],
+        }
+
+
+def atomic_write_bytes(
+    path: str | os.PathLike[str], data: bytes, *, overwrite: bool = False
+) -> None:
+    """Write `data` to `path` via a temporary file and a rename; never a partial file."""
+    target = Path(path)
+    if target.exists() and not overwrite:
+        raise FileExistsError(f"{target} exists (use --force to replace it)")
+    folder = target.parent if str(target.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=folder)
+    except OSError as exc:
+        raise RecordingError(f"cannot write in {folder}: {exc.strerror or exc}") from exc
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def save_recording(
+    recording: Recording, path: str | os.PathLike[str], *, overwrite: bool = False
+) -> None:
+    if str(path).lower().endswith(".csv"):
+        data = results_csv(recording.results).encode()
+    else:
+        data = (json.dumps(recording.to_dict(), indent=1) + "\n").encode()
+    atomic_write_bytes(path, data, overwrite=overwrite)
+
+
+def load_recording(path: str | os.PathLike[str]) -> Recording:
+    """Read a results JSON; any problem becomes a RecordingError naming the file and the cause."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise RecordingError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RecordingError(f"{path} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise RecordingError(f"{path}: schema {found!r} is not {SCHEMA!r}")
+    try:
+        device = DeviceInfo.from_dict(data["device"])
+        results = tuple(RunResult.from_dict(r) for r in data["results"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RecordingError(f"{path}: malformed results ({exc})") from exc
+    return Recording(device, results, dict(data.get("meta", {})))
+
+
+CSV_COLUMNS = (
+    ("backend", ""),
+    ("device", ""),
+    ("algorithm", ""),
+    ("batch", ""),
+    ("heads", ""),
+    ("seq_len", ""),
+    ("head_dim", ""),
+    ("dtype", ""),
+    ("causal", ""),
+    ("total_ms", "ms"),
+    ("kernel_ms", "name=ms;..."),
+    ("tflops", "TFLOP/s"),
+    ("peak_bytes", "B"),
+    ("model_peak_bytes", "B"),
+    ("hbm_bytes", "B"),
+    ("flops", "FLOP"),
+    ("max_abs_error", ""),
+    ("oom", ""),
+    ("message", ""),
+)
+
+
+def results_csv(results: tuple[RunResult, ...] | list[RunResult]) -> str:
+    """One row per result; the header names each column with its unit in brackets."""
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow([f"{c} [{u}]" if u else c for c, u in CSV_COLUMNS])
+    for r in results:
+        cfg = r.config
+        writer.writerow(
+            [
+                r.backend,
+                r.device,
+                r.algorithm,
+                cfg.batch,
+                cfg.heads,
+                cfg.seq_len,
+                cfg.head_dim,
+                cfg.dtype,
+                cfg.causal,
+                "" if r.total_ms is None else f"{r.total_ms:.6g}",
+                ";".join(f"{k.name}={k.ms:.6g}" for k in r.kernel_times),
+                "" if r.tflops is None else f"{r.tflops:.6g}",
+                "" if r.peak_bytes is None else r.peak_bytes,
+                r.model_peak_bytes,
+                r.hbm_bytes,
+                r.flops,
+                "" if r.max_abs_error is None else f"{r.max_abs_error:.3g}",
+                r.oom,
+                r.message,
+            ]
+        )
+    return buf.getvalue()

@@ -1,0 +1,104 @@
+"""The NumPy backend: naive and tiled agree with a float64 reference; naive really holds S and P."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gpu.algorithms import NAIVE, TILED
+from gpu.backend import RunOptions, create_backend
+from gpu.config import AttentionConfig
+from gpu.costmodel import attention_matrix_bytes
+from gpu.cpu_backend import (
+    CpuBackend,
+    _naive_kernels,
+    _tiled_kernels,
+    random_inputs,
+    reference_attention,
+)
+from gpu.results import ERROR_TOLERANCE
+
+
+def _max_error(cfg, kernels):
+    q, k, v = random_inputs(cfg, seed=cfg.seq_len)
+    out, _ = kernels(cfg, q, k, v)
+    return float(np.max(np.abs(out.astype(np.float64) - reference_attention(q, k, v, cfg.causal))))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n=st.integers(1, 300),
+    heads=st.integers(1, 3),
+    d=st.sampled_from([8, 16, 40, 64]),
+    causal=st.booleans(),
+    dtype=st.sampled_from(["fp32", "fp16", "bf16"]),
+    bm=st.sampled_from([8, 16, 64]),
+    bn=st.sampled_from([8, 32, 64]),
+)
+def test_naive_and_tiled_agree_with_the_float64_reference(n, heads, d, causal, dtype, bm, bn):
+    cfg = AttentionConfig(
+        seq_len=n, heads=heads, head_dim=d, causal=causal, dtype=dtype, block_m=bm, block_n=bn
+    )
+    tol = ERROR_TOLERANCE[dtype]
+    assert _max_error(cfg, _naive_kernels) <= tol
+    assert _max_error(cfg, _tiled_kernels) <= tol
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_single_token_attends_to_itself(causal):
+    cfg = AttentionConfig(seq_len=1, heads=2, head_dim=16, dtype="fp32", causal=causal)
+    q, k, v = random_inputs(cfg)
+    for kernels in (_naive_kernels, _tiled_kernels):
+        out, _ = kernels(cfg, q, k, v)
+        np.testing.assert_allclose(out, v, rtol=1e-6)
+
+
+def test_causal_first_row_sees_only_the_first_key():
+    cfg = AttentionConfig(seq_len=130, heads=1, head_dim=16, dtype="fp32", causal=True, block_m=16)
+    q, k, v = random_inputs(cfg)
+    out, _ = _tiled_kernels(cfg, q, k, v)
+    np.testing.assert_allclose(out[0, 0, 0], v[0, 0, 0], rtol=1e-6)
+
+
+def test_naive_materializes_two_n_squared_matrices():
+    cfg = AttentionConfig(seq_len=512, heads=2, head_dim=32, dtype="fp16")
+    result = CpuBackend().run(cfg, NAIVE, RunOptions(warmup=0, repeats=1))
+    assert result.peak_bytes >= result.model_peak_bytes
+    assert result.peak_bytes >= 2 * attention_matrix_bytes(cfg)
+
+
+def test_tiled_never_holds_an_n_squared_matrix():
+    cfg = AttentionConfig(seq_len=4096, heads=2, head_dim=32, dtype="fp16")
+    result = CpuBackend().run(cfg, TILED, RunOptions(warmup=0, repeats=1))
+    assert result.peak_bytes < attention_matrix_bytes(cfg) / 4
+
+
+def test_run_result_reports_times_model_figures_and_error():
+    cfg = AttentionConfig(seq_len=100, heads=2, head_dim=16)
+    r = CpuBackend().run(cfg, NAIVE, RunOptions(warmup=0, repeats=2, check=True))
+    assert [k.name for k in r.kernel_times] == ["gemm_qk", "softmax", "gemm_pv"]
+    assert r.total_ms > 0 and r.flops == 4 * 2 * 100 * 100 * 16
+    assert r.agrees is True and not r.oom and r.backend == "cpu"
+
+
+def test_refuses_a_config_beyond_free_ram_with_a_message():
+    cfg = AttentionConfig(seq_len=1 << 20, heads=256, head_dim=256)
+    r = CpuBackend().run(cfg, NAIVE)
+    assert r.oom and "needs" in r.message and "free RAM" in r.message
+
+
+def test_budget_turns_naive_into_an_oom_result_but_tiled_runs():
+    cfg = AttentionConfig(seq_len=2048, heads=4, head_dim=32)
+    options = RunOptions(warmup=0, repeats=1, budget_bytes=20 * 10**6)
+    backend = CpuBackend()
+    assert backend.run(cfg, NAIVE, options).oom
+    assert not backend.run(cfg, TILED, options).oom
+
+
+def test_auto_backend_without_a_gpu_is_the_cpu_backend(monkeypatch):
+    import gpu.backend as backend_module
+
+    monkeypatch.setattr(backend_module, "cuda_available", lambda: False)
+    assert create_backend("auto").name == "cpu"
