@@ -61,7 +61,7 @@ class AttentionConfig:
         _check_int("heads", self.heads, HEADS_MIN, HEADS_MAX)
         _check_int("head_dim", self.head_dim, HEAD_DIM_MIN, HEAD_DIM_MAX)
         _check_int("batch", self.batch, BATCH_MIN, BATCH_MAX)
-        if self.dtype not in DTYPE_BYTES:
+        if not isinstance(self.dtype, str) or self.dtype not in DTYPE_BYTES:
             raise ConfigError("dtype", self.dtype, "one of " + ", ".join(DTYPE_BYTES))
         if not isinstance(self.causal, bool):
             raise ConfigError("causal", self.causal, "true or false")
