@@ -86,9 +86,15 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise RecordingError(f"{path} is not valid JSON: {exc}") from exc
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        raise RecordingError(f"{path}: schema {found!r} is not {SCHEMA!r}")
+    found = data.get("schema") if isinstance(data, dict) else None
+    if found != SCHEMA:
+        kind, _, version = str(found).rpartition("/")
+        if kind == SCHEMA.rpartition("/")[0] and version.isdigit() and int(version) > 1:
+            raise RecordingError(
+                f"{path} was written by a newer Tilescope (schema {found}); this version reads "
+                f"{SCHEMA}"
+            )
+        raise RecordingError(f"{path} is not a Tilescope results file (schema {found!r})")
     try:
         device = DeviceInfo.from_dict(data["device"])
         results = tuple(RunResult.from_dict(r) for r in data["results"])
