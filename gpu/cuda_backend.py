@@ -1,0 +1,564 @@
+"""The `cuda` backend: naive and tiled attention as real kernels on the GPU, measured.
+
+- naive: cuBLAS GEMM S = (Q Kᵀ)/√d into a really allocated (B, h, N, N) buffer, our softmax
+  kernel S -> P (gpu/kernels/softmax.cu: one read of S, one write of P), cuBLAS GEMM O = P V.
+- tiled: our fused kernel (gpu/kernels/flash_readable.cu); `tiled_mma` dispatches to
+  gpu/flash_mma.py when that module exists and accepts the config.
+
+Times are CUDA events around each kernel, after `warmup` untimed runs, median of `repeats`.
+Memory is the CuPy pool's in-use bytes, sampled at every allocation of the run by a wrapping
+allocator; `peak_bytes` is the highest value above the pool's in-use bytes before the run. A
+budget becomes the pool's limit for the run, so naive attention hits the memory wall where the
+model says it does; an out-of-memory error at any allocation becomes an `oom` result, every
+buffer goes back, and the previous limit is restored.
+"""
+
+from __future__ import annotations
+
+import functools
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import cupy
+import numpy as np
+
+from . import costmodel
+from .algorithms import NAIVE, TILED, TILED_MMA
+from .backend import RunOptions
+from .config import AttentionConfig, ceil_div
+from .cuda_kernels import (
+    device_attribute,
+    element_type,
+    get_kernel,
+    smem_optin_bytes,
+    storage_dtype,
+)
+from .results import DeviceInfo, KernelTime, RunResult
+
+SOFTMAX_SOURCE = "softmax.cu"
+#: Static shared memory of the softmax kernels (their 32-float reduction scratch) plus slack.
+SOFTMAX_STATIC_SMEM = 1024
+#: Chunks (16-byte or single elements) each softmax thread handles, at least.
+SOFTMAX_CHUNKS_PER_THREAD = 4
+#: The reference check works on row blocks whose fp32 scores take at most this many bytes.
+REFERENCE_CHUNK_BYTES = 256 << 20
+
+#: cudaDataType_t of each config dtype (library_types.h: CUDA_R_32F = 0, CUDA_R_16F = 2,
+#: CUDA_R_16BF = 14).
+_CUDA_DATA_TYPE = {"fp32": 0, "fp16": 2, "bf16": 14}
+
+OutOfMemoryError = cupy.cuda.memory.OutOfMemoryError
+
+
+class UnsupportedConfig(ValueError):
+    """The algorithm cannot run this config on this device (message says why)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Device facts
+
+
+@functools.cache
+def _device_name(device_id: int) -> str:
+    name = cupy.cuda.runtime.getDeviceProperties(device_id)["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def device_name() -> str:
+    return _device_name(cupy.cuda.Device().id)
+
+
+# --------------------------------------------------------------------------------------------
+# dtype helpers: bf16 lives in uint16 arrays as raw bit patterns (CuPy has no bfloat16 dtype)
+
+
+@functools.cache
+def _bf16_kernels() -> tuple[cupy.ElementwiseKernel, cupy.ElementwiseKernel]:
+    to_bf16 = cupy.ElementwiseKernel(
+        "float32 x",
+        "uint16 y",
+        # round to nearest even on the 16 dropped bits (inputs here are finite)
+        "unsigned int u = __float_as_uint(x);"
+        "y = (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);",
+        "tilescope_f32_to_bf16",
+    )
+    from_bf16 = cupy.ElementwiseKernel(
+        "uint16 x",
+        "float32 y",
+        "y = __uint_as_float(((unsigned int)x) << 16);",
+        "tilescope_bf16_to_f32",
+    )
+    return to_bf16, from_bf16
+
+
+def from_float32(x: cupy.ndarray, dtype: str) -> cupy.ndarray:
+    """fp32 array -> storage array of config dtype `dtype`."""
+    if dtype == "fp32":
+        return x
+    if dtype == "fp16":
+        return x.astype(cupy.float16)
+    return _bf16_kernels()[0](x)
+
+
+def to_float32(x: cupy.ndarray, dtype: str) -> cupy.ndarray:
+    """Storage array of config dtype `dtype` -> fp32 array (a new array)."""
+    if dtype == "bf16":
+        return _bf16_kernels()[1](x)
+    return x.astype(cupy.float32)
+
+
+def random_inputs(config: AttentionConfig, seed: int) -> tuple[cupy.ndarray, ...]:
+    """Q, K, V of shape (B, h, N, d): seeded standard-normal data (never zeros, which would
+    make every row's softmax uniform and hide masking or rescaling bugs)."""
+    shape = (config.batch, config.heads, config.seq_len, config.head_dim)
+    rng = cupy.random.RandomState(seed)
+    out = []
+    for _ in range(3):  # one fp32 temporary at a time
+        out.append(from_float32(rng.standard_normal(shape, dtype=cupy.float32), config.dtype))
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------------------------
+# Naive attention: GEMM, softmax, GEMM
+
+
+def _gemm(
+    transa: bool, m: int, n: int, k: int, alpha: float,
+    a: cupy.ndarray, lda: int, stride_a: int,
+    b: cupy.ndarray, ldb: int, stride_b: int,
+    c: cupy.ndarray, ldc: int, stride_c: int,
+    batch: int, dtype: str,
+) -> None:  # fmt: skip
+    """Column-major strided-batched C = alpha·op(A)·B through cublasGemmStridedBatchedEx,
+    fp32 accumulation (CUBLAS_COMPUTE_32F: tensor cores for fp16/bf16, exact SGEMM for fp32)."""
+    from cupy_backends.cuda.libs import cublas
+
+    handle = cupy.cuda.device.get_cublas_handle()
+    cublas.setStream(handle, cupy.cuda.get_current_stream().ptr)
+    alpha_host = np.array(alpha, dtype=np.float32)
+    beta_host = np.array(0.0, dtype=np.float32)
+    mode = cublas.getPointerMode(handle)
+    cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
+    t = _CUDA_DATA_TYPE[dtype]
+    try:
+        cublas.gemmStridedBatchedEx(
+            handle,
+            cublas.CUBLAS_OP_T if transa else cublas.CUBLAS_OP_N,
+            cublas.CUBLAS_OP_N,
+            m, n, k,
+            alpha_host.ctypes.data,
+            a.data.ptr, t, lda, stride_a,
+            b.data.ptr, t, ldb, stride_b,
+            beta_host.ctypes.data,
+            c.data.ptr, t, ldc, stride_c,
+            batch,
+            cublas.CUBLAS_COMPUTE_32F,
+            cublas.CUBLAS_GEMM_DEFAULT,
+        )  # fmt: skip
+    finally:
+        cublas.setPointerMode(handle, mode)
+
+
+def gemm_qk(q: cupy.ndarray, k: cupy.ndarray, s: cupy.ndarray, config: AttentionConfig) -> None:
+    """S = Q Kᵀ / √d for every (batch, head), into `s`.
+
+    cuBLAS is column-major, and a row-major matrix read column-major is its transpose. So the
+    row-major S we want is the column-major Sᵀ = K Qᵀ: A = K (column-major d×N, i.e. Kᵀ) used
+    transposed, times B = Q (column-major d×N, i.e. Qᵀ)."""
+    n, d = config.seq_len, config.head_dim
+    _gemm(True, n, n, d, config.scale, k, d, n * d, q, d, n * d, s, n, n * n, config.bh,
+          config.dtype)  # fmt: skip
+
+
+def gemm_pv(p: cupy.ndarray, v: cupy.ndarray, o: cupy.ndarray, config: AttentionConfig) -> None:
+    """O = P V. Row-major O is column-major Oᵀ = Vᵀ Pᵀ, with A = V (d×N column-major) and
+    B = P (N×N column-major, i.e. Pᵀ)."""
+    n, d = config.seq_len, config.head_dim
+    _gemm(False, d, n, n, 1.0, v, d, n * d, p, n, n * n, o, d, n * d, config.bh,
+          config.dtype)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SoftmaxPlan:
+    """How the softmax kernel is launched for a config, and whether it reads S once."""
+
+    kernel_name: str
+    vec: int
+    threads: int
+    grid: int
+    shared_bytes: int
+    single_read: bool
+
+
+def softmax_plan(config: AttentionConfig, smem_limit: int | None = None) -> SoftmaxPlan:
+    """One block per row. A row that fits in shared memory is read once (smem kernel); a longer
+    one (fp16/bf16 N > ~116k, fp32 N > ~58k on Hopper) is read twice (two-pass kernel)."""
+    n, eb = config.seq_len, config.elem_bytes
+    limit = smem_optin_bytes() if smem_limit is None else smem_limit
+    vec = 16 // eb if n % (16 // eb) == 0 else 1  # 16-byte accesses when rows stay aligned
+    chunks = n // vec
+    single = n * eb + SOFTMAX_STATIC_SMEM <= limit
+    if single:
+        threads = ceil_div(chunks, SOFTMAX_CHUNKS_PER_THREAD)
+        threads = min(1024, max(32, 1 << (threads - 1).bit_length()))
+    else:
+        threads = 1024
+    rows = config.bh * n
+    name = "softmax_rows_smem" if single else "softmax_rows_twopass"
+    return SoftmaxPlan(
+        kernel_name=f"{name}<{element_type(config.dtype)}, {vec}>",
+        vec=vec,
+        threads=threads,
+        grid=min(rows, (1 << 31) - 1),
+        shared_bytes=n * eb if single else 0,
+        single_read=single,
+    )
+
+
+def softmax_launcher(
+    config: AttentionConfig, smem_limit: int | None = None
+) -> Callable[[cupy.ndarray, cupy.ndarray], None]:
+    """A function p <- softmax(s) for this config, with its kernel compiled and set up now.
+    `smem_limit` overrides the device's limit (tests use it to force the two-pass kernel)."""
+    plan = softmax_plan(config, smem_limit)
+    kernel = get_kernel(SOFTMAX_SOURCE, plan.kernel_name)
+    if plan.shared_bytes and kernel.max_dynamic_shared_size_bytes < plan.shared_bytes:
+        kernel.max_dynamic_shared_size_bytes = plan.shared_bytes
+    rows = np.int64(config.bh * config.seq_len)
+    n = np.int32(config.seq_len)
+    causal = np.int32(1 if config.causal else 0)
+
+    def launch(s: cupy.ndarray, p: cupy.ndarray) -> None:
+        kernel((plan.grid,), (plan.threads,), (s, p, rows, n, causal), shared_mem=plan.shared_bytes)
+
+    return launch
+
+
+def naive_forward(
+    q, k, v, s, p, o, config: AttentionConfig, launch_softmax: Callable | None = None
+) -> None:
+    """The three naive kernels, unmeasured (benchmarks time the whole sequence). Pass a
+    `softmax_launcher(config)` made once to keep its set-up out of a timed loop."""
+    launch_softmax = launch_softmax or softmax_launcher(config)
+    gemm_qk(q, k, s, config)
+    launch_softmax(s, p)
+    gemm_pv(p, v, o, config)
+
+
+# --------------------------------------------------------------------------------------------
+# Reference
+
+
+def reference_attention(q, k, v, config: AttentionConfig):
+    """(O, m, l) in fp32 computed with plain CuPy ops, the whole N×N at once (small sizes)."""
+    n = config.seq_len
+    qf, kf, vf = (to_float32(x, config.dtype) for x in (q, k, v))
+    s = cupy.matmul(qf, kf.swapaxes(-1, -2)) * np.float32(config.scale)
+    if config.causal:
+        mask = cupy.arange(n)[None, :] > cupy.arange(n)[:, None]
+        s = cupy.where(mask, -cupy.inf, s)
+    m = s.max(axis=-1)
+    e = cupy.exp(s - m[..., None])
+    l = e.sum(axis=-1)
+    o = cupy.matmul(e, vf) / l[..., None]
+    return o.astype(cupy.float32), m.astype(cupy.float32), l.astype(cupy.float32)
+
+
+def reference_bytes(config: AttentionConfig) -> int:
+    """Device memory the chunked reference check needs at once."""
+    n, d = config.seq_len, config.head_dim
+    rows = _reference_rows(n)
+    return 4 * (4 * n * d + 4 * rows * n + 2 * rows * d)
+
+
+def _reference_rows(n: int) -> int:
+    return max(1, min(n, REFERENCE_CHUNK_BYTES // (4 * n)))
+
+
+def max_abs_error(q, k, v, o, config: AttentionConfig) -> float:
+    """max |O - O_ref| with O_ref computed in fp32, one head and one block of rows at a time."""
+    n, d = config.seq_len, config.head_dim
+    shape = (config.bh, n, d)
+    q3, k3, v3, o3 = (x.reshape(shape) for x in (q, k, v, o))
+    rows = _reference_rows(n)
+    scale = np.float32(config.scale)
+    worst = 0.0
+    for bh in range(config.bh):
+        qf = to_float32(q3[bh], config.dtype)
+        kf_t = to_float32(k3[bh], config.dtype).T
+        vf = to_float32(v3[bh], config.dtype)
+        for r0 in range(0, n, rows):
+            r1 = min(n, r0 + rows)
+            s = cupy.matmul(qf[r0:r1], kf_t) * scale
+            if config.causal:
+                mask = cupy.arange(n)[None, :] > cupy.arange(r0, r1)[:, None]
+                s = cupy.where(mask, -cupy.inf, s)
+            s -= s.max(axis=1, keepdims=True)
+            cupy.exp(s, out=s)
+            ref = cupy.matmul(s, vf) / s.sum(axis=1, keepdims=True)
+            got = to_float32(o3[bh, r0:r1], config.dtype)
+            worst = max(worst, float(cupy.abs(ref - got).max()))
+            del s, ref, got
+    return worst
+
+
+# --------------------------------------------------------------------------------------------
+# Measuring
+
+
+class _PeakTracker:
+    """A CuPy allocator that forwards to the pool and remembers the highest in-use bytes."""
+
+    def __init__(self, pool: cupy.cuda.MemoryPool) -> None:
+        self.pool = pool
+        self.peak = pool.used_bytes()
+
+    def reset(self) -> None:
+        self.peak = self.pool.used_bytes()
+
+    def malloc(self, size: int):
+        mem = self.pool.malloc(size)
+        used = self.pool.used_bytes()
+        if used > self.peak:
+            self.peak = used
+        return mem
+
+
+def _time_launches(
+    launches: list[tuple[str, Callable[[], None]]], warmup: int, repeats: int
+) -> tuple[KernelTime, ...]:
+    """Median per-kernel time over `repeats` runs of the whole sequence, after `warmup` runs."""
+    for _ in range(warmup):
+        for _, launch in launches:
+            launch()
+    events = [cupy.cuda.Event() for _ in range(len(launches) + 1)]
+    samples: list[list[float]] = [[] for _ in launches]
+    for _ in range(max(1, repeats)):
+        events[0].record()
+        for i, (_, launch) in enumerate(launches):
+            launch()
+            events[i + 1].record()
+        events[-1].synchronize()
+        for i in range(len(launches)):
+            samples[i].append(cupy.cuda.get_elapsed_time(events[i], events[i + 1]))
+    names = [name for name, _ in launches]
+    return tuple(KernelTime(n, statistics.median(s)) for n, s in zip(names, samples, strict=True))
+
+
+@dataclass
+class _Buffers:
+    """Everything a run allocates, so one `clear()` drops all references before freeing."""
+
+    arrays: dict[str, cupy.ndarray] = field(default_factory=dict)
+
+    def clear(self) -> None:
+        self.arrays.clear()
+
+
+def _flash_module(algorithm: str):
+    if algorithm == TILED:
+        from . import flash_readable
+
+        return flash_readable
+    if algorithm == TILED_MMA:
+        try:
+            from . import flash_mma
+        except ImportError as exc:
+            raise UnsupportedConfig(f"{TILED_MMA} is not available: {exc}") from None
+        return flash_mma
+    raise UnsupportedConfig(f"unknown algorithm {algorithm!r}")
+
+
+class CudaBackend:
+    """Runs attention on the current CUDA device through CuPy."""
+
+    name = "cuda"
+
+    def __init__(self) -> None:
+        if not cupy.is_available():
+            from .backend import BackendUnavailable
+
+            raise BackendUnavailable("CuPy sees no CUDA device")
+        self.pool = cupy.get_default_memory_pool()
+
+    # -- facts --------------------------------------------------------------------------------
+
+    def device_info(self) -> DeviceInfo:
+        dev = cupy.cuda.Device()
+        free, total = cupy.cuda.runtime.memGetInfo()
+        return DeviceInfo(
+            backend=self.name,
+            name=device_name(),
+            memory_total_bytes=int(total),
+            memory_free_bytes=int(free),
+            details={
+                "device_id": dev.id,
+                "compute_capability": dev.compute_capability,
+                "sm_count": device_attribute("MultiProcessorCount"),
+                "smem_per_block_optin_bytes": smem_optin_bytes(),
+                "smem_per_sm_bytes": device_attribute("MaxSharedMemoryPerMultiprocessor"),
+                "l2_cache_bytes": device_attribute("L2CacheSize"),
+                "cupy_version": cupy.__version__,
+                "cuda_runtime_version": cupy.cuda.runtime.runtimeGetVersion(),
+                "driver_version": cupy.cuda.runtime.driverGetVersion(),
+            },
+        )
+
+    def algorithms(self) -> tuple[str, ...]:
+        algos = [NAIVE, TILED]
+        try:
+            from . import flash_mma
+
+            if flash_mma.supports(AttentionConfig()) is None:
+                algos.append(TILED_MMA)
+        except Exception:  # not written yet, or it cannot run here
+            pass
+        return tuple(algos)
+
+    # -- running ------------------------------------------------------------------------------
+
+    def run(
+        self, config: AttentionConfig, algorithm: str, options: RunOptions | None = None
+    ) -> RunResult:
+        options = options or RunOptions()
+        if algorithm != NAIVE:
+            reason = _flash_module(algorithm).supports(config)
+            if reason is not None:
+                raise UnsupportedConfig(reason)
+        cost = costmodel.algorithm_cost(config, algorithm)
+        base = {
+            "config": config,
+            "algorithm": algorithm,
+            "backend": self.name,
+            "device": device_name(),
+            "model_peak_bytes": cost.peak_bytes,
+            "hbm_bytes": cost.hbm_bytes,
+            "flops": cost.flops,
+        }
+        notes: list[str] = []
+        if algorithm == NAIVE and not softmax_plan(config).single_read:
+            # A row longer than shared memory is read twice by the softmax: count it.
+            base["hbm_bytes"] += costmodel.attention_matrix_bytes(config)
+            notes.append(
+                f"softmax rows of {config.seq_len * config.elem_bytes:,} B exceed shared memory "
+                f"({smem_optin_bytes():,} B): S is read twice (counted in hbm_bytes)"
+            )
+
+        pool = self.pool
+        buffers = _Buffers()
+        previous_limit = pool.get_limit()
+        pool.free_all_blocks()
+        cupy.cuda.get_current_stream().synchronize()
+        baseline = pool.used_bytes()
+        if options.budget_bytes is not None:
+            pool.set_limit(size=baseline + int(options.budget_bytes))
+        tracker = _PeakTracker(pool)
+        oom_message = ""
+        try:
+            try:
+                with cupy.cuda.using_allocator(tracker.malloc):
+                    times = self._measure(config, algorithm, options, buffers, tracker)
+            except OutOfMemoryError as exc:
+                oom_message = str(exc)
+            if oom_message:
+                budget = (
+                    f"a budget of {options.budget_bytes:,} B"
+                    if options.budget_bytes is not None
+                    else "the device's free memory"
+                )
+                return RunResult(
+                    **base,
+                    peak_bytes=None,
+                    oom=True,
+                    message=(
+                        f"out of memory: {algorithm} needs {cost.peak_bytes:,} B by the model, "
+                        f"more than {budget} ({oom_message})"
+                    ),
+                )
+            peak = tracker.peak - baseline
+            pool.set_limit(size=previous_limit)  # the check is not part of the emulated GPU
+            error = None
+            if options.check:
+                error, note = self._check(config, buffers)
+                if note:
+                    notes.append(note)
+            return RunResult(
+                **base,
+                kernel_times=times,
+                peak_bytes=peak,
+                max_abs_error=error,
+                message="; ".join(notes),
+                repeats=max(1, options.repeats),
+            )
+        finally:
+            buffers.clear()
+            pool.set_limit(size=previous_limit)
+            cupy.cuda.get_current_stream().synchronize()
+            pool.free_all_blocks()
+
+    def _measure(
+        self,
+        config: AttentionConfig,
+        algorithm: str,
+        options: RunOptions,
+        buffers: _Buffers,
+        tracker: _PeakTracker,
+    ) -> tuple[KernelTime, ...]:
+        arrays = buffers.arrays
+        q, k, v = random_inputs(config, options.seed)
+        arrays.update(q=q, k=k, v=v)
+        del q, k, v
+        # Give the generation temporaries back to the device: a cached block that a later,
+        # smaller buffer splits can never be freed, and would count against a budget.
+        tracker.pool.free_all_blocks()
+        tracker.reset()  # peak counts from here: inputs, then the algorithm's own buffers
+        a = arrays
+        shape = (config.batch, config.heads, config.seq_len, config.head_dim)
+        dtype = storage_dtype(config.dtype)
+        a["o"] = cupy.empty(shape, dtype=dtype)
+        if algorithm == NAIVE:
+            n = config.seq_len
+            a["s"] = cupy.empty((config.batch, config.heads, n, n), dtype=dtype)
+            a["p"] = cupy.empty((config.batch, config.heads, n, n), dtype=dtype)
+            launch_softmax = softmax_launcher(config)  # compiled before any timing
+            launches = [
+                ("gemm_qk", lambda: gemm_qk(a["q"], a["k"], a["s"], config)),
+                ("softmax", lambda: launch_softmax(a["s"], a["p"])),
+                ("gemm_pv", lambda: gemm_pv(a["p"], a["v"], a["o"], config)),
+            ]
+        else:
+            impl = _flash_module(algorithm)
+            stats_shape = (config.batch, config.heads, config.seq_len)
+            a["m"] = cupy.empty(stats_shape, dtype=cupy.float32)
+            a["l"] = cupy.empty(stats_shape, dtype=cupy.float32)
+            launches = [
+                (
+                    "flash_fwd",
+                    lambda: impl.flash_forward(
+                        a["q"], a["k"], a["v"], a["o"], a["m"], a["l"], config
+                    ),
+                )
+            ]
+        return _time_launches(launches, options.warmup, options.repeats)
+
+    def _check(self, config: AttentionConfig, buffers: _Buffers) -> tuple[float | None, str]:
+        a = buffers.arrays
+        for name in ("s", "p"):  # naive's big buffers are not needed by the check
+            a.pop(name, None)
+        self.pool.free_all_blocks()
+        need = reference_bytes(config)
+        free, _ = cupy.cuda.runtime.memGetInfo()
+        available = free + self.pool.total_bytes() - self.pool.used_bytes()
+        limit = self.pool.get_limit()
+        if limit:
+            available = min(available, limit - self.pool.used_bytes())
+        if need > available:
+            return None, (
+                f"reference check skipped: it needs {need:,} B of device memory, "
+                f"{available:,} B are free"
+            )
+        try:
+            return max_abs_error(a["q"], a["k"], a["v"], a["o"], config), ""
+        except OutOfMemoryError as exc:
+            return None, f"reference check skipped: out of memory ({exc})"

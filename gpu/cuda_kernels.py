@@ -1,0 +1,141 @@
+"""Compile our CUDA sources (gpu/kernels/*.cu) with NVRTC through CuPy, once per process.
+
+Kernels are C++ templates over the element type (and, for the tiled kernel, the padded head
+dim), so each launch names an instantiation such as ``flash_fwd_readable<half_t, 64>``; a module
+holds just the instantiations asked for and is cached per (file, its modification time, options,
+instantiation). CuPy also keeps compiled cubins on disk (~/.cupy/kernel_cache), so a restart
+compiles nothing it has compiled before.
+
+A compile failure raises `KernelCompileError` carrying NVRTC's log, for the app to show.
+CuPy is imported only when something is compiled or a device is asked about, so the pure
+functions here (and in gpu/flash_readable.py) work on machines without it.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: Where our .cu files live (shipped as package data).
+KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
+
+#: Base NVRTC options; the device's `-arch=sm_XX` is appended by `compile_options`.
+BASE_OPTIONS: tuple[str, ...] = ("-std=c++17",)
+
+#: config.dtype -> (CuPy storage dtype, C++ element type in our kernels). CuPy has no bfloat16
+#: dtype, so bf16 tensors are stored as their raw 16-bit patterns in uint16 arrays; the kernels'
+#: `bf16_t` reads those bits, and cuBLAS is told the data is CUDA_R_16BF.
+STORAGE: dict[str, tuple[type, str]] = {
+    "fp16": (np.float16, "half_t"),
+    "bf16": (np.uint16, "bf16_t"),
+    "fp32": (np.float32, "float"),
+}
+
+
+class KernelCompileError(RuntimeError):
+    """A .cu file failed to compile; `log` is the compiler's own output."""
+
+    def __init__(self, path: Path, options: tuple[str, ...], log: str) -> None:
+        self.path = path
+        self.options = options
+        self.log = log
+        super().__init__(
+            f"{path.name} failed to compile with NVRTC (options: {' '.join(options)}):\n{log}"
+        )
+
+
+_modules: dict[tuple, Any] = {}
+_lock = threading.Lock()
+
+
+def storage_dtype(dtype: str) -> type:
+    """The CuPy dtype that holds a tensor of config dtype `dtype`."""
+    return STORAGE[dtype][0]
+
+
+def element_type(dtype: str) -> str:
+    """The C++ element type our kernels use for config dtype `dtype`."""
+    return STORAGE[dtype][1]
+
+
+@functools.cache
+def _device_attribute(name: str, device_id: int) -> int:
+    import cupy
+
+    runtime = cupy.cuda.runtime
+    return int(runtime.deviceGetAttribute(getattr(runtime, "cudaDevAttr" + name), device_id))
+
+
+def device_attribute(name: str) -> int:
+    """A cudaDeviceAttr of the current device by its short name, e.g. 'MultiProcessorCount'."""
+    import cupy
+
+    return _device_attribute(name, cupy.cuda.Device().id)
+
+
+def smem_optin_bytes() -> int:
+    """Shared memory one block may opt in to (232,448 B on H100/H200)."""
+    return device_attribute("MaxSharedMemoryPerBlockOptin")
+
+
+def device_arch() -> str:
+    """``sm_90`` on an H100/H200: the current device's compute capability."""
+    import cupy
+
+    return f"sm_{cupy.cuda.Device().compute_capability}"
+
+
+def compile_options(extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    # CuPy appends its own -arch for the device as well; NVRTC accepts the repeat, and naming
+    # it here makes the target explicit in the cache key and in error messages.
+    return (*BASE_OPTIONS, f"-arch={device_arch()}", *extra)
+
+
+def kernel_path(source: str | Path) -> Path:
+    """A bare file name means gpu/kernels/<name>; a path is used as given."""
+    path = Path(source)
+    return path if path.is_absolute() or path.parent != Path(".") else KERNEL_DIR / path
+
+
+def load_module(
+    source: str | Path,
+    name_expressions: tuple[str, ...] = (),
+    options: tuple[str, ...] = (),
+) -> Any:
+    """The compiled module (cupy.RawModule) of `source` with these instantiations (cached)."""
+    import cupy
+
+    path = kernel_path(source)
+    opts = compile_options(tuple(options))
+    key = (str(path), path.stat().st_mtime_ns, opts, tuple(name_expressions))
+    with _lock:
+        module = _modules.get(key)
+        if module is not None:
+            return module
+        code = path.read_text()
+        try:
+            module = cupy.RawModule(
+                code=code, options=opts, name_expressions=tuple(name_expressions) or None
+            )
+            module.compile()  # compile now, so errors surface here and not at first launch
+        except cupy.cuda.compiler.CompileException as exc:
+            raise KernelCompileError(path, opts, exc.get_message()) from None
+        _modules[key] = module
+        return module
+
+
+def get_kernel(source: str | Path, name: str, options: tuple[str, ...] = ()) -> Any:
+    """One cupy.RawKernel: `name` is a plain extern "C" name or a template instantiation."""
+    is_template = "<" in name
+    module = load_module(source, (name,) if is_template else (), options)
+    return module.get_function(name)
+
+
+def clear_cache() -> None:
+    """Forget compiled modules (CuPy's on-disk cache is kept)."""
+    with _lock:
+        _modules.clear()
