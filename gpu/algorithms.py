@@ -67,8 +67,9 @@ def tile_shape(config: AttentionConfig, algorithm: str) -> tuple[int, int]:
 
 
 def mma_tile_shape(head_dim: int) -> tuple[int, int]:
-    """Tiles of the tensor-core kernel: 128 query rows per block (4 warps × 16 rows... ×2), and
-    a K/V tile small enough that two stages fit in shared memory beside Q for large head dims."""
+    """Tiles of the tensor-core kernel (gpu/kernels/flash_mma.cu): 128 query rows per block
+    (8 warps × 16 rows), and 128 keys per K/V tile at d=64 or 64 at d=128, where two S tiles,
+    O and Q in registers leave no room for more (measurements in docs/KERNELS.md)."""
     if head_dim <= 64:
-        return 128, 64
+        return 128, 128
     return 128, 64

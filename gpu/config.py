@@ -67,7 +67,7 @@ class AttentionConfig:
             raise ConfigError("causal", self.causal, "true or false")
         for name in ("block_m", "block_n"):
             value = getattr(self, name)
-            if isinstance(value, bool) or value not in TILE_CHOICES:
+            if type(value) is not int or value not in TILE_CHOICES:
                 raise ConfigError(name, value, "one of " + ", ".join(map(str, TILE_CHOICES)))
 
     @property

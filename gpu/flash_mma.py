@@ -1,0 +1,215 @@
+"""Launch the tensor-core tiled attention kernel (gpu/kernels/flash_mma.cu) through CuPy.
+
+The kernel is a C++ template (head dim, tile sizes, causal, dtype); each combination is compiled
+once by NVRTC through `cupy.RawModule` (CuPy caches the binary on disk too) and kept here. The
+tile sizes come from `algorithms.mma_tile_shape`, the same function the cost model and the
+schedule read, so the animation's tiles are the launch's tiles.
+
+Inputs q, k, v and the output o are C-contiguous (B, h, N, d) device arrays of 16-bit storage:
+`cupy.float16` for fp16; for bf16 any 2-byte dtype holding bf16 bit patterns (CuPy has no native
+bfloat16, so `uint16` storage is the usual carrier). m and l are float32 (B, h, N) arrays the
+kernel writes: m is the row max of the scaled scores q·k/√d in natural-log units and l the row
+sum of exp(q·k/√d − m), so logsumexp = m + log(l).
+
+CuPy is imported lazily: `supports` works on machines without it.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .algorithms import mma_tile_shape
+from .config import AttentionConfig, ceil_div
+
+KERNEL_PATH = Path(__file__).parent / "kernels" / "flash_mma.cu"
+#: NVRTC options. The device's own arch is added by CuPy (sm_90 on an H200); mma.sync, ldmatrix
+#: and cp.async need sm_80 or newer. Fast math only affects 1/l and the exponentials, which use
+#: ex2.approx explicitly anyway.
+COMPILE_OPTIONS: tuple[str, ...] = ("-std=c++17", "--use_fast_math")
+SUPPORTED_HEAD_DIMS = (64, 128)
+SUPPORTED_DTYPES = ("fp16", "bf16")
+MIN_COMPUTE_CAPABILITY = 80
+
+
+@dataclass(frozen=True)
+class MmaLaunch:
+    """One kernel variant: tile sizes, warps, and the blocks per SM it is register-tuned for."""
+
+    head_dim: int
+    block_m: int
+    block_n: int
+    min_blocks: int
+
+    @property
+    def warps(self) -> int:
+        return self.block_m // 16  # one warp owns 16 query rows
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
+
+    @property
+    def smem_bytes(self) -> int:
+        """Q tile + two stages of K and V, 2-byte elements."""
+        return (self.block_m + 4 * self.block_n) * self.head_dim * 2
+
+    def template_name(self, causal: bool, bf16: bool) -> str:
+        return (
+            f"flash_mma_fwd<{self.head_dim}, {self.block_m}, {self.block_n}, {self.warps}, "
+            f"{self.min_blocks}, {str(causal).lower()}, {str(bf16).lower()}>"
+        )
+
+
+def default_launch(head_dim: int) -> MmaLaunch:
+    """The variant `flash_forward` uses for a head dim (tiles from `mma_tile_shape`)."""
+    block_m, block_n = mma_tile_shape(head_dim)
+    # The pipelined kernel keeps two S tiles, O and Q in registers: 255 at d=64 (128×128) and
+    # 250-252 at d=128 (128×64), so one 8-warp block per SM (docs/KERNELS.md has the variants).
+    return MmaLaunch(head_dim, block_m, block_n, 1)
+
+
+def _check_launch(launch: MmaLaunch) -> None:
+    if launch.block_m % 16 or launch.block_m > 256 or launch.block_n % 16:
+        raise ValueError(f"bad tile shape {launch.block_m}×{launch.block_n}")
+
+
+def _device_limits() -> tuple[int, int] | None:
+    """(compute capability as 90, opt-in shared memory per block) of the current device."""
+    try:
+        import cupy
+
+        if not cupy.is_available():
+            return None
+        dev = cupy.cuda.Device()
+        props = cupy.cuda.runtime.getDeviceProperties(dev.id)
+        return int(dev.compute_capability), int(props["sharedMemPerBlockOptin"])
+    except Exception:
+        return None
+
+
+def supports(config: AttentionConfig) -> str | None:
+    """None when the tensor-core kernel can run `config`, else the reason it cannot."""
+    if config.dtype not in SUPPORTED_DTYPES:
+        return f"tensor-core kernel supports fp16 and bf16, not {config.dtype}"
+    if config.head_dim not in SUPPORTED_HEAD_DIMS:
+        dims = " and ".join(map(str, SUPPORTED_HEAD_DIMS))
+        return f"tensor-core kernel supports head_dim {dims}, not {config.head_dim}"
+    limits = _device_limits()
+    if limits is not None:
+        cc, smem_optin = limits
+        if cc < MIN_COMPUTE_CAPABILITY:
+            return f"tensor-core kernel needs compute capability 8.0 or newer (this GPU: {cc / 10})"
+        need = default_launch(config.head_dim).smem_bytes
+        if need > smem_optin:
+            return (
+                f"tensor-core kernel needs {need // 1024} KiB of shared memory per block, "
+                f"this GPU allows {smem_optin // 1024} KiB"
+            )
+    return None
+
+
+_kernels: dict[tuple[MmaLaunch, bool, bool], Any] = {}
+
+
+def _source() -> str:
+    return KERNEL_PATH.read_text(encoding="utf-8")
+
+
+def get_kernel(launch: MmaLaunch, causal: bool, bf16: bool) -> Any:
+    """The compiled `cupy.RawKernel` of one variant (compiled on first use, then cached)."""
+    key = (launch, causal, bf16)
+    kernel = _kernels.get(key)
+    if kernel is None:
+        import cupy
+
+        _check_launch(launch)
+        name = launch.template_name(causal, bf16)
+        module = cupy.RawModule(code=_source(), options=COMPILE_OPTIONS, name_expressions=[name])
+        kernel = module.get_function(name)
+        _set_max_dynamic_smem(kernel, launch.smem_bytes)
+        _kernels[key] = kernel
+    return kernel
+
+
+def _set_max_dynamic_smem(kernel: Any, nbytes: int) -> None:
+    """Opt in to more than 48 KiB of dynamic shared memory (cudaFuncSetAttribute)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        function = getattr(kernel, "function", None)
+        if function is not None and hasattr(function, "max_dynamic_shared_size_bytes"):
+            try:
+                function.max_dynamic_shared_size_bytes = nbytes
+                return
+            except Exception:
+                pass
+        kernel.max_dynamic_shared_size_bytes = nbytes
+
+
+def kernel_resources(launch: MmaLaunch, causal: bool, bf16: bool) -> dict[str, int]:
+    """Registers, local (spill) bytes and shared memory of a compiled variant, for the notes."""
+    kernel = get_kernel(launch, causal, bf16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        attrs = kernel.attributes
+    return {
+        "registers": int(attrs["num_regs"]),
+        "local_bytes": int(attrs["local_size_bytes"]),
+        "static_smem_bytes": int(attrs["shared_size_bytes"]),
+        "dynamic_smem_bytes": launch.smem_bytes,
+        "threads": launch.threads,
+    }
+
+
+def _check_arrays(q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, config: AttentionConfig) -> None:
+    import cupy
+
+    shape = (config.batch, config.heads, config.seq_len, config.head_dim)
+    for name, a in (("q", q), ("k", k), ("v", v), ("o", o)):
+        if tuple(a.shape) != shape:
+            raise ValueError(f"{name} has shape {tuple(a.shape)}, expected {shape}")
+        if not a.flags.c_contiguous:
+            raise ValueError(f"{name} must be C-contiguous")
+        if a.dtype.itemsize != 2:
+            raise ValueError(f"{name} must hold 16-bit values, got {a.dtype}")
+        if config.dtype == "fp16" and a.dtype != cupy.float16:
+            raise ValueError(f"{name} must be float16 for fp16, got {a.dtype}")
+    for name, a in (("m", m), ("l", l)):
+        if tuple(a.shape) != shape[:3]:
+            raise ValueError(f"{name} has shape {tuple(a.shape)}, expected {shape[:3]}")
+        if a.dtype != cupy.float32 or not a.flags.c_contiguous:
+            raise ValueError(f"{name} must be a C-contiguous float32 array")
+
+
+def launch_forward(
+    q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, config: AttentionConfig, launch: MmaLaunch
+) -> None:
+    """`flash_forward` with an explicit variant (the benchmark uses this to compare tiles)."""
+    import numpy as np
+
+    reason = supports(config)
+    if reason is not None:
+        raise ValueError(reason)
+    if launch.head_dim != config.head_dim:
+        raise ValueError("launch head_dim does not match the config")
+    _check_arrays(q, k, v, o, m, l, config)
+    kernel = get_kernel(launch, config.causal, config.dtype == "bf16")
+    grid = (ceil_div(config.seq_len, launch.block_m), config.bh)
+    scale_log2 = math.log2(math.e) / math.sqrt(config.head_dim)
+    kernel(
+        grid,
+        (launch.threads,),
+        (q, k, v, o, m, l, np.int32(config.seq_len), np.float32(scale_log2)),
+        shared_mem=launch.smem_bytes,
+    )
+
+
+def flash_forward(q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, config: AttentionConfig) -> None:
+    """O = softmax(Q Kᵀ/√d [causal]) V on tensor cores; also writes the row statistics m and l.
+
+    Asynchronous like any CUDA launch: it is queued on CuPy's current stream.
+    """
+    launch_forward(q, k, v, o, m, l, config, default_launch(config.head_dim))
