@@ -1,0 +1,1 @@
+"""Tilescope's desktop app: all the Qt (PySide6 + pyqtgraph); `gpu/` never imports it."""

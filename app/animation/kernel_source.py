@@ -1,0 +1,68 @@
+"""Find the lines of a `.cu` kernel that each schedule step corresponds to (Qt-free).
+
+The readable kernels mark their phases with `// STEP <name>` comments whose names equal
+`gpu.schedule.STEP_NAMES`. A tagged block starts at the tag line and runs until the next tag or
+the first blank line, whichever comes first. A name may be tagged more than once (all blocks are
+highlighted).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import gpu
+
+KERNEL_DIR = Path(gpu.__file__).resolve().parent / "kernels"
+
+#: Which source file the panel shows for each algorithm's lane.
+SOURCE_FILES: dict[str, str] = {"tiled": "flash_readable.cu", "naive": "softmax.cu"}
+
+#: `// STEP name`, also `// STEP a / b` and `// STEP a / STEP b`; not when quoted in backticks.
+_TAG = re.compile(r"(?<!`)//\s*STEP\s+(\w+)((?:\s*/\s*(?:STEP\s+)?\w+)*)")
+_MORE = re.compile(r"/\s*(?:STEP\s+)?(\w+)")
+
+
+def _tag_names(line: str) -> list[str]:
+    m = _TAG.search(line)
+    if not m:
+        return []
+    return [m.group(1), *_MORE.findall(m.group(2) or "")]
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    """A loaded kernel file and the (first, last) line numbers (0-based) of each step's blocks."""
+
+    path: Path
+    text: str
+    blocks: dict[str, tuple[tuple[int, int], ...]]
+
+    def lines_for(self, step: str) -> tuple[tuple[int, int], ...]:
+        return self.blocks.get(step, ())
+
+
+def parse_step_tags(text: str) -> dict[str, tuple[tuple[int, int], ...]]:
+    lines = text.splitlines()
+    tags = [(i, names) for i, line in enumerate(lines) if (names := _tag_names(line))]
+    out: dict[str, list[tuple[int, int]]] = {}
+    for k, (start, names) in enumerate(tags):
+        stop = tags[k + 1][0] if k + 1 < len(tags) else len(lines)
+        last = start
+        for i in range(start + 1, stop):
+            if not lines[i].strip():
+                break
+            last = i
+        for name in names:
+            out.setdefault(name, []).append((start, last))
+    return {name: tuple(v) for name, v in out.items()}
+
+
+def load_kernel_source(path: Path) -> KernelSource | None:
+    """Read and parse one kernel file; None if it does not exist (yet) or cannot be read."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    return KernelSource(path, text, parse_step_tags(text))

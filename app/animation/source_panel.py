@@ -1,0 +1,192 @@
+"""The readable kernel's source with the current step's lines highlighted.
+
+Files are read on a QThreadPool worker, never on the GUI thread; until a file exists (the
+kernels may be written after the app) the panel says so and looks again every few seconds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QRunnable, QThreadPool, QTimer, Signal
+from PySide6.QtGui import QColor, QFont, QTextCursor, QTextFormat
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QTextEdit,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .kernel_source import KERNEL_DIR, SOURCE_FILES, KernelSource, load_kernel_source
+
+RECHECK_MS = 3000
+AUTO = "auto"
+HIGHLIGHT = QColor("#3b4a2a")
+HIGHLIGHT_TAG = QColor("#55692f")
+
+#: What to say for a naive step that runs in a library GEMM (no readable source of ours).
+LIBRARY_STEPS = {
+    "gemm_qk": "cuBLAS GEMM (library kernel, no readable source): S = Q·Kᵀ/√d, "
+    "each 128×128 tile of S written to HBM",
+    "gemm_pv": "cuBLAS GEMM (library kernel, no readable source): O = P·V, "
+    "reading P back from HBM strip by strip",
+}
+
+
+class _Loaded(QObject):
+    loaded = Signal(str, object)  # algorithm, KernelSource | None
+
+
+class _LoadTask(QRunnable):
+    def __init__(self, algorithm: str, path: Path, signals: _Loaded) -> None:
+        super().__init__()
+        self.algorithm, self.path, self.signals = algorithm, path, signals
+
+    def run(self) -> None:
+        self.signals.loaded.emit(self.algorithm, load_kernel_source(self.path))
+
+
+class SourcePanel(QWidget):
+    """Shows flash_readable.cu (tiled lane) or softmax.cu (naive lane), following the clock."""
+
+    sourceLoaded = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None, kernel_dir: Path | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("kernelSourcePanel")
+        self.kernel_dir = Path(kernel_dir) if kernel_dir is not None else KERNEL_DIR
+        self.sources: dict[str, KernelSource | None] = {}
+        self._pending: set[str] = set()
+        self._steps: dict[str, tuple[str, str]] = {}  # algorithm -> (kernel, step)
+        self._shown: tuple | None = None
+        self.highlighted: tuple[tuple[int, int], ...] = ()
+        self._signals = _Loaded(self)
+        self._signals.loaded.connect(self._on_loaded)
+
+        self.lane = QComboBox(self)
+        self.lane.setObjectName("sourceLane")
+        self.lane.addItem("auto: the lane still running", AUTO)
+        for algo, fname in SOURCE_FILES.items():
+            self.lane.addItem(f"{algo} lane: {fname}", algo)
+        self.lane.currentIndexChanged.connect(lambda _i: self._render(force=True))
+        self.status = QLabel(self)
+        self.status.setObjectName("sourceStatus")
+        self.status.setWordWrap(True)
+        self.text = QPlainTextEdit(self)
+        self.text.setObjectName("kernelSource")
+        self.text.setReadOnly(True)
+        self.text.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        font = QFont("DejaVu Sans Mono", 9)
+        font.setStyleHint(QFont.StyleHint.Monospace)
+        self.text.setFont(font)
+        top = QHBoxLayout()
+        top.addWidget(QLabel("Kernel source:", self))
+        top.addWidget(self.lane, 1)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addLayout(top)
+        lay.addWidget(self.status)
+        lay.addWidget(self.text, 1)
+
+        self._recheck = QTimer(self)
+        self._recheck.setInterval(RECHECK_MS)
+        self._recheck.timeout.connect(self.request_load)
+        QTimer.singleShot(0, self.request_load)
+
+    # ---- loading (off the GUI thread)
+
+    def path_for(self, algorithm: str) -> Path:
+        return self.kernel_dir / SOURCE_FILES[algorithm]
+
+    def request_load(self) -> None:
+        """Read any kernel file not loaded yet, on the thread pool."""
+        for algo in SOURCE_FILES:
+            if self.sources.get(algo) is None and algo not in self._pending:
+                self._pending.add(algo)
+                QThreadPool.globalInstance().start(
+                    _LoadTask(algo, self.path_for(algo), self._signals)
+                )
+
+    def _on_loaded(self, algorithm: str, source: object) -> None:
+        self._pending.discard(algorithm)
+        self.sources[algorithm] = source if isinstance(source, KernelSource) else None
+        if all(self.sources.get(a) is not None for a in SOURCE_FILES):
+            self._recheck.stop()
+        elif not self._recheck.isActive():
+            self._recheck.start()
+        if algorithm == self.followed:
+            self._render(force=True)
+        self.sourceLoaded.emit(algorithm)
+
+    # ---- following the clock
+
+    @property
+    def followed(self) -> str:
+        """The lane whose source is shown: the chosen one, or in auto mode the first lane
+        (tiled, then naive) that is still running."""
+        chosen = str(self.lane.currentData())
+        if chosen != AUTO:
+            return chosen
+        for algo in SOURCE_FILES:
+            if self._steps.get(algo, ("", ""))[1]:
+                return algo
+        return next(iter(SOURCE_FILES))
+
+    def follow(self, algorithm: str) -> None:
+        idx = self.lane.findData(algorithm)
+        if idx >= 0:
+            self.lane.setCurrentIndex(idx)
+
+    def show_step(self, algorithm: str, kernel: str, step: str) -> None:
+        self._steps[algorithm] = (kernel, step)
+        self._render()
+
+    def _render(self, force: bool = False) -> None:
+        algo = self.followed
+        src = self.sources.get(algo)
+        kernel, step = self._steps.get(algo, ("", ""))
+        key = (algo, id(src), kernel, step)
+        if key == self._shown and not force:
+            return
+        self._shown = key
+        if src is None:
+            self.text.setPlainText("")
+            self.highlighted = ()
+            self.status.setText(
+                f"{self.path_for(algo)} is not there yet; looking again every "
+                f"{RECHECK_MS // 1000} s."
+            )
+            return
+        if self.text.property("sourcePath") != str(src.path):
+            self.text.setPlainText(src.text)
+            self.text.setProperty("sourcePath", str(src.path))
+        blocks = src.lines_for(step) if step else ()
+        self.highlighted = blocks
+        sels = []
+        doc = self.text.document()
+        for first, last in blocks:
+            for line in range(first, last + 1):
+                sel = QTextEdit.ExtraSelection()
+                sel.format.setBackground(HIGHLIGHT_TAG if line == first else HIGHLIGHT)
+                sel.format.setProperty(QTextFormat.Property.FullWidthSelection, True)
+                cur = QTextCursor(doc.findBlockByNumber(line))
+                sel.cursor = cur
+                sels.append(sel)
+        self.text.setExtraSelections(sels)
+        name = src.path.name
+        if blocks:
+            first, last = blocks[0]
+            more = f" (+{len(blocks) - 1} more)" if len(blocks) > 1 else ""
+            self.status.setText(f"{name}: STEP {step}, lines {first + 1}–{last + 1}{more}")
+            cur = QTextCursor(doc.findBlockByNumber(first))
+            self.text.setTextCursor(cur)
+            self.text.centerCursor()
+        elif kernel in LIBRARY_STEPS:
+            self.status.setText(f"{step}: {LIBRARY_STEPS[kernel]}")
+        elif step:
+            self.status.setText(f"{name}: no `// STEP {step}` tag in this file")
+        else:
+            self.status.setText(name)

@@ -1,0 +1,458 @@
+"""The tile animation: counters end at the cost model's totals, stepping moves the tile and the
+source line, config changes reset, the online-softmax panel ends at softmax(s)·V, LOD is fast."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.animation.blockdetail import block_detail, detail_from_steps
+from app.animation.kernel_source import KERNEL_DIR, SOURCE_FILES, parse_step_tags
+from app.animation.online_softmax import online_softmax_trace, toy_trace
+from app.animation.player import Player, cost_model_seconds, sram_slots
+from gpu.algorithms import NAIVE, TILED, TILED_MMA
+from gpu.config import AttentionConfig
+from gpu.costmodel import GPUS, algorithm_cost
+from gpu.schedule import STEP_NAMES, build_schedule
+
+CONFIGS = [
+    AttentionConfig(seq_len=512),
+    AttentionConfig(seq_len=1000, causal=True),  # ragged and causal
+    AttentionConfig(seq_len=333, head_dim=40, batch=2, heads=3, block_m=32, block_n=16),
+    AttentionConfig(seq_len=777, head_dim=160, dtype="fp32", causal=True, block_m=16, block_n=64),
+    AttentionConfig(seq_len=129, heads=1, block_m=128, block_n=8),
+]
+ALGOS = (NAIVE, TILED, TILED_MMA)
+
+
+def _ids(c: AttentionConfig) -> str:
+    return c.label().replace(" ", "_")
+
+
+def _assert_totals(counters, config: AttentionConfig, algorithm: str) -> None:
+    cost = algorithm_cost(config, algorithm)
+    assert counters.bytes_read == cost.bytes_read
+    assert counters.bytes_written == cost.bytes_written
+    assert counters.flops == cost.executed_flops
+
+
+# --------------------------------------------------------------------------------------------
+# Pure model
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=_ids)
+def test_counters_at_the_end_of_a_play_equal_the_cost_model_totals(config):
+    player = Player(config, algorithms=ALGOS, duration_s=0.5)
+    player.play()
+    previous = {a: player.counters(a) for a in ALGOS}
+    while player.playing:
+        player.advance(1 / 60)
+        player.frames()
+        for a in ALGOS:  # and they only ever grow
+            c = player.counters(a)
+            p = previous[a]
+            assert c.bytes_read >= p.bytes_read and c.bytes_written >= p.bytes_written
+            assert c.flops >= p.flops and c.time_s >= p.time_s
+            previous[a] = c
+    assert player.finished
+    for a in ALGOS:
+        _assert_totals(player.counters(a), config, a)
+        _assert_totals(player.lane(a).totals(), config, a)
+
+
+@pytest.mark.parametrize("n", [65536, 131072, 1 << 20])
+def test_counters_at_the_end_equal_the_cost_model_at_large_n_with_lod(n):
+    config = AttentionConfig(seq_len=n, causal=n == 65536)
+    player = Player(config)
+    player.seek_end()
+    for a in (NAIVE, TILED):
+        _assert_totals(player.counters(a), config, a)
+
+
+@pytest.mark.parametrize("config", CONFIGS[:3], ids=_ids)
+def test_the_modeled_clock_ends_at_the_cost_models_roofline_time(config):
+    for a in ALGOS:
+        lane = Player(config, algorithms=(a,)).lane(a)
+        expected = cost_model_seconds(lane)
+        assert lane.total_time >= expected * (1 - 1e-9)
+        assert lane.total_time == pytest.approx(expected, rel=0.05)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=_ids)
+def test_fast_block_details_equal_the_schedules_block_steps(config):
+    for a in ALGOS:
+        for kernel in build_schedule(config, a).kernels:
+            for b in range(kernel.blocks):
+                steps = kernel.block_steps(b)
+                fast = block_detail(config, a, kernel, b)
+                slow = detail_from_steps(kernel.name, b, steps)
+                assert [fast.step_at(s) for s in range(fast.count)] == steps
+                for field in ("kinds", "read", "written", "flops"):
+                    assert np.array_equal(getattr(fast, field), getattr(slow, field))
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=_ids)
+def test_sram_slots_add_up_to_each_kernels_on_chip_bytes(config):
+    for a in ALGOS:
+        for kernel in build_schedule(config, a).kernels:
+            assert sum(s.bytes for s in sram_slots(config, a, kernel)) == kernel.sram_bytes
+
+
+def test_stepping_walks_the_tiled_schedule_step_by_step_and_back():
+    config = AttentionConfig(seq_len=200, block_m=64, block_n=32)
+    player = Player(config, algorithms=(TILED,))
+    expected = list(build_schedule(config, TILED).steps())
+    seen = []
+    while player.step_forward():
+        f = player.frames()[0]
+        seen.append(f.step)
+    assert seen == expected
+    assert player.finished
+    _assert_totals(player.counters(TILED), config, TILED)
+    back = []
+    while player.step_back():
+        back.append(player.frames()[0].step)
+    assert back[:-1] == expected[-2::-1][: len(back) - 1]
+    assert player.t == 0.0
+
+
+def test_a_gliding_step_travels_and_lands_exactly_on_the_boundary():
+    config = AttentionConfig(seq_len=256)
+    jump, glide = Player(config, algorithms=(TILED,)), Player(config, algorithms=(TILED,))
+    for _ in range(3):
+        jump.step_forward()
+    glide.step_forward()
+    glide.step_forward()
+    glide.step_forward(glide_s=0.3)
+    assert glide.gliding and glide.t < jump.t
+    glide.advance(0.15)
+    mid = glide.frames()[0]
+    assert mid.gliding and mid.step.name == "load_V_j" and 0.0 < mid.step_phase < 1.0
+    glide.advance(0.2)
+    assert not glide.gliding and glide.t == jump.t
+    assert glide.counters(TILED) == jump.counters(TILED)
+
+
+def test_stepping_counts_each_steps_bytes_exactly():
+    config = AttentionConfig(seq_len=256)
+    player = Player(config, algorithms=(TILED,))
+    before = player.counters(TILED)
+    player.step_forward()  # load_Q_i of block 0
+    after = player.counters(TILED)
+    step = player.frames()[0].step
+    assert step.name == "load_Q_i"
+    assert after.bytes_read - before.bytes_read == step.bytes * config.bh
+    assert after.sram_bytes > 0
+
+
+def test_a_config_change_resets_the_schedule():
+    player = Player(AttentionConfig(seq_len=1024))
+    player.play()
+    player.advance(3.0)
+    assert player.t > 0
+    new = AttentionConfig(seq_len=2048, causal=True)
+    assert player.set_config(new)
+    assert player.t == 0.0 and player.config == new
+    assert all(lane.config == new for lane in player.lanes)
+    assert player.counters(TILED).bytes_read == 0
+    assert not player.set_config(new)  # same config: nothing to do
+
+
+def test_another_gpu_changes_the_clock_but_not_the_bytes():
+    config = AttentionConfig(seq_len=2048)
+    player = Player(config)
+    player.seek_end()
+    h200 = player.total_time
+    player.set_gpu(GPUS["T4 16 GB"])
+    assert player.total_time > h200
+    assert player.finished
+    _assert_totals(player.counters(NAIVE), config, NAIVE)
+
+
+def test_lod_at_n_131072_builds_in_under_a_second_and_plays_in_a_few_ms_a_frame():
+    config = AttentionConfig(seq_len=131072)
+    start = time.perf_counter()
+    player = Player(config)
+    build = time.perf_counter() - start
+    assert build < 1.0
+    assert all(not lane.step_level for lane in player.lanes)
+    assert max(lane.units for lane in player.lanes) < 200_000  # aggregated, not 1M+ blocks
+    player.play()
+    times = []
+    for _ in range(120):
+        player.advance(1 / 60)
+        t0 = time.perf_counter()
+        player.frames()
+        times.append(time.perf_counter() - t0)
+    assert float(np.median(times)) < 0.01
+    # and a full pass takes the chosen duration: 20 s at 1× by default
+    assert player.duration_s * player.rate() == pytest.approx(player.total_time)
+
+
+def test_a_pass_lasts_the_chosen_duration_whatever_n():
+    for n in (256, 32768):
+        player = Player(AttentionConfig(seq_len=n), duration_s=20.0)
+        player.play()
+        frames = 0
+        while player.playing:
+            player.advance(0.5)
+            frames += 1
+        assert frames == 40
+
+
+def test_parse_step_tags_blocks_run_to_the_next_tag_or_a_blank_line():
+    text = "\n".join(
+        [
+            "// header mentions `// STEP name` in backticks: not a tag",  # 0
+            "void k() {",  # 1
+            "    // STEP load_Q_i",  # 2
+            "    a();",  # 3
+            "    // STEP load_K_j",  # 4
+            "    b();",  # 5
+            "",  # 6
+            "    c();",  # 7
+            "    // STEP load_V_j / STEP store_ml",  # 8
+            "    d();",  # 9
+            "}",  # 10
+        ]
+    )
+    blocks = parse_step_tags(text)
+    assert blocks["load_Q_i"] == ((2, 3),)
+    assert blocks["load_K_j"] == ((4, 5),)
+    assert blocks["load_V_j"] == ((8, 10),)
+    assert blocks["store_ml"] == ((8, 10),)
+    assert "name" not in blocks
+
+
+def test_online_softmax_ends_at_the_exact_softmax_times_v():
+    trace = toy_trace()
+    assert np.allclose(trace.final, trace.exact)
+    assert any(u.rescale < 1.0 for u in trace.updates[1:])  # m grows: rescaling is visible
+    rng = np.random.default_rng(3)
+    for tile in (1, 3, 5, 64):
+        q, k, v = (
+            rng.standard_normal(16),
+            rng.standard_normal((50, 16)),
+            rng.standard_normal((50, 8)),
+        )
+        t = online_softmax_trace(q * 4, k, v, tile)
+        s = k @ (q * 4) / 4.0
+        p = np.exp(s - s.max())
+        assert np.allclose(t.final, (p / p.sum()) @ v)
+
+
+# --------------------------------------------------------------------------------------------
+# Widget (pytest-qt)
+
+FAKE_FLASH = """\
+// a fake readable kernel for the tests
+__global__ void flash() {
+    // STEP load_Q_i
+    load(Q);
+
+    for (int j = 0; j < t; ++j) {
+        // STEP load_K_j
+        load(K);
+        // STEP load_V_j
+        load(V);
+        // STEP compute_S_ij
+        s = q * k;
+        // STEP online_softmax
+        m = max(m, s);
+        // STEP accumulate_O_i
+        o += p * v;
+    }
+    // STEP store_O_i
+    store(O);
+    // STEP store_ml
+    store(ml);
+}
+"""
+
+
+@pytest.fixture
+def kernel_dir(tmp_path: Path) -> Path:
+    (tmp_path / "flash_readable.cu").write_text(FAKE_FLASH)
+    return tmp_path
+
+
+@pytest.fixture
+def widget(qtbot, kernel_dir):
+    from app.animation import TileAnimationWidget
+
+    w = TileAnimationWidget(config=AttentionConfig(seq_len=512), kernel_dir=kernel_dir)
+    qtbot.addWidget(w)
+    w.resize(1280, 860)
+    w.show()
+    qtbot.waitUntil(lambda: w.source_panel.sources.get("tiled") is not None, timeout=5000)
+    return w
+
+
+def test_the_widget_has_the_object_name_the_main_window_looks_for(widget):
+    assert widget.objectName() == "tileAnimation"
+    assert widget.findChild(type(widget.timeline), "animTimeline") is widget.timeline
+
+
+@pytest.mark.parametrize("config", CONFIGS[:4], ids=_ids)
+def test_widget_counters_at_the_end_of_a_play_equal_the_cost_model(widget, qtbot, config):
+    widget.set_config(config)
+    widget.set_duration(0.3)
+    widget.play()
+    qtbot.waitUntil(lambda: not widget.playing, timeout=10_000)
+    for a in (NAIVE, TILED):
+        _assert_totals(widget.counters(a), config, a)
+        frame = next(f for f in widget.frames() if f.algorithm == a)
+        _assert_totals(frame.counters, config, a)
+        assert frame.done
+    assert widget.timeline.value() == widget.timeline.maximum()
+
+
+def test_stepping_moves_the_highlighted_tile_and_the_source_line(qtbot, kernel_dir):
+    from app.animation import TileAnimationWidget
+
+    w = TileAnimationWidget(
+        config=AttentionConfig(seq_len=256, block_m=64, block_n=64),
+        kernel_dir=kernel_dir,
+        algorithms=(TILED,),
+    )
+    qtbot.addWidget(w)
+    w.resize(1200, 800)
+    w.show()
+    qtbot.waitUntil(lambda: w.source_panel.sources.get("tiled") is not None, timeout=5000)
+    w.glide_s = 0.05  # the clock glides to each boundary (the tile travels); keep it short
+
+    def forward():
+        w.fwd_button.click()
+        qtbot.waitUntil(lambda: not w.player.gliding, timeout=2000)
+
+    seen = []
+    for _ in range(4):
+        forward()
+        f = w.frames()[0]
+        rect = w.canvas.region_rect(0, f.step.matrix, f.step.region)
+        seen.append((f.step.name, rect, w.source_panel.highlighted))
+    names = [s[0] for s in seen]
+    assert names == ["load_Q_i", "load_K_j", "load_V_j", "compute_S_ij"]
+    q_rect, k_rect = seen[0][1], seen[1][1]
+    assert q_rect != k_rect and k_rect.x() > q_rect.x()  # from the Q strip to the K strip
+    assert seen[0][2] == ((2, 3),) and seen[1][2] == ((6, 7),)  # the source line follows
+    assert w.source_panel.text.textCursor().blockNumber() == 10  # compute_S_ij's tag line
+    # and back
+    w.back_button.click()
+    assert w.frames()[0].step.name == "load_V_j"
+    assert w.source_panel.highlighted == ((8, 9),)
+    # walking on moves K_j down the K strip
+    while w.frames()[0].step.name != "load_K_j" or w.frames()[0].step.region[0] == 0:
+        forward()
+    f = w.frames()[0]
+    assert w.canvas.region_rect(0, "K", f.step.region).y() > k_rect.y()
+
+
+def test_a_config_change_resets_the_widgets_schedule(widget, qtbot):
+    widget.set_duration(5.0)
+    widget.play()
+    qtbot.wait(200)
+    assert widget.player.t > 0
+    widget.pause()
+    new = AttentionConfig(seq_len=4096, causal=True)
+    with qtbot.waitSignal(widget.configApplied, timeout=2000):
+        widget.set_config(new)
+    assert widget.player.t == 0.0
+    assert widget.timeline.value() == 0
+    assert all(f.config == new and not f.started for f in widget.frames())
+    assert widget.counters(NAIVE).bytes_read == 0
+    assert widget.canvas._scene.config == new
+
+
+def test_slider_bursts_are_coalesced_to_the_newest_config(widget, qtbot):
+    first, middle, last = (AttentionConfig(seq_len=n) for n in (1024, 2048, 3000))
+    widget.set_config(first)  # applies at once
+    assert widget.player.config == first
+    widget.set_config(middle)  # a burst: deferred ...
+    widget.set_config(last)
+    assert widget.config == last
+    with qtbot.waitSignal(widget.configApplied, timeout=2000):
+        pass  # ... and only the newest is built, on the trailing edge
+    assert widget.player.config == last
+    assert widget.frames()[0].config == last
+
+
+def test_the_online_softmax_panels_final_row_equals_softmax_times_v(widget):
+    panel = widget.softmax_panel
+    t = panel.trace
+    e = np.exp(t.scores - t.scores.max())
+    assert np.allclose(panel.final_row, (e / e.sum()) @ t.v)
+    assert np.allclose(panel.final_row, panel.exact_row)
+    html = panel.view.toHtml()
+    assert "exact softmax(s)·V" in html and "difference" in html
+
+
+def test_a_missing_kernel_file_is_reported_not_fatal(qtbot, tmp_path):
+    from app.animation.source_panel import SourcePanel
+
+    panel = SourcePanel(kernel_dir=tmp_path)
+    qtbot.addWidget(panel)
+    assert panel.sources == {}  # nothing read on the GUI thread during construction
+    qtbot.waitUntil(lambda: "tiled" in panel.sources, timeout=5000)
+    assert panel.sources["tiled"] is None
+    assert "not there yet" in panel.status.text()
+    (tmp_path / "flash_readable.cu").write_text(FAKE_FLASH)
+    panel.request_load()
+    qtbot.waitUntil(lambda: panel.sources.get("tiled") is not None, timeout=5000)
+    panel.show_step("tiled", "flash_fwd", "store_O_i")
+    assert panel.highlighted == ((17, 18),)
+
+
+def test_naive_gemm_steps_say_they_run_in_a_library_kernel(qtbot, tmp_path):
+    from app.animation.source_panel import SourcePanel
+
+    (tmp_path / "softmax.cu").write_text("// STEP softmax_read_S\nread();\n")
+    panel = SourcePanel(kernel_dir=tmp_path)
+    qtbot.addWidget(panel)
+    panel.follow("naive")
+    qtbot.waitUntil(lambda: panel.sources.get("naive") is not None, timeout=5000)
+    panel.show_step("naive", "gemm_qk", "qk_store_S_ij")
+    assert "cuBLAS" in panel.status.text() and panel.highlighted == ()
+    panel.show_step("naive", "softmax", "softmax_read_S")
+    assert panel.highlighted == ((0, 1),)
+
+
+@pytest.mark.skipif(
+    not all((KERNEL_DIR / f).exists() for f in SOURCE_FILES.values()),
+    reason="the readable kernels are not written yet",
+)
+def test_the_real_kernels_tag_every_step_the_panel_highlights():
+    for algo, fname in SOURCE_FILES.items():
+        blocks = parse_step_tags((KERNEL_DIR / fname).read_text())
+        names = STEP_NAMES["flash_fwd"] if algo == "tiled" else STEP_NAMES["softmax"]
+        missing = [n for n in names if n not in blocks]
+        assert not missing, f"{fname} lacks // STEP tags for {missing}"
+
+
+def test_set_gpu_changes_the_clock_and_keeps_the_bytes(widget):
+    widget.set_config(AttentionConfig(seq_len=2048))
+    widget.player.seek_end()
+    h200 = widget.player.total_time
+    widget.set_gpu(GPUS["RTX 4090 24 GB"])
+    assert widget.player.total_time > h200
+    frames = widget.frames()
+    assert all(f.sram_capacity == GPUS["RTX 4090 24 GB"].smem_per_sm_bytes for f in frames)
+    _assert_totals(widget.counters(TILED), widget.config, TILED)
+
+
+def test_large_n_renders_mid_play_quickly(widget, qtbot):
+    widget.set_config(AttentionConfig(seq_len=131072))
+    widget.seek_fraction(0.3)
+    widget.player.playing = True
+    for _ in range(30):
+        widget.player.advance(1 / 60)
+        widget.refresh()
+        widget.canvas.repaint()
+    widget.player.playing = False
+    assert len(widget.canvas.paint_ms) >= 30
+    assert float(np.median(list(widget.canvas.paint_ms)[-30:])) < 50  # generous: CI machines
+    image = widget.grab().toImage()
+    assert image.width() > 0 and not image.isNull()
