@@ -1,8 +1,9 @@
 """Benchmark the tiled attention kernels against torch SDPA (FlashAttention-2 and cuDNN) on a GPU.
 
 One run measures, for every selected config: our tensor-core kernel (`gpu.flash_mma`, optionally
-several tile variants), our readable tiled kernel and our naive path (through
-`gpu.cuda_backend`, when importable), and torch's SDPA with the FLASH_ATTENTION and
+several tile variants), our Hopper kernel (`gpu.flash_wgmma`, sm_90 only, likewise), our
+readable tiled kernel and our naive path (through `gpu.cuda_backend`, when importable), and
+torch's SDPA with the FLASH_ATTENTION and
 CUDNN_ATTENTION backends as peers. torch is imported here only; the app never needs it.
 
 Timing: CUDA events around a batch of back-to-back launches (so launch overhead hides behind
@@ -32,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from gpu.config import AttentionConfig
 from gpu.costmodel import useful_flops
 
-ALL_IMPLS = ("mma", "readable", "naive", "sdpa_flash", "sdpa_cudnn")
+ALL_IMPLS = ("mma", "wgmma", "readable", "naive", "sdpa_flash", "sdpa_cudnn")
 ROTATE_BYTES = 256 * 2**20  # rotate inputs over at least this much memory (L2 is 60 MB)
 
 
@@ -166,6 +167,75 @@ def bench_mma(
     return rows
 
 
+def parse_wgmma_variants(spec: str) -> dict[int, list[tuple[int, int, bool]]]:
+    """'128=128x2r,128x2s' -> {128: [(128, 2, True), (128, 2, False)]} (r: Q in registers)."""
+    out: dict[int, list[tuple[int, int, bool]]] = {}
+    for part in filter(None, spec.split(";")):
+        dim, _, variants = part.partition("=")
+        for v in filter(None, variants.split(",")):
+            bn, _, rest = v.partition("x")
+            out.setdefault(int(dim), []).append((int(bn), int(rest[:-1]), rest[-1] == "r"))
+    return out
+
+
+def bench_wgmma(
+    config: AttentionConfig, sets: list, args: argparse.Namespace, variants: list, out: Any
+) -> list[Row]:
+    """Our Hopper kernel (default variant first, then any `--wgmma-variants`)."""
+    import cupy as cp
+
+    from gpu import flash_wgmma
+
+    rows = []
+    reason = flash_wgmma.supports(config)
+    if reason is not None:
+        row = Row("wgmma", config.dtype, config.heads, config.head_dim, config.seq_len,
+                  config.causal, error=reason[:300])  # fmt: skip
+        return [row]
+    launches = [flash_wgmma.default_launch(config.head_dim)]
+    for bn, stages, q_regs in variants:
+        launch = flash_wgmma.WgmmaLaunch(config.head_dim, bn, stages, q_regs)
+        if launch not in launches:
+            launches.append(launch)
+    shape = (config.batch, config.heads, config.seq_len)
+    m = cp.empty(shape, dtype=cp.float32)
+    l = cp.empty(shape, dtype=cp.float32)
+    for launch in launches:
+        name = "wgmma"
+        if launch != launches[0]:
+            name += f"_{launch.block_n}x{launch.stages}{'r' if launch.q_in_registers else 's'}"
+        row = Row(name, config.dtype, config.heads, config.head_dim, config.seq_len, config.causal)
+        try:
+            flash_wgmma.launch_forward(*sets[0], out, m, l, config, launch)
+            kernel = flash_wgmma.get_kernel(launch, config.causal, config.dtype == "bf16")
+            argsets = [flash_wgmma.launch_args(q, k, v, out, m, l, config) for q, k, v in sets]
+
+            def run(i: int, kernel=kernel, argsets=argsets, launch=launch) -> None:
+                grid, kargs = argsets[i % len(argsets)]
+                kernel(grid, (launch.threads,), kargs, shared_mem=launch.smem_bytes)
+
+            row.ms = time_launches(run, args.repeats, args.target_ms)
+            row.extra = {
+                "tiles": [launch.block_m, launch.block_n],
+                "stages": launch.stages,
+                "q_in_registers": launch.q_in_registers,
+                **flash_wgmma.kernel_resources(launch, config.causal, config.dtype == "bf16"),
+            }
+        except Exception as exc:  # record and go on: one failure must not lose the whole run
+            row.error = f"{type(exc).__name__}: {exc}"[:300]
+        rows.append(row)
+    return rows
+
+
+def _diff_vs_flash(out: Any, flash_out: Any, dtype: str) -> float:
+    import torch
+
+    ours = torch.from_dlpack(out)
+    if dtype == "bf16":
+        ours = ours.view(torch.bfloat16)
+    return (ours.float() - flash_out.float()).abs().max().item()
+
+
 def bench_backend(config: AttentionConfig, algorithm: str, args: argparse.Namespace) -> Row:
     """Our readable tiled kernel or naive path, timed by the cuda backend itself."""
     name = "readable" if algorithm == "tiled" else "naive"
@@ -287,7 +357,7 @@ def plot(rows: list[Row], path: str, device: str) -> None:
                     and r.tflops
                 )
                 if pts:
-                    style = "-" if impl.startswith(("mma", "readable", "naive")) else "--"
+                    style = "-" if impl.startswith(("mma", "wgmma", "readable", "naive")) else "--"
                     ax.plot(*zip(*pts, strict=True), style, marker="o", ms=3, label=impl)
             ax.set_xscale("log", base=2)
             ax.set_title(f"{dtype}, h={heads}, d={d}{', causal' if causal else ''}", fontsize=9)
@@ -315,6 +385,12 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="extra tensor-core tile variants, e.g. '64=128x128x2,64x64x4;128=64x64x2'",
     )
+    p.add_argument(
+        "--wgmma-variants",
+        default="",
+        help="extra Hopper variants: key tile x stages + r|s (Q in registers or smem), "
+        "e.g. '128=128x2r,128x2s'",
+    )
     p.add_argument("--naive-max-n", type=int, default=16384)
     p.add_argument("--readable-max-n", type=int, default=32768)
     p.add_argument("--repeats", type=int, default=7)
@@ -330,6 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"unknown impls {sorted(unknown)}; known: {', '.join(ALL_IMPLS)}")
     variants = parse_variants(args.mma_variants)
+    wgmma_variants = parse_wgmma_variants(args.wgmma_variants)
     seqs = [int(s) for s in args.seq.split(",") if s]
     shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",") if s]
     causals = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
@@ -400,6 +477,24 @@ def main(argv: list[str] | None = None) -> int:
                                 diff = (ours.float() - flash_out.float()).abs().max().item()
                                 r.max_abs_diff_vs_flash = diff
                         group.extend(mma_rows)
+                    if "wgmma" in impls:
+                        wg_rows = bench_wgmma(config, sets, args, wgmma_variants.get(d, []), out)
+                        if flash_out is not None:
+                            from gpu import flash_wgmma
+
+                            stats = cp.empty((1, heads, n), dtype=cp.float32)
+                            for r in wg_rows:
+                                if r.ms is None:
+                                    continue
+                                launch = flash_wgmma.WgmmaLaunch(
+                                    d, r.extra["tiles"][1], r.extra["stages"],
+                                    r.extra["q_in_registers"],
+                                )  # fmt: skip
+                                flash_wgmma.launch_forward(
+                                    *sets[0], out, stats, stats.copy(), config, launch
+                                )
+                                r.max_abs_diff_vs_flash = _diff_vs_flash(out, flash_out, dtype)
+                        group.extend(wg_rows)
                     if "readable" in impls and n <= args.readable_max_n:
                         group.append(bench_backend(config, "tiled", args))
                     if "naive" in impls and n <= args.naive_max_n:

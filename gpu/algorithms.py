@@ -20,6 +20,7 @@ NAIVE_GEMM_TILE = 128
 NAIVE = "naive"
 TILED = "tiled"
 TILED_MMA = "tiled_mma"
+TILED_WGMMA = "tiled_wgmma"
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,13 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
         True,
         "The same tiled algorithm on tensor cores (mma.sync), double-buffered cp.async loads.",
     ),
+    TILED_WGMMA: AlgorithmInfo(
+        TILED_WGMMA,
+        "tiled (Hopper wgmma)",
+        True,
+        "The same tiled algorithm on Hopper's asynchronous warpgroup tensor-core instruction "
+        "(wgmma, sm_90 only): S of the next tile overlaps the softmax of this one.",
+    ),
 }
 
 
@@ -61,6 +69,8 @@ def tile_shape(config: AttentionConfig, algorithm: str) -> tuple[int, int]:
         return config.block_m, config.block_n
     if algorithm == TILED_MMA:
         return mma_tile_shape(config.head_dim)
+    if algorithm == TILED_WGMMA:
+        return wgmma_tile_shape(config.head_dim)
     if algorithm == NAIVE:
         return NAIVE_GEMM_TILE, NAIVE_GEMM_TILE
     raise KeyError(f"unknown algorithm {algorithm!r}: known are {', '.join(ALGORITHMS)}")
@@ -73,3 +83,11 @@ def mma_tile_shape(head_dim: int) -> tuple[int, int]:
     if head_dim <= 64:
         return 128, 128
     return 128, 64
+
+
+def wgmma_tile_shape(head_dim: int) -> tuple[int, int]:
+    """Tiles of the Hopper kernel (gpu/kernels/flash_wgmma.cu): 128 query rows per block
+    (2 warpgroups × 64 rows) and 128 keys per K/V tile at both head dims (64-key tiles at d=128
+    avoid its 96 bytes of register spills but measured up to 9% slower; docs/KERNELS.md)."""
+    _ = head_dim  # the same tiles at 64 and 128
+    return 128, 128

@@ -3,7 +3,8 @@
 - naive: cuBLAS GEMM S = (Q Kᵀ)/√d into a really allocated (B, h, N, N) buffer, our softmax
   kernel S -> P (gpu/kernels/softmax.cu: one read of S, one write of P), cuBLAS GEMM O = P V.
 - tiled: our fused kernel (gpu/kernels/flash_readable.cu); `tiled_mma` dispatches to
-  gpu/flash_mma.py when that module exists and accepts the config.
+  gpu/flash_mma.py when that module exists and accepts the config, `tiled_wgmma` (sm_90 only)
+  to gpu/flash_wgmma.py.
 
 Times are CUDA events around each kernel, after `warmup` untimed runs, median of `repeats`.
 Memory is the CuPy pool's in-use bytes, sampled at every allocation of the run by a wrapping
@@ -24,7 +25,7 @@ import cupy
 import numpy as np
 
 from . import costmodel
-from .algorithms import NAIVE, TILED, TILED_MMA
+from .algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA
 from .backend import RunOptions
 from .config import AttentionConfig, ceil_div
 from .cuda_kernels import (
@@ -367,6 +368,12 @@ def _flash_module(algorithm: str):
         except ImportError as exc:
             raise UnsupportedConfig(f"{TILED_MMA} is not available: {exc}") from None
         return flash_mma
+    if algorithm == TILED_WGMMA:
+        try:
+            from . import flash_wgmma
+        except ImportError as exc:
+            raise UnsupportedConfig(f"{TILED_WGMMA} is not available: {exc}") from None
+        return flash_wgmma
     raise UnsupportedConfig(f"unknown algorithm {algorithm!r}")
 
 
@@ -413,6 +420,13 @@ class CudaBackend:
             if flash_mma.supports(AttentionConfig()) is None:
                 algos.append(TILED_MMA)
         except Exception:  # not written yet, or it cannot run here
+            pass
+        try:
+            from . import flash_wgmma
+
+            if flash_wgmma.supports(AttentionConfig()) is None:  # sm_90 only
+                algos.append(TILED_WGMMA)
+        except Exception:
             pass
         return tuple(algos)
 

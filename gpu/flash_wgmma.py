@@ -1,0 +1,223 @@
+"""Launch the Hopper attention kernel (gpu/kernels/flash_wgmma.cu) through CuPy.
+
+Same interface as `gpu.flash_mma`: `supports(config)` and `flash_forward(q, k, v, o, m, l, config)`
+with C-contiguous (B, h, N, d) 16-bit arrays (`cupy.float16` for fp16, any 2-byte dtype holding
+bf16 bit patterns for bf16) and float32 (B, h, N) row statistics m (row max of q·k/√d, natural
+log units) and l (row sum of exp(q·k/√d − m)), so logsumexp = m + log(l).
+
+The kernel uses `wgmma.mma_async`, which exists only on sm_90a (H100, H200): `supports` refuses
+every other GPU, and machines without CUDA, so the mma.sync kernel stays the tensor-core path
+elsewhere. Each template instance is compiled once by NVRTC with `-arch=sm_90a` (CuPy appends its
+own `-arch=sm_90`; NVRTC builds the sm_90a code either way) and kept here.
+
+CuPy is imported lazily: `supports` works on machines without it.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .algorithms import wgmma_tile_shape
+from .config import AttentionConfig, ceil_div
+
+KERNEL_PATH = Path(__file__).parent / "kernels" / "flash_wgmma.cu"
+#: NVRTC options: wgmma needs the architecture-specific target sm_90a.
+COMPILE_OPTIONS: tuple[str, ...] = ("-std=c++17", "--use_fast_math", "-arch=sm_90a")
+SUPPORTED_HEAD_DIMS = (64, 128)
+SUPPORTED_DTYPES = ("fp16", "bf16")
+REQUIRED_COMPUTE_CAPABILITY = 90
+#: Query rows per block: two warpgroups of 64 rows (fixed by the kernel).
+BLOCK_M = 128
+THREADS = 256
+
+
+@dataclass(frozen=True)
+class WgmmaLaunch:
+    """One kernel variant: key tile, K/V ring depth, and where Q lives for S = Q Kᵀ."""
+
+    head_dim: int
+    block_n: int
+    stages: int
+    q_in_registers: bool
+
+    @property
+    def block_m(self) -> int:
+        return BLOCK_M
+
+    @property
+    def threads(self) -> int:
+        return THREADS
+
+    @property
+    def smem_bytes(self) -> int:
+        """1024 B alignment slack + Q tile + `stages` K and V tiles, 2-byte elements."""
+        return 1024 + (BLOCK_M + 2 * self.stages * self.block_n) * self.head_dim * 2
+
+    def template_name(self, causal: bool, bf16: bool) -> str:
+        return (
+            f"flash_wgmma_fwd<{self.head_dim}, {self.block_n}, {self.stages}, "
+            f"{str(self.q_in_registers).lower()}, {str(causal).lower()}, {str(bf16).lower()}>"
+        )
+
+
+def default_launch(head_dim: int) -> WgmmaLaunch:
+    """The variant `flash_forward` uses (tiles from `wgmma_tile_shape`): 128-key tiles, a
+    2-stage K/V ring, Q in registers. On an H200 this beat 3 stages (d=64, by 7-9%) and 64-key
+    tiles (d=128, by up to 9%, once 0.5% slower; docs/KERNELS.md). Registers: 252 at d=64 (no
+    spills), 255 at d=128 with 96 bytes of spills (two 64-register S tiles, a 64-register O,
+    32 registers of P and 32 of Q)."""
+    _, block_n = wgmma_tile_shape(head_dim)
+    return WgmmaLaunch(head_dim, block_n, 2, True)
+
+
+def _check_launch(launch: WgmmaLaunch) -> None:
+    if launch.head_dim not in SUPPORTED_HEAD_DIMS or launch.block_n not in (64, 128):
+        raise ValueError(f"bad variant {launch}")
+    if launch.stages < 2:
+        raise ValueError("the K/V ring needs at least 2 stages")
+
+
+def _device_limits() -> tuple[int, int] | None:
+    """(compute capability as 90, opt-in shared memory per block) of the current device."""
+    try:
+        import cupy
+
+        if not cupy.is_available():
+            return None
+        dev = cupy.cuda.Device()
+        props = cupy.cuda.runtime.getDeviceProperties(dev.id)
+        return int(dev.compute_capability), int(props["sharedMemPerBlockOptin"])
+    except Exception:
+        return None
+
+
+def supports(config: AttentionConfig) -> str | None:
+    """None when the Hopper kernel can run `config` on this machine, else the reason it cannot."""
+    if config.dtype not in SUPPORTED_DTYPES:
+        return f"Hopper wgmma kernel supports fp16 and bf16, not {config.dtype}"
+    if config.head_dim not in SUPPORTED_HEAD_DIMS:
+        dims = " and ".join(map(str, SUPPORTED_HEAD_DIMS))
+        return f"Hopper wgmma kernel supports head_dim {dims}, not {config.head_dim}"
+    limits = _device_limits()
+    if limits is None:
+        return "Hopper wgmma kernel needs a CUDA GPU of compute capability 9.0 (none found)"
+    cc, smem_optin = limits
+    if cc != REQUIRED_COMPUTE_CAPABILITY:
+        return (
+            "Hopper wgmma kernel needs compute capability 9.0 (sm_90a: H100/H200), "
+            f"this GPU is {cc / 10}"
+        )
+    need = default_launch(config.head_dim).smem_bytes
+    if need > smem_optin:
+        return (
+            f"Hopper wgmma kernel needs {need // 1024} KiB of shared memory per block, "
+            f"this GPU allows {smem_optin // 1024} KiB"
+        )
+    return None
+
+
+_kernels: dict[tuple[WgmmaLaunch, bool, bool], Any] = {}
+
+
+def get_kernel(launch: WgmmaLaunch, causal: bool, bf16: bool) -> Any:
+    """The compiled `cupy.RawKernel` of one variant (compiled on first use, then cached)."""
+    key = (launch, causal, bf16)
+    kernel = _kernels.get(key)
+    if kernel is None:
+        import cupy
+
+        _check_launch(launch)
+        name = launch.template_name(causal, bf16)
+        source = KERNEL_PATH.read_text(encoding="utf-8")
+        module = cupy.RawModule(code=source, options=COMPILE_OPTIONS, name_expressions=[name])
+        kernel = module.get_function(name)
+        _set_max_dynamic_smem(kernel, launch.smem_bytes)
+        _kernels[key] = kernel
+    return kernel
+
+
+def _set_max_dynamic_smem(kernel: Any, nbytes: int) -> None:
+    """Opt in to more than 48 KiB of dynamic shared memory (cudaFuncSetAttribute)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        function = getattr(kernel, "function", None)
+        if function is not None and hasattr(function, "max_dynamic_shared_size_bytes"):
+            try:
+                function.max_dynamic_shared_size_bytes = nbytes
+                return
+            except Exception:
+                pass
+        kernel.max_dynamic_shared_size_bytes = nbytes
+
+
+def kernel_resources(launch: WgmmaLaunch, causal: bool, bf16: bool) -> dict[str, int]:
+    """Registers, local (spill) bytes and shared memory of a compiled variant, for the notes."""
+    kernel = get_kernel(launch, causal, bf16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        attrs = kernel.attributes
+    return {
+        "registers": int(attrs["num_regs"]),
+        "local_bytes": int(attrs["local_size_bytes"]),
+        "static_smem_bytes": int(attrs["shared_size_bytes"]),
+        "dynamic_smem_bytes": launch.smem_bytes,
+        "threads": launch.threads,
+    }
+
+
+def _check_arrays(q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, config: AttentionConfig) -> None:
+    import cupy
+
+    shape = (config.batch, config.heads, config.seq_len, config.head_dim)
+    for name, a in (("q", q), ("k", k), ("v", v), ("o", o)):
+        if tuple(a.shape) != shape:
+            raise ValueError(f"{name} has shape {tuple(a.shape)}, expected {shape}")
+        if not a.flags.c_contiguous:
+            raise ValueError(f"{name} must be C-contiguous")
+        if a.dtype.itemsize != 2:
+            raise ValueError(f"{name} must hold 16-bit values, got {a.dtype}")
+        if config.dtype == "fp16" and a.dtype != cupy.float16:
+            raise ValueError(f"{name} must be float16 for fp16, got {a.dtype}")
+    for name, a in (("m", m), ("l", l)):
+        if tuple(a.shape) != shape[:3]:
+            raise ValueError(f"{name} has shape {tuple(a.shape)}, expected {shape[:3]}")
+        if a.dtype != cupy.float32 or not a.flags.c_contiguous:
+            raise ValueError(f"{name} must be a C-contiguous float32 array")
+
+
+def launch_args(
+    q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, config: AttentionConfig
+) -> tuple[tuple[int, int], tuple[Any, ...]]:
+    """(grid, kernel arguments) of one launch; the benchmark reuses them."""
+    import numpy as np
+
+    grid = (ceil_div(config.seq_len, BLOCK_M), config.bh)
+    scale_log2 = math.log2(math.e) / math.sqrt(config.head_dim)
+    return grid, (q, k, v, o, m, l, np.int32(config.seq_len), np.float32(scale_log2))
+
+
+def launch_forward(
+    q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, config: AttentionConfig, launch: WgmmaLaunch
+) -> None:
+    """`flash_forward` with an explicit variant (the benchmark uses this to compare tiles)."""
+    reason = supports(config)
+    if reason is not None:
+        raise ValueError(reason)
+    if launch.head_dim != config.head_dim:
+        raise ValueError("launch head_dim does not match the config")
+    _check_arrays(q, k, v, o, m, l, config)
+    kernel = get_kernel(launch, config.causal, config.dtype == "bf16")
+    grid, args = launch_args(q, k, v, o, m, l, config)
+    kernel(grid, (launch.threads,), args, shared_mem=launch.smem_bytes)
+
+
+def flash_forward(q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, config: AttentionConfig) -> None:
+    """O = softmax(Q Kᵀ/√d [causal]) V with Hopper wgmma; also writes the row statistics m, l.
+
+    Asynchronous like any CUDA launch: it is queued on CuPy's current stream.
+    """
+    launch_forward(q, k, v, o, m, l, config, default_launch(config.head_dim))
