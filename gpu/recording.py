@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .results import DeviceInfo, RunResult
+from .trace import Trace, TraceError
 
 SCHEMA = "tilescope.results/1"
 
@@ -27,19 +28,25 @@ class RecordingError(ValueError):
 
 @dataclass(frozen=True)
 class Recording:
-    """A set of results measured on one device, with when and how they were made."""
+    """A set of results measured on one device, with when and how they were made, and
+    optionally real execution traces (gpu/trace.py) recorded on that device. Files without a
+    "traces" list (written before traces existed) load with none."""
 
     device: DeviceInfo
     results: tuple[RunResult, ...]
     meta: dict[str, Any]
+    traces: tuple[Trace, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "schema": SCHEMA,
             "meta": self.meta,
             "device": self.device.to_dict(),
             "results": [r.to_dict() for r in self.results],
         }
+        if self.traces:
+            data["traces"] = [t.to_dict() for t in self.traces]
+        return data
 
 
 def atomic_write_bytes(
@@ -72,8 +79,19 @@ def save_recording(
     if str(path).lower().endswith(".csv"):
         data = results_csv(recording.results).encode()
     else:
-        data = (json.dumps(recording.to_dict(), indent=1) + "\n").encode()
+        data = (_recording_json(recording) + "\n").encode()
     atomic_write_bytes(path, data, overwrite=overwrite)
+
+
+def _recording_json(recording: Recording) -> str:
+    """Indented JSON, except the traces: one compact line each (thousands of small arrays)."""
+    data = recording.to_dict()
+    traces = data.pop("traces", None)
+    text = json.dumps(data, indent=1)
+    if not traces:
+        return text
+    body = ",\n".join(json.dumps(t, separators=(",", ":")) for t in traces)
+    return f'{text[:-2]},\n "traces": [\n{body}\n]\n}}'
 
 
 def load_recording(path: str | os.PathLike[str]) -> Recording:
@@ -100,7 +118,14 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
         results = tuple(RunResult.from_dict(r) for r in data["results"])
     except (KeyError, TypeError, ValueError) as exc:
         raise RecordingError(f"{path}: malformed results ({exc})") from exc
-    return Recording(device, results, dict(data.get("meta", {})))
+    raw_traces = data.get("traces", [])
+    if not isinstance(raw_traces, list):
+        raise RecordingError(f"{path}: malformed traces (not a list)")
+    try:
+        traces = tuple(Trace.from_dict(t) for t in raw_traces)
+    except TraceError as exc:
+        raise RecordingError(f"{path}: {exc}") from exc
+    return Recording(device, results, dict(data.get("meta", {})), traces)
 
 
 CSV_COLUMNS = (

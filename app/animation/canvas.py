@@ -153,6 +153,8 @@ class TileCanvas(QWidget):
         self.f_mono_b = QFont("DejaVu Sans Mono", 9, QFont.Weight.Bold)
         self._fm_norm = QFontMetrics(self.f_norm)
         self._texts: dict[tuple[str, str], QStaticText] = {}
+        #: Replaces the modeled clock in the header when set (the trace replay shows real time).
+        self.header_text: str | None = None
 
     def sizeHint(self) -> QSize:
         return QSize(1200, 620)
@@ -594,10 +596,13 @@ class TileCanvas(QWidget):
         clock = self._frames[0].clock_s if self._frames else 0.0
         p.setPen(TEXT)
         p.setFont(self.f_big)
+        text = self.header_text
+        if text is None:
+            text = f"t = {fmt_seconds(clock)}  of  {fmt_seconds(scene.total_time_s)}"
         p.drawText(
-            QRectF(12, 2, 300, 26),
+            QRectF(12, 2, 300 if self.header_text is None else 520, 26),
             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-            f"t = {fmt_seconds(clock)}  of  {fmt_seconds(scene.total_time_s)}",
+            text,
         )
 
     def _paint_header_background(self, p: QPainter, scene: Scene) -> None:

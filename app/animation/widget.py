@@ -1,4 +1,5 @@
-"""The `tileAnimation` widget: controls, the lanes canvas, online-softmax and source panels."""
+"""The `tileAnimation` widget: controls, the lanes canvas, online-softmax and source panels, and
+a second mode, "Real GPU trace" (trace_view.py): what the hardware did, SM by SM."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from PySide6.QtWidgets import (
     QLabel,
     QSlider,
     QSplitter,
+    QStackedWidget,
+    QTabBar,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -46,6 +49,9 @@ class TileAnimationWidget(QWidget):
 
     frameChanged = Signal()
     configApplied = Signal()
+    modeChanged = Signal(int)
+
+    MODEL_MODE, TRACE_MODE = 0, 1
 
     def __init__(
         self,
@@ -139,10 +145,34 @@ class TileAnimationWidget(QWidget):
         split.setStretchFactor(1, 1)
         split.setSizes([620, 230])
         self.splitter = split
+        model_page = QWidget(self)
+        model_lay = QVBoxLayout(model_page)
+        model_lay.setContentsMargins(0, 0, 0, 0)
+        model_lay.addLayout(controls)
+        model_lay.addWidget(split, 1)
+        self.model_page = model_page
+        # Modes: the modeled schedule (above) or a real trace recorded on a GPU (built lazily:
+        # it reads the shipped trace file only when first shown).
+        self.mode_tabs = QTabBar(self)
+        self.mode_tabs.setObjectName("animMode")
+        self.mode_tabs.addTab("Modeled schedule")
+        self.mode_tabs.addTab("Real GPU trace")
+        self.mode_tabs.setTabToolTip(
+            0, "Naive and tiled attention's tile schedule on one modeled clock"
+        )
+        self.mode_tabs.setTabToolTip(
+            1, "What the GPU really did: every SM as a lane, every block where and when it ran"
+        )
+        self.mode_tabs.setExpanding(False)
+        self.mode_tabs.currentChanged.connect(self.set_mode)
+        self.pages = QStackedWidget(self)
+        self.pages.addWidget(model_page)
+        self._trace_panel = None
+        self._pending_traces: tuple | None = None
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
-        lay.addLayout(controls)
-        lay.addWidget(split, 1)
+        lay.addWidget(self.mode_tabs)
+        lay.addWidget(self.pages, 1)
 
         self._timer = QTimer(self)
         self._timer.setTimerType(Qt.TimerType.PreciseTimer)
@@ -171,6 +201,46 @@ class TileAnimationWidget(QWidget):
         return b
 
     # ---- public API
+
+    @property
+    def trace_panel(self):
+        """The real-trace page (app.animation.trace_view.TracePanel), created on first use."""
+        if self._trace_panel is None:
+            from .trace_view import TracePanel
+
+            panel = TracePanel(self)
+            self.pages.addWidget(panel)
+            if self._pending_traces is not None:
+                panel.set_traces(self._pending_traces, source="recording")
+            else:
+                panel.load_shipped()
+            self._trace_panel = panel
+        return self._trace_panel
+
+    @property
+    def mode(self) -> int:
+        return self.pages.currentIndex()
+
+    def set_mode(self, mode: int) -> None:
+        """MODEL_MODE (the modeled schedule) or TRACE_MODE (a trace recorded on a GPU)."""
+        if mode == self.TRACE_MODE:
+            self.pause()
+            self.pages.setCurrentWidget(self.trace_panel)
+        else:
+            if self._trace_panel is not None:
+                self._trace_panel.stop_replay()
+            self.pages.setCurrentWidget(self.model_page)
+        if self.mode_tabs.currentIndex() != mode:
+            self.mode_tabs.blockSignals(True)
+            self.mode_tabs.setCurrentIndex(mode)
+            self.mode_tabs.blockSignals(False)
+        self.modeChanged.emit(mode)
+
+    def set_traces(self, traces: tuple) -> None:
+        """Show these traces (e.g. a recording's `traces`) in the real-trace mode."""
+        self._pending_traces = tuple(traces)
+        if self._trace_panel is not None:
+            self._trace_panel.set_traces(self._pending_traces, source="recording")
 
     @property
     def config(self) -> AttentionConfig:
@@ -242,6 +312,9 @@ class TileAnimationWidget(QWidget):
         self._push_source(force=True)
 
     def toggle_play(self) -> None:
+        if self.mode == self.TRACE_MODE:  # Space replays the selected block there
+            self.trace_panel.toggle_replay()
+            return
         if self.player.playing:
             self.pause()
         else:
@@ -249,6 +322,9 @@ class TileAnimationWidget(QWidget):
 
     def step_forward(self) -> None:
         """One step on; the clock glides there over `glide_s` so the tile visibly travels."""
+        if self.mode == self.TRACE_MODE:  # one traced phase of the selected block
+            self.trace_panel.step_phase(+1)
+            return
         self._flush_config()
         self._timer.stop()
         self.player.step_forward(glide_s=self.glide_s if self.isVisible() else 0.0)
@@ -258,6 +334,9 @@ class TileAnimationWidget(QWidget):
         self.refresh()
 
     def step_back(self) -> None:
+        if self.mode == self.TRACE_MODE:
+            self.trace_panel.step_phase(-1)
+            return
         self._flush_config()
         self._timer.stop()
         self.player.step_back()

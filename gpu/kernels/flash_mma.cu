@@ -130,6 +130,44 @@ __device__ __forceinline__ float fast_exp2(float x) {  // 2^x; 2^-inf = +0
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
 
+// ------------------------------------------------------------------------------------------
+// Trace build. Compiled only with -DTILESCOPE_TRACE (gpu/trace.py); without it every TRACE_*
+// macro is empty and the kernel is exactly the code around them (same SASS). Thread 0 of each
+// block writes one row per phase boundary to the extra kernel argument `trace`:
+//     int64 row = [block, sm, phase, j, t_ns]     block = blockIdx.x + gridDim.x · blockIdx.y
+//     phase 0 load_Q_i (j = query tile), 1 load_K_j, 2 compute_S_ij (j = key tile),
+//           3 store_O_i, 4 end (j = query tile);   t_ns = %globaltimer, sm = %smid
+// Pipelined order: load_Q_i also covers K_0 and S_0; load_K_j is the wait for V_j and K_{j+1}
+// (cp.async wait + barrier); compute_S_ij is P_j V_j together with S_{j+1}. Store and end are
+// marked after a barrier that exists only in this build. Block b owns rows [b·R, (b+1)·R),
+// R = 3 + 2·ceil(N / BC); rows it does not reach keep the host's fill value.
+#ifdef TILESCOPE_TRACE
+#define TRACE_PARAM , long long* __restrict__ trace
+#define TRACE_BLOCK(block, rows) long long* trace_row = trace + (long long)(block) * (rows) * 5; \
+    const long long trace_block = (block)
+#define TRACE_MARK(phase, j) trace_mark(trace_row, trace_block, (phase), (j))
+#define TRACE_SYNC_MARK(phase, j) do { __syncthreads(); TRACE_MARK(phase, j); } while (0)
+__device__ __forceinline__ void trace_mark(long long*& row, long long block, int phase, int j) {
+    if (threadIdx.x == 0) {
+        unsigned long long t;
+        u32 sm;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) :: "memory");
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        row[0] = block;
+        row[1] = sm;
+        row[2] = phase;
+        row[3] = j;
+        row[4] = (long long)t;
+        row += 5;
+    }
+}
+#else
+#define TRACE_PARAM
+#define TRACE_BLOCK(block, rows)
+#define TRACE_MARK(phase, j)
+#define TRACE_SYNC_MARK(phase, j)
+#endif
+
 // Copy a ROWS×D tile (rows `row0`.. of a row-major [N, D] matrix) into swizzled shared memory
 // with cp.async, zero-filling rows at or past `rows_valid`. Each thread moves 16-byte chunks;
 // consecutive threads take consecutive chunks of a row, so every warp reads whole 128-byte lines.
@@ -176,7 +214,7 @@ template <int D, int BR, int BC, int NWARPS, int MINB, bool CAUSAL, bool BF16>
 __global__ void __launch_bounds__(NWARPS * 32, MINB)
 flash_mma_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restrict__ V,
               u16* __restrict__ O, float* __restrict__ M, float* __restrict__ L, int N,
-              float scale_log2)  // scale_log2 = log2(e) / sqrt(D)
+              float scale_log2 TRACE_PARAM)  // scale_log2 = log2(e) / sqrt(D)
 {
     constexpr int NT = NWARPS * 32;
     constexpr int ROW_BYTES = D * 2;  // one row of Q/K/V in shared memory
@@ -217,6 +255,8 @@ flash_mma_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
         const int last_row = min(q0 + BR, N) - 1;
         kv_tiles = min(kv_tiles, last_row / BC + 1);
     }
+    TRACE_BLOCK(blockIdx.x + (long long)gridDim.x * blockIdx.y, 3 + 2 * ((N + BC - 1) / BC));
+    TRACE_MARK(0, q_block);
 
     // STEP load_Q_i — Q_i: HBM -> shared memory (cp.async), together with K_0 ...
     load_tile_async<BR, D, NT>(sQ, Qh + (size_t)q0 * D, N - q0, tid);
@@ -383,8 +423,10 @@ flash_mma_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
         // V_j and K_{j+1} were requested one step ago: wait for this thread's copies, then a
         // barrier makes everyone's visible and guarantees no warp still reads the stages the
         // prefetch below overwrites (V_{j-1} and K_j, both consumed in the previous step).
+        TRACE_MARK(1, j);
         cp_async_wait<0>();
         __syncthreads();
+        TRACE_MARK(2, j);
         // STEP load_V_j / STEP load_K_j — prefetch V_{j+1} and K_{j+2}; the copies run while
         // the tensor cores work (double buffering).
         const int kv1 = (j + 1) * BC;
@@ -401,8 +443,10 @@ flash_mma_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     };
     // The last tile: nothing left to prefetch or precompute.
     auto last_step = [&](float (&s_cur)[S_TILES][4], int j) {
+        TRACE_MARK(1, j);
         cp_async_wait<0>();
         __syncthreads();
+        TRACE_MARK(2, j);
         exp_and_pv(s_cur, sV + (j & 1) * STAGE);
     };
 
@@ -435,6 +479,7 @@ flash_mma_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
         if (m_run[r] != neg_inf()) l_run[r] *= fast_exp2(m_ref[r] - m_run[r]);
     }
 
+    TRACE_SYNC_MARK(3, q_block);
     // STEP store_O_i — stage this warp's 16×D output rows in its own rows of the Q tile (only this
     // warp ever read them), then write HBM with 16-byte coalesced stores.
     {
@@ -486,4 +531,6 @@ flash_mma_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
             L[stat + row_b] = l_run[1];
         }
     }
+
+    TRACE_SYNC_MARK(4, q_block);
 }

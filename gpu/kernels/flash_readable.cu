@@ -73,6 +73,40 @@ template <> __device__ __forceinline__ bf16_t from_float<bf16_t>(float f) {
 #define LOG2E 1.4426950408889634f
 #define LN2 0.6931471805599453f
 
+// ---- Trace build -----------------------------------------------------------------------------
+// Compiled only with -DTILESCOPE_TRACE (gpu/trace.py); without it every TRACE_* macro below is
+// empty and the kernel is exactly the code above and below (same SASS). Thread 0 of each block
+// writes one row per phase boundary, as it passes it, to the extra kernel argument `trace`:
+//     int64 row = [block, sm, phase, j, t_ns]     block = blockIdx.x + gridDim.x * (batch*head)
+//     phase 0 load_Q_i (j = query tile i), 1 load_K_j (j = key tile), 2 compute_S_ij (j),
+//           3 store_O_i (j = i), 4 end (j = i);   t_ns = %globaltimer, sm = %smid
+// Block b owns rows [b * R, (b + 1) * R), R = 3 + 2 * ceil(n / block_n); rows it does not reach
+// (causal blocks skip key tiles) keep the host's fill value.
+#ifdef TILESCOPE_TRACE
+#define TRACE_PARAM , long long* __restrict__ trace
+#define TRACE_BLOCK(block, rows) long long* trace_row = trace + (long long)(block) * (rows) * 5; \
+    const long long trace_block = (block)
+#define TRACE_MARK(phase, j) trace_mark(trace_row, trace_block, (phase), (j))
+__device__ __forceinline__ void trace_mark(long long*& row, long long block, int phase, int j) {
+    if (threadIdx.x == 0) {
+        unsigned long long t;
+        unsigned int sm;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) :: "memory");
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        row[0] = block;
+        row[1] = sm;
+        row[2] = phase;
+        row[3] = j;
+        row[4] = (long long)t;
+        row += 5;
+    }
+}
+#else
+#define TRACE_PARAM
+#define TRACE_BLOCK(block, rows)
+#define TRACE_MARK(phase, j)
+#endif
+
 __device__ __forceinline__ float warp_max(float x) {
     for (int off = 16; off > 0; off >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
     return x;
@@ -110,7 +144,7 @@ __global__ void __launch_bounds__(NUM_THREADS, 2)  // <= 128 registers: 2 blocks
 flash_fwd_readable(const T* __restrict__ Q, const T* __restrict__ K, const T* __restrict__ V,
                    T* __restrict__ O, float* __restrict__ M, float* __restrict__ L,
                    int bh_count, int n, int d, int block_m, int block_n, int causal,
-                   float scale) {
+                   float scale TRACE_PARAM) {
     // ---- Shared-memory carve-up (see the table at the top) -----------------------------------
     extern __shared__ __align__(16) float smem[];
     const int ld = D + 4;         // row stride of the Q, K and V tiles
@@ -139,6 +173,9 @@ flash_fwd_readable(const T* __restrict__ Q, const T* __restrict__ K, const T* __
 
     for (int bh = blockIdx.y; bh < bh_count; bh += gridDim.y) {  // y loops only if B*h > 65535
         const size_t head = static_cast<size_t>(bh) * n * d;       // start of this head's rows
+        TRACE_BLOCK(static_cast<long long>(bh) * gridDim.x + blockIdx.x,
+                    3 + 2 * ((n + block_n - 1) / block_n));
+        TRACE_MARK(0, i);
 
         // STEP load_Q_i
         // Q_i: HBM -> shared memory, once per block, pre-multiplied by scale * log2(e).
@@ -154,12 +191,14 @@ flash_fwd_readable(const T* __restrict__ Q, const T* __restrict__ K, const T* __
             const int kv_rows = min(block_n, n - k0);
 
             __syncthreads();  // everyone is done with the previous K_j, V_j, S_ij
+            TRACE_MARK(1, j);
             // STEP load_K_j
             load_tile<T, D>(Ks, ld, K + head, k0, block_n, n, d, 1.f);
             // STEP load_V_j
             load_tile<T, D>(Vs, ld, V + head, k0, block_n, n, d, 1.f);
             __syncthreads();
 
+            TRACE_MARK(2, j);
             // STEP compute_S_ij
             // S_ij = Q_i K_j^T (already scaled), on chip. One work item = 4 query rows x 1 key:
             // the key row is loaded once per 4 dot products, 4 columns at a time (float4).
@@ -262,6 +301,7 @@ flash_fwd_readable(const T* __restrict__ Q, const T* __restrict__ K, const T* __
             }
         }
         __syncthreads();  // the last accumulate_O_i is complete
+        TRACE_MARK(3, i);
 
         // STEP store_O_i
         // O_i / l_i: shared memory -> HBM, in the input dtype, once per block.
@@ -281,5 +321,6 @@ flash_fwd_readable(const T* __restrict__ Q, const T* __restrict__ K, const T* __
             }
         }
         __syncthreads();  // before the next (batch, head), if any, reuses shared memory
+        TRACE_MARK(4, i);
     }
 }

@@ -1,0 +1,1048 @@
+"""The "real GPU trace" mode: what the hardware did, block by block, SM by SM.
+
+- `TraceView` draws one lane per SM (132 on the H200) and every thread block as a bar where and
+  when it ran, coloured by wave (the how-manieth block its SM slot ran), with the block's waits
+  for K/V tiles darker; above the lanes, the number of blocks running over time shows the waves
+  and the tail. Kernel-level traces (naive: cuBLAS cannot be instrumented) get one lane per
+  kernel instead.
+- `BlockStrip` shows the selected block's phases on its own time line.
+- `TracePanel` puts them together with a `TileCanvas`: clicking a block replays its traced
+  phases as the schedule's steps in the HBM/SRAM view, each lasting as long as it took on the
+  hardware (see trace_replay.py).
+
+Painting: everything static (lanes, every block and its phases, axes, legend) is drawn once per
+(size, trace) into a pixmap; a frame draws that pixmap plus the selection, hover and replay
+cursor, so replaying or hovering stays cheap whatever the block count.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import QPointF, QRectF, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontMetrics,
+    QMouseEvent,
+    QPainter,
+    QPaintEvent,
+    QPen,
+    QPixmap,
+    QPolygonF,
+)
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QSizePolicy,
+    QSplitter,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.units import fmt_bytes, fmt_seconds
+from gpu.algorithms import ALGORITHMS
+from gpu.costmodel import DEFAULT_GPU, GPUS, algorithm_cost, gpu_for_device_name
+from gpu.trace import (
+    BLOCK_LEVEL,
+    KERNEL_LEVEL,
+    BlockTrace,
+    Trace,
+    TraceError,
+    TraceLayout,
+    active_blocks,
+    layout,
+    load_traces,
+)
+
+from .canvas import (
+    BG,
+    COMPUTE_C,
+    DIM,
+    FAINT,
+    PANEL,
+    PANEL_EDGE,
+    READ_C,
+    TEXT,
+    WRITE_C,
+    TileCanvas,
+    scene_for,
+)
+from .player import Player
+from .trace_replay import BlockReplay
+
+#: The trace shipped with the app (recorded on the H200 by bench/trace_h200.py).
+SHIPPED_TRACES = Path(__file__).resolve().parents[2] / "resources" / "traces" / "h200_trace.json"
+
+WAVE_COLORS = tuple(
+    QColor(c) for c in ("#4f8fd0", "#a77be0", "#4fb07a", "#d6a24a", "#d0607d", "#5fc0c0")
+)
+KERNEL_COLORS = {
+    "gemm_qk": QColor("#a77be0"),
+    "softmax": QColor("#c4576f"),
+    "gemm_pv": QColor("#a77be0"),
+}
+KERNEL_CAPTIONS = {
+    "gemm_qk": "S = Q·Kᵀ/√d  (cuBLAS GEMM, writes S)",
+    "softmax": "P = softmax(S)  (our kernel, reads S, writes P)",
+    "gemm_pv": "O = P·V  (cuBLAS GEMM, reads P)",
+}
+PHASE_COLORS = {
+    "load_Q_i": READ_C,
+    "load_K_j": QColor("#7fc4ff"),
+    "compute_S_ij": COMPUTE_C,
+    "store_O_i": WRITE_C,
+}
+SELECT_C = QColor("#ffffff")
+CURSOR_C = QColor("#ffe066")
+REF_C = QColor("#e0b84a")
+REPLAY_WALL_S = 6.0  # one block replays in this many wall seconds at 1×
+
+
+def _nice_step(span: float, target: int) -> float:
+    """A 1-2-5 step giving about `target` ticks over `span`."""
+    if span <= 0:
+        return 1.0
+    raw = span / max(1, target)
+    mag = 10 ** math.floor(math.log10(raw))
+    for m in (1, 2, 5, 10):
+        if raw <= m * mag:
+            return m * mag
+    return 10 * mag
+
+
+def fmt_ns(t: float) -> str:
+    return fmt_seconds(t * 1e-9)
+
+
+def algo_label(algorithm: str) -> str:
+    info = ALGORITHMS.get(algorithm)
+    return info.label if info else algorithm
+
+
+def trace_title(t: Trace) -> str:
+    return f"{algo_label(t.algorithm)} on {t.device}: {t.config.label()}"
+
+
+class TraceView(QWidget):
+    """SM lanes (or kernel lanes) with every block where and when it ran."""
+
+    blockSelected = Signal(int)  # a BlockTrace.block
+
+    GUTTER = 58.0
+    HEADER = 22.0
+    OCC = 40.0
+    AXIS = 22.0
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("traceView")
+        self.setMouseTracking(True)
+        self.setMinimumSize(640, 320)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent, True)
+        self.trace: Trace | None = None
+        self.lay: TraceLayout | None = None
+        self._span_ns = 1.0
+        self._phases: dict[str, np.ndarray] | None = None
+        self._index: dict[int, int] = {}
+        self.selected: int | None = None  # index into trace.blocks
+        self.hovered: int | None = None
+        self.cursor_ns: int | None = None
+        #: (label, t_ns): other traces' end times drawn on this one's axis, for comparison
+        self.references: list[tuple[str, int]] = []
+        self._bg: QPixmap | None = None
+        self._bg_key: tuple | None = None
+        self.painted_blocks = 0
+        self.paint_ms: deque[float] = deque(maxlen=1024)
+        self.f_small = QFont("DejaVu Sans", 8)
+        self.f_norm = QFont("DejaVu Sans", 9)
+        self.f_bold = QFont("DejaVu Sans", 9, QFont.Weight.Bold)
+
+    def sizeHint(self) -> QSize:
+        return QSize(1200, 560)
+
+    # ---- inputs
+
+    def set_trace(self, trace: Trace | None) -> None:
+        self.trace = trace
+        self.lay = layout(trace) if trace is not None else None
+        self._index = {b.block: k for k, b in enumerate(trace.blocks)} if trace else {}
+        self._span_ns = (
+            float(max(1, max(b.end_ns for b in trace.blocks)))
+            if trace is not None and trace.blocks
+            else 1.0
+        )
+        self._phases = _phase_arrays(trace) if trace is not None else None
+        self.selected = self.hovered = None
+        self.cursor_ns = None
+        self.painted_blocks = 0
+        self._bg_key = None
+        self.update()
+
+    def set_references(self, refs: list[tuple[str, int]]) -> None:
+        self.references = list(refs)
+        self._bg_key = None
+        self.update()
+
+    def select(self, block: int | None) -> None:
+        self.selected = None if block is None else self._index.get(block)
+        self.update()
+
+    def set_cursor(self, t_ns: int | None) -> None:
+        self.cursor_ns = t_ns
+        self.update()
+
+    # ---- geometry (public for tests and tooltips)
+
+    def lane_count(self) -> int:
+        return 0 if self.lay is None else self.lay.lanes
+
+    def lanes_rect(self) -> QRectF:
+        top = self.HEADER + self.OCC + 8
+        return QRectF(
+            self.GUTTER, top, self.width() - self.GUTTER - 12, self.height() - top - self.AXIS
+        )
+
+    def _lane_h(self) -> float:
+        return self.lanes_rect().height() / max(1, self.lane_count())
+
+    def lane_rect(self, lane: int) -> QRectF:
+        r = self.lanes_rect()
+        h = self._lane_h()
+        return QRectF(r.x(), r.y() + lane * h, r.width(), h)
+
+    def _span(self) -> float:
+        return self._span_ns
+
+    def x_of(self, t_ns: float) -> float:
+        r = self.lanes_rect()
+        return r.x() + r.width() * t_ns / self._span()
+
+    def t_of(self, x: float) -> float:
+        r = self.lanes_rect()
+        return (x - r.x()) / max(1.0, r.width()) * self._span()
+
+    def _bar_geometry(self) -> tuple[float, float, float]:
+        """(lane height, slot height, inset) for the current size."""
+        lay = self.lay
+        assert lay is not None
+        h = self._lane_h()
+        if self.trace is not None and self.trace.level == KERNEL_LEVEL:
+            bar = min(h * 0.7, 46.0)
+            return h, bar, (h - bar) / 2
+        gap = 1.0 if h >= 4 else 0.0
+        return h, (h - gap) / max(1, lay.slots), gap / 2
+
+    def block_rect(self, block: int) -> QRectF:
+        k = self._index[block]
+        return self._rect_of(k)
+
+    def _rect_of(self, k: int) -> QRectF:
+        lay = self.lay
+        assert lay is not None
+        _h, slot_h, inset = self._bar_geometry()
+        lane = self.lane_rect(int(lay.lane[k]))
+        y = lane.y() + inset + int(lay.slot[k]) * slot_h
+        x0, x1 = self.x_of(float(lay.start[k])), self.x_of(float(lay.end[k]))
+        return QRectF(x0, y, max(1.0, x1 - x0), max(1.0, slot_h))
+
+    def block_at(self, pos: QPointF) -> int | None:
+        """Index into trace.blocks of the block drawn at `pos` (a few pixels of slack)."""
+        lay = self.lay
+        if lay is None or not self.lanes_rect().contains(pos):
+            return None
+        h, slot_h, inset = self._bar_geometry()
+        r = self.lanes_rect()
+        lane = int((pos.y() - r.y()) // h)
+        slot = int((pos.y() - r.y() - lane * h - inset) // max(1e-9, slot_h))
+        slot = min(max(slot, 0), lay.slots - 1)
+        t = self.t_of(pos.x())
+        slack = 3 * self._span() / max(1.0, r.width())
+        cand = np.flatnonzero(
+            (lay.lane == lane)
+            & (lay.slot == slot)
+            & (lay.start - slack <= t)
+            & (lay.end + slack >= t)
+        )
+        if cand.size == 0:
+            return None
+        mid = (lay.start[cand] + lay.end[cand]) / 2
+        return int(cand[np.argmin(np.abs(mid - t))])
+
+    # ---- mouse
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:
+        k = self.block_at(event.position())
+        if k != self.hovered:
+            self.hovered = k
+            self.setToolTip(self._tooltip(k) if k is not None else "")
+            self.update()
+        super().mouseMoveEvent(event)
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:
+        if event.button() == Qt.MouseButton.LeftButton and self.trace is not None:
+            k = self.block_at(event.position())
+            if k is not None:
+                self.selected = k
+                self.update()
+                self.blockSelected.emit(self.trace.blocks[k].block)
+        super().mousePressEvent(event)
+
+    def leaveEvent(self, event) -> None:
+        self.hovered = None
+        self.update()
+        super().leaveEvent(event)
+
+    def _tooltip(self, k: int) -> str:
+        assert self.trace is not None and self.lay is not None
+        b = self.trace.blocks[k]
+        if self.trace.level == KERNEL_LEVEL:
+            return (
+                f"{b.kernel}: {fmt_ns(b.start_ns)} → {fmt_ns(b.end_ns)} ({fmt_ns(b.duration_ns)})"
+            )
+        q_tiles = max(1, math.ceil(self.trace.config.seq_len / _bm(self.trace)))
+        tiles = sum(1 for p in b.phases if p[0] == "load_K_j")
+        return (
+            f"block {b.block}: query tile {b.query_tile}, head {b.block // q_tiles}\n"
+            f"SM {b.sm}, slot {int(self.lay.slot[k])}, wave {int(self.lay.wave[k]) + 1}\n"
+            f"{fmt_ns(b.start_ns)} → {fmt_ns(b.end_ns)} ({fmt_ns(b.duration_ns)}), "
+            f"{tiles} K/V tiles traced\nclick to replay its steps"
+        )
+
+    # ---- painting
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        t0 = time.perf_counter()
+        p = QPainter(self)
+        if self.trace is None or self.lay is None:
+            p.fillRect(self.rect(), BG)
+            p.setPen(DIM)
+            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "no trace loaded")
+            p.end()
+            return
+        key = (self.width(), self.height(), self.devicePixelRatioF(), id(self.trace))
+        if key != self._bg_key or self._bg is None:
+            self._bg_key = key
+            self._bg = self._paint_background()
+        p.drawPixmap(0, 0, self._bg)
+        self._paint_overlay(p)
+        p.end()
+        self.paint_ms.append((time.perf_counter() - t0) * 1e3)
+
+    def _paint_background(self) -> QPixmap:
+        trace, lay = self.trace, self.lay
+        assert trace is not None and lay is not None
+        dpr = self.devicePixelRatioF()
+        pm = QPixmap(int(self.width() * dpr), int(self.height() * dpr))
+        pm.setDevicePixelRatio(dpr)
+        pm.fill(BG)
+        p = QPainter(pm)
+        p.setRenderHint(QPainter.RenderHint.TextAntialiasing, True)
+        lanes = self.lanes_rect()
+        p.fillRect(lanes, PANEL)
+        self._paint_lane_labels(p)
+        if trace.level == KERNEL_LEVEL:
+            self._paint_kernels(p)
+        else:
+            self._paint_blocks(p)
+            self._paint_occupancy(p)
+        self._paint_axis(p)
+        self._paint_references(p)
+        self._paint_legend(p)
+        p.setPen(QPen(PANEL_EDGE, 1))
+        p.setBrush(Qt.BrushStyle.NoBrush)
+        p.drawRect(lanes)
+        p.end()
+        return pm
+
+    def _paint_lane_labels(self, p: QPainter) -> None:
+        assert self.trace is not None
+        p.setFont(self.f_small)
+        n = self.lane_count()
+        h = self._lane_h()
+        if self.trace.level == KERNEL_LEVEL:
+            p.setFont(self.f_bold)
+            for i, name in enumerate(self.trace.lane_names):
+                r = self.lane_rect(i)
+                if i % 2:
+                    p.fillRect(r, QColor(255, 255, 255, 8))
+                p.setPen(TEXT)
+                p.drawText(
+                    QRectF(r.x() + 6, r.y() + 3, r.width() - 12, 16),
+                    Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                    f"kernel {i + 1}: {name}",
+                )
+            return
+        every = max(1, math.ceil(12 / max(h, 1e-3)))  # a label at least every 12 px
+        every = next(s for s in (1, 2, 5, 10, 11, 12, 20, 22, 33, 44, 66, n) if s >= every)
+        stripe = QColor(255, 255, 255, 8)
+        for i in range(n):
+            r = self.lane_rect(i)
+            if i % 2:
+                p.fillRect(r, stripe)
+            if i % every == 0:
+                p.setPen(DIM)
+                p.drawText(
+                    QRectF(2, r.y() - 5 + h / 2, self.GUTTER - 6, 10),
+                    Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+                    f"SM {i}",
+                )
+
+    def _paint_blocks(self, p: QPainter) -> None:
+        trace, lay, ph = self.trace, self.lay, self._phases
+        assert trace is not None and lay is not None and ph is not None
+        _h, slot_h, inset = self._bar_geometry()
+        lanes = self.lanes_rect()
+        lane_h = self._lane_h()
+        scale = lanes.width() / self._span()
+        y = lanes.y() + lay.lane * lane_h + inset + lay.slot * slot_h  # per block
+        x0 = lanes.x() + lay.start * scale
+        w = np.maximum(1.0, (lay.end - lay.start) * scale)
+        hh = max(1.0, slot_h)
+        nwaves = len(WAVE_COLORS)
+        wave = lay.wave % nwaves
+        p.setPen(Qt.PenStyle.NoPen)
+        for c in range(nwaves):
+            sel = np.flatnonzero(wave == c)
+            if sel.size:
+                p.setBrush(WAVE_COLORS[c])
+                rows = zip(x0[sel], y[sel], w[sel], strict=True)
+                p.drawRects([QRectF(a, b, cw, hh) for a, b, cw in rows])
+        self.painted_blocks = len(trace.blocks)
+        if slot_h < 1.0:
+            return  # too thin for the phases inside a block
+        px0 = lanes.x() + ph["t0"] * scale
+        pw = (ph["t1"] - ph["t0"]) * scale
+        keep = pw >= 0.25
+        blk = ph["block"]
+        kinds = ph["kind"]
+        groups: list[tuple[np.ndarray, QColor]] = []
+        for c in range(nwaves):  # waits for K/V: the block's own wave colour, darker
+            groups.append(
+                (np.flatnonzero(keep & (kinds == 1) & (wave[blk] == c)), WAVE_COLORS[c].darker(185))
+            )
+        groups.append((np.flatnonzero(keep & (kinds == 0)), READ_C))
+        groups.append((np.flatnonzero(keep & (kinds == 3)), WRITE_C))
+        for sel, color in groups:
+            if sel.size:
+                p.setBrush(color)
+                p.drawRects(
+                    [
+                        QRectF(a, b, cw, hh)
+                        for a, b, cw in zip(px0[sel], y[blk[sel]], pw[sel], strict=True)
+                    ]
+                )
+
+    def _paint_occupancy(self, p: QPainter) -> None:
+        trace, lay = self.trace, self.lay
+        assert trace is not None and lay is not None
+        lanes = self.lanes_rect()
+        box = QRectF(lanes.x(), self.HEADER + 4, lanes.width(), self.OCC - 4)
+        p.fillRect(box, QColor("#191c22"))
+        bins = max(16, int(box.width() / 2))
+        busy = active_blocks(trace, bins)
+        cap = float(lay.lanes * lay.slots)
+        pts = [QPointF(box.x(), box.bottom())]
+        for i, v in enumerate(busy):
+            x = box.x() + box.width() * (i + 0.5) / bins
+            pts.append(QPointF(x, box.bottom() - box.height() * min(1.0, v / cap)))
+        pts.append(QPointF(box.right(), box.bottom()))
+        fill = QColor(WAVE_COLORS[0])
+        fill.setAlpha(120)
+        p.setPen(QPen(WAVE_COLORS[0].lighter(130), 1))
+        p.setBrush(fill)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, True)
+        p.drawPolygon(QPolygonF(pts))
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+        # wave starts: the median start of each wave's blocks
+        p.setFont(self.f_small)
+        for w in range(lay.waves):
+            starts = lay.start[lay.wave == w]
+            if starts.size == 0:
+                continue
+            x = self.x_of(float(np.median(starts)))
+            p.setPen(
+                QPen(
+                    QColor(WAVE_COLORS[w % len(WAVE_COLORS)]).lighter(120), 1, Qt.PenStyle.DashLine
+                )
+            )
+            p.drawLine(QPointF(x, box.y()), QPointF(x, box.bottom()))
+            p.setPen(TEXT)
+            p.drawText(QPointF(x + 4, box.y() + 11), f"wave {w + 1}: {starts.size} blocks")
+        p.setPen(DIM)
+        p.drawText(
+            QRectF(2, box.y(), self.GUTTER - 6, box.height()),
+            Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+            f"running\n(max {int(cap)})",
+        )
+
+    def _paint_kernels(self, p: QPainter) -> None:
+        trace = self.trace
+        assert trace is not None
+        cost = {k.name: k for k in algorithm_cost(trace.config, trace.algorithm).kernels}
+        self.painted_blocks = 0
+        for k, b in enumerate(trace.blocks):
+            r = self._rect_of(k)
+            p.setPen(Qt.PenStyle.NoPen)
+            p.setBrush(KERNEL_COLORS.get(b.kernel, COMPUTE_C))
+            p.drawRect(r)
+            self.painted_blocks += 1
+            kc = cost.get(b.kernel)
+            moved = (
+                f" · model: reads {fmt_bytes(kc.bytes_read)}, writes {fmt_bytes(kc.bytes_written)}"
+                if kc
+                else ""
+            )
+            text = f"{KERNEL_CAPTIONS.get(b.kernel, b.kernel)} · {fmt_ns(b.duration_ns)}{moved}"
+            p.setFont(self.f_norm)
+            fm = QFontMetrics(self.f_norm)
+            lane = self.lane_rect(int(self.lay.lane[k])) if self.lay is not None else r
+            if fm.horizontalAdvance(text) + 12 < r.width():
+                p.setPen(QColor("#ffffff"))
+                p.drawText(r.adjusted(6, 0, -4, 0), Qt.AlignmentFlag.AlignVCenter, text)
+            else:
+                p.setPen(TEXT)
+                below = QRectF(lane.x() + 4, r.bottom() + 2, lane.width() - 8, 16)
+                p.drawText(below, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop, text)
+        lanes = self.lanes_rect()
+        p.setFont(self.f_small)
+        p.setPen(DIM)
+        p.drawText(
+            QRectF(lanes.x() + 6, self.HEADER + 4, lanes.width() - 12, self.OCC),
+            Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter | Qt.TextFlag.TextWordWrap,
+            "kernel-level trace: CUDA events around each of naive's three kernels. cuBLAS's "
+            "GEMMs cannot be instrumented, so naive gets one lane per kernel, not one per SM; "
+            "every kernel spreads over all SMs. S and P (N×N each) make the middle kernel the "
+            "longest although it does no matrix math.",
+        )
+
+    def _paint_references(self, p: QPainter) -> None:
+        """Other traces' end times (same config, other algorithm) on this time axis."""
+        lanes = self.lanes_rect()
+        span = self._span()
+        p.setFont(self.f_bold)
+        fm = QFontMetrics(self.f_bold)
+        y = lanes.bottom() - 6
+        for k, (label, t) in enumerate(sorted(self.references, key=lambda r: r[1])):
+            yy = y - 16 * k
+            if t <= span:
+                x = self.x_of(t)
+                p.setPen(QPen(REF_C, 1.5, Qt.PenStyle.DashLine))
+                p.drawLine(QPointF(x, lanes.y()), QPointF(x, lanes.bottom()))
+                text = f"{label} ends: {fmt_ns(t)}"
+                w = fm.horizontalAdvance(text) + 8
+                box = QRectF(x + 4, yy - 13, w, 15)
+                if box.right() > lanes.right():
+                    box.moveRight(x - 4)
+            else:
+                text = f"{label}: {fmt_ns(t)} →"
+                w = fm.horizontalAdvance(text) + 8
+                box = QRectF(lanes.right() - w - 4, yy - 13, w, 15)
+            p.fillRect(box, QColor(20, 22, 28, 220))
+            p.setPen(REF_C)
+            p.drawText(box, Qt.AlignmentFlag.AlignCenter, text)
+
+    def _paint_axis(self, p: QPainter) -> None:
+        lanes = self.lanes_rect()
+        span = self._span()
+        step = _nice_step(span, max(2, int(lanes.width() / 110)))
+        p.setFont(self.f_small)
+        y = lanes.bottom()
+        t = 0.0
+        grid = QColor(255, 255, 255, 22)
+        while t <= span + 1e-9:
+            x = self.x_of(t)
+            p.setPen(QPen(grid, 1))
+            p.drawLine(QPointF(x, lanes.y()), QPointF(x, y))
+            p.setPen(DIM)
+            p.drawLine(QPointF(x, y), QPointF(x, y + 4))
+            p.drawText(QRectF(x - 40, y + 4, 80, 14), Qt.AlignmentFlag.AlignHCenter, fmt_ns(t))
+            t += step
+
+    def _paint_legend(self, p: QPainter) -> None:
+        trace, lay = self.trace, self.lay
+        assert trace is not None and lay is not None
+        p.setFont(self.f_small)
+        x = self.GUTTER
+        y = 4.0
+        items: list[tuple[QColor, str]] = []
+        if trace.level == BLOCK_LEVEL:
+            for w in range(min(lay.waves, len(WAVE_COLORS))):
+                items.append((WAVE_COLORS[w], f"wave {w + 1}"))
+            items += [
+                (WAVE_COLORS[0].darker(185), "waiting for K_j, V_j (load_K_j)"),
+                (READ_C, "load Q_i"),
+                (WRITE_C, "store O_i"),
+            ]
+        fm = QFontMetrics(self.f_small)
+        for color, text in items:
+            p.fillRect(QRectF(x, y + 3, 10, 10), color)
+            p.setPen(DIM)
+            p.drawText(QPointF(x + 14, y + 12), text)
+            x += 14 + fm.horizontalAdvance(text) + 14
+        p.setPen(FAINT)
+        right = (
+            f"{trace.device} · {trace.config.label()} · %globaltimer"
+            if trace.level == BLOCK_LEVEL
+            else f"{trace.device} · {trace.config.label()} · CUDA events"
+        )
+        p.drawText(
+            QRectF(x, y, self.width() - x - 12, 16),
+            Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+            right,
+        )
+
+    def _paint_overlay(self, p: QPainter) -> None:
+        trace = self.trace
+        assert trace is not None
+        lanes = self.lanes_rect()
+        if self.hovered is not None and self.hovered != self.selected:
+            p.setPen(QPen(QColor(255, 255, 255, 160), 1))
+            p.setBrush(Qt.BrushStyle.NoBrush)
+            p.drawRect(self._rect_of(self.hovered).adjusted(-1, -1, 1, 1))
+        if self.selected is not None:
+            k = self.selected
+            r = self._rect_of(k)
+            b = trace.blocks[k]
+            lane = self.lane_rect(int(self.lay.lane[k])) if self.lay is not None else r
+            band = QColor(SELECT_C)
+            band.setAlpha(28)
+            p.fillRect(QRectF(lanes.x(), lane.y(), lanes.width(), lane.height()), band)
+            if self.cursor_ns is not None and trace.level == BLOCK_LEVEL:
+                for name, _j, t0, t1 in b.phase_spans():
+                    if t0 <= self.cursor_ns < t1 or (t1 == b.end_ns and self.cursor_ns >= t1):
+                        x0, x1 = self.x_of(t0), self.x_of(t1)
+                        p.fillRect(
+                            QRectF(x0, r.y() - 2, max(2.0, x1 - x0), r.height() + 4),
+                            PHASE_COLORS.get(name, CURSOR_C),
+                        )
+                        break
+            p.setPen(QPen(SELECT_C, 2))
+            p.setBrush(Qt.BrushStyle.NoBrush)
+            p.drawRect(r.adjusted(-2, -2, 2, 2))
+            # a marker in the gutter so a 2-px lane can be found
+            p.fillRect(QRectF(self.GUTTER - 5, lane.y(), 4, max(2.0, lane.height())), SELECT_C)
+        if self.cursor_ns is not None:
+            x = self.x_of(self.cursor_ns)
+            p.setPen(QPen(CURSOR_C, 1))
+            p.drawLine(QPointF(x, self.HEADER + 4), QPointF(x, lanes.bottom()))
+
+
+def _phase_arrays(trace: Trace) -> dict[str, np.ndarray]:
+    """Every phase of every block as flat arrays (block index, kind, t0, t1), for fast drawing.
+    kind: 0 load_Q_i, 1 load_K_j, 2 compute_S_ij, 3 store_O_i, -1 anything else."""
+    code = {"load_Q_i": 0, "load_K_j": 1, "compute_S_ij": 2, "store_O_i": 3}
+    blk, kind, t0, t1 = [], [], [], []
+    for k, b in enumerate(trace.blocks):
+        marks = b.phases
+        for m, (name, _j, t) in enumerate(marks):
+            blk.append(k)
+            kind.append(code.get(name, -1))
+            t0.append(t)
+            t1.append(marks[m + 1][2] if m + 1 < len(marks) else b.end_ns)
+    return {
+        "block": np.asarray(blk, dtype=np.int64),
+        "kind": np.asarray(kind, dtype=np.int8),
+        "t0": np.asarray(t0, dtype=np.float64),
+        "t1": np.asarray(t1, dtype=np.float64),
+    }
+
+
+def _bm(trace: Trace) -> int:
+    from gpu.algorithms import tile_shape
+
+    return tile_shape(trace.config, trace.algorithm)[0]
+
+
+class BlockStrip(QWidget):
+    """The selected block's phases on its own time line, with the replay cursor."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("traceBlockStrip")
+        self.setFixedHeight(64)
+        self.trace: Trace | None = None
+        self.block: BlockTrace | None = None
+        self.cursor_ns: int | None = None
+        self.caption = ""
+        self.f_small = QFont("DejaVu Sans", 8)
+        self.f_norm = QFont("DejaVu Sans", 9)
+
+    def set_block(self, trace: Trace | None, block: BlockTrace | None, caption: str = "") -> None:
+        self.trace, self.block, self.caption = trace, block, caption
+        self.cursor_ns = None
+        self.update()
+
+    def set_cursor(self, t_ns: int | None, caption: str = "") -> None:
+        self.cursor_ns = t_ns
+        if caption:
+            self.caption = caption
+        self.update()
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        p = QPainter(self)
+        p.fillRect(self.rect(), BG)
+        p.setFont(self.f_norm)
+        b = self.block
+        if b is None:
+            p.setPen(DIM)
+            p.drawText(
+                self.rect(), Qt.AlignmentFlag.AlignCenter, "click a block to replay its tile steps"
+            )
+            p.end()
+            return
+        bar = QRectF(8, 24, self.width() - 16, 20)
+        dur = max(1, b.end_ns - b.start_ns)
+
+        def x(t: float) -> float:
+            return bar.x() + bar.width() * (t - b.start_ns) / dur
+
+        p.fillRect(bar, PANEL)
+        for name, _j, t0, t1 in b.phase_spans():
+            color = PHASE_COLORS.get(name, KERNEL_COLORS.get(name, COMPUTE_C))
+            p.fillRect(QRectF(x(t0), bar.y(), max(0.5, x(t1) - x(t0)), bar.height()), color)
+        # tile boundaries, thinned to at least 6 px apart
+        loads = [t for name, _j, t, _t1 in b.phase_spans() if name == "load_K_j"]
+        p.setPen(QPen(QColor(0, 0, 0, 140), 1))
+        last = -1e9
+        for t in loads:
+            xx = x(t)
+            if xx - last >= 6:
+                p.drawLine(QPointF(xx, bar.y()), QPointF(xx, bar.bottom()))
+                last = xx
+        if self.cursor_ns is not None:
+            cx = x(self.cursor_ns)
+            p.fillRect(QRectF(cx - 1, bar.y() - 4, 3, bar.height() + 8), CURSOR_C)
+        p.setPen(TEXT)
+        p.drawText(
+            QRectF(8, 2, self.width() - 16, 20),
+            Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+            QFontMetrics(self.f_norm).elidedText(
+                self.caption, Qt.TextElideMode.ElideRight, self.width() - 16
+            ),
+        )
+        p.setFont(self.f_small)
+        p.setPen(DIM)
+        p.drawText(QRectF(8, bar.bottom() + 2, 120, 14), Qt.AlignmentFlag.AlignLeft, "0")
+        p.drawText(
+            QRectF(bar.right() - 120, bar.bottom() + 2, 120, 14),
+            Qt.AlignmentFlag.AlignRight,
+            fmt_ns(dur),
+        )
+        p.end()
+
+
+class TracePanel(QWidget):
+    """Pick a recorded trace, see every SM's blocks, click one to replay its steps."""
+
+    traceChanged = Signal(str)
+
+    def __init__(
+        self, parent: QWidget | None = None, traces: tuple[Trace, ...] | None = None
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("tracePanel")
+        self.traces: tuple[Trace, ...] = ()
+        self.trace: Trace | None = None
+        self.selected: BlockTrace | None = None
+        self.replay: BlockReplay | None = None
+        self.player: Player | None = None
+        self.fraction = 0.0
+        self.speed = 1.0
+        self.message = ""
+
+        self.chooser = QComboBox(self)
+        self.chooser.setObjectName("traceChooser")
+        self.chooser.currentIndexChanged.connect(self._on_choose)
+        self.replay_button = QToolButton(self)
+        self.replay_button.setObjectName("traceReplay")
+        self.replay_button.setText("▶ Replay block")
+        self.replay_button.setToolTip("Replay the selected block's traced phases (Space)")
+        self.replay_button.clicked.connect(self.toggle_replay)
+        self.speed_box = QComboBox(self)
+        self.speed_box.setObjectName("traceSpeed")
+        for s in (0.25, 0.5, 1.0, 2.0, 4.0):
+            self.speed_box.addItem(f"{s:g}×", s)
+        self.speed_box.setCurrentIndex(2)
+        self.speed_box.currentIndexChanged.connect(
+            lambda _i: setattr(self, "speed", float(self.speed_box.currentData()))
+        )
+        self.open_button = QToolButton(self)
+        self.open_button.setObjectName("traceOpen")
+        self.open_button.setText("Open trace…")
+        self.open_button.setToolTip("A traces file or a recorded run with traces")
+        self.open_button.clicked.connect(self._open_dialog)
+        self.info = QLabel(self)
+        self.info.setObjectName("traceInfo")
+        self.info.setWordWrap(True)
+        self.info.setTextFormat(Qt.TextFormat.PlainText)
+        bar = QHBoxLayout()
+        bar.addWidget(QLabel("trace:", self))
+        bar.addWidget(self.chooser, 1)
+        bar.addWidget(self.replay_button)
+        bar.addWidget(self.speed_box)
+        bar.addWidget(self.open_button)
+
+        self.view = TraceView(self)
+        self.view.blockSelected.connect(self.select_block)
+        self.strip = BlockStrip(self)
+        self.canvas = TileCanvas(self)
+        self.canvas.setMinimumSize(560, 250)
+        self.canvas_caption = QLabel(self)
+        self.canvas_caption.setObjectName("traceCanvasCaption")
+        self.canvas_caption.setWordWrap(True)
+        lower = QWidget(self)
+        low = QVBoxLayout(lower)
+        low.setContentsMargins(0, 0, 0, 0)
+        low.setSpacing(2)
+        low.addWidget(self.strip)
+        low.addWidget(self.canvas_caption)
+        low.addWidget(self.canvas, 1)
+        split = QSplitter(Qt.Orientation.Vertical, self)
+        split.addWidget(self.view)
+        split.addWidget(lower)
+        split.setStretchFactor(0, 5)
+        split.setStretchFactor(1, 4)
+        split.setSizes([480, 400])
+        self.splitter = split
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addLayout(bar)
+        lay.addWidget(self.info)
+        lay.addWidget(split, 1)
+
+        self._timer = QTimer(self)
+        self._timer.setInterval(16)
+        self._timer.timeout.connect(self._tick)
+        self._clock = time.monotonic()
+        if traces is not None:
+            self.set_traces(traces)
+
+    # ---- traces
+
+    def load_shipped(self) -> None:
+        """The H200 trace in resources/ (a message instead when it cannot be read)."""
+        try:
+            self.set_traces(load_traces(SHIPPED_TRACES), source=SHIPPED_TRACES.name)
+        except TraceError as exc:
+            self.message = str(exc)
+            self.info.setText(f"No trace: {exc}")
+
+    def load_file(self, path: str | Path) -> None:
+        try:
+            traces = load_traces(path)
+        except TraceError as exc:
+            self.message = str(exc)
+            self.info.setText(f"Cannot open {path}: {exc}")
+            return
+        if not traces:
+            self.info.setText(f"{path} holds no traces")
+            return
+        self.set_traces(traces, source=Path(path).name)
+
+    def _open_dialog(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Open a trace", str(SHIPPED_TRACES.parent), "JSON (*.json)"
+        )
+        if path:
+            self.load_file(path)
+
+    def set_traces(self, traces: tuple[Trace, ...], source: str = "") -> None:
+        self.traces = tuple(traces)
+        self.source = source
+        self.chooser.blockSignals(True)
+        self.chooser.clear()
+        for t in self.traces:
+            name = algo_label(t.algorithm)
+            what = f"{len(t.blocks)} blocks" if t.level == BLOCK_LEVEL else "3 kernels"
+            self.chooser.addItem(
+                f"{name} · {t.device} · N={t.config.seq_len} · {what} · {fmt_ns(t.span_ns)}",
+                t.algorithm,
+            )
+        self.chooser.blockSignals(False)
+        if self.traces:
+            pick = next((k for k, t in enumerate(self.traces) if t.level == BLOCK_LEVEL), 0)
+            self.chooser.setCurrentIndex(pick)
+            self._on_choose(pick)
+
+    def select_trace(self, algorithm: str) -> None:
+        for k, t in enumerate(self.traces):
+            if t.algorithm == algorithm:
+                self.chooser.setCurrentIndex(k)
+                self._on_choose(k)
+                return
+        raise KeyError(algorithm)
+
+    def _on_choose(self, index: int) -> None:
+        if not 0 <= index < len(self.traces):
+            return
+        trace = self.traces[index]
+        if trace is self.trace:
+            return
+        self.stop_replay()
+        self.trace = trace
+        gpu = gpu_for_device_name(trace.device) or GPUS[DEFAULT_GPU]
+        self.player = Player(trace.config, gpu, algorithms=(trace.algorithm,))
+        self.canvas.set_scene(scene_for(trace.config, gpu, self.player.lanes))
+        self.view.set_trace(trace)
+        self.view.set_references(
+            [
+                (algo_label(o.algorithm), o.span_ns)
+                for o in self.traces
+                if o is not trace and o.config == trace.config and o.span_ns > 0
+            ]
+        )
+        self.info.setText(self._describe(trace))
+        # start on a block in the middle of the launch (the second wave, where there is one)
+        start = sorted(trace.blocks, key=lambda b: (b.start_ns, b.block))
+        pick = (
+            start[len(start) // 2] if trace.level == BLOCK_LEVEL else start[min(1, len(start) - 1)]
+        )
+        self.select_block(pick.block, play=False)
+        self.replay_at(0.35)
+        self.traceChanged.emit(trace.algorithm)
+
+    def _describe(self, t: Trace) -> str:
+        lay = self.view.lay
+        ev = f"CUDA events {fmt_ns(t.kernel_ms * 1e6)}"
+        if t.level == KERNEL_LEVEL or lay is None:
+            kernels = " + ".join(f"{b.kernel} {fmt_ns(b.duration_ns)}" for b in t.blocks)
+            return f"{trace_title(t)} · {kernels} = {fmt_ns(t.span_ns)} ({ev}) · {t.notes}"
+        waves = " + ".join(str(int((lay.wave == w).sum())) for w in range(lay.waves))
+        load = comp = 0
+        for b in t.blocks:
+            for name, _j, t0, t1 in b.phase_spans():
+                if name == "load_K_j":
+                    load += t1 - t0
+                elif name == "compute_S_ij":
+                    comp += t1 - t0
+        share = 100 * load / max(1, load + comp)
+        per_sm = f"{lay.slots} at a time per SM" if lay.slots > 1 else "1 at a time per SM"
+        kept = f" · phases of {t.tiles_kept} tiles per block kept" if t.tiles_kept else ""
+        return (
+            f"{trace_title(t)} · {len(t.blocks)} blocks on {len({b.sm for b in t.blocks})} SMs, "
+            f"{per_sm} → {lay.waves} waves ({waves}) · first block start to last block end "
+            f"{fmt_ns(t.span_ns)} ({ev}) · waiting for K/V tiles: {share:.0f}% of the blocks' "
+            f"loop time{kept}"
+        )
+
+    # ---- selection and replay
+
+    def select_block(self, block: int, play: bool = True) -> None:
+        if self.trace is None or self.player is None:
+            return
+        b = self.trace.block(block)
+        self.selected = b
+        self.view.select(block)
+        self.replay = BlockReplay(self.trace, b, self.player.lane(self.trace.algorithm))
+        self.strip.set_block(self.trace, b, self._block_caption(b))
+        self.fraction = 0.0
+        self.player.seek(self.replay.modeled_at(b.start_ns))
+        self.replay_at(0.0)
+        if play:
+            self.start_replay()
+
+    def _block_caption(self, b: BlockTrace, extra: str = "") -> str:
+        t = self.trace
+        assert t is not None
+        if t.level == KERNEL_LEVEL:
+            head = f"kernel {b.kernel} · {fmt_ns(b.duration_ns)}"
+        else:
+            q_tiles = max(1, math.ceil(t.config.seq_len / _bm(t)))
+            head = (
+                f"block {b.block}: query tile {b.query_tile} of head {b.block // q_tiles} · "
+                f"SM {b.sm} · {fmt_ns(b.start_ns)} → {fmt_ns(b.end_ns)} "
+                f"({fmt_ns(b.duration_ns)})"
+            )
+        return head + (f"   ·   {extra}" if extra else "")
+
+    def replay_at(self, fraction: float) -> None:
+        """Put the replay cursor `fraction` (0..1) through the selected block's real time."""
+        if self.replay is None or self.player is None or self.selected is None:
+            return
+        self.fraction = min(1.0, max(0.0, fraction))
+        t_ns = self.replay.time_at(self.fraction)
+        seg = self.replay.segment_at(t_ns)
+        m = self.replay.modeled_at(t_ns)
+        if m < self.player.t:
+            self.player.seek(m)
+        else:
+            self.player.t = m  # forward: the tiles moved since the last frame leave a trail
+        frames = self.player.frames()
+        self.canvas.set_frames(frames)
+        self.view.set_cursor(t_ns)
+        into = fmt_ns(t_ns - self.selected.start_ns)
+        if seg.steps:
+            tile = f" of tile j={seg.j}" if seg.phase in ("load_K_j", "compute_S_ij") else ""
+            now = f"{into} in: {seg.phase}{tile} → steps {', '.join(seg.steps)}"
+        else:
+            now = f"{into} in"
+        self.strip.set_cursor(t_ns, self._block_caption(self.selected, now))
+        step = frames[0].step.name if frames else ""
+        what = "kernel" if self.trace is not None and self.trace.level == KERNEL_LEVEL else "block"
+        self.canvas.header_text = (
+            f"traced: {into} of {fmt_ns(self.selected.duration_ns)} into this {what}"
+        )
+        self.canvas_caption.setText(
+            f"The same block in the HBM/SRAM view (one head drawn; bytes from the model, each "
+            f"phase lasting as long as it did on the GPU): now {step}."
+        )
+
+    def step_phase(self, delta: int) -> None:
+        """Pause and move the cursor to the start of the next (+1) or previous (-1) phase."""
+        if self.replay is None or self.selected is None:
+            return
+        self.stop_replay()
+        segs = self.replay.segments
+        now = self.replay.time_at(self.fraction)
+        k = segs.index(self.replay.segment_at(now))
+        if delta < 0 and now > segs[k].t0_ns + 1:
+            target = segs[k]  # back to the start of the current phase first
+        else:
+            target = segs[min(max(k + delta, 0), len(segs) - 1)]
+        dur = max(1, self.selected.duration_ns)
+        # a hair inside the phase, so the cursor's phase is the target's
+        self.replay_at((min(target.t0_ns + 1, target.t1_ns) - self.selected.start_ns) / dur)
+
+    def start_replay(self) -> None:
+        if self.replay is None:
+            return
+        if self.fraction >= 1.0:
+            self.fraction = 0.0
+        self._clock = time.monotonic()
+        self._timer.start()
+        self.replay_button.setText("⏸ Pause")
+
+    def stop_replay(self) -> None:
+        self._timer.stop()
+        self.replay_button.setText("▶ Replay block")
+
+    def toggle_replay(self) -> None:
+        if self._timer.isActive():
+            self.stop_replay()
+        else:
+            self.start_replay()
+
+    @property
+    def replaying(self) -> bool:
+        return self._timer.isActive()
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        dt, self._clock = now - self._clock, now
+        f = self.fraction + min(dt, 0.25) * self.speed / REPLAY_WALL_S
+        self.replay_at(f)
+        if f >= 1.0:
+            self.stop_replay()
+
+    def hideEvent(self, event) -> None:
+        super().hideEvent(event)
+        self.stop_replay()

@@ -1,0 +1,700 @@
+"""Real execution traces: which SM ran each thread block of a kernel, and when each phase began.
+
+The model (gpu/costmodel.py, gpu/schedule.py) says what the kernels *should* do; a trace records
+what the hardware *did*. The tiled kernels have a trace build (`-DTILESCOPE_TRACE`, see the
+"Trace build" comment in gpu/kernels/flash_readable.cu and flash_mma.cu): thread 0 of every
+block writes `[block, sm, phase, j, t_ns]` rows (`%smid`, `%globaltimer`) at each phase
+boundary into an extra kernel argument. Without the define the kernels compile to the same
+binary as before, so tracing costs nothing unless asked for.
+
+Phases of a tiled block, in order (names match the schedule's step names, so a traced phase can
+be replayed as the schedule steps it covers, `PHASE_STEPS`):
+
+    load_Q_i        block start: Q_i -> SRAM (pipelined kernel: also K_0 and S_0)
+    load_K_j  (j)   K_j, V_j -> SRAM (pipelined kernel: the wait for V_j and K_{j+1})
+    compute_S_ij (j) S_ij, online softmax, O_i += P_ij V_j (pipelined: P_j V_j with S_{j+1})
+    store_O_i       O_i, m_i, l_i -> HBM; the block ends at `end_ns`
+
+Naive attention runs two cuBLAS GEMMs we cannot instrument, so its trace is kernel-level:
+CUDA events around each of its three kernels, one "block" per kernel (sm = -1), drawn as one
+lane per kernel rather than per SM.
+
+`%globaltimer` is a global nanosecond clock shared by all SMs (its update granularity is
+hardware-dependent, about 1 µs on some GPUs), so blocks on different SMs share one time axis.
+
+Only `record_trace` and `TiledKernel` need CuPy and a GPU; everything else (the dataclasses,
+JSON, validation, downsampling, SM slots and waves) is plain NumPy and runs anywhere, so a saved
+trace replays without a GPU.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .algorithms import NAIVE, TILED, TILED_MMA, tile_shape
+from .config import AttentionConfig, ConfigError, ceil_div
+
+SCHEMA = "tilescope.trace/1"
+FILE_SCHEMA = "tilescope.traces/1"
+#: The NVRTC option that compiles a kernel's trace build.
+TRACE_DEFINE = "-DTILESCOPE_TRACE"
+#: int64 words per trace row: block, sm, phase, j, t_ns.
+ROW_WORDS = 5
+#: Phase codes written by the kernels (index = code); code END_CODE marks the block's end.
+PHASE_CODES: tuple[str, ...] = ("load_Q_i", "load_K_j", "compute_S_ij", "store_O_i")
+END_CODE = 4
+BLOCK_LEVEL, KERNEL_LEVEL = "block", "kernel"
+NAIVE_KERNELS: tuple[str, ...] = ("gemm_qk", "softmax", "gemm_pv")
+TRACEABLE = (NAIVE, TILED, TILED_MMA)
+
+#: The schedule steps (gpu.schedule.STEP_NAMES) each traced phase covers.
+PHASE_STEPS: dict[str, tuple[str, ...]] = {
+    "load_Q_i": ("load_Q_i",),
+    "load_K_j": ("load_K_j", "load_V_j"),
+    "compute_S_ij": ("compute_S_ij", "online_softmax", "accumulate_O_i"),
+    "store_O_i": ("store_O_i", "store_ml"),
+}
+
+
+class TraceError(ValueError):
+    """A trace that cannot be recorded, read or trusted; the message says why."""
+
+
+@dataclass(frozen=True)
+class BlockTrace:
+    """One thread block as the hardware ran it (or, kernel-level, one kernel).
+
+    Times are nanoseconds from the trace's start (the earliest block start). `phases` holds
+    (name, j, t_ns) marks in time order: the phase `name` of tile `j` began at `t_ns` and lasted
+    until the next mark (the last one until `end_ns`). For load_Q_i and store_O_i, j is the
+    block's query tile; kernel-level records have one phase named after the kernel, j = -1.
+    """
+
+    block: int  # launch index blockIdx.x + gridDim.x · blockIdx.y (kernel index when kernel-level)
+    sm: int  # %smid; -1 for kernel-level records
+    start_ns: int
+    end_ns: int
+    phases: tuple[tuple[str, int, int], ...]
+    kernel: str = "flash_fwd"
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+    @property
+    def query_tile(self) -> int | None:
+        """The query tile i this block computed (None for kernel-level records)."""
+        if self.phases and self.phases[0][0] == "load_Q_i":
+            return self.phases[0][1]
+        return None
+
+    def phase_spans(self) -> list[tuple[str, int, int, int]]:
+        """(name, j, t0, t1) for every phase: each lasts until the next mark or the end."""
+        out = []
+        for k, (name, j, t) in enumerate(self.phases):
+            t1 = self.phases[k + 1][2] if k + 1 < len(self.phases) else self.end_ns
+            out.append((name, j, t, t1))
+        return out
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A recorded launch: every block's SM and phase times, with the config that ran."""
+
+    config: AttentionConfig
+    algorithm: str
+    device: str
+    sm_count: int
+    blocks: tuple[BlockTrace, ...]
+    level: str = BLOCK_LEVEL
+    #: CUDA-event time of the traced launch(es), for comparison with the trace's own span.
+    kernel_ms: float = 0.0
+    #: 0: every K/V tile's phases kept; else at most this many tiles per block (see downsampled).
+    tiles_kept: int = 0
+    notes: str = ""
+
+    @property
+    def span_ns(self) -> int:
+        if not self.blocks:
+            return 0
+        return max(b.end_ns for b in self.blocks) - min(b.start_ns for b in self.blocks)
+
+    @property
+    def lane_names(self) -> tuple[str, ...]:
+        """What each lane of a trace view is: the SMs, or (kernel-level) the kernels."""
+        if self.level == KERNEL_LEVEL:
+            return tuple(b.kernel for b in sorted(self.blocks, key=lambda b: b.block))
+        return tuple(f"SM {s}" for s in range(self.sm_count))
+
+    def label(self) -> str:
+        return f"{self.algorithm} on {self.device}: {self.config.label()}"
+
+    def block(self, block: int) -> BlockTrace:
+        for b in self.blocks:
+            if b.block == block:
+                return b
+        raise KeyError(block)
+
+    def downsampled(self, max_tiles: int) -> Trace:
+        """The same trace keeping the K/V phases of at most `max_tiles` tiles per block (evenly
+        spaced, first and last included). Every block, its SM, start, end, load_Q_i and
+        store_O_i are kept: this only thins the marks inside a block, to keep files small."""
+        if max_tiles < 2:
+            raise ValueError("keep at least 2 tiles per block (the first and the last)")
+        if self.level != BLOCK_LEVEL:
+            return self
+        blocks = []
+        for b in self.blocks:
+            tiles = sorted({j for name, j, _ in b.phases if name in ("load_K_j", "compute_S_ij")})
+            if len(tiles) <= max_tiles:
+                blocks.append(b)
+                continue
+            pick = np.unique(np.round(np.linspace(0, len(tiles) - 1, max_tiles)).astype(int))
+            keep = {tiles[k] for k in pick}
+            phases = tuple(p for p in b.phases if p[0] in ("load_Q_i", "store_O_i") or p[1] in keep)
+            blocks.append(replace(b, phases=phases))
+        return replace(self, blocks=tuple(blocks), tiles_kept=max_tiles)
+
+    # ---- JSON ---------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """Compact JSON-ready form: per block [block, sm, start, end, kernel, flat phases], the
+        phases as [code, j, t - start, ...] with codes indexing `phase_names`."""
+        names: list[str] = []
+        kernels: list[str] = []
+        for b in self.blocks:
+            if b.kernel not in kernels:
+                kernels.append(b.kernel)
+            for name, _, _ in b.phases:
+                if name not in names:
+                    names.append(name)
+        if self.level == BLOCK_LEVEL:  # stable codes: the kernels' own
+            names = list(PHASE_CODES) + [n for n in names if n not in PHASE_CODES]
+        code = {n: i for i, n in enumerate(names)}
+        kcode = {k: i for i, k in enumerate(kernels)}
+        rows = []
+        for b in self.blocks:
+            flat: list[int] = []
+            for name, j, t in b.phases:
+                flat += [code[name], int(j), int(t - b.start_ns)]
+            rows.append(
+                [int(b.block), int(b.sm), int(b.start_ns), int(b.end_ns), kcode[b.kernel], flat]
+            )
+        return {
+            "schema": SCHEMA,
+            "config": self.config.to_dict(),
+            "algorithm": self.algorithm,
+            "device": self.device,
+            "sm_count": int(self.sm_count),
+            "level": self.level,
+            "kernel_ms": float(self.kernel_ms),
+            "tiles_kept": int(self.tiles_kept),
+            "notes": self.notes,
+            "phase_names": names,
+            "kernels": kernels,
+            "block_fields": ["block", "sm", "start_ns", "end_ns", "kernel", "phases"],
+            "blocks": rows,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Trace:
+        """Inverse of `to_dict`; anything malformed raises TraceError saying what."""
+        if not isinstance(data, dict):
+            raise TraceError("a trace must be a JSON object")
+        schema = data.get("schema")
+        if schema != SCHEMA:
+            raise TraceError(f"not a Tilescope trace (schema {schema!r}, expected {SCHEMA!r})")
+        try:
+            config = AttentionConfig.from_dict(data["config"])
+            names = [str(n) for n in data["phase_names"]]
+            kernels = [str(k) for k in data["kernels"]]
+            blocks = []
+            for row in data["blocks"]:
+                block, sm, start, end, kidx, flat = row
+                if len(flat) % 3:
+                    raise TraceError(f"block {block}: phases must be (code, j, t) triples")
+                phases = tuple(
+                    (names[int(flat[k])], int(flat[k + 1]), int(start) + int(flat[k + 2]))
+                    for k in range(0, len(flat), 3)
+                )
+                blocks.append(
+                    BlockTrace(int(block), int(sm), int(start), int(end), phases, kernels[kidx])
+                )
+            level = str(data.get("level", BLOCK_LEVEL))
+            if level not in (BLOCK_LEVEL, KERNEL_LEVEL):
+                raise TraceError(f"unknown trace level {level!r}")
+            return cls(
+                config=config,
+                algorithm=str(data["algorithm"]),
+                device=str(data["device"]),
+                sm_count=int(data["sm_count"]),
+                blocks=tuple(blocks),
+                level=level,
+                kernel_ms=float(data.get("kernel_ms", 0.0)),
+                tiles_kept=int(data.get("tiles_kept", 0)),
+                notes=str(data.get("notes", "")),
+            )
+        except TraceError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError, ConfigError) as exc:
+            raise TraceError(f"malformed trace ({type(exc).__name__}: {exc})") from exc
+
+
+# --------------------------------------------------------------------------------------------
+# Files
+
+
+def traces_json(traces: Sequence[Trace], meta: dict[str, Any] | None = None) -> str:
+    """A traces file: {"schema", "meta", "traces": [...]}, compact (one trace per line)."""
+    head = json.dumps({"schema": FILE_SCHEMA, "meta": meta or {}}, indent=1)[:-2]
+    body = ",\n".join(json.dumps(t.to_dict(), separators=(",", ":")) for t in traces)
+    return f'{head},\n "traces": [\n{body}\n]}}\n'
+
+
+def save_traces(
+    traces: Sequence[Trace],
+    path: str | os.PathLike[str],
+    *,
+    meta: dict[str, Any] | None = None,
+    overwrite: bool = False,
+) -> None:
+    from .recording import atomic_write_bytes
+
+    atomic_write_bytes(path, traces_json(traces, meta).encode(), overwrite=overwrite)
+
+
+def load_traces(path: str | os.PathLike[str]) -> tuple[Trace, ...]:
+    """Traces from a traces file, or from a results recording that carries a "traces" list."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise TraceError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise TraceError(f"{path} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("traces", []), list):
+        raise TraceError(f"{path} holds no traces")
+    if data.get("schema") not in (FILE_SCHEMA, "tilescope.results/1"):
+        raise TraceError(f"{path} is not a Tilescope traces file (schema {data.get('schema')!r})")
+    try:
+        return tuple(Trace.from_dict(t) for t in data.get("traces", []))
+    except TraceError as exc:
+        raise TraceError(f"{path}: {exc}") from exc
+
+
+# --------------------------------------------------------------------------------------------
+# From the kernels' rows
+
+
+def rows_per_block(config: AttentionConfig, algorithm: str) -> int:
+    """Trace rows the kernel reserves per block: load_Q_i, 2 per key tile, store_O_i, end."""
+    _, bn = tile_shape(config, algorithm)
+    return 3 + 2 * ceil_div(config.seq_len, bn)
+
+
+def expected_block_count(config: AttentionConfig, algorithm: str, level: str = BLOCK_LEVEL) -> int:
+    if level == KERNEL_LEVEL:
+        return len(NAIVE_KERNELS)
+    bm, _ = tile_shape(config, algorithm)
+    return ceil_div(config.seq_len, bm) * config.bh
+
+
+def trace_from_rows(
+    rows: np.ndarray,
+    *,
+    config: AttentionConfig,
+    algorithm: str,
+    device: str,
+    sm_count: int,
+    kernel_ms: float = 0.0,
+    notes: str = "",
+) -> Trace:
+    """Build a Trace from the kernel's (R, 5) int64 rows; rows with a negative phase code (the
+    host's fill, never written) are skipped. Rows of one block keep their written order."""
+    rows = np.asarray(rows, dtype=np.int64).reshape(-1, ROW_WORDS)
+    rows = rows[rows[:, 2] >= 0]
+    if rows.size == 0:
+        raise TraceError("the trace buffer holds no rows: the trace build did not run")
+    order = np.argsort(rows[:, 0], kind="stable")
+    rows = rows[order]
+    t0 = int(rows[:, 4].min())
+    cut = np.flatnonzero(np.diff(rows[:, 0])) + 1
+    blocks = []
+    for grp in np.split(rows, cut):
+        ts = (grp[:, 4] - t0).tolist()
+        codes = grp[:, 2].tolist()
+        js = grp[:, 3].tolist()
+        ends = [ts[k] for k, c in enumerate(codes) if c == END_CODE]
+        phases = tuple(
+            (PHASE_CODES[c], j, t) for c, j, t in zip(codes, js, ts, strict=True) if c < END_CODE
+        )
+        start = phases[0][2] if phases else ts[0]
+        end = ends[-1] if ends else ts[-1]
+        blocks.append(BlockTrace(int(grp[0, 0]), int(grp[0, 1]), start, end, phases))
+    return Trace(
+        config, algorithm, device, int(sm_count), tuple(blocks), BLOCK_LEVEL, kernel_ms, 0, notes
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Validation
+
+
+def _coverage_problems(trace: Trace) -> list[str]:
+    want = expected_block_count(trace.config, trace.algorithm, trace.level)
+    ids = sorted(b.block for b in trace.blocks)
+    if ids == list(range(want)):
+        return []
+    seen = set(ids)
+    missing = [b for b in range(want) if b not in seen]
+    extra = sorted(b for b in seen if not 0 <= b < want)
+    return [
+        f"{len(ids)} block records for {want} blocks: {len(missing)} missing "
+        f"{missing[:5]}, {len(ids) - len(seen)} repeated, {len(extra)} out of range {extra[:5]}"
+    ]
+
+
+def _order_problems(trace: Trace, limit: int) -> list[str]:
+    out: list[str] = []
+    if trace.level == KERNEL_LEVEL:
+        ordered = sorted(trace.blocks, key=lambda b: b.block)
+        if tuple(b.kernel for b in ordered) != NAIVE_KERNELS:
+            out.append(f"kernels {[b.kernel for b in ordered]} are not {list(NAIVE_KERNELS)}")
+        prev_end = None
+        for b in ordered:
+            if b.end_ns < b.start_ns:
+                out.append(f"kernel {b.kernel} ends before it starts")
+            if prev_end is not None and b.start_ns < prev_end:
+                out.append(f"kernel {b.kernel} starts before the previous one ended")
+            prev_end = b.end_ns
+        return out[:limit]
+    for b in trace.blocks:
+        if len(out) >= limit:
+            break
+        where = f"block {b.block}"
+        if not b.phases:
+            out.append(f"{where}: no phases")
+            continue
+        if b.sm < 0:
+            out.append(f"{where}: no SM id ({b.sm})")
+        names = [p[0] for p in b.phases]
+        if names[0] != "load_Q_i":
+            out.append(f"{where}: first phase is {names[0]}, not load_Q_i")
+        if names[-1] != "store_O_i":
+            out.append(f"{where}: last phase is {names[-1]}, not store_O_i")
+        ts = [p[2] for p in b.phases]
+        if any(t1 < t0 for t0, t1 in itertools.pairwise(ts)):
+            out.append(f"{where}: phase times go backwards")
+        if ts[0] < b.start_ns or b.end_ns < ts[-1]:
+            out.append(f"{where}: phases outside [start, end]")
+        tiles = [p[1] for p in b.phases[1:-1]]
+        if any(j1 < j0 for j0, j1 in itertools.pairwise(tiles)):
+            out.append(f"{where}: key tiles out of order")
+    return out[:limit]
+
+
+def trace_problems(trace: Trace, limit: int = 10) -> list[str]:
+    """What is wrong with a trace (empty when nothing): missing or repeated blocks, a block with
+    no SM id, phases out of time order or not starting with load_Q_i / ending with store_O_i."""
+    return (_coverage_problems(trace) + _order_problems(trace, limit))[:limit]
+
+
+def covers_every_block_once(trace: Trace) -> bool:
+    """Every block of the launch (every kernel, kernel-level) has exactly one record."""
+    return not _coverage_problems(trace)
+
+
+def phases_ordered(trace: Trace) -> bool:
+    """Times never go backwards; a block starts with load_Q_i and ends with store_O_i (kernels
+    run gemm_qk, softmax, gemm_pv one after the other)."""
+    return not _order_problems(trace, limit=1)
+
+
+# --------------------------------------------------------------------------------------------
+# Layout: SM slots and waves
+
+
+@dataclass(frozen=True)
+class TraceLayout:
+    """Per block (in `trace.blocks` order): its lane, its slot within the lane (blocks resident
+    on one SM at the same time get different slots), and its wave (the how-manieth block that
+    slot ran). Arrays, so a view can draw thousands of blocks quickly."""
+
+    lane: np.ndarray
+    slot: np.ndarray
+    wave: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    slots: int  # most blocks one SM held at once
+    waves: int
+    lanes: int
+
+
+def layout(trace: Trace) -> TraceLayout:
+    n = len(trace.blocks)
+    start = np.array([b.start_ns for b in trace.blocks], dtype=np.int64)
+    end = np.array([b.end_ns for b in trace.blocks], dtype=np.int64)
+    if trace.level == KERNEL_LEVEL:
+        lane = np.array([b.block for b in trace.blocks], dtype=np.int64)
+        zeros = np.zeros(n, dtype=np.int64)
+        return TraceLayout(lane, zeros, zeros.copy(), start, end, 1, 1, len(NAIVE_KERNELS))
+    lane = np.array([b.sm for b in trace.blocks], dtype=np.int64)
+    slot = np.zeros(n, dtype=np.int64)
+    wave = np.zeros(n, dtype=np.int64)
+    order = np.lexsort((end, start, lane))
+    free_at: dict[int, list[int]] = {}  # lane -> end time of each slot's current block
+    count: dict[int, list[int]] = {}
+    for k in order.tolist():
+        ends = free_at.setdefault(int(lane[k]), [])
+        runs = count.setdefault(int(lane[k]), [])
+        s = next((i for i, e in enumerate(ends) if e <= start[k]), len(ends))
+        if s == len(ends):
+            ends.append(0)
+            runs.append(0)
+        ends[s] = int(end[k])
+        slot[k] = s
+        wave[k] = runs[s]
+        runs[s] += 1
+    slots = max((len(v) for v in free_at.values()), default=1)
+    waves = int(wave.max()) + 1 if n else 0
+    # %smid need not be contiguous (PTX ISA): lanes cover the largest id seen, at least sm_count
+    lanes = max(trace.sm_count, int(lane.max()) + 1 if n else 0, 1)
+    return TraceLayout(lane, slot, wave, start, end, slots, waves, lanes)
+
+
+def active_blocks(trace: Trace, bins: int) -> np.ndarray:
+    """Blocks running in each of `bins` equal time bins (average over the bin): the waves and
+    the tail of the launch at a glance."""
+    if not trace.blocks or bins <= 0:
+        return np.zeros(max(0, bins))
+    start = np.array([b.start_ns for b in trace.blocks], dtype=np.float64)
+    end = np.array([b.end_ns for b in trace.blocks], dtype=np.float64)
+    t0, t1 = start.min(), max(end.max(), start.min() + 1)
+    edges = np.linspace(t0, t1, bins + 1)
+    width = edges[1] - edges[0]
+    lo = np.clip(start[:, None], edges[None, :-1], edges[None, 1:])
+    hi = np.clip(end[:, None], edges[None, :-1], edges[None, 1:])
+    return (hi - lo).sum(axis=0) / width
+
+
+# --------------------------------------------------------------------------------------------
+# Recording on the GPU (CuPy)
+
+
+class TiledKernel:
+    """One tiled kernel for one config, compiled and ready to launch: the trace build
+    (`trace=True`, one extra argument: the trace buffer) or the normal build (the very module
+    the app uses). Both launch the same way, so timing one against the other compares only the
+    kernels, not the Python around them."""
+
+    def __init__(self, config: AttentionConfig, algorithm: str, trace: bool = True) -> None:
+        import cupy
+
+        self.config = config
+        self.algorithm = algorithm
+        self.trace = trace
+        n, bh = config.seq_len, config.bh
+        if algorithm == TILED:
+            from . import flash_readable as fr
+            from .cuda_kernels import get_kernel
+
+            reason = fr.supports(config)
+            if reason is not None:
+                raise TraceError(reason)
+            bm, bn = tile_shape(config, TILED)
+            options = (TRACE_DEFINE,) if trace else ()
+            self.kernel = get_kernel(fr.SOURCE, fr.kernel_name(config), options=options)
+            self.shared = fr.smem_bytes(config)
+            if self.kernel.max_dynamic_shared_size_bytes < self.shared:
+                self.kernel.max_dynamic_shared_size_bytes = self.shared
+            self.grid = (ceil_div(n, bm), min(bh, fr.MAX_GRID_Y))
+            self.threads = fr.NUM_THREADS
+            d = config.head_dim
+            self.args = (
+                np.int32(bh), np.int32(n), np.int32(d), np.int32(bm), np.int32(bn),
+                np.int32(1 if config.causal else 0), np.float32(config.scale),
+            )  # fmt: skip
+            self.blocks = ceil_div(n, bm) * bh
+        elif algorithm == TILED_MMA:
+            from . import flash_mma as fm
+
+            reason = fm.supports(config)
+            if reason is not None:
+                raise TraceError(reason)
+            launch = fm.default_launch(config.head_dim)
+            bf16 = config.dtype == "bf16"
+            self.shared = launch.smem_bytes
+            if trace:
+                name = launch.template_name(config.causal, bf16)
+                module = cupy.RawModule(
+                    code=fm._source(),
+                    options=(*fm.COMPILE_OPTIONS, TRACE_DEFINE),
+                    name_expressions=[name],
+                )
+                self.kernel = module.get_function(name)
+                fm._set_max_dynamic_smem(self.kernel, self.shared)
+            else:
+                self.kernel = fm.get_kernel(launch, config.causal, bf16)
+            self.grid = (ceil_div(n, launch.block_m), bh)
+            self.threads = launch.threads
+            scale_log2 = math.log2(math.e) / math.sqrt(config.head_dim)
+            self.args = (np.int32(n), np.float32(scale_log2))
+            self.blocks = self.grid[0] * bh
+        else:
+            raise TraceError(f"{algorithm!r} has no trace build (tiled kernels only)")
+        self.rows_per_block = rows_per_block(config, algorithm)
+
+    def new_buffer(self) -> Any:
+        import cupy
+
+        return cupy.full((self.blocks * self.rows_per_block, ROW_WORDS), -1, dtype=cupy.int64)
+
+    def launch(
+        self, q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, buffer: Any | None = None
+    ) -> None:
+        """Queue one launch on the current stream (arrays as for flash_forward; the trace build
+        also takes the buffer from `new_buffer`)."""
+        if self.trace and buffer is None:
+            raise TraceError("the trace build needs a trace buffer (new_buffer())")
+        extra = (buffer,) if self.trace else ()
+        self.kernel(
+            self.grid,
+            (self.threads,),
+            (q, k, v, o, m, l, *self.args, *extra),
+            shared_mem=self.shared,
+        )
+
+
+def default_forward(algorithm: str):
+    """The normal (untraced) build's flash_forward of a tiled algorithm."""
+    if algorithm == TILED:
+        from .flash_readable import flash_forward
+    elif algorithm == TILED_MMA:
+        from .flash_mma import flash_forward
+    else:
+        raise TraceError(f"{algorithm!r} is not a tiled kernel")
+    return flash_forward
+
+
+def record_trace(
+    config: AttentionConfig, algorithm: str, *, seed: int = 0, warmup: int = 2, check: bool = True
+) -> Trace:
+    """Run `algorithm` once on the current CUDA device and record what every block did.
+
+    Tiled kernels: the trace build, after `warmup` untimed launches (module load, clocks up),
+    then one traced launch timed with CUDA events. With `check`, the normal build runs on the
+    same inputs and the notes say how far the trace build's output is from it (it should be 0:
+    the trace build only adds timer reads and stores). Naive: CUDA events around its three
+    kernels after warm-up (kernel-level: cuBLAS kernels cannot be instrumented)."""
+    import cupy
+
+    from .cuda_backend import device_name, random_inputs, to_float32
+    from .cuda_kernels import device_attribute, storage_dtype
+
+    if algorithm not in TRACEABLE:
+        raise TraceError(f"cannot trace {algorithm!r}: traceable are {', '.join(TRACEABLE)}")
+    sm_count = int(device_attribute("MultiProcessorCount"))
+    q, k, v = random_inputs(config, seed)
+    shape = (config.batch, config.heads, config.seq_len, config.head_dim)
+    o = cupy.empty(shape, dtype=storage_dtype(config.dtype))
+    pool = cupy.get_default_memory_pool()
+    try:
+        if algorithm == NAIVE:
+            return _record_naive(config, q, k, v, o, warmup, sm_count, device_name())
+        traced = TiledKernel(config, algorithm, trace=True)
+        m = cupy.empty(shape[:3], dtype=cupy.float32)
+        l = cupy.empty(shape[:3], dtype=cupy.float32)
+        buffer = traced.new_buffer()
+        for _ in range(max(0, warmup)):
+            traced.launch(q, k, v, o, m, l, buffer)
+        buffer.fill(-1)
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        traced.launch(q, k, v, o, m, l, buffer)
+        stop.record()
+        stop.synchronize()
+        kernel_ms = float(cupy.cuda.get_elapsed_time(start, stop))
+        rows = cupy.asnumpy(buffer)
+        notes = [f"trace build, one launch after {warmup} warm-up launches"]
+        if check:
+            o_ref = cupy.empty_like(o)
+            default_forward(algorithm)(q, k, v, o_ref, m, l, config)
+            diff = cupy.abs(to_float32(o, config.dtype) - to_float32(o_ref, config.dtype)).max()
+            notes.append(f"max |ΔO| vs the normal build: {float(diff):.3g}")
+            del o_ref
+        return trace_from_rows(
+            rows,
+            config=config,
+            algorithm=algorithm,
+            device=device_name(),
+            sm_count=sm_count,
+            kernel_ms=kernel_ms,
+            notes="; ".join(notes),
+        )
+    finally:
+        del q, k, v, o
+        cupy.cuda.get_current_stream().synchronize()
+        pool.free_all_blocks()
+
+
+def _record_naive(config, q, k, v, o, warmup: int, sm_count: int, device: str) -> Trace:
+    import cupy
+
+    from .cuda_backend import gemm_pv, gemm_qk, naive_forward, softmax_launcher
+
+    n = config.seq_len
+    s = cupy.empty((config.batch, config.heads, n, n), dtype=o.dtype)
+    p = cupy.empty_like(s)
+    launch_softmax = softmax_launcher(config)
+    for _ in range(max(0, warmup)):
+        naive_forward(q, k, v, s, p, o, config, launch_softmax)
+    events = [cupy.cuda.Event() for _ in range(4)]
+    events[0].record()
+    gemm_qk(q, k, s, config)
+    events[1].record()
+    launch_softmax(s, p)
+    events[2].record()
+    gemm_pv(p, v, o, config)
+    events[3].record()
+    events[3].synchronize()
+    ts = [round(cupy.cuda.get_elapsed_time(events[0], e) * 1e6) for e in events]
+    blocks = tuple(
+        BlockTrace(i, -1, ts[i], ts[i + 1], ((name, -1, ts[i]),), kernel=name)
+        for i, name in enumerate(NAIVE_KERNELS)
+    )
+    del s, p
+    return Trace(
+        config,
+        NAIVE,
+        device,
+        sm_count,
+        blocks,
+        KERNEL_LEVEL,
+        kernel_ms=ts[-1] / 1e6,
+        notes=(
+            "kernel-level: CUDA events around cuBLAS GEMM, our softmax kernel, cuBLAS GEMM "
+            f"(after {warmup} warm-up runs); one lane per kernel, not per SM"
+        ),
+    )
+
+
+def summarize(traces: Iterable[Trace]) -> list[str]:
+    """One line per trace: blocks, SMs used, span vs event time, waves."""
+    lines = []
+    for t in traces:
+        lay = layout(t)
+        used = len({b.sm for b in t.blocks}) if t.level == BLOCK_LEVEL else 0
+        lines.append(
+            f"{t.algorithm:10s} {t.level:6s} blocks={len(t.blocks):5d} sms_used={used:3d} "
+            f"slots/SM={lay.slots} waves={lay.waves} span={t.span_ns / 1e6:.3f} ms "
+            f"events={t.kernel_ms:.3f} ms ok={covers_every_block_once(t) and phases_ordered(t)}"
+        )
+    return lines
