@@ -62,6 +62,7 @@ def atomic_write_bytes(
     except OSError as exc:
         raise RecordingError(f"cannot write in {folder}: {exc.strerror or exc}") from exc
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -71,6 +72,12 @@ def atomic_write_bytes(
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o22)
+    os.umask(mask)
+    return mask
 
 
 def save_recording(

@@ -9,10 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import _none_guard
-
-_none_guard.install()  # PySide6 6.12 on CPython 3.11 over-releases None; see _none_guard
-
 if TYPE_CHECKING:
     from .widget import TileAnimationWidget
 

@@ -1,0 +1,658 @@
+"""The main window: controls → config → runner → result store → plots, explain pane, animation.
+
+Data flow is one way (DESIGN.md): the controls emit a validated AttentionConfig; the model curves,
+cursors and the explain pane follow at once; missing measurements go to the runner, which works on
+its own thread; results come back as queued signals, land in the store, and the plots redraw from
+the store. The window never calls a backend itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+from PySide6.QtCore import QSettings, Qt, QTimer
+from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence
+from PySide6.QtWidgets import (
+    QApplication,
+    QDockWidget,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QPushButton,
+    QScrollArea,
+    QTabWidget,
+    QToolTip,
+    QVBoxLayout,
+    QWidget,
+)
+
+from gpu.algorithms import ALGORITHMS
+from gpu.backend import Backend, create_backend
+from gpu.config import AttentionConfig
+from gpu.costmodel import DEFAULT_GPU, GPUS, GpuSpec, gpu_for_device_name
+
+from .controls import CUSTOM_PRESET, DEVICE_PRESET, Budget, ControlsPanel
+from .explain import ExplainInputs, ExplainPane
+from .plots import ALGOS, PlotsPanel
+from .recorded_run import REPLAY, RecordedBackend
+from .result_store import ResultStore
+from .runner import BackendFailure, BackendReady, Job, Runner, RunOutcome
+from .seq_scale import SEQ_MAX, SEQ_MIN, powers_of_two_up_to
+from .status import ErrorBanner, RunStatus, StatusBarReadouts, describe_result
+from .theme import THEMES, icon_path, palette, qt_palette, style_sheet
+
+BackendFactory = Callable[[str], Backend]
+ORGANIZATION = APPLICATION = "Tilescope"
+NO_CUDA_MESSAGE = "No CUDA device: using the CPU backend (NumPy)"
+
+
+def default_settings() -> QSettings:
+    return QSettings(ORGANIZATION, APPLICATION)
+
+
+class MainWindow(QMainWindow):
+    """See the module docstring.
+
+    backend_factory: name ("auto", "cuda", "cpu") -> Backend, called on the runner's thread;
+    tests inject fakes here. settings: where geometry and controls persist (tests pass a
+    QSettings on a temporary file). open_path: a recorded run to open instead of measuring.
+    restore: apply saved settings. backend: start on this backend ("auto", "cuda", "cpu")
+    whatever the settings say.
+    """
+
+    def __init__(
+        self,
+        backend_factory: BackendFactory | None = None,
+        settings: QSettings | None = None,
+        open_path: str | None = None,
+        restore: bool = True,
+        backend: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.setObjectName("mainWindow")
+        self.setWindowTitle("Tilescope — the attention memory wall")
+        self.setWindowIcon(QIcon(str(icon_path())))
+        self.backend_factory: BackendFactory = backend_factory or create_backend
+        self.settings = settings if settings is not None else default_settings()
+        self.store = ResultStore()
+        self.runner = Runner(self)
+        self.theme = "dark"
+        self._backend: BackendReady | None = None
+        self._backend_generation = 0
+        self._backend_choice = "auto"
+        self._fallback_choice = "auto"
+        self._failed_backend = ""
+        self._closing = False
+        self._animation_dirty = True
+        self.animation = None
+
+        self._build_ui()
+        self._build_actions()
+        self._connect()
+        self._config: AttentionConfig = self.controls.last_valid_config
+        self._algorithms: tuple[str, ...] = self.controls.algorithms()
+        self._budget: Budget = self.controls.budget_state()
+
+        if restore:
+            self._restore_settings()
+        if backend in ("auto", "cuda", "cpu"):
+            self.controls.set_backend_choice(backend, emit=False)
+        if open_path:
+            self.controls.set_recorded_path(open_path)
+            self.controls.set_backend_choice("recorded", emit=False)
+        self.apply_theme(self.theme)
+        self._config = self.controls.last_valid_config
+        self._algorithms = self.controls.algorithms()
+        self._apply_budget(self.controls.budget_state(), request=False)
+        self.plots.set_config(self._config, self._algorithms)
+        self._update_explain()
+        # Start the backend once the event loop runs: its imports (CuPy, NumPy extras) hold the
+        # GIL on the runner thread and would otherwise compete with the first paint.
+        self._startup = QTimer(self)  # a child: never fires for a window already gone
+        self._startup.setSingleShot(True)
+        self._startup.timeout.connect(lambda: self._start_backend(self.controls.backend_choice()))
+        self._startup.start(0)
+        self._deferred = QTimer(self)
+        self._deferred.setSingleShot(True)
+        self._deferred.timeout.connect(self._install_animation)
+        self._deferred.start(30)
+
+    # ------------------------------------------------------------------ construction
+
+    def _build_ui(self) -> None:
+        self.controls = ControlsPanel()
+        scroll = QScrollArea()
+        scroll.setWidget(self.controls)
+        scroll.setWidgetResizable(True)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setMinimumWidth(300)
+        self.controls_dock = QDockWidget("Controls", self)
+        self.controls_dock.setObjectName("controlsDock")
+        self.controls_dock.setWidget(scroll)
+        self.controls_dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable)
+        self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.controls_dock)
+
+        self.explain = ExplainPane()
+        self.explain_dock = QDockWidget("Explain (F1)", self)
+        self.explain_dock.setObjectName("explainDock")
+        self.explain_dock.setWidget(self.explain)
+        self.explain_dock.setMinimumWidth(340)
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.explain_dock)
+
+        central = QWidget()
+        v = QVBoxLayout(central)
+        v.setContentsMargins(4, 4, 4, 0)
+        v.setSpacing(4)
+        self.header = QWidget()
+        self.header.setObjectName("header")
+        hv = QVBoxLayout(self.header)
+        hv.setContentsMargins(0, 0, 0, 0)
+        hv.setSpacing(4)
+        self.banner = ErrorBanner()
+        hv.addWidget(self.banner)
+        header = QHBoxLayout()
+        hv.addLayout(header)
+        v.addWidget(self.header)
+        self.run_status = RunStatus()
+        header.addWidget(self.run_status, 1)
+        self.sweep_button = QPushButton("Sweep")
+        self.sweep_button.setObjectName("sweepButton")
+        self.sweep_button.setToolTip(
+            "Measure every power of two N up to the current one, and the current N, for the "
+            "selected algorithms (Ctrl+R). Cached results are not measured again."
+        )
+        header.addWidget(self.sweep_button)
+        self.tabs = QTabWidget()
+        self.tabs.setObjectName("mainTabs")
+        self.plots = PlotsPanel()
+        self.tabs.addTab(self.plots, "Measurements")
+        self.tabs.setTabToolTip(0, "Peak memory, time, HBM traffic and roofline, live over N.")
+        loading = QLabel("Loading the tile animation…")
+        loading.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.tabs.addTab(loading, "Tiles")
+        self.tabs.setTabToolTip(1, "The tiles moving between HBM and on-chip SRAM.")
+        v.addWidget(self.tabs, 1)
+        self.setCentralWidget(central)
+        self.readouts = StatusBarReadouts(self.statusBar())
+        self.resize(1500, 920)
+
+    def _install_animation(self) -> None:
+        """Build the animation tab after the first paint: its import and construction cost
+        ~150 ms that the window's first frame (all on the Measurements tab) does not need."""
+        if self._closing or self.tabs.count() < 2 or self.animation is not None:
+            return
+        current = self.tabs.currentIndex()
+        old = self.tabs.widget(1)
+        tip = self.tabs.tabToolTip(1)
+        widget = self._build_animation()
+        self.tabs.blockSignals(True)
+        self.tabs.removeTab(1)
+        self.tabs.insertTab(1, widget, "Tiles")
+        self.tabs.setTabToolTip(1, tip)
+        self.tabs.setCurrentIndex(current)
+        self.tabs.blockSignals(False)
+        old.deleteLater()
+        self._animation_dirty = True
+        self._update_animation()
+
+    def _build_animation(self) -> QWidget:
+        try:
+            from .animation import TileAnimationWidget  # type: ignore[attr-defined]
+
+            self.animation = TileAnimationWidget()
+            if not self.animation.objectName():
+                self.animation.setObjectName("tileAnimation")
+            return self.animation
+        except Exception as exc:  # ImportError while it is being written; any bug inside it
+            self.animation = None
+            label = QLabel(
+                f"The tile animation is not available in this build.\n({type(exc).__name__}: {exc})"
+                if not isinstance(exc, ImportError)
+                else "The tile animation is not available in this build yet."
+            )
+            label.setObjectName("tileAnimationPlaceholder")
+            label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+            label.setWordWrap(True)
+            return label
+
+    def _action(
+        self, text: str, shortcut: QKeySequence | str | None, slot: Callable[[], object], tip: str
+    ) -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+        action.setToolTip(tip)
+        action.setStatusTip(tip)
+        action.triggered.connect(lambda *_: slot())
+        self.addAction(action)
+        return action
+
+    def _build_actions(self) -> None:
+        self.open_action = self._action(
+            "Open recorded run…",
+            QKeySequence.StandardKey.Open,
+            self._ask_recorded_run,
+            "Replay results recorded with `main.py bench --out FILE.json`.",
+        )
+        self.export_action = self._action(
+            "Export…", "Ctrl+E", self.export, "Export plots, data and the animation."
+        )
+        self.quit_action = self._action("Quit", QKeySequence.StandardKey.Quit, self.close, "Quit.")
+        self.sweep_action = self._action(
+            "Sweep up to N",
+            "Ctrl+R",
+            self.sweep,
+            "Measure every power of two N up to the current one (and the current N).",
+        )
+        self.cancel_action = self._action(
+            "Cancel", "Esc", self.cancel, "Cancel the sweep and any waiting measurement."
+        )
+        self.step_left_action = self._action(
+            "Smaller N",
+            Qt.Key.Key_Left,
+            lambda: self.controls.step_seq(-1),
+            "Step N down along the slider's scale.",
+        )
+        self.step_right_action = self._action(
+            "Larger N",
+            Qt.Key.Key_Right,
+            lambda: self.controls.step_seq(1),
+            "Step N up along the slider's scale.",
+        )
+        self.explain_action = self.explain_dock.toggleViewAction()
+        self.explain_action.setText("Explain pane")
+        self.explain_action.setShortcut(QKeySequence("F1"))
+        self.addAction(self.explain_action)
+        self.dark_action = QAction("Dark theme", self)
+        self.dark_action.setCheckable(True)
+        self.dark_action.setChecked(True)
+        self.dark_action.setToolTip("Switch between the dark and the light theme.")
+        self.dark_action.toggled.connect(lambda on: self.apply_theme("dark" if on else "light"))
+
+        menu = self.menuBar()
+        file_menu = menu.addMenu("&File")
+        file_menu.addAction(self.open_action)
+        file_menu.addAction(self.export_action)
+        file_menu.addSeparator()
+        file_menu.addAction(self.quit_action)
+        run_menu = menu.addMenu("&Run")
+        run_menu.addAction(self.sweep_action)
+        run_menu.addAction(self.cancel_action)
+        run_menu.addSeparator()
+        run_menu.addAction(self.step_left_action)
+        run_menu.addAction(self.step_right_action)
+        view_menu = menu.addMenu("&View")
+        view_menu.addAction(self.explain_action)
+        view_menu.addAction(self.dark_action)
+        for m in (file_menu, run_menu, view_menu):
+            m.setToolTipsVisible(True)
+
+    def _connect(self) -> None:
+        c = self.controls
+        c.configChanged.connect(self._on_config)
+        c.algorithmsChanged.connect(self._on_algorithms)
+        c.backendChanged.connect(self._start_backend)
+        c.budgetChanged.connect(self._apply_budget)
+        c.recordedRunWanted.connect(self._ask_recorded_run)
+        r = self.runner
+        r.backendReady.connect(self._on_backend_ready)
+        r.backendFailed.connect(self._on_backend_failed)
+        r.outcome.connect(self._on_outcome)
+        r.jobStarted.connect(self._on_job_started)
+        r.idle.connect(self._on_idle)
+        r.sweepProgress.connect(self.run_status.set_sweep)
+        r.sweepFinished.connect(self._on_sweep_finished)
+        r.deviceInfo.connect(self.readouts.set_memory)
+        self.sweep_button.clicked.connect(self.sweep)
+        self.run_status.cancelRequested.connect(self.cancel)
+        self.tabs.currentChanged.connect(lambda *_: self._update_animation())
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def config(self) -> AttentionConfig:
+        return self._config
+
+    @property
+    def backend(self) -> BackendReady | None:
+        return self._backend
+
+    def sweep(self) -> int:
+        """Queue every power-of-two N up to the current one (and it) that is not cached."""
+        if self._backend is None:
+            self.statusBar().showMessage("The backend is still starting; try again.", 4000)
+            return 0
+        items = []
+        for n in powers_of_two_up_to(self._config.seq_len):
+            config = self._config.with_(seq_len=n)
+            for algo in self.store.missing(
+                config, self._algorithms, self._backend.key, self._run_budget()
+            ):
+                items.append((config, algo))
+        total = self.runner.start_sweep(items, self._run_budget())
+        if total == 0:
+            self.statusBar().showMessage(
+                f"Sweep: every N up to {self._config.seq_len} is already measured.", 4000
+            )
+        return total
+
+    def cancel(self) -> None:
+        self.runner.cancel_sweep()
+        self.runner.cancel()
+        self.run_status.sweep_finished()
+
+    def export(self) -> None:
+        """Placeholder until the exports feature lands: say so rather than pretend."""
+        self.statusBar().showMessage("Export is not yet available in this version.", 5000)
+
+    def open_recorded(self, path: str) -> None:
+        """Replay a results file (main.py bench --out); loading happens on the runner thread."""
+        self.controls.set_recorded_path(path)
+        self.controls.set_backend_choice("recorded", emit=False)
+        self._start_backend("recorded")
+
+    def apply_theme(self, theme: str) -> None:
+        self.theme = theme if theme in THEMES else "dark"
+        pal = palette(self.theme)
+        qpal = qt_palette(self.theme)
+        app = QApplication.instance()
+        if app is not None:  # style-sheeted panels resolve colours from the app palette
+            app.setPalette(qpal)
+        self.setPalette(qpal)
+        QToolTip.setPalette(qpal)
+        qss = style_sheet(self.theme)
+        # Panels only: a style sheet on an ancestor of the plots would send every plot repaint
+        # through QStyleSheetStyle (measured: ~40% slower slider moves).
+        for widget in (
+            self.controls_dock,
+            self.explain_dock,
+            self.header,
+            self.statusBar(),
+            self.menuBar(),
+            self.tabs.tabBar(),
+        ):
+            widget.setStyleSheet(qss)
+        self.plots.apply_palette(pal)
+        self.explain.set_palette(pal)
+        self.dark_action.blockSignals(True)
+        self.dark_action.setChecked(self.theme == "dark")
+        self.dark_action.blockSignals(False)
+
+    # ------------------------------------------------------------------ backend
+
+    def _start_backend(self, choice: str) -> None:
+        if self._closing:
+            return
+        self._startup.stop()  # an explicit start (e.g. open_recorded) replaces the initial one
+        if self._backend_choice not in ("recorded",):
+            self._fallback_choice = self._backend_choice
+        self._backend_choice = choice
+        if choice == "recorded":
+            path = self.controls.recorded_path
+
+            def factory() -> Backend:
+                return RecordedBackend.from_file(path)
+
+            what = f"Opening {path.rsplit('/', 1)[-1]}…"
+        else:
+            make = self.backend_factory
+
+            def factory() -> Backend:
+                return make(choice)
+
+            what = f"Starting the {choice} backend…"
+        self._backend = None
+        self.run_status.set_text(what)
+        self.readouts.set_backend(f"backend: {choice} (starting)")
+        self._backend_generation = self.runner.set_backend(choice, factory)
+
+    def _on_backend_ready(self, ready: BackendReady) -> None:
+        if ready.generation != self._backend_generation or self._closing:
+            return
+        self._backend = ready
+        if self._failed_backend == ready.requested:  # it works now: the old failure is moot
+            self.banner.dismiss()
+            self._failed_backend = ""
+        info = ready.info
+        name = getattr(ready.backend, "name", info.backend)
+        if ready.requested == "auto" and name == "cpu":
+            text = NO_CUDA_MESSAGE
+        elif name == REPLAY:
+            text = f"backend: recorded run ({info.details.get('file', '')})"
+        else:
+            text = f"backend: {name}"
+        self.readouts.set_backend(text)
+        self.readouts.set_device(info)
+        gpu = gpu_for_device_name(info.name) if info.backend in ("cuda", REPLAY) else None
+        label = {"cpu": "CPU RAM"}.get(info.backend, info.name)
+        self.controls.set_device(info.memory_total_bytes or None, label, gpu)
+        if name == REPLAY:
+            recorded: RecordedBackend = ready.backend  # type: ignore[assignment]
+            for result in recorded.results():
+                self.store.add(result, ready.key, None)
+            self.controls.set_seq_scale(recorded.seq_lens())
+            lens = recorded.seq_lens()
+            if lens:
+                self.plots.set_n_span(min(lens[0], SEQ_MIN), max(lens[-1], SEQ_MAX))
+            first = recorded.first_config()
+            if first is not None and self._config.with_(seq_len=1) != first.with_(seq_len=1):
+                self.controls.set_config(first.with_(seq_len=self.controls.seq_len()))
+        else:
+            self.controls.set_seq_scale(None)
+            self.plots.set_n_span(SEQ_MIN, SEQ_MAX)
+        self.controls.set_available_algorithms(ready.algorithms)
+        self._apply_budget(self.controls.budget_state(), request=False)
+        self._refresh_measured()
+        self.run_status.set_idle(f"Ready: {info.name} (started in {ready.seconds:.1f} s)")
+        self._request()
+
+    def _on_backend_failed(self, failure: BackendFailure) -> None:
+        if failure.generation != self._backend_generation or self._closing:
+            return
+        fallback = "cpu" if failure.requested in ("auto", "cuda") else self._fallback_choice
+        if fallback == failure.requested:
+            fallback = "cpu" if failure.requested != "cpu" else ""
+        self._failed_backend = failure.requested
+        msg = f"Could not start the {failure.requested} backend: {failure.message}"
+        if fallback:
+            msg += f" — using {fallback} instead."
+        self.banner.show_message(msg)
+        self.controls.show_error("backend", failure.message)
+        self.readouts.set_backend(f"backend: {failure.requested} failed")
+        self.run_status.set_text("No backend running.")
+        if fallback:
+            self.controls.set_backend_choice(fallback, emit=False)
+            self._start_backend(fallback)
+
+    # ------------------------------------------------------------------ config, budget
+
+    def _on_config(self, config: AttentionConfig) -> None:
+        family_changed = config.with_(seq_len=1) != self._config.with_(seq_len=1)
+        self._config = config
+        self.plots.set_config(config, self._algorithms)
+        if family_changed:
+            self._refresh_measured()
+        self._update_explain()
+        self._animation_dirty = True
+        self._update_animation()
+        self._request()
+
+    def _on_algorithms(self, algorithms: tuple[str, ...]) -> None:
+        self._algorithms = algorithms
+        self.plots.set_config(self._config, algorithms)
+        self._refresh_measured()
+        self._update_explain()
+        self._request()
+
+    def _apply_budget(self, budget: Budget, request: bool = True) -> None:
+        self._budget = budget
+        gpu, label = self._roofline_gpu()
+        line_label = budget.label if budget.preset != DEVICE_PRESET else "this device"
+        self.plots.set_budget(budget.line_bytes, line_label)
+        on_gpu = self._backend is not None and self._backend.info.backend in ("cuda", REPLAY)
+        self.plots.set_gpu(gpu, label, time_model=on_gpu)
+        self._update_explain()
+        if request:
+            self._refresh_measured()
+            self._request()
+
+    def _roofline_gpu(self) -> tuple[GpuSpec, str]:
+        b = self._budget
+        if b.gpu is not None:
+            return b.gpu, b.gpu.name
+        return GPUS[DEFAULT_GPU], f"{GPUS[DEFAULT_GPU].name} (reference)"
+
+    def _run_budget(self) -> int | None:
+        if self._backend is not None and self._backend.info.backend == REPLAY:
+            return None  # a recording cannot be re-run under another budget
+        return self._budget.run_bytes
+
+    def _budget_name(self) -> str:
+        b = self._budget
+        if b.preset == DEVICE_PRESET:
+            if self._backend is not None and self._backend.info.backend == "cpu":
+                return "this machine's RAM"
+            return f"this {self._backend.info.name}" if self._backend else "this device"
+        if b.preset == CUSTOM_PRESET:
+            return "the custom budget"
+        return f"an {b.label}" if b.label[:1] in "AEIOUH" else f"a {b.label}"
+
+    def _update_explain(self) -> None:
+        gpu, label = self._roofline_gpu()
+        self.explain.set_inputs(
+            ExplainInputs(
+                config=self._config,
+                algorithms=self._algorithms,
+                gpu=gpu,
+                gpu_label=label,
+                budget_bytes=self._budget.line_bytes,
+                budget_name=self._budget_name(),
+            )
+        )
+
+    def _update_animation(self) -> None:
+        if self.animation is None or not self._animation_dirty:
+            return
+        if self.tabs.currentWidget() is not self.animation:
+            return  # set when the tab is shown: a hidden animation costs the slider nothing
+        self._animation_dirty = False
+        try:
+            self.animation.set_config(self._config)
+        except Exception as exc:
+            self.banner.show_message(f"The tile animation failed: {type(exc).__name__}: {exc}")
+
+    # ------------------------------------------------------------------ measurements
+
+    def _request(self) -> None:
+        """Ask the runner for whatever the current config lacks; drop stale waiting work."""
+        if self._backend is None or self._closing:
+            return
+        missing = self.store.missing(
+            self._config, self._algorithms, self._backend.key, self._run_budget()
+        )
+        if missing:
+            self.runner.request(self._config, missing, self._run_budget())
+        else:
+            self.runner.cancel()
+
+    def _refresh_measured(self) -> None:
+        if self._backend is None:
+            self.plots.set_measured({})
+            return
+        key, budget = self._backend.key, self._run_budget()
+        self.plots.set_measured(
+            {
+                a: self.store.series(self._config, a, key, budget)
+                for a in ALGOS
+                if a in self._algorithms
+            }
+        )
+
+    def _on_job_started(self, job: Job) -> None:
+        if job.backend_generation != self._backend_generation:
+            return
+        where = "sweep: " if job.sweep else ""
+        self.run_status.set_running(
+            f"{where}{ALGORITHMS[job.algorithm].label} at N = {job.config.seq_len}"
+            if job.algorithm in ALGORITHMS
+            else f"{where}{job.algorithm} at N = {job.config.seq_len}"
+        )
+
+    def _on_outcome(self, outcome: RunOutcome) -> None:
+        job = outcome.job
+        if job.backend_generation != self._backend_generation or self._backend is None:
+            return
+        if outcome.result is not None:
+            result = outcome.result
+            self.store.add(result, outcome.backend_key, job.budget_bytes)
+            if job.config.with_(seq_len=1) == self._config.with_(seq_len=1):
+                self._refresh_measured()
+            self.readouts.set_last(result)
+            if result.oom:
+                self.run_status.set_text(f"{describe_result(result)}: {result.message}")
+        elif outcome.error_field:
+            self.controls.show_error(outcome.error_field, outcome.error)
+        elif outcome.skipped:
+            self.run_status.set_text(outcome.error)
+            self.statusBar().showMessage(outcome.error, 6000)
+        elif outcome.error:
+            self.banner.show_message(
+                f"{job.algorithm} at N = {job.config.seq_len} failed: {outcome.error}"
+            )
+
+    def _on_idle(self) -> None:
+        if self._backend is None:
+            return
+        text = self.run_status.text()
+        if text.startswith("Running"):
+            self.run_status.set_idle(f"Idle · {len(self.store)} results cached")
+
+    def _on_sweep_finished(self, cancelled: bool) -> None:
+        self.run_status.sweep_finished()
+        self.statusBar().showMessage("Sweep cancelled." if cancelled else "Sweep done.", 4000)
+
+    def _ask_recorded_run(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Open a recorded run", "", "Tilescope results (*.json);;All files (*)"
+        )
+        if path:
+            self.open_recorded(path)
+        else:  # back to what ran before the combo asked
+            self.controls.set_backend_choice(self._backend_choice, emit=False)
+
+    # ------------------------------------------------------------------ settings, lifecycle
+
+    def _restore_settings(self) -> None:
+        s = self.settings
+        self.controls.restore(s)
+        theme = s.value("view/theme")
+        if isinstance(theme, str):
+            self.theme = theme
+        geometry = s.value("window/geometry")
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        state = s.value("window/state")
+        if state is not None:
+            self.restoreState(state)
+        explain = s.value("view/explain")
+        if explain is not None:
+            self.explain_dock.setVisible(str(explain).lower() in ("true", "1"))
+
+    def save_settings(self) -> None:
+        s = self.settings
+        self.controls.save(s)
+        s.setValue("view/theme", self.theme)
+        s.setValue("view/explain", not self.explain_dock.isHidden())
+        s.setValue("window/geometry", self.saveGeometry())
+        s.setValue("window/state", self.saveState())
+        s.sync()
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        if not self._closing:
+            self._closing = True
+            with contextlib.suppress(Exception):
+                self.save_settings()
+            self.runner.shutdown()
+        super().closeEvent(event)

@@ -1,0 +1,154 @@
+"""Measured results, cached by (configuration, algorithm, backend), and their series over N.
+
+Plain Python (no Qt), so it is testable on its own and the runner's thread never touches it: the
+GUI thread adds results as they arrive and asks for series when it redraws.
+
+Two rules keep the cache honest:
+- Algorithms that ignore the config's tile sizes (naive uses cuBLAS-style GEMMs, the tensor-core
+  kernel has its own fixed tiles) are cached without them, so changing the readable kernel's
+  tiles does not throw their measurements away.
+- A memory budget changes outcomes, so every result remembers the budget it ran under. A success
+  under budget B also holds for any larger budget; an out-of-memory under B also holds for any
+  smaller one. Anything else is measured again rather than guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from gpu.algorithms import ALGORITHMS, TILED
+from gpu.config import AttentionConfig
+from gpu.results import RunResult
+
+#: Tile sizes every cache key of a tile-agnostic algorithm is normalized to.
+_NEUTRAL_TILES = {"block_m": 64, "block_n": 64}
+#: All but the readable kernel: naive's GEMMs and the tensor-core kernels choose their own tiles.
+_TILE_AGNOSTIC = tuple(a for a in ALGORITHMS if a != TILED)
+
+Family = tuple
+"""Every config field except seq_len: the results of one family form a series over N."""
+
+
+def cache_config(config: AttentionConfig, algorithm: str) -> AttentionConfig:
+    """The config as far as `algorithm` can tell: tile sizes dropped where they do not matter."""
+    if algorithm in _TILE_AGNOSTIC and (config.block_m, config.block_n) != (64, 64):
+        return config.with_(**_NEUTRAL_TILES)
+    return config
+
+
+def family_of(config: AttentionConfig, algorithm: str) -> Family:
+    c = cache_config(config, algorithm)
+    return (c.heads, c.head_dim, c.batch, c.dtype, c.causal, c.block_m, c.block_n)
+
+
+def _covers(ran_under: int | None, wanted: int | None, oom: bool) -> bool:
+    """Whether an outcome under budget `ran_under` also holds under `wanted` (None = unlimited)."""
+    if ran_under == wanted:
+        return True
+    if oom:  # failing with more memory means failing with less
+        return ran_under is None or (wanted is not None and wanted <= ran_under)
+    # succeeding with less memory means succeeding with more
+    return wanted is None or (ran_under is not None and ran_under <= wanted)
+
+
+@dataclass(frozen=True)
+class StoredResult:
+    result: RunResult
+    budget_bytes: int | None
+
+    def holds_for(self, budget_bytes: int | None) -> bool:
+        return _covers(self.budget_bytes, budget_bytes, self.result.oom)
+
+
+class ResultStore:
+    """RunResults by backend, family, algorithm and N; the newest outcome per budget wins."""
+
+    def __init__(self) -> None:
+        self._data: dict[tuple[str, Family, str], dict[int, list[StoredResult]]] = {}
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def add(self, result: RunResult, backend_key: str, budget_bytes: int | None = None) -> None:
+        key = (backend_key, family_of(result.config, result.algorithm), result.algorithm)
+        entries = self._data.setdefault(key, {}).setdefault(result.config.seq_len, [])
+        for i, stored in enumerate(entries):
+            if stored.budget_bytes == budget_bytes:
+                entries[i] = StoredResult(result, budget_bytes)
+                return
+        entries.append(StoredResult(result, budget_bytes))
+        self._count += 1
+
+    def get(
+        self,
+        config: AttentionConfig,
+        algorithm: str,
+        backend_key: str,
+        budget_bytes: int | None = None,
+    ) -> RunResult | None:
+        key = (backend_key, family_of(config, algorithm), algorithm)
+        entries = self._data.get(key, {}).get(config.seq_len, ())
+        return _pick(entries, budget_bytes)
+
+    def missing(
+        self,
+        config: AttentionConfig,
+        algorithms: Iterable[str],
+        backend_key: str,
+        budget_bytes: int | None = None,
+    ) -> list[str]:
+        """The algorithms that still need a measurement for this config and budget."""
+        return [a for a in algorithms if self.get(config, a, backend_key, budget_bytes) is None]
+
+    def series(
+        self,
+        config: AttentionConfig,
+        algorithm: str,
+        backend_key: str,
+        budget_bytes: int | None = None,
+    ) -> list[RunResult]:
+        """Every N measured for config's family (any seq_len), sorted by N."""
+        key = (backend_key, family_of(config, algorithm), algorithm)
+        by_n = self._data.get(key, {})
+        out = []
+        for n in sorted(by_n):
+            picked = _pick(by_n[n], budget_bytes)
+            if picked is not None:
+                out.append(picked)
+        return out
+
+    def seq_lens(self, backend_key: str) -> list[int]:
+        """Every N held for a backend, in any family (a recorded run's slider stops)."""
+        found: set[int] = set()
+        for (bk, _, _), by_n in self._data.items():
+            if bk == backend_key:
+                found.update(by_n)
+        return sorted(found)
+
+    def results(self, backend_key: str | None = None) -> list[RunResult]:
+        out = []
+        for (bk, _, _), by_n in self._data.items():
+            if backend_key is None or bk == backend_key:
+                for entries in by_n.values():
+                    out.extend(s.result for s in entries)
+        return out
+
+    def clear(self, backend_key: str | None = None) -> None:
+        if backend_key is None:
+            self._data.clear()
+        else:
+            for key in [k for k in self._data if k[0] == backend_key]:
+                del self._data[key]
+        self._count = sum(len(e) for by_n in self._data.values() for e in by_n.values())
+
+
+def _pick(entries: Sequence[StoredResult], budget_bytes: int | None) -> RunResult | None:
+    exact = [s for s in entries if s.budget_bytes == budget_bytes]
+    if exact:
+        return exact[-1].result
+    for stored in reversed(entries):
+        if stored.holds_for(budget_bytes):
+            return stored.result
+    return None

@@ -1,0 +1,410 @@
+"""The background runner: every backend call (creation included) happens on one worker thread.
+
+Why one thread: a GPU runs one measurement at a time anyway, and a CUDA context belongs to the
+thread that made it. The GUI thread only ever enqueues work and receives queued signals.
+
+Coalescing: `request()` replaces whatever live work is still waiting, so while the slider moves
+only the newest configuration runs. A measurement already inside a kernel cannot be interrupted;
+it finishes, its (still true) result is cached and flagged `stale`, and the newest request runs
+next. Between the algorithms of one request the worker checks for a newer request and drops the
+rest. A sweep is a second, lower-priority queue: live requests overtake it, cancel empties it.
+
+On a CPU a large N can take hours, and nothing can interrupt NumPy, so the worker estimates each
+run from the throughput it has seen on this backend and skips (with a message saying so) runs
+that would exceed the time limit, instead of disappearing into one for an hour.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from PySide6.QtCore import QObject, Signal, Slot
+
+from gpu.backend import Backend, RunOptions
+from gpu.config import AttentionConfig, ConfigError
+from gpu.costmodel import algorithm_cost, useful_flops
+from gpu.results import DeviceInfo, RunResult
+
+from .recorded_run import NotRecorded
+
+BackendFactory = Callable[[], Backend]
+
+
+@dataclass(frozen=True)
+class BackendReady:
+    generation: int
+    requested: str  # what the user asked for: "auto", "cuda", "cpu", "recorded"
+    backend: Backend
+    key: str  # identifies the device for the result cache
+    info: DeviceInfo
+    algorithms: tuple[str, ...]
+    seconds: float  # how long creating it took (CuPy import, compiles)
+
+
+@dataclass(frozen=True)
+class BackendFailure:
+    generation: int
+    requested: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Job:
+    request_id: int
+    backend_generation: int
+    config: AttentionConfig
+    algorithm: str
+    budget_bytes: int | None
+    sweep: bool = False
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What became of one job: a result, a skip or an error (with the field, for a ConfigError)."""
+
+    job: Job
+    backend_key: str
+    result: RunResult | None = None
+    error: str = ""
+    error_field: str = ""
+    skipped: bool = False  # not run: estimated too slow, or not in the recorded run
+    stale: bool = False  # a newer live request arrived while this one ran
+    seconds: float = 0.0
+
+
+@dataclass
+class RunnerStats:
+    """Counters tests and the status bar read; only the worker writes runs_*."""
+
+    requests: int = 0
+    runs_started: int = 0
+    runs_finished: int = 0
+    jobs_dropped: int = 0  # waiting jobs replaced by a newer request or cancelled
+    skipped: int = 0
+    by_algorithm: dict[str, int] = field(default_factory=dict)
+
+
+def backend_key(info: DeviceInfo) -> str:
+    return f"{info.backend}:{info.name}"
+
+
+def default_options(backend_name: str) -> RunOptions:
+    """Measurement effort per backend: a GPU can afford warm-up and repeats, NumPy cannot."""
+    if backend_name == "cuda":
+        return RunOptions(warmup=2, repeats=5)
+    # NumPy: no warm-up to speak of, but a shared CPU stalls now and then; a median of 3.
+    return RunOptions(warmup=0, repeats=3)
+
+
+#: A first guess at each backend's attention throughput (FLOP/s), until it has run once.
+PRIOR_FLOPS_PER_S = {"cpu": 8e9}
+
+
+class _Bridge(QObject):
+    """Lives in the GUI thread; the worker emits on it, so every connection is queued."""
+
+    ready = Signal(object)
+    failed = Signal(object)
+    outcome = Signal(object)
+    started = Signal(object)
+    idle = Signal()
+    progress = Signal(int, int)
+    sweep_done = Signal(bool)
+    device = Signal(object)
+
+
+class Runner(QObject):
+    """Owns the worker thread; see the module docstring. Call `shutdown()` before dropping it."""
+
+    backendReady = Signal(object)  # BackendReady
+    backendFailed = Signal(object)  # BackendFailure
+    outcome = Signal(object)  # RunOutcome
+    jobStarted = Signal(object)  # Job
+    idle = Signal()
+    sweepProgress = Signal(int, int)  # done, total
+    sweepFinished = Signal(bool)  # True when cancelled
+    deviceInfo = Signal(object)  # DeviceInfo after a run (memory free/total)
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.stats = RunnerStats()
+        #: Longest estimated run (seconds) the worker starts for a live request / a sweep item.
+        self.live_time_limit_s: float | None = 20.0
+        self.sweep_time_limit_s: float | None = 90.0
+        self.options_for: Callable[[str], RunOptions] = default_options
+
+        self._cond = threading.Condition()
+        self._stop = False
+        self._backend_spec: tuple[int, str, BackendFactory] | None = None
+        self._live: list[Job] = []
+        self._sweep: list[Job] = []
+        self._sweep_total = 0
+        self._sweep_done = 0
+        self._request_id = 0
+        self._backend_generation = 0
+        self._busy = False
+        self._rates: dict[tuple[str, str], float] = {}
+
+        self._bridge = _Bridge()  # no parent: the worker may outlive this object briefly
+        self._bridge.ready.connect(self._on_ready)
+        self._bridge.failed.connect(self.backendFailed)
+        self._bridge.outcome.connect(self._on_outcome)
+        self._bridge.started.connect(self.jobStarted)
+        self._bridge.idle.connect(self.idle)
+        self._bridge.progress.connect(self.sweepProgress)
+        self._bridge.sweep_done.connect(self.sweepFinished)
+        self._bridge.device.connect(self.deviceInfo)
+        self._current_generation = 0
+        self._thread = threading.Thread(target=self._work, name="tilescope-runner", daemon=True)
+        self._thread.start()
+
+    # ---------------------------------------------------------------- GUI-thread API
+
+    def set_backend(self, requested: str, factory: BackendFactory) -> int:
+        """Create a backend on the worker (never here: CuPy imports and compiles take seconds).
+
+        Waiting work for the previous backend is dropped; returns the backend generation."""
+        with self._cond:
+            self._backend_generation += 1
+            self._backend_spec = (self._backend_generation, requested, factory)
+            self._drop_locked(live=True, sweep=True)
+            self._cond.notify()
+            return self._backend_generation
+
+    def request(
+        self, config: AttentionConfig, algorithms: list[str], budget_bytes: int | None
+    ) -> int:
+        """Measure `config` with `algorithms`, replacing any live work still waiting."""
+        with self._cond:
+            self._request_id += 1
+            self.stats.requests += 1
+            self._drop_locked(live=True, sweep=False)
+            self._live = [
+                Job(self._request_id, self._backend_generation, config, a, budget_bytes)
+                for a in algorithms
+            ]
+            self._cond.notify()
+            return self._request_id
+
+    def cancel(self) -> None:
+        """Drop waiting live work; a run in flight finishes and is flagged stale."""
+        with self._cond:
+            self._request_id += 1
+            self._drop_locked(live=True, sweep=False)
+
+    def start_sweep(
+        self, items: list[tuple[AttentionConfig, str]], budget_bytes: int | None
+    ) -> int:
+        """Queue (config, algorithm) measurements behind live work; returns how many."""
+        with self._cond:
+            self._drop_locked(live=False, sweep=True)
+            self._sweep = [
+                Job(0, self._backend_generation, c, a, budget_bytes, sweep=True) for c, a in items
+            ]
+            self._sweep_total = len(self._sweep)
+            self._sweep_done = 0
+            self._cond.notify()
+            total = self._sweep_total
+        if total == 0:
+            self.sweepFinished.emit(False)
+        else:
+            self.sweepProgress.emit(0, total)
+        return total
+
+    def cancel_sweep(self) -> None:
+        with self._cond:
+            had = bool(self._sweep)
+            self._drop_locked(live=False, sweep=True)
+            self._sweep_total = 0
+        if had:
+            self.sweepFinished.emit(True)
+
+    @property
+    def sweeping(self) -> bool:
+        with self._cond:
+            return bool(self._sweep) or (self._busy and self._sweep_total > 0)
+
+    @property
+    def busy(self) -> bool:
+        """True while the worker runs or has work waiting."""
+        with self._cond:
+            return self._busy or bool(self._live or self._sweep or self._backend_spec)
+
+    def shutdown(self, timeout: float = 0.5) -> None:
+        """Stop the worker; waits at most `timeout` (a kernel in flight is left to finish)."""
+        with self._cond:
+            self._stop = True
+            self._drop_locked(live=True, sweep=True)
+            self._cond.notify_all()
+        self._thread.join(timeout)
+
+    # ---------------------------------------------------------------- internals
+
+    def _drop_locked(self, live: bool, sweep: bool) -> None:
+        if live:
+            self.stats.jobs_dropped += len(self._live)
+            self._live = []
+        if sweep:
+            self.stats.jobs_dropped += len(self._sweep)
+            self._sweep = []
+
+    @Slot(object)
+    def _on_ready(self, ready: BackendReady) -> None:
+        self._current_generation = ready.generation
+        self.backendReady.emit(ready)
+
+    @Slot(object)
+    def _on_outcome(self, outcome: RunOutcome) -> None:
+        self.outcome.emit(outcome)
+
+    def _work(self) -> None:
+        backend: Backend | None = None
+        key = ""
+        generation = 0
+        while True:
+            with self._cond:
+                while not (self._stop or self._backend_spec or self._live or self._sweep):
+                    if self._busy:
+                        self._busy = False
+                        self._emit(self._bridge.idle)
+                    self._cond.wait()
+                if self._stop:
+                    return
+                self._busy = True
+                spec, job = self._backend_spec, None
+                self._backend_spec = None
+                if spec is None:
+                    job = self._live.pop(0) if self._live else self._sweep.pop(0)
+            if spec is not None:
+                backend, key, generation = self._create(spec) or (None, "", spec[0])
+                continue
+            assert job is not None
+            if job.backend_generation != generation or backend is None:
+                self._finish(job, RunOutcome(job, key, error="no backend is ready", skipped=True))
+                continue
+            self._emit(self._bridge.started, job)
+            outcome = self._run(backend, key, job)
+            self._finish(job, outcome)
+            with contextlib.suppress(Exception):  # memory figures are nice to have, not vital
+                self._emit(self._bridge.device, backend.device_info())
+
+    def _finish(self, job: Job, outcome: RunOutcome) -> None:
+        if not job.sweep:
+            with self._cond:
+                stale = job.request_id != self._request_id
+                # The rest of a request that went stale while this ran is not worth running.
+                if stale and self._live and self._live[0].request_id == job.request_id:
+                    self.stats.jobs_dropped += len(self._live)
+                    self._live = []
+            outcome = replace(outcome, stale=stale)
+        self._emit(self._bridge.outcome, outcome)
+        if job.sweep:
+            with self._cond:
+                if self._sweep_total == 0:  # cancelled meanwhile
+                    return
+                self._sweep_done += 1
+                done, total = self._sweep_done, self._sweep_total
+                finished = not self._sweep
+                if finished:
+                    self._sweep_total = 0
+            self._emit(self._bridge.progress, done, total)
+            if finished:
+                self._emit(self._bridge.sweep_done, False)
+
+    def _create(self, spec: tuple[int, str, BackendFactory]) -> tuple[Backend, str, int] | None:
+        generation, requested, factory = spec
+        t0 = time.perf_counter()
+        try:
+            backend = factory()
+            info = backend.device_info()
+            algorithms = tuple(backend.algorithms())
+        except Exception as exc:
+            self._emit(self._bridge.failed, BackendFailure(generation, requested, _describe(exc)))
+            return None
+        key = backend_key(info)
+        ready = BackendReady(
+            generation, requested, backend, key, info, algorithms, time.perf_counter() - t0
+        )
+        self._emit(self._bridge.ready, ready)
+        return backend, key, generation
+
+    def _run(self, backend: Backend, key: str, job: Job) -> RunOutcome:
+        name = getattr(backend, "name", "?")
+        options = replace(self.options_for(name), budget_bytes=job.budget_bytes)
+        limit = self.sweep_time_limit_s if job.sweep else self.live_time_limit_s
+        estimate = self._estimate_s(name, key, job, options)
+        # A run that cannot fit is refused (OOM) by the backend at once: let it say so, the
+        # out-of-memory point is the lesson.
+        too_slow = limit is not None and estimate is not None and estimate > limit
+        if too_slow and not self._cannot_fit(backend, job):
+            self.stats.skipped += 1
+            return RunOutcome(
+                job,
+                key,
+                skipped=True,
+                error=(
+                    f"{job.algorithm} at N={job.config.seq_len} not run: about "
+                    f"{_fmt_s(estimate)} on the {name} backend (limit {_fmt_s(limit)})"
+                    + (" — a recorded GPU run shows large N" if name == "cpu" else "")
+                ),
+            )
+        self.stats.runs_started += 1
+        self.stats.by_algorithm[job.algorithm] = self.stats.by_algorithm.get(job.algorithm, 0) + 1
+        t0 = time.perf_counter()
+        try:
+            result = backend.run(job.config, job.algorithm, options)
+        except ConfigError as exc:
+            return RunOutcome(job, key, error=str(exc), error_field=exc.field)
+        except NotRecorded as exc:
+            return RunOutcome(job, key, error=str(exc), skipped=True)
+        except Exception as exc:
+            return RunOutcome(job, key, error=_describe(exc))
+        finally:
+            self.stats.runs_finished += 1
+        seconds = time.perf_counter() - t0
+        # Learn the throughput from runs long enough to be representative (tiny N is overhead).
+        if result.total_ms and result.flops and not result.recorded and seconds >= 0.25:
+            runs = max(1, options.repeats) + options.warmup + 1
+            self._rates[(key, job.algorithm)] = result.flops * runs / seconds
+        return RunOutcome(job, key, result=result, seconds=seconds)
+
+    def _cannot_fit(self, backend: Backend, job: Job) -> bool:
+        try:
+            limit = job.budget_bytes or backend.device_info().memory_free_bytes
+        except Exception:
+            return False
+        return bool(limit) and algorithm_cost(job.config, job.algorithm).peak_bytes > limit
+
+    def _estimate_s(self, name: str, key: str, job: Job, options: RunOptions) -> float | None:
+        rate = self._rates.get((key, job.algorithm), PRIOR_FLOPS_PER_S.get(name))
+        if not rate:
+            return None
+        runs = max(1, options.repeats) + options.warmup + 1  # + the traced (memory) run
+        return useful_flops(job.config) * runs / rate
+
+    def _emit(self, signal, *args) -> None:  # type: ignore[no-untyped-def]
+        with contextlib.suppress(RuntimeError):  # the bridge is gone: the app is closing
+            signal.emit(*args)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, (ValueError, RuntimeError, LookupError, OSError, MemoryError)):
+        return f"{type(exc).__name__}: {text}" if not str(exc) else text
+    # Unexpected: keep the last frame so a bug report has somewhere to start.
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f" ({tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
+    return f"{type(exc).__name__}: {text}{where}"
+
+
+def _fmt_s(s: float) -> str:
+    if s >= 3600:
+        return f"{s / 3600:.1f} h"
+    if s >= 60:
+        return f"{s / 60:.0f} min"
+    return f"{s:.0f} s"

@@ -1,0 +1,182 @@
+"""Run status, the status bar's device read-outs, and the one error banner.
+
+Errors never open dialogs: a banner at the top shows the newest one (repeats are counted, not
+stacked) until dismissed, so an error storm cannot bury the window under modal boxes.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QSizePolicy,
+    QStatusBar,
+    QToolButton,
+    QWidget,
+)
+
+from gpu.results import DeviceInfo, RunResult
+
+from .units import fmt_bytes, fmt_ms
+
+
+class RunStatus(QWidget):
+    """objectName runStatus: what the runner does now, and sweep progress with a cancel button."""
+
+    cancelRequested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("runStatus")
+        row = QHBoxLayout(self)
+        row.setContentsMargins(6, 0, 6, 0)
+        row.setSpacing(6)
+        self.label = QLabel("Starting…")
+        self.label.setObjectName("runStatusLabel")
+        self.label.setToolTip("What the background runner is doing.")
+        # Nothing here may change size with its text or with the sweep: a header that grows by
+        # a pixel resizes all four plots below it, and a full plot relayout takes ~100 ms.
+        self.label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.label.setMinimumWidth(260)
+        row.addWidget(self.label, 1)
+        self.progress = QProgressBar()
+        self.progress.setObjectName("sweepProgress")
+        self.progress.setFixedWidth(150)
+        self.progress.setToolTip("Sweep progress: measurements done of those queued.")
+        _retain_size(self.progress)
+        self.progress.setVisible(False)
+        row.addWidget(self.progress)
+        self.cancel = QToolButton()
+        self.cancel.setObjectName("cancelRun")
+        self.cancel.setText("Cancel")
+        self.cancel.setToolTip("Cancel the sweep and any waiting measurement (Esc).")
+        _retain_size(self.cancel)
+        self.cancel.setVisible(False)
+        self.cancel.clicked.connect(self.cancelRequested)
+        row.addWidget(self.cancel)
+        self.setFixedHeight(max(self.cancel.sizeHint().height(), self.label.sizeHint().height()))
+
+    def text(self) -> str:
+        return self.label.text()
+
+    def set_text(self, text: str) -> None:
+        if text != self.label.text():
+            self.label.setText(text)
+            self.label.setToolTip(text)
+
+    def set_running(self, what: str) -> None:
+        self.set_text(f"Running {what}…")
+        self.cancel.setVisible(True)
+
+    def set_idle(self, text: str) -> None:
+        self.set_text(text)
+        self.cancel.setVisible(self.progress.isVisible())
+
+    def set_sweep(self, done: int, total: int) -> None:
+        self.progress.setVisible(True)
+        self.progress.setRange(0, max(1, total))
+        self.progress.setValue(done)
+        self.progress.setFormat(f"sweep {done}/{total}")
+        self.cancel.setVisible(True)
+
+    def sweep_finished(self) -> None:
+        self.progress.setVisible(False)
+        self.cancel.setVisible(False)
+
+
+def _retain_size(widget: QWidget) -> None:
+    policy = widget.sizePolicy()
+    policy.setRetainSizeWhenHidden(True)
+    widget.setSizePolicy(policy)
+
+
+class ErrorBanner(QFrame):
+    """One dismissable message at a time; the same message again bumps a counter."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("errorBanner")
+        row = QHBoxLayout(self)
+        row.setContentsMargins(10, 4, 4, 4)
+        self.label = QLabel()
+        self.label.setObjectName("errorBannerText")
+        self.label.setWordWrap(True)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        row.addWidget(self.label, 1)
+        self.close_button = QToolButton()
+        self.close_button.setObjectName("errorBannerClose")
+        self.close_button.setText("✕")
+        self.close_button.setToolTip("Dismiss this message.")
+        self.close_button.clicked.connect(self.dismiss)
+        row.addWidget(self.close_button)
+        self._message = ""
+        self._count = 0
+        self.setVisible(False)
+
+    @property
+    def message(self) -> str:
+        """The message shown (empty once dismissed)."""
+        return self._message
+
+    def show_message(self, message: str) -> None:
+        if message == self._message and not self.isHidden():
+            self._count += 1
+        else:
+            self._message, self._count = message, 1
+        suffix = f"  (×{self._count})" if self._count > 1 else ""
+        self.label.setText(message + suffix)
+        self.setToolTip(message)
+        self.setVisible(True)
+
+    def dismiss(self) -> None:
+        self.setVisible(False)
+        self._message, self._count = "", 0
+
+
+class StatusBarReadouts:
+    """Permanent labels in the status bar: backend, device, memory free/total, last run."""
+
+    def __init__(self, bar: QStatusBar) -> None:
+        self.bar = bar
+        self.backend = QLabel("backend: —")
+        self.backend.setObjectName("statusBackend")
+        self.backend.setToolTip("The backend in use, and why.")
+        self.device = QLabel("device: —")
+        self.device.setObjectName("statusDevice")
+        self.device.setToolTip("The device the measurements run on.")
+        self.memory = QLabel("memory: —")
+        self.memory.setObjectName("statusMemory")
+        self.memory.setToolTip("Device memory free / total, after the last run.")
+        self.last = QLabel("last run: —")
+        self.last.setObjectName("statusLastRun")
+        self.last.setToolTip("The most recent measurement.")
+        for w in (self.backend, self.device, self.memory, self.last):
+            bar.addPermanentWidget(w)
+
+    def set_backend(self, text: str) -> None:
+        self.backend.setText(text)
+        self.backend.setToolTip(text)
+
+    def set_device(self, info: DeviceInfo) -> None:
+        self.device.setText(info.name)
+        self.device.setToolTip(f"{info.backend}: {info.name}")
+        self.set_memory(info)
+
+    def set_memory(self, info: DeviceInfo) -> None:
+        what = "RAM" if info.backend == "cpu" else "memory"
+        free, total = fmt_bytes(info.memory_free_bytes), fmt_bytes(info.memory_total_bytes)
+        self.memory.setText(f"{what} {free} free / {total}")
+
+    def set_last(self, result: RunResult) -> None:
+        self.last.setText(f"last: {describe_result(result)}")
+
+
+def describe_result(r: RunResult) -> str:
+    head = f"{r.algorithm} N={r.config.seq_len}"
+    if r.oom:
+        return f"{head} out of memory"
+    tag = " (recorded)" if r.recorded else ""
+    return f"{head} {fmt_ms(r.total_ms)}, peak {fmt_bytes(r.peak_bytes)}{tag}"

@@ -1,0 +1,77 @@
+"""Human-readable numbers for labels, tooltips and the explain pane.
+
+Bytes are decimal (SI: 1 GB = 10⁹ B) like GPU datasheets, so "24 GB RTX 4090" and the figures
+we print compare directly.
+"""
+
+from __future__ import annotations
+
+_SI = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def _si(value: float, unit: str, digits: int = 3) -> str:
+    for scale, prefix in _SI:
+        if abs(value) >= scale:
+            return f"{_sig(value / scale, digits)} {prefix}{unit}"
+    return f"{_sig(value, digits)} {unit}"
+
+
+def _sig(value: float, digits: int) -> str:
+    """`value` with `digits` significant figures, no exponent, no trailing zeros beyond them."""
+    if value == 0:
+        return "0"
+    mag = len(str(int(abs(value)))) if abs(value) >= 1 else 0
+    decimals = max(0, digits - mag)
+    return f"{value:.{decimals}f}"
+
+
+def fmt_bytes(n: float | None) -> str:
+    """6291456 -> '6.29 MB'; None -> '—'."""
+    if n is None:
+        return "—"
+    if abs(n) < 1000:
+        return f"{int(n)} B"
+    return _si(float(n), "B")
+
+
+def fmt_bytes_short(n: float | None) -> str:
+    """Fewer digits, for axis-adjacent labels: 25769803776 -> '25.8 GB'."""
+    if n is None:
+        return "—"
+    if abs(n) < 1000:
+        return f"{int(n)} B"
+    return _si(float(n), "B", digits=3)
+
+
+def fmt_ms(ms: float | None) -> str:
+    if ms is None:
+        return "—"
+    if ms >= 1000:
+        return f"{ms / 1000:.3g} s"
+    if ms >= 1:
+        return f"{ms:.3g} ms"
+    return f"{ms * 1000:.3g} µs"
+
+
+def fmt_seconds(s: float) -> str:
+    if s >= 3600:
+        return f"{s / 3600:.1f} h"
+    if s >= 60:
+        return f"{s / 60:.1f} min"
+    return fmt_ms(s * 1e3)
+
+
+def fmt_flops(n: float) -> str:
+    return _si(float(n), "FLOP")
+
+
+def fmt_rate(value: float | None, unit: str) -> str:
+    """Throughputs: fmt_rate(1.2e12, 'FLOP/s') -> '1.20 TFLOP/s'."""
+    if value is None:
+        return "—"
+    return _si(float(value), unit)
+
+
+def fmt_int(n: int) -> str:
+    """Thin-space thousands separators read better than commas in formulas: 32 768."""
+    return f"{n:,}".replace(",", "\u2009")

@@ -1,0 +1,81 @@
+"""Test doubles for the app tests: a Backend that answers from the cost model, optionally slowly.
+
+Not a test module (no test_ prefix); test_app_*.py import it (pytest puts tests/ on sys.path).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from gpu.algorithms import NAIVE, TILED
+from gpu.backend import RunOptions
+from gpu.config import AttentionConfig, ConfigError
+from gpu.costmodel import algorithm_cost
+from gpu.results import DeviceInfo, KernelTime, RunResult
+
+
+class FakeBackend:
+    """Implements gpu.backend.Backend; times are the model's FLOPs at 1 TFLOP/s, peak = model.
+
+    delay_s: seconds each run sleeps (releases the GIL, like a kernel wait).
+    bad_head_dims: head dims that raise ConfigError("head_dim", ...), like an unsupported kernel.
+    """
+
+    def __init__(
+        self,
+        name: str = "fake",
+        delay_s: float = 0.0,
+        algorithms: tuple[str, ...] = (NAIVE, TILED),
+        device: str = "Fake GPU 24 GB",
+        memory_bytes: int = 24 * 10**9,
+        bad_head_dims: tuple[int, ...] = (),
+    ) -> None:
+        self.name = name
+        self.delay_s = delay_s
+        self._algorithms = algorithms
+        self.device = device
+        self.memory_bytes = memory_bytes
+        self.bad_head_dims = bad_head_dims
+        self.calls: list[tuple[int, str, int | None]] = []  # (N, algorithm, budget)
+        self.threads: set[int] = set()
+        self._lock = threading.Lock()
+
+    def device_info(self) -> DeviceInfo:
+        return DeviceInfo(self.name, self.device, self.memory_bytes, self.memory_bytes // 2)
+
+    def algorithms(self) -> tuple[str, ...]:
+        return self._algorithms
+
+    def run(
+        self, config: AttentionConfig, algorithm: str, options: RunOptions | None = None
+    ) -> RunResult:
+        options = options or RunOptions()
+        with self._lock:
+            self.calls.append((config.seq_len, algorithm, options.budget_bytes))
+            self.threads.add(threading.get_ident())
+        if config.head_dim in self.bad_head_dims:
+            raise ConfigError("head_dim", config.head_dim, "64 or 128 on this fake kernel")
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        cost = algorithm_cost(config, algorithm)
+        base = dict(
+            config=config,
+            algorithm=algorithm,
+            backend=self.name,
+            device=self.device,
+            model_peak_bytes=cost.peak_bytes,
+            hbm_bytes=cost.hbm_bytes,
+            flops=cost.flops,
+        )
+        limit = options.budget_bytes or self.memory_bytes
+        if cost.peak_bytes > limit:
+            return RunResult(**base, oom=True, message="out of memory (fake)")
+        kernels = tuple(KernelTime(k.name, max(k.flops, k.hbm_bytes) / 1e9) for k in cost.kernels)
+        return RunResult(
+            **base, kernel_times=kernels, peak_bytes=int(cost.peak_bytes * 1.02), repeats=1
+        )
+
+    def runs_for(self, seq_len: int) -> int:
+        with self._lock:
+            return sum(1 for n, _, _ in self.calls if n == seq_len)
