@@ -77,6 +77,22 @@ def device_attribute(name: str) -> int:
     return _device_attribute(name, cupy.cuda.Device().id)
 
 
+def device_limits() -> tuple[int, int] | None:
+    """(compute capability as an int, e.g. 90; opt-in shared memory per block) of the current
+    device, or None where there is none. Cached per device: `supports()` runs before every
+    launch, and cudaGetDeviceProperties would cost about a millisecond each time, which the
+    CUDA events around a short kernel would then measure as kernel time."""
+    try:
+        import cupy
+
+        device_id = cupy.cuda.runtime.getDevice()
+        major = _device_attribute("ComputeCapabilityMajor", device_id)
+        minor = _device_attribute("ComputeCapabilityMinor", device_id)
+        return major * 10 + minor, _device_attribute("MaxSharedMemoryPerBlockOptin", device_id)
+    except Exception:  # no CuPy, or no device
+        return None
+
+
 def smem_optin_bytes() -> int:
     """Shared memory one block may opt in to (232,448 B on H100/H200)."""
     return device_attribute("MaxSharedMemoryPerBlockOptin")

@@ -24,6 +24,7 @@ from typing import Any
 
 from .algorithms import mma_tile_shape
 from .config import AttentionConfig, ceil_div
+from .cuda_kernels import device_limits
 
 KERNEL_PATH = Path(__file__).parent / "kernels" / "flash_mma.cu"
 #: NVRTC options. The device's own arch is added by CuPy (sm_90 on an H200); mma.sync, ldmatrix
@@ -77,20 +78,6 @@ def _check_launch(launch: MmaLaunch) -> None:
         raise ValueError(f"bad tile shape {launch.block_m}×{launch.block_n}")
 
 
-def _device_limits() -> tuple[int, int] | None:
-    """(compute capability as 90, opt-in shared memory per block) of the current device."""
-    try:
-        import cupy
-
-        if not cupy.is_available():
-            return None
-        dev = cupy.cuda.Device()
-        props = cupy.cuda.runtime.getDeviceProperties(dev.id)
-        return int(dev.compute_capability), int(props["sharedMemPerBlockOptin"])
-    except Exception:
-        return None
-
-
 def supports(config: AttentionConfig) -> str | None:
     """None when the tensor-core kernel can run `config`, else the reason it cannot."""
     if config.dtype not in SUPPORTED_DTYPES:
@@ -98,7 +85,7 @@ def supports(config: AttentionConfig) -> str | None:
     if config.head_dim not in SUPPORTED_HEAD_DIMS:
         dims = " and ".join(map(str, SUPPORTED_HEAD_DIMS))
         return f"tensor-core kernel supports head_dim {dims}, not {config.head_dim}"
-    limits = _device_limits()
+    limits = device_limits()
     if limits is not None:
         cc, smem_optin = limits
         if cc < MIN_COMPUTE_CAPABILITY:

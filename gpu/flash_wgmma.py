@@ -23,6 +23,7 @@ from typing import Any
 
 from .algorithms import wgmma_tile_shape
 from .config import AttentionConfig, ceil_div
+from .cuda_kernels import device_limits
 
 KERNEL_PATH = Path(__file__).parent / "kernels" / "flash_wgmma.cu"
 #: NVRTC options: wgmma needs the architecture-specific target sm_90a.
@@ -81,20 +82,6 @@ def _check_launch(launch: WgmmaLaunch) -> None:
         raise ValueError("the K/V ring needs at least 2 stages")
 
 
-def _device_limits() -> tuple[int, int] | None:
-    """(compute capability as 90, opt-in shared memory per block) of the current device."""
-    try:
-        import cupy
-
-        if not cupy.is_available():
-            return None
-        dev = cupy.cuda.Device()
-        props = cupy.cuda.runtime.getDeviceProperties(dev.id)
-        return int(dev.compute_capability), int(props["sharedMemPerBlockOptin"])
-    except Exception:
-        return None
-
-
 def supports(config: AttentionConfig) -> str | None:
     """None when the Hopper kernel can run `config` on this machine, else the reason it cannot."""
     if config.dtype not in SUPPORTED_DTYPES:
@@ -102,7 +89,7 @@ def supports(config: AttentionConfig) -> str | None:
     if config.head_dim not in SUPPORTED_HEAD_DIMS:
         dims = " and ".join(map(str, SUPPORTED_HEAD_DIMS))
         return f"Hopper wgmma kernel supports head_dim {dims}, not {config.head_dim}"
-    limits = _device_limits()
+    limits = device_limits()
     if limits is None:
         return "Hopper wgmma kernel needs a CUDA GPU of compute capability 9.0 (none found)"
     cc, smem_optin = limits

@@ -30,17 +30,17 @@ HOPPER = (90, 227 * 1024)  # (compute capability, opt-in shared memory) of an H1
 
 
 def test_supports_fp16_and_bf16_at_head_dims_64_and_128_on_sm90(monkeypatch) -> None:
-    monkeypatch.setattr(flash_wgmma, "_device_limits", lambda: HOPPER)
+    monkeypatch.setattr(flash_wgmma, "device_limits", lambda: HOPPER)
     for dtype in ("fp16", "bf16"):
         for head_dim in SUPPORTED_HEAD_DIMS:
             assert supports(AttentionConfig(head_dim=head_dim, dtype=dtype)) is None
 
 
 def test_refuses_other_gpus_and_machines_without_one(monkeypatch) -> None:
-    monkeypatch.setattr(flash_wgmma, "_device_limits", lambda: (80, 163 * 1024))
+    monkeypatch.setattr(flash_wgmma, "device_limits", lambda: (80, 163 * 1024))
     reason = supports(AttentionConfig())
     assert reason is not None and "9.0" in reason and "8.0" in reason
-    monkeypatch.setattr(flash_wgmma, "_device_limits", lambda: None)
+    monkeypatch.setattr(flash_wgmma, "device_limits", lambda: None)
     reason = supports(AttentionConfig())
     assert reason is not None and "9.0" in reason
 

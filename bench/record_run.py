@@ -1,0 +1,155 @@
+"""Record a sweep on a GPU for replay anywhere: every algorithm of ours, plus PyTorch SDPA peers.
+
+The output is a `gpu.recording` file (schema tilescope.results/1) that `python main.py --open`
+and the app's "recorded run" backend show on machines without an NVIDIA GPU. Our algorithms run
+through `gpu.cuda_backend.CudaBackend`, exactly as the app runs them (naive out-of-memory points
+included: they are the lesson). PyTorch's scaled_dot_product_attention is measured in the same
+process as reference series, with algorithm ids `sdpa_flash`, `sdpa_cudnn` and `sdpa_math`;
+torch is imported only here, never by the app.
+
+    python bench/record_run.py --out resources/recorded/h200_sweep.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gpu.algorithms import TILED
+from gpu.backend import RunOptions
+from gpu.config import AttentionConfig
+from gpu.costmodel import useful_flops
+from gpu.cuda_backend import CudaBackend
+from gpu.recording import Recording, save_recording
+from gpu.results import KernelTime, RunResult
+
+PEERS = {"sdpa_flash": "FLASH_ATTENTION", "sdpa_cudnn": "CUDNN_ATTENTION", "sdpa_math": "MATH"}
+
+
+def time_peer(torch, cfg: AttentionConfig, peer: str, repeats: int, device: str) -> RunResult:
+    """One SDPA backend on random inputs: CUDA-event median after warm-up, peak from torch's
+    allocator above the inputs' baseline."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[cfg.dtype]
+    base = dict(config=cfg, algorithm=peer, backend="cuda", device=device, flops=useful_flops(cfg))
+    shape = (cfg.batch, cfg.heads, cfg.seq_len, cfg.head_dim)
+    msg = f"PyTorch {torch.__version__} scaled_dot_product_attention, {PEERS[peer]} backend (peer)"
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    inputs: tuple = ()
+    try:
+        inputs = tuple(torch.randn(shape, device="cuda", dtype=dtype) for _ in range(3))
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        with sdpa_kernel(getattr(SDPBackend, PEERS[peer])):
+            sdpa(*inputs, is_causal=cfg.causal)
+            torch.cuda.synchronize()
+            peak = torch.cuda.max_memory_allocated() - before + 3 * inputs[0].nbytes
+            samples = []
+            for _ in range(repeats):
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record()
+                sdpa(*inputs, is_causal=cfg.causal)
+                end.record()
+                end.synchronize()
+                samples.append(start.elapsed_time(end))
+        return RunResult(
+            **base,
+            kernel_times=(KernelTime("sdpa", statistics.median(samples)),),
+            peak_bytes=int(peak),
+            message=msg,
+            repeats=repeats,
+        )
+    except torch.cuda.OutOfMemoryError as exc:
+        return RunResult(**base, oom=True, message=f"{msg}: out of memory ({str(exc)[:120]})")
+    except RuntimeError as exc:  # this backend does not support the config
+        return RunResult(**base, message=f"{msg}: not run ({str(exc)[:160]})")
+    finally:
+        inputs = ()
+        torch.cuda.empty_cache()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--seq", default="256,512,1024,2048,4096,8192,16384,32768,65536,131072")
+    p.add_argument("--heads", type=int, default=12)
+    p.add_argument("--head-dim", type=int, default=64)
+    p.add_argument("--dtype", default="fp16")
+    p.add_argument("--causal", choices=("both", "yes", "no"), default="both")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--readable-max-n", type=int, default=65536, help="the slow kernel stops here")
+    p.add_argument("--check-max-n", type=int, default=8192, help="reference check up to this N")
+    p.add_argument("--budget-s", type=float, default=150, help="stop early (and still write)")
+    p.add_argument("--force", action="store_true")
+    args = p.parse_args()
+
+    import torch
+
+    backend = CudaBackend()
+    device = backend.device_info()
+    algos = backend.algorithms()
+    results: list[RunResult] = []
+    t0 = time.monotonic()
+    causal_flags = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
+    stopped = ""
+    for causal in causal_flags:
+        for n in (int(x) for x in args.seq.split(",")):
+            if time.monotonic() - t0 > args.budget_s:
+                stopped = f"stopped at the time budget before causal={causal} N={n}"
+                break
+            cfg = AttentionConfig(
+                seq_len=n, heads=args.heads, head_dim=args.head_dim, dtype=args.dtype, causal=causal
+            )
+            opts = RunOptions(warmup=1, repeats=args.repeats, check=n <= args.check_max_n)
+            for algo in algos:
+                if algo == TILED and n > args.readable_max_n:
+                    continue
+                try:
+                    r = backend.run(cfg, algo, opts)
+                except ValueError as exc:
+                    print(f"skip {algo} N={n}: {exc}", flush=True)
+                    continue
+                results.append(r)
+                print(
+                    f"{'causal' if causal else 'full':6} N={n:>6} {algo:<12} "
+                    + ("OOM" if r.oom else f"{r.total_ms:9.3f} ms {r.tflops:7.1f} TFLOP/s")
+                    + (f" err {r.max_abs_error:.2e}" if r.max_abs_error is not None else ""),
+                    flush=True,
+                )
+            for peer in PEERS:
+                if peer == "sdpa_math" and n > 32768:
+                    continue  # fp32 scores of 12·N² would take hundreds of GB; OOM is certain
+                r = time_peer(torch, cfg, peer, args.repeats, device.name)
+                results.append(r)
+                status = (
+                    "OOM" if r.oom else ("n/a" if r.total_ms is None else f"{r.total_ms:9.3f} ms")
+                )
+                print(
+                    f"{'causal' if causal else 'full':6} N={n:>6} {peer:<12} {status}", flush=True
+                )
+        if stopped:
+            break
+    meta = {
+        "command": "python bench/record_run.py " + " ".join(sys.argv[1:]),
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "torch": torch.__version__,
+        "note": "sdpa_* results are PyTorch peers measured in the same process, for reference",
+    }
+    if stopped:
+        meta["stopped"] = stopped
+    save_recording(Recording(device, tuple(results), meta), args.out, overwrite=args.force)
+    print(f"wrote {len(results)} results to {args.out} in {time.monotonic() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
