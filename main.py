@@ -127,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--open", dest="render_open", metavar="FILE", help="recorded run to show")
     render.add_argument("--out", required=True, help="PNG path")
     render.add_argument("--force", action="store_true", help="replace an existing --out file")
+    render.add_argument(
+        "--colors", type=int, default=0, help="reduce the PNG to this many colours (2..256)"
+    )
     return parser
 
 
@@ -282,8 +285,15 @@ def cmd_render(args: argparse.Namespace) -> int:
         from app.launch import render_window
     except ImportError as exc:
         raise UsageError(f"render needs the desktop app's Qt libraries: {exc}") from exc
+    if args.colors and not 2 <= args.colors <= 256:
+        raise UsageError(f"--colors {args.colors}: give 2 to 256 (or leave it out)")
     return render_window(
-        cfg, backend=args.backend, out=args.out, open_path=args.render_open, overwrite=args.force
+        cfg,
+        backend=args.backend,
+        out=args.out,
+        open_path=args.render_open,
+        overwrite=args.force,
+        colors=args.colors,
     )
 
 

@@ -58,22 +58,44 @@ def render_window(
     size: tuple[int, int] = RENDER_SIZE,
     sweep: bool = True,
     timeout_s: float = 600.0,
+    colors: int = 0,
 ) -> int:
     """Run `config` (a sweep up to its N unless `sweep` is False) and save the whole window as a
-    PNG, offscreen. The user's saved settings are neither read nor changed. Returns 0, 1 when
-    the window could not be rendered, 2 when `out` exists and `overwrite` is False."""
+    PNG of exactly `size` pixels, offscreen. `open_path` (a saved session or recorded run) or
+    `backend="replay"` (the shipped H200 recording unless `open_path` names another) replays
+    recorded results instead of measuring. The user's saved settings are neither read nor
+    changed. `colors` (2..256) reduces the PNG to a palette: a third of the bytes, for docs.
+    Returns 0, 1 when the window could not be rendered, 2 when `out` exists and
+    `overwrite` is False or the recording to replay is missing or unreadable."""
     if Path(out).exists() and not overwrite:
         print(f"tilescope: error: {out} exists (use --force to replace it)", file=sys.stderr)
         return 2
+    from .recorded_run import RecordedBackend, shipped_recording
+
+    if backend == "replay" and not open_path:
+        shipped = shipped_recording()
+        if shipped is None:
+            print(
+                "tilescope: error: --backend replay needs --open FILE (no recording is shipped "
+                "in resources/recorded/)",
+                file=sys.stderr,
+            )
+            return 2
+        open_path = str(shipped)
+    if open_path:
+        try:  # a clear message now rather than a banner in the picture
+            RecordedBackend.from_file(open_path)
+        except ValueError as exc:  # RecordingError, SessionError
+            print(f"tilescope: error: {exc}", file=sys.stderr)
+            return 2
     from PySide6.QtWidgets import QApplication
 
     if QApplication.instance() is None:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     app = _application()
-    from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QSettings
+    from PySide6.QtCore import QSettings
 
-    from gpu.recording import RecordingError, atomic_write_bytes
-
+    from .exports import ExportError, palette_png_bytes, png_bytes, render_image, write_file
     from .main_window import MainWindow
 
     with tempfile.TemporaryDirectory() as folder:
@@ -83,30 +105,34 @@ def render_window(
             settings=settings,
             restore=True,
             open_path=open_path,
-            backend=None if open_path else ("auto" if backend == "replay" else backend),
+            backend=None if open_path else backend,
         )
         try:
+            window.setMinimumSize(0, 0)
             window.resize(*size)
             window.show()
             window.controls.set_config(config)
             if not _spin(app, lambda: window.backend is not None, 120.0):
                 print(f"tilescope: error: {window.banner.message or 'no backend'}", file=sys.stderr)
                 return 1
-            if sweep:
+            if sweep and not open_path:  # a recording holds what it holds: nothing to sweep
                 window.sweep()
             _spin(app, lambda: not window.runner.busy, timeout_s)
+            window.resize(*size)
             _spin(app, lambda: False, 0.3)  # let the last results paint
             if window.banner.message:
                 print(f"tilescope: note: {window.banner.message}", file=sys.stderr)
-            data = QByteArray()
-            buffer = QBuffer(data)
-            buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-            if not window.grab().save(buffer, "PNG"):
-                print("tilescope: error: could not encode the PNG", file=sys.stderr)
-                return 1
+            if (window.width(), window.height()) != tuple(size):
+                print(
+                    f"tilescope: note: the window is {window.width()}×{window.height()}, "
+                    f"not {size[0]}×{size[1]}",
+                    file=sys.stderr,
+                )
             try:
-                atomic_write_bytes(out, bytes(data.data()), overwrite=overwrite)
-            except (OSError, RecordingError) as exc:
+                image = render_image(window, size)
+                data = palette_png_bytes(image, colors) if colors else png_bytes(image)
+                write_file(out, data, overwrite=overwrite)
+            except (OSError, ExportError) as exc:
                 print(f"tilescope: error: {exc}", file=sys.stderr)
                 return 1
             print(f"wrote {out} ({size[0]}×{size[1]}, {len(window.store)} results)")

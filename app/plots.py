@@ -27,6 +27,7 @@ from gpu.costmodel import GpuSpec
 from gpu.results import RunResult
 
 from .model_cache import cost
+from .recorded_run import reference_label
 from .seq_scale import SEQ_MAX, SEQ_MIN, log_grid
 from .theme import Palette
 from .units import fmt_bytes, fmt_int, fmt_ms, fmt_rate
@@ -37,6 +38,14 @@ ALGOS = tuple(ALGORITHMS)  # naive first, then the fused (tiled) kernels
 NAIVE_KERNELS = ("gemm_qk", "softmax", "gemm_pv")
 SYMBOLS = {NAIVE: "o", TILED: "s", TILED_MMA: "t", TILED_WGMMA: "d"}
 MODEL_GRID = tuple(log_grid(SEQ_MIN, SEQ_MAX, per_octave=4))  # smooth on log-log axes
+#: How a reference series (a peer such as PyTorch SDPA, recorded beside ours) is drawn: muted,
+#: dashed, small crosses; never in an algorithm's colour, so it cannot pass for one of ours.
+REFERENCE_STYLES: dict[str, tuple[str, Qt.PenStyle, str]] = {
+    "sdpa_flash": ("fg", Qt.PenStyle.DashLine, "+"),
+    "sdpa_cudnn": ("muted", Qt.PenStyle.DashDotLine, "x"),
+    "sdpa_math": ("muted", Qt.PenStyle.DashDotDotLine, "+"),
+}
+_DEFAULT_REFERENCE_STYLE = ("muted", Qt.PenStyle.DashLine, "+")
 _LOG2 = math.log10(2.0)
 
 
@@ -233,6 +242,9 @@ class MetricPlot(pg.PlotWidget):
             offset=legend_at, labelTextSize="8pt", colCount=legend_cols, verSpacing=-6
         )
         self.legend.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+        #: A second legend (top left) for reference series, made on first use: peers get their
+        #: own box instead of lengthening the main one over the data.
+        self.side_legend: pg.LegendItem | None = None
         self.items: dict[str, pg.PlotDataItem] = {}
         self.styles: dict[str, Style] = {}
         self.labels: dict[str, str] = {}
@@ -375,11 +387,31 @@ class MetricPlot(pg.PlotWidget):
         if force or names != self._visible_names:
             self._visible_names = list(names)
             self.legend.clear()
+            side = [n for n in names if n.startswith("reference_") and self.labels.get(n)]
+            if side and self.side_legend is None:
+                self._make_side_legend()
+            if self.side_legend is not None:
+                self.side_legend.clear()
+                self.side_legend.setVisible(bool(side))
             for name in names:
                 if self.labels.get(name):
                     item = self.items[name]
                     sample = item.legend_sample if isinstance(item, RingMarkers) else item
-                    self.legend.addItem(sample, self.labels[name])
+                    legend = self.side_legend if name in side else self.legend
+                    legend.addItem(sample, self.labels[name])
+
+    def _make_side_legend(self) -> None:
+        legend = pg.LegendItem(offset=(6, 4), labelTextSize="8pt", verSpacing=-6)
+        legend.setParentItem(self.plotItem.vb)
+        legend.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+        self.side_legend = legend
+        if self._palette is not None:
+            self._style_legend(legend, self._palette)
+
+    def _style_legend(self, legend: pg.LegendItem, p: Palette) -> None:
+        legend.setLabelTextColor(p.foreground)
+        legend.setBrush(pg.mkBrush(_with_alpha(p.background, 200)))
+        legend.setPen(pg.mkPen(_with_alpha(p.muted, 120)))
 
     def apply_palette(self, p: Palette) -> None:
         self._palette = p
@@ -401,9 +433,9 @@ class MetricPlot(pg.PlotWidget):
         self.hover.setColor(p.foreground)
         self.hover.fill = pg.mkBrush(_with_alpha(p.background, 225))
         self.hover.border = pg.mkPen(p.muted)
-        self.legend.setLabelTextColor(p.foreground)
-        self.legend.setBrush(pg.mkBrush(_with_alpha(p.background, 200)))
-        self.legend.setPen(pg.mkPen(_with_alpha(p.muted, 120)))
+        for legend in (self.legend, self.side_legend):
+            if legend is not None:
+                self._style_legend(legend, p)
         # Legend samples cache their look; re-adding them picks up the new pens.
         names, self._visible_names = self._visible_names, []
         self.set_visible_items(names)
@@ -467,6 +499,13 @@ class MetricPlot(pg.PlotWidget):
         self.hover.setAnchor((ax, ay))
         self.hover.setPos(point)
         self.hover.setVisible(True)
+
+
+def _reference_intensity(config: AttentionConfig, peer: str) -> float:
+    """Roofline x of a peer: its FLOPs over the HBM bytes our model gives the same algorithm
+    (our tensor-core tiled kernel for the fused SDPA backends, naive for the math backend,
+    which writes S and P); the peer's own traffic is not measured."""
+    return cost(config, NAIVE if peer == "sdpa_math" else TILED_MMA).arithmetic_intensity
 
 
 def _decades(lo: float, hi: float) -> list[float]:
@@ -537,6 +576,12 @@ class PlotsPanel(QWidget):
         self._gpu_label = ""
         self._time_model_gpu: GpuSpec | None = None
         self._budget: int | None = None
+        self._budget_label = ""
+        self._n_span: tuple[int, int] = (SEQ_MIN, SEQ_MAX)
+        self._references: dict[str, list[RunResult]] = {}
+        self._reference_by_n: dict[str, dict[int, RunResult]] = {}
+        self._reference_ids: list[str] = []
+        self._recorded_note = ""
         self._build_items()
         for plot in self.plots:
             plot.set_visible_items([])
@@ -638,6 +683,7 @@ class PlotsPanel(QWidget):
 
     def set_n_span(self, lo: int, hi: int) -> None:
         """The N range every N plot shows: the slider's whole scale."""
+        self._n_span = (lo, hi)
         for plot in self.plots[:3]:
             plot.set_x_span(lo, hi)
 
@@ -720,6 +766,7 @@ class PlotsPanel(QWidget):
 
     def set_budget(self, budget_bytes: int | None, label: str) -> None:
         self._budget = budget_bytes
+        self._budget_label = label
         if budget_bytes:
             self.budget_line.setValue(math.log10(budget_bytes))
             text = label if "GB" in label else f"{label}: {fmt_bytes(budget_bytes)}"
@@ -749,6 +796,81 @@ class PlotsPanel(QWidget):
         self._draw_time_model()
         self._draw_bounds()
         self._update_visibility()
+
+    def set_reference(self, series: dict[str, list[RunResult]]) -> None:
+        """Peers measured beside ours (PyTorch SDPA in a recording), per peer id, sorted by N:
+        dashed reference series on the timing and roofline plots, labelled "PyTorch SDPA flash
+        (recorded)" and so on, never as one of our algorithms. `{}` removes them."""
+        if not series and not self._references:
+            return  # the common case (live measurements): nothing to draw, nothing to undo
+        for peer in series:
+            self._ensure_reference(peer)
+        self._references = {p: list(rs) for p, rs in series.items()}
+        self._reference_by_n = {
+            p: {r.config.seq_len: r for r in rs} for p, rs in self._references.items()
+        }
+        relabel = False
+        for peer in self._reference_ids:
+            name = f"reference_{peer}"
+            timed = [r for r in self._references.get(peer, ()) if not r.oom and r.total_ms]
+            label = reference_label(peer, recorded=all(r.recorded for r in timed))
+            for plot in (self.timing, self.roofline):
+                relabel |= plot.labels[name] != label
+                plot.labels[name] = label
+            self.timing.set_series(
+                name, [r.config.seq_len for r in timed], [r.total_ms for r in timed]
+            )
+            self.roofline.set_series(
+                name,
+                [_reference_intensity(r.config, peer) for r in timed],
+                [r.tflops * 1e12 for r in timed],
+            )
+        self._update_visibility(force=relabel)
+
+    def _ensure_reference(self, peer: str) -> None:
+        name = f"reference_{peer}"
+        if name in self.timing.items:
+            return
+        self._reference_ids.append(peer)
+        color, dash, symbol = REFERENCE_STYLES.get(peer, _DEFAULT_REFERENCE_STYLE)
+        for plot in (self.timing, self.roofline):
+            item = plot.add(
+                name, reference_label(peer), Style(color, 1.6, dash, symbol=symbol, symbol_size=8)
+            )
+            item.setVisible(False)
+            if plot._palette is not None:
+                plot._restyle(item, plot.styles[name], plot._palette)
+
+    def reference_series(self) -> dict[str, list[RunResult]]:
+        return {p: list(rs) for p, rs in self._references.items()}
+
+    def set_recorded_note(self, note: str) -> None:
+        """Say on the timing plot where and when its measurements were recorded
+        ("NVIDIA H200, recorded 2025-06-01"); '' for live measurements."""
+        self._recorded_note = note
+        base = "Time per forward pass"
+        self.timing.title = f"{base} · {note}" if note else base
+        pal = self.timing._palette
+        self.timing.plotItem.titleLabel.setText(
+            self.timing.title, color=pal.foreground if pal else None, size="10pt"
+        )
+
+    def replicate(self) -> PlotsPanel:
+        """A new panel showing the same data and style: exports render it offscreen at the size
+        asked for, leaving the live panel (and its caches) alone."""
+        other = PlotsPanel()
+        if self.memory._palette is not None:
+            other.apply_palette(self.memory._palette)
+        other.set_n_span(*self._n_span)
+        if self._gpu is not None:
+            other.set_gpu(self._gpu, self._gpu_label, self._time_model_gpu is not None)
+        other.set_budget(self._budget, self._budget_label)
+        other.set_recorded_note(self._recorded_note)
+        if self._config is not None:
+            other.set_config(self._config, self._algorithms)
+        other.set_measured(self._measured)
+        other.set_reference(self._references)
+        return other
 
     # ------------------------------------------------------------------ drawing
 
@@ -794,8 +916,11 @@ class PlotsPanel(QWidget):
         self.roofline.set_colors("bounds", self._algorithms)
         self.roofline.set_series("bounds", xs, ys)
 
-    def _update_visibility(self) -> None:
+    def _update_visibility(self, force: bool = False) -> None:
         algos = self._algorithms
+        refs = [
+            f"reference_{p}" for p in self._reference_ids if self.timing.series[f"reference_{p}"][0]
+        ]
         tiled_any = any(a != NAIVE for a in algos)
         mem = []
         if NAIVE in algos:
@@ -817,11 +942,12 @@ class PlotsPanel(QWidget):
                 label = f"roofline model ({self._gpu_label})" if i == 0 else ""
                 relabel |= self.timing.labels[f"roofline_{a}"] != label
                 self.timing.labels[f"roofline_{a}"] = label
+        tim += refs
         tim.append("current")
-        self.timing.set_visible_items(tim, force=relabel)
+        self.timing.set_visible_items(tim, force=relabel or force)
         self.traffic.set_visible_items([f"model_{a}" for a in algos] + ["current"])
-        roof = ["roof", *[f"measured_{a}" for a in algos], "bounds", "current"]
-        self.roofline.set_visible_items(roof)
+        roof = ["roof", *[f"measured_{a}" for a in algos], *refs, "bounds", "current"]
+        self.roofline.set_visible_items(roof, force=force)
         self.fit()
 
     def fit(self) -> None:
@@ -838,6 +964,8 @@ class PlotsPanel(QWidget):
         candidates = set(MODEL_GRID)
         for a in self._algorithms:
             candidates.update(self._by_n[a])
+        for by_n in self._reference_by_n.values():
+            candidates.update(by_n)
         if self._config is not None:
             candidates.add(self._config.seq_len)
         return min(candidates, key=lambda c: abs(math.log10(c) - math.log10(n)))
@@ -874,6 +1002,10 @@ class PlotsPanel(QWidget):
             if self._time_model_gpu is not None and self._family is not None:
                 s = cost(self._family.with_(seq_len=n), a).modeled_seconds(self._time_model_gpu)
                 lines.append(f"   roofline {fmt_ms(s * 1e3)}")
+        for peer, by_n in self._reference_by_n.items():
+            res = by_n.get(n)
+            if res is not None and res.total_ms:
+                lines.append(f"{reference_label(peer, res.recorded)}: {fmt_ms(res.total_ms)}")
         return "\n".join(lines)
 
     def _hover_traffic(self, x: float, _y: float) -> str | None:
@@ -900,6 +1032,14 @@ class PlotsPanel(QWidget):
                 d = math.hypot(math.log10(ai) - x, math.log10(r.tflops * 1e12) - y)
                 if d < best_d:
                     best, best_d = (a, r, ai), d
+        for peer, results in self._references.items():
+            for r in results:
+                if r.oom or not r.tflops:
+                    continue
+                ai = _reference_intensity(r.config, peer)
+                d = math.hypot(math.log10(ai) - x, math.log10(r.tflops * 1e12) - y)
+                if d < best_d:
+                    best, best_d = (peer, r, ai), d
         if best is None:
             if self._gpu is None:
                 return None
@@ -907,8 +1047,9 @@ class PlotsPanel(QWidget):
             roof = min(self._gpu.fp16_tensor_flops, self._gpu.bandwidth_bytes_s * ai)
             return f"{ai:.3g} FLOP/B: roof {fmt_rate(roof, 'FLOP/s')} on {self._gpu_label}"
         a, r, ai = best
+        name = ALGORITHMS[a].label if a in ALGORITHMS else reference_label(a, r.recorded)
         return (
-            f"{ALGORITHMS[a].label}, N = {fmt_int(r.config.seq_len)}\n"
+            f"{name}, N = {fmt_int(r.config.seq_len)}\n"
             f"{ai:.3g} FLOP/B · {fmt_rate(r.tflops * 1e12, 'FLOP/s')} · "
             f"{fmt_rate((r.bandwidth_gbs or 0) * 1e9, 'B/s')}"
         )

@@ -9,15 +9,61 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
 
+from gpu.algorithms import ALGORITHMS
 from gpu.backend import RunOptions
 from gpu.config import AttentionConfig
 from gpu.recording import Recording, load_recording
 from gpu.results import DeviceInfo, RunResult
 
-from .result_store import cache_config
+from .result_store import cache_config, family_of
+
+if TYPE_CHECKING:
+    from .session import Session
 
 REPLAY = "replay"
+
+#: The H200 sweep shipped with the app: what "recorded run" opens when no file was chosen.
+RECORDED_DIR = Path(__file__).resolve().parents[1] / "resources" / "recorded"
+SHIPPED_RECORDING = RECORDED_DIR / "h200_sweep.json"
+
+#: Reference series measured beside ours (bench/record_run.py): id -> what the legend says.
+REFERENCE_LABELS = {
+    "sdpa_flash": "PyTorch SDPA flash",
+    "sdpa_cudnn": "PyTorch SDPA cuDNN",
+    "sdpa_math": "PyTorch SDPA math",
+}
+#: Tile sizes a reference (a peer's own kernel, which ignores ours) is filed under.
+REFERENCE_TILES = {"block_m": 64, "block_n": 64}
+
+
+def shipped_recording() -> Path | None:
+    """The shipped recording, if this checkout or install has it."""
+    return SHIPPED_RECORDING if SHIPPED_RECORDING.is_file() else None
+
+
+def is_reference(algorithm: str) -> bool:
+    """A peer measured for comparison (e.g. PyTorch SDPA), not one of our algorithms."""
+    return algorithm not in ALGORITHMS
+
+
+def reference_label(algorithm: str, recorded: bool = True) -> str:
+    base = REFERENCE_LABELS.get(algorithm, f"{algorithm} (reference)")
+    return f"{base} (recorded)" if recorded else base
+
+
+def reference_config(config: AttentionConfig) -> AttentionConfig:
+    """`config` as a reference result is filed: with the neutral tile sizes."""
+    if (config.block_m, config.block_n) == (64, 64):
+        return config
+    return config.with_(**REFERENCE_TILES)
+
+
+def short_date(date: str) -> str:
+    """'2025-06-01T12:00:00+00:00' -> '2025-06-01' (anything else unchanged)."""
+    return date[:10] if len(date) >= 10 and date[4:5] == "-" and date[7:8] == "-" else date
 
 
 class NotRecorded(LookupError):
@@ -29,27 +75,72 @@ class RecordedBackend:
 
     name = REPLAY
 
-    def __init__(self, recording: Recording, path: str = "") -> None:
+    def __init__(
+        self,
+        recording: Recording,
+        path: str = "",
+        preferred_config: AttentionConfig | None = None,
+        session: Session | None = None,
+    ) -> None:
         self.recording = recording
         self.path = path
+        #: The config to show on opening (a session's), when it has results.
+        self.preferred_config = preferred_config
+        #: The app.session.Session this replays, when opened from a session file.
+        self.session = session
         self._by_key: dict[tuple[AttentionConfig, str], RunResult] = {}
         for r in recording.results:
+            if is_reference(r.algorithm):  # a peer's kernel ignores our tile sizes
+                r = replace(r, config=reference_config(r.config))
             self._by_key[(cache_config(r.config, r.algorithm), r.algorithm)] = replace(
                 r, recorded=True
             )
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> RecordedBackend:
-        """Load and validate; raises gpu.recording.RecordingError with the file and the cause."""
+        """Load and validate a recording or a saved session; raises gpu.recording.RecordingError
+        or app.session.SessionError with the file and the cause."""
+        from .session import Session, SessionError, is_session_file, parse_json_file
+
+        data = parse_json_file(path)
+        if is_session_file(data):
+            return cls.from_session(Session.from_dict(data, os.fspath(path)), path)
+        schema = data.get("schema") if isinstance(data, dict) else None
+        if not str(schema).startswith("tilescope.results/"):
+            raise SessionError(
+                f"{path} is not a Tilescope session or recorded run (schema {schema!r})"
+            )
         return cls(load_recording(path), os.fspath(path))
+
+    @classmethod
+    def from_session(cls, session: Session, path: str | os.PathLike[str] = "") -> RecordedBackend:
+        """Replay the results a session showed, opening on the session's config."""
+        return cls(session.recording(), os.fspath(path), session.config, session)
+
+    @property
+    def date(self) -> str:
+        """When the results were measured (the recording's meta), '' if it does not say."""
+        return str(self.recording.meta.get("date", ""))
+
+    def label(self) -> str:
+        """'NVIDIA H200, recorded 2025-06-01': where and when, for status lines and titles."""
+        dev = self.recording.device.name.removesuffix(" (recorded)")
+        date = short_date(self.date)
+        return f"{dev}, recorded {date}" if date else f"{dev}, recorded"
 
     def device_info(self) -> DeviceInfo:
         dev = self.recording.device
         details = dict(dev.details)
-        details.update(recorded_backend=dev.backend, file=os.path.basename(self.path))
+        details.update(
+            recorded_backend=dev.backend,
+            file=os.path.basename(self.path),
+            recorded_date=self.date,
+            recorded_command=str(self.recording.meta.get("command", "")),
+        )
+        name = dev.name if dev.name.endswith("(recorded)") else f"{dev.name} (recorded)"
         return DeviceInfo(
             backend=REPLAY,
-            name=f"{dev.name} (recorded)",
+            name=name,
             memory_total_bytes=dev.memory_total_bytes,
             memory_free_bytes=dev.memory_free_bytes,
             details=details,
@@ -67,18 +158,33 @@ class RecordedBackend:
     def seq_lens(self) -> tuple[int, ...]:
         return tuple(sorted({r.config.seq_len for r in self.recording.results}))
 
+    def reference_algorithms(self) -> tuple[str, ...]:
+        """Peers recorded beside ours (PyTorch SDPA...): drawn as reference series only."""
+        return tuple(a for a in self.algorithms() if is_reference(a))
+
+    def has_family(self, config: AttentionConfig) -> bool:
+        """Whether any of our algorithms was recorded in `config`'s family (any N)."""
+        return any(
+            family_of(r.config, r.algorithm) == family_of(config, r.algorithm)
+            for r in self.recording.results
+            if not is_reference(r.algorithm)
+        )
+
     def first_config(self) -> AttentionConfig | None:
-        """The config the app should show on opening: the recording's most common family."""
+        """The config the app should show on opening: a session's own config, else the
+        recording's most common family."""
+        if self.preferred_config is not None and self.has_family(self.preferred_config):
+            return self.preferred_config
         if not self.recording.results:
             return None
+        ours = [r for r in self.recording.results if not is_reference(r.algorithm)]
+        pool = ours or list(self.recording.results)
         counts: dict[AttentionConfig, int] = {}
-        for r in self.recording.results:
+        for r in pool:
             fam = r.config.with_(seq_len=1)
             counts[fam] = counts.get(fam, 0) + 1
         best = max(counts, key=lambda c: counts[c])
-        lens = sorted(
-            r.config.seq_len for r in self.recording.results if r.config.with_(seq_len=1) == best
-        )
+        lens = sorted(r.config.seq_len for r in pool if r.config.with_(seq_len=1) == best)
         return best.with_(seq_len=lens[len(lens) // 2])
 
     def run(

@@ -135,6 +135,16 @@ class ResultStore:
                     out.extend(s.result for s in entries)
         return out
 
+    def entries(self) -> list[tuple[str, int | None, RunResult]]:
+        """Every stored outcome as (backend key, budget it ran under, result): a session saves
+        these and adds them back, so a reopened session has the same cache."""
+        return [
+            (bk, stored.budget_bytes, stored.result)
+            for (bk, _, _), by_n in self._data.items()
+            for entries in by_n.values()
+            for stored in entries
+        ]
+
     def clear(self, backend_key: str | None = None) -> None:
         if backend_key is None:
             self._data.clear()

@@ -10,7 +10,7 @@ import pyqtgraph as pg
 import pytest
 from app_fakes import FakeBackend
 from PySide6.QtCore import QElapsedTimer, QSettings, Qt, QTimer
-from PySide6.QtWidgets import QSlider
+from PySide6.QtWidgets import QDialog, QSlider
 
 from app.main_window import NO_CUDA_MESSAGE, MainWindow
 from gpu.algorithms import NAIVE, TILED
@@ -263,10 +263,12 @@ def test_a_backend_that_cannot_start_shows_one_banner_and_falls_back_to_cpu(qtbo
     assert window.banner.isHidden()
 
 
-def test_shortcuts_export_stub_and_explain_toggle(qtbot, make_window):
+def test_shortcuts_export_dialog_and_explain_toggle(qtbot, make_window):
     window = make_window()
     qtbot.keyClick(window, Qt.Key.Key_E, Qt.KeyboardModifier.ControlModifier)
-    assert "not yet available" in window.statusBar().currentMessage()
+    dialog = window.findChild(QDialog, "exportDialog")  # what it exports: tests/test_exports.py
+    assert dialog is not None and dialog.isVisible()
+    dialog.reject()
     shown = not window.explain_dock.isHidden()
     qtbot.keyClick(window, Qt.Key.Key_F1)
     assert window.explain_dock.isHidden() == shown

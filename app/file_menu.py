@@ -1,0 +1,565 @@
+"""The File menu: open a session or recorded run, recent files, save the session, and exports.
+
+Everything that asks the user something goes through three replaceable attributes, so tests (and
+scripts) can drive the menu without dialogs: `ask_save_path(title, filters, suggested) -> str`,
+`ask_open_path(title, filters, folder) -> str` and `confirm_overwrite(path) -> bool` (a
+QMessageBox by default). Errors never raise out of here: they go to the window's banner, and the
+writes are atomic, so a failed export or save leaves no partial file and the window unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QSettings, Qt, Signal
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLineEdit,
+    QMenu,
+    QMessageBox,
+    QProgressDialog,
+    QPushButton,
+    QSpinBox,
+    QWidget,
+)
+
+from gpu.algorithms import ALGORITHMS
+from gpu.recording import RecordingError
+
+from . import exports
+from .recorded_run import RECORDED_DIR, REPLAY, RecordedBackend, shipped_recording
+from .session import Session, SessionError, make_session, save_session
+from .theme import THEMES
+
+RECENT_KEY = "recent/files"
+MAX_RECENT = 8
+OPEN_FILTERS = "Tilescope sessions and recorded runs (*.json);;All files (*)"
+SESSION_FILTERS = "Tilescope session (*.json)"
+
+
+@dataclass(frozen=True)
+class ExportKind:
+    key: str
+    text: str
+    suffix: str
+    filters: str
+    default_size: tuple[int, int] | None  # None: no size to choose
+
+
+EXPORT_KINDS: tuple[ExportKind, ...] = (
+    ExportKind("plots_png", "Plots as PNG image", ".png", "PNG image (*.png)", (1600, 1000)),
+    ExportKind("plots_svg", "Plots as SVG (vector)", ".svg", "SVG image (*.svg)", (1600, 1000)),
+    ExportKind("plots_csv", "Plotted data as CSV", ".csv", "CSV table (*.csv)", None),
+    ExportKind("screenshot", "Window screenshot (PNG)", ".png", "PNG image (*.png)", None),
+    ExportKind("gif", "Tile animation as GIF", ".gif", "GIF animation (*.gif)", (960, 544)),
+    ExportKind("mp4", "Tile animation as MP4 video", ".mp4", "MP4 video (*.mp4)", (960, 544)),
+)
+KINDS = {k.key: k for k in EXPORT_KINDS}
+PLOT_CHOICES = (
+    (None, "All four plots"),
+    ("memoryPlot", "Peak memory"),
+    ("timingPlot", "Time per forward pass"),
+    ("trafficPlot", "HBM traffic"),
+    ("rooflinePlot", "Roofline"),
+)
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    """What to export where; `size` for plot images and the animation, `only` one plot."""
+
+    kind: str
+    path: str
+    size: tuple[int, int] | None = None
+    only: str | None = None
+    frames: int = 60
+    fps: int = 12
+
+
+class ExportDialog(QDialog):
+    """Choose what to export, how big, and where (Ctrl+E)."""
+
+    def __init__(self, menu: FileMenu, kind: str = "plots_png") -> None:
+        super().__init__(menu.window)
+        self.setObjectName("exportDialog")
+        self.setWindowTitle("Export")
+        self.menu = menu
+        form = QFormLayout(self)
+        self.kind = QComboBox()
+        self.kind.setObjectName("exportKind")
+        for k in EXPORT_KINDS:
+            self.kind.addItem(k.text, k.key)
+        self.kind.setToolTip("What to export.")
+        form.addRow("Export", self.kind)
+        self.plot = QComboBox()
+        self.plot.setObjectName("exportPlot")
+        for key, text in PLOT_CHOICES:
+            self.plot.addItem(text, key)
+        self.plot.setToolTip("All four plots in one image, or one of them.")
+        form.addRow("Plots", self.plot)
+        size_row = QHBoxLayout()
+        self.width_spin = self._spin("exportWidth", exports.MIN_SIZE, exports.MAX_SIZE, 1600)
+        self.height_spin = self._spin("exportHeight", exports.MIN_SIZE, exports.MAX_SIZE, 1000)
+        self.width_spin.setSuffix(" px")
+        self.height_spin.setSuffix(" px")
+        size_row.addWidget(self.width_spin)
+        size_row.addWidget(self.height_spin)
+        form.addRow("Size (w × h)", size_row)
+        anim_row = QHBoxLayout()
+        self.frames = self._spin("exportFrames", 2, 2000, 60)
+        self.frames.setSuffix(" frames")
+        self.frames.setToolTip("Frames over one pass of the animation's clock.")
+        self.fps = self._spin("exportFps", 1, 60, 12)
+        self.fps.setSuffix(" fps")
+        anim_row.addWidget(self.frames)
+        anim_row.addWidget(self.fps)
+        form.addRow("Animation", anim_row)
+        path_row = QHBoxLayout()
+        self.path = QLineEdit()
+        self.path.setObjectName("exportPath")
+        self.path.setMinimumWidth(360)
+        browse = QPushButton("Browse…")
+        browse.setObjectName("exportBrowse")
+        browse.clicked.connect(self._browse)
+        path_row.addWidget(self.path, 1)
+        path_row.addWidget(browse)
+        form.addRow("File", path_row)
+        buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel
+        )
+        buttons.accepted.connect(self._accept)
+        buttons.rejected.connect(self.reject)
+        form.addRow(buttons)
+        self.kind.currentIndexChanged.connect(self._on_kind)
+        self.kind.setCurrentIndex(max(0, self.kind.findData(kind)))
+        self._on_kind()
+
+    def _spin(self, name: str, lo: int, hi: int, value: int) -> QSpinBox:
+        spin = QSpinBox()
+        spin.setObjectName(name)
+        spin.setRange(lo, hi)
+        spin.setValue(value)
+        return spin
+
+    def current_kind(self) -> ExportKind:
+        return KINDS[self.kind.currentData()]
+
+    def _on_kind(self, *_: object) -> None:
+        kind = self.current_kind()
+        plots = kind.key.startswith("plots_")
+        animation = kind.key in ("gif", "mp4")
+        self.plot.setEnabled(plots)
+        self.width_spin.setEnabled(kind.default_size is not None and kind.key != "plots_csv")
+        self.height_spin.setEnabled(self.width_spin.isEnabled())
+        if kind.default_size is not None:
+            self.width_spin.setValue(kind.default_size[0])
+            self.height_spin.setValue(kind.default_size[1])
+        self.frames.setEnabled(animation)
+        self.fps.setEnabled(animation)
+        text = self.path.text().strip() or self.menu.suggested_name(kind)
+        known = {k.suffix for k in EXPORT_KINDS}
+        stem = text[: -len(Path(text).suffix)] if Path(text).suffix.lower() in known else text
+        self.path.setText(stem + kind.suffix)
+
+    def _browse(self) -> None:
+        kind = self.current_kind()
+        path = self.menu.ask_save_path("Export to", kind.filters, self.path.text())
+        if path:
+            self.path.setText(_with_suffix(path, kind.suffix))
+
+    def request(self) -> ExportRequest:
+        kind = self.current_kind()
+        size = (self.width_spin.value(), self.height_spin.value())
+        return ExportRequest(
+            kind=kind.key,
+            path=self.path.text().strip(),
+            size=size if self.width_spin.isEnabled() else None,
+            only=self.plot.currentData() if self.plot.isEnabled() else None,
+            frames=self.frames.value(),
+            fps=self.fps.value(),
+        )
+
+    def _accept(self) -> None:
+        if not self.path.text().strip():
+            self.path.setFocus()
+            self.path.setPlaceholderText("Choose a file first")
+            return
+        self.accept()
+
+
+def _with_suffix(path: str, suffix: str) -> str:
+    return path if path.lower().endswith(suffix) else path + suffix
+
+
+class FileMenu(QObject):
+    """Builds the File menu's actions on `window` (a MainWindow) and carries them out."""
+
+    exported = Signal(str)  # path, after any export succeeded
+    exportFailed = Signal(str)  # the message shown
+    sessionSaved = Signal(str)
+    fileOpened = Signal(str)
+
+    def __init__(self, window: QWidget) -> None:
+        super().__init__(window)
+        self.window = window
+        self.ask_save_path = self._ask_save_path
+        self.ask_open_path = self._ask_open_path
+        self.confirm_overwrite = self._confirm_overwrite
+        #: Show a progress dialog for animation exports (tests may turn it off).
+        self.show_progress = True
+        self.dialog: ExportDialog | None = None
+        self.exporter: exports.AnimationExporter | None = None
+        self.progress_dialog: QProgressDialog | None = None
+        self._last_folder = ""  # of the last session or recording opened or saved
+        self._export_folder = ""  # of the last export
+
+        self.save_action = self._action(
+            "Save session…",
+            QKeySequence.StandardKey.Save,
+            self.save_session_dialog,
+            "Save the configuration, controls, every result and the device to a JSON file.",
+        )
+        self.export_actions = {
+            k.key: self._action(
+                f"{k.text}…", None, lambda k=k.key: self.export_dialog(k), f"Export: {k.text}."
+            )
+            for k in EXPORT_KINDS
+        }
+        self.recent_menu = QMenu("Open recent")
+        self.recent_menu.setObjectName("recentMenu")
+        self.recent_menu.setToolTipsVisible(True)
+        self.recent_menu.aboutToShow.connect(self.fill_recent_menu)
+
+    def _action(self, text, shortcut, slot, tip) -> QAction:  # type: ignore[no-untyped-def]
+        action = QAction(text, self.window)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+        action.setToolTip(tip)
+        action.setStatusTip(tip)
+        action.triggered.connect(lambda *_: slot())
+        self.window.addAction(action)
+        return action
+
+    def populate(self, menu: QMenu, open_action: QAction, export_action: QAction) -> None:
+        """Fill the File menu (the window owns Open…, Export… and Quit and their shortcuts)."""
+        menu.addAction(open_action)
+        menu.addMenu(self.recent_menu)
+        menu.addAction(self.save_action)
+        menu.addSeparator()
+        menu.addAction(export_action)
+        sub = menu.addMenu("Export as")
+        sub.setToolTipsVisible(True)
+        for action in self.export_actions.values():
+            sub.addAction(action)
+        self.fill_recent_menu()
+
+    # ------------------------------------------------------------------ asking
+
+    def _ask_save_path(self, title: str, filters: str, suggested: str) -> str:
+        path, _ = QFileDialog.getSaveFileName(
+            self.window,
+            title,
+            suggested,
+            filters,
+            options=QFileDialog.Option.DontConfirmOverwrite,  # we ask, below, every time
+        )
+        return path
+
+    def _ask_open_path(self, title: str, filters: str, folder: str) -> str:
+        path, _ = QFileDialog.getOpenFileName(self.window, title, folder, filters)
+        return path
+
+    def _confirm_overwrite(self, path: str) -> bool:
+        answer = QMessageBox.question(
+            self.window,
+            "Replace the file?",
+            f"{path} exists. Replace it?",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No,
+        )
+        return answer == QMessageBox.StandardButton.Yes
+
+    def _may_write(self, path: str) -> bool:
+        """True to go on: the file is new, or the user agreed to replace it."""
+        exists = os.path.lexists(path) and not os.path.isdir(path)
+        if exists and not self.confirm_overwrite(path):
+            self._status(f"Not saved: {path} was left as it was.")
+            return False
+        return True
+
+    def _status(self, text: str, ms: int = 6000) -> None:
+        self.window.statusBar().showMessage(text, ms)
+
+    def _error(self, text: str) -> None:
+        self.window.banner.show_message(text)
+        self.exportFailed.emit(text)
+
+    def suggested_name(self, kind: ExportKind) -> str:
+        c = self.window.config
+        stem = f"tilescope_N{c.seq_len}_h{c.heads}_d{c.head_dim}_{c.dtype}"
+        if kind.key in ("gif", "mp4"):
+            stem += "_tiles"
+        elif kind.key == "screenshot":
+            stem += "_window"
+        folder = self._export_folder or os.getcwd()
+        return os.path.join(folder, stem + kind.suffix)
+
+    # ------------------------------------------------------------------ exports
+
+    def export_dialog(self, kind: str = "plots_png") -> ExportDialog:
+        """Open the export dialog (not blocking: the export runs when it is accepted)."""
+        if self.dialog is not None:
+            self.dialog.close()
+            self.dialog.deleteLater()
+        dialog = ExportDialog(self, kind)
+        dialog.accepted.connect(lambda: self.export(dialog.request()))
+        self.dialog = dialog
+        dialog.open()
+        return dialog
+
+    def export(self, request: ExportRequest) -> bool:
+        """Carry out `request`; True when the file was written (animations: when started)."""
+        path = request.path
+        kind = KINDS.get(request.kind)
+        if kind is None or not path:
+            self._error("Export: choose what to export and a file.")
+            return False
+        if not self._may_write(path):
+            return False
+        self._export_folder = os.path.dirname(os.path.abspath(path))
+        if request.kind in ("gif", "mp4"):
+            return self._export_animation(request)
+        panel = self.window.plots
+        try:
+            if request.kind == "plots_png":
+                data = exports.plots_png(panel, request.size or (1600, 1000), request.only)
+            elif request.kind == "plots_svg":
+                data = exports.plots_svg(
+                    panel, request.size or (1600, 1000), request.only, self._description()
+                )
+            elif request.kind == "plots_csv":
+                data = exports.plots_csv(panel, request.only).encode()
+            else:
+                data = exports.window_png(self.window)
+            exports.write_file(path, data, overwrite=True)
+        except (exports.ExportError, OSError) as exc:
+            self._error(f"Could not export {kind.text.lower()}: {exc}")
+            return False
+        self._status(f"Exported {kind.text.lower()} to {path}")
+        self.exported.emit(path)
+        return True
+
+    def _description(self) -> str:
+        backend = self.window.backend
+        where = backend.info.name if backend is not None else "no backend"
+        return f"Tilescope: {self.window.config.label()} on {where}"
+
+    def _export_animation(self, request: ExportRequest) -> bool:
+        if self.exporter is not None and self.exporter.state == "running":
+            self._error("An animation export is already running; cancel it first.")
+            return False
+        animation = getattr(self.window, "animation", None)
+        player = getattr(animation, "player", None)
+        try:
+            exporter = exports.AnimationExporter(
+                self.window.config,
+                request.path,
+                frames=request.frames,
+                fps=request.fps,
+                size=request.size or KINDS[request.kind].default_size or (960, 544),
+                overwrite=True,
+                gpu=getattr(player, "gpu", None),
+                duration_s=getattr(player, "duration_s", None),
+                parent=self,
+            )
+            exporter.start()
+        except (exports.ExportError, OSError) as exc:
+            self._error(f"Could not export the animation: {exc}")
+            return False
+        self.exporter = exporter
+        exporter.finished.connect(self._animation_done)
+        exporter.failed.connect(lambda msg: self._animation_ended(msg, failed=True))
+        exporter.cancelled.connect(lambda: self._animation_ended("Animation export cancelled."))
+        if self.show_progress:
+            dialog = QProgressDialog(
+                f"Rendering {exporter.frames} frames to {Path(request.path).name}…",
+                "Cancel",
+                0,
+                exporter.frames,
+                self.window,
+            )
+            dialog.setObjectName("exportProgress")
+            dialog.setWindowTitle("Exporting the animation")
+            dialog.setWindowModality(Qt.WindowModality.NonModal)  # the app stays usable
+            dialog.setMinimumDuration(0)
+            dialog.setAutoClose(False)
+            dialog.setAutoReset(False)
+            dialog.canceled.connect(exporter.cancel)
+            exporter.progress.connect(lambda done, _total: dialog.setValue(done))
+            dialog.show()
+            self.progress_dialog = dialog
+        self._status(f"Rendering the animation to {request.path}…", 0)
+        return True
+
+    def _close_progress(self) -> None:
+        if self.progress_dialog is not None:
+            with contextlib.suppress(RuntimeError):
+                self.progress_dialog.canceled.disconnect()
+            self.progress_dialog.close()
+            self.progress_dialog.deleteLater()
+            self.progress_dialog = None
+
+    def _animation_done(self, path: str) -> None:
+        self._close_progress()
+        self._status(f"Exported the tile animation to {path}")
+        self.exported.emit(path)
+
+    def _animation_ended(self, message: str, failed: bool = False) -> None:
+        self._close_progress()
+        if failed:
+            self._error(f"Could not export the animation: {message}")
+        else:
+            self._status(message)
+
+    # ------------------------------------------------------------------ sessions
+
+    def build_session(self) -> Session:
+        """The window's state as a Session (Qt-free data from here on)."""
+        w = self.window
+        c = w.controls
+        controls = {
+            "algorithms": list(c.checked_algorithms()),
+            "backend": c.backend_choice(),
+            "recorded_path": c.recorded_path,
+            "budget": c.budget.currentData(),
+            "custom_gb": float(c.custom_gb.value()),
+            "theme": w.theme,
+        }
+        ready = w.backend
+        device, key, meta, traces = None, "", None, ()
+        if ready is not None:
+            key, device = ready.key, ready.info
+            if ready.info.backend == REPLAY and isinstance(ready.backend, RecordedBackend):
+                rec = ready.backend.recording  # the recording's own device, not "replay"
+                device, meta, traces = rec.device, rec.meta, rec.traces
+        return make_session(w.config, controls, w.store.entries(), key, device, meta, traces)
+
+    def save_session_dialog(self) -> bool:
+        suggested = os.path.join(self._last_folder or os.getcwd(), "tilescope_session.json")
+        path = self.ask_save_path("Save session", SESSION_FILTERS, suggested)
+        if not path:
+            return False
+        return self.save_session(_with_suffix(path, ".json"))
+
+    def save_session(self, path: str) -> bool:
+        if not self._may_write(path):
+            return False
+        try:
+            save_session(self.build_session(), path, overwrite=True)
+        except (SessionError, OSError) as exc:
+            self._error(f"Could not save the session: {exc}")
+            return False
+        self._last_folder = os.path.dirname(os.path.abspath(path))
+        self.add_recent(path)
+        self._status(f"Saved the session to {path}")
+        self.sessionSaved.emit(path)
+        return True
+
+    def open_dialog(self) -> bool:
+        folder = self._last_folder or (str(RECORDED_DIR) if RECORDED_DIR.is_dir() else "")
+        path = self.ask_open_path("Open a session or recorded run", OPEN_FILTERS, folder)
+        return self.open_file(path) if path else False
+
+    def recorded_run_wanted(self) -> bool:
+        """The backend list's "recorded run" with no file yet: the shipped H200 sweep if this
+        install has it, else ask for a file."""
+        shipped = shipped_recording()
+        if shipped is not None:
+            return self.open_file(str(shipped))
+        return self.open_dialog()
+
+    def open_file(self, path: str) -> bool:
+        """Open a saved session or a recorded run. The file is read and checked first: a
+        corrupt, truncated or newer-version file gives a message and changes nothing."""
+        name = os.path.basename(path) or path
+        try:
+            backend = RecordedBackend.from_file(path)
+        except (SessionError, RecordingError) as exc:
+            self.window.banner.show_message(f"Could not open {name}: {exc}")
+            return False
+        except Exception as exc:  # anything else a hostile file provokes: still a message
+            self.window.banner.show_message(f"Could not open {name}: {type(exc).__name__}: {exc}")
+            return False
+        self.window.open_recorded(path, preloaded=backend)
+        if backend.session is not None:
+            self._apply_session(backend.session)
+        self._last_folder = os.path.dirname(os.path.abspath(path))
+        self.add_recent(path)
+        what = "session" if backend.session is not None else "recorded run"
+        self._status(f"Opened the {what} {name} ({backend.label()})")
+        self.fileOpened.emit(path)
+        return True
+
+    def _apply_session(self, session: Session) -> None:
+        w = self.window
+        c = w.controls
+        algos = tuple(a for a in session.controls.get("algorithms", ()) if a in ALGORITHMS)
+        if algos:
+            c.set_checked_algorithms(algos)
+        custom = session.controls.get("custom_gb")
+        if custom is not None:
+            c.custom_gb.setValue(float(custom))
+        budget = session.controls.get("budget")
+        if isinstance(budget, str):
+            c.set_budget_preset(budget)
+        c.set_config(session.config)
+        theme = session.controls.get("theme")
+        if theme in THEMES and theme != w.theme:
+            w.apply_theme(theme)
+        for entry in session.other_entries():  # other backends' results: cached as they were
+            w.store.add(entry.result, entry.backend_key, entry.budget_bytes)
+
+    # ------------------------------------------------------------------ recent files
+
+    @property
+    def settings(self) -> QSettings:
+        return self.window.settings
+
+    def recent_files(self) -> list[str]:
+        value = self.settings.value(RECENT_KEY)
+        if isinstance(value, str):
+            value = [value] if value else []
+        return [str(v) for v in value or [] if v][:MAX_RECENT]
+
+    def add_recent(self, path: str) -> None:
+        path = os.path.abspath(path)
+        files = [path, *(p for p in self.recent_files() if p != path)][:MAX_RECENT]
+        self.settings.setValue(RECENT_KEY, files)
+
+    def clear_recent(self) -> None:
+        self.settings.remove(RECENT_KEY)  # the menu is rebuilt when next shown
+
+    def fill_recent_menu(self) -> None:
+        menu = self.recent_menu
+        menu.clear()
+        files = self.recent_files()
+        for i, path in enumerate(files, 1):
+            action = menu.addAction(f"&{i} {os.path.basename(path)}")
+            exists = os.path.isfile(path)
+            action.setToolTip(path if exists else f"{path} (missing)")
+            action.setEnabled(exists)
+            action.triggered.connect(lambda *_, p=path: self.open_file(p))
+        if files:
+            menu.addSeparator()
+        clear = menu.addAction("Clear recent files")
+        clear.setEnabled(bool(files))
+        clear.triggered.connect(lambda *_: self.clear_recent())
