@@ -86,9 +86,8 @@ def device_limits() -> tuple[int, int] | None:
         import cupy
 
         device_id = cupy.cuda.runtime.getDevice()
-        major = _device_attribute("ComputeCapabilityMajor", device_id)
-        minor = _device_attribute("ComputeCapabilityMinor", device_id)
-        return major * 10 + minor, _device_attribute("MaxSharedMemoryPerBlockOptin", device_id)
+        capability = int(cupy.cuda.Device(device_id).compute_capability)  # "90" -> 90
+        return capability, _device_attribute("MaxSharedMemoryPerBlockOptin", device_id)
     except Exception:  # no CuPy, or no device
         return None
 
