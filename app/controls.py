@@ -2,16 +2,20 @@
 
 Widgets bound their own ranges, and what a range cannot express (an unsupported head dim on a
 backend, say) arrives as a ConfigError: its message is shown inline next to the field it names,
-never as a dialog or a crash. Nothing here runs anything; the panel only emits what changed.
+never as a dialog or a crash. Typed text a number field cannot take (out of its range, say) is
+not put back silently either: the field keeps its value and says why, inline. Nothing here runs
+anything; the panel only emits what changed.
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+import re
 from dataclasses import dataclass
 
 from PySide6.QtCore import QSettings, Qt, Signal
+from PySide6.QtGui import QValidator
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -78,7 +82,69 @@ class Budget:
     gpu: GpuSpec | None  # the GPU whose roofline and ridge point the verdicts use
 
 
-class SeqLenSpinBox(QSpinBox):
+_NUMBER_LIKE = re.compile(r"[+-]?\d*(?:[.,]\d*)?(?:[eE][+-]?\d*)?")
+
+
+def _bare_text(box: QSpinBox | QDoubleSpinBox, text: str) -> str:
+    return text.removeprefix(box.prefix()).removesuffix(box.suffix()).strip()
+
+
+def _number_like(box: QSpinBox | QDoubleSpinBox, text: str, result: object) -> object:
+    """Let out-of-range numbers be typed (Qt would drop the keystroke without a word), so that
+    Enter can say why they are refused; letters are still refused as they are typed."""
+    state = result[0] if isinstance(result, tuple) else result
+    if state == QValidator.State.Invalid and _NUMBER_LIKE.fullmatch(_bare_text(box, text)):
+        return (QValidator.State.Intermediate, text, result[2] if isinstance(result, tuple) else 0)
+    return result
+
+
+def _report_refusal(box: ValidatedSpinBox | ValidatedDoubleSpinBox, text: str, fixed: str) -> None:
+    """Qt keeps the old value unless its own fix-up (dropping group separators, say) turned
+    `text` into an acceptable value: only a refusal is reported."""
+    if fixed != text and box.validate(fixed, len(fixed))[0] == QValidator.State.Acceptable:
+        return
+    box.rejections += 1
+    box.rejected.emit(_bare_text(box, text))
+
+
+class ValidatedSpinBox(QSpinBox):
+    """A spin box that reports typed text it cannot take instead of silently restoring the old
+    value: `rejected(text)` fires when Enter or leaving the field finds such text."""
+
+    rejected = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.rejections = 0  # edits refused since the last accepted one
+
+    def validate(self, text: str, pos: int) -> object:
+        return _number_like(self, text, super().validate(text, pos))
+
+    def fixup(self, text: str) -> str:
+        fixed = super().fixup(text)
+        _report_refusal(self, text, fixed)
+        return fixed
+
+
+class ValidatedDoubleSpinBox(QDoubleSpinBox):
+    """ValidatedSpinBox for decimals (the custom memory budget)."""
+
+    rejected = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.rejections = 0
+
+    def validate(self, text: str, pos: int) -> object:
+        return _number_like(self, text, super().validate(text, pos))
+
+    def fixup(self, text: str) -> str:
+        fixed = super().fixup(text)
+        _report_refusal(self, text, fixed)
+        return fixed
+
+
+class SeqLenSpinBox(ValidatedSpinBox):
     """Exact N; the arrows step along the slider's scale instead of by 1."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -110,8 +176,10 @@ class ControlsPanel(QWidget):
         self._scale: tuple[int, ...] = default_scale()
         self._seq_len = 1024
         self._errors: dict[str, QLabel] = {}
+        self._edit_errors: set[str] = set()  # fields showing a refused typed value
         self._last_valid: AttentionConfig | None = None
         self._available: tuple[str, ...] = (NAIVE, TILED)
+        self._unavailable_reasons: dict[str, str] = {}
         self._recorded_path = ""
         self._device_memory: int | None = None
         self._device_label = "this device"
@@ -160,6 +228,7 @@ class ControlsPanel(QWidget):
             "slider's scale."
         )
         self.seq_spin.valueChanged.connect(self._on_spin)
+        self._validate_edits(self.seq_spin, "seq_len")
         row.addWidget(self.seq_spin)
         v.addLayout(row)
         self.slider = QSlider(Qt.Orientation.Horizontal)
@@ -190,7 +259,7 @@ class ControlsPanel(QWidget):
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
 
         def spin(name: str, lo: int, hi: int, value: int, tip: str) -> QSpinBox:
-            s = QSpinBox()
+            s = ValidatedSpinBox()
             s.setObjectName(name)
             s.setRange(lo, hi)
             s.setValue(value)
@@ -256,6 +325,12 @@ class ControlsPanel(QWidget):
             "tiled kernel (the K_j, V_j streamed through shared memory). "
             "HBM traffic falls as the tiles grow.",
         )
+        for widget, field in (
+            (self.heads, "heads"),
+            (self.head_dim, "head_dim"),
+            (self.batch, "batch"),
+        ):
+            self._validate_edits(widget, field)
         for label, widget, field in (
             ("Heads h", self.heads, "heads"),
             ("Head dim d", self.head_dim, "head_dim"),
@@ -325,7 +400,7 @@ class ControlsPanel(QWidget):
             "also sets the roofline and the memory-/compute-bound verdict."
         )
         self.budget.currentIndexChanged.connect(self._on_budget)
-        self.custom_gb = QDoubleSpinBox()
+        self.custom_gb = ValidatedDoubleSpinBox()
         self.custom_gb.setObjectName("customBudgetSpin")
         self.custom_gb.setRange(0.1, 4096.0)
         self.custom_gb.setDecimals(1)
@@ -334,11 +409,45 @@ class ControlsPanel(QWidget):
         self.custom_gb.setKeyboardTracking(False)
         self.custom_gb.setToolTip("A custom memory budget in GB (10⁹ bytes).")
         self.custom_gb.valueChanged.connect(self._on_budget)
+        self._validate_edits(self.custom_gb, "budget")
         form.addRow("Memory", self.budget)
         form.addRow("Custom", self.custom_gb)
         form.addRow("", self._error_label("budget"))
         self._refresh_budget_labels()
         return box
+
+    # ------------------------------------------------------------------ typed values
+
+    def _validate_edits(self, box: ValidatedSpinBox | ValidatedDoubleSpinBox, field: str) -> None:
+        box.rejected.connect(lambda text: self._refuse_edit(box, field, text))
+        box.editingFinished.connect(lambda: self._edit_finished(box, field))
+
+    def _refuse_edit(
+        self, box: ValidatedSpinBox | ValidatedDoubleSpinBox, field: str, text: str
+    ) -> None:
+        """Say why typed `text` is refused, naming the field; the field keeps its value."""
+        decimal = isinstance(box, QDoubleSpinBox)
+        value: object = text
+        with contextlib.suppress(ValueError):
+            value = float(text.replace(",", ".")) if decimal else int(text)
+        if decimal:
+            unit = box.suffix().strip()
+            allowed = f"a number from {box.minimum():g} to {box.maximum():g} {unit}".rstrip()
+            kept = f"{box.value():g} {unit}".rstrip()
+        else:
+            allowed = f"an integer from {box.minimum()} to {box.maximum()}"
+            if field == "seq_len" and self.seq_spin.snap:
+                allowed += " (the N values of the recorded run)"
+            kept = str(box.value())
+        self.show_error(field, f"{ConfigError(field, value, allowed)}; kept {kept}")
+        self._edit_errors.add(field)
+
+    def _edit_finished(self, box: ValidatedSpinBox | ValidatedDoubleSpinBox, field: str) -> None:
+        if box.rejections:  # this edit was refused: its message stays
+            box.rejections = 0
+        elif field in self._edit_errors:  # an accepted edit: an older refusal is moot
+            self._edit_errors.discard(field)
+            self.clear_error(field)
 
     # ------------------------------------------------------------------ sequence length
 
@@ -464,6 +573,7 @@ class ControlsPanel(QWidget):
             "block_n",
         ):
             self.clear_error(field)
+            self._edit_errors.discard(field)
         self._last_valid = config
         self.configChanged.emit(config)
 
@@ -488,18 +598,29 @@ class ControlsPanel(QWidget):
 
     # ------------------------------------------------------------------ algorithms
 
-    def set_available_algorithms(self, algorithms: tuple[str, ...]) -> None:
+    def set_available_algorithms(
+        self, algorithms: tuple[str, ...], reasons: dict[str, str] | None = None
+    ) -> None:
+        """Enable these algorithms; `reasons` says why others are off (a kernel that failed to
+        compile this session, say) in their tooltips."""
         self._available = tuple(algorithms)
+        self._unavailable_reasons = dict(reasons or {})
         self._update_algorithm_availability()
         self._emit_algorithms()
 
     def _update_algorithm_availability(self) -> None:
+        reasons = self._unavailable_reasons
         for algo, check in self.algo_checks.items():
             ok = algo in self._available
             check.setEnabled(ok)
             tip = ALGORITHMS[algo].description
             if not ok:
-                tip += "\n\nNot available on the current backend."
+                why = reasons.get(algo)
+                tip += (
+                    f"\n\nUnavailable this session: {why}"
+                    if why
+                    else "\n\nNot available on the current backend."
+                )
             check.setToolTip(tip)
 
     def algorithms(self) -> tuple[str, ...]:

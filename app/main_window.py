@@ -16,7 +16,6 @@ from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
-    QFileDialog,
     QHBoxLayout,
     QLabel,
     QMainWindow,
@@ -35,8 +34,9 @@ from gpu.costmodel import DEFAULT_GPU, GPUS, GpuSpec, gpu_for_device_name
 
 from .controls import CUSTOM_PRESET, DEVICE_PRESET, Budget, ControlsPanel
 from .explain import ExplainInputs, ExplainPane
+from .file_menu import FileMenu
 from .plots import ALGOS, PlotsPanel
-from .recorded_run import REPLAY, RecordedBackend
+from .recorded_run import REPLAY, RecordedBackend, is_reference, reference_config
 from .result_store import ResultStore
 from .runner import BackendFailure, BackendReady, Job, Runner, RunOutcome
 from .seq_scale import SEQ_MAX, SEQ_MIN, powers_of_two_up_to
@@ -57,7 +57,7 @@ class MainWindow(QMainWindow):
 
     backend_factory: name ("auto", "cuda", "cpu") -> Backend, called on the runner's thread;
     tests inject fakes here. settings: where geometry and controls persist (tests pass a
-    QSettings on a temporary file). open_path: a recorded run to open instead of measuring.
+    QSettings on a temporary file). open_path: a saved session or recorded run to open.
     restore: apply saved settings. backend: start on this backend ("auto", "cuda", "cpu")
     whatever the settings say.
     """
@@ -84,9 +84,14 @@ class MainWindow(QMainWindow):
         self._backend_choice = "auto"
         self._fallback_choice = "auto"
         self._failed_backend = ""
+        self._fell_back_from = ""  # "cuda" after a CUDA error made the window switch to cpu
+        self._notes_key: tuple | None = None  # the (request, config) the run-status notes are about
+        self._notes: list[str] = []
+        self._lost_job: Job | None = None  # the run during which a backend failed
         self._closing = False
         self._animation_dirty = True
         self.animation = None
+        self._preloaded: tuple[str, RecordedBackend] | None = None  # checked by File ▸ Open
 
         self._build_ui()
         self._build_actions()
@@ -99,9 +104,6 @@ class MainWindow(QMainWindow):
             self._restore_settings()
         if backend in ("auto", "cuda", "cpu"):
             self.controls.set_backend_choice(backend, emit=False)
-        if open_path:
-            self.controls.set_recorded_path(open_path)
-            self.controls.set_backend_choice("recorded", emit=False)
         self.apply_theme(self.theme)
         self._config = self.controls.last_valid_config
         self._algorithms = self.controls.algorithms()
@@ -114,6 +116,8 @@ class MainWindow(QMainWindow):
         self._startup.setSingleShot(True)
         self._startup.timeout.connect(lambda: self._start_backend(self.controls.backend_choice()))
         self._startup.start(0)
+        if open_path:  # a session or recorded run: checked here, replayed by the runner
+            self.file_menu.open_file(open_path)
         self._deferred = QTimer(self)
         self._deferred.setSingleShot(True)
         self._deferred.timeout.connect(self._install_animation)
@@ -231,10 +235,10 @@ class MainWindow(QMainWindow):
 
     def _build_actions(self) -> None:
         self.open_action = self._action(
-            "Open recorded run…",
+            "Open…",
             QKeySequence.StandardKey.Open,
-            self._ask_recorded_run,
-            "Replay results recorded with `main.py bench --out FILE.json`.",
+            lambda: self.file_menu.open_dialog(),
+            "Open a saved session, or replay results recorded with `main.py bench --out FILE`.",
         )
         self.export_action = self._action(
             "Export…", "Ctrl+E", self.export, "Export plots, data and the animation."
@@ -273,8 +277,8 @@ class MainWindow(QMainWindow):
 
         menu = self.menuBar()
         file_menu = menu.addMenu("&File")
-        file_menu.addAction(self.open_action)
-        file_menu.addAction(self.export_action)
+        self.file_menu = FileMenu(self)
+        self.file_menu.populate(file_menu, self.open_action, self.export_action)
         file_menu.addSeparator()
         file_menu.addAction(self.quit_action)
         run_menu = menu.addMenu("&Run")
@@ -299,6 +303,7 @@ class MainWindow(QMainWindow):
         r = self.runner
         r.backendReady.connect(self._on_backend_ready)
         r.backendFailed.connect(self._on_backend_failed)
+        r.backendLost.connect(self._on_backend_lost)
         r.outcome.connect(self._on_outcome)
         r.jobStarted.connect(self._on_job_started)
         r.idle.connect(self._on_idle)
@@ -344,11 +349,13 @@ class MainWindow(QMainWindow):
         self.run_status.sweep_finished()
 
     def export(self) -> None:
-        """Placeholder until the exports feature lands: say so rather than pretend."""
-        self.statusBar().showMessage("Export is not yet available in this version.", 5000)
+        """The export dialog (Ctrl+E): plots, data, a screenshot, the animation."""
+        self.file_menu.export_dialog()
 
-    def open_recorded(self, path: str) -> None:
-        """Replay a results file (main.py bench --out); loading happens on the runner thread."""
+    def open_recorded(self, path: str, preloaded: RecordedBackend | None = None) -> None:
+        """Replay a results file (main.py bench --out) or session; loading happens on the runner
+        thread unless `preloaded` (already read and checked) is given."""
+        self._preloaded = (path, preloaded) if preloaded is not None else None
         self.controls.set_recorded_path(path)
         self.controls.set_backend_choice("recorded", emit=False)
         self._start_backend("recorded")
@@ -386,13 +393,17 @@ class MainWindow(QMainWindow):
         if self._closing:
             return
         self._startup.stop()  # an explicit start (e.g. open_recorded) replaces the initial one
+        self._fell_back_from = ""
         if self._backend_choice not in ("recorded",):
             self._fallback_choice = self._backend_choice
         self._backend_choice = choice
         if choice == "recorded":
             path = self.controls.recorded_path
+            preloaded, self._preloaded = self._preloaded, None
 
             def factory() -> Backend:
+                if preloaded is not None and preloaded[0] == path:
+                    return preloaded[1]
                 return RecordedBackend.from_file(path)
 
             what = f"Opening {path.rsplit('/', 1)[-1]}…"
@@ -420,32 +431,42 @@ class MainWindow(QMainWindow):
         if ready.requested == "auto" and name == "cpu":
             text = NO_CUDA_MESSAGE
         elif name == REPLAY:
-            text = f"backend: recorded run ({info.details.get('file', '')})"
+            file = info.details.get("file", "")
+            text = f"backend: recorded run ({file}) · {ready.backend.label()}"
+        elif self._fell_back_from:
+            text = f"backend: {name} (after a {self._fell_back_from} error)"
         else:
             text = f"backend: {name}"
         self.readouts.set_backend(text)
         self.readouts.set_device(info)
         gpu = gpu_for_device_name(info.name) if info.backend in ("cuda", REPLAY) else None
         label = {"cpu": "CPU RAM"}.get(info.backend, info.name)
+        if name == REPLAY:  # cached before set_device below makes the window ask for them
+            for result in ready.backend.results():
+                self.store.add(result, ready.key, None)
         self.controls.set_device(info.memory_total_bytes or None, label, gpu)
         if name == REPLAY:
             recorded: RecordedBackend = ready.backend  # type: ignore[assignment]
-            for result in recorded.results():
-                self.store.add(result, ready.key, None)
             self.controls.set_seq_scale(recorded.seq_lens())
             lens = recorded.seq_lens()
             if lens:
                 self.plots.set_n_span(min(lens[0], SEQ_MIN), max(lens[-1], SEQ_MAX))
             first = recorded.first_config()
-            if first is not None and self._config.with_(seq_len=1) != first.with_(seq_len=1):
+            if first is not None and not recorded.has_family(self._config):
                 self.controls.set_config(first.with_(seq_len=self.controls.seq_len()))
+            self.plots.set_recorded_note(recorded.label())
         else:
             self.controls.set_seq_scale(None)
             self.plots.set_n_span(SEQ_MIN, SEQ_MAX)
-        self.controls.set_available_algorithms(ready.algorithms)
+            self.plots.set_recorded_note("")
+        self._apply_available()
         self._apply_budget(self.controls.budget_state(), request=False)
         self._refresh_measured()
-        self.run_status.set_idle(f"Ready: {info.name} (started in {ready.seconds:.1f} s)")
+        self.run_status.set_idle(
+            f"Recorded run: {ready.backend.label()} — replayed from the file, not measured now"
+            if name == REPLAY
+            else f"Ready: {info.name} (started in {ready.seconds:.1f} s)"
+        )
         self._request()
 
     def _on_backend_failed(self, failure: BackendFailure) -> None:
@@ -465,6 +486,33 @@ class MainWindow(QMainWindow):
         if fallback:
             self.controls.set_backend_choice(fallback, emit=False)
             self._start_backend(fallback)
+
+    def _on_backend_lost(self, failure: BackendFailure) -> None:
+        """A backend that worked failed mid-run (a CUDA error): carry on with the CPU backend."""
+        if failure.generation != self._backend_generation or self._closing:
+            return
+        lost = self._backend.info.backend if self._backend is not None else failure.requested
+        job, self._lost_job = self._lost_job, None
+        during = f"{job.algorithm} at N = {job.config.seq_len}" if job is not None else "a run"
+        self.banner.show_message(
+            f"{lost.upper() if lost == 'cuda' else lost} error during {during}: "
+            f"{failure.message} — switched to the CPU backend (NumPy); measurements from now on "
+            "come from the CPU."
+        )
+        self._failed_backend = failure.requested  # keeps the banner up when cpu is ready
+        self.controls.set_backend_choice("cpu", emit=False)
+        self._start_backend("cpu")
+        self._fell_back_from = lost
+        self.readouts.set_backend(f"backend: cpu (starting, after a {lost} error)")
+
+    def _apply_available(self) -> None:
+        """The backend's algorithms minus those switched off this session (won't compile)."""
+        if self._backend is None:
+            return
+        off = self.runner.unavailable(self._backend.key)
+        self.controls.set_available_algorithms(
+            tuple(a for a in self._backend.algorithms if a not in off), off
+        )
 
     # ------------------------------------------------------------------ config, budget
 
@@ -558,6 +606,7 @@ class MainWindow(QMainWindow):
             self.runner.cancel()
 
     def _refresh_measured(self) -> None:
+        self.plots.set_reference(self._reference_series())
         if self._backend is None:
             self.plots.set_measured({})
             return
@@ -569,6 +618,18 @@ class MainWindow(QMainWindow):
                 if a in self._algorithms
             }
         )
+
+    def _reference_series(self) -> dict[str, list]:
+        """Peers recorded beside ours (PyTorch SDPA): reference series, never our algorithms."""
+        ready = self._backend
+        if ready is None or ready.info.backend != REPLAY:
+            return {}
+        config = reference_config(self._config)
+        return {
+            a: self.store.series(config, a, ready.key, None)
+            for a in ready.algorithms
+            if is_reference(a)
+        }
 
     def _on_job_started(self, job: Job) -> None:
         if job.backend_generation != self._backend_generation:
@@ -591,16 +652,41 @@ class MainWindow(QMainWindow):
                 self._refresh_measured()
             self.readouts.set_last(result)
             if result.oom:
-                self.run_status.set_text(f"{describe_result(result)}: {result.message}")
+                self._note(job, f"{describe_result(result)}: {result.message}")
+        elif outcome.backend_lost:
+            self._lost_job = job  # backendLost follows: it shows the banner, switches backends
+        elif outcome.unavailable:
+            if not outcome.skipped:  # the first failure; later jobs are skipped quietly
+                label = ALGORITHMS[job.algorithm].label if job.algorithm in ALGORITHMS else ""
+                self.banner.show_message(
+                    f"{label or job.algorithm}: {outcome.error} — unavailable for this session; "
+                    "the other algorithms keep working.",
+                    details=outcome.details,
+                )
+                self._apply_available()
+        elif outcome.unsupported:
+            label = ALGORITHMS[job.algorithm].label if job.algorithm in ALGORITHMS else ""
+            text = f"{label or job.algorithm} cannot run this here: {outcome.error}"
+            self.controls.show_error(outcome.error_field, text)
+            self.statusBar().showMessage(text, 8000)
         elif outcome.error_field:
             self.controls.show_error(outcome.error_field, outcome.error)
         elif outcome.skipped:
-            self.run_status.set_text(outcome.error)
+            self._note(job, outcome.error)
             self.statusBar().showMessage(outcome.error, 6000)
         elif outcome.error:
             self.banner.show_message(
                 f"{job.algorithm} at N = {job.config.seq_len} failed: {outcome.error}"
             )
+
+    def _note(self, job: Job, text: str) -> None:
+        """Show `text` in the run status. Notes about one config of one request add up (naive's
+        out-of-memory message is not wiped by tiled's "too slow" a moment later)."""
+        key = (job.request_id, job.sweep, job.config)
+        if key != self._notes_key:
+            self._notes_key, self._notes = key, []
+        self._notes.append(text)
+        self.run_status.set_text(" · ".join(self._notes))
 
     def _on_idle(self) -> None:
         if self._backend is None:
@@ -614,12 +700,8 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage("Sweep cancelled." if cancelled else "Sweep done.", 4000)
 
     def _ask_recorded_run(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(
-            self, "Open a recorded run", "", "Tilescope results (*.json);;All files (*)"
-        )
-        if path:
-            self.open_recorded(path)
-        else:  # back to what ran before the combo asked
+        """The "recorded run" choice with no file: the shipped recording, else ask for one."""
+        if not self.file_menu.recorded_run_wanted():  # back to what ran before the combo asked
             self.controls.set_backend_choice(self._backend_choice, emit=False)
 
     # ------------------------------------------------------------------ settings, lifecycle

@@ -12,6 +12,18 @@ rest. A sweep is a second, lower-priority queue: live requests overtake it, canc
 On a CPU a large N can take hours, and nothing can interrupt NumPy, so the worker estimates each
 run from the throughput it has seen on this backend and skips (with a message saying so) runs
 that would exceed the time limit, instead of disappearing into one for an hour.
+
+Faults are outcomes, never exceptions on the GUI thread (the window decides what to show):
+- out of memory is a result (`oom`), also when a MemoryError escapes a backend;
+- a ConfigError names its field; a ValueError such as the CUDA backend's UnsupportedConfig
+  (tiles beyond shared memory, a head dim a kernel lacks) is `unsupported`: this algorithm cannot
+  run this config here, and the message names the limit;
+- a kernel that fails to compile (KernelCompileError) makes its algorithm `unavailable` on that
+  backend for the rest of the session (never retried: the source will not fix itself); the
+  outcome carries the compiler log in `details`;
+- any other exception from the CUDA backend (a CUDA runtime error mid-run, a cuBLAS failure) is
+  `backend_lost`: the worker stops using that backend at once, drops its waiting work and
+  emits `backendLost`, so the window can fall back to the CPU backend.
 """
 
 from __future__ import annotations
@@ -28,6 +40,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from gpu.backend import Backend, RunOptions
 from gpu.config import AttentionConfig, ConfigError
 from gpu.costmodel import algorithm_cost, useful_flops
+from gpu.cuda_kernels import KernelCompileError
 from gpu.results import DeviceInfo, RunResult
 
 from .recorded_run import NotRecorded
@@ -75,6 +88,10 @@ class RunOutcome:
     skipped: bool = False  # not run: estimated too slow, or not in the recorded run
     stale: bool = False  # a newer live request arrived while this one ran
     seconds: float = 0.0
+    details: str = ""  # long text for a "Details…" view: a compiler log, a traceback line
+    unsupported: bool = False  # this algorithm cannot run this config on this device
+    unavailable: bool = False  # the algorithm is off for this session (its kernel won't build)
+    backend_lost: bool = False  # the backend failed mid-run; the worker stopped using it
 
 
 @dataclass
@@ -110,6 +127,7 @@ class _Bridge(QObject):
 
     ready = Signal(object)
     failed = Signal(object)
+    lost = Signal(object)
     outcome = Signal(object)
     started = Signal(object)
     idle = Signal()
@@ -123,6 +141,7 @@ class Runner(QObject):
 
     backendReady = Signal(object)  # BackendReady
     backendFailed = Signal(object)  # BackendFailure
+    backendLost = Signal(object)  # BackendFailure: a backend that worked failed mid-run
     outcome = Signal(object)  # RunOutcome
     jobStarted = Signal(object)  # Job
     idle = Signal()
@@ -149,10 +168,13 @@ class Runner(QObject):
         self._backend_generation = 0
         self._busy = False
         self._rates: dict[tuple[str, str], float] = {}
+        #: (backend key, algorithm) -> why it is off for this session (a kernel that won't build)
+        self._unavailable: dict[tuple[str, str], str] = {}
 
         self._bridge = _Bridge()  # no parent: the worker may outlive this object briefly
         self._bridge.ready.connect(self._on_ready)
         self._bridge.failed.connect(self.backendFailed)
+        self._bridge.lost.connect(self.backendLost)
         self._bridge.outcome.connect(self._on_outcome)
         self._bridge.started.connect(self.jobStarted)
         self._bridge.idle.connect(self.idle)
@@ -224,6 +246,11 @@ class Runner(QObject):
         if had:
             self.sweepFinished.emit(True)
 
+    def unavailable(self, backend_key: str) -> dict[str, str]:
+        """Algorithms switched off on this backend for the session, with the reason."""
+        with self._cond:
+            return {a: why for (k, a), why in self._unavailable.items() if k == backend_key}
+
     @property
     def sweeping(self) -> bool:
         with self._cond:
@@ -266,6 +293,7 @@ class Runner(QObject):
         backend: Backend | None = None
         key = ""
         generation = 0
+        requested = ""
         while True:
             with self._cond:
                 while not (self._stop or self._backend_spec or self._live or self._sweep):
@@ -282,6 +310,7 @@ class Runner(QObject):
                     job = self._live.pop(0) if self._live else self._sweep.pop(0)
             if spec is not None:
                 backend, key, generation = self._create(spec) or (None, "", spec[0])
+                requested = spec[1]
                 continue
             assert job is not None
             if job.backend_generation != generation or backend is None:
@@ -290,8 +319,24 @@ class Runner(QObject):
             self._emit(self._bridge.started, job)
             outcome = self._run(backend, key, job)
             self._finish(job, outcome)
+            if outcome.backend_lost:
+                backend = None  # never touch it again: a CUDA error can poison the context
+                self._lose(generation, requested, outcome.error)
+                continue
             with contextlib.suppress(Exception):  # memory figures are nice to have, not vital
                 self._emit(self._bridge.device, backend.device_info())
+
+    def _lose(self, generation: int, requested: str, message: str) -> None:
+        """Drop the lost backend's waiting work (a sweep ends, cancelled) and say so."""
+        with self._cond:
+            if self._backend_generation != generation:
+                return  # another backend was asked for meanwhile: its work is not ours to drop
+            self._drop_locked(live=True, sweep=True)
+            had_sweep = self._sweep_total > 0
+            self._sweep_total = 0
+        if had_sweep:
+            self._emit(self._bridge.sweep_done, True)
+        self._emit(self._bridge.lost, BackendFailure(generation, requested, message))
 
     def _finish(self, job: Job, outcome: RunOutcome) -> None:
         if not job.sweep:
@@ -335,6 +380,10 @@ class Runner(QObject):
 
     def _run(self, backend: Backend, key: str, job: Job) -> RunOutcome:
         name = getattr(backend, "name", "?")
+        with self._cond:
+            off = self._unavailable.get((key, job.algorithm))
+        if off is not None:
+            return RunOutcome(job, key, error=off, skipped=True, unavailable=True)
         options = replace(self.options_for(name), budget_bytes=job.budget_bytes)
         limit = self.sweep_time_limit_s if job.sweep else self.live_time_limit_s
         estimate = self._estimate_s(name, key, job, options)
@@ -362,7 +411,20 @@ class Runner(QObject):
             return RunOutcome(job, key, error=str(exc), error_field=exc.field)
         except NotRecorded as exc:
             return RunOutcome(job, key, error=str(exc), skipped=True)
+        except KernelCompileError as exc:
+            reason = compile_summary(exc)
+            with self._cond:
+                self._unavailable[(key, job.algorithm)] = reason
+            return RunOutcome(job, key, error=reason, details=exc.log or str(exc), unavailable=True)
+        except MemoryError as exc:  # CuPy's OutOfMemoryError is one; OOM is a result, always
+            return RunOutcome(job, key, result=_oom_result(job, name, backend, exc))
+        except ValueError as exc:  # UnsupportedConfig: a limit of this device or kernel
+            return RunOutcome(
+                job, key, error=str(exc), error_field=unsupported_field(str(exc)), unsupported=True
+            )
         except Exception as exc:
+            if name == "cuda":  # a CUDA error mid-run: stop trusting this backend
+                return RunOutcome(job, key, error=_describe(exc), backend_lost=True)
             return RunOutcome(job, key, error=_describe(exc))
         finally:
             self.stats.runs_finished += 1
@@ -390,6 +452,55 @@ class Runner(QObject):
     def _emit(self, signal, *args) -> None:  # type: ignore[no-untyped-def]
         with contextlib.suppress(RuntimeError):  # the bridge is gone: the app is closing
             signal.emit(*args)
+
+
+def compile_summary(exc: KernelCompileError) -> str:
+    """One line for the banner: the file and NVRTC's first error (the whole log goes to
+    Details…)."""
+    lines = [ln.strip() for ln in (exc.log or "").splitlines() if ln.strip()]
+    first = next((ln for ln in lines if "error" in ln.lower()), lines[0] if lines else "")
+    name = getattr(exc.path, "name", str(exc.path))
+    return f"{name} failed to compile" + (f": {first}" if first else "")
+
+
+#: Words in an UnsupportedConfig message -> the control it is about (first match wins).
+_UNSUPPORTED_FIELDS = (
+    (("block_m", "block_n", "tile"), "block_m"),
+    (("head_dim", "head dim"), "head_dim"),
+    (("fp16 and bf16", "dtype"), "dtype"),
+)
+
+
+def unsupported_field(message: str) -> str:
+    """The control an unsupported-config message is about, for the inline message."""
+    text = message.lower()
+    for words, name in _UNSUPPORTED_FIELDS:
+        if any(w in text for w in words):
+            return name
+    return "algorithms"
+
+
+def _oom_result(job: Job, backend_name: str, backend: Backend, exc: BaseException) -> RunResult:
+    """An out-of-memory result for a MemoryError that escaped a backend."""
+    try:
+        cost = algorithm_cost(job.config, job.algorithm)
+        model = {"model_peak_bytes": cost.peak_bytes, "hbm_bytes": cost.hbm_bytes}
+        model["flops"] = cost.flops
+    except Exception:
+        model = {}
+    try:
+        device = backend.device_info().name
+    except Exception:
+        device = backend_name
+    return RunResult(
+        config=job.config,
+        algorithm=job.algorithm,
+        backend=backend_name,
+        device=device,
+        oom=True,
+        message=f"out of memory: {str(exc) or type(exc).__name__}",
+        **model,
+    )
 
 
 def _describe(exc: BaseException) -> str:

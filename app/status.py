@@ -1,20 +1,27 @@
 """Run status, the status bar's device read-outs, and the one error banner.
 
-Errors never open dialogs: a banner at the top shows the newest one (repeats are counted, not
-stacked) until dismissed, so an error storm cannot bury the window under modal boxes.
+Errors never open modal dialogs: a banner at the top shows the newest one (repeats are counted,
+not stacked) until dismissed, so an error storm cannot bury the window under modal boxes. A
+message with more to say than one line (a compiler log) gets a "Details…" button that opens one
+non-modal window with the full text; the app keeps working while it is open.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
     QFrame,
     QHBoxLayout,
     QLabel,
+    QPlainTextEdit,
     QProgressBar,
     QSizePolicy,
     QStatusBar,
     QToolButton,
+    QVBoxLayout,
     QWidget,
 )
 
@@ -93,8 +100,42 @@ def _retain_size(widget: QWidget) -> None:
     widget.setSizePolicy(policy)
 
 
+class ErrorDetails(QDialog):
+    """objectName errorDetailsDialog: the full text behind a banner message, non-modal."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("errorDetailsDialog")
+        self.setWindowTitle("Error details")
+        self.setModal(False)
+        self.setWindowModality(Qt.WindowModality.NonModal)
+        v = QVBoxLayout(self)
+        self.summary = QLabel()
+        self.summary.setObjectName("errorDetailsSummary")
+        self.summary.setWordWrap(True)
+        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        v.addWidget(self.summary)
+        self.text = QPlainTextEdit()
+        self.text.setObjectName("errorDetailsText")
+        self.text.setReadOnly(True)
+        self.text.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.text.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        v.addWidget(self.text, 1)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        buttons.rejected.connect(self.close)
+        v.addWidget(buttons)
+        self.resize(820, 420)
+
+    def set_details(self, summary: str, details: str) -> None:
+        self.summary.setText(summary)
+        if details != self.text.toPlainText():
+            self.text.setPlainText(details)
+
+
 class ErrorBanner(QFrame):
-    """One dismissable message at a time; the same message again bumps a counter."""
+    """One dismissable message at a time; the same message again bumps a counter.
+
+    `details` (a compiler log, say) adds a "Details…" button opening a non-modal ErrorDetails."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -106,6 +147,13 @@ class ErrorBanner(QFrame):
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         row.addWidget(self.label, 1)
+        self.details_button = QToolButton()
+        self.details_button.setObjectName("errorBannerDetails")
+        self.details_button.setText("Details…")
+        self.details_button.setToolTip("The full text (a compiler log, say), in its own window.")
+        self.details_button.setVisible(False)
+        self.details_button.clicked.connect(self.open_details)
+        row.addWidget(self.details_button)
         self.close_button = QToolButton()
         self.close_button.setObjectName("errorBannerClose")
         self.close_button.setText("✕")
@@ -113,7 +161,9 @@ class ErrorBanner(QFrame):
         self.close_button.clicked.connect(self.dismiss)
         row.addWidget(self.close_button)
         self._message = ""
+        self._details = ""
         self._count = 0
+        self.details_dialog: ErrorDetails | None = None
         self.setVisible(False)
 
     @property
@@ -121,19 +171,40 @@ class ErrorBanner(QFrame):
         """The message shown (empty once dismissed)."""
         return self._message
 
-    def show_message(self, message: str) -> None:
+    @property
+    def details(self) -> str:
+        """The full text behind the message ("" when there is none)."""
+        return self._details
+
+    def show_message(self, message: str, details: str = "") -> None:
         if message == self._message and not self.isHidden():
             self._count += 1
         else:
             self._message, self._count = message, 1
+        self._details = details
         suffix = f"  (×{self._count})" if self._count > 1 else ""
         self.label.setText(message + suffix)
         self.setToolTip(message)
+        self.details_button.setVisible(bool(details))
+        if self.details_dialog is not None and self.details_dialog.isVisible() and details:
+            self.details_dialog.set_details(message, details)  # an open window follows along
         self.setVisible(True)
+
+    def open_details(self) -> ErrorDetails | None:
+        """Show the details window (non-modal, one per banner); None when there are none."""
+        if not self._details:
+            return None
+        if self.details_dialog is None:
+            self.details_dialog = ErrorDetails(self.window())
+        self.details_dialog.set_details(self._message, self._details)
+        self.details_dialog.show()
+        self.details_dialog.raise_()
+        return self.details_dialog
 
     def dismiss(self) -> None:
         self.setVisible(False)
-        self._message, self._count = "", 0
+        self._message, self._details, self._count = "", "", 0
+        self.details_button.setVisible(False)
 
 
 class StatusBarReadouts:
@@ -172,6 +243,8 @@ class StatusBarReadouts:
 
     def set_last(self, result: RunResult) -> None:
         self.last.setText(f"last: {describe_result(result)}")
+        # An out-of-memory result's why (needs X, the budget or free RAM allows Y) on hover.
+        self.last.setToolTip(result.message or "The most recent measurement.")
 
 
 def describe_result(r: RunResult) -> str:

@@ -96,7 +96,9 @@ def bad_cli_args(draw):
         args["--backend"] = draw(st.text(alphabet="abcdefgh", min_size=1, max_size=6))
     argv = [command]
     for flag, value in args.items():
-        argv += [flag, value]
+        # A separate token starting with "--" is another option to argparse ("--seq --b" is an
+        # ambiguous --b, not a bad N); "--seq=--b" hands the bad value to the field itself.
+        argv += [f"{flag}={value}"] if value.startswith("--") else [flag, value]
     return field, argv
 
 
