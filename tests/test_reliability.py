@@ -206,6 +206,19 @@ def test_runner_tiles_beyond_shared_memory_name_the_limit_and_the_field(qtbot, r
     assert "head_dim 64 and 128, not 256" in dims.error
 
 
+def test_runner_gives_freed_heap_back_after_each_cpu_run(qtbot, runner, monkeypatch):
+    import app.runner as runner_module
+
+    runner_module.trim_heap()  # the real one: glibc's malloc_trim, a no-op elsewhere
+    trims = []
+    monkeypatch.setattr(runner_module, "trim_heap", lambda: trims.append(1))
+    _ready(qtbot, runner, FakeBackend(name="cpu"))
+    seen = _outcomes(runner)
+    runner.request(BASE.with_(seq_len=256), [NAIVE, TILED], None)
+    qtbot.waitUntil(lambda: len(seen) == 2 and not runner.busy, timeout=5000)
+    assert len(trims) == 2
+
+
 # ------------------------------------------------------------------------------------ window
 
 
