@@ -7,8 +7,9 @@
   (they are independent thread blocks there); rows are taken in bounded chunks so temporaries
   stay O(N), not O(N²).
 
-Peak memory is measured with tracemalloc (NumPy reports its buffers to it) on a separate run, so
-tracing never slows the timed runs.
+Peak memory is the high-water mark of NumPy array data held during one extra, untimed run
+(gpu/array_meter.py counts it through NumPy's allocator hook), so metering never slows the timed
+runs.
 """
 
 from __future__ import annotations
@@ -17,14 +18,13 @@ import os
 import platform
 import statistics
 import time
-import tracemalloc
-from collections.abc import Callable
 
 import ml_dtypes
 import numpy as np
 import psutil
 
 from .algorithms import NAIVE, TILED, tile_shape
+from .array_meter import measure_peak
 from .backend import RunOptions
 from .config import AttentionConfig
 from .costmodel import algorithm_cost
@@ -131,8 +131,8 @@ class CpuBackend:
 
         q, k, v = random_inputs(config, options.seed)
         kernels = _naive_kernels if algorithm == NAIVE else _tiled_kernels
-        # One traced run for peak memory (tracemalloc slows Python but not the timed runs).
-        peak, out = _traced_peak(lambda: kernels(config, q, k, v)[0])
+        # One metered run for peak memory, apart from the timed runs.
+        peak, out = measure_peak(lambda: kernels(config, q, k, v)[0])
         peak += q.nbytes + k.nbytes + v.nbytes  # the inputs are held throughout the run
         times: dict[str, list[float]] = {}
         for _ in range(options.warmup):
@@ -257,22 +257,6 @@ def _tiled_kernels(config: AttentionConfig, q: np.ndarray, k: np.ndarray, v: np.
 
 
 # --------------------------------------------------------------------------------------------
-
-
-def _traced_peak(fn: Callable[[], np.ndarray]) -> tuple[int, np.ndarray]:
-    """Run `fn` under tracemalloc; return (bytes allocated above the start at the peak, result)."""
-    was_tracing = tracemalloc.is_tracing()
-    if not was_tracing:
-        tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        start, _ = tracemalloc.get_traced_memory()
-        result = fn()
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        if not was_tracing:
-            tracemalloc.stop()
-    return peak - start, result
 
 
 def _cpu_name() -> str:

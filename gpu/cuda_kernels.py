@@ -105,9 +105,13 @@ def device_arch() -> str:
 
 
 def compile_options(extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """BASE_OPTIONS, the device's -arch unless `extra` names one (sm_90a for wgmma), `extra`."""
     # CuPy appends its own -arch for the device as well; NVRTC accepts the repeat, and naming
     # it here makes the target explicit in the cache key and in error messages.
-    return (*BASE_OPTIONS, f"-arch={device_arch()}", *extra)
+    base = tuple(o for o in BASE_OPTIONS if o not in extra)
+    if any(o.startswith("-arch") for o in extra):
+        return (*base, *extra)
+    return (*base, f"-arch={device_arch()}", *extra)
 
 
 def kernel_path(source: str | Path) -> Path:

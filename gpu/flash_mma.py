@@ -1,7 +1,7 @@
 """Launch the tensor-core tiled attention kernel (gpu/kernels/flash_mma.cu) through CuPy.
 
 The kernel is a C++ template (head dim, tile sizes, causal, dtype); each combination is compiled
-once by NVRTC through `cupy.RawModule` (CuPy caches the binary on disk too) and kept here. The
+once by NVRTC (gpu/flash_launch.py; CuPy caches the binary on disk too) and kept here. The
 tile sizes come from `algorithms.mma_tile_shape`, the same function the cost model and the
 schedule read, so the animation's tiles are the launch's tiles.
 
@@ -16,17 +16,15 @@ CuPy is imported lazily: `supports` works on machines without it.
 
 from __future__ import annotations
 
-import math
-import warnings
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from . import flash_launch
 from .algorithms import mma_tile_shape
-from .config import AttentionConfig, ceil_div
+from .config import AttentionConfig
 from .cuda_kernels import device_limits
 
-KERNEL_PATH = Path(__file__).parent / "kernels" / "flash_mma.cu"
+SOURCE = "flash_mma.cu"
 #: NVRTC options. The device's own arch is added by CuPy (sm_90 on an H200); mma.sync, ldmatrix
 #: and cp.async need sm_80 or newer. Fast math only affects 1/l and the exponentials, which use
 #: ex2.approx explicitly anyway.
@@ -99,99 +97,33 @@ def supports(config: AttentionConfig) -> str | None:
     return None
 
 
-_kernels: dict[tuple[MmaLaunch, bool, bool], Any] = {}
+_kernels: dict[tuple, Any] = {}
 
 
-def _source() -> str:
-    return KERNEL_PATH.read_text(encoding="utf-8")
-
-
-def get_kernel(launch: MmaLaunch, causal: bool, bf16: bool) -> Any:
-    """The compiled `cupy.RawKernel` of one variant (compiled on first use, then cached)."""
-    key = (launch, causal, bf16)
-    kernel = _kernels.get(key)
-    if kernel is None:
-        import cupy
-
-        _check_launch(launch)
-        name = launch.template_name(causal, bf16)
-        module = cupy.RawModule(code=_source(), options=COMPILE_OPTIONS, name_expressions=[name])
-        kernel = module.get_function(name)
-        _set_max_dynamic_smem(kernel, launch.smem_bytes)
-        _kernels[key] = kernel
-    return kernel
-
-
-def _set_max_dynamic_smem(kernel: Any, nbytes: int) -> None:
-    """Opt in to more than 48 KiB of dynamic shared memory (cudaFuncSetAttribute)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        function = getattr(kernel, "function", None)
-        if function is not None and hasattr(function, "max_dynamic_shared_size_bytes"):
-            try:
-                function.max_dynamic_shared_size_bytes = nbytes
-                return
-            except Exception:
-                pass
-        kernel.max_dynamic_shared_size_bytes = nbytes
+def get_kernel(
+    launch: MmaLaunch, causal: bool, bf16: bool, extra_options: tuple[str, ...] = ()
+) -> Any:
+    """The compiled `cupy.RawKernel` of one variant (compiled on first use, then cached).
+    `extra_options` adds NVRTC options, e.g. the trace build's -DTILESCOPE_TRACE."""
+    _check_launch(launch)
+    options = (*COMPILE_OPTIONS, *extra_options)
+    return flash_launch.compiled_variant(SOURCE, launch, causal, bf16, options, _kernels)
 
 
 def kernel_resources(launch: MmaLaunch, causal: bool, bf16: bool) -> dict[str, int]:
     """Registers, local (spill) bytes and shared memory of a compiled variant, for the notes."""
-    kernel = get_kernel(launch, causal, bf16)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        attrs = kernel.attributes
-    return {
-        "registers": int(attrs["num_regs"]),
-        "local_bytes": int(attrs["local_size_bytes"]),
-        "static_smem_bytes": int(attrs["shared_size_bytes"]),
-        "dynamic_smem_bytes": launch.smem_bytes,
-        "threads": launch.threads,
-    }
-
-
-def _check_arrays(q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, config: AttentionConfig) -> None:
-    import cupy
-
-    shape = (config.batch, config.heads, config.seq_len, config.head_dim)
-    for name, a in (("q", q), ("k", k), ("v", v), ("o", o)):
-        if tuple(a.shape) != shape:
-            raise ValueError(f"{name} has shape {tuple(a.shape)}, expected {shape}")
-        if not a.flags.c_contiguous:
-            raise ValueError(f"{name} must be C-contiguous")
-        if a.dtype.itemsize != 2:
-            raise ValueError(f"{name} must hold 16-bit values, got {a.dtype}")
-        if config.dtype == "fp16" and a.dtype != cupy.float16:
-            raise ValueError(f"{name} must be float16 for fp16, got {a.dtype}")
-    for name, a in (("m", m), ("l", l)):
-        if tuple(a.shape) != shape[:3]:
-            raise ValueError(f"{name} has shape {tuple(a.shape)}, expected {shape[:3]}")
-        if a.dtype != cupy.float32 or not a.flags.c_contiguous:
-            raise ValueError(f"{name} must be a C-contiguous float32 array")
+    return flash_launch.kernel_resources(get_kernel(launch, causal, bf16), launch)
 
 
 def launch_forward(
     q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, config: AttentionConfig, launch: MmaLaunch
 ) -> None:
     """`flash_forward` with an explicit variant (the benchmark uses this to compare tiles)."""
-    import numpy as np
-
     reason = supports(config)
     if reason is not None:
         raise ValueError(reason)
-    if launch.head_dim != config.head_dim:
-        raise ValueError("launch head_dim does not match the config")
-    _check_arrays(q, k, v, o, m, l, config)
     kernel = get_kernel(launch, config.causal, config.dtype == "bf16")
-    grid = (ceil_div(config.seq_len, launch.block_m), config.bh)
-    scale_log2 = math.log2(math.e) / math.sqrt(config.head_dim)
-    kernel(
-        grid,
-        (launch.threads,),
-        (q, k, v, o, m, l, np.int32(config.seq_len), np.float32(scale_log2)),
-        shared_mem=launch.smem_bytes,
-    )
+    flash_launch.launch(kernel, launch, q, k, v, o, m, l, config)
 
 
 def flash_forward(q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, config: AttentionConfig) -> None:

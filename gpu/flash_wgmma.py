@@ -15,17 +15,15 @@ CuPy is imported lazily: `supports` works on machines without it.
 
 from __future__ import annotations
 
-import math
-import warnings
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from . import flash_launch
 from .algorithms import wgmma_tile_shape
-from .config import AttentionConfig, ceil_div
+from .config import AttentionConfig
 from .cuda_kernels import device_limits
 
-KERNEL_PATH = Path(__file__).parent / "kernels" / "flash_wgmma.cu"
+SOURCE = "flash_wgmma.cu"
 #: NVRTC options: wgmma needs the architecture-specific target sm_90a.
 COMPILE_OPTIONS: tuple[str, ...] = ("-std=c++17", "--use_fast_math", "-arch=sm_90a")
 SUPPORTED_HEAD_DIMS = (64, 128)
@@ -107,84 +105,25 @@ def supports(config: AttentionConfig) -> str | None:
     return None
 
 
-_kernels: dict[tuple[WgmmaLaunch, bool, bool], Any] = {}
+_kernels: dict[tuple, Any] = {}
 
 
 def get_kernel(launch: WgmmaLaunch, causal: bool, bf16: bool) -> Any:
     """The compiled `cupy.RawKernel` of one variant (compiled on first use, then cached)."""
-    key = (launch, causal, bf16)
-    kernel = _kernels.get(key)
-    if kernel is None:
-        import cupy
-
-        _check_launch(launch)
-        name = launch.template_name(causal, bf16)
-        source = KERNEL_PATH.read_text(encoding="utf-8")
-        module = cupy.RawModule(code=source, options=COMPILE_OPTIONS, name_expressions=[name])
-        kernel = module.get_function(name)
-        _set_max_dynamic_smem(kernel, launch.smem_bytes)
-        _kernels[key] = kernel
-    return kernel
-
-
-def _set_max_dynamic_smem(kernel: Any, nbytes: int) -> None:
-    """Opt in to more than 48 KiB of dynamic shared memory (cudaFuncSetAttribute)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        function = getattr(kernel, "function", None)
-        if function is not None and hasattr(function, "max_dynamic_shared_size_bytes"):
-            try:
-                function.max_dynamic_shared_size_bytes = nbytes
-                return
-            except Exception:
-                pass
-        kernel.max_dynamic_shared_size_bytes = nbytes
+    _check_launch(launch)
+    return flash_launch.compiled_variant(SOURCE, launch, causal, bf16, COMPILE_OPTIONS, _kernels)
 
 
 def kernel_resources(launch: WgmmaLaunch, causal: bool, bf16: bool) -> dict[str, int]:
     """Registers, local (spill) bytes and shared memory of a compiled variant, for the notes."""
-    kernel = get_kernel(launch, causal, bf16)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        attrs = kernel.attributes
-    return {
-        "registers": int(attrs["num_regs"]),
-        "local_bytes": int(attrs["local_size_bytes"]),
-        "static_smem_bytes": int(attrs["shared_size_bytes"]),
-        "dynamic_smem_bytes": launch.smem_bytes,
-        "threads": launch.threads,
-    }
-
-
-def _check_arrays(q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, config: AttentionConfig) -> None:
-    import cupy
-
-    shape = (config.batch, config.heads, config.seq_len, config.head_dim)
-    for name, a in (("q", q), ("k", k), ("v", v), ("o", o)):
-        if tuple(a.shape) != shape:
-            raise ValueError(f"{name} has shape {tuple(a.shape)}, expected {shape}")
-        if not a.flags.c_contiguous:
-            raise ValueError(f"{name} must be C-contiguous")
-        if a.dtype.itemsize != 2:
-            raise ValueError(f"{name} must hold 16-bit values, got {a.dtype}")
-        if config.dtype == "fp16" and a.dtype != cupy.float16:
-            raise ValueError(f"{name} must be float16 for fp16, got {a.dtype}")
-    for name, a in (("m", m), ("l", l)):
-        if tuple(a.shape) != shape[:3]:
-            raise ValueError(f"{name} has shape {tuple(a.shape)}, expected {shape[:3]}")
-        if a.dtype != cupy.float32 or not a.flags.c_contiguous:
-            raise ValueError(f"{name} must be a C-contiguous float32 array")
+    return flash_launch.kernel_resources(get_kernel(launch, causal, bf16), launch)
 
 
 def launch_args(
     q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, config: AttentionConfig
 ) -> tuple[tuple[int, int], tuple[Any, ...]]:
     """(grid, kernel arguments) of one launch; the benchmark reuses them."""
-    import numpy as np
-
-    grid = (ceil_div(config.seq_len, BLOCK_M), config.bh)
-    scale_log2 = math.log2(math.e) / math.sqrt(config.head_dim)
-    return grid, (q, k, v, o, m, l, np.int32(config.seq_len), np.float32(scale_log2))
+    return flash_launch.launch_args(q, k, v, o, m, l, config, BLOCK_M)
 
 
 def launch_forward(
@@ -194,12 +133,8 @@ def launch_forward(
     reason = supports(config)
     if reason is not None:
         raise ValueError(reason)
-    if launch.head_dim != config.head_dim:
-        raise ValueError("launch head_dim does not match the config")
-    _check_arrays(q, k, v, o, m, l, config)
     kernel = get_kernel(launch, config.causal, config.dtype == "bf16")
-    grid, args = launch_args(q, k, v, o, m, l, config)
-    kernel(grid, (launch.threads,), args, shared_mem=launch.smem_bytes)
+    flash_launch.launch(kernel, launch, q, k, v, o, m, l, config)
 
 
 def flash_forward(q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, config: AttentionConfig) -> None:

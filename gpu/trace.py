@@ -496,7 +496,6 @@ class TiledKernel:
     kernels, not the Python around them."""
 
     def __init__(self, config: AttentionConfig, algorithm: str, trace: bool = True) -> None:
-        import cupy
 
         self.config = config
         self.algorithm = algorithm
@@ -532,17 +531,8 @@ class TiledKernel:
             launch = fm.default_launch(config.head_dim)
             bf16 = config.dtype == "bf16"
             self.shared = launch.smem_bytes
-            if trace:
-                name = launch.template_name(config.causal, bf16)
-                module = cupy.RawModule(
-                    code=fm._source(),
-                    options=(*fm.COMPILE_OPTIONS, TRACE_DEFINE),
-                    name_expressions=[name],
-                )
-                self.kernel = module.get_function(name)
-                fm._set_max_dynamic_smem(self.kernel, self.shared)
-            else:
-                self.kernel = fm.get_kernel(launch, config.causal, bf16)
+            extra = (TRACE_DEFINE,) if trace else ()
+            self.kernel = fm.get_kernel(launch, config.causal, bf16, extra)
             self.grid = (ceil_div(n, launch.block_m), bh)
             self.threads = launch.threads
             scale_log2 = math.log2(math.e) / math.sqrt(config.head_dim)

@@ -28,7 +28,8 @@ from app.controls import ControlsPanel
 from app.main_window import MainWindow
 from app.runner import Runner
 from gpu import flash_mma, flash_readable
-from gpu.algorithms import NAIVE, TILED, TILED_MMA
+from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA
+from gpu.backend import RunOptions
 from gpu.config import AttentionConfig
 from gpu.cpu_backend import CpuBackend
 from gpu.cuda_kernels import KernelCompileError
@@ -521,6 +522,45 @@ def test_gpu_a_broken_copy_of_a_kernel_raises_the_nvrtc_log_and_the_app_keeps_wo
     qtbot.waitUntil(lambda: "failed to compile" in window.banner.message, timeout=60000)
     assert "this_is_not_cuda" in window.banner.details
     assert TILED not in window.controls.algorithms()
+    window.controls.set_seq_len(2048)
+    key = window.backend.key
+    qtbot.waitUntil(lambda: window.store.get(window.config, NAIVE, key) is not None, timeout=60000)
+    assert window.store.get(window.config, NAIVE, key).backend == "cuda"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("module_name", ["flash_mma", "flash_wgmma"])
+def test_gpu_a_broken_tensor_core_kernel_is_off_and_the_others_keep_running_on_the_gpu(
+    qtbot, make_window, tmp_path, monkeypatch, module_name
+):
+    import importlib
+
+    from gpu import cuda_kernels
+    from gpu.cuda_backend import CudaBackend
+
+    module = importlib.import_module(f"gpu.{module_name}")
+    config = AttentionConfig(seq_len=1024, heads=2, head_dim=64, dtype="fp16")
+    if module.supports(config) is not None:
+        pytest.skip(module.supports(config))
+    algorithm = TILED_MMA if module_name == "flash_mma" else TILED_WGMMA
+    broken = tmp_path / module.SOURCE
+    shutil.copy(cuda_kernels.KERNEL_DIR / module.SOURCE, broken)
+    broken.write_text(broken.read_text().replace("{", "{ this_is_not_cuda;", 1))
+    monkeypatch.setattr(module, "SOURCE", str(broken))
+    monkeypatch.setattr(module, "_kernels", {})
+
+    # The backend raises the compiler's log, not CuPy's own exception (which the runner would
+    # take for a CUDA fault and drop the whole GPU backend for).
+    with pytest.raises(KernelCompileError) as err:
+        CudaBackend().run(config, algorithm, RunOptions(warmup=0, repeats=1))
+    assert "this_is_not_cuda" in err.value.log
+
+    backend = CudaBackend()
+    window = make_window(backend, seq_len=1024)
+    window.controls.set_checked_algorithms((NAIVE, algorithm))
+    qtbot.waitUntil(lambda: "failed to compile" in window.banner.message, timeout=120000)
+    assert "this_is_not_cuda" in window.banner.details
+    assert algorithm not in window.controls.algorithms()
     window.controls.set_seq_len(2048)
     key = window.backend.key
     qtbot.waitUntil(lambda: window.store.get(window.config, NAIVE, key) is not None, timeout=60000)
