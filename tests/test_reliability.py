@@ -545,7 +545,7 @@ def test_gpu_a_broken_tensor_core_kernel_is_off_and_the_others_keep_running_on_t
     algorithm = TILED_MMA if module_name == "flash_mma" else TILED_WGMMA
     broken = tmp_path / module.SOURCE
     shutil.copy(cuda_kernels.KERNEL_DIR / module.SOURCE, broken)
-    broken.write_text(broken.read_text().replace("{", "{ this_is_not_cuda;", 1))
+    broken.write_text(broken.read_text() + "\nthis_is_not_cuda here;\n")  # not in a comment
     monkeypatch.setattr(module, "SOURCE", str(broken))
     monkeypatch.setattr(module, "_kernels", {})
 
