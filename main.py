@@ -304,10 +304,20 @@ def _fmt_bytes(n: int) -> str:
     return f"{n} B"
 
 
+def _refuse_bare_double_dash_values(argv: list[str]) -> None:
+    """`--seq=--` must be an error: Python 3.11's argparse drops the "--" as its end-of-options
+    marker and hands the option an empty list, so `bench` measured nothing and exited 0."""
+    for token in argv:
+        name, eq, value = token.partition("=")
+        if name.startswith("--") and eq and value == "--":
+            raise UsageError(f"argument {name}: '--' is not a value")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:
+        _refuse_bare_double_dash_values(argv)
         args = parser.parse_args(argv)
         if args.command == "model":
             return cmd_model(args)

@@ -474,8 +474,8 @@ def trim_heap() -> None:
     Why: a CPU run frees its S and P (tens of MB), but once glibc's dynamic mmap threshold has
     risen, such blocks come from and return to the heap, which keeps them. Trimming after each
     CPU run (outside its timing, ~0.3 ms) took the soak's idle RSS from ~220 MB to ~185 MB.
-    (It does not stop a slower creep, ~13 KB of heap really in use per CPU run, that comes
-    with starting and stopping tracemalloc for each run's peak in gpu/cpu_backend.py.)"""
+    (The slower creep that remained came from tracemalloc, started and stopped for each run's
+    peak; gpu/array_meter.py replaced it, and the 30-minute CPU soak is now flat: +1.1%.)"""
     trim = _malloc_trim()
     if trim is not None:
         with contextlib.suppress(Exception):

@@ -344,14 +344,15 @@ def verdict(
 
 
 def _mb(v: float | None) -> str:
+    """Mebibytes (2^20 B), the unit every figure this script prints is in."""
     return "—" if v is None else f"{v / 2**20:,.1f}"
 
 
 def table(samples: list[Sample], duration_s: float, cuda: bool, rows: int = 12) -> str:
     """One row per time slice: idle medians (what the app keeps) and the busy maximum."""
-    head = f"{'t (min)':>9} {'samples':>7} {'idle':>4} {'RSS idle MB':>11} {'RSS max MB':>10}"
+    head = f"{'t (min)':>9} {'samples':>7} {'idle':>4} {'RSS idle MiB':>12} {'RSS max MiB':>11}"
     if cuda:
-        head += f" {'dev used MB':>11} {'pool used MB':>12} {'pool held MB':>12}"
+        head += f" {'dev used MiB':>12} {'pool used MiB':>13} {'pool held MiB':>13}"
     head += f" {'runs':>6} {'cached':>6}"
     lines = [head, "-" * len(head)]
     duration_s = max(duration_s, samples[-1].t_s if samples else 0)
@@ -365,14 +366,14 @@ def table(samples: list[Sample], duration_s: float, cuda: bool, rows: int = 12) 
         line = (
             f"{lo / 60:4.1f}-{min(hi, duration_s) / 60:<4.1f} {len(part):>7} "
             f"{sum(s.idle for s in part):>4} "
-            f"{_mb(_median([s.rss_bytes for s in idle])):>11} "
-            f"{_mb(max(s.rss_bytes for s in part)):>10}"
+            f"{_mb(_median([s.rss_bytes for s in idle])):>12} "
+            f"{_mb(max(s.rss_bytes for s in part)):>11}"
         )
         if cuda:
             for m, width in (
-                ("device_used_bytes", 11),
-                ("pool_used_bytes", 12),
-                ("pool_held_bytes", 12),
+                ("device_used_bytes", 12),
+                ("pool_used_bytes", 13),
+                ("pool_held_bytes", 13),
             ):
                 vals = [getattr(s, m) for s in idle if getattr(s, m) is not None]
                 line += f" {_mb(_median(vals)):>{width}}"
@@ -458,10 +459,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         slope = m["slope_bytes_per_hour"]
         print(
-            f"  {metric}: baseline {_mb(m['baseline'])} MB -> final {_mb(m['final'])} MB "
+            f"  {metric}: baseline {_mb(m['baseline'])} MiB -> final {_mb(m['final'])} MiB "
             f"({m['change']:+.2%} of the {m['relative_to']}), peak after warm-up "
-            f"{_mb(m['peak_after_warmup'])} MB ({m['peak_change']:+.2%}), slope "
-            f"{_mb(slope) if slope is not None else '—'} MB/h: "
+            f"{_mb(m['peak_after_warmup'])} MiB ({m['peak_change']:+.2%}), slope "
+            f"{_mb(slope) if slope is not None else '—'} MiB/h: "
             f"{'flat' if m['flat'] else 'NOT FLAT'}"
         )
     for e in soak.counters.errors[:10]:

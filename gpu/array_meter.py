@@ -11,6 +11,9 @@ library's malloc/calloc/realloc/free and keeps a running total and its high-wate
 same bytes the cost model counts (S, P, O and the temporaries), nothing else, and no state that
 grows from run to run. Where the handler cannot be installed (another NumPy ABI, no C library
 found) it falls back to tracemalloc, and says which one it used.
+
+With it, `python bench/soak.py --minutes 30` (CPU backend, 2071 runs) held idle RSS at
+184.3 -> 186.3 MB (+1.1%, docs/bench/cpu_soak_30min.json); with tracemalloc it grew +12.7%.
 """
 
 from __future__ import annotations

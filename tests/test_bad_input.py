@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -124,3 +125,21 @@ def test_every_bad_cli_value_exits_2_with_one_line(case):
         "backend": ("backend",),
     }[field]
     assert any(n in text for n in named), (argv, text)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["bench", "--seq=--"],  # found by the property test: bench measured nothing, exit 0
+        ["model", "--seq=--"],
+        ["bench", "--seq", "128", "--heads=--"],
+    ],
+)
+def test_a_bare_double_dash_as_a_value_is_refused_naming_the_option(argv):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main.main(argv)
+    text = err.getvalue().strip()
+    assert code == 2
+    assert text.startswith("tilescope: error:") and "\n" not in text
+    assert argv[-1].split("=")[0] in text
