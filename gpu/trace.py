@@ -496,7 +496,6 @@ class TiledKernel:
     kernels, not the Python around them."""
 
     def __init__(self, config: AttentionConfig, algorithm: str, trace: bool = True) -> None:
-
         self.config = config
         self.algorithm = algorithm
         self.trace = trace
