@@ -303,6 +303,14 @@ class Runner(QObject):
                     if self._busy:
                         self._busy = False
                         self._emit(self._bridge.idle)
+                        # Idle: give the C heap's freed blocks back to the OS, outside the lock
+                        # so the GUI thread can queue work meanwhile; then check for work again.
+                        self._cond.release()
+                        try:
+                            trim_heap()
+                        finally:
+                            self._cond.acquire()
+                        continue
                     self._cond.wait()
                 if self._stop:
                     return
@@ -474,6 +482,9 @@ def trim_heap() -> None:
     Why: a CPU run frees its S and P (tens of MB), but once glibc's dynamic mmap threshold has
     risen, such blocks come from and return to the heap, which keeps them. Trimming after each
     CPU run (outside its timing, ~0.3 ms) took the soak's idle RSS from ~220 MB to ~185 MB.
+    The runner also trims each time it goes idle, whatever the backend: results, plots and Qt
+    churn the heap too, and at GPU run rates its retained free blocks made most of a slow RSS
+    rise (a fake-backend soak: 20 MiB/h untrimmed, 6.7 MiB/h trimmed every 2 s).
     (The slower creep that remained came from tracemalloc, started and stopped for each run's
     peak; gpu/array_meter.py replaced it, and the 30-minute CPU soak is now flat: +1.1%.)"""
     trim = _malloc_trim()
