@@ -4,7 +4,9 @@
         [--interval 5] [--seq-max 1024] [--out soak.json]
 
 What runs: the real `MainWindow` (real runner, result store, plots, tile animation) on the real
-backend (`cpu` NumPy here, `--backend cuda` on a GPU host). It repeats a cycle:
+backend (`cpu` NumPy here, `--backend cuda` on a GPU host; `--backend fake` answers from the
+cost model in 0.5 ms, to put GPU-like result rates through the GUI on any machine). It repeats
+a cycle:
 1. slider: ~3 s of random slider moves (one every 100 ms) up to N = --seq-max, with the
    Measurements tab shown, so live requests are coalesced and the plots repaint;
 2. sweep: the store is cleared (so the sweep really measures again) and a sweep of every power
@@ -136,7 +138,12 @@ class Soak:
         self.folder = tempfile.TemporaryDirectory()
         settings = QSettings(os.path.join(self.folder.name, "soak.ini"), QSettings.Format.IniFormat)
         settings.setValue("controls/seq_len", 256)
-        self.window = MainWindow(settings=settings, restore=True, backend=args.backend)
+        if args.backend == "fake":
+            self.window = MainWindow(
+                backend_factory=_fake_backend_factory(), settings=settings, restore=True
+            )
+        else:
+            self.window = MainWindow(settings=settings, restore=True, backend=args.backend)
         self.window.resize(1500, 920)
         self.window.show()
         self.counters = Counters()
@@ -272,6 +279,18 @@ class Soak:
         self.folder.cleanup()
 
 
+def _fake_backend_factory():  # type: ignore[no-untyped-def]
+    """Every backend choice answers with tests/app_fakes.FakeBackend: results from the cost model
+    after 0.5 ms, so the window handles thousands of results a minute, as with a GPU."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from app_fakes import FakeBackend
+
+    from gpu.algorithms import NAIVE, TILED, TILED_MMA
+
+    fake = FakeBackend(delay_s=0.0005, algorithms=(NAIVE, TILED, TILED_MMA), record_calls=False)
+    return lambda name: fake
+
+
 # -------------------------------------------------------------------- verdict
 
 
@@ -385,11 +404,16 @@ def table(samples: list[Sample], duration_s: float, cuda: bool, rows: int = 12) 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--minutes", type=float, default=30.0, help="how long to soak (default 30)")
-    p.add_argument("--backend", choices=("cpu", "cuda", "auto"), default="cpu")
+    p.add_argument(
+        "--backend",
+        choices=("cpu", "cuda", "auto", "fake"),
+        default="cpu",
+        help="fake: the tests' cost-model backend, 0.5 ms a run: the GUI path at GPU run rates",
+    )
     p.add_argument("--interval", type=float, default=5.0, help="seconds between samples")
     p.add_argument("--rest", type=float, default=2.0, help="seconds of animation after a sweep")
     p.add_argument(
-        "--seq-max", type=int, default=None, help="largest N swept (cpu 1024, cuda 16384)"
+        "--seq-max", type=int, default=None, help="largest N swept (cpu 1024, cuda/fake 16384)"
     )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", default="soak.json", help="where the JSON goes")
@@ -397,7 +421,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     if args.minutes <= 0 or args.interval <= 0:
         p.error("--minutes and --interval must be positive")
     if args.seq_max is None:
-        args.seq_max = 16384 if args.backend == "cuda" else 1024
+        args.seq_max = 16384 if args.backend in ("cuda", "fake") else 1024
     return args
 
 

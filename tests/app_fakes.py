@@ -20,6 +20,7 @@ class FakeBackend:
 
     delay_s: seconds each run sleeps (releases the GIL, like a kernel wait).
     bad_head_dims: head dims that raise ConfigError("head_dim", ...), like an unsupported kernel.
+    record_calls: keep `calls` and `threads` (off for soaks, where they would grow without end).
     """
 
     def __init__(
@@ -30,6 +31,7 @@ class FakeBackend:
         device: str = "Fake GPU 24 GB",
         memory_bytes: int = 24 * 10**9,
         bad_head_dims: tuple[int, ...] = (),
+        record_calls: bool = True,
     ) -> None:
         self.name = name
         self.delay_s = delay_s
@@ -37,6 +39,7 @@ class FakeBackend:
         self.device = device
         self.memory_bytes = memory_bytes
         self.bad_head_dims = bad_head_dims
+        self.record_calls = record_calls  # off for long soaks: `calls` grows with every run
         self.calls: list[tuple[int, str, int | None]] = []  # (N, algorithm, budget)
         self.threads: set[int] = set()
         self._lock = threading.Lock()
@@ -51,9 +54,10 @@ class FakeBackend:
         self, config: AttentionConfig, algorithm: str, options: RunOptions | None = None
     ) -> RunResult:
         options = options or RunOptions()
-        with self._lock:
-            self.calls.append((config.seq_len, algorithm, options.budget_bytes))
-            self.threads.add(threading.get_ident())
+        if self.record_calls:
+            with self._lock:
+                self.calls.append((config.seq_len, algorithm, options.budget_bytes))
+                self.threads.add(threading.get_ident())
         if config.head_dim in self.bad_head_dims:
             raise ConfigError("head_dim", config.head_dim, "64 or 128 on this fake kernel")
         if self.delay_s:
