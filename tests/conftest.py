@@ -24,3 +24,41 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+# ------------------------------------------------------------------- the main window, for app tests
+# Qt is imported inside the fixtures: a GPU host may run the engine tests without Qt.
+
+
+@pytest.fixture
+def window_settings(tmp_path):
+    """Settings in a temporary file, starting at N = 1024 whatever the defaults become."""
+    from PySide6.QtCore import QSettings
+
+    s = QSettings(str(tmp_path / "tilescope.ini"), QSettings.Format.IniFormat)
+    s.setValue("controls/seq_len", 1024)
+    return s
+
+
+@pytest.fixture
+def make_window(qtbot, window_settings):
+    """make(backend=None, factory=None, seq_len=None, **MainWindow kwargs): a shown main window
+    whose backend (a FakeBackend unless given) is ready."""
+    from app_fakes import FakeBackend
+
+    from app.main_window import MainWindow
+
+    def make(backend=None, factory=None, seq_len=None, **kwargs):
+        if seq_len is not None:
+            window_settings.setValue("controls/seq_len", seq_len)
+        backend = backend if backend is not None else FakeBackend()
+        window = MainWindow(
+            backend_factory=factory or (lambda name: backend), settings=window_settings, **kwargs
+        )
+        qtbot.addWidget(window)
+        window.show()
+        qtbot.waitExposed(window)
+        qtbot.waitUntil(lambda: window.backend is not None, timeout=5000)
+        return window
+
+    return make

@@ -9,10 +9,10 @@ import time
 import pyqtgraph as pg
 import pytest
 from app_fakes import FakeBackend
-from PySide6.QtCore import QElapsedTimer, QSettings, Qt, QTimer
+from PySide6.QtCore import QElapsedTimer, Qt, QTimer
 from PySide6.QtWidgets import QDialog, QSlider
 
-from app.main_window import NO_CUDA_MESSAGE, MainWindow
+from app.main_window import NO_CUDA_MESSAGE
 from gpu.algorithms import NAIVE, TILED
 from gpu.backend import BackendUnavailable
 from gpu.config import AttentionConfig
@@ -20,29 +20,6 @@ from gpu.cpu_backend import CpuBackend
 from gpu.recording import Recording, save_recording
 
 PLOT_NAMES = ("memoryPlot", "timingPlot", "trafficPlot")
-
-
-@pytest.fixture
-def settings(tmp_path):
-    s = QSettings(str(tmp_path / "tilescope.ini"), QSettings.Format.IniFormat)
-    s.setValue("controls/seq_len", 1024)  # a known start, whatever the defaults become
-    return s
-
-
-@pytest.fixture
-def make_window(qtbot, settings):
-    def make(backend=None, factory=None, **kwargs):
-        backend = backend if backend is not None else FakeBackend()
-        window = MainWindow(
-            backend_factory=factory or (lambda name: backend), settings=settings, **kwargs
-        )
-        qtbot.addWidget(window)
-        window.show()
-        qtbot.waitExposed(window)
-        qtbot.waitUntil(lambda: window.backend is not None, timeout=5000)
-        return window
-
-    return make
 
 
 def plots(window):
@@ -185,7 +162,7 @@ def test_a_slow_backend_leaves_the_gui_thread_responsive(qtbot, make_window):
     assert max(gaps) < 100, f"GUI thread stalled for {max(gaps)} ms"
 
 
-def test_settings_persist_across_a_restart(qtbot, make_window, settings):
+def test_settings_persist_across_a_restart(qtbot, make_window):
     window = make_window()
     c = window.controls
     c.set_seq_len(8192)
@@ -298,9 +275,8 @@ def test_a_recorded_run_replays_and_the_slider_snaps_to_its_n(qtbot, make_window
     assert "recorded" in window.readouts.backend.text()
 
 
-def test_the_cpu_backend_sweeps_small_n_end_to_end(qtbot, make_window, settings):
-    settings.setValue("controls/seq_len", 256)
-    window = make_window(CpuBackend())
+def test_the_cpu_backend_sweeps_small_n_end_to_end(qtbot, make_window):
+    window = make_window(CpuBackend(), seq_len=256)
     with qtbot.waitSignal(window.runner.sweepFinished, timeout=20000):
         window.sweep()
     memory = plots(window)["memoryPlot"]

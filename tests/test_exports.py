@@ -13,8 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from app_fakes import FakeBackend
-from PySide6.QtCore import QSettings, QTimer
+from PySide6.QtCore import QTimer
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QDialog, QMessageBox, QPushButton
 from test_session import FAKE_DATE, FAKE_DEVICE, synthetic_recording, write_synthetic
@@ -22,7 +21,6 @@ from test_session import FAKE_DATE, FAKE_DEVICE, synthetic_recording, write_synt
 import main
 from app import exports
 from app.file_menu import ExportRequest
-from app.main_window import MainWindow
 from app.recorded_run import SHIPPED_RECORDING
 from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA
 from gpu.recording import load_recording
@@ -31,25 +29,9 @@ imageio = pytest.importorskip("imageio.v3")
 UNWRITABLE = "/proc/tilescope_export"  # not even root can create files in /proc
 
 
-@pytest.fixture
-def settings(tmp_path):
-    s = QSettings(str(tmp_path / "tilescope.ini"), QSettings.Format.IniFormat)
-    s.setValue("controls/seq_len", 4096)
-    return s
-
-
-@pytest.fixture
-def make_window(qtbot, settings):
-    def make(**kwargs):
-        backend = FakeBackend()
-        window = MainWindow(backend_factory=lambda name: backend, settings=settings, **kwargs)
-        qtbot.addWidget(window)
-        window.show()
-        qtbot.waitExposed(window)
-        qtbot.waitUntil(lambda: window.backend is not None, timeout=5000)
-        return window
-
-    return make
+@pytest.fixture(autouse=True)
+def _start_at_n_4096(window_settings):
+    window_settings.setValue("controls/seq_len", 4096)
 
 
 @pytest.fixture

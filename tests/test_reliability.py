@@ -22,10 +22,9 @@ import pytest
 from app_fakes import FakeBackend
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import Qt
 
 from app.controls import ControlsPanel
-from app.main_window import MainWindow
 from app.runner import Runner
 from gpu import flash_mma, flash_readable
 from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA
@@ -229,31 +228,6 @@ def test_runner_gives_freed_heap_back_after_each_cpu_run_and_when_idle(
 
 
 # ------------------------------------------------------------------------------------ window
-
-
-@pytest.fixture
-def window_settings(tmp_path):
-    s = QSettings(str(tmp_path / "tilescope.ini"), QSettings.Format.IniFormat)
-    s.setValue("controls/seq_len", 1024)
-    return s
-
-
-@pytest.fixture
-def make_window(qtbot, window_settings):
-    def make(backend=None, factory=None, seq_len=None):
-        if seq_len is not None:
-            window_settings.setValue("controls/seq_len", seq_len)
-        backend = backend if backend is not None else FakeBackend()
-        window = MainWindow(
-            backend_factory=factory or (lambda name: backend), settings=window_settings
-        )
-        qtbot.addWidget(window)
-        window.show()
-        qtbot.waitExposed(window)
-        qtbot.waitUntil(lambda: window.backend is not None, timeout=5000)
-        return window
-
-    return make
 
 
 def _memory(window):

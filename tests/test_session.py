@@ -10,9 +10,7 @@ from pathlib import Path
 
 import pytest
 from app_fakes import FakeBackend
-from PySide6.QtCore import QSettings
 
-from app.main_window import MainWindow
 from app.session import (
     SESSION_SCHEMA,
     Session,
@@ -160,27 +158,6 @@ def test_corrupt_truncated_future_or_malformed_sessions_give_a_message(tmp_path,
 
 
 # ------------------------------------------------------------------------------------ window
-
-
-@pytest.fixture
-def settings(tmp_path):
-    s = QSettings(str(tmp_path / "tilescope.ini"), QSettings.Format.IniFormat)
-    s.setValue("controls/seq_len", 1024)
-    return s
-
-
-@pytest.fixture
-def make_window(qtbot, settings):
-    def make(backend=None, **kwargs):
-        backend = backend if backend is not None else FakeBackend()
-        window = MainWindow(backend_factory=lambda name: backend, settings=settings, **kwargs)
-        qtbot.addWidget(window)
-        window.show()
-        qtbot.waitExposed(window)
-        qtbot.waitUntil(lambda: window.backend is not None, timeout=5000)
-        return window
-
-    return make
 
 
 def _measure(qtbot, window, lens=(512, 1024, 2048)):
