@@ -107,41 +107,32 @@ def _report_refusal(box: ValidatedSpinBox | ValidatedDoubleSpinBox, text: str, f
     box.rejected.emit(_bare_text(box, text))
 
 
-class ValidatedSpinBox(QSpinBox):
+class _ReportsRefusals:
+    """Validation shared by the spin boxes below (mixed in before the Qt class): typed text that
+    is not a number of this field is Invalid, and a refusal is reported, not silently undone."""
+
+    rejections = 0  # edits refused since the last accepted one (set per box once refused)
+
+    def validate(self, text: str, pos: int) -> object:
+        return _number_like(self, text, super().validate(text, pos))
+
+    def fixup(self, text: str) -> str:
+        fixed = super().fixup(text)
+        _report_refusal(self, text, fixed)
+        return fixed
+
+
+class ValidatedSpinBox(_ReportsRefusals, QSpinBox):
     """A spin box that reports typed text it cannot take instead of silently restoring the old
     value: `rejected(text)` fires when Enter or leaving the field finds such text."""
 
     rejected = Signal(str)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.rejections = 0  # edits refused since the last accepted one
 
-    def validate(self, text: str, pos: int) -> object:
-        return _number_like(self, text, super().validate(text, pos))
-
-    def fixup(self, text: str) -> str:
-        fixed = super().fixup(text)
-        _report_refusal(self, text, fixed)
-        return fixed
-
-
-class ValidatedDoubleSpinBox(QDoubleSpinBox):
+class ValidatedDoubleSpinBox(_ReportsRefusals, QDoubleSpinBox):
     """ValidatedSpinBox for decimals (the custom memory budget)."""
 
     rejected = Signal(str)
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.rejections = 0
-
-    def validate(self, text: str, pos: int) -> object:
-        return _number_like(self, text, super().validate(text, pos))
-
-    def fixup(self, text: str) -> str:
-        fixed = super().fixup(text)
-        _report_refusal(self, text, fixed)
-        return fixed
 
 
 class SeqLenSpinBox(ValidatedSpinBox):

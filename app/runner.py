@@ -484,7 +484,8 @@ def trim_heap() -> None:
     CPU run (outside its timing, ~0.3 ms) took the soak's idle RSS from ~220 MB to ~185 MB.
     The runner also trims each time it goes idle, whatever the backend: results, plots and Qt
     churn the heap too, and at GPU run rates its retained free blocks made most of a slow RSS
-    rise (a fake-backend soak: 20 MiB/h untrimmed, 6.7 MiB/h trimmed every 2 s).
+    rise (`bench/soak.py --backend fake --minutes 10`: 9.2 MiB/h without the idle trim, 1.9 with
+    it; docs/RELIABILITY.md).
     (The slower creep that remained came from tracemalloc, started and stopped for each run's
     peak; gpu/array_meter.py replaced it, and the 30-minute CPU soak is now flat: +1.1%.)"""
     trim = _malloc_trim()
