@@ -18,7 +18,8 @@ import sys
 from collections.abc import Sequence
 
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED
-from gpu.backend import BACKEND_NAMES, BackendUnavailable, RunOptions, create_backend
+from gpu.backend import BackendUnavailable, RunOptions
+from gpu.backends import BACKEND_NAMES, create_backend
 from gpu.config import DTYPE_BYTES, AttentionConfig, ConfigError
 from gpu.costmodel import GPUS, algorithm_cost, attention_matrix_bytes
 

@@ -98,8 +98,8 @@ def test_bench_check_fails_when_an_algorithm_disagrees(monkeypatch, tmp_path, ca
 
     real = cpu._tiled_kernels
 
-    def broken(config, q, k, v):
-        out, spent = real(config, q, k, v)
+    def broken(config, q, k, v, **kw):
+        out, spent = real(config, q, k, v, **kw)
         return out * 1.5, spent
 
     monkeypatch.setattr(cpu, "_tiled_kernels", broken)
@@ -154,8 +154,8 @@ def test_bench_csv_has_units_in_the_header_and_refuses_to_overwrite(tmp_path):
 
 
 def test_cuda_backend_without_a_gpu_is_a_clear_error(monkeypatch, capsys):
-    import gpu.backend as backend_module
+    import gpu.backends as backends_module
 
-    monkeypatch.setattr(backend_module, "cuda_available", lambda: False)
+    monkeypatch.setattr(backends_module, "cuda_available", lambda: False)
     assert main.main(["bench", "--backend", "cuda", "--seq", "64"]) == 2
     assert "cuda backend unavailable" in capsys.readouterr().err
