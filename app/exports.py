@@ -109,11 +109,16 @@ def _check_target(path: Path, overwrite: bool) -> None:
 
 
 def png_bytes(image: QImage) -> bytes:
+    return encoded_image(image, "PNG")
+
+
+def encoded_image(image: QImage, fmt: str) -> bytes:
+    """`image` encoded by Qt's writer for `fmt` ("PNG", "JPEG")."""
     data = QByteArray()
     buffer = QBuffer(data)
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    if not image.save(buffer, "PNG"):
-        raise ExportError("could not encode the PNG")
+    if not image.save(buffer, fmt):
+        raise ExportError(f"could not encode the {fmt}")
     return bytes(data.data())
 
 
