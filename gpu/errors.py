@@ -19,6 +19,13 @@ from __future__ import annotations
 from typing import Any
 
 
+def printable(text: str) -> str:
+    """`text` with control characters escaped (a field name holding a newline stays one line)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 class TilescopeError(Exception):
     """Base of the engine's own errors; the message is one line for a user."""
 
@@ -33,6 +40,7 @@ class SchemaError(FileReadError):
     of the field inside the document (``results[3].peak_bytes``)."""
 
     def __init__(self, source: str, where: str, reason: str) -> None:
+        source, where, reason = printable(source), printable(where), printable(reason)
         super().__init__(f"{source}: {where}: {reason}")
         self.source = source
         self.where = where

@@ -30,7 +30,7 @@ from typing import Any
 
 import msgspec
 
-from .errors import FileReadError, FileWriteError
+from .errors import FileReadError, FileWriteError, printable
 
 #: Largest file the program reads: the shipped recordings and traces are a few MB; a sweep with
 #: every trace kept is tens of MB. A bigger file is refused before any of it is read.
@@ -46,10 +46,10 @@ _PART_SUFFIX = ".part"
 def read_bytes(path: str | os.PathLike[str], *, limit: int = MAX_READ_BYTES) -> bytes:
     """The bytes of the regular file `path`, refusing FIFOs, devices, folders and files larger
     than `limit` (checked before reading and again while reading, for files that grow)."""
-    name = os.fspath(path)
+    name = printable(os.fspath(path))
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(name, flags)  # non-blocking: opening a FIFO does not wait for a writer
+        fd = os.open(path, flags)  # non-blocking: opening a FIFO does not wait for a writer
     except OSError as exc:
         raise FileReadError(f"cannot read {name}: {exc.strerror or exc}") from exc
     try:
@@ -100,7 +100,7 @@ def decode_json(data: bytes, where: str) -> Any:
 
 def read_json(path: str | os.PathLike[str], *, limit: int = MAX_READ_BYTES) -> Any:
     """`read_bytes` then `decode_json`: the one way the program opens a JSON file."""
-    return decode_json(read_bytes(path, limit=limit), os.fspath(path))
+    return decode_json(read_bytes(path, limit=limit), printable(os.fspath(path)))
 
 
 _UTF16_32_BOMS = (b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")

@@ -149,8 +149,8 @@ _WRITER = textwrap.dedent(
     from gpu import fileio
     fileio.remove_partial_files_on_signals()
     tmp = fileio.new_partial_file({target!r})
-    print(tmp, flush=True)
     try:
+        print(tmp, flush=True)
         while True:
             time.sleep(0.05)
     except KeyboardInterrupt:

@@ -275,3 +275,21 @@ def test_json_is_plain_data(tmp_path, recording):
     save_recording(recording, path)
     data = json.loads(path.read_text())
     assert data["schema"] == "tilescope.results/1" and len(data["results"]) == 3
+
+
+def test_every_field_the_dataclasses_write_is_checked_by_the_format():
+    """A field added to RunResult, KernelTime, DeviceInfo or AttentionConfig must be added to
+    its document type in gpu/schema.py too, with its type and range."""
+    from dataclasses import fields
+
+    from gpu.results import DeviceInfo, RunResult
+    from gpu.schema import ConfigDoc, DeviceDoc, KernelTimeDoc, ResultDoc
+
+    for cls, doc in (
+        (RunResult, ResultDoc),
+        (KernelTime, KernelTimeDoc),
+        (DeviceInfo, DeviceDoc),
+        (AttentionConfig, ConfigDoc),
+    ):
+        missing = {f.name for f in fields(cls)} - set(doc.__struct_fields__)
+        assert not missing, f"add {sorted(missing)} to gpu.schema.{doc.__name__}"
