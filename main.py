@@ -420,7 +420,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 continue
             try:
                 r = backend.run(cfg, algo, options)
-            except (UnsupportedConfig, ValueError) as exc:  # cannot run this config here
+            except ValueError as exc:  # UnsupportedConfig: this config cannot run here
                 progress.print(table.note(n, algo, "SKIPPED", _one_line(exc)))
                 skipped.append(f"{algo} at N={n}")
             except KernelCompileError as exc:  # the kernel is broken: no N will run it
@@ -452,17 +452,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
             print(f"tilescope: error: {_one_line(exc)}{where}", file=sys.stderr)
             return EXIT_FAILED
         print(f"# wrote {len(results)} results to {args.out}")
+    status = EXIT_OK
     if broken:
         lines = "; ".join(f"{algo}: {why}" for algo, why in broken.items())
         print(f"tilescope: error: {lines}", file=sys.stderr)
-        return EXIT_FAILED
+        status = EXIT_FAILED
     if failed:
         print("tilescope: check failed: " + "; ".join(failed), file=sys.stderr)
-        return EXIT_CHECK_FAILED
-    if skipped and args.check:
+        status = EXIT_CHECK_FAILED
+    elif skipped and args.check and not broken:
         print("tilescope: check incomplete, not run: " + "; ".join(skipped), file=sys.stderr)
-        return EXIT_CHECK_FAILED
-    return EXIT_OK
+        status = EXIT_CHECK_FAILED
+    return status
 
 
 def _save_fallback(recording: Any, suffix: str) -> str | None:
@@ -601,9 +602,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except Exception as exc:
         return report_error(exc)
-    from app.launch import run_gui
+    try:
+        from app.launch import run_gui
 
-    return run_gui(open_path=args.open)
+        return run_gui(open_path=args.open)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # the app could not start: one line, like every other error
+        return report_error(exc)
 
 
 if __name__ == "__main__":

@@ -19,11 +19,9 @@ runs.
 
 from __future__ import annotations
 
-import math
 import os
 import platform
 import statistics
-import sys
 import time
 
 import ml_dtypes
@@ -36,6 +34,7 @@ from .backend import CancelHook, RunOptions, check_cancel
 from .config import AttentionConfig, ceil_div
 from .costmodel import algorithm_cost
 from .results import DeviceInfo, KernelTime, RunResult
+from .schema import finite_result
 
 NUMPY_DTYPES = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32}
 
@@ -150,15 +149,11 @@ class CpuBackend:
             _, spent = kernels(config, q, k, v, cancel=cancel)
             for name, seconds in spent:
                 times.setdefault(name, []).append(max(seconds, CLOCK_RESOLUTION_S))
-        notes = [_peak_note(algorithm, peak, cost.peak_bytes)]
         error = None
         if options.check:
             ref = reference_attention(q, k, v, config.causal)
             error = float(np.max(np.abs(out.astype(np.float64) - ref)))
-            if not math.isfinite(error):  # JSON has no NaN: the largest float still disagrees
-                error = sys.float_info.max
-                notes.append("the output holds NaN or infinity")
-        return RunResult(
+        result = RunResult(
             **base,
             kernel_times=tuple(
                 KernelTime(name, statistics.median(ts) * 1e3) for name, ts in times.items()
@@ -166,8 +161,9 @@ class CpuBackend:
             peak_bytes=peak,
             max_abs_error=error,
             repeats=max(1, options.repeats),
-            message="; ".join(n for n in notes if n),
+            message=_peak_note(algorithm, peak, cost.peak_bytes),
         )
+        return finite_result(result)  # JSON has no NaN: the largest float still disagrees
 
 
 def _peak_note(algorithm: str, peak: int, model: int) -> str:

@@ -13,13 +13,20 @@ import csv
 import io
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .errors import FileReadError, FileWriteError, RecordingError, SchemaError
 from .fileio import atomic_write_text, read_json
 from .results import DeviceInfo, RunResult
-from .schema import RESULTS_SCHEMA, RecordingDoc, check, device_from_checked, result_from_checked
+from .schema import (
+    RESULTS_SCHEMA,
+    RecordingDoc,
+    check,
+    device_from_checked,
+    finite_result,
+    result_from_checked,
+)
 from .trace import Trace
 
 SCHEMA = RESULTS_SCHEMA
@@ -53,14 +60,15 @@ class Recording:
 def save_recording(
     recording: Recording, path: str | os.PathLike[str], *, overwrite: bool = False
 ) -> None:
-    """Write JSON (or CSV when `path` ends in .csv) atomically. FileExistsError when `path`
+    """Write JSON (or CSV when `path` ends in .csv) atomically. A non-finite error (an output
+    holding NaN) is written as the largest float, with a note. FileExistsError when `path`
     exists and not `overwrite`; FileWriteError when it cannot be written or the recording
     holds a value the results format refuses (named by its path)."""
     where = os.fspath(path)
     if where.lower().endswith(".csv"):
         text = results_csv(recording.results)
     else:
-        data = recording.to_dict()
+        data = replace(recording, results=tuple(map(finite_result, recording.results))).to_dict()
         try:
             check(data, RecordingDoc, where)
         except SchemaError as exc:
@@ -105,12 +113,15 @@ def recording_from_document(data: Any, where: str) -> Recording:
         check(data, RecordingDoc, where)
     except SchemaError as exc:
         raise RecordingError(str(exc)) from exc
-    return Recording(
-        device_from_checked(data["device"]),
-        tuple(result_from_checked(r) for r in data["results"]),
-        dict(data.get("meta", {})),
-        tuple(Trace.from_checked(t) for t in data.get("traces", [])),
-    )
+    try:
+        return Recording(
+            device_from_checked(data["device"]),
+            tuple(result_from_checked(r) for r in data["results"]),
+            dict(data.get("meta", {})),
+            tuple(Trace.from_checked(t) for t in data.get("traces", [])),
+        )
+    except (TypeError, ValueError, KeyError) as exc:  # a rule the format does not express
+        raise RecordingError(f"{where}: malformed results ({exc})") from exc
 
 
 CSV_COLUMNS = (

@@ -12,8 +12,12 @@ Unknown fields are tolerated and ignored, so a file written by a later version t
 optional field still opens. To check a new field of RunResult (gpu/results.py), add it to
 `ResultDoc` below with its type, range and a default; a field of KernelTime goes in
 `KernelTimeDoc`, of DeviceInfo in `DeviceDoc`. A result is built from the checked dict with
-only the keys its dataclass has (`load_result`), so a field can be added to the dataclass and
-here in either order.
+only the keys its dataclass has (`result_from_checked`), so a field can be added to the
+dataclass and here in either order (a test fails while a dataclass field is unchecked).
+
+For callers with parsed JSON (a session's parts): `check_config`, `check_device`,
+`check_result`, `check_results` check and build, raising SchemaError; `check(data, Doc, where)`
+checks against any document type. `finite_result` makes a result writable (no NaN).
 
 Limits a file must respect (stated in messages and in `main.py bench --help`):
 `MAX_SM_COUNT` SMs, `MAX_TRACE_BLOCKS` blocks per trace, times up to `MAX_TRACE_NS` ns in a
@@ -23,6 +27,7 @@ trace and `MAX_MS` ms per kernel, counts (bytes, FLOPs) up to `MAX_COUNT`.
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -397,6 +402,17 @@ def result_from_checked(data: dict[str, Any]) -> RunResult:
     known = _known(data, RunResult)
     known["kernel_times"] = [_known(k, KernelTime) for k in data.get("kernel_times", ())]
     return RunResult.from_dict(known)
+
+
+def finite_result(result: RunResult) -> RunResult:
+    """`result` as a file can hold it: a NaN or infinite error (an output that is not finite)
+    becomes the largest float, which still disagrees, and the message says why."""
+    error = result.max_abs_error
+    if error is None or math.isfinite(error):
+        return result
+    note = "the output holds NaN or infinity"
+    message = f"{result.message}; {note}" if result.message else note
+    return dataclasses.replace(result, max_abs_error=sys.float_info.max, message=message)
 
 
 def device_from_checked(data: dict[str, Any]) -> DeviceInfo:

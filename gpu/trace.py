@@ -299,9 +299,11 @@ def traces_from_document(data: Any, where: str) -> tuple[Trace, ...]:
             check(data, TracesFileDoc, where)
         else:
             check(raw, list[TraceDoc], where, "traces")
+        return tuple(Trace.from_checked(t) for t in raw)
     except SchemaError as exc:
         raise TraceError(str(exc)) from exc
-    return tuple(Trace.from_checked(t) for t in raw)
+    except (TypeError, ValueError, KeyError) as exc:  # a rule the format does not express
+        raise TraceError(f"{where}: malformed trace ({exc})") from exc
 
 
 # --------------------------------------------------------------------------------------------

@@ -392,3 +392,15 @@ def test_render_writes_jpeg_for_jpg_and_says_what_the_recording_substituted(
     err = capsys.readouterr().err
     assert "tilescope: note: the window shows B=1 h=12 N=" in err
     assert "not the requested B=1 h=1 N=1" in err
+
+
+def test_the_app_failing_to_start_is_one_line_too(capsys, monkeypatch):
+    import app.launch
+
+    def no_display(open_path=None):
+        raise ImportError("libEGL.so.1: cannot open shared object file")
+
+    monkeypatch.setattr(app.launch, "run_gui", no_display)
+    monkeypatch.delenv("TILESCOPE_DEBUG", raising=False)
+    assert main.main([]) == 1
+    assert "ImportError: libEGL.so.1" in _one_line_error(capsys)

@@ -67,3 +67,35 @@ def test_an_escaped_memory_error_becomes_an_oom_result_with_the_models_figures()
     assert r.oom and r.message == "out of memory: 4 GiB" and r.model_peak_bytes > 0
     peer = backend.oom_result(cfg, "sdpa_flash", "cuda", "GPU", MemoryError())
     assert peer.oom and peer.model_peak_bytes == 0 and "MemoryError" in peer.message
+
+
+@pytest.mark.gpu
+def test_the_cuda_backend_names_the_field_of_each_refused_config():
+    from gpu.algorithms import TILED, TILED_MMA
+    from gpu.backend import RunOptions
+
+    cuda = backends.create_backend("cuda")
+    quick = RunOptions(warmup=0, repeats=1)
+    too_big = AttentionConfig(seq_len=256, head_dim=256, block_m=256, block_n=256, dtype="fp32")
+    with pytest.raises(errors.UnsupportedConfig, match="shared memory") as info:
+        cuda.run(too_big, TILED, quick)
+    assert info.value.field == "block_m"
+    if TILED_MMA in cuda.algorithms():
+        for config, field in (
+            (AttentionConfig(seq_len=256, dtype="fp32"), "dtype"),
+            (AttentionConfig(seq_len=256, head_dim=96), "head_dim"),
+        ):
+            with pytest.raises(errors.UnsupportedConfig) as info:
+                cuda.run(config, TILED_MMA, quick)
+            assert info.value.field == field, str(info.value)
+
+
+@pytest.mark.gpu
+def test_the_cuda_backend_accepts_a_cancel_hook():
+    from gpu.algorithms import NAIVE, TILED
+    from gpu.backend import RunOptions
+
+    cuda = backends.create_backend("cuda")
+    options = RunOptions(warmup=0, repeats=1, check=True, cancel=lambda: False)
+    for algorithm in (NAIVE, TILED):
+        assert cuda.run(AttentionConfig(seq_len=512), algorithm, options).agrees

@@ -91,7 +91,7 @@ def test_missing_folder_gives_a_message(tmp_path, recording):
 @pytest.mark.parametrize(
     ("change", "field"),
     [
-        ({"max_abs_error": float("nan")}, "results[0].max_abs_error"),
+        ({"max_abs_error": -1.0}, "results[0].max_abs_error"),
         ({"kernel_times": (KernelTime("flash_fwd", float("inf")),)}, "kernel_times[0].ms"),
         ({"kernel_times": (KernelTime("flash_fwd", 0.0),)}, "kernel_times[0].ms"),
         ({"peak_bytes": -1}, "results[0].peak_bytes"),
@@ -293,3 +293,27 @@ def test_every_field_the_dataclasses_write_is_checked_by_the_format():
     ):
         missing = {f.name for f in fields(cls)} - set(doc.__struct_fields__)
         assert not missing, f"add {sorted(missing)} to gpu.schema.{doc.__name__}"
+
+
+def test_a_nan_error_from_a_backend_is_written_as_a_finite_disagreement(tmp_path, recording):
+    bad = replace(recording, results=(replace(recording.results[1], max_abs_error=float("nan")),))
+    path = tmp_path / "run.json"
+    save_recording(bad, path)
+    (r,) = load_recording(path).results
+    assert r.agrees is False and "NaN or infinity" in r.message
+
+
+@pytest.mark.gpu
+def test_cuda_results_pass_the_format_and_round_trip(tmp_path):
+    from gpu.backends import create_backend
+
+    cuda = create_backend("cuda")
+    cfg = AttentionConfig(seq_len=1024)
+    opts = RunOptions(warmup=1, repeats=3, check=True)
+    results = tuple(cuda.run(cfg, a, opts) for a in cuda.algorithms())
+    oom = cuda.run(cfg.with_(seq_len=65536), NAIVE, RunOptions(budget_bytes=10**9))
+    rec = Recording(cuda.device_info(), (*results, oom), {"command": "test"})
+    save_recording(rec, tmp_path / "cuda.json")
+    loaded = load_recording(tmp_path / "cuda.json")
+    assert loaded.results == rec.results and loaded.device == rec.device
+    assert loaded.results[-1].oom
