@@ -25,6 +25,7 @@ import signal
 import stat
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -203,16 +204,12 @@ def discard_partial_file(tmp: str) -> None:
         _in_flight.discard(tmp)
 
 
-def commit_partial_file(tmp: str, path: str | os.PathLike[str], *, overwrite: bool = False) -> None:
-    """Give the finished temporary file `tmp` the target's permissions (its existing mode, else
-    the usual mode for a new file) and rename it over `path` (a symlink's target). On failure
-    `tmp` is removed and FileWriteError (or FileExistsError) is raised."""
-    target = write_target(path)
+@contextlib.contextmanager
+def _discarded_on_failure(tmp: str, target: Path) -> Iterator[None]:
+    """Remove `tmp` when the block fails (even on KeyboardInterrupt); any other OSError than
+    our own becomes a FileWriteError naming `target`."""
     try:
-        existing = _check_existing(target, overwrite)
-        mode = stat.S_IMODE(existing.st_mode) if existing else 0o666 & ~_umask()
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
+        yield
     except (FileExistsError, FileWriteError):
         discard_partial_file(tmp)
         raise
@@ -222,6 +219,18 @@ def commit_partial_file(tmp: str, path: str | os.PathLike[str], *, overwrite: bo
     except BaseException:
         discard_partial_file(tmp)
         raise
+
+
+def commit_partial_file(tmp: str, path: str | os.PathLike[str], *, overwrite: bool = False) -> None:
+    """Give the finished temporary file `tmp` the target's permissions (its existing mode, else
+    the usual mode for a new file) and rename it over `path` (a symlink's target). On failure
+    `tmp` is removed and FileWriteError (or FileExistsError) is raised."""
+    target = write_target(path)
+    with _discarded_on_failure(tmp, target):
+        existing = _check_existing(target, overwrite)
+        mode = stat.S_IMODE(existing.st_mode) if existing else 0o666 & ~_umask()
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
     with _in_flight_lock:
         _in_flight.discard(tmp)
     _fsync_folder(target.parent)
@@ -237,17 +246,10 @@ def atomic_write_bytes(
     target = write_target(path)
     _check_existing(target, overwrite)
     tmp = new_partial_file(target)
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-    except OSError as exc:
-        discard_partial_file(tmp)
-        raise FileWriteError(f"cannot write {target}: {exc.strerror or exc}") from exc
-    except BaseException:
-        discard_partial_file(tmp)
-        raise
+    with _discarded_on_failure(tmp, target), open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
     commit_partial_file(tmp, target, overwrite=overwrite)
 
 
