@@ -6,7 +6,9 @@
     python main.py bench [...]          measure algorithms over sequence lengths
     python main.py render --seq N --out shot.png   headless screenshot of the window
 
-Bad flags or values print one line naming the problem and exit with status 2, without a traceback.
+Every error reaches the user as one line without a traceback (`report_error`): bad flags, values
+or files exit with status 2, a failed check or a failed run with status 1. An error nobody
+expected also gets one line, plus a hint: TILESCOPE_DEBUG=1 prints its traceback.
 """
 
 from __future__ import annotations
@@ -14,16 +16,51 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import math
+import os
+import shutil
 import sys
+import tempfile
+import traceback
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED
-from gpu.backend import BACKEND_NAMES, BackendUnavailable, RunOptions, create_backend
+from gpu.backend import RunOptions, oom_result
+from gpu.backends import BACKEND_NAMES, create_backend
 from gpu.config import DTYPE_BYTES, AttentionConfig, ConfigError
-from gpu.costmodel import GPUS, algorithm_cost, attention_matrix_bytes
+from gpu.costmodel import GPUS, algorithm_cost, attention_matrix_bytes, useful_flops
+from gpu.cuda_kernels import KernelCompileError
+from gpu.errors import (
+    BackendUnavailable,
+    FileReadError,
+    FileWriteError,
+    TilescopeError,
+    UnsupportedConfig,
+)
+from gpu.fileio import MAX_READ_LABEL, check_writable, remove_partial_files_on_signals
+from gpu.schema import MAX_SM_COUNT, MAX_TRACE_BLOCKS
 
+EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_CHECK_FAILED = 1
+EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130
+DEBUG_ENV = "TILESCOPE_DEBUG"
+
+#: Sequence lengths `bench` measures by default: the CPU runs the same sweep ~1000x slower.
+DEFAULT_SEQ = {"cuda": [1024, 2048, 4096], "cpu": [256, 512, 1024]}
+#: Largest memory budget: what a signed 64-bit byte count holds (CuPy's pool limit is one).
+MAX_BUDGET = 2**63 - 1
+#: Image files `render` writes, by suffix.
+RENDER_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG"}
+
+LIMITS_EPILOG = (
+    f"Files opened (--open, recordings, sessions, traces) must be regular files of at most "
+    f"{MAX_READ_LABEL}, UTF-8 JSON; a trace may hold at most {MAX_SM_COUNT} SMs and "
+    f"{MAX_TRACE_BLOCKS:,} blocks. Bad values exit 2, a failed check or run 1."
+)
 
 
 class UsageError(Exception):
@@ -59,31 +96,41 @@ def _algo_list(text: str) -> list[str]:
     return algos
 
 
+_SIZE_UNITS = {
+    "KIB": 2**10,
+    "MIB": 2**20,
+    "GIB": 2**30,
+    "TIB": 2**40,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "TB": 10**12,
+    "B": 1,
+}
+
+
 def _bytes(text: str) -> int:
-    """'24GB', '512MiB', '1e9' -> bytes."""
-    units = {
-        "KIB": 2**10,
-        "MIB": 2**20,
-        "GIB": 2**30,
-        "KB": 10**3,
-        "MB": 10**6,
-        "GB": 10**9,
-        "B": 1,
-    }
-    t = text.strip().upper()
-    for suffix, mult in units.items():
+    """'24GB', '512MiB', '1e9' -> bytes: a finite, whole, positive number of bytes that fits in
+    64 bits (so 'inf', '1e400', '0.4B' and '-1GB' are refused rather than meaning no budget)."""
+    t = text.strip().upper().replace("_", "")
+    scale = 1
+    for suffix, mult in _SIZE_UNITS.items():
         if t.endswith(suffix):
-            t, scale = t[: -len(suffix)], mult
+            t, scale = t[: -len(suffix)].strip(), mult
             break
-    else:
-        scale = 1
     try:
         value = float(t) * scale
-    except ValueError:
+    except (ValueError, OverflowError):
         raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 24GB, 512MiB)") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite size")
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return int(value)
+    if round(value) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is less than one byte")
+    if value > MAX_BUDGET:
+        raise argparse.ArgumentTypeError(f"{text!r} is more than 2^63 bytes")
+    return round(value)
 
 
 def _shape_args(p: argparse.ArgumentParser) -> None:
@@ -97,8 +144,14 @@ def _shape_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="tilescope", description="See the attention memory wall.")
-    parser.add_argument("--open", metavar="FILE", help="open a recorded run or saved session")
+    parser = _Parser(
+        prog="tilescope", description="See the attention memory wall.", epilog=LIMITS_EPILOG
+    )
+    parser.add_argument(
+        "--open",
+        metavar="FILE",
+        help=f"open a recorded run or saved session (a regular file of at most {MAX_READ_LABEL})",
+    )
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     model = sub.add_parser("model", help="print the cost model's figures for one config")
@@ -106,9 +159,22 @@ def build_parser() -> argparse.ArgumentParser:
     _shape_args(model)
     model.add_argument("--json", action="store_true", help="print one JSON object")
 
-    bench = sub.add_parser("bench", help="measure algorithms over sequence lengths")
+    bench = sub.add_parser(
+        "bench",
+        help="measure algorithms over sequence lengths",
+        description="Measure algorithms over sequence lengths: one table row per run on "
+        "stdout; on a terminal, a progress bar with an estimate on stderr.",
+        epilog=LIMITS_EPILOG,
+    )
     bench.add_argument("--backend", choices=BACKEND_NAMES, default="auto")
-    bench.add_argument("--seq", type=_int_list, default=[1024, 2048, 4096])
+    bench.add_argument(
+        "--seq",
+        type=_int_list,
+        default=None,
+        help="sequence lengths, e.g. 1024,2048 (default "
+        + "; ".join(f"{','.join(map(str, v))} on {k}" for k, v in DEFAULT_SEQ.items())
+        + ")",
+    )
     _shape_args(bench)
     bench.add_argument("--algo", type=_algo_list, default=None, help="e.g. naive,tiled")
     bench.add_argument(
@@ -116,16 +182,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--repeats", type=int, default=5)
     bench.add_argument("--warmup", type=int, default=1)
-    bench.add_argument("--budget", type=_bytes, default=None, help="memory budget, e.g. 24GB")
-    bench.add_argument("--out", help="write results to .json or .csv")
+    bench.add_argument(
+        "--budget",
+        type=_bytes,
+        default=None,
+        help="memory budget, e.g. 24GB or 512MiB: a whole number of bytes from 1 to 2^63",
+    )
+    bench.add_argument(
+        "--out",
+        help="write results to .json or .csv (checked before measuring; if the final write "
+        "fails, the results are kept in a named file in the temporary folder)",
+    )
     bench.add_argument("--force", action="store_true", help="replace an existing --out file")
 
     render = sub.add_parser("render", help="headless screenshot of the window")
     render.add_argument("--seq", type=int, required=True)
     render.add_argument("--backend", choices=(*BACKEND_NAMES, "replay"), default="auto")
     _shape_args(render)
-    render.add_argument("--open", dest="render_open", metavar="FILE", help="recorded run to show")
-    render.add_argument("--out", required=True, help="PNG path")
+    render.add_argument(
+        "--open",
+        dest="render_open",
+        metavar="FILE",
+        help=f"recorded run or session to show (a regular file of at most {MAX_READ_LABEL})",
+    )
+    render.add_argument("--out", required=True, help="image path: .png, .jpg or .jpeg")
     render.add_argument("--force", action="store_true", help="replace an existing --out file")
     render.add_argument(
         "--colors", type=int, default=0, help="reduce the PNG to this many colours (2..256)"
@@ -197,23 +277,117 @@ def cmd_model(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    from gpu.recording import Recording, RecordingError, save_recording
+# --------------------------------------------------------------------------------------------
+# bench
 
-    configs = [_config(args, n) for n in args.seq]  # validate every N before measuring any
+
+def _check_out(args: argparse.Namespace) -> None:
+    """Refuse a bad --out before anything is measured: no name, a suffix other than .json or
+    .csv, an existing file without --force, a folder that is missing, read-only or full."""
+    if args.out is None:
+        return
+    if not args.out.strip():
+        raise UsageError("--out needs a file name (.json or .csv)")
+    if not args.out.lower().endswith((".json", ".csv")):
+        raise UsageError(f"--out {args.out!r}: the file must end in .json or .csv")
+    _check_writable_out(args)
+
+
+def _check_writable_out(args: argparse.Namespace) -> None:
+    try:
+        check_writable(args.out, overwrite=args.force)
+    except FileExistsError:
+        raise UsageError(f"--out {args.out!r} exists; add --force to replace it") from None
+    except FileWriteError as exc:
+        raise UsageError(f"--out {args.out!r}: {exc}") from None
+
+
+class BenchTable:
+    """The rows `bench` prints as it goes: fixed columns (the per-kernel times last, since
+    their width varies), throughput in one unit per table (GFLOP/s on the CPU, where TFLOP/s
+    would read 0.00)."""
+
+    def __init__(self, algos: Sequence[str], flops_unit: str) -> None:
+        self.algo_width = max(9, *(len(a) for a in algos))
+        self.unit = flops_unit
+        self.scale = 1e3 if flops_unit == "GFLOP/s" else 1.0  # RunResult.tflops is TFLOP/s
+
+    def header(self) -> str:
+        return (
+            f"{'N':>7} {'algorithm':<{self.algo_width}} {'total ms':>10} {self.unit:>9} "
+            f"{'peak':>10} {'model peak':>10} {'max err':>9}  kernels (ms)"
+        )
+
+    def row(self, r: Any) -> str:
+        n, algo = r.config.seq_len, r.algorithm
+        if r.oom:
+            return f"{n:>7} {algo:<{self.algo_width}} {'OOM':>10} {r.message}"
+        kernels = " ".join(f"{k.name}={k.ms:.3f}" for k in r.kernel_times)
+        rate = "" if r.tflops is None else f"{r.tflops * self.scale:.2f}"
+        err = "" if r.max_abs_error is None else f"{r.max_abs_error:.2e}"
+        peak = "" if r.peak_bytes is None else _fmt_bytes(r.peak_bytes)
+        total = "" if r.total_ms is None else f"{r.total_ms:.3f}"
+        return (
+            f"{n:>7} {algo:<{self.algo_width}} {total:>10} {rate:>9} {peak:>10} "
+            f"{_fmt_bytes(r.model_peak_bytes):>10} {err:>9}  {kernels}"
+        )
+
+    def note(self, n: int, algo: str, word: str, text: str) -> str:
+        return f"{n:>7} {algo:<{self.algo_width}} {word:>10} {text}"
+
+
+class Progress:
+    """A progress bar with an estimate on stderr, only when stderr is a terminal (tqdm). Work
+    is counted in FLOPs, not runs, so the estimate holds when N doubles from run to run."""
+
+    def __init__(self, work: list[int]) -> None:
+        self.bar = None
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+
+            size = shutil.get_terminal_size((80, 24))  # a terminal of unknown size: 80×24
+            self.bar = tqdm(
+                total=sum(work),
+                file=sys.stderr,
+                leave=False,
+                ncols=min(size.columns, 120),
+                nrows=size.lines,
+                bar_format="{desc} {percentage:3.0f}%|{bar}| {elapsed}<{remaining}",
+            )
+        self.done = 0
+        self.runs = len(work)
+
+    def start(self, what: str) -> None:
+        if self.bar is not None:
+            self.bar.set_description_str(f"run {self.done + 1}/{self.runs}: {what}")
+
+    def advance(self, amount: int) -> None:
+        self.done += 1
+        if self.bar is not None:
+            self.bar.update(amount)
+
+    def print(self, line: str) -> None:
+        if self.bar is not None:
+            self.bar.write(line, file=sys.stdout)
+        else:
+            print(line, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from gpu.recording import Recording, save_recording
+
     if args.repeats < 1 or args.warmup < 0:
         raise UsageError("--repeats must be at least 1 and --warmup at least 0")
-    if args.out and not args.out.lower().endswith((".json", ".csv")):
-        raise UsageError(f"--out {args.out!r}: the file must end in .json or .csv")
-    if args.out and not args.force:
-        from pathlib import Path
-
-        if Path(args.out).exists():
-            raise UsageError(f"--out {args.out!r} exists; add --force to replace it")
-    try:
-        backend = create_backend(args.backend)
-    except BackendUnavailable as exc:
-        raise UsageError(str(exc)) from exc
+    _check_out(args)
+    # every N and the shape flags are checked before a backend starts or anything is measured
+    configs = [_config(args, n) for n in args.seq or [1]]
+    backend = create_backend(args.backend)
+    if args.seq is None:
+        configs = [_config(args, n) for n in DEFAULT_SEQ.get(backend.name, DEFAULT_SEQ["cuda"])]
     algos = args.algo or list(backend.algorithms())
     missing = [a for a in algos if a not in backend.algorithms()]
     if missing:
@@ -225,68 +399,111 @@ def cmd_bench(args: argparse.Namespace) -> int:
         warmup=args.warmup, repeats=args.repeats, check=args.check, budget_bytes=args.budget
     )
     device = backend.device_info()
+    table = BenchTable(algos, "GFLOP/s" if backend.name == "cpu" else "TFLOP/s")
     print(f"# {backend.name} backend on {device.name}", flush=True)
-    print(
-        f"{'N':>7} {'algorithm':<10} {'total ms':>10} {'kernels (ms)':<40} {'TFLOP/s':>8} "
-        f"{'peak':>10} {'model peak':>10} {'max err':>9}",
-        flush=True,
-    )
+    print(table.header(), flush=True)
+    runs_each = args.warmup + args.repeats + 1  # + the metered run
+    jobs = [(cfg, algo) for cfg in configs for algo in algos]
+    progress = Progress([useful_flops(cfg) * runs_each for cfg, _ in jobs])
     results = []
     failed: list[str] = []
     skipped: list[str] = []
-    for cfg in configs:
-        for algo in algos:
+    broken: dict[str, str] = {}  # algorithm -> why it cannot run at all (a compile failure)
+    try:
+        for cfg, algo in jobs:
+            n = cfg.seq_len
+            progress.start(f"{algo} N={n}")
+            if algo in broken:
+                progress.print(table.note(n, algo, "SKIPPED", broken[algo]))
+                skipped.append(f"{algo} at N={n}")
+                progress.advance(useful_flops(cfg) * runs_each)
+                continue
             try:
                 r = backend.run(cfg, algo, options)
-            except ValueError as exc:  # this algorithm cannot run this config here: say so, go on
-                print(f"{cfg.seq_len:>7} {algo:<10} {'SKIPPED':>10} {exc}", flush=True)
-                skipped.append(f"{algo} at N={cfg.seq_len}")
-                continue
-            results.append(r)
-            print(_bench_row(r), flush=True)
-            if args.check and r.agrees is False:
-                failed.append(f"{algo} at N={cfg.seq_len}: max abs error {r.max_abs_error:.3g}")
+            except ValueError as exc:  # UnsupportedConfig: this config cannot run here
+                progress.print(table.note(n, algo, "SKIPPED", _one_line(exc)))
+                skipped.append(f"{algo} at N={n}")
+            except KernelCompileError as exc:  # the kernel is broken: no N will run it
+                broken[algo] = _one_line(exc)
+                progress.print(table.note(n, algo, "FAILED", broken[algo]))
+            except MemoryError as exc:  # out of memory is a result
+                r = oom_result(cfg, algo, backend.name, device.name, exc)
+                results.append(r)
+                progress.print(table.row(r))
+            else:
+                results.append(r)
+                progress.print(table.row(r))
+                if args.check and r.agrees is False:
+                    failed.append(f"{algo} at N={n}: max abs error {r.max_abs_error:.3g}")
+            progress.advance(useful_flops(cfg) * runs_each)
+    finally:
+        progress.close()
     if args.out:
         meta = {
             "command": "main.py " + " ".join(sys.argv[1:]),
             "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         }
+        recording = Recording(device, tuple(results), meta)
         try:
-            save_recording(Recording(device, tuple(results), meta), args.out, overwrite=args.force)
-        except (RecordingError, OSError) as exc:
-            print(f"tilescope: error: {exc}", file=sys.stderr)
-            return EXIT_USAGE
+            save_recording(recording, args.out, overwrite=args.force)
+        except (FileWriteError, FileExistsError) as exc:
+            kept = _save_fallback(recording, Path(args.out).suffix.lower())
+            where = f"; the results were kept in {kept}" if kept else "; the results are lost"
+            print(f"tilescope: error: {_one_line(exc)}{where}", file=sys.stderr)
+            return EXIT_FAILED
         print(f"# wrote {len(results)} results to {args.out}")
+    status = EXIT_OK
+    if broken:
+        lines = "; ".join(f"{algo}: {why}" for algo, why in broken.items())
+        print(f"tilescope: error: {lines}", file=sys.stderr)
+        status = EXIT_FAILED
     if failed:
         print("tilescope: check failed: " + "; ".join(failed), file=sys.stderr)
-        return EXIT_CHECK_FAILED
-    if skipped and args.check:
+        status = EXIT_CHECK_FAILED
+    elif skipped and args.check and not broken:
         print("tilescope: check incomplete, not run: " + "; ".join(skipped), file=sys.stderr)
-        return EXIT_CHECK_FAILED
-    return 0
+        status = EXIT_CHECK_FAILED
+    return status
 
 
-def _bench_row(r) -> str:
-    n = r.config.seq_len
-    if r.oom:
-        return f"{n:>7} {r.algorithm:<10} {'OOM':>10} {r.message}"
-    kernels = " ".join(f"{k.name}={k.ms:.3f}" for k in r.kernel_times)
-    err = "" if r.max_abs_error is None else f"{r.max_abs_error:.2e}"
-    peak = "" if r.peak_bytes is None else _fmt_bytes(r.peak_bytes)
-    return (
-        f"{n:>7} {r.algorithm:<10} {r.total_ms:>10.3f} {kernels:<40} {r.tflops:>8.2f} "
-        f"{peak:>10} {_fmt_bytes(r.model_peak_bytes):>10} {err:>9}"
-    )
+def _save_fallback(recording: Any, suffix: str) -> str | None:
+    """Keep results whose --out write failed: a new, named file in the temporary folder, else
+    in the home or the current folder; returns its path (None when nowhere would take it)."""
+    from gpu.recording import save_recording
+
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    for folder in (tempfile.gettempdir(), Path.home(), Path.cwd()):
+        for k in range(100):
+            name = f"tilescope-results-{stamp}{f'-{k}' if k else ''}{suffix or '.json'}"
+            path = Path(folder) / name
+            try:
+                save_recording(recording, path)
+            except FileExistsError:
+                continue
+            except (FileWriteError, OSError):
+                break
+            return str(path)
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# render
 
 
 def cmd_render(args: argparse.Namespace) -> int:
     cfg = _config(args, args.seq)
+    suffix = Path(args.out).suffix.lower()
+    if suffix not in RENDER_FORMATS:
+        raise UsageError(f"--out {args.out!r}: the image must end in {', '.join(RENDER_FORMATS)}")
+    if args.colors and not 2 <= args.colors <= 256:
+        raise UsageError(f"--colors {args.colors}: give 2 to 256 (or leave it out)")
+    if args.colors and RENDER_FORMATS[suffix] != "PNG":
+        raise UsageError("--colors makes a palette PNG: use it with a .png --out")
+    _check_writable_out(args)
     try:
         from app.launch import render_window
     except ImportError as exc:
         raise UsageError(f"render needs the desktop app's Qt libraries: {exc}") from exc
-    if args.colors and not 2 <= args.colors <= 256:
-        raise UsageError(f"--colors {args.colors}: give 2 to 256 (or leave it out)")
     return render_window(
         cfg,
         backend=args.backend,
@@ -313,27 +530,86 @@ def _refuse_bare_double_dash_values(argv: list[str]) -> None:
             raise UsageError(f"argument {name}: '--' is not a value")
 
 
+# --------------------------------------------------------------------------------------------
+# errors: one line each, and an exit status that says whose fault it was
+
+#: Errors in what the user gave (flags, values, files): exit 2.
+BAD_INPUT: tuple[type[BaseException], ...] = (
+    UsageError,
+    ConfigError,
+    FileReadError,
+    FileExistsError,
+    BackendUnavailable,
+    UnsupportedConfig,
+)
+#: Failures of a run or a write the engine knows about: exit 1, no hint needed.
+KNOWN_FAILURES: tuple[type[BaseException], ...] = (
+    TilescopeError,
+    KernelCompileError,
+    MemoryError,
+    OSError,
+)
+
+
+def _one_line(exc: BaseException) -> str:
+    """What went wrong, in one line: a compile failure's first compiler error, else the first
+    line of the message, else the error's type."""
+    if isinstance(exc, KernelCompileError):
+        lines = [ln.strip() for ln in (exc.log or "").splitlines() if ln.strip()]
+        first = next((ln for ln in lines if "error" in ln.lower()), lines[0] if lines else "")
+        return f"{exc.path.name} failed to compile" + (f": {first}" if first else "")
+    if isinstance(exc, MemoryError):
+        return f"out of memory{': ' + str(exc) if str(exc) else ''}"
+    text = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), "")
+    if isinstance(exc, OSError) and exc.strerror and exc.filename:
+        text = f"{exc.filename}: {exc.strerror}"
+    return text or type(exc).__name__
+
+
+def report_error(exc: BaseException) -> int:
+    """Print `exc` as one `tilescope: error:` line on stderr; return the exit status."""
+    debug = os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    if debug:
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    line = _one_line(exc)
+    if isinstance(exc, BAD_INPUT):
+        print(f"tilescope: error: {line}", file=sys.stderr)
+        return EXIT_USAGE
+    if isinstance(exc, KNOWN_FAILURES):
+        print(f"tilescope: error: {line}", file=sys.stderr)
+        return EXIT_FAILED
+    hint = "" if debug else f" (run with {DEBUG_ENV}=1 for a traceback)"
+    print(f"tilescope: error: {type(exc).__name__}: {line}{hint}", file=sys.stderr)
+    return EXIT_FAILED
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:
         _refuse_bare_double_dash_values(argv)
         args = parser.parse_args(argv)
+        if args.command is not None:
+            remove_partial_files_on_signals()  # a signal mid-write leaves no .part file
         if args.command == "model":
             return cmd_model(args)
         if args.command == "bench":
             return cmd_bench(args)
         if args.command == "render":
             return cmd_render(args)
-    except (UsageError, ConfigError) as exc:
-        print(f"tilescope: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
     except KeyboardInterrupt:
         print("tilescope: interrupted", file=sys.stderr)
-        return 130
-    from app.launch import run_gui
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        return report_error(exc)
+    try:
+        from app.launch import run_gui
 
-    return run_gui(open_path=args.open)
+        return run_gui(open_path=args.open)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # the app could not start: one line, like every other error
+        return report_error(exc)
 
 
 if __name__ == "__main__":

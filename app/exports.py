@@ -7,7 +7,7 @@ panel's caches are left alone. SVG is drawn by Qt's own QSvgGenerator: pyqtgraph
 exporter fails on Qt 6.12 ("not enough values to unpack" on a 'Z' path command), and ours also
 keeps markers as vector symbols (pyqtgraph blits them from a pixmap atlas on screen).
 
-Every file is written atomically (gpu.recording.atomic_write_bytes, or a temporary file beside
+Every file is written atomically (gpu.fileio.atomic_write_bytes, or a temporary file beside
 the target that is renamed at the end for the animation writers), so an unwritable folder, a
 full disk or a cancelled export never leaves a partial file. Overwriting is the caller's
 decision: these functions refuse an existing file unless `overwrite` is True.
@@ -49,7 +49,8 @@ from PySide6.QtWidgets import QApplication, QGraphicsItem, QGraphicsView, QWidge
 
 from gpu.config import AttentionConfig
 from gpu.costmodel import GpuSpec
-from gpu.recording import RecordingError, atomic_write_bytes
+from gpu.errors import FileWriteError
+from gpu.fileio import atomic_write_bytes
 
 from .plots import MetricPlot, PlotsPanel
 
@@ -80,7 +81,7 @@ def write_file(path: str | os.PathLike[str], data: bytes, *, overwrite: bool = F
     the folder cannot be written (nothing is left behind either way)."""
     try:
         atomic_write_bytes(path, data, overwrite=overwrite)
-    except RecordingError as exc:
+    except FileWriteError as exc:
         raise ExportError(str(exc)) from exc
     except OSError as exc:
         raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from exc
@@ -108,11 +109,16 @@ def _check_target(path: Path, overwrite: bool) -> None:
 
 
 def png_bytes(image: QImage) -> bytes:
+    return encoded_image(image, "PNG")
+
+
+def encoded_image(image: QImage, fmt: str) -> bytes:
+    """`image` encoded by Qt's writer for `fmt` ("PNG", "JPEG")."""
     data = QByteArray()
     buffer = QBuffer(data)
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    if not image.save(buffer, "PNG"):
-        raise ExportError("could not encode the PNG")
+    if not image.save(buffer, fmt):
+        raise ExportError(f"could not encode the {fmt}")
     return bytes(data.data())
 
 

@@ -61,12 +61,14 @@ def render_window(
     colors: int = 0,
 ) -> int:
     """Run `config` (a sweep up to its N unless `sweep` is False) and save the whole window as a
-    PNG of exactly `size` pixels, offscreen. `open_path` (a saved session or recorded run) or
-    `backend="replay"` (the shipped H200 recording unless `open_path` names another) replays
-    recorded results instead of measuring. The user's saved settings are neither read nor
-    changed. `colors` (2..256) reduces the PNG to a palette: a third of the bytes, for docs.
-    Returns 0, 1 when the window could not be rendered, 2 when `out` exists and
-    `overwrite` is False or the recording to replay is missing or unreadable."""
+    PNG (a JPEG when `out` ends in .jpg or .jpeg) of exactly `size` pixels, offscreen.
+    `open_path` (a saved session or recorded run) or `backend="replay"` (the shipped H200
+    recording unless `open_path` names another) replays recorded results instead of measuring;
+    when the recording shows another config than `config`, a note on stderr says which. The
+    user's saved settings are neither read nor changed. `colors` (2..256) reduces the PNG to a
+    palette: a third of the bytes, for docs. Returns 0, 1 when the window could not be
+    rendered, 2 when `out` exists and `overwrite` is False or the recording to replay is
+    missing or unreadable."""
     if Path(out).exists() and not overwrite:
         print(f"tilescope: error: {out} exists (use --force to replace it)", file=sys.stderr)
         return 2
@@ -95,7 +97,14 @@ def render_window(
     app = _application()
     from PySide6.QtCore import QSettings
 
-    from .exports import ExportError, palette_png_bytes, png_bytes, render_image, write_file
+    from .exports import (
+        ExportError,
+        encoded_image,
+        palette_png_bytes,
+        png_bytes,
+        render_image,
+        write_file,
+    )
     from .main_window import MainWindow
 
     with tempfile.TemporaryDirectory() as folder:
@@ -128,9 +137,19 @@ def render_window(
                     f"not {size[0]}×{size[1]}",
                     file=sys.stderr,
                 )
+            if window.config != config:  # say what was substituted
+                why = " (the recorded run holds no results for it)" if open_path else ""
+                print(
+                    f"tilescope: note: the window shows {window.config.label()}, not the "
+                    f"requested {config.label()}{why}",
+                    file=sys.stderr,
+                )
             try:
                 image = render_image(window, size)
-                data = palette_png_bytes(image, colors) if colors else png_bytes(image)
+                if Path(out).suffix.lower() in (".jpg", ".jpeg"):
+                    data = encoded_image(image, "JPEG")
+                else:
+                    data = palette_png_bytes(image, colors) if colors else png_bytes(image)
                 write_file(out, data, overwrite=overwrite)
             except (OSError, ExportError) as exc:
                 print(f"tilescope: error: {exc}", file=sys.stderr)

@@ -28,7 +28,8 @@ from PySide6.QtWidgets import (
 )
 
 from gpu.algorithms import ALGORITHMS
-from gpu.backend import Backend, create_backend
+from gpu.backend import Backend
+from gpu.backends import create_backend
 from gpu.config import AttentionConfig
 from gpu.costmodel import DEFAULT_GPU, GPUS, GpuSpec, gpu_for_device_name
 

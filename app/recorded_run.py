@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from gpu.algorithms import ALGORITHMS
 from gpu.backend import RunOptions
 from gpu.config import AttentionConfig
-from gpu.recording import Recording, load_recording
+from gpu.recording import Recording, recording_from_document
 from gpu.results import DeviceInfo, RunResult
 
 from .result_store import cache_config, family_of
@@ -110,7 +110,7 @@ class RecordedBackend:
             raise SessionError(
                 f"{path} is not a Tilescope session or recorded run (schema {schema!r})"
             )
-        return cls(load_recording(path), os.fspath(path))
+        return cls(recording_from_document(data, os.fspath(path)), os.fspath(path))
 
     @classmethod
     def from_session(cls, session: Session, path: str | os.PathLike[str] = "") -> RecordedBackend:

@@ -15,9 +15,9 @@ that would exceed the time limit, instead of disappearing into one for an hour.
 
 Faults are outcomes, never exceptions on the GUI thread (the window decides what to show):
 - out of memory is a result (`oom`), also when a MemoryError escapes a backend;
-- a ConfigError names its field; a ValueError such as the CUDA backend's UnsupportedConfig
-  (tiles beyond shared memory, a head dim a kernel lacks) is `unsupported`: this algorithm cannot
-  run this config here, and the message names the limit;
+- a ConfigError names its field; an UnsupportedConfig (gpu/errors.py: tiles beyond shared
+  memory, a head dim a kernel lacks) is `unsupported`: this algorithm cannot run this config
+  here, the message names the limit and the error the config field to change;
 - a kernel that fails to compile (KernelCompileError) makes its algorithm `unavailable` on that
   backend for the rest of the session (never retried: the source will not fix itself); the
   outcome carries the compiler log in `details`;
@@ -40,10 +40,11 @@ from dataclasses import dataclass, field, replace
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from gpu.backend import Backend, RunOptions
+from gpu.backend import Backend, RunOptions, oom_result
 from gpu.config import AttentionConfig, ConfigError
 from gpu.costmodel import algorithm_cost, useful_flops
 from gpu.cuda_kernels import KernelCompileError
+from gpu.errors import UnsupportedConfig
 from gpu.results import DeviceInfo, RunResult
 
 from .recorded_run import NotRecorded
@@ -431,10 +432,10 @@ class Runner(QObject):
             return RunOutcome(job, key, error=reason, details=exc.log or str(exc), unavailable=True)
         except MemoryError as exc:  # CuPy's OutOfMemoryError is one; OOM is a result, always
             return RunOutcome(job, key, result=_oom_result(job, name, backend, exc))
-        except ValueError as exc:  # UnsupportedConfig: a limit of this device or kernel
-            return RunOutcome(
-                job, key, error=str(exc), error_field=unsupported_field(str(exc)), unsupported=True
-            )
+        except UnsupportedConfig as exc:  # a limit of this device or kernel, with its field
+            return RunOutcome(job, key, error=str(exc), error_field=exc.field, unsupported=True)
+        except ValueError as exc:  # any other refusal of this config by the backend
+            return RunOutcome(job, key, error=str(exc), error_field="algorithms", unsupported=True)
         except Exception as exc:
             if name == "cuda":  # a CUDA error mid-run: stop trusting this backend
                 return RunOutcome(job, key, error=_describe(exc), backend_lost=True)
@@ -503,44 +504,13 @@ def compile_summary(exc: KernelCompileError) -> str:
     return f"{name} failed to compile" + (f": {first}" if first else "")
 
 
-#: Words in an UnsupportedConfig message -> the control it is about (first match wins).
-_UNSUPPORTED_FIELDS = (
-    (("block_m", "block_n", "tile"), "block_m"),
-    (("head_dim", "head dim"), "head_dim"),
-    (("fp16 and bf16", "dtype"), "dtype"),
-)
-
-
-def unsupported_field(message: str) -> str:
-    """The control an unsupported-config message is about, for the inline message."""
-    text = message.lower()
-    for words, name in _UNSUPPORTED_FIELDS:
-        if any(w in text for w in words):
-            return name
-    return "algorithms"
-
-
 def _oom_result(job: Job, backend_name: str, backend: Backend, exc: BaseException) -> RunResult:
     """An out-of-memory result for a MemoryError that escaped a backend."""
-    try:
-        cost = algorithm_cost(job.config, job.algorithm)
-        model = {"model_peak_bytes": cost.peak_bytes, "hbm_bytes": cost.hbm_bytes}
-        model["flops"] = cost.flops
-    except Exception:
-        model = {}
     try:
         device = backend.device_info().name
     except Exception:
         device = backend_name
-    return RunResult(
-        config=job.config,
-        algorithm=job.algorithm,
-        backend=backend_name,
-        device=device,
-        oom=True,
-        message=f"out of memory: {str(exc) or type(exc).__name__}",
-        **model,
-    )
+    return oom_result(job.config, job.algorithm, backend_name, device, exc)
 
 
 def _describe(exc: BaseException) -> str:

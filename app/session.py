@@ -25,8 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from gpu.config import AttentionConfig
-from gpu.recording import Recording, RecordingError, atomic_write_bytes
+from gpu.errors import FileReadError, FileWriteError, SchemaError
+from gpu.fileio import atomic_write_bytes, read_json
+from gpu.recording import Recording, RecordingError
 from gpu.results import DeviceInfo, RunResult
+from gpu.schema import check_config, check_device, check_result
 from gpu.trace import Trace, TraceError
 
 SESSION_SCHEMA = "tilescope.session/1"
@@ -149,22 +152,26 @@ class Session:
                 )
             raise SessionError(f"{where} is not a Tilescope session (schema {found!r})")
         try:
-            config = AttentionConfig.from_dict(_mapping(data["config"], "config"))
-            entries = tuple(_entry(r) for r in _list(data.get("results", []), "results"))
+            config = check_config(data["config"], where)
+            results = _list(data.get("results", []), "results")
+            entries = tuple(_entry(r, where, f"results[{i}]") for i, r in enumerate(results))
             raw_device = data.get("device")
-            device = (
-                None if raw_device is None else DeviceInfo.from_dict(_mapping(raw_device, "device"))
-            )
+            device = None if raw_device is None else check_device(raw_device, where)
             backend_key = data.get("backend_key", "")
             if not isinstance(backend_key, str):
                 raise TypeError("backend_key is not a string")
             meta = dict(_mapping(data.get("meta", {}), "meta"))
             controls = _controls(_mapping(data.get("controls", {}), "controls"))
             version = str(data.get("app_version", "unknown"))
+        except SchemaError as exc:
+            raise SessionError(f"{where}: malformed session ({exc.where}: {exc.reason})") from exc
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise SessionError(f"{where}: malformed session ({_why(exc)})") from exc
         try:
-            traces = tuple(Trace.from_dict(t) for t in _list(data.get("traces", []), "traces"))
+            raw_traces = _list(data.get("traces", []), "traces")
+            traces = tuple(
+                Trace.from_dict(t, where, f"traces[{i}]") for i, t in enumerate(raw_traces)
+            )
         except (TraceError, TypeError) as exc:
             raise SessionError(f"{where}: {exc}") from exc
         return cls(config, controls, entries, backend_key, device, meta, traces, version)
@@ -186,15 +193,15 @@ def _list(value: Any, what: str) -> list[Any]:
     return value
 
 
-def _entry(raw: Any) -> StoredEntry:
-    data = dict(_mapping(raw, "a result"))
+def _entry(raw: Any, where: str, path: str) -> StoredEntry:
+    data = dict(_mapping(raw, path))
     key = data.pop("backend_key", "")
     budget = data.pop("budget_bytes", None)
     if not isinstance(key, str):
         raise TypeError("a result's backend_key is not a string")
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
         raise TypeError("a result's budget_bytes is not an integer")
-    return StoredEntry(key, budget, RunResult.from_dict(data))
+    return StoredEntry(key, budget, check_result(data, where, path))
 
 
 def _controls(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -255,23 +262,17 @@ def save_session(
     the folder cannot be written."""
     try:
         atomic_write_bytes(path, session_json(session).encode(), overwrite=overwrite)
-    except RecordingError as exc:
+    except FileWriteError as exc:
         raise SessionError(str(exc)) from exc
 
 
 def parse_json_file(path: str | os.PathLike[str]) -> Any:
-    """Read and parse a JSON file; a SessionError for an unreadable, empty or corrupt one."""
+    """Read and parse a JSON file through gpu.fileio's safe read path; a SessionError for an
+    unreadable, empty, oversized, non-regular or corrupt one."""
     try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        why = getattr(exc, "strerror", None) or exc
-        raise SessionError(f"cannot read {path}: {why}") from exc
-    if not text.strip():
-        raise SessionError(f"{path} is empty")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SessionError(f"{path} is not valid JSON (truncated or corrupt?): {exc}") from exc
+        return read_json(path)
+    except FileReadError as exc:
+        raise SessionError(str(exc)) from exc
 
 
 def load_session(path: str | os.PathLike[str]) -> Session:

@@ -116,7 +116,8 @@ def run_pytest(log: Tee, out: Path, timeout: float) -> dict:
 
 
 def record_traces(log: Tee, out: Path) -> dict:
-    from gpu.trace import record_trace, save_traces, summarize, trace_problems
+    from gpu.trace import save_traces, summarize, trace_problems
+    from gpu.trace_record import record_trace
 
     traces = []
     info = {}
@@ -166,7 +167,7 @@ def measure_overhead(log: Tee, sizes: list[int]) -> list[dict]:
     import cupy
     from bench_kernels import make_sets, time_launches
 
-    from gpu.trace import TiledKernel
+    from gpu.trace_record import TiledKernel
 
     rows = []
     for n in sizes:

@@ -1,23 +1,38 @@
-"""The one interface every backend implements, and how `auto` picks one.
+"""The one interface every backend implements: how to run, and what a run needs to know.
 
-Backends are imported lazily: CuPy can take seconds to import and is optional, so the CPU path and
-the cost model never pay for it.
+The factory that builds a backend by name lives in gpu/backends.py, so this module imports no
+backend and every backend can import it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from .config import AttentionConfig
+from .costmodel import algorithm_cost
+from .errors import BackendUnavailable, RunCancelled
 from .results import DeviceInfo, RunResult
 
-BACKEND_NAMES = ("auto", "cuda", "cpu")
+#: Asked between units of work whether to stop: True abandons the run (RunCancelled).
+CancelHook = Callable[[], bool]
+
+__all__ = [
+    "Backend",
+    "BackendUnavailable",
+    "CancelHook",
+    "RunCancelled",
+    "RunOptions",
+    "check_cancel",
+    "oom_result",
+]
 
 
 @dataclass(frozen=True)
 class RunOptions:
-    """How to measure: warm-up and repeats for timing, a reference check, a memory budget."""
+    """How to measure: warm-up and repeats for timing, a reference check, a memory budget, and
+    a cancel hook."""
 
     warmup: int = 1
     repeats: int = 5
@@ -25,10 +40,16 @@ class RunOptions:
     #: Emulates a smaller GPU (CUDA: CuPy pool limit) or caps RAM use (CPU). None = no limit.
     budget_bytes: int | None = None
     seed: int = 0
+    #: Called between units of work (CPU: between tiles and between naive's kernels; CUDA:
+    #: between kernels and repeats); when it returns True the run stops with RunCancelled.
+    #: A `threading.Event`'s `is_set` fits. It must be cheap and must not raise.
+    cancel: CancelHook | None = None
 
 
-class BackendUnavailable(RuntimeError):
-    """The backend cannot run on this machine (no CUDA device, CuPy missing, ...)."""
+def check_cancel(cancel: CancelHook | None) -> None:
+    """Raise RunCancelled when the cancel hook (RunOptions.cancel) says so; a no-op without."""
+    if cancel is not None and cancel():
+        raise RunCancelled("run cancelled")
 
 
 class Backend(Protocol):
@@ -42,36 +63,30 @@ class Backend(Protocol):
 
     def run(
         self, config: AttentionConfig, algorithm: str, options: RunOptions | None = None
-    ) -> RunResult: ...
+    ) -> RunResult:
+        """Measure one (config, algorithm). Out of memory is a result (`oom`), not an error;
+        raises UnsupportedConfig (gpu/errors.py) when the algorithm cannot run the config here
+        and RunCancelled when `options.cancel` returns True mid-run."""
+        ...
 
 
-def cuda_available() -> bool:
-    """True when CuPy imports and sees a CUDA device; never raises."""
+def oom_result(
+    config: AttentionConfig, algorithm: str, backend: str, device: str, exc: BaseException
+) -> RunResult:
+    """The out-of-memory result for a MemoryError that escaped a backend's own budget check
+    (out of memory is a result, never a crash): the model's figures, no times."""
     try:
-        import cupy
-    except Exception:
-        return False
-    try:
-        return bool(cupy.is_available())
-    except Exception:
-        return False
-
-
-def create_backend(name: str = "auto") -> Backend:
-    """Build a backend by name; `auto` picks cuda when a device is present, else cpu."""
-    if name == "auto":
-        name = "cuda" if cuda_available() else "cpu"
-    if name == "cpu":
-        from .cpu_backend import CpuBackend
-
-        return CpuBackend()
-    if name == "cuda":
-        if not cuda_available():
-            raise BackendUnavailable(
-                "cuda backend unavailable: CuPy is not installed or sees no CUDA device "
-                "(install the cuda12 or cuda13 extra on a machine with an NVIDIA GPU)"
-            )
-        from .cuda_backend import CudaBackend
-
-        return CudaBackend()
-    raise ValueError(f"backend = {name!r} is not allowed: one of {', '.join(BACKEND_NAMES)}")
+        cost = algorithm_cost(config, algorithm)
+        model = {"model_peak_bytes": cost.peak_bytes, "hbm_bytes": cost.hbm_bytes}
+        model["flops"] = cost.flops
+    except KeyError:  # an algorithm the cost model does not know (a reference peer)
+        model = {}
+    return RunResult(
+        config=config,
+        algorithm=algorithm,
+        backend=backend,
+        device=device,
+        oom=True,
+        message=f"out of memory: {str(exc) or type(exc).__name__}",
+        **model,
+    )

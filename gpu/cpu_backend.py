@@ -3,9 +3,14 @@
 - naive really allocates S and P (B·h·N² elements each, in the config dtype) and fills them in
   three passes, like the three CUDA kernels.
 - tiled never touches an N×N array: it streams key/value tiles and keeps the online-softmax
-  statistics m, l and an fp32 O accumulator. Like the GPU, it processes many query tiles at once
-  (they are independent thread blocks there); rows are taken in bounded chunks so temporaries
-  stay O(N), not O(N²).
+  statistics m, l and an fp32 O accumulator. One head at a time, it processes a chunk of query
+  tiles together (independent thread blocks on a GPU) in fp32 buffers allocated once per run
+  and updated in place, so its working set is a few tiles, like a GPU block's SRAM: its peak
+  is the model's (Q, K, V, O, m, l) plus these buffers, which the result's message states
+  (NumPy has no fast fp16 matrix multiply, so the tiles are fp32 copies).
+
+Both algorithms check `RunOptions.cancel` between tiles (naive: between kernels and row
+chunks), so a stale run is abandoned within milliseconds (RunCancelled).
 
 Peak memory is the high-water mark of NumPy array data held during one extra, untimed run
 (gpu/array_meter.py counts it through NumPy's allocator hook), so metering never slows the timed
@@ -25,10 +30,11 @@ import psutil
 
 from .algorithms import NAIVE, TILED, tile_shape
 from .array_meter import measure_peak
-from .backend import RunOptions
-from .config import AttentionConfig
+from .backend import CancelHook, RunOptions, check_cancel
+from .config import AttentionConfig, ceil_div
 from .costmodel import algorithm_cost
 from .results import DeviceInfo, KernelTime, RunResult
+from .schema import finite_result
 
 NUMPY_DTYPES = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32}
 
@@ -36,6 +42,8 @@ NUMPY_DTYPES = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float
 ROW_CHUNK = 1024
 #: Share of available RAM a run may plan to use; the rest is left for the app and the OS.
 RAM_HEADROOM = 0.8
+#: The shortest time a kernel may report: the clock's resolution (a time is never 0).
+CLOCK_RESOLUTION_S = time.get_clock_info("perf_counter").resolution
 
 
 def random_inputs(config: AttentionConfig, seed: int = 0) -> tuple[np.ndarray, ...]:
@@ -87,13 +95,12 @@ class CpuBackend:
 
     def footprint_bytes(self, config: AttentionConfig, algorithm: str) -> int:
         """Bytes a run will hold: the model's peak plus this backend's bounded temporaries."""
-        n, d, bh = config.seq_len, config.head_dim, config.bh
+        n, d = config.seq_len, config.head_dim
         rows = min(ROW_CHUNK, n)
         if algorithm == NAIVE:
             temps = 3 * rows * n * 4 + 4 * n * d * 4  # fp32 row block of S/P, upcast K/V
         else:
-            _, bn = tile_shape(config, algorithm)
-            temps = bh * rows * (4 * bn + 3 * d) * 4 + bh * rows * 3 * 4
+            temps = tile_buffer_bytes(config)
         return algorithm_cost(config, algorithm).peak_bytes + temps
 
     def run(
@@ -131,21 +138,22 @@ class CpuBackend:
 
         q, k, v = random_inputs(config, options.seed)
         kernels = _naive_kernels if algorithm == NAIVE else _tiled_kernels
+        cancel = options.cancel
         # One metered run for peak memory, apart from the timed runs.
-        peak, out = measure_peak(lambda: kernels(config, q, k, v)[0])
+        peak, out = measure_peak(lambda: kernels(config, q, k, v, cancel=cancel)[0])
         peak += q.nbytes + k.nbytes + v.nbytes  # the inputs are held throughout the run
         times: dict[str, list[float]] = {}
         for _ in range(options.warmup):
-            kernels(config, q, k, v)
+            kernels(config, q, k, v, cancel=cancel)
         for _ in range(max(1, options.repeats)):
-            _, spent = kernels(config, q, k, v)
+            _, spent = kernels(config, q, k, v, cancel=cancel)
             for name, seconds in spent:
-                times.setdefault(name, []).append(seconds)
+                times.setdefault(name, []).append(max(seconds, CLOCK_RESOLUTION_S))
         error = None
         if options.check:
             ref = reference_attention(q, k, v, config.causal)
             error = float(np.max(np.abs(out.astype(np.float64) - ref)))
-        return RunResult(
+        result = RunResult(
             **base,
             kernel_times=tuple(
                 KernelTime(name, statistics.median(ts) * 1e3) for name, ts in times.items()
@@ -153,7 +161,24 @@ class CpuBackend:
             peak_bytes=peak,
             max_abs_error=error,
             repeats=max(1, options.repeats),
+            message=_peak_note(algorithm, peak, cost.peak_bytes),
         )
+        return finite_result(result)  # JSON has no NaN: the largest float still disagrees
+
+
+def _peak_note(algorithm: str, peak: int, model: int) -> str:
+    """Why the measured peak exceeds the model's, for the UI to show beside the number."""
+    extra = peak - model
+    if extra <= 0:
+        return ""
+    where = (
+        "fp32 tile buffers (on a GPU the tiles live in on-chip SRAM)"
+        if algorithm != NAIVE
+        else "fp32 row chunks of S and P and fp32 copies of K and V"
+    )
+    return (
+        f"CPU peak is {_mb(extra)} above the model: {where}; NumPy has no fast fp16 matrix multiply"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -162,7 +187,14 @@ class CpuBackend:
 Timed = tuple[np.ndarray, list[tuple[str, float]]]
 
 
-def _naive_kernels(config: AttentionConfig, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> Timed:
+def _naive_kernels(
+    config: AttentionConfig,
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    *,
+    cancel: CancelHook | None = None,
+) -> Timed:
     b, h, n, _ = q.shape
     dtype = q.dtype
     scale = config.scale
@@ -173,6 +205,7 @@ def _naive_kernels(config: AttentionConfig, q: np.ndarray, k: np.ndarray, v: np.
     s = np.empty((b, h, n, n), dtype=dtype)
     for bi in range(b):
         for hi in range(h):
+            check_cancel(cancel)
             kt = k[bi, hi].astype(np.float32).T
             for r0 in range(0, n, ROW_CHUNK):
                 r1 = min(r0 + ROW_CHUNK, n)
@@ -185,6 +218,7 @@ def _naive_kernels(config: AttentionConfig, q: np.ndarray, k: np.ndarray, v: np.
     cols = np.arange(n)[None, :]
     for bi in range(b):
         for hi in range(h):
+            check_cancel(cancel)
             for r0 in range(0, n, ROW_CHUNK):
                 r1 = min(r0 + ROW_CHUNK, n)
                 rows = s[bi, hi, r0:r1].astype(np.float32)
@@ -201,6 +235,7 @@ def _naive_kernels(config: AttentionConfig, q: np.ndarray, k: np.ndarray, v: np.
     o = np.empty_like(q)
     for bi in range(b):
         for hi in range(h):
+            check_cancel(cancel)
             v32 = v[bi, hi].astype(np.float32)
             for r0 in range(0, n, ROW_CHUNK):
                 r1 = min(r0 + ROW_CHUNK, n)
@@ -209,9 +244,49 @@ def _naive_kernels(config: AttentionConfig, q: np.ndarray, k: np.ndarray, v: np.
     return o, spent
 
 
-def _tiled_kernels(config: AttentionConfig, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> Timed:
-    """FlashAttention-2 forward: for each chunk of query tiles, stream K_j, V_j and update the
-    online softmax (m, l) and the O accumulator; O_i = acc / l at the end."""
+def _tiled_chunk(config: AttentionConfig) -> int:
+    """Query rows processed together: whole query tiles, at most ROW_CHUNK (or N) rows."""
+    bm, _ = tile_shape(config, TILED)
+    return min(max(bm, ROW_CHUNK // bm * bm), ceil_div(config.seq_len, bm) * bm)
+
+
+def tile_buffer_bytes(config: AttentionConfig) -> int:
+    """Bytes of the tiled path's fp32 working buffers (allocated once per run): a chunk of
+    query rows' Q_i, S_ij/P_ij, O_i accumulator and P_ij V_j, one K_j and V_j, and the
+    chunk's row statistics. This is all the tiled CPU run holds beyond the model's peak."""
+    _, bn = tile_shape(config, TILED)
+    rows, d = _tiled_chunk(config), config.head_dim
+    return 4 * (rows * (3 * d + bn) + 2 * bn * d + 5 * rows)
+
+
+class _TileBuffers:
+    """The fp32 working set of the tiled path, allocated once and reused for every head and
+    chunk (views of the right shape are cut from it), like the SRAM of one GPU block."""
+
+    def __init__(self, rows: int, bn: int, d: int) -> None:
+        f32 = np.float32
+        self.q = np.empty((rows, d), f32)
+        self.acc = np.empty((rows, d), f32)
+        self.pv = np.empty((rows, d), f32)
+        self.s = np.empty(rows * bn, f32)  # flat: (r, c) views of it stay contiguous
+        self.k = np.empty((bn, d), f32)
+        self.v = np.empty((bn, d), f32)
+        self.m, self.l, self.m_new, self.alpha, self.rowsum = np.empty((5, rows), f32)
+
+    def scores(self, r: int, c: int) -> np.ndarray:
+        return self.s[: r * c].reshape(r, c)
+
+
+def _tiled_kernels(
+    config: AttentionConfig,
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    *,
+    cancel: CancelHook | None = None,
+) -> Timed:
+    """FlashAttention-2 forward: per head, for each chunk of query tiles, stream K_j, V_j and
+    update the online softmax (m, l) and the O accumulator in place; O_i = acc / l at the end."""
     b, h, n, d = q.shape
     bm, bn = tile_shape(config, TILED)
     scale = config.scale
@@ -221,37 +296,55 @@ def _tiled_kernels(config: AttentionConfig, q: np.ndarray, k: np.ndarray, v: np.
     o = np.empty((bh, n, d), dtype=q.dtype)
     m_out = np.empty((bh, n), dtype=np.float32)
     l_out = np.empty((bh, n), dtype=np.float32)
-    chunk = max(bm, ROW_CHUNK // bm * bm)  # whole query tiles per chunk
-    for r0 in range(0, n, chunk):
-        r1 = min(r0 + chunk, n)
-        q_i = qf[:, r0:r1].astype(np.float32) * scale  # load Q_i (scale folded in once)
-        m = np.full((bh, r1 - r0), -np.inf, dtype=np.float32)
-        l_sum = np.zeros((bh, r1 - r0), dtype=np.float32)
-        acc = np.zeros((bh, r1 - r0, d), dtype=np.float32)
-        # A causal query tile visits key tiles up to the one holding its last row.
-        last_kv = n if not config.causal else r1
-        for j0 in range(0, last_kv, bn):
-            j1 = min(j0 + bn, n)
-            k_j = kf[:, j0:j1].astype(np.float32)  # load K_j
-            v_j = vf[:, j0:j1].astype(np.float32)  # load V_j
-            # With a causal mask, query tiles that end before j0 skip this key tile entirely.
-            a0 = 0
-            if config.causal:
-                a0 = max(0, (j0 - r0) // bm * bm)
-            s = q_i[:, a0:] @ k_j.transpose(0, 2, 1)  # S_ij on chip
-            if config.causal and j1 - 1 > r0 + a0:
-                rows = np.arange(r0 + a0, r1)[:, None]
-                s[:, rows < np.arange(j0, j1)[None, :]] = -np.inf
-            # Online softmax: new row max, rescale the old sum and accumulator, add this tile.
-            m_new = np.maximum(m[:, a0:], s.max(axis=2))
-            alpha = np.exp(m[:, a0:] - m_new)
-            p = np.exp(s - m_new[:, :, None])
-            l_sum[:, a0:] = alpha * l_sum[:, a0:] + p.sum(axis=2)
-            acc[:, a0:] = alpha[:, :, None] * acc[:, a0:] + p @ v_j
-            m[:, a0:] = m_new
-        o[:, r0:r1] = acc / l_sum[:, :, None]  # store O_i
-        m_out[:, r0:r1] = m  # store m_i, l_i
-        l_out[:, r0:r1] = l_sum
+    chunk = _tiled_chunk(config)
+    buf = _TileBuffers(chunk, bn, d)
+    for head in range(bh):
+        for r0 in range(0, n, chunk):
+            r1 = min(r0 + chunk, n)
+            rows = r1 - r0
+            q_i, acc, m, l_sum = buf.q[:rows], buf.acc[:rows], buf.m[:rows], buf.l[:rows]
+            q_i[...] = qf[head, r0:r1]  # load Q_i (fp32 copy)
+            q_i *= scale  # the scale folded in once
+            acc.fill(0.0)
+            m.fill(-np.inf)
+            l_sum.fill(0.0)
+            # A causal query tile visits key tiles up to the one holding its last row.
+            last_kv = n if not config.causal else r1
+            for j0 in range(0, last_kv, bn):
+                check_cancel(cancel)
+                j1 = min(j0 + bn, n)
+                cols = j1 - j0
+                k_j, v_j = buf.k[:cols], buf.v[:cols]
+                k_j[...] = kf[head, j0:j1]  # load K_j
+                v_j[...] = vf[head, j0:j1]  # load V_j
+                # With a causal mask, query tiles that end before j0 skip this key tile.
+                a0 = max(0, (j0 - r0) // bm * bm) if config.causal else 0
+                r = rows - a0
+                s = buf.scores(r, cols)
+                np.matmul(q_i[a0:], k_j.T, out=s)  # S_ij on chip
+                if config.causal and j1 - 1 > r0 + a0:
+                    s[np.arange(r0 + a0, r1)[:, None] < np.arange(j0, j1)[None, :]] = -np.inf
+                # Online softmax: new row max, rescale the old sum and accumulator, add the tile.
+                m_a, l_a, acc_a = m[a0:], l_sum[a0:], acc[a0:]
+                m_new, alpha, rowsum = buf.m_new[:r], buf.alpha[:r], buf.rowsum[:r]
+                np.max(s, axis=1, out=m_new)
+                np.maximum(m_new, m_a, out=m_new)
+                np.subtract(m_a, m_new, out=alpha)
+                np.exp(alpha, out=alpha)
+                s -= m_new[:, None]
+                np.exp(s, out=s)  # P_ij, in place of S_ij
+                np.sum(s, axis=1, out=rowsum)
+                l_a *= alpha
+                l_a += rowsum
+                acc_a *= alpha[:, None]
+                pv = buf.pv[a0:rows]
+                np.matmul(s, v_j, out=pv)
+                acc_a += pv
+                m_a[...] = m_new
+            acc /= l_sum[:, None]
+            o[head, r0:r1] = acc  # store O_i
+            m_out[head, r0:r1] = m  # store m_i, l_i
+            l_out[head, r0:r1] = l_sum
     spent = [("flash_fwd", time.perf_counter() - t0)]
     return o.reshape(b, h, n, d), spent
 
@@ -274,3 +367,7 @@ def _cpu_name() -> str:
 
 def _gb(n: int) -> str:
     return f"{n / 1e9:.2f} GB"
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.2f} MB"

@@ -35,6 +35,7 @@ from .cuda_kernels import (
     smem_optin_bytes,
     storage_dtype,
 )
+from .errors import UnsupportedConfig
 from .results import DeviceInfo, KernelTime, RunResult
 
 SOFTMAX_SOURCE = "softmax.cu"
@@ -50,10 +51,6 @@ REFERENCE_CHUNK_BYTES = 256 << 20
 _CUDA_DATA_TYPE = {"fp32": 0, "fp16": 2, "bf16": 14}
 
 OutOfMemoryError = cupy.cuda.memory.OutOfMemoryError
-
-
-class UnsupportedConfig(ValueError):
-    """The algorithm cannot run this config on this device (message says why)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -374,7 +371,7 @@ def _flash_module(algorithm: str):
         except ImportError as exc:
             raise UnsupportedConfig(f"{TILED_WGMMA} is not available: {exc}") from None
         return flash_wgmma
-    raise UnsupportedConfig(f"unknown algorithm {algorithm!r}")
+    raise UnsupportedConfig(f"unknown algorithm {algorithm!r}", field="algorithm")
 
 
 class CudaBackend:
@@ -439,7 +436,9 @@ class CudaBackend:
         if algorithm != NAIVE:
             reason = _flash_module(algorithm).supports(config)
             if reason is not None:
-                raise UnsupportedConfig(reason)
+                raise UnsupportedConfig.from_kernel(
+                    reason, config, _flash_module(algorithm), tiles_from_config=algorithm == TILED
+                )
         cost = costmodel.algorithm_cost(config, algorithm)
         base = {
             "config": config,

@@ -1,29 +1,37 @@
 """Results on disk: the JSON of `main.py bench --out`, recorded GPU runs, and CSV for spreadsheets.
 
-Writes are atomic (a temporary file in the same folder, then a rename), so a crash or a full disk
-never leaves a half-written file, and they refuse to replace an existing file unless asked to.
+Writes are atomic and never replace a file unless asked to (gpu/fileio.py). Reads go through
+the one safe read path (regular files up to `fileio.MAX_READ_BYTES`, UTF-8 JSON) and the
+results format of gpu/schema.py, checked field by field before any result is built: a bad file
+is a RecordingError naming the file and the field. What is written is checked against the same
+format first, so this program never writes a file it would refuse to read (no NaN, no Infinity).
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import json
 import os
-import tempfile
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any
 
+from .errors import FileReadError, FileWriteError, RecordingError, SchemaError
+from .fileio import atomic_write_text, read_json
 from .results import DeviceInfo, RunResult
-from .trace import Trace, TraceError
+from .schema import (
+    RESULTS_SCHEMA,
+    RecordingDoc,
+    check,
+    device_from_checked,
+    finite_result,
+    result_from_checked,
+)
+from .trace import Trace
 
-SCHEMA = "tilescope.results/1"
+SCHEMA = RESULTS_SCHEMA
 
-
-class RecordingError(ValueError):
-    """A results file that cannot be read or written; the message says which and why."""
+__all__ = ["SCHEMA", "Recording", "RecordingError", "load_recording", "save_recording"]
 
 
 @dataclass(frozen=True)
@@ -49,90 +57,71 @@ class Recording:
         return data
 
 
-def atomic_write_bytes(
-    path: str | os.PathLike[str], data: bytes, *, overwrite: bool = False
-) -> None:
-    """Write `data` to `path` via a temporary file and a rename; never a partial file."""
-    target = Path(path)
-    if target.exists() and not overwrite:
-        raise FileExistsError(f"{target} exists (use --force to replace it)")
-    folder = target.parent if str(target.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=folder)
-    except OSError as exc:
-        raise RecordingError(f"cannot write in {folder}: {exc.strerror or exc}") from exc
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0o22)
-    os.umask(mask)
-    return mask
-
-
 def save_recording(
     recording: Recording, path: str | os.PathLike[str], *, overwrite: bool = False
 ) -> None:
-    if str(path).lower().endswith(".csv"):
-        data = results_csv(recording.results).encode()
+    """Write JSON (or CSV when `path` ends in .csv) atomically. A non-finite error (an output
+    holding NaN) is written as the largest float, with a note. FileExistsError when `path`
+    exists and not `overwrite`; FileWriteError when it cannot be written or the recording
+    holds a value the results format refuses (named by its path)."""
+    where = os.fspath(path)
+    if where.lower().endswith(".csv"):
+        text = results_csv(recording.results)
     else:
-        data = (_recording_json(recording) + "\n").encode()
-    atomic_write_bytes(path, data, overwrite=overwrite)
+        data = replace(recording, results=tuple(map(finite_result, recording.results))).to_dict()
+        try:
+            check(data, RecordingDoc, where)
+        except SchemaError as exc:
+            raise FileWriteError(f"cannot write {exc} (refused by the results format)") from exc
+        text = _recording_json(data) + "\n"
+    atomic_write_text(path, text, overwrite=overwrite)
 
 
-def _recording_json(recording: Recording) -> str:
+def _recording_json(data: dict[str, Any]) -> str:
     """Indented JSON, except the traces: one compact line each (thousands of small arrays)."""
-    data = recording.to_dict()
     traces = data.pop("traces", None)
-    text = json.dumps(data, indent=1)
+    text = json.dumps(data, indent=1, allow_nan=False)
     if not traces:
         return text
-    body = ",\n".join(json.dumps(t, separators=(",", ":")) for t in traces)
+    body = ",\n".join(json.dumps(t, separators=(",", ":"), allow_nan=False) for t in traces)
     return f'{text[:-2]},\n "traces": [\n{body}\n]\n}}'
 
 
 def load_recording(path: str | os.PathLike[str]) -> Recording:
-    """Read a results JSON; any problem becomes a RecordingError naming the file and the cause."""
+    """Read a results JSON; any problem becomes a RecordingError naming the file and the cause
+    (unreadable, not a regular file, too large, not JSON, a field of the wrong type or range)."""
     try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise RecordingError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise RecordingError(f"{path} is not valid JSON: {exc}") from exc
+        data = read_json(path)
+    except FileReadError as exc:
+        raise RecordingError(str(exc)) from exc
+    return recording_from_document(data, os.fspath(path))
+
+
+def recording_from_document(data: Any, where: str) -> Recording:
+    """A Recording from parsed JSON (`where` names its source in messages), checked in full
+    against the results format before anything is built; RecordingError if anything is off."""
     found = data.get("schema") if isinstance(data, dict) else None
     if found != SCHEMA:
         kind, _, version = str(found).rpartition("/")
         if kind == SCHEMA.rpartition("/")[0] and version.isdigit() and int(version) > 1:
             raise RecordingError(
-                f"{path} was written by a newer Tilescope (schema {found}); this version reads "
+                f"{where} was written by a newer Tilescope (schema {found}); this version reads "
                 f"{SCHEMA}"
             )
-        raise RecordingError(f"{path} is not a Tilescope results file (schema {found!r})")
+        raise RecordingError(f"{where} is not a Tilescope results file (schema {found!r})")
     try:
-        device = DeviceInfo.from_dict(data["device"])
-        results = tuple(RunResult.from_dict(r) for r in data["results"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise RecordingError(f"{path}: malformed results ({exc})") from exc
-    raw_traces = data.get("traces", [])
-    if not isinstance(raw_traces, list):
-        raise RecordingError(f"{path}: malformed traces (not a list)")
+        check(data, RecordingDoc, where)
+    except SchemaError as exc:
+        raise RecordingError(str(exc)) from exc
     try:
-        traces = tuple(Trace.from_dict(t) for t in raw_traces)
-    except TraceError as exc:
-        raise RecordingError(f"{path}: {exc}") from exc
-    return Recording(device, results, dict(data.get("meta", {})), traces)
+        return Recording(
+            device_from_checked(data["device"]),
+            tuple(result_from_checked(r) for r in data["results"]),
+            dict(data.get("meta", {})),
+            tuple(Trace.from_checked(t) for t in data.get("traces", [])),
+        )
+    except (TypeError, ValueError, KeyError) as exc:  # a rule the format does not express
+        raise RecordingError(f"{where}: malformed results ({exc})") from exc
 
 
 CSV_COLUMNS = (

@@ -1,11 +1,9 @@
 """Real execution traces: which SM ran each thread block of a kernel, and when each phase began.
 
 The model (gpu/costmodel.py, gpu/schedule.py) says what the kernels *should* do; a trace records
-what the hardware *did*. The tiled kernels have a trace build (`-DTILESCOPE_TRACE`, see the
-"Trace build" comment in gpu/kernels/flash_readable.cu and flash_mma.cu): thread 0 of every
-block writes `[block, sm, phase, j, t_ns]` rows (`%smid`, `%globaltimer`) at each phase
-boundary into an extra kernel argument. Without the define the kernels compile to the same
-binary as before, so tracing costs nothing unless asked for.
+what the hardware *did*: thread 0 of every block of a tiled kernel's trace build writes
+`[block, sm, phase, j, t_ns]` rows at each phase boundary (gpu/trace_record.py records them on
+a GPU; `trace_from_rows` turns them into a `Trace`).
 
 Phases of a tiled block, in order (names match the schedule's step names, so a traced phase can
 be replayed as the schedule steps it covers, `PHASE_STEPS`):
@@ -22,39 +20,45 @@ lane per kernel rather than per SM.
 `%globaltimer` is a global nanosecond clock shared by all SMs (its update granularity is
 hardware-dependent, about 1 µs on some GPUs), so blocks on different SMs share one time axis.
 
-Only `record_trace` and `TiledKernel` need CuPy and a GPU; everything else (the dataclasses,
-JSON, validation, downsampling, SM slots and waves) is plain NumPy and runs anywhere, so a saved
-trace replays without a GPU.
+Everything here (the dataclasses, JSON, validation, downsampling, SM slots and waves) is plain
+NumPy and runs anywhere, so a saved trace replays without a GPU. Files are checked against
+gpu/schema.py's trace format (SM count, block count and time limits) before a Trace is built.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-import math
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .algorithms import NAIVE, TILED, TILED_MMA, tile_shape
-from .config import AttentionConfig, ConfigError, ceil_div
+from .algorithms import tile_shape
+from .config import AttentionConfig, ceil_div
+from .errors import FileReadError, SchemaError, TraceError
+from .fileio import atomic_write_text, read_json
+from .schema import (
+    BLOCK_LEVEL,
+    KERNEL_LEVEL,
+    NAIVE_KERNELS,
+    PHASE_CODES,
+    RESULTS_SCHEMA,
+    TRACE_SCHEMA,
+    TRACES_FILE_SCHEMA,
+    TraceDoc,
+    TracesFileDoc,
+    check,
+)
 
-SCHEMA = "tilescope.trace/1"
-FILE_SCHEMA = "tilescope.traces/1"
-#: The NVRTC option that compiles a kernel's trace build.
-TRACE_DEFINE = "-DTILESCOPE_TRACE"
+SCHEMA = TRACE_SCHEMA
+FILE_SCHEMA = TRACES_FILE_SCHEMA
 #: int64 words per trace row: block, sm, phase, j, t_ns.
 ROW_WORDS = 5
-#: Phase codes written by the kernels (index = code); code END_CODE marks the block's end.
-PHASE_CODES: tuple[str, ...] = ("load_Q_i", "load_K_j", "compute_S_ij", "store_O_i")
-END_CODE = 4
-BLOCK_LEVEL, KERNEL_LEVEL = "block", "kernel"
-NAIVE_KERNELS: tuple[str, ...] = ("gemm_qk", "softmax", "gemm_pv")
-TRACEABLE = (NAIVE, TILED, TILED_MMA)
+#: Code the kernels write at a block's end (after the phase codes, PHASE_CODES).
+END_CODE = len(PHASE_CODES)
 
 #: The schedule steps (gpu.schedule.STEP_NAMES) each traced phase covers.
 PHASE_STEPS: dict[str, tuple[str, ...]] = {
@@ -64,9 +68,7 @@ PHASE_STEPS: dict[str, tuple[str, ...]] = {
     "store_O_i": ("store_O_i", "store_ml"),
 }
 
-
-class TraceError(ValueError):
-    """A trace that cannot be recorded, read or trusted; the message says why."""
+__all__ = ["BLOCK_LEVEL", "KERNEL_LEVEL", "NAIVE_KERNELS", "PHASE_CODES", "TraceError"]
 
 
 @dataclass(frozen=True)
@@ -206,47 +208,44 @@ class Trace:
         }
 
     @classmethod
-    def from_dict(cls, data: Any) -> Trace:
-        """Inverse of `to_dict`; anything malformed raises TraceError saying what."""
+    def from_dict(cls, data: Any, where: str = "trace", path: str = "") -> Trace:
+        """Inverse of `to_dict`, after checking `data` against the trace format (gpu/schema.py):
+        anything malformed or beyond the limits raises TraceError naming `where` and the field."""
         if not isinstance(data, dict):
-            raise TraceError("a trace must be a JSON object")
-        schema = data.get("schema")
-        if schema != SCHEMA:
-            raise TraceError(f"not a Tilescope trace (schema {schema!r}, expected {SCHEMA!r})")
-        try:
-            config = AttentionConfig.from_dict(data["config"])
-            names = [str(n) for n in data["phase_names"]]
-            kernels = [str(k) for k in data["kernels"]]
-            blocks = []
-            for row in data["blocks"]:
-                block, sm, start, end, kidx, flat = row
-                if len(flat) % 3:
-                    raise TraceError(f"block {block}: phases must be (code, j, t) triples")
-                phases = tuple(
-                    (names[int(flat[k])], int(flat[k + 1]), int(start) + int(flat[k + 2]))
-                    for k in range(0, len(flat), 3)
-                )
-                blocks.append(
-                    BlockTrace(int(block), int(sm), int(start), int(end), phases, kernels[kidx])
-                )
-            level = str(data.get("level", BLOCK_LEVEL))
-            if level not in (BLOCK_LEVEL, KERNEL_LEVEL):
-                raise TraceError(f"unknown trace level {level!r}")
-            return cls(
-                config=config,
-                algorithm=str(data["algorithm"]),
-                device=str(data["device"]),
-                sm_count=int(data["sm_count"]),
-                blocks=tuple(blocks),
-                level=level,
-                kernel_ms=float(data.get("kernel_ms", 0.0)),
-                tiles_kept=int(data.get("tiles_kept", 0)),
-                notes=str(data.get("notes", "")),
+            raise TraceError(f"{where}: {path or 'a trace'} is not a JSON object")
+        if data.get("schema") != SCHEMA:
+            raise TraceError(
+                f"{where}: {path or 'trace'} is not a Tilescope trace "
+                f"(schema {data.get('schema')!r}, expected {SCHEMA!r})"
             )
-        except TraceError:
-            raise
-        except (KeyError, TypeError, ValueError, IndexError, ConfigError) as exc:
-            raise TraceError(f"malformed trace ({type(exc).__name__}: {exc})") from exc
+        try:
+            check(data, TraceDoc, where, path)
+        except SchemaError as exc:
+            raise TraceError(str(exc)) from exc
+        return cls.from_checked(data)
+
+    @classmethod
+    def from_checked(cls, data: dict[str, Any]) -> Trace:
+        """Build from a dict that passed gpu.schema.TraceDoc (no second check)."""
+        names = data["phase_names"]
+        kernels = data["kernels"]
+        blocks = []
+        for block, sm, start, end, kidx, flat in data["blocks"]:
+            phases = tuple(
+                (names[flat[k]], flat[k + 1], start + flat[k + 2]) for k in range(0, len(flat), 3)
+            )
+            blocks.append(BlockTrace(block, sm, start, end, phases, kernels[kidx]))
+        return cls(
+            config=AttentionConfig.from_dict(data["config"]),
+            algorithm=data["algorithm"],
+            device=data["device"],
+            sm_count=data["sm_count"],
+            blocks=tuple(blocks),
+            level=data.get("level", BLOCK_LEVEL),
+            kernel_ms=float(data.get("kernel_ms", 0.0)),
+            tiles_kept=data.get("tiles_kept", 0),
+            notes=data.get("notes", ""),
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -254,10 +253,13 @@ class Trace:
 
 
 def traces_json(traces: Sequence[Trace], meta: dict[str, Any] | None = None) -> str:
-    """A traces file: {"schema", "meta", "traces": [...]}, compact (one trace per line)."""
-    head = json.dumps({"schema": FILE_SCHEMA, "meta": meta or {}}, indent=1)[:-2]
-    body = ",\n".join(json.dumps(t.to_dict(), separators=(",", ":")) for t in traces)
-    return f'{head},\n "traces": [\n{body}\n]}}\n'
+    """A traces file: {"schema", "meta", "traces": [...]}, compact (one trace per line).
+    Non-finite numbers (never valid JSON) raise ValueError."""
+    head = json.dumps({"schema": FILE_SCHEMA, "meta": meta or {}}, indent=1, allow_nan=False)
+    body = ",\n".join(
+        json.dumps(t.to_dict(), separators=(",", ":"), allow_nan=False) for t in traces
+    )
+    return f'{head[:-2]},\n "traces": [\n{body}\n]}}\n'
 
 
 def save_traces(
@@ -267,27 +269,41 @@ def save_traces(
     meta: dict[str, Any] | None = None,
     overwrite: bool = False,
 ) -> None:
-    from .recording import atomic_write_bytes
-
-    atomic_write_bytes(path, traces_json(traces, meta).encode(), overwrite=overwrite)
+    """Atomic write (gpu/fileio.py): FileExistsError when `path` exists and not `overwrite`,
+    FileWriteError when it cannot be written."""
+    atomic_write_text(path, traces_json(traces, meta), overwrite=overwrite)
 
 
 def load_traces(path: str | os.PathLike[str]) -> tuple[Trace, ...]:
-    """Traces from a traces file, or from a results recording that carries a "traces" list."""
+    """Traces from a traces file, or from a results recording that carries a "traces" list.
+    Any problem (unreadable, not a regular file, too large, not JSON, a field out of range)
+    raises TraceError naming the file and the cause."""
+    where = os.fspath(path)
     try:
-        data = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise TraceError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise TraceError(f"{path} is not valid JSON: {exc}") from exc
+        data = read_json(path)
+    except FileReadError as exc:
+        raise TraceError(str(exc)) from exc
+    return traces_from_document(data, where)
+
+
+def traces_from_document(data: Any, where: str) -> tuple[Trace, ...]:
+    """The traces of a parsed traces file or results recording (checked; TraceError if bad)."""
     if not isinstance(data, dict) or not isinstance(data.get("traces", []), list):
-        raise TraceError(f"{path} holds no traces")
-    if data.get("schema") not in (FILE_SCHEMA, "tilescope.results/1"):
-        raise TraceError(f"{path} is not a Tilescope traces file (schema {data.get('schema')!r})")
+        raise TraceError(f"{where} holds no traces")
+    schema = data.get("schema")
+    if schema not in (FILE_SCHEMA, RESULTS_SCHEMA):
+        raise TraceError(f"{where} is not a Tilescope traces file (schema {schema!r})")
+    raw = data.get("traces", [])
     try:
-        return tuple(Trace.from_dict(t) for t in data.get("traces", []))
-    except TraceError as exc:
-        raise TraceError(f"{path}: {exc}") from exc
+        if schema == FILE_SCHEMA:
+            check(data, TracesFileDoc, where)
+        else:
+            check(raw, list[TraceDoc], where, "traces")
+        return tuple(Trace.from_checked(t) for t in raw)
+    except SchemaError as exc:
+        raise TraceError(str(exc)) from exc
+    except (TypeError, ValueError, KeyError) as exc:  # a rule the format does not express
+        raise TraceError(f"{where}: malformed trace ({exc})") from exc
 
 
 # --------------------------------------------------------------------------------------------
@@ -339,9 +355,9 @@ def trace_from_rows(
         start = phases[0][2] if phases else ts[0]
         end = ends[-1] if ends else ts[-1]
         blocks.append(BlockTrace(int(grp[0, 0]), int(grp[0, 1]), start, end, phases))
-    return Trace(
-        config, algorithm, device, int(sm_count), tuple(blocks), BLOCK_LEVEL, kernel_ms, 0, notes
-    )
+    # %smid need not be contiguous (PTX ISA): lanes cover the largest id seen, at least sm_count
+    lanes = max(int(sm_count), int(rows[:, 1].max()) + 1)
+    return Trace(config, algorithm, device, lanes, tuple(blocks), BLOCK_LEVEL, kernel_ms, 0, notes)
 
 
 # --------------------------------------------------------------------------------------------
@@ -445,7 +461,8 @@ def layout(trace: Trace) -> TraceLayout:
     if trace.level == KERNEL_LEVEL:
         lane = np.array([b.block for b in trace.blocks], dtype=np.int64)
         zeros = np.zeros(n, dtype=np.int64)
-        return TraceLayout(lane, zeros, zeros.copy(), start, end, 1, 1, len(NAIVE_KERNELS))
+        lanes = max(len(NAIVE_KERNELS), int(lane.max()) + 1 if n else 0)
+        return TraceLayout(lane, zeros, zeros.copy(), start, end, 1, 1, lanes)
     lane = np.array([b.sm for b in trace.blocks], dtype=np.int64)
     slot = np.zeros(n, dtype=np.int64)
     wave = np.zeros(n, dtype=np.int64)
@@ -483,196 +500,6 @@ def active_blocks(trace: Trace, bins: int) -> np.ndarray:
     lo = np.clip(start[:, None], edges[None, :-1], edges[None, 1:])
     hi = np.clip(end[:, None], edges[None, :-1], edges[None, 1:])
     return (hi - lo).sum(axis=0) / width
-
-
-# --------------------------------------------------------------------------------------------
-# Recording on the GPU (CuPy)
-
-
-class TiledKernel:
-    """One tiled kernel for one config, compiled and ready to launch: the trace build
-    (`trace=True`, one extra argument: the trace buffer) or the normal build (the very module
-    the app uses). Both launch the same way, so timing one against the other compares only the
-    kernels, not the Python around them."""
-
-    def __init__(self, config: AttentionConfig, algorithm: str, trace: bool = True) -> None:
-        self.config = config
-        self.algorithm = algorithm
-        self.trace = trace
-        n, bh = config.seq_len, config.bh
-        if algorithm == TILED:
-            from . import flash_readable as fr
-            from .cuda_kernels import get_kernel
-
-            reason = fr.supports(config)
-            if reason is not None:
-                raise TraceError(reason)
-            bm, bn = tile_shape(config, TILED)
-            options = (TRACE_DEFINE,) if trace else ()
-            self.kernel = get_kernel(fr.SOURCE, fr.kernel_name(config), options=options)
-            self.shared = fr.smem_bytes(config)
-            if self.kernel.max_dynamic_shared_size_bytes < self.shared:
-                self.kernel.max_dynamic_shared_size_bytes = self.shared
-            self.grid = (ceil_div(n, bm), min(bh, fr.MAX_GRID_Y))
-            self.threads = fr.NUM_THREADS
-            d = config.head_dim
-            self.args = (
-                np.int32(bh), np.int32(n), np.int32(d), np.int32(bm), np.int32(bn),
-                np.int32(1 if config.causal else 0), np.float32(config.scale),
-            )  # fmt: skip
-            self.blocks = ceil_div(n, bm) * bh
-        elif algorithm == TILED_MMA:
-            from . import flash_mma as fm
-
-            reason = fm.supports(config)
-            if reason is not None:
-                raise TraceError(reason)
-            launch = fm.default_launch(config.head_dim)
-            bf16 = config.dtype == "bf16"
-            self.shared = launch.smem_bytes
-            extra = (TRACE_DEFINE,) if trace else ()
-            self.kernel = fm.get_kernel(launch, config.causal, bf16, extra)
-            self.grid = (ceil_div(n, launch.block_m), bh)
-            self.threads = launch.threads
-            scale_log2 = math.log2(math.e) / math.sqrt(config.head_dim)
-            self.args = (np.int32(n), np.float32(scale_log2))
-            self.blocks = self.grid[0] * bh
-        else:
-            raise TraceError(f"{algorithm!r} has no trace build (tiled kernels only)")
-        self.rows_per_block = rows_per_block(config, algorithm)
-
-    def new_buffer(self) -> Any:
-        import cupy
-
-        return cupy.full((self.blocks * self.rows_per_block, ROW_WORDS), -1, dtype=cupy.int64)
-
-    def launch(
-        self, q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, buffer: Any | None = None
-    ) -> None:
-        """Queue one launch on the current stream (arrays as for flash_forward; the trace build
-        also takes the buffer from `new_buffer`)."""
-        if self.trace and buffer is None:
-            raise TraceError("the trace build needs a trace buffer (new_buffer())")
-        extra = (buffer,) if self.trace else ()
-        self.kernel(
-            self.grid,
-            (self.threads,),
-            (q, k, v, o, m, l, *self.args, *extra),
-            shared_mem=self.shared,
-        )
-
-
-def default_forward(algorithm: str):
-    """The normal (untraced) build's flash_forward of a tiled algorithm."""
-    if algorithm == TILED:
-        from .flash_readable import flash_forward
-    elif algorithm == TILED_MMA:
-        from .flash_mma import flash_forward
-    else:
-        raise TraceError(f"{algorithm!r} is not a tiled kernel")
-    return flash_forward
-
-
-def record_trace(
-    config: AttentionConfig, algorithm: str, *, seed: int = 0, warmup: int = 2, check: bool = True
-) -> Trace:
-    """Run `algorithm` once on the current CUDA device and record what every block did.
-
-    Tiled kernels: the trace build, after `warmup` untimed launches (module load, clocks up),
-    then one traced launch timed with CUDA events. With `check`, the normal build runs on the
-    same inputs and the notes say how far the trace build's output is from it (it should be 0:
-    the trace build only adds timer reads and stores). Naive: CUDA events around its three
-    kernels after warm-up (kernel-level: cuBLAS kernels cannot be instrumented)."""
-    import cupy
-
-    from .cuda_backend import device_name, random_inputs, to_float32
-    from .cuda_kernels import device_attribute, storage_dtype
-
-    if algorithm not in TRACEABLE:
-        raise TraceError(f"cannot trace {algorithm!r}: traceable are {', '.join(TRACEABLE)}")
-    sm_count = int(device_attribute("MultiProcessorCount"))
-    q, k, v = random_inputs(config, seed)
-    shape = (config.batch, config.heads, config.seq_len, config.head_dim)
-    o = cupy.empty(shape, dtype=storage_dtype(config.dtype))
-    pool = cupy.get_default_memory_pool()
-    try:
-        if algorithm == NAIVE:
-            return _record_naive(config, q, k, v, o, warmup, sm_count, device_name())
-        traced = TiledKernel(config, algorithm, trace=True)
-        m = cupy.empty(shape[:3], dtype=cupy.float32)
-        l = cupy.empty(shape[:3], dtype=cupy.float32)
-        buffer = traced.new_buffer()
-        for _ in range(max(0, warmup)):
-            traced.launch(q, k, v, o, m, l, buffer)
-        buffer.fill(-1)
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        traced.launch(q, k, v, o, m, l, buffer)
-        stop.record()
-        stop.synchronize()
-        kernel_ms = float(cupy.cuda.get_elapsed_time(start, stop))
-        rows = cupy.asnumpy(buffer)
-        notes = [f"trace build, one launch after {warmup} warm-up launches"]
-        if check:
-            o_ref = cupy.empty_like(o)
-            default_forward(algorithm)(q, k, v, o_ref, m, l, config)
-            diff = cupy.abs(to_float32(o, config.dtype) - to_float32(o_ref, config.dtype)).max()
-            notes.append(f"max |ΔO| vs the normal build: {float(diff):.3g}")
-            del o_ref
-        return trace_from_rows(
-            rows,
-            config=config,
-            algorithm=algorithm,
-            device=device_name(),
-            sm_count=sm_count,
-            kernel_ms=kernel_ms,
-            notes="; ".join(notes),
-        )
-    finally:
-        del q, k, v, o
-        cupy.cuda.get_current_stream().synchronize()
-        pool.free_all_blocks()
-
-
-def _record_naive(config, q, k, v, o, warmup: int, sm_count: int, device: str) -> Trace:
-    import cupy
-
-    from .cuda_backend import gemm_pv, gemm_qk, naive_forward, softmax_launcher
-
-    n = config.seq_len
-    s = cupy.empty((config.batch, config.heads, n, n), dtype=o.dtype)
-    p = cupy.empty_like(s)
-    launch_softmax = softmax_launcher(config)
-    for _ in range(max(0, warmup)):
-        naive_forward(q, k, v, s, p, o, config, launch_softmax)
-    events = [cupy.cuda.Event() for _ in range(4)]
-    events[0].record()
-    gemm_qk(q, k, s, config)
-    events[1].record()
-    launch_softmax(s, p)
-    events[2].record()
-    gemm_pv(p, v, o, config)
-    events[3].record()
-    events[3].synchronize()
-    ts = [round(cupy.cuda.get_elapsed_time(events[0], e) * 1e6) for e in events]
-    blocks = tuple(
-        BlockTrace(i, -1, ts[i], ts[i + 1], ((name, -1, ts[i]),), kernel=name)
-        for i, name in enumerate(NAIVE_KERNELS)
-    )
-    del s, p
-    return Trace(
-        config,
-        NAIVE,
-        device,
-        sm_count,
-        blocks,
-        KERNEL_LEVEL,
-        kernel_ms=ts[-1] / 1e6,
-        notes=(
-            "kernel-level: CUDA events around cuBLAS GEMM, our softmax kernel, cuBLAS GEMM "
-            f"(after {warmup} warm-up runs); one lane per kernel, not per SM"
-        ),
-    )
 
 
 def summarize(traces: Iterable[Trace]) -> list[str]:

@@ -16,7 +16,7 @@ import app  # noqa: F401
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not any("gpu" in item.keywords for item in items):
         return
-    from gpu.backend import cuda_available
+    from gpu.backends import cuda_available
 
     if cuda_available():
         return

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import sys
+import threading
+import time
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpu.algorithms import NAIVE, TILED
-from gpu.backend import RunOptions, create_backend
+from gpu.backend import RunOptions
+from gpu.backends import create_backend
 from gpu.config import AttentionConfig
 from gpu.costmodel import attention_matrix_bytes
 from gpu.cpu_backend import (
@@ -17,7 +22,9 @@ from gpu.cpu_backend import (
     _tiled_kernels,
     random_inputs,
     reference_attention,
+    tile_buffer_bytes,
 )
+from gpu.errors import RunCancelled
 from gpu.results import ERROR_TOLERANCE
 
 
@@ -98,7 +105,79 @@ def test_budget_turns_naive_into_an_oom_result_but_tiled_runs():
 
 
 def test_auto_backend_without_a_gpu_is_the_cpu_backend(monkeypatch):
-    import gpu.backend as backend_module
+    import gpu.backends as backends_module
 
-    monkeypatch.setattr(backend_module, "cuda_available", lambda: False)
+    monkeypatch.setattr(backends_module, "cuda_available", lambda: False)
     assert create_backend("auto").name == "cpu"
+
+
+def test_tiled_peak_is_below_naive_and_within_twice_the_model_at_small_n():
+    cfg = AttentionConfig(seq_len=128, heads=4, head_dim=64, dtype="fp16")
+    backend = CpuBackend()
+    naive = backend.run(cfg, NAIVE, RunOptions(warmup=0, repeats=1))
+    tiled = backend.run(cfg, TILED, RunOptions(warmup=0, repeats=1))
+    assert tiled.peak_bytes <= naive.peak_bytes
+    assert tiled.peak_bytes <= 2 * tiled.model_peak_bytes
+    # what remains above the model is the fp32 tile buffers, and the result says so
+    assert tiled.peak_bytes - tiled.model_peak_bytes <= tile_buffer_bytes(cfg) + 4096
+    assert "fp32 tile buffers" in tiled.message and "above the model" in tiled.message
+
+
+def test_tiled_peak_above_the_model_stays_constant_as_n_grows():
+    extras = []
+    for n in (1024, 4096):
+        cfg = AttentionConfig(seq_len=n, heads=1, head_dim=32, dtype="fp16")
+        r = CpuBackend().run(cfg, TILED, RunOptions(warmup=0, repeats=1))
+        extras.append(r.peak_bytes - r.model_peak_bytes)
+        assert extras[-1] <= tile_buffer_bytes(cfg) + 4096
+    assert extras[1] <= extras[0] + 4096  # O(1) in N: a few tiles, never a row of S
+
+
+@pytest.mark.parametrize("algorithm", [NAIVE, TILED])
+def test_a_cancel_hook_stops_a_run_between_tiles(algorithm):
+    cfg = AttentionConfig(seq_len=512, heads=4, head_dim=32)
+    asked = []
+
+    def cancel() -> bool:
+        asked.append(1)
+        return len(asked) > 3  # let a few tiles (or heads) run, then stop
+
+    with pytest.raises(RunCancelled):
+        CpuBackend().run(cfg, algorithm, RunOptions(warmup=0, repeats=1, cancel=cancel))
+    assert len(asked) == 4
+
+
+def test_a_cancel_hook_that_never_fires_changes_nothing():
+    cfg = AttentionConfig(seq_len=100, heads=2, head_dim=16)
+    event = threading.Event()
+    r = CpuBackend().run(
+        cfg, TILED, RunOptions(warmup=0, repeats=1, check=True, cancel=event.is_set)
+    )
+    assert r.agrees and not r.oom
+
+
+def test_a_set_event_abandons_a_long_run_within_milliseconds():
+    cfg = AttentionConfig(seq_len=16384, heads=8, head_dim=64)  # seconds of work on a CPU
+    event = threading.Event()
+    threading.Timer(0.05, event.set).start()
+    t0 = time.perf_counter()
+    with pytest.raises(RunCancelled):
+        CpuBackend().run(cfg, TILED, RunOptions(warmup=0, repeats=1, cancel=event.is_set))
+    assert time.perf_counter() - t0 < 2.0
+
+
+def test_times_are_never_zero_and_a_non_finite_output_is_a_finite_disagreement(monkeypatch):
+    import gpu.cpu_backend as cpu
+
+    real = cpu._tiled_kernels
+
+    def nan_out(config, q, k, v, **kw):
+        out, _ = real(config, q, k, v, **kw)
+        return out * np.nan, [("flash_fwd", 0.0)]
+
+    monkeypatch.setattr(cpu, "_tiled_kernels", nan_out)
+    cfg = AttentionConfig(seq_len=32, heads=1, head_dim=8)
+    r = CpuBackend().run(cfg, TILED, RunOptions(warmup=0, repeats=1, check=True))
+    assert r.kernel_times[0].ms > 0
+    assert r.max_abs_error == sys.float_info.max and r.agrees is False
+    assert "NaN or infinity" in r.message

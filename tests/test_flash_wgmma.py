@@ -100,7 +100,7 @@ def test_matches_fp32_reference_and_writes_every_output(
 
 @pytest.mark.gpu
 def test_the_cuda_backend_offers_it_on_sm90_only() -> None:
-    from gpu.backend import create_backend
+    from gpu.backends import create_backend
 
     offered = TILED_WGMMA in create_backend("cuda").algorithms()
     assert offered == (supports(AttentionConfig()) is None)

@@ -1,10 +1,13 @@
-"""Results files: atomic, never silently overwritten, and bad files give a message, not a crash."""
+"""Results files: atomic, never silently overwritten, checked field by field on the way in and
+out, and a bad file gives one message naming the field, not a crash."""
 
 from __future__ import annotations
 
 import json
 import os
 import stat
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -12,14 +15,19 @@ from gpu.algorithms import NAIVE, TILED
 from gpu.backend import RunOptions
 from gpu.config import AttentionConfig
 from gpu.cpu_backend import CpuBackend
+from gpu.errors import FileWriteError, SchemaError
 from gpu.recording import (
     Recording,
     RecordingError,
-    atomic_write_bytes,
     load_recording,
+    recording_from_document,
     results_csv,
     save_recording,
 )
+from gpu.results import KernelTime
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "resources" / "recorded" / "h200_sweep.json"
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +49,11 @@ def test_a_recording_round_trips_to_equal_results(tmp_path, recording):
     assert loaded.results[-1].oom and loaded.results[-1].message
 
 
+def test_the_shipped_recording_passes_the_results_format():
+    rec = load_recording(SHIPPED)
+    assert len(rec.results) > 100 and rec.device.name == "NVIDIA H200"
+
+
 def test_existing_file_is_not_replaced_without_overwrite(tmp_path, recording):
     path = tmp_path / "run.json"
     path.write_text("precious")
@@ -57,7 +70,7 @@ def test_read_only_folder_gives_a_message_and_no_partial_file(tmp_path, recordin
     folder.mkdir()
     folder.chmod(stat.S_IRUSR | stat.S_IXUSR)
     try:
-        with pytest.raises(RecordingError, match="cannot write"):
+        with pytest.raises(FileWriteError, match="cannot write"):
             save_recording(recording, folder / "run.json")
         assert list(folder.iterdir()) == []
     finally:
@@ -66,23 +79,38 @@ def test_read_only_folder_gives_a_message_and_no_partial_file(tmp_path, recordin
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc")
 def test_a_folder_even_root_cannot_write_gives_a_message(recording):
-    with pytest.raises(RecordingError, match="cannot write in /proc"):
+    with pytest.raises(FileWriteError, match="cannot write in /proc"):
         save_recording(recording, "/proc/run.json")
 
 
 def test_missing_folder_gives_a_message(tmp_path, recording):
-    with pytest.raises(RecordingError, match="cannot write"):
+    with pytest.raises(FileWriteError, match="cannot write"):
         save_recording(recording, tmp_path / "nope" / "run.json")
 
 
-def test_a_failed_write_leaves_no_partial_file(tmp_path, monkeypatch):
-    def boom(fd):
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(os, "fsync", boom)
-    with pytest.raises(OSError, match="No space"):
-        atomic_write_bytes(tmp_path / "x.json", b"{}")
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"max_abs_error": -1.0}, "results[0].max_abs_error"),
+        ({"kernel_times": (KernelTime("flash_fwd", float("inf")),)}, "kernel_times[0].ms"),
+        ({"kernel_times": (KernelTime("flash_fwd", 0.0),)}, "kernel_times[0].ms"),
+        ({"peak_bytes": -1}, "results[0].peak_bytes"),
+    ],
+)
+def test_a_result_the_format_refuses_is_never_written(tmp_path, recording, change, field):
+    bad = replace(recording, results=(replace(recording.results[1], **change),))
+    path = tmp_path / "run.json"
+    with pytest.raises(FileWriteError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        save_recording(bad, path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_written_json_never_holds_nan_or_infinity(tmp_path, recording):
+    path = tmp_path / "run.json"
+    save_recording(recording, path)
+    text = path.read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in the file"))
 
 
 @pytest.mark.parametrize(
@@ -94,14 +122,15 @@ def test_a_failed_write_leaves_no_partial_file(tmp_path, monkeypatch):
         ('{"schema": "tilescope.results/7", "results": []}', "newer Tilescope"),
         (
             '{"schema": "tilescope.results/1", "device": {"backend": "cpu"}, "results": []}',
-            "malformed",
+            "device: object missing required field `name`",
         ),
         (
             '{"schema": "tilescope.results/1", "device": {"backend": "cpu", "name": "x", '
             '"memory_total_bytes": 1, "memory_free_bytes": 1}, '
             '"results": [{"config": {"seq_len": -1}}]}',
-            "seq_len",
+            r"results\[0\].config.seq_len",
         ),
+        ("", "is empty"),
     ],
 )
 def test_corrupt_truncated_or_future_files_give_a_message(tmp_path, content, message):
@@ -121,6 +150,120 @@ def test_truncating_a_real_recording_anywhere_gives_a_message(tmp_path, recordin
             load_recording(path)
 
 
+def _shipped_data() -> dict:
+    return json.loads(SHIPPED.read_text())
+
+
+def _bad(mutate) -> dict:
+    data = _shipped_data()
+    mutate(data)
+    return data
+
+
+def _set(path: str, value):
+    """A mutation putting `value` at a dotted path with [k] indices."""
+
+    def mutate(data):
+        keys = [
+            int(k) if k.isdigit() else k for k in path.replace("[", ".").replace("]", "").split(".")
+        ]
+        node = data
+        for k in keys[:-1]:
+            node = node[k]
+        node[keys[-1]] = value
+
+    return mutate
+
+
+# What a user's hand-edited or corrupted recording holds, and the field each message names.
+BAD_FIELDS = [
+    ("results[3].kernel_times[0].ms", "0.25", "expected `float`, got `str`"),
+    ("results[3].kernel_times[0].ms", 0, "expected `float` > 0.0"),
+    ("results[3].kernel_times[0].ms", -1.5, "expected `float` > 0.0"),
+    ("results[3].kernel_times[0].ms", 1e300, "expected `float` <= "),
+    ("results[3].peak_bytes", "4718592", "expected `int | null`, got `str`"),
+    ("results[3].peak_bytes", -4, "expected `int` >= 0"),
+    ("results[3].peak_bytes", 10**400, "expected `int` <= "),
+    ("results[3].flops", 10**400, "digit number, beyond the limit"),
+    ("results[3].hbm_bytes", -1, "expected `int` >= 0"),
+    ("results[3].max_abs_error", "small", "expected `float | null`, got `str`"),
+    ("results[3].oom", "no", "expected `bool`, got `str`"),
+    ("results[3].config.dtype", "fp8", "invalid enum value 'fp8'"),
+    ("results[3].config.heads", 10**400, "expected `int` <= 256"),
+    ("results[3].config.causal", 1, "expected `bool`, got `int`"),
+    ("results[3].algorithm", 7, "expected `str`, got `int`"),
+    ("results[3].kernel_times", {"a": 1}, "expected `array`, got `object`"),
+    ("device.name", 7, "expected `str`, got `int`"),
+    ("device.name", None, "expected `str`, got `null`"),
+    ("device.memory_total_bytes", -1, "expected `int` >= 0"),
+    ("device.memory_total_bytes", "150 GB", "expected `int`, got `str`"),
+    ("meta", [], "expected `object`, got `array`"),
+    ("meta", None, "expected `object`, got `null`"),
+    ("results", None, "expected `array`, got `null`"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "reason"), BAD_FIELDS, ids=[b[0] for b in BAD_FIELDS])
+def test_every_bad_field_is_refused_naming_its_path(tmp_path, path, value, reason):
+    file = tmp_path / "bad.json"
+    file.write_text(json.dumps(_bad(_set(path, value))))
+    with pytest.raises(RecordingError) as info:
+        load_recording(file)
+    message = str(info.value)
+    assert message.startswith(f"{file}: {path}: "), message
+    assert reason in message, message
+    assert "\n" not in message
+    assert isinstance(info.value.__cause__, SchemaError) and info.value.__cause__.where == path
+
+
+@pytest.mark.parametrize(
+    "literal", ["NaN", "Infinity", "-Infinity"], ids=["nan", "inf", "minus_inf"]
+)
+def test_nan_and_infinite_times_are_refused(tmp_path, literal):
+    text = json.dumps(_bad(_set("results[0].kernel_times[0].ms", 1.0)))
+    text = text.replace('"ms": 1.0', f'"ms": {literal}', 1)
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(RecordingError, match="not valid JSON"):
+        load_recording(path)
+
+
+def test_parsed_documents_with_nan_are_refused_too():
+    data = _bad(_set("results[0].kernel_times[0].ms", float("nan")))
+    with pytest.raises(RecordingError, match=r"results\[0\].kernel_times\[0\].ms"):
+        recording_from_document(data, "doc")
+
+
+def test_optional_fields_of_later_results_are_accepted():
+    data = _shipped_data()
+    r = data["results"][0]
+    r["kernel_times"][0] |= {"min_ms": r["kernel_times"][0]["ms"] * 0.9, "max_ms": 1.0}
+    r |= {
+        "measured": {"dram_bytes": 123, "l2_bytes": 456, "samples": 3, "ncu_name": "x"},
+        "device_peak_bytes": 5_000_000,
+        "devices": 2,
+        "a_field_from_the_future": {"anything": [1, 2]},
+    }
+    data["results"][1]["algorithm"] = "ring"
+    data["results"][2]["algorithm"] = "tiled_ws"
+    rec = recording_from_document(data, "doc")
+    assert rec.results[0].kernel_times[0].ms == r["kernel_times"][0]["ms"]
+    assert rec.results[1].algorithm == "ring"
+
+
+def test_optional_fields_are_still_checked_when_present():
+    for path, value in [
+        ("results[0].device_peak_bytes", -5),
+        ("results[0].measured", {"dram_bytes": "many"}),
+        ("results[0].devices", 0),
+        ("results[0].kernel_times[0].min_ms", 1e6),  # above the median
+    ]:
+        data = _shipped_data()
+        _set(path, value)(data)
+        with pytest.raises(RecordingError, match=path.split(".")[-1]):
+            recording_from_document(data, "doc")
+
+
 def test_csv_has_one_row_per_result_with_units(recording):
     lines = results_csv(recording.results).strip().splitlines()
     assert len(lines) == 1 + len(recording.results)
@@ -132,3 +275,45 @@ def test_json_is_plain_data(tmp_path, recording):
     save_recording(recording, path)
     data = json.loads(path.read_text())
     assert data["schema"] == "tilescope.results/1" and len(data["results"]) == 3
+
+
+def test_every_field_the_dataclasses_write_is_checked_by_the_format():
+    """A field added to RunResult, KernelTime, DeviceInfo or AttentionConfig must be added to
+    its document type in gpu/schema.py too, with its type and range."""
+    from dataclasses import fields
+
+    from gpu.results import DeviceInfo, RunResult
+    from gpu.schema import ConfigDoc, DeviceDoc, KernelTimeDoc, ResultDoc
+
+    for cls, doc in (
+        (RunResult, ResultDoc),
+        (KernelTime, KernelTimeDoc),
+        (DeviceInfo, DeviceDoc),
+        (AttentionConfig, ConfigDoc),
+    ):
+        missing = {f.name for f in fields(cls)} - set(doc.__struct_fields__)
+        assert not missing, f"add {sorted(missing)} to gpu.schema.{doc.__name__}"
+
+
+def test_a_nan_error_from_a_backend_is_written_as_a_finite_disagreement(tmp_path, recording):
+    bad = replace(recording, results=(replace(recording.results[1], max_abs_error=float("nan")),))
+    path = tmp_path / "run.json"
+    save_recording(bad, path)
+    (r,) = load_recording(path).results
+    assert r.agrees is False and "NaN or infinity" in r.message
+
+
+@pytest.mark.gpu
+def test_cuda_results_pass_the_format_and_round_trip(tmp_path):
+    from gpu.backends import create_backend
+
+    cuda = create_backend("cuda")
+    cfg = AttentionConfig(seq_len=1024)
+    opts = RunOptions(warmup=1, repeats=3, check=True)
+    results = tuple(cuda.run(cfg, a, opts) for a in cuda.algorithms())
+    oom = cuda.run(cfg.with_(seq_len=65536), NAIVE, RunOptions(budget_bytes=10**9))
+    rec = Recording(cuda.device_info(), (*results, oom), {"command": "test"})
+    save_recording(rec, tmp_path / "cuda.json")
+    loaded = load_recording(tmp_path / "cuda.json")
+    assert loaded.results == rec.results and loaded.device == rec.device
+    assert loaded.results[-1].oom

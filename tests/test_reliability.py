@@ -32,6 +32,7 @@ from gpu.backend import RunOptions
 from gpu.config import AttentionConfig
 from gpu.cpu_backend import CpuBackend
 from gpu.cuda_kernels import KernelCompileError
+from gpu.errors import UnsupportedConfig
 
 H100_SMEM_OPTIN = 232_448  # cudaDevAttrMaxSharedMemoryPerBlockOptin on an H100/H200
 
@@ -41,10 +42,6 @@ NVRTC_LOG = (
     "      ^\n\n"
     '1 error detected in the compilation of "flash_mma.cu".\n'
 )
-
-
-class UnsupportedConfig(ValueError):
-    """Stands in for gpu.cuda_backend.UnsupportedConfig (that module needs CuPy to import)."""
 
 
 class CUDARuntimeError(RuntimeError):
@@ -90,7 +87,9 @@ class FaultyBackend(FakeBackend):
             module = flash_readable if algorithm == TILED else flash_mma
             reason = module.supports(config)
             if reason is not None:
-                raise UnsupportedConfig(reason)
+                raise UnsupportedConfig.from_kernel(
+                    reason, config, module, tiles_from_config=algorithm == TILED
+                )
         return super().run(config, algorithm, options)
 
 

@@ -1,11 +1,14 @@
-"""Real execution traces (issue 8): the shipped H200 trace covers every block once with ordered
-phases and survives JSON; traces parse, validate, downsample and lay out without a GPU; on a GPU
-`record_trace` gives traces that pass the same checks; the trace view draws one lane per SM."""
+"""Real execution traces: the shipped H200 trace covers every block once with ordered phases and
+survives JSON; traces parse, validate, downsample and lay out without a GPU; junk trace files
+(empty, mislabelled, beyond the SM and block limits, binary, deeply nested) are refused with one
+line and never reach the view; on a GPU `record_trace` gives traces that pass the same checks;
+the trace view draws one lane per SM."""
 
 from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -17,6 +20,7 @@ from gpu.algorithms import NAIVE, TILED, TILED_MMA
 from gpu.config import AttentionConfig
 from gpu.recording import Recording, RecordingError, load_recording, save_recording
 from gpu.results import DeviceInfo
+from gpu.schema import MAX_SM_COUNT, MAX_TRACE_BLOCKS
 from gpu.trace import (
     BLOCK_LEVEL,
     KERNEL_LEVEL,
@@ -201,6 +205,166 @@ def test_malformed_trace_json_is_a_trace_error_not_a_crash(tmp_path):
         load_traces(path)
 
 
+def _small() -> dict:
+    """A small valid trace document (12 blocks on 132 SMs) to break in one way at a time."""
+    return _fake(AttentionConfig(seq_len=256, heads=3), sm_count=132).to_dict()
+
+
+def _with(change) -> dict:
+    data = _small()
+    change(data)
+    return data
+
+
+def _block(k: int, field: int, value) -> callable:
+    def change(data):
+        data["blocks"][k][field] = value
+
+    return change
+
+
+# Each is a traces file a user might open; every one must be refused with a message naming why.
+JUNK_TRACES = {
+    "empty_blocks": (lambda: _with(lambda d: d.update(blocks=[])), "blocks"),
+    "block_trace_labelled_kernel_level": (
+        lambda: _with(lambda d: d.update(level="kernel")),
+        "a block trace labelled kernel-level",
+    ),
+    "blocks_without_phases": (lambda: _with(_block(3, 5, [])), r"blocks\[3\]: phases must"),
+    "int64_time_overflow": (lambda: _with(_block(0, 3, 2**63 + 7)), r"blocks\[0\]\[3\]"),
+    "time_beyond_2_53_ns": (lambda: _with(_block(0, 2, 2**53 + 1)), r"blocks\[0\]\[2\]"),
+    "sm_count_1e8": (lambda: _with(lambda d: d.update(sm_count=10**8)), "sm_count.*<= 1024"),
+    "sm_count_1e8_float": (lambda: _with(lambda d: d.update(sm_count=1e8)), "sm_count"),
+    "sm_count_0": (lambda: _with(lambda d: d.update(sm_count=0)), "sm_count"),
+    "sm_id_minus_5": (lambda: _with(_block(2, 1, -5)), r"blocks\[2\]\[1\]"),
+    "sm_id_1e6": (lambda: _with(_block(2, 1, 10**6)), r"blocks\[2\]\[1\]"),
+    "sm_id_beyond_sm_count": (lambda: _with(_block(2, 1, 500)), "outside 0..131"),
+    "phase_code_out_of_range": (lambda: _with(_block(1, 5, [9, 0, 0])), "phase code outside"),
+    "kernel_index_out_of_range": (lambda: _with(_block(1, 4, 5)), "kernel index 5"),
+    "phases_not_triples": (lambda: _with(_block(1, 5, [0, 0])), "triples"),
+    "block_id_out_of_range": (lambda: _with(_block(1, 0, 10_000)), "launches 12 blocks"),
+    "time_as_string": (lambda: _with(_block(1, 2, "12")), "expected `int`, got `str`"),
+    "negative_phase_offset": (
+        lambda: _with(_block(1, 5, [0, 1, -40])),
+        r"blocks\[1\]\[5\]\[2\]",
+    ),
+    "first_phase_not_load_q": (lambda: _with(_block(1, 5, [1, 0, 0])), "first phase"),
+    "query_tile_out_of_range": (lambda: _with(_block(1, 5, [0, 99, 0])), "query tile 99"),
+    "unknown_phase_name": (
+        lambda: _with(lambda d: d["phase_names"].append("warp_shuffle")),
+        "warp_shuffle",
+    ),
+    "unknown_level": (lambda: _with(lambda d: d.update(level="warp")), "level"),
+    "algorithm_without_tiles": (lambda: _with(lambda d: d.update(algorithm="magic")), "magic"),
+    "blocks_not_a_list": (lambda: _with(lambda d: d.update(blocks={"a": 1})), "blocks"),
+    "kernel_level_record_on_an_sm": (
+        lambda: _with(
+            lambda d: d.update(
+                level="kernel",
+                kernels=list(NAIVE_KERNELS),
+                blocks=[[i, 5, 0, 10, i, [0, -1, 0]] for i in range(3)],
+            )
+        ),
+        "SM -1",
+    ),
+}
+
+
+def _file(tmp_path, data) -> Path:
+    path = tmp_path / "junk.json"
+    path.write_text(json.dumps({"schema": "tilescope.traces/1", "meta": {}, "traces": [data]}))
+    return path
+
+
+@pytest.mark.parametrize("name", list(JUNK_TRACES))
+def test_a_junk_trace_file_is_refused_with_one_line(tmp_path, name):
+    make, message = JUNK_TRACES[name]
+    path = _file(tmp_path, make())
+    with pytest.raises(TraceError, match=message) as info:
+        load_traces(path)
+    assert "\n" not in str(info.value) and str(path) in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\x00\x01\x02binary\xff", "UTF-16 or UTF-32|not UTF-8"),
+        (json.dumps({"schema": "tilescope.traces/1", "traces": []}).encode("utf-16"), "UTF-16"),
+        (
+            b'{"schema": "tilescope.traces/1", "traces": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+            "nested too deeply",
+        ),
+    ],
+    ids=["binary", "utf16", "deep_nesting"],
+)
+def test_binary_utf16_and_deeply_nested_trace_files_are_refused(tmp_path, content, message):
+    path = tmp_path / "junk.json"
+    path.write_bytes(content)
+    with pytest.raises(TraceError, match=message):
+        load_traces(path)
+
+
+def test_a_trace_fifo_is_refused_at_once(tmp_path):
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    with pytest.raises(TraceError, match="not a regular file"):
+        load_traces(fifo)
+
+
+def test_the_trace_panel_shows_a_message_for_every_junk_trace(qtbot, tmp_path):
+    from app.animation.trace_view import TracePanel
+
+    panel = TracePanel(traces=(_fake(),))
+    qtbot.addWidget(panel)
+    for name, (make, _) in JUNK_TRACES.items():
+        panel.load_file(_file(tmp_path, make()))
+        assert panel.message, name
+        assert [t.device for t in panel.traces] == ["fake"]  # nothing applied
+
+
+# Odd but valid: the panel must draw, select and replay them without an error.
+ODD_TRACES = {
+    "one_block": lambda d: d.update(blocks=d["blocks"][:1]),
+    "phases_out_of_time_order": _block(0, 5, [0, 0, 50, 1, 0, 10, 2, 0, 20, 3, 0, 30]),
+    "ends_before_it_starts": _block(0, 3, 0),
+    "most_sms_allowed": lambda d: d.update(sm_count=MAX_SM_COUNT),
+    "kernel_level_with_two_kernels": lambda d: d.update(
+        level="kernel",
+        algorithm="naive",
+        kernels=["gemm_qk", "softmax"],
+        phase_names=["gemm_qk", "softmax"],
+        blocks=[[0, -1, 0, 100, 0, [0, -1, 0]], [1, -1, 100, 250, 1, [1, -1, 0]]],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(ODD_TRACES))
+def test_odd_but_valid_traces_draw_select_and_replay(qtbot, tmp_path, name):
+    from PySide6.QtCore import Qt
+
+    from app.animation.trace_view import TracePanel
+
+    panel = TracePanel()
+    qtbot.addWidget(panel)
+    panel.resize(1000, 700)
+    panel.show()
+    panel.load_file(_file(tmp_path, _with(ODD_TRACES[name])))
+    assert not panel.message and len(panel.traces) == 1
+    view = panel.view
+    assert not view.grab().toImage().isNull()
+    b = panel.trace.blocks[0]
+    qtbot.mouseClick(
+        view, Qt.MouseButton.LeftButton, pos=view.block_rect(b.block).center().toPoint()
+    )
+    for f in (0.0, 0.5, 1.0):
+        panel.replay_at(f)
+    view.grab()
+
+
+def test_the_trace_limits_are_the_stated_ones():
+    assert MAX_SM_COUNT == 1024 and MAX_TRACE_BLOCKS == 1 << 20
+
+
 def test_recordings_carry_traces_and_old_files_without_them_still_load(tmp_path):
     device = DeviceInfo("cuda", "NVIDIA H200", 1, 1)
     t = _fake()
@@ -216,7 +380,7 @@ def test_recordings_carry_traces_and_old_files_without_them_still_load(tmp_path)
     data = json.loads(path.read_text())
     data["traces"] = [{"schema": "tilescope.trace/1"}]
     (tmp_path / "bad.json").write_text(json.dumps(data))
-    with pytest.raises(RecordingError, match="malformed trace"):
+    with pytest.raises(RecordingError, match=r"traces\[0\]: object missing required field"):
         load_recording(tmp_path / "bad.json")
 
 
@@ -244,7 +408,7 @@ def test_phase_codes_match_the_kernels_trace_comment():
     ids=lambda x: x if isinstance(x, str) else x.label().replace(" ", "_"),
 )
 def test_record_trace_on_the_gpu_gives_a_valid_trace(algorithm, config, tmp_path):
-    from gpu.trace import record_trace
+    from gpu.trace_record import record_trace
 
     t = record_trace(config, algorithm)
     _assert_valid(t)

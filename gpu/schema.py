@@ -1,0 +1,419 @@
+"""The file formats, checked field by field before anything is built from them.
+
+Recorded runs and `bench --out` (``tilescope.results/1``), the results, devices and configs
+inside them and inside saved sessions, and execution traces (``tilescope.trace/1``, alone or in
+a ``tilescope.traces/1`` file) are described here once, as msgspec types with ranges. Every
+loader runs the check before building a dataclass, so a file with a time as a string, a NaN,
+a negative byte count, an integer of 400 digits, an SM id of a million or a trace labelled
+kernel-level that holds thousands of blocks is refused with one line naming the field's path
+(``results[3].kernel_times[0].ms``), and never reaches a plot or a slot.
+
+Unknown fields are tolerated and ignored, so a file written by a later version that adds an
+optional field still opens. To check a new field of RunResult (gpu/results.py), add it to
+`ResultDoc` below with its type, range and a default; a field of KernelTime goes in
+`KernelTimeDoc`, of DeviceInfo in `DeviceDoc`. A result is built from the checked dict with
+only the keys its dataclass has (`result_from_checked`), so a field can be added to the
+dataclass and here in either order (a test fails while a dataclass field is unchecked).
+
+For callers with parsed JSON (a session's parts): `check_config`, `check_device`,
+`check_result`, `check_results` check and build, raising SchemaError; `check(data, Doc, where)`
+checks against any document type. `finite_result` makes a result writable (no NaN).
+
+Limits a file must respect (stated in messages and in `main.py bench --help`):
+`MAX_SM_COUNT` SMs, `MAX_TRACE_BLOCKS` blocks per trace, times up to `MAX_TRACE_NS` ns in a
+trace and `MAX_MS` ms per kernel, counts (bytes, FLOPs) up to `MAX_COUNT`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from typing import Annotated, Any, Literal, TypeVar
+
+import msgspec
+from msgspec import Meta
+
+from .algorithms import tile_shape
+from .config import (
+    BATCH_MAX,
+    BATCH_MIN,
+    DTYPE_BYTES,
+    HEAD_DIM_MAX,
+    HEAD_DIM_MIN,
+    HEADS_MAX,
+    HEADS_MIN,
+    SEQ_LEN_MAX,
+    SEQ_LEN_MIN,
+    TILE_CHOICES,
+    AttentionConfig,
+    ConfigError,
+    ceil_div,
+)
+from .errors import SchemaError
+from .results import DeviceInfo, KernelTime, RunResult
+
+RESULTS_SCHEMA = "tilescope.results/1"
+TRACE_SCHEMA = "tilescope.trace/1"
+TRACES_FILE_SCHEMA = "tilescope.traces/1"
+
+#: Trace levels: one record per thread block, or (naive: cuBLAS cannot be instrumented) one
+#: record per kernel.
+BLOCK_LEVEL, KERNEL_LEVEL = "block", "kernel"
+#: Phase codes written by the tiled kernels' trace build (index = code).
+PHASE_CODES: tuple[str, ...] = ("load_Q_i", "load_K_j", "compute_S_ij", "store_O_i")
+#: The kernels of a kernel-level (naive) trace, in launch order.
+NAIVE_KERNELS: tuple[str, ...] = ("gemm_qk", "softmax", "gemm_pv")
+
+# ----------------------------------------------------------------------------------- limits
+
+#: Most SMs a trace may have: today's largest GPUs have under 200; a view draws one lane each.
+MAX_SM_COUNT = 1024
+#: Most thread blocks one trace may hold (N=131072, h=96 with 64-row tiles is 196,608).
+MAX_TRACE_BLOCKS = 1 << 20
+#: Latest time in a trace, ns from its start: 2^53 (104 days), exact as a float and far inside
+#: int64 when a block's start and a phase's offset are added.
+MAX_TRACE_NS = 1 << 53
+#: Longest kernel time in a result, ms (11.6 days).
+MAX_MS = 1e9
+#: Largest byte or FLOP count: the largest config (B=1024, h=256, N=2^20, d=256) needs ~3e20
+#: FLOPs, so anything beyond 10^24 is corrupt.
+MAX_COUNT = 10**24
+INT64_MAX = 2**63 - 1
+#: Longest free text (a message, notes) and longest name (algorithm, device, kernel).
+MAX_TEXT, MAX_NAME = 1 << 20, 256
+#: Most GPUs a result may span (ring attention).
+MAX_DEVICES = 1 << 16
+
+Name = Annotated[str, Meta(min_length=1, max_length=MAX_NAME)]
+Text = Annotated[str, Meta(max_length=MAX_TEXT)]
+Ms = Annotated[float, Meta(gt=0.0, le=MAX_MS)]
+#: A finite float >= 0 (NaN and infinity fail the bounds).
+NonNegative = Annotated[float, Meta(ge=0.0, le=sys.float_info.max)]
+#: Bytes of memory: fits int64 (checked natively).
+Bytes = Annotated[int, Meta(ge=0, le=INT64_MAX)]
+#: Bytes or FLOPs a model counts: >= 0 here, <= MAX_COUNT in `_Doc.__post_init__`.
+Count = Annotated[int, Meta(ge=0)]
+Repeats = Annotated[int, Meta(ge=0, le=1 << 30)]
+
+
+def _field_error(field: str, reason: str) -> ValueError:
+    """A rule broken at `field` (a path inside the document being checked); `check` puts the
+    document's own path in front of it."""
+    return ValueError(f"@{field}: {reason}")
+
+
+def _config_default(name: str) -> Any:
+    return AttentionConfig.__dataclass_fields__[name].default
+
+
+class _Doc(msgspec.Struct):
+    """Base of every document type: counts (ints without a native bound) stay <= MAX_COUNT."""
+
+    def __post_init__(self) -> None:
+        for name in self.__struct_fields__:
+            value = getattr(self, name)
+            if type(value) is int and value > MAX_COUNT:
+                raise _field_error(
+                    name, f"a {len(str(value))}-digit number, beyond the limit of 1e24"
+                )
+
+
+class ConfigDoc(_Doc, forbid_unknown_fields=True):
+    """gpu.config.AttentionConfig; missing fields take the config's defaults."""
+
+    seq_len: Annotated[int, Meta(ge=SEQ_LEN_MIN, le=SEQ_LEN_MAX)] = _config_default("seq_len")
+    heads: Annotated[int, Meta(ge=HEADS_MIN, le=HEADS_MAX)] = _config_default("heads")
+    head_dim: Annotated[int, Meta(ge=HEAD_DIM_MIN, le=HEAD_DIM_MAX)] = _config_default("head_dim")
+    batch: Annotated[int, Meta(ge=BATCH_MIN, le=BATCH_MAX)] = _config_default("batch")
+    dtype: Literal[tuple(DTYPE_BYTES)] = _config_default("dtype")  # type: ignore[valid-type]
+    causal: bool = _config_default("causal")
+    block_m: Literal[TILE_CHOICES] = _config_default("block_m")  # type: ignore[valid-type]
+    block_n: Literal[TILE_CHOICES] = _config_default("block_n")  # type: ignore[valid-type]
+
+
+class KernelTimeDoc(_Doc):
+    """gpu.results.KernelTime: the median, and optionally the spread of the repeats."""
+
+    name: Name
+    ms: Ms
+    min_ms: Ms | None = None
+    max_ms: Ms | None = None
+
+    def __post_init__(self) -> None:
+        if self.min_ms is not None and self.min_ms > self.ms:
+            raise _field_error("min_ms", f"{self.min_ms} is above the median ms {self.ms}")
+        if self.max_ms is not None and self.max_ms < self.ms:
+            raise _field_error("max_ms", f"{self.max_ms} is below the median ms {self.ms}")
+
+
+class MeasuredDoc(_Doc):
+    """Traffic counted by hardware counters for one result: bytes per memory level and how
+    many profiled samples they come from. Other fields are kept as written."""
+
+    dram_bytes: Count | None = None
+    dram_read_bytes: Count | None = None
+    dram_write_bytes: Count | None = None
+    l2_bytes: Count | None = None
+    l2_read_bytes: Count | None = None
+    l2_write_bytes: Count | None = None
+    samples: Repeats | None = None
+    source: Text = ""
+
+
+class ResultDoc(_Doc):
+    """gpu.results.RunResult as `to_dict` writes it. Add new RunResult fields here."""
+
+    config: ConfigDoc
+    algorithm: Name
+    backend: Name
+    device: Name
+    kernel_times: Annotated[list[KernelTimeDoc], Meta(max_length=1024)] = []
+    peak_bytes: Bytes | None = None
+    model_peak_bytes: Count = 0
+    hbm_bytes: Count = 0
+    flops: Count = 0
+    max_abs_error: NonNegative | None = None
+    oom: bool = False
+    message: Text = ""
+    repeats: Repeats = 0
+    recorded: bool = False
+    # derived by to_dict (ignored when building, but they must still be sane numbers)
+    total_ms: NonNegative | None = None
+    tflops: NonNegative | None = None
+    # measured traffic, device-level peak and multi-GPU runs
+    measured: MeasuredDoc | None = None
+    device_peak_bytes: Bytes | None = None
+    devices: Annotated[int, Meta(ge=1, le=MAX_DEVICES)] | None = None
+
+
+class DeviceDoc(_Doc):
+    """gpu.results.DeviceInfo."""
+
+    backend: Name
+    name: Name
+    memory_total_bytes: Bytes
+    memory_free_bytes: Bytes
+    details: dict[str, Any] = {}
+
+
+TraceNs = Annotated[int, Meta(ge=0, le=MAX_TRACE_NS)]
+#: [block, sm, start_ns, end_ns, kernel index, flat phases (code, j, t - start_ns)*]
+BlockRow = tuple[
+    Annotated[int, Meta(ge=0, lt=MAX_TRACE_BLOCKS)],
+    Annotated[int, Meta(ge=-1, lt=MAX_SM_COUNT)],
+    TraceNs,
+    TraceNs,
+    Annotated[int, Meta(ge=0)],
+    list[Annotated[int, Meta(ge=-1, le=MAX_TRACE_NS)]],
+]
+
+
+class TraceDoc(_Doc):
+    """gpu.trace.Trace as `to_dict` writes it, with the rules a view relies on: every block on
+    an SM the trace has, every phase code and kernel index naming an entry, every block with
+    phases, block-level blocks starting with load_Q_i and holding only the kernels' phases,
+    kernel-level records with no SM, tile indices inside the config's tiles."""
+
+    schema: Literal[TRACE_SCHEMA]  # type: ignore[valid-type]
+    config: ConfigDoc
+    algorithm: Name
+    device: Name
+    sm_count: Annotated[int, Meta(ge=1, le=MAX_SM_COUNT)]
+    phase_names: Annotated[list[Name], Meta(max_length=64)]
+    kernels: Annotated[list[Name], Meta(min_length=1, max_length=64)]
+    blocks: Annotated[list[BlockRow], Meta(min_length=1, max_length=MAX_TRACE_BLOCKS)]
+    level: Literal[BLOCK_LEVEL, KERNEL_LEVEL] = BLOCK_LEVEL  # type: ignore[valid-type]
+    kernel_ms: Annotated[float, Meta(ge=0.0, le=MAX_MS)] = 0.0
+    tiles_kept: Repeats = 0
+    notes: Text = ""
+    block_fields: list[str] = []
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.level == KERNEL_LEVEL:
+            self._check_kernel_level()
+        else:
+            self._check_block_level()
+
+    def _check_kernel_level(self) -> None:
+        if len(self.blocks) > len(self.kernels):
+            raise _field_error(
+                "blocks",
+                f"a kernel-level trace holds one record per kernel: {len(self.blocks)} records "
+                f"for {len(self.kernels)} kernels (a block trace labelled kernel-level?)",
+            )
+        for k, (block, sm, _, _, kidx, flat) in enumerate(self.blocks):
+            if sm != -1:
+                raise _field_error(f"blocks[{k}]", f"a kernel-level record has SM -1, not {sm}")
+            if block >= len(self.kernels) or kidx >= len(self.kernels):
+                raise _field_error(
+                    f"blocks[{k}]",
+                    f"kernel {max(block, kidx)} of a trace with {len(self.kernels)} kernels",
+                )
+            self._check_phases(k, flat)
+
+    def _check_block_level(self) -> None:
+        try:
+            bm, bn = tile_shape(self.config_value(), self.algorithm)
+        except KeyError:
+            raise _field_error(
+                "algorithm", f"{self.algorithm!r} has no block-level trace"
+            ) from None
+        q_tiles = ceil_div(self.config.seq_len, bm)
+        kv_tiles = ceil_div(self.config.seq_len, bn)
+        max_block = q_tiles * self.config.batch * self.config.heads
+        unknown = [n for n in self.phase_names if n not in PHASE_CODES]
+        if unknown:
+            raise _field_error(
+                "phase_names", f"{unknown[0]!r} is not one of {', '.join(PHASE_CODES)}"
+            )
+        first = self.phase_names.index(PHASE_CODES[0]) if PHASE_CODES[0] in self.phase_names else -1
+        for k, (block, sm, _, _, kidx, flat) in enumerate(self.blocks):
+            if not 0 <= sm < self.sm_count:
+                raise _field_error(
+                    f"blocks[{k}]",
+                    f"ran on SM {sm}, outside 0..{self.sm_count - 1} "
+                    f"(the trace's sm_count is {self.sm_count})",
+                )
+            if block >= max_block:
+                raise _field_error(
+                    f"blocks[{k}]", f"block {block}, but the config launches {max_block} blocks"
+                )
+            if kidx >= len(self.kernels):
+                raise _field_error(f"blocks[{k}]", f"kernel index {kidx} of {len(self.kernels)}")
+            self._check_phases(k, flat)
+            if flat[0] != first:
+                raise _field_error(f"blocks[{k}]", f"the first phase must be {PHASE_CODES[0]}")
+            if not 0 <= flat[1] < q_tiles:
+                raise _field_error(
+                    f"blocks[{k}]", f"query tile {flat[1]} outside 0..{q_tiles - 1} of the config"
+                )
+            tiles = flat[1::3]
+            if min(tiles) < 0 or max(tiles) >= max(q_tiles, kv_tiles):
+                raise _field_error(
+                    f"blocks[{k}]", f"tile index outside 0..{max(q_tiles, kv_tiles) - 1}"
+                )
+
+    def _check_phases(self, k: int, flat: list[int]) -> None:
+        if not flat or len(flat) % 3:
+            raise _field_error(
+                f"blocks[{k}]",
+                f"phases must be one or more (code, tile, time) triples, got {len(flat)} numbers",
+            )
+        codes, offsets = flat[0::3], flat[2::3]
+        if min(codes) < 0 or max(codes) >= len(self.phase_names):
+            raise _field_error(
+                f"blocks[{k}]", f"phase code outside 0..{len(self.phase_names) - 1} (phase_names)"
+            )
+        if min(offsets) < 0:
+            raise _field_error(f"blocks[{k}]", "a phase begins before its block starts")
+
+    def config_value(self) -> AttentionConfig:
+        return AttentionConfig(**msgspec.structs.asdict(self.config))
+
+
+class RecordingDoc(_Doc):
+    """A results file: `main.py bench --out`, bench/record_run.py, the shipped recordings."""
+
+    schema: Literal[RESULTS_SCHEMA]  # type: ignore[valid-type]
+    device: DeviceDoc
+    results: list[ResultDoc]
+    meta: dict[str, Any] = {}
+    traces: list[TraceDoc] = []
+
+
+class TracesFileDoc(_Doc):
+    """A traces file (bench/trace_h200.py, `save_traces`)."""
+
+    schema: Literal[TRACES_FILE_SCHEMA]  # type: ignore[valid-type]
+    traces: list[TraceDoc]
+    meta: dict[str, Any] = {}
+
+
+# --------------------------------------------------------------------------------- checking
+
+D = TypeVar("D")
+
+
+def check(data: Any, doc: type[D] | Any, where: str, path: str = "") -> D:
+    """`data` (parsed JSON) as the document type `doc`, or SchemaError naming `where` (the
+    file) and the path of the first bad field, prefixed with `path` (where `data` sits)."""
+    try:
+        return msgspec.convert(data, doc)
+    except msgspec.ValidationError as exc:
+        raise _schema_error(exc, where, path) from None
+    except RecursionError:
+        raise SchemaError(where, path or "the document", "nested too deeply") from None
+
+
+def _schema_error(exc: msgspec.ValidationError, where: str, prefix: str) -> SchemaError:
+    text = str(exc)
+    message, _, at = text.rpartition(" - at `")
+    if not message:
+        message, at = text, "$`"
+    inner = at.rstrip("`").removeprefix("$")
+    if message.startswith("@"):  # a rule of ours: "@sub.path: reason"
+        sub, _, message = message[1:].partition(": ")
+        inner = f"{inner}.{sub}" if not sub.startswith("[") else inner + sub
+    field = (prefix + inner).lstrip(".") or "the document"
+    return SchemaError(where, field, message[:1].lower() + message[1:])
+
+
+def check_config(data: Any, where: str, path: str = "config") -> AttentionConfig:
+    """A config from parsed JSON (a session's, a result's), checked; SchemaError if bad."""
+    return _config(check(data, ConfigDoc, where, path), where, path)
+
+
+def _config(doc: ConfigDoc, where: str, path: str) -> AttentionConfig:
+    try:
+        return AttentionConfig(**msgspec.structs.asdict(doc))
+    except ConfigError as exc:  # a rule the ranges above do not express
+        raise SchemaError(where, f"{path}.{exc.field}", str(exc)) from None
+
+
+def check_device(data: Any, where: str, path: str = "device") -> DeviceInfo:
+    """A DeviceInfo from parsed JSON, checked; SchemaError if bad."""
+    check(data, DeviceDoc, where, path)
+    return device_from_checked(data)
+
+
+def check_result(data: Any, where: str, path: str = "result") -> RunResult:
+    """A RunResult from parsed JSON, checked; SchemaError if bad. Keys the document type does
+    not know (a session's backend_key, say) are ignored."""
+    check(data, ResultDoc, where, path)
+    return result_from_checked(data)
+
+
+def check_results(data: Any, where: str, path: str = "results") -> tuple[RunResult, ...]:
+    """A list of results from parsed JSON, checked in one pass; SchemaError if any is bad."""
+    check(data, list[ResultDoc], where, path)
+    return tuple(result_from_checked(r) for r in data)
+
+
+def _known(data: dict[str, Any], cls: type) -> dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+def result_from_checked(data: dict[str, Any]) -> RunResult:
+    """Build a RunResult from a dict that passed `ResultDoc`: only the fields RunResult and
+    KernelTime have are passed on, so optional fields of other versions are ignored."""
+    known = _known(data, RunResult)
+    known["kernel_times"] = [_known(k, KernelTime) for k in data.get("kernel_times", ())]
+    return RunResult.from_dict(known)
+
+
+def finite_result(result: RunResult) -> RunResult:
+    """`result` as a file can hold it: a NaN or infinite error (an output that is not finite)
+    becomes the largest float, which still disagrees, and the message says why."""
+    error = result.max_abs_error
+    if error is None or math.isfinite(error):
+        return result
+    note = "the output holds NaN or infinity"
+    message = f"{result.message}; {note}" if result.message else note
+    return dataclasses.replace(result, max_abs_error=sys.float_info.max, message=message)
+
+
+def device_from_checked(data: dict[str, Any]) -> DeviceInfo:
+    return DeviceInfo.from_dict(_known(data, DeviceInfo))
