@@ -31,7 +31,7 @@ KERNEL_DIR = Path(__file__).resolve().parent.parent / "gpu" / "kernels"
 
 _MMA_ARGS = "const u16*, const u16*, const u16*, u16*, float*, float*, int, float"
 _READABLE_ARGS = (
-    "const {T}*, const {T}*, const {T}*, {T}*, float*, float*, int, int, int, int, int, int, float"  # noqa: E501
+    "const {T}*, const {T}*, const {T}*, {T}*, float*, float*, int, int, int, int, int, int, float"
 )
 _SOFTMAX_ARGS = "const {T}*, {T}*, long long, int, int"
 _WS_ARGS = "const __grid_constant__ TmaMap, const __grid_constant__ TmaMap, const __grid_constant__ TmaMap, u16*, float*, float*, int, int, int, float"  # noqa: E501
@@ -141,6 +141,7 @@ class Report:
     stack_bytes: int | None = None
     spill_stores: int | None = None
     spill_loads: int | None = None
+    sass_registers: int | None = None  # highest register the SASS uses + 1 (after setmaxnreg)
     warnings: str = ""
     error: str = ""
 
@@ -149,7 +150,9 @@ _USED = re.compile(r"Used (\d+) registers")
 _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 
 
-def compile_instance(inst: Instance, kernels: Path, nvcc: str, extra: list[str]) -> Report:
+def compile_instance(
+    inst: Instance, kernels: Path, nvcc: str, extra: list[str], cuobjdump: str | None = None
+) -> Report:
     report = Report(inst.label)
     src = kernels / inst.source
     if not src.exists():
@@ -164,9 +167,15 @@ def compile_instance(inst: Instance, kernels: Path, nvcc: str, extra: list[str])
         cmd = [nvcc, "-std=c++17", "-cubin", f"-gencode=arch={arch}", "-Xptxas", "-v"]
         if inst.fast_math:
             cmd.append("--use_fast_math")
-        cmd += [f"-I{kernels.resolve()}", f"-I{KERNEL_DIR}", *extra, str(unit), "-o"]
-        cmd.append(str(Path(tmp) / "inst.cubin"))
+        cubin = Path(tmp) / "inst.cubin"
+        cmd += [f"-I{kernels.resolve()}", f"-I{KERNEL_DIR}", *extra, str(unit), "-o", str(cubin)]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode == 0 and cuobjdump:
+            sass = subprocess.run(
+                [cuobjdump, "-sass", str(cubin)], capture_output=True, text=True, check=False
+            ).stdout
+            numbers = [int(x) for x in re.findall(r"\bR(\d+)\b", sass)]
+            report.sass_registers = max(numbers) + 1 if numbers else None
     log = proc.stdout + proc.stderr
     if proc.returncode != 0:
         report.error = log.strip()[-2000:]
@@ -177,8 +186,11 @@ def compile_instance(inst: Instance, kernels: Path, nvcc: str, extra: list[str])
         report.registers = int(used[-1])
     if frame:
         report.stack_bytes, report.spill_stores, report.spill_loads = map(int, frame[-1])
+    # Warnings, and ptxas's notes that it serialized the wgmmas (a silent 2x slowdown).
     report.warnings = "; ".join(
-        line.strip() for line in log.splitlines() if "warning" in line.lower()
+        line.strip()
+        for line in log.splitlines()
+        if "warning" in line.lower() or "Performance Loss" in line
     )[:600]
     return report
 
@@ -188,7 +200,11 @@ def _fmt(r: dict | None) -> str:
         return "-"
     if r.get("error"):
         return "ERROR"
-    return f"{r['registers']} r, {r['spill_stores']}/{r['spill_loads']} sp, {r['stack_bytes']} st"
+    used = f" (SASS {r['sass_registers']})" if r.get("sass_registers") else ""
+    return (
+        f"{r['registers']} r{used}, {r['spill_stores']}/{r['spill_loads']} sp, "
+        f"{r['stack_bytes']} st"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,6 +214,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", default="", help="write the report here")
     p.add_argument("--compare", default="", help="an earlier --json report to show beside")
     p.add_argument("--nvcc", default=shutil.which("nvcc") or "nvcc")
+    p.add_argument(
+        "--cuobjdump",
+        default=shutil.which("cuobjdump") or "",
+        help="for the registers the SASS really uses (warp-specialized kernels raise their cap "
+        "with setmaxnreg); triton's wheel ships one under triton/backends/nvidia/bin",
+    )
     p.add_argument("--define", action="append", default=[], help="extra -D for every instance")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     args = p.parse_args(argv)
@@ -208,7 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     kernels = Path(args.kernels)
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         reports = list(
-            pool.map(lambda i: compile_instance(i, kernels, args.nvcc, extra), instances)
+            pool.map(
+                lambda i: compile_instance(i, kernels, args.nvcc, extra, args.cuobjdump or None),
+                instances,
+            )
         )
     earlier = {}
     if args.compare:
@@ -216,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     width = max(len(r.label) for r in reports) if reports else 10
     head = f"{'instance':{width}}  {'registers, spill st/ld bytes, stack bytes':44}"
+    # "registers" is ptxas's count (the cap at entry for setmaxnreg kernels); "SASS" is the
+    # highest register the code uses + 1, shown when --cuobjdump is available.
     print(head + ("  earlier" if earlier else ""))
     for r in reports:
         d = asdict(r)
@@ -226,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
                 before.get(k) == d.get(k)
                 for k in ("registers", "stack_bytes", "spill_stores", "spill_loads")
             )
-            line += f"  {_fmt(before)}{'' if same else '   <- differs'}"
+            marker = "" if same or before is None else "   <- differs"
+            line += f"  {_fmt(before)}{marker}"
         print(line)
         if r.error:
             failed += 1

@@ -231,18 +231,10 @@ flash_wgmma_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16*
         wgmma_commit();
     };
 
-    // Mask keys past the end of the sequence and (causal) keys after the query: -inf scores
-    // become exactly 0 after the exponential. Only edge tiles pay for this.
+    // Mask keys past the end of the sequence and (causal) keys after the query (mask_tile,
+    // online_softmax.cuh): -inf scores become exactly 0 after the exponential.
     auto mask_edges = [&](float (&s)[S_REGS], int j) {
-        const int kv0 = j * BC;
-        if (kv0 + BC > N || (CAUSAL && kv0 + BC - 1 > warp_row0)) {
-#pragma unroll
-            for (int i = 0; i < S_REGS; ++i) {
-                const int col = kv0 + (i >> 2) * 8 + 2 * t + (i & 1);
-                const int row = warp_row0 + g + ((i >> 1) & 1) * 8;
-                if (col >= N || (CAUSAL && col > row)) s[i] = neg_inf();
-            }
-        }
+        mask_tile<S_REGS, CAUSAL>(s, j * BC, N, warp_row0, g, t);
     };
 
     // STEP online_softmax — part 1: the row max of a new S tile, and (rarely) a rescale

@@ -102,6 +102,24 @@ struct RowStats {
     }
 };
 
+// Mask one warp's part of a 64-row wgmma S tile (flat accumulators, BC = 2·S_REGS keys from
+// kv0): keys past the end of the sequence and, causal, keys after the query become -inf, which
+// is exactly 0 after the exponential. Only edge tiles (the ragged last one, the ones crossing
+// the diagonal) pay for the element test; the tile test is uniform across the warp.
+template <int S_REGS, bool CAUSAL>
+__device__ __forceinline__ void mask_tile(float (&s)[S_REGS], int kv0, int N, int warp_row0,
+                                          int g, int t) {
+    constexpr int BC = 2 * S_REGS;
+    if (kv0 + BC > N || (CAUSAL && kv0 + BC - 1 > warp_row0)) {
+#pragma unroll
+        for (int i = 0; i < S_REGS; ++i) {
+            const int col = kv0 + (i >> 2) * 8 + 2 * t + (i & 1);
+            const int row = warp_row0 + g + ((i >> 1) & 1) * 8;
+            if (col >= N || (CAUSAL && col > row)) s[i] = neg_inf();
+        }
+    }
+}
+
 // The O(N) statistics of rows `row_a` and `row_a + 8` (fp32, stat = first row of
 // this head in M and L): m in natural-log units (m_run · ln 2), l as is. The thread with t == 0
 // of each quad writes them; rows at or past N are not written.
