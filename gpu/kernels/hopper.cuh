@@ -227,6 +227,14 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
 #endif
 }
 
+// End the basic block once `x` is computed: a branch on x that is never taken (x is a sum of
+// exponentials, never the all-ones NaN pattern) around an instruction that does nothing.
+// ptxas schedules within basic blocks, so the work x depends on stays above whatever follows,
+// e.g. a wgmma.wait_group it would otherwise hoist (waiting early is always safe).
+__device__ __forceinline__ void end_block_after(float x) {
+    if (__float_as_uint(x) == 0xffffffffu) asm volatile("nanosleep.u32 0;\n" ::: "memory");
+}
+
 // --- Warpgroup roles ------------------------------------------------------------------------
 // setmaxnreg: every thread of the warpgroup runs the same one. `dec` gives registers back to
 // the SM's pool (the producer needs few), `inc` takes them (the consumers hold S, P and O).
