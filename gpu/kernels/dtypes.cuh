@@ -6,7 +6,12 @@
 //   half_t, bf16_t     tagged 16-bit words (the readable and softmax kernels template on them)
 //   to_float, from_float<T>   one element <-> fp32
 //   pack2<BF16>        two fp32 -> one 32-bit register of two fp16/bf16 (the tensor-core A layout)
+//   NEG_INF, LOG2E, LN2   -inf as a bit pattern; log2(e) and ln(2) in fp32
 #pragma once
+
+#define NEG_INF __int_as_float(0xff800000)
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
 
 typedef unsigned int u32;
 typedef unsigned short u16;

@@ -46,9 +46,6 @@
 
 #define NUM_THREADS 256
 #define NUM_WARPS (NUM_THREADS / 32)
-#define NEG_INF __int_as_float(0xff800000)
-#define LOG2E 1.4426950408889634f
-#define LN2 0.6931471805599453f
 
 // ---- Trace build (trace.cuh) -----------------------------------------------------------------
 // With -DTILESCOPE_TRACE thread 0 of each block writes one row per phase boundary, as it passes

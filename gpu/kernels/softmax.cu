@@ -40,9 +40,6 @@ struct __align__(sizeof(T) * VEC) Pack {
     T v[VEC];
 };
 
-#define NEG_INF __int_as_float(0xff800000)
-#define LOG2E 1.4426950408889634f
-
 // ---------------------------------------------------------------------------------------------
 // Block-wide reductions through warp shuffles and a 32-float scratch array.
 
