@@ -49,12 +49,12 @@
 //     LBO = BC · 128 (the next 64-column block of d, used when D = 128).
 //   Q_i (when A comes from shared memory) is K-major like K.
 //
-// Loads. The issue suggested a producer warp with cp.async.bulk (TMA's 1-D form). A bulk copy
-// moves bytes unchanged, so it cannot write the swizzled layout above, and wgmma's unswizzled
-// layout needs 8×16-byte "core matrices" that a row-major K tile is not. So this kernel keeps the
-// 16-byte cp.async of the mma kernel (which can write any layout, and zero-fills rows past N),
-// issued by all threads, NS stages deep. A TMA tensor map (cp.async.bulk.tensor with
-// SWIZZLE_128B) would remove those copy instructions; it needs a CUtensorMap built on the host.
+// Loads. A 1-D bulk copy (cp.async.bulk) moves bytes unchanged, so it cannot write the swizzled
+// layout above, and wgmma's unswizzled layout needs 8×16-byte "core matrices" that a row-major K
+// tile is not. So this kernel keeps the 16-byte cp.async of the mma kernel (which can write any
+// layout, and zero-fills rows past N), issued by all threads, NS stages deep. The
+// warp-specialized kernel (flash_ws.cu) instead has one producer thread issue TMA tensor copies
+// (cp.async.bulk.tensor with SWIZZLE_128B, from a CUtensorMap built on the host).
 //
 // Ordering rules that matter (Hopper has two "proxies" for shared memory):
 //   * cp.async writes are generic-proxy writes and wgmma reads through the async proxy, so each
