@@ -1,18 +1,22 @@
 """Benchmark the tiled attention kernels against torch SDPA (FlashAttention-2 and cuDNN) on a GPU.
 
-One run measures, for every selected config: our tensor-core kernel (`gpu.flash_mma`, optionally
-several tile variants), our Hopper kernel (`gpu.flash_wgmma`, sm_90 only, likewise), our
-readable tiled kernel and our naive path (through `gpu.cuda_backend`, when importable), and
-torch's SDPA with the FLASH_ATTENTION and
-CUDNN_ATTENTION backends as peers. torch is imported here only; the app never needs it.
+One run measures, for every selected config: our fused tensor-core kernels through their one
+launch path (`prepare` -> gpu.flash_launch.Prepared): `mma` (mma.sync), `wgmma` (Hopper wgmma)
+and `ws` (warp-specialized, TMA + ping-pong), each optionally with several variants; our
+readable tiled kernel and our naive path (through `gpu.cuda_backend`); and torch's SDPA with the
+FLASH_ATTENTION and CUDNN_ATTENTION backends as peers. torch is imported here only; the app
+never needs it.
 
 Timing: CUDA events around a batch of back-to-back launches (so launch overhead hides behind
 the queue), after warm-up; the median over repeats; inputs rotate among enough fresh random
 sets that they do not sit in L2. TFLOP/s counts the useful 4·B·h·N²·d (halved when causal).
 
-Example (the H200 run in docs/KERNELS.md):
+Examples:
     python bench/bench_kernels.py --seq 1024,2048,4096,8192,16384,32768 --dtypes fp16,bf16 \
         --json $OUT/bench.json --plot $OUT/bench.png
+    # the same kernels built from an older copy of gpu/kernels, against the current sources
+    python bench/bench_kernels.py --compare-sources .old-kernels --seq 4096,16384 \
+        --impls readable,mma,wgmma --json $OUT/compare.json
 """
 
 from __future__ import annotations
