@@ -145,3 +145,16 @@ def test_every_variant_matches_the_fp32_reference(variant: WsLaunch, causal: boo
             flash_ws.launch_forward(q, k, v, o, m, l, config, variant)
 
         assert_matches_reference(forward, config, seed=seq_len + variant.head_dim)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [128, 256])
+def test_causal_blocks_cover_every_head_when_the_last_l2_group_is_short(head_dim: int) -> None:
+    import cupy as cp
+    from flash_reference import assert_matches_reference
+
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("the warp-specialized kernel runs on sm_90 only")
+    config = AttentionConfig(seq_len=4096, heads=23, head_dim=head_dim, causal=True)
+    assert config.bh % flash_ws.group_heads(config) != 0  # a short last group
+    assert_matches_reference(flash_ws.flash_forward, config, seed=head_dim)
