@@ -108,7 +108,7 @@
 
 // The kernel.
 //   D       head dim (64, 128 or 256)
-//   BC      key/value rows per tile (64 or 128): the N of the S wgmma
+//   BC      key/value rows per tile (64, 128 or 192): the N of the S wgmma
 //   NCW     consumer warpgroups (2 or 3): BR = 64·NCW query rows per block
 //   NS      K/V ring stages (≥ 2)
 //   PINGPONG  consumers take turns on the tensor cores (named barriers)
@@ -140,7 +140,7 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
     constexpr int CREG = ((65536 / 128 - PREG) / NCW) / 8 * 8 > 240 ? 240
                                                                      : ((65536 / 128 - PREG) / NCW) / 8 * 8;
     static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
-    static_assert(BC == 64 || BC == 128, "key tile 64 or 128");
+    static_assert(BC == 64 || BC == 128 || BC == 192, "key tile 64, 128 or 192");
     static_assert(NCW == 2 || NCW == 3, "2 or 3 consumer warpgroups");
     static_assert(NS >= 2, "at least double buffering");
     static_assert(PREG >= 24 && PREG % 8 == 0 && CREG >= PREG, "register split");

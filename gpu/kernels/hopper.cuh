@@ -110,11 +110,41 @@ __device__ __forceinline__ u64 sw128_desc(u32 addr, u32 lbo, u32 sbo) {
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),          \
                    "n"((int)TRANS_B))
 
+// N = 192 (S of a 192-key tile): SS only.
+#define WGMMA_ACC_192                                                                              \
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                   \
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "         \
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "         \
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "         \
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "         \
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+
+#define WGMMA_ACC_OPS_192(C, d)                                                                    \
+    C(d[0]), C(d[1]), C(d[2]), C(d[3]), C(d[4]), C(d[5]), C(d[6]), C(d[7]),                        \
+    C(d[8]), C(d[9]), C(d[10]), C(d[11]), C(d[12]), C(d[13]), C(d[14]), C(d[15]),                  \
+    C(d[16]), C(d[17]), C(d[18]), C(d[19]), C(d[20]), C(d[21]), C(d[22]), C(d[23]),                \
+    C(d[24]), C(d[25]), C(d[26]), C(d[27]), C(d[28]), C(d[29]), C(d[30]), C(d[31]),                \
+    C(d[32]), C(d[33]), C(d[34]), C(d[35]), C(d[36]), C(d[37]), C(d[38]), C(d[39]),                \
+    C(d[40]), C(d[41]), C(d[42]), C(d[43]), C(d[44]), C(d[45]), C(d[46]), C(d[47]),                \
+    C(d[48]), C(d[49]), C(d[50]), C(d[51]), C(d[52]), C(d[53]), C(d[54]), C(d[55]),                \
+    C(d[56]), C(d[57]), C(d[58]), C(d[59]), C(d[60]), C(d[61]), C(d[62]), C(d[63]),                \
+    C(d[64]), C(d[65]), C(d[66]), C(d[67]), C(d[68]), C(d[69]), C(d[70]), C(d[71]),                \
+    C(d[72]), C(d[73]), C(d[74]), C(d[75]), C(d[76]), C(d[77]), C(d[78]), C(d[79]),                \
+    C(d[80]), C(d[81]), C(d[82]), C(d[83]), C(d[84]), C(d[85]), C(d[86]), C(d[87]),                \
+    C(d[88]), C(d[89]), C(d[90]), C(d[91]), C(d[92]), C(d[93]), C(d[94]), C(d[95])
+
+#define WGMMA_SS_192(TY, C)                                                                        \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"                                      \
+                 "wgmma.mma_async.sync.aligned.m64n192k16.f32." TY "." TY " "                      \
+                 "{" WGMMA_ACC_192 "}, %96, %97, p, 1, 1, 0, 0;\n}\n"                              \
+                 : WGMMA_ACC_OPS_192(C, d)                                                         \
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+
 // ACC = false: D = A·B, and D's old contents are not inputs ("=f"), so the compiler need not keep
 // them alive; ACC = true: D += A·B.
 template <int N, bool ACC, bool BF16>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], u64 desc_a, u64 desc_b) {
-    static_assert(N == 64 || N == 128, "wrappers exist for N = 64 and 128");
+    static_assert(N == 64 || N == 128 || N == 192, "wrappers exist for N = 64, 128 and 192");
     const int scale_d = ACC ? 1 : 0;
     if constexpr (N == 64) {
         if constexpr (BF16) {
@@ -122,11 +152,17 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], u64 desc_a, u64 desc
         } else {
             if constexpr (ACC) WGMMA_SS_64("f16", "+f"); else WGMMA_SS_64("f16", "=f");
         }
-    } else {
+    } else if constexpr (N == 128) {
         if constexpr (BF16) {
             if constexpr (ACC) WGMMA_SS_128("bf16", "+f"); else WGMMA_SS_128("bf16", "=f");
         } else {
             if constexpr (ACC) WGMMA_SS_128("f16", "+f"); else WGMMA_SS_128("f16", "=f");
+        }
+    } else {
+        if constexpr (BF16) {
+            if constexpr (ACC) WGMMA_SS_192("bf16", "+f"); else WGMMA_SS_192("bf16", "=f");
+        } else {
+            if constexpr (ACC) WGMMA_SS_192("f16", "+f"); else WGMMA_SS_192("f16", "=f");
         }
     }
 }
