@@ -35,6 +35,8 @@ SOURCE = "flash_ws.cu"
 COMPILE_OPTIONS: tuple[str, ...] = ("-std=c++17", "--use_fast_math", "-arch=sm_90a")
 #: Extra option of a checking build: every mbarrier wait traps after ~2 s instead of hanging.
 HANG_CHECK = "-DTILESCOPE_HANG_CHECK"
+#: Extra option of the trace build (gpu/kernels/trace.cuh; the recorder's TRACE_DEFINE).
+TRACE_OPTION = "-DTILESCOPE_TRACE"
 SUPPORTED_HEAD_DIMS = (64, 128, 256)
 SUPPORTED_DTYPES = ("fp16", "bf16")
 REQUIRED_COMPUTE_CAPABILITY = 90
@@ -351,3 +353,27 @@ def trace_segments(config: AttentionConfig, launch: WsLaunch | None = None) -> t
 
 def trace_rows_per_block(config: AttentionConfig, launch: WsLaunch | None = None) -> int:
     return sum(trace_segments(config, launch))
+
+
+def trace_buffer(config: AttentionConfig, prepared: flash_launch.Prepared,
+                 launch: WsLaunch | None = None) -> Any:  # fmt: skip
+    """The −1-filled int64 (rows, 5) buffer a trace build's launch writes into:
+    `prepared(q, k, v, o, m, l, buffer)` with `prepared = prepare(config, launch,
+    extra_options=(TRACE_OPTION,))`."""
+    import cupy
+
+    rows = prepared.blocks * trace_rows_per_block(config, launch)
+    return cupy.full((rows, 5), -1, dtype=cupy.int64)
+
+
+def decode_trace_rows(rows: Any) -> list[tuple[int, int, str, str, int, int]]:
+    """(block, sm, role, phase, j, t_ns) of every written row (host int64 array (R, 5)), in
+    buffer order: per block, the producer's rows, then each consumer's, each in time order."""
+    import numpy as np
+
+    rows = np.asarray(rows, dtype=np.int64).reshape(-1, 5)
+    out = []
+    for block, sm, word, j, t in rows[rows[:, 2] >= 0].tolist():
+        role, code = divmod(int(word), 256)
+        out.append((block, sm, TRACE_ROLES[role], TRACE_CODES[code][0], j, t))
+    return out

@@ -158,3 +158,53 @@ def test_causal_blocks_cover_every_head_when_the_last_l2_group_is_short(head_dim
     config = AttentionConfig(seq_len=4096, heads=23, head_dim=head_dim, causal=True)
     assert config.bh % flash_ws.group_heads(config) != 0  # a short last group
     assert_matches_reference(flash_ws.flash_forward, config, seed=head_dim)
+
+
+def test_trace_rows_decode_to_roles_and_phases() -> None:
+    import numpy as np
+
+    rows = np.full((6, 5), -1, dtype=np.int64)
+    rows[0] = (3, 7, 0 * 256 + 1, 2, 1000)  # producer: K_2 issued
+    rows[1] = (3, 7, 2 * 256 + 7, 2, 1500)  # consumer 1: softmax of S_2 starts
+    decoded = flash_ws.decode_trace_rows(rows)
+    assert decoded == [
+        (3, 7, "producer", "load_K_j", 2, 1000),
+        (3, 7, "consumer 1", "online_softmax", 2, 1500),
+    ]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_the_trace_build_records_every_role_in_order_and_computes_the_same_output(causal):
+    import cupy as cp
+
+    from gpu.attention_reference import random_inputs
+
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("the warp-specialized kernel runs on sm_90 only")
+    config = AttentionConfig(seq_len=1000, heads=3, head_dim=128, causal=causal)
+    (q, k, v), _ = random_inputs(config, seed=5)
+    stats = (config.batch, config.heads, config.seq_len)
+    outs = []
+    for options in ((), (flash_ws.TRACE_OPTION,)):
+        prepared = flash_ws.prepare(config, extra_options=options)
+        o = cp.empty_like(q)
+        m, l = cp.empty(stats, cp.float32), cp.empty(stats, cp.float32)
+        if options:
+            buffer = flash_ws.trace_buffer(config, prepared)
+            prepared(q, k, v, o, m, l, buffer)
+        else:
+            prepared(q, k, v, o, m, l)
+        outs.append(o)
+    assert bool((outs[0].view(cp.uint16) == outs[1].view(cp.uint16)).all())
+    rows = flash_ws.decode_trace_rows(cp.asnumpy(buffer))
+    launch = flash_ws.default_launch(128)
+    roles = {"producer", *(f"consumer {c}" for c in range(launch.consumers))}
+    for block in range(prepared.blocks):
+        mine = [r for r in rows if r[0] == block]
+        assert {r[2] for r in mine} == roles, block
+        for role in roles:
+            phases = [r[3] for r in mine if r[2] == role]
+            times = [r[5] for r in mine if r[2] == role]
+            assert phases[0] == "load_Q_i" and phases[-1] == "end", (block, role)
+            assert times == sorted(times), (block, role)
