@@ -12,7 +12,8 @@ deadlocked variant costs its timeout, never the whole call:
               h = 2048/d; N 512..16384; d 64, 128, 256; causal and not; fp16; bf16 at two
               shapes): tiled_ws default against tiled_wgmma, SDPA flash and SDPA cuDNN (torch);
               every correct candidate variant at N = 2048 and 16384
-  4. summary  a compact table (printed last) and JSON under --out
+  4. trace    one trace-build launch of the d=128 default (raw rows as .npy, for the recorder)
+  5. summary  a compact table (printed last) and JSON under --out
 
     PYTHONPATH=$PWD python3 bench/ws_check.py --out $OUT            # ~4-5 minutes on an H200
     PYTHONPATH=$PWD python3 bench/ws_check.py --out $OUT --quick    # fewer shapes, ~2 minutes
@@ -250,6 +251,48 @@ def worker_time(labels: list[str], quick: bool, repeats: int) -> None:
             torch.cuda.empty_cache()
 
 
+def worker_trace(out_dir: str) -> None:
+    """One trace-build launch (default variant, d=128, N=4096, 16 heads, causal and not) after
+    two warm-ups; the raw rows go to ws_trace_<mask>.npy with a JSON description beside them."""
+    import cupy as cp
+    import numpy as np
+
+    from gpu import flash_ws
+    from gpu.attention_reference import random_inputs
+
+    for causal in (False, True):
+        config = AttentionConfig(seq_len=4096, heads=16, head_dim=128, causal=causal)
+        (q, k, v), _ = random_inputs(config, seed=11)
+        o = cp.empty_like(q)
+        m = cp.empty((1, 16, 4096), cp.float32)
+        l = cp.empty_like(m)
+        prepared = flash_ws.prepare(config, extra_options=(flash_ws.TRACE_OPTION,))
+        buffer = flash_ws.trace_buffer(config, prepared)
+        for _ in range(2):
+            prepared(q, k, v, o, m, l, buffer)
+        buffer.fill(-1)
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        prepared(q, k, v, o, m, l, buffer)
+        stop.record()
+        stop.synchronize()
+        name = "causal" if causal else "full"
+        np.save(Path(out_dir) / f"ws_trace_{name}.npy", cp.asnumpy(buffer))
+        meta = {
+            "config": config.label(),
+            "variant": flash_ws.default_launch(128).label,
+            "blocks": prepared.blocks,
+            "rows_per_block": flash_ws.trace_rows_per_block(config),
+            "segments": flash_ws.trace_segments(config),
+            "kernel_ms": cp.cuda.get_elapsed_time(start, stop),
+            "row": "[block, sm, role*256 + code, j, t_ns]",
+            "codes": {k: v[0] for k, v in flash_ws.TRACE_CODES.items()},
+            "roles": list(flash_ws.TRACE_ROLES),
+        }
+        (Path(out_dir) / f"ws_trace_{name}.json").write_text(json.dumps(meta, indent=1))
+        emit({"stage": "trace", "mask": name, "kernel_ms": meta["kernel_ms"]})
+
+
 # ---------------------------------------------------------------------------------------------
 # The parent
 
@@ -305,6 +348,8 @@ def summarize(records: list[dict], elapsed: float) -> list[str]:
         for r in [r for r in rs if not r["ok"]][:3]:
             lines.append(f"     FAIL {r['config']}: {r['detail'][:160]}")
     for r in records:
+        if r.get("stage") == "trace":
+            lines.append(f"  trace build {r['mask']}: one launch {r['kernel_ms']:.3f} ms")
         if r.get("stage") == "error":
             lines.append(f"  worker {' '.join(r['argv'][:3])}: {r['status']}")
     timing = [r for r in records if r.get("stage") == "time" and r.get("ms")]
@@ -411,6 +456,8 @@ def main(argv: list[str] | None = None) -> int:
             worker_correct(rest[0], rest[1] == "full")
         elif stage == "time":
             worker_time(rest[2:], rest[0] == "quick", int(rest[1]))
+        elif stage == "trace":
+            worker_trace(rest[0])
         return 0
 
     from gpu import flash_ws
@@ -456,6 +503,10 @@ def main(argv: list[str] | None = None) -> int:
             ["time", "quick" if args.quick else "full", str(args.repeats), *correct], 420, log
         )
         records += recs
+    default_128 = flash_ws.default_launch(128).label
+    if default_128 in correct:
+        stage("trace build (d=128, N=4096): raw rows to ws_trace_*.npy")
+        records += run_worker(["trace", str(out)], 120, log)[0]
     elapsed = time.time() - t0
     lines = summarize(records, elapsed)
     (out / "ws_check.json").write_text(
