@@ -1,18 +1,22 @@
 """Benchmark the tiled attention kernels against torch SDPA (FlashAttention-2 and cuDNN) on a GPU.
 
-One run measures, for every selected config: our tensor-core kernel (`gpu.flash_mma`, optionally
-several tile variants), our Hopper kernel (`gpu.flash_wgmma`, sm_90 only, likewise), our
-readable tiled kernel and our naive path (through `gpu.cuda_backend`, when importable), and
-torch's SDPA with the FLASH_ATTENTION and
-CUDNN_ATTENTION backends as peers. torch is imported here only; the app never needs it.
+One run measures, for every selected config: our fused tensor-core kernels through their one
+launch path (`prepare` -> gpu.flash_launch.Prepared): `mma` (mma.sync), `wgmma` (Hopper wgmma)
+and `ws` (warp-specialized, TMA + ping-pong), each optionally with several variants; our
+readable tiled kernel and our naive path (through `gpu.cuda_backend`); and torch's SDPA with the
+FLASH_ATTENTION and CUDNN_ATTENTION backends as peers. torch is imported here only; the app
+never needs it.
 
 Timing: CUDA events around a batch of back-to-back launches (so launch overhead hides behind
 the queue), after warm-up; the median over repeats; inputs rotate among enough fresh random
 sets that they do not sit in L2. TFLOP/s counts the useful 4·B·h·N²·d (halved when causal).
 
-Example (the H200 run in docs/KERNELS.md):
+Examples:
     python bench/bench_kernels.py --seq 1024,2048,4096,8192,16384,32768 --dtypes fp16,bf16 \
         --json $OUT/bench.json --plot $OUT/bench.png
+    # the same kernels built from an older copy of gpu/kernels, against the current sources
+    python bench/bench_kernels.py --compare-sources .old-kernels --seq 4096,16384 \
+        --impls readable,mma,wgmma --json $OUT/compare.json
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from gpu.config import AttentionConfig
 from gpu.costmodel import useful_flops
 
-ALL_IMPLS = ("mma", "wgmma", "readable", "naive", "sdpa_flash", "sdpa_cudnn")
+ALL_IMPLS = ("mma", "wgmma", "ws", "readable", "naive", "sdpa_flash", "sdpa_cudnn")
 ROTATE_BYTES = 256 * 2**20  # rotate inputs over at least this much memory (L2 is 60 MB)
 
 
@@ -121,52 +125,6 @@ def parse_variants(spec: str) -> dict[int, list[tuple[int, int, int]]]:
     return out
 
 
-def bench_mma(
-    config: AttentionConfig, sets: list, args: argparse.Namespace, variants: list, out: Any
-) -> list[Row]:
-    import cupy as cp
-    import numpy as np
-
-    from gpu import flash_mma
-
-    rows = []
-    launches = [flash_mma.default_launch(config.head_dim)]
-    for bm, bn, minb in variants:
-        launch = flash_mma.MmaLaunch(config.head_dim, bm, bn, minb)
-        if launch not in launches:
-            launches.append(launch)
-    shape = (config.batch, config.heads, config.seq_len)
-    m = cp.empty(shape, dtype=cp.float32)
-    l = cp.empty(shape, dtype=cp.float32)
-    for launch in launches:
-        name = "mma" if launch == launches[0] else f"mma_{launch.block_m}x{launch.block_n}"
-        row = Row(name, config.dtype, config.heads, config.head_dim, config.seq_len, config.causal)
-        try:
-            # Validate (and compile) through the public path once, then call the kernel directly.
-            flash_mma.launch_forward(*sets[0], out, m, l, config, launch)
-            kernel = flash_mma.get_kernel(launch, config.causal, config.dtype == "bf16")
-            grid = (math.ceil(config.seq_len / launch.block_m), config.bh)
-            scale_log2 = np.float32(math.log2(math.e) / math.sqrt(config.head_dim))
-            n = np.int32(config.seq_len)
-            argsets = [(q, k, v, out, m, l, n, scale_log2) for q, k, v in sets]
-
-            def run(i: int, kernel=kernel, grid=grid, argsets=argsets, launch=launch) -> None:
-                kernel(
-                    grid, (launch.threads,), argsets[i % len(argsets)], shared_mem=launch.smem_bytes
-                )
-
-            row.ms = time_launches(run, args.repeats, args.target_ms)
-            row.extra = {
-                "tiles": [launch.block_m, launch.block_n],
-                "min_blocks": launch.min_blocks,
-                **flash_mma.kernel_resources(launch, config.causal, config.dtype == "bf16"),
-            }
-        except Exception as exc:  # record and go on: one failure must not lose the whole run
-            row.error = f"{type(exc).__name__}: {exc}"[:300]
-        rows.append(row)
-    return rows
-
-
 def parse_wgmma_variants(spec: str) -> dict[int, list[tuple[int, int, bool]]]:
     """'128=128x2r,128x2s' -> {128: [(128, 2, True), (128, 2, False)]} (r: Q in registers)."""
     out: dict[int, list[tuple[int, int, bool]]] = {}
@@ -178,53 +136,94 @@ def parse_wgmma_variants(spec: str) -> dict[int, list[tuple[int, int, bool]]]:
     return out
 
 
-def bench_wgmma(
-    config: AttentionConfig, sets: list, args: argparse.Namespace, variants: list, out: Any
-) -> list[Row]:
-    """Our Hopper kernel (default variant first, then any `--wgmma-variants`)."""
+def fused_launches(impl: str, head_dim: int, args: argparse.Namespace) -> list[tuple[str, Any]]:
+    """(row name, variant) of a fused kernel at one head dim: the default variant first (named
+    `impl`), then the variants asked for on the command line."""
+    module = FUSED_MODULES[impl]()
+    launches = [module.default_launch(head_dim)]
+    if impl == "mma":
+        for bm, bn, minb in parse_variants(args.mma_variants).get(head_dim, []):
+            launches.append(module.MmaLaunch(head_dim, bm, bn, minb))
+    elif impl == "wgmma":
+        for bn, stages, q_regs in parse_wgmma_variants(args.wgmma_variants).get(head_dim, []):
+            launches.append(module.WgmmaLaunch(head_dim, bn, stages, q_regs))
+    elif impl == "ws":
+        wanted = {s for s in args.ws_variants.split(",") if s}
+        for v in module.all_variants():
+            if v.head_dim == head_dim and ("all" in wanted or v.label in wanted):
+                launches.append(v)
+    out: list[tuple[str, Any]] = []
+    for launch in launches:
+        if launch in (existing for _, existing in out):
+            continue
+        name = impl if not out else f"{impl}_{variant_label(launch)}"
+        out.append((name, launch))
+    return out
+
+
+def variant_label(launch: Any) -> str:
+    """A short variant name for table rows."""
+    if hasattr(launch, "label"):
+        return launch.label
+    if hasattr(launch, "q_in_registers"):
+        return f"{launch.block_n}x{launch.stages}{'r' if launch.q_in_registers else 's'}"
+    return f"{launch.block_m}x{launch.block_n}"
+
+
+#: impl name -> the module that launches it (imported lazily: CuPy is needed only here).
+FUSED_MODULES: dict[str, Callable[[], Any]] = {
+    "mma": lambda: __import__("gpu.flash_mma", fromlist=["x"]),
+    "wgmma": lambda: __import__("gpu.flash_wgmma", fromlist=["x"]),
+    "ws": lambda: __import__("gpu.flash_ws", fromlist=["x"]),
+}
+
+
+def bench_fused(
+    impl: str,
+    name: str,
+    launch: Any,
+    config: AttentionConfig,
+    sets: list,
+    args: argparse.Namespace,
+    out: Any,
+    flash_out: Any = None,
+    prepared: Any = None,
+) -> Row:
+    """Time one fused kernel variant through its `prepare` (or a given `Prepared`): one checked
+    launch through the public path, then back-to-back launches with arguments made once per
+    input set."""
     import cupy as cp
 
-    from gpu import flash_wgmma
+    from gpu import flash_launch
 
-    rows = []
-    reason = flash_wgmma.supports(config)
+    module = FUSED_MODULES[impl]()
+    row = Row(name, config.dtype, config.heads, config.head_dim, config.seq_len, config.causal)
+    reason = module.supports(config)
     if reason is not None:
-        row = Row("wgmma", config.dtype, config.heads, config.head_dim, config.seq_len,
-                  config.causal, error=reason[:300])  # fmt: skip
-        return [row]
-    launches = [flash_wgmma.default_launch(config.head_dim)]
-    for bn, stages, q_regs in variants:
-        launch = flash_wgmma.WgmmaLaunch(config.head_dim, bn, stages, q_regs)
-        if launch not in launches:
-            launches.append(launch)
+        row.error = reason[:300]
+        return row
     shape = (config.batch, config.heads, config.seq_len)
     m = cp.empty(shape, dtype=cp.float32)
     l = cp.empty(shape, dtype=cp.float32)
-    for launch in launches:
-        name = "wgmma"
-        if launch != launches[0]:
-            name += f"_{launch.block_n}x{launch.stages}{'r' if launch.q_in_registers else 's'}"
-        row = Row(name, config.dtype, config.heads, config.head_dim, config.seq_len, config.causal)
-        try:
-            flash_wgmma.launch_forward(*sets[0], out, m, l, config, launch)
-            kernel = flash_wgmma.get_kernel(launch, config.causal, config.dtype == "bf16")
-            argsets = [flash_wgmma.launch_args(q, k, v, out, m, l, config) for q, k, v in sets]
+    try:
+        prepared = prepared or module.prepare(config, launch)
+        flash_launch.run(prepared, *sets[0], out, m, l, config)
+        if flash_out is not None:
+            row.max_abs_diff_vs_flash = _diff_vs_flash(out, flash_out, config.dtype)
+        argsets = [prepared.arguments(q, k, v, out, m, l) for q, k, v in sets]
 
-            def run(i: int, kernel=kernel, argsets=argsets, launch=launch) -> None:
-                grid, kargs = argsets[i % len(argsets)]
-                kernel(grid, (launch.threads,), kargs, shared_mem=launch.smem_bytes)
+        def run(i: int) -> None:
+            prepared.launch_with(argsets[i % len(argsets)])
 
-            row.ms = time_launches(run, args.repeats, args.target_ms)
-            row.extra = {
-                "tiles": [launch.block_m, launch.block_n],
-                "stages": launch.stages,
-                "q_in_registers": launch.q_in_registers,
-                **flash_wgmma.kernel_resources(launch, config.causal, config.dtype == "bf16"),
-            }
-        except Exception as exc:  # record and go on: one failure must not lose the whole run
-            row.error = f"{type(exc).__name__}: {exc}"[:300]
-        rows.append(row)
-    return rows
+        row.ms = time_launches(run, args.repeats, args.target_ms)
+        row.extra = {
+            "variant": asdict(launch),
+            "tiles": [launch.block_m, launch.block_n],
+            **module.kernel_resources(launch, config.causal, config.dtype == "bf16"),
+        }
+    except Exception as exc:  # record and go on: one failure must not lose the whole run
+        row.error = f"{type(exc).__name__}: {exc}"[:300]
+    return row
 
 
 def _diff_vs_flash(out: Any, flash_out: Any, dtype: str) -> float:
@@ -358,7 +357,8 @@ def plot(rows: list[Row], path: str, device: str) -> None:
                     and r.tflops
                 )
                 if pts:
-                    style = "-" if impl.startswith(("mma", "wgmma", "readable", "naive")) else "--"
+                    ours = ("mma", "wgmma", "ws", "readable", "naive")
+                    style = "-" if impl.startswith(ours) else "--"
                     ax.plot(*zip(*pts, strict=True), style, marker="o", ms=3, label=impl)
             ax.set_xscale("log", base=2)
             ax.set_title(f"{dtype}, h={heads}, d={d}{', causal' if causal else ''}", fontsize=9)
@@ -369,6 +369,116 @@ def plot(rows: list[Row], path: str, device: str) -> None:
     fig.suptitle(f"Attention forward, batch 1 — {device}", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+
+
+# ---------------------------------------------------------------------------------------------
+# Old sources against new, in one process
+
+
+def prepared_from_source(impl: str, config: AttentionConfig, source: Path | None) -> Any:
+    """The default variant's `Prepared` for `config`, its kernel compiled from `source` (a .cu
+    file elsewhere, e.g. a copy from before a change) instead of gpu/kernels when given."""
+    import dataclasses
+
+    from gpu import flash_launch, flash_readable
+    from gpu.cuda_kernels import get_kernel
+
+    if impl == "readable":
+        prepared = flash_readable.prepare(config)
+        name, options = flash_readable.kernel_name(config), ()
+    else:
+        module = FUSED_MODULES[impl]()
+        launch = module.default_launch(config.head_dim)
+        prepared = module.prepare(config, launch)
+        name = launch.template_name(config.causal, config.dtype == "bf16")
+        options = module.COMPILE_OPTIONS
+    if source is None:
+        return prepared
+    kernel = get_kernel(source, name, options)
+    flash_launch.set_max_dynamic_smem(kernel, prepared.smem_bytes)
+    return dataclasses.replace(prepared, kernel=kernel)
+
+
+def compare_sources(args: argparse.Namespace, configs: list[AttentionConfig]) -> list[dict]:
+    """Time each fused kernel built from the current sources and from `--compare-sources DIR`
+    (same file names) on the same inputs, alternating old and new `--rounds` times, and report
+    new/old per config. Outputs must agree exactly (the same arithmetic)."""
+    import cupy as cp
+
+    from gpu import flash_launch
+
+    old_dir = Path(args.compare_sources)
+    impls = [i for i in args.impls.split(",") if i in ("readable", "mma", "wgmma")]
+    results = []
+    for config in configs:
+        sets = make_sets(config, seed=config.seq_len * 7 + config.head_dim + config.causal)
+        shape = (config.batch, config.heads, config.seq_len)
+        for impl in impls:
+            module = FUSED_MODULES[impl]() if impl != "readable" else None
+            if module is not None and module.supports(config) is not None:
+                continue
+            source = module.SOURCE if module else "flash_readable.cu"
+            entry = {"impl": impl, "config": config.label(), "dtype": config.dtype,
+                     "head_dim": config.head_dim, "seq_len": config.seq_len,
+                     "causal": config.causal}  # fmt: skip
+            try:
+                new = prepared_from_source(impl, config, None)
+                old = prepared_from_source(impl, config, old_dir / source)
+                outs = {}
+                for tag, prepared in (("new", new), ("old", old)):
+                    o = cp.empty_like(sets[0][0])
+                    m = cp.empty(shape, dtype=cp.float32)
+                    l = cp.empty(shape, dtype=cp.float32)
+                    flash_launch.run(prepared, *sets[0], o, m, l, config)
+                    outs[tag] = (o, m, l)
+                same = all(
+                    bool((a.view(cp.uint8) == b.view(cp.uint8)).all())
+                    for a, b in zip(outs["new"], outs["old"], strict=True)
+                )
+                times: dict[str, list[float]] = {"new": [], "old": []}
+                for _ in range(args.rounds):
+                    for tag, prepared in (("old", old), ("new", new)):
+                        o, m, l = outs[tag]
+                        argsets = [prepared.arguments(q, k, v, o, m, l) for q, k, v in sets]
+                        times[tag].append(
+                            time_launches(
+                                lambda i, p=prepared, a=argsets: p.launch_with(a[i % len(a)]),
+                                args.repeats,
+                                args.target_ms,
+                            )
+                        )
+                entry.update(
+                    old_ms=statistics.median(times["old"]),
+                    new_ms=statistics.median(times["new"]),
+                    old_all=times["old"], new_all=times["new"], identical_output=same,
+                )  # fmt: skip
+                entry["new_over_old"] = entry["new_ms"] / entry["old_ms"]
+            except Exception as exc:
+                entry["error"] = f"{type(exc).__name__}: {exc}"[:400]
+            results.append(entry)
+            print(f"  {impl:8} {config.label()}: {_compare_line(entry)}", flush=True)
+        del sets
+        cp.get_default_memory_pool().free_all_blocks()
+    print()
+    print(f"{'impl':8} {'dtype':5} {'d':>4} {'N':>6} {'causal':6} {'old ms':>9} {'new ms':>9} "
+          f"{'new/old':>8}  verdict")  # fmt: skip
+    for e in results:
+        print(f"{e['impl']:8} {e['dtype']:5} {e['head_dim']:>4} {e['seq_len']:>6} "
+              f"{('yes' if e['causal'] else 'no'):6} {_compare_line(e)}")  # fmt: skip
+    ok = [e for e in results if "error" not in e]
+    within = sum(abs(e["new_over_old"] - 1) <= 0.01 for e in ok)
+    same = sum(e["identical_output"] for e in ok)
+    print(f"{within} of {len(ok)} within 1% ({len(results) - len(ok)} failed); "
+          f"outputs identical in {same} of {len(ok)}")  # fmt: skip
+    return results
+
+
+def _compare_line(e: dict) -> str:
+    if "error" in e:
+        return "ERROR " + e["error"][:100]
+    verdict = "ok" if abs(e["new_over_old"] - 1) <= 0.01 else "OUTSIDE 1%"
+    same = "" if e["identical_output"] else " (outputs differ)"
+    return f"{e['old_ms']:9.4f} {e['new_ms']:9.4f} {e['new_over_old']:8.4f}  {verdict}{same}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -392,10 +502,23 @@ def main(argv: list[str] | None = None) -> int:
         help="extra Hopper variants: key tile x stages + r|s (Q in registers or smem), "
         "e.g. '128=128x2r,128x2s'",
     )
+    p.add_argument(
+        "--ws-variants",
+        default="",
+        help="extra warp-specialized variants by label (gpu.flash_ws.WsLaunch.label), or 'all'",
+    )
     p.add_argument("--naive-max-n", type=int, default=16384)
     p.add_argument("--readable-max-n", type=int, default=32768)
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--target-ms", type=float, default=10.0, help="GPU time per timed batch")
+    p.add_argument(
+        "--compare-sources",
+        default="",
+        metavar="DIR",
+        help="time the fused kernels built from DIR/<same .cu names> against the current "
+        "sources, alternating, and report new/old (speed within 1%%)",
+    )
+    p.add_argument("--rounds", type=int, default=3, help="old/new alternations (compare mode)")
     p.add_argument("--json", default="", help="write all rows here")
     p.add_argument("--plot", default="", help="write a PNG plot here")
     args = p.parse_args(argv)
@@ -406,8 +529,6 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(impls) - set(ALL_IMPLS)
     if unknown:
         p.error(f"unknown impls {sorted(unknown)}; known: {', '.join(ALL_IMPLS)}")
-    variants = parse_variants(args.mma_variants)
-    wgmma_variants = parse_wgmma_variants(args.wgmma_variants)
     seqs = [int(s) for s in args.seq.split(",") if s]
     shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",") if s]
     causals = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
@@ -425,6 +546,21 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:
             print(f"torch unavailable ({exc}); skipping SDPA peers")
     print(f"device {device}, CuPy {cp.__version__}")
+
+    if args.compare_sources:
+        configs = [
+            AttentionConfig(seq_len=n, heads=h, head_dim=d, batch=1, dtype=dt, causal=c)
+            for dt in dtypes
+            for h, d in shapes
+            for c in causals
+            for n in seqs
+        ]
+        results = compare_sources(args, configs)
+        if args.json:
+            Path(args.json).write_text(
+                json.dumps({"device": device, "args": vars(args), "compare": results}, indent=1)
+            )
+        return 0 if all("error" not in e for e in results) else 1
 
     rows: list[Row] = []
     t0 = time.time()
@@ -450,52 +586,13 @@ def main(argv: list[str] | None = None) -> int:
                                 if impl == "sdpa_flash":
                                     flash_out = res
                                 group.append(row)
-                    if "mma" in impls:
-                        mma_rows = bench_mma(config, sets, args, variants.get(d, []), out)
-                        if flash_out is not None:
-                            import torch
-
-                            from gpu.flash_mma import launch_forward
-
-                            stats = cp.empty((1, heads, n), dtype=cp.float32)
-                            for r in mma_rows:
-                                if r.ms is None:
-                                    continue
-                                from gpu.flash_mma import MmaLaunch
-
-                                bm, bn = r.extra["tiles"]
-                                launch_forward(
-                                    *sets[0],
-                                    out,
-                                    stats,
-                                    stats.copy(),
-                                    config,
-                                    MmaLaunch(d, bm, bn, r.extra["min_blocks"]),
-                                )
-                                ours = torch.from_dlpack(out)
-                                if dtype == "bf16":
-                                    ours = ours.view(torch.bfloat16)
-                                diff = (ours.float() - flash_out.float()).abs().max().item()
-                                r.max_abs_diff_vs_flash = diff
-                        group.extend(mma_rows)
-                    if "wgmma" in impls:
-                        wg_rows = bench_wgmma(config, sets, args, wgmma_variants.get(d, []), out)
-                        if flash_out is not None:
-                            from gpu import flash_wgmma
-
-                            stats = cp.empty((1, heads, n), dtype=cp.float32)
-                            for r in wg_rows:
-                                if r.ms is None:
-                                    continue
-                                launch = flash_wgmma.WgmmaLaunch(
-                                    d, r.extra["tiles"][1], r.extra["stages"],
-                                    r.extra["q_in_registers"],
+                    for impl in ("mma", "wgmma", "ws"):
+                        if impl in impls:
+                            for name, launch in fused_launches(impl, d, args):
+                                group.append(
+                                    bench_fused(impl, name, launch, config, sets, args, out,
+                                                flash_out)
                                 )  # fmt: skip
-                                flash_wgmma.launch_forward(
-                                    *sets[0], out, stats, stats.copy(), config, launch
-                                )
-                                r.max_abs_diff_vs_flash = _diff_vs_flash(out, flash_out, dtype)
-                        group.extend(wg_rows)
                     if "readable" in impls and n <= args.readable_max_n:
                         group.append(bench_backend(config, "tiled", args))
                     if "naive" in impls and n <= args.naive_max_n:

@@ -21,6 +21,7 @@ NAIVE = "naive"
 TILED = "tiled"
 TILED_MMA = "tiled_mma"
 TILED_WGMMA = "tiled_wgmma"
+TILED_WS = "tiled_ws"
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,20 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
         "The same tiled algorithm on Hopper's asynchronous warpgroup tensor-core instruction "
         "(wgmma, sm_90 only): S of the next tile overlaps the softmax of this one.",
     ),
+    TILED_WS: AlgorithmInfo(
+        TILED_WS,
+        "tiled (warp-specialized)",
+        True,
+        "FlashAttention-3's schedule on Hopper (sm_90 only): a producer warp streams K/V tiles "
+        "with TMA into a ring of shared-memory stages while two consumer warpgroups take turns "
+        "on the tensor cores, one's softmax running under the other's GEMMs.",
+    ),
 }
+
+#: Default variant of the warp-specialized kernel per head dim: (keys per K/V tile, consumer
+#: warpgroups of 64 query rows, ring stages). Shared memory bounds the tiles: at d=256 a
+#: 128-row Q tile and two 64-key stages of K and V take 192 KiB of the 227 KiB.
+WS_DEFAULTS: dict[int, tuple[int, int, int]] = {64: (128, 2, 2), 128: (128, 2, 2), 256: (64, 2, 2)}
 
 
 def tile_shape(config: AttentionConfig, algorithm: str) -> tuple[int, int]:
@@ -71,6 +85,8 @@ def tile_shape(config: AttentionConfig, algorithm: str) -> tuple[int, int]:
         return mma_tile_shape(config.head_dim)
     if algorithm == TILED_WGMMA:
         return wgmma_tile_shape(config.head_dim)
+    if algorithm == TILED_WS:
+        return ws_tile_shape(config.head_dim)
     if algorithm == NAIVE:
         return NAIVE_GEMM_TILE, NAIVE_GEMM_TILE
     raise KeyError(f"unknown algorithm {algorithm!r}: known are {', '.join(ALGORITHMS)}")
@@ -91,3 +107,11 @@ def wgmma_tile_shape(head_dim: int) -> tuple[int, int]:
     avoid its 96 bytes of register spills but measured up to 9% slower; docs/KERNELS.md)."""
     _ = head_dim  # the same tiles at 64 and 128
     return 128, 128
+
+
+def ws_tile_shape(head_dim: int) -> tuple[int, int]:
+    """Tiles of the warp-specialized kernel (gpu/kernels/flash_ws.cu): 64 query rows per
+    consumer warpgroup, and its default key tile (`WS_DEFAULTS`; head dims other than 64, 128
+    and 256 get the d=128 tiles, which the kernel refuses anyway)."""
+    block_n, consumers, _ = WS_DEFAULTS.get(head_dim, WS_DEFAULTS[128])
+    return 64 * consumers, block_n

@@ -25,7 +25,7 @@ import cupy
 import numpy as np
 
 from . import costmodel
-from .algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA
+from .algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
 from .backend import RunOptions
 from .config import AttentionConfig, ceil_div
 from .cuda_kernels import (
@@ -371,6 +371,10 @@ def _flash_module(algorithm: str):
         except ImportError as exc:
             raise UnsupportedConfig(f"{TILED_WGMMA} is not available: {exc}") from None
         return flash_wgmma
+    if algorithm == TILED_WS:
+        from . import flash_ws
+
+        return flash_ws
     raise UnsupportedConfig(f"unknown algorithm {algorithm!r}", field="algorithm")
 
 
@@ -423,6 +427,13 @@ class CudaBackend:
 
             if flash_wgmma.supports(AttentionConfig()) is None:  # sm_90 only
                 algos.append(TILED_WGMMA)
+        except Exception:
+            pass
+        try:
+            from . import flash_ws
+
+            if flash_ws.supports(AttentionConfig()) is None:  # sm_90 only
+                algos.append(TILED_WS)
         except Exception:
             pass
         return tuple(algos)

@@ -2,9 +2,15 @@
 
 Kernels are C++ templates over the element type (and, for the tiled kernel, the padded head
 dim), so each launch names an instantiation such as ``flash_fwd_readable<half_t, 64>``; a module
-holds just the instantiations asked for and is cached per (file, its modification time, options,
-instantiation). CuPy also keeps compiled cubins on disk (~/.cupy/kernel_cache), so a restart
-compiles nothing it has compiled before.
+holds just the instantiations asked for. The .cu files include shared headers
+(gpu/kernels/*.cuh: PTX wrappers, dtype shims, reductions, trace macros), which NVRTC finds
+through ``-I<gpu/kernels>``; a source outside that folder (a test's broken copy) also gets its
+own folder first on the include path.
+
+Modules are cached per (file, a hash of its text and of every header it includes, options,
+instantiation). CuPy also keeps compiled cubins on disk (~/.cupy/kernel_cache), keyed on the
+source text and the options but blind to included files, so the same hash is passed to NVRTC as
+``-DTILESCOPE_SOURCE_HASH=...``: an edited header never brings back a stale binary.
 
 A compile failure raises `KernelCompileError` carrying NVRTC's log, for the app to show.
 CuPy is imported only when something is compiled or a device is asked about, so the pure
@@ -14,6 +20,8 @@ functions here (and in gpu/flash_readable.py) work on machines without it.
 from __future__ import annotations
 
 import functools
+import hashlib
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -50,6 +58,11 @@ class KernelCompileError(RuntimeError):
 
 _modules: dict[tuple, Any] = {}
 _lock = threading.Lock()
+#: `#include "name"` lines (system includes <...> are NVRTC's own and not hashed).
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
+#: path -> (((file, mtime_ns, size), ...) of the source and its headers, hash); re-hashed only
+#: when one of those files changes, so a launch costs a few stat calls, not a re-read.
+_hashes: dict[str, tuple[tuple[tuple[str, int, int], ...], str]] = {}
 
 
 def storage_dtype(dtype: str) -> type:
@@ -120,6 +133,60 @@ def kernel_path(source: str | Path) -> Path:
     return path if path.is_absolute() or path.parent != Path(".") else KERNEL_DIR / path
 
 
+def include_dirs(path: Path) -> tuple[Path, ...]:
+    """Where NVRTC looks for a source's quoted includes: its own folder, then gpu/kernels."""
+    folder = path.resolve().parent
+    return (folder,) if folder == KERNEL_DIR else (folder, KERNEL_DIR)
+
+
+def included_files(path: Path) -> tuple[Path, ...]:
+    """`path` and every header it includes, recursively (quoted includes found in
+    `include_dirs(path)`), in first-seen order. An include that is not found is left to NVRTC,
+    whose log then names it."""
+    dirs = include_dirs(path)
+    seen: list[Path] = []
+    todo = [path.resolve()]
+    while todo:
+        current = todo.pop(0)
+        if current in seen:
+            continue
+        seen.append(current)
+        for name in _INCLUDE.findall(current.read_text()):
+            for folder in (current.parent, *dirs):
+                candidate = (folder / name).resolve()
+                if candidate.is_file():
+                    todo.append(candidate)
+                    break
+    return tuple(seen)
+
+
+def source_hash(path: Path) -> str:
+    """SHA-256 (hex) of a source's text and of every header it includes."""
+    key = str(path.resolve())
+    cached = _hashes.get(key)
+    if cached is not None:
+        stamps, digest = cached
+        try:
+            if all(
+                (st := Path(f).stat()).st_mtime_ns == mtime and st.st_size == size
+                for f, mtime, size in stamps
+            ):
+                return digest
+        except OSError:
+            pass
+    files = included_files(path)
+    h = hashlib.sha256()
+    stamps = []
+    for f in files:
+        data = f.read_bytes()
+        st = f.stat()
+        stamps.append((str(f), st.st_mtime_ns, st.st_size))
+        h.update(f.name.encode() + b"\0" + data + b"\0")
+    digest = h.hexdigest()
+    _hashes[key] = (tuple(stamps), digest)
+    return digest
+
+
 def load_module(
     source: str | Path,
     name_expressions: tuple[str, ...] = (),
@@ -129,8 +196,10 @@ def load_module(
     import cupy
 
     path = kernel_path(source)
-    opts = compile_options(tuple(options))
-    key = (str(path), path.stat().st_mtime_ns, opts, tuple(name_expressions))
+    digest = source_hash(path)
+    includes = tuple(f"-I{d}" for d in include_dirs(path))
+    opts = (*compile_options(tuple(options)), *includes, f"-DTILESCOPE_SOURCE_HASH={digest[:16]}")
+    key = (str(path), digest, opts, tuple(name_expressions))
     with _lock:
         module = _modules.get(key)
         if module is not None:
@@ -158,3 +227,4 @@ def clear_cache() -> None:
     """Forget compiled modules (CuPy's on-disk cache is kept)."""
     with _lock:
         _modules.clear()
+        _hashes.clear()

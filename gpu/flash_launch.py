@@ -1,23 +1,30 @@
-"""Host-side launch plumbing shared by the two tensor-core kernels (flash_mma.cu, flash_wgmma.cu).
+"""The one host-side launch path of the fused attention kernels.
 
-Both are C++ templates launched the same way: compile one instantiation per (tile variant,
-causal, dtype), opt in to more than 48 KiB of dynamic shared memory, check the six arrays, and
-launch a (query tiles, batch·heads) grid with (q, k, v, o, m, l, N, log2(e)/√d). Compiling goes
-through `cuda_kernels.get_kernel`, so a kernel that fails to compile raises `KernelCompileError`
-with NVRTC's log, which the app shows while the other kernels keep running.
+Every fused kernel (flash_readable.cu, flash_mma.cu, flash_wgmma.cu, flash_ws.cu) is launched the
+same way: its module's `prepare(config, ...)` compiles the instantiation the config needs (through
+`cuda_kernels`, so a compile failure raises `KernelCompileError` with NVRTC's log, which the app
+shows while the other kernels keep running), opts in to the dynamic shared memory it uses, and
+returns a `Prepared` launch: grid, block, shared memory, and how the kernel's arguments are made
+from (q, k, v, o, m, l). `run` checks the arrays against the config and queues it. The benchmark
+and the trace recorder use `Prepared` too, so nothing else builds grids or argument lists.
 
-The variant classes (`flash_mma.MmaLaunch`, `flash_wgmma.WgmmaLaunch`) stay with their kernels:
-their fields are the template parameters of that .cu file.
+The variant classes (`flash_mma.MmaLaunch`, `flash_wgmma.WgmmaLaunch`, `flash_ws.WsLaunch`) stay
+with their kernels: their fields are the template parameters of that .cu file.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .config import AttentionConfig, ceil_div
+from .config import AttentionConfig
 from .cuda_kernels import get_kernel
+
+#: The arrays every fused kernel reads and writes, in argument order.
+ARRAYS = ("q", "k", "v", "o", "m", "l")
 
 
 class Variant(Protocol):
@@ -35,6 +42,31 @@ class Variant(Protocol):
     def smem_bytes(self) -> int: ...
 
     def template_name(self, causal: bool, bf16: bool) -> str: ...
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One compiled kernel, ready to launch for one config.
+
+    `arguments(q, k, v, o, m, l)` gives the kernel's argument tuple; `blocks` is the number of
+    thread blocks a launch runs (a trace build sizes its buffer by it)."""
+
+    kernel: Any
+    grid: tuple[int, ...]
+    threads: int
+    smem_bytes: int
+    arguments: Callable[..., tuple[Any, ...]]
+    blocks: int
+
+    def __call__(self, q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, *extra: Any) -> None:
+        """Queue one launch on CuPy's current stream; `extra` arguments follow the kernel's own
+        (the trace build's buffer)."""
+        self.launch_with(self.arguments(q, k, v, o, m, l), *extra)
+
+    def launch_with(self, arguments: tuple[Any, ...], *extra: Any) -> None:
+        """Queue one launch with arguments made earlier by `arguments` (the benchmark makes
+        them once per input set, so its timed loop does no host-side work but the launch)."""
+        self.kernel(self.grid, (self.threads,), (*arguments, *extra), shared_mem=self.smem_bytes)
 
 
 def compiled_variant(
@@ -66,7 +98,8 @@ def set_max_dynamic_smem(kernel: Any, nbytes: int) -> None:
                 return
             except Exception:
                 pass
-        kernel.max_dynamic_shared_size_bytes = nbytes
+        if kernel.max_dynamic_shared_size_bytes < nbytes:
+            kernel.max_dynamic_shared_size_bytes = nbytes
 
 
 def kernel_resources(kernel: Any, variant: Variant) -> dict[str, int]:
@@ -85,7 +118,8 @@ def kernel_resources(kernel: Any, variant: Variant) -> dict[str, int]:
 
 def check_arrays(q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, config: AttentionConfig) -> None:
     """Raise ValueError naming the first array whose shape, layout or dtype the kernel cannot
-    read: a wrong stride would not fail, it would silently read the wrong elements."""
+    read: a wrong stride would not fail, it would silently read the wrong elements. Storage is
+    float16 for fp16, float32 for fp32, and any 2-byte dtype (bf16 bit patterns) for bf16."""
     import cupy
 
     shape = (config.batch, config.heads, config.seq_len, config.head_dim)
@@ -94,10 +128,15 @@ def check_arrays(q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, config: Attenti
             raise ValueError(f"{name} has shape {tuple(a.shape)}, expected {shape}")
         if not a.flags.c_contiguous:
             raise ValueError(f"{name} must be C-contiguous")
-        if a.dtype.itemsize != 2:
-            raise ValueError(f"{name} must hold 16-bit values, got {a.dtype}")
-        if config.dtype == "fp16" and a.dtype != cupy.float16:
-            raise ValueError(f"{name} must be float16 for fp16, got {a.dtype}")
+        if a.dtype.itemsize != config.elem_bytes:
+            raise ValueError(
+                f"{name} must hold {8 * config.elem_bytes}-bit values for {config.dtype}, "
+                f"got {a.dtype}"
+            )
+        expected = {"fp16": cupy.float16, "fp32": cupy.float32}.get(config.dtype)
+        if expected is not None and a.dtype != expected:
+            raise ValueError(f"{name} must be {cupy.dtype(expected).name} for {config.dtype}, "
+                             f"got {a.dtype}")  # fmt: skip
     for name, a in (("m", m), ("l", l)):
         if tuple(a.shape) != shape[:3]:
             raise ValueError(f"{name} has shape {tuple(a.shape)}, expected {shape[:3]}")
@@ -105,21 +144,26 @@ def check_arrays(q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, config: Attenti
             raise ValueError(f"{name} must be a C-contiguous float32 array")
 
 
-def launch_args(
-    q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, config: AttentionConfig, block_m: int
-) -> tuple[tuple[int, int], tuple[Any, ...]]:
-    """(grid, kernel arguments): one block per `block_m` query rows of each (batch, head); the
-    softmax scale is passed as log2(e)/√d because the kernels exponentiate with exp2."""
+def scale_log2(config: AttentionConfig) -> float:
+    """log2(e)/√d: the kernels exponentiate with exp2, so the softmax scale folds this in."""
+    return math.log2(math.e) / math.sqrt(config.head_dim)
+
+
+def standard_arguments(config: AttentionConfig) -> Callable[..., tuple[Any, ...]]:
+    """(q, k, v, o, m, l, N, log2(e)/√d): the arguments of the mma.sync and wgmma kernels."""
     import numpy as np
 
-    grid = (ceil_div(config.seq_len, block_m), config.bh)
-    scale_log2 = math.log2(math.e) / math.sqrt(config.head_dim)
-    return grid, (q, k, v, o, m, l, np.int32(config.seq_len), np.float32(scale_log2))
+    n = np.int32(config.seq_len)
+    scale = np.float32(scale_log2(config))
+
+    def arguments(q: Any, k: Any, v: Any, o: Any, m: Any, l: Any) -> tuple[Any, ...]:
+        return (q, k, v, o, m, l, n, scale)
+
+    return arguments
 
 
-def launch(
-    kernel: Any,
-    variant: Variant,
+def run(
+    prepared: Prepared,
     q: Any,
     k: Any,
     v: Any,
@@ -128,9 +172,6 @@ def launch(
     l: Any,
     config: AttentionConfig,
 ) -> None:
-    """Check the arrays against `config` and queue the kernel on CuPy's current stream."""
-    if variant.head_dim != config.head_dim:
-        raise ValueError("launch head_dim does not match the config")
+    """Check the arrays against `config` and queue the prepared kernel on CuPy's current stream."""
     check_arrays(q, k, v, o, m, l, config)
-    grid, args = launch_args(q, k, v, o, m, l, config, variant.block_m)
-    kernel(grid, (variant.threads,), args, shared_mem=variant.smem_bytes)
+    prepared(q, k, v, o, m, l)

@@ -21,7 +21,7 @@ from typing import Any
 
 from . import flash_launch
 from .algorithms import mma_tile_shape
-from .config import AttentionConfig
+from .config import AttentionConfig, ceil_div
 from .cuda_kernels import device_limits
 
 SOURCE = "flash_mma.cu"
@@ -115,15 +115,31 @@ def kernel_resources(launch: MmaLaunch, causal: bool, bf16: bool) -> dict[str, i
     return flash_launch.kernel_resources(get_kernel(launch, causal, bf16), launch)
 
 
+def prepare(
+    config: AttentionConfig, launch: MmaLaunch | None = None, extra_options: tuple[str, ...] = ()
+) -> flash_launch.Prepared:
+    """The compiled kernel for `config` (default variant unless `launch` names one) with its
+    grid: one block per 128 query rows of each (batch, head). Raises ValueError when the kernel
+    cannot run `config` here."""
+    reason = supports(config)
+    if reason is not None:
+        raise ValueError(reason)
+    launch = launch or default_launch(config.head_dim)
+    if launch.head_dim != config.head_dim:
+        raise ValueError("launch head_dim does not match the config")
+    kernel = get_kernel(launch, config.causal, config.dtype == "bf16", extra_options)
+    grid = (ceil_div(config.seq_len, launch.block_m), config.bh)
+    return flash_launch.Prepared(
+        kernel, grid, launch.threads, launch.smem_bytes,
+        flash_launch.standard_arguments(config), grid[0] * grid[1],
+    )  # fmt: skip
+
+
 def launch_forward(
     q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, config: AttentionConfig, launch: MmaLaunch
 ) -> None:
     """`flash_forward` with an explicit variant (the benchmark uses this to compare tiles)."""
-    reason = supports(config)
-    if reason is not None:
-        raise ValueError(reason)
-    kernel = get_kernel(launch, config.causal, config.dtype == "bf16")
-    flash_launch.launch(kernel, launch, q, k, v, o, m, l, config)
+    flash_launch.run(prepare(config, launch), q, k, v, o, m, l, config)
 
 
 def flash_forward(q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, config: AttentionConfig) -> None:
@@ -131,4 +147,4 @@ def flash_forward(q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, config: Attent
 
     Asynchronous like any CUDA launch: it is queued on CuPy's current stream.
     """
-    launch_forward(q, k, v, o, m, l, config, default_launch(config.head_dim))
+    flash_launch.run(prepare(config), q, k, v, o, m, l, config)

@@ -12,7 +12,8 @@ import numpy as np
 
 from .algorithms import TILED, tile_shape
 from .config import AttentionConfig, ceil_div
-from .cuda_kernels import element_type, get_kernel, smem_optin_bytes, storage_dtype
+from .cuda_kernels import element_type, get_kernel, smem_optin_bytes
+from .flash_launch import Prepared, run, set_max_dynamic_smem
 
 SOURCE = "flash_readable.cu"
 #: Threads per block; must equal NUM_THREADS in the .cu file.
@@ -61,14 +62,28 @@ def kernel_name(config: AttentionConfig) -> str:
     return f"flash_fwd_readable<{element_type(config.dtype)}, {padded_head_dim(config.head_dim)}>"
 
 
-def _check_array(name: str, array, shape: tuple[int, ...], dtype) -> None:
-    if tuple(array.shape) != shape or array.dtype != np.dtype(dtype):
-        raise ValueError(
-            f"{name} must be {np.dtype(dtype).name} of shape {shape}, "
-            f"got {array.dtype} of shape {tuple(array.shape)}"
-        )
-    if not array.flags.c_contiguous:
-        raise ValueError(f"{name} must be C-contiguous")
+def prepare(config: AttentionConfig, extra_options: tuple[str, ...] = ()) -> Prepared:
+    """The compiled kernel for `config` with its grid: one block per `block_m` query rows of each
+    (batch, head); the kernel loops over (batch, head) pairs beyond CUDA's gridDim.y limit.
+    Raises ValueError when the tiles do not fit here."""
+    reason = supports(config)
+    if reason is not None:
+        raise ValueError(reason)
+    bm, bn = tile_shape(config, TILED)
+    kernel = get_kernel(SOURCE, kernel_name(config), options=extra_options)
+    shared = smem_bytes(config)
+    set_max_dynamic_smem(kernel, shared)  # opt in beyond the default 48 KB
+    grid = (ceil_div(config.seq_len, bm), min(config.bh, MAX_GRID_Y))
+    scalars = (
+        np.int32(config.bh), np.int32(config.seq_len), np.int32(config.head_dim),
+        np.int32(bm), np.int32(bn), np.int32(1 if config.causal else 0),
+        np.float32(config.scale),
+    )  # fmt: skip
+
+    def arguments(q, k, v, o, m, l) -> tuple:
+        return (q, k, v, o, m, l, *scalars)
+
+    return Prepared(kernel, grid, NUM_THREADS, shared, arguments, grid[0] * config.bh)
 
 
 def flash_forward(q, k, v, o, m, l, config: AttentionConfig) -> None:
@@ -77,39 +92,4 @@ def flash_forward(q, k, v, o, m, l, config: AttentionConfig) -> None:
     q, k, v, o: CuPy arrays (B, h, N, d), C-contiguous, in the config's storage dtype (bf16 as
     uint16 bit patterns). The launch is asynchronous on the current stream.
     """
-    reason = supports(config)
-    if reason is not None:
-        raise ValueError(reason)
-    b, h, n, d = config.batch, config.heads, config.seq_len, config.head_dim
-    dtype = storage_dtype(config.dtype)
-    for name, array in (("q", q), ("k", k), ("v", v), ("o", o)):
-        _check_array(name, array, (b, h, n, d), dtype)
-    for name, array in (("m", m), ("l", l)):
-        _check_array(name, array, (b, h, n), np.float32)
-
-    bm, bn = tile_shape(config, TILED)
-    kernel = get_kernel(SOURCE, kernel_name(config))
-    shared = smem_bytes(config)
-    if kernel.max_dynamic_shared_size_bytes < shared:
-        kernel.max_dynamic_shared_size_bytes = shared  # opt in beyond the default 48 KB
-    grid = (ceil_div(n, bm), min(config.bh, MAX_GRID_Y))
-    kernel(
-        grid,
-        (NUM_THREADS,),
-        (
-            q,
-            k,
-            v,
-            o,
-            m,
-            l,
-            np.int32(config.bh),
-            np.int32(n),
-            np.int32(d),
-            np.int32(bm),
-            np.int32(bn),
-            np.int32(1 if config.causal else 0),
-            np.float32(config.scale),
-        ),
-        shared_mem=shared,
-    )
+    run(prepare(config), q, k, v, o, m, l, config)

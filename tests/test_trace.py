@@ -385,9 +385,11 @@ def test_recordings_carry_traces_and_old_files_without_them_still_load(tmp_path)
 
 
 def test_phase_codes_match_the_kernels_trace_comment():
+    kernels = Path(__file__).resolve().parent.parent / "gpu" / "kernels"
+    assert "#ifdef TILESCOPE_TRACE" in (kernels / "trace.cuh").read_text()
     for name in ("flash_readable.cu", "flash_mma.cu"):
-        text = (Path(__file__).resolve().parent.parent / "gpu" / "kernels" / name).read_text()
-        assert "#ifdef TILESCOPE_TRACE" in text
+        text = (kernels / name).read_text()
+        assert '#include "trace.cuh"' in text
         for code, phase in enumerate(PHASE_CODES):
             assert re.search(rf"{code} {phase}", text), (name, code, phase)
 

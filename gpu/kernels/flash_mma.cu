@@ -42,8 +42,9 @@
 // conflict), with it they cover all 32 banks.
 //
 // Storage types: fp16 and bf16 are both passed as raw 16-bit words (u16); the BF16 template
-// flag picks the instruction variants. No CUDA headers are needed, so NVRTC compiles this file
-// as is.
+// flag picks the instruction variants. No CUDA headers: the PTX wrappers, the trace macros and
+// the end-of-row code live in the shared headers of this folder, which NVRTC finds on its
+// include path.
 //
 // Row statistics written to M and L (fp32, one per query row):
 //   M = max_j (q·k_j · scale)                 natural-log units of the scaled scores
@@ -51,129 +52,25 @@
 // Inside the kernel the running max is kept in base-2 units (scores × scale × log2 e) so that
 // every exponential is one `ex2.approx` and the scale folds into one FMA.
 
-typedef unsigned int u32;
-typedef unsigned short u16;
+#include "online_softmax.cuh"
+#include "ptx.cuh"
+#include "trace.cuh"
 
-// ------------------------------------------------------------------------------------------
-// Small PTX wrappers. Inline PTX keeps the kernel free of headers and makes each instruction
-// the learner reads in the paper appear in the code by name.
-
-__device__ __forceinline__ u32 smem_addr(const void* p) {
-    // Generic pointer -> 32-bit shared-memory address, the operand form ldmatrix/cp.async take.
-    u32 r;
-    asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }\n"
-                 : "=r"(r) : "l"(p));
-    return r;
-}
-
-// One 16-byte asynchronous copy HBM -> shared memory that bypasses L1 (.cg). When `valid` is
-// false it copies 0 source bytes and zero-fills the 16 destination bytes: rows past the end of
-// the sequence become zeros (never garbage or NaN that could leak into P·V).
-__device__ __forceinline__ void cp_async_16(u32 dst, const void* src, bool valid) {
-    const int src_bytes = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                 :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-// Wait until at most PENDING of this thread's committed copy groups are still in flight.
-template <int PENDING>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
-}
-
-__device__ __forceinline__ void ldmatrix_x4(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
-}
-
-// D(16×8, fp32) += A(16×16) · B(16×8), fp32 accumulate.
-template <bool BF16>
-__device__ __forceinline__ void mma_16816(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-    if constexpr (BF16) {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-            "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    } else {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-            "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-}
-
-// Two fp32 -> one register of two b16 values (lo in the low half), round to nearest even.
-template <bool BF16>
-__device__ __forceinline__ u32 pack2(float lo, float hi) {
-    u32 r;
-    if constexpr (BF16) {
-        asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    } else {
-        asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    }
-    return r;
-}
-
-__device__ __forceinline__ float fast_exp2(float x) {  // 2^x; 2^-inf = +0
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
-__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
-
-// ------------------------------------------------------------------------------------------
-// Trace build. Compiled only with -DTILESCOPE_TRACE (gpu/trace.py); without it every TRACE_*
-// macro is empty and the kernel is exactly the code around them (same SASS). Thread 0 of each
-// block writes one row per phase boundary to the extra kernel argument `trace`:
-//     int64 row = [block, sm, phase, j, t_ns]     block = blockIdx.x + gridDim.x · blockIdx.y
+// Trace build (trace.cuh, -DTILESCOPE_TRACE): thread 0 of each block writes one row per phase
+// boundary, [block, sm, phase, j, t_ns] with block = blockIdx.x + gridDim.x · blockIdx.y:
 //     phase 0 load_Q_i (j = query tile), 1 load_K_j, 2 compute_S_ij (j = key tile),
-//           3 store_O_i, 4 end (j = query tile);   t_ns = %globaltimer, sm = %smid
+//           3 store_O_i, 4 end (j = query tile)
 // Pipelined order: load_Q_i also covers K_0 and S_0; load_K_j is the wait for V_j and K_{j+1}
 // (cp.async wait + barrier); compute_S_ij is P_j V_j together with S_{j+1}. Store and end are
 // marked after a barrier that exists only in this build. Block b owns rows [b·R, (b+1)·R),
-// R = 3 + 2·ceil(N / BC); rows it does not reach keep the host's fill value.
-#ifdef TILESCOPE_TRACE
-#define TRACE_PARAM , long long* __restrict__ trace
-#define TRACE_BLOCK(block, rows) long long* trace_row = trace + (long long)(block) * (rows) * 5; \
-    const long long trace_block = (block)
-#define TRACE_MARK(phase, j) trace_mark(trace_row, trace_block, (phase), (j))
-#define TRACE_SYNC_MARK(phase, j) do { __syncthreads(); TRACE_MARK(phase, j); } while (0)
-__device__ __forceinline__ void trace_mark(long long*& row, long long block, int phase, int j) {
-    if (threadIdx.x == 0) {
-        unsigned long long t;
-        u32 sm;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) :: "memory");
-        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-        row[0] = block;
-        row[1] = sm;
-        row[2] = phase;
-        row[3] = j;
-        row[4] = (long long)t;
-        row += 5;
-    }
-}
-#else
-#define TRACE_PARAM
-#define TRACE_BLOCK(block, rows)
-#define TRACE_MARK(phase, j)
-#define TRACE_SYNC_MARK(phase, j)
-#endif
+// R = 3 + 2·ceil(N / BC).
 
 // Copy a ROWS×D tile (rows `row0`.. of a row-major [N, D] matrix) into swizzled shared memory
 // with cp.async, zero-filling rows at or past `rows_valid`. Each thread moves 16-byte chunks;
 // consecutive threads take consecutive chunks of a row, so every warp reads whole 128-byte lines.
 template <int ROWS, int D, int NT>
-__device__ __forceinline__ void load_tile_async(u32 s_tile, const u16* g_tile, int rows_valid,
-                                                int tid) {
+__device__ __forceinline__ void load_tile_rows_async(u32 s_tile, const u16* g_tile,
+                                                     int rows_valid, int tid) {
     constexpr int CHUNKS_PER_ROW = D / 8;
     constexpr int ROWS_PER_PASS = NT / CHUNKS_PER_ROW;
     static_assert(NT % CHUNKS_PER_ROW == 0 && ROWS % ROWS_PER_PASS == 0, "tile/thread mismatch");
@@ -259,14 +156,14 @@ flash_mma_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     TRACE_MARK(0, q_block);
 
     // STEP load_Q_i — Q_i: HBM -> shared memory (cp.async), together with K_0 ...
-    load_tile_async<BR, D, NT>(sQ, Qh + (size_t)q0 * D, N - q0, tid);
+    load_tile_rows_async<BR, D, NT>(sQ, Qh + (size_t)q0 * D, N - q0, tid);
     // STEP load_K_j
-    load_tile_async<BC, D, NT>(sK, Kh, N, tid);
+    load_tile_rows_async<BC, D, NT>(sK, Kh, N, tid);
     cp_async_commit();
     // STEP load_V_j — ... then V_0 and K_1 in a second group that may still be in flight while
     // S_0 is computed.
-    load_tile_async<BC, D, NT>(sV, Vh, N, tid);
-    if (kv_tiles > 1) load_tile_async<BC, D, NT>(sK + STAGE, Kh + (size_t)BC * D, N - BC, tid);
+    load_tile_rows_async<BC, D, NT>(sV, Vh, N, tid);
+    if (kv_tiles > 1) load_tile_rows_async<BC, D, NT>(sK + STAGE, Kh + (size_t)BC * D, N - BC, tid);
     cp_async_commit();
     cp_async_wait<1>();  // Q and K_0 have landed (for this thread's copies) ...
     __syncthreads();     // ... and for everyone's.
@@ -346,7 +243,6 @@ flash_mma_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     // is exactly the same because O and l always share one reference (O/l does not depend on
     // it). On random data this skips nearly every rescale after the first tile. The decision is
     // one warp-wide vote, so a warp either rescales all its rows or none.
-    constexpr float RESCALE_SLACK = 8.f;
     float m_ref[2] = {neg_inf(), neg_inf()};   // reference of O and l (base-2 units)
     float m_base[2] = {0.f, 0.f};              // m_ref, or 0 while m_ref is still -inf
     auto update_max = [&](float (&s)[S_TILES][4]) {
@@ -430,10 +326,10 @@ flash_mma_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
         // STEP load_V_j / STEP load_K_j — prefetch V_{j+1} and K_{j+2}; the copies run while
         // the tensor cores work (double buffering).
         const int kv1 = (j + 1) * BC;
-        load_tile_async<BC, D, NT>(sV + ((j + 1) & 1) * STAGE, Vh + (size_t)kv1 * D, N - kv1, tid);
+        load_tile_rows_async<BC, D, NT>(sV + ((j + 1) & 1) * STAGE, Vh + (size_t)kv1 * D, N - kv1, tid);
         if (j + 2 < kv_tiles) {
             const int kv2 = kv1 + BC;
-            load_tile_async<BC, D, NT>(sK + (j & 1) * STAGE, Kh + (size_t)kv2 * D, N - kv2, tid);
+            load_tile_rows_async<BC, D, NT>(sK + (j & 1) * STAGE, Kh + (size_t)kv2 * D, N - kv2, tid);
         }
         cp_async_commit();
         compute_S(s_next, sK + ((j + 1) & 1) * STAGE);  // tensor cores: S_{j+1} ...
@@ -467,17 +363,10 @@ flash_mma_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
         last_step(s_a, j);
     }
 
-    // Finish the rows: full row sums (quad reduction), then O_i / l.
+    // Finish the rows: full row sums (quad reduction), then O_i / l; for store_ml, l relative
+    // to the true row max m_run instead of the (possibly lower) reference m_ref.
     float inv_l[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
-        l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
-        inv_l[r] = (l_run[r] == 0.f || l_run[r] != l_run[r]) ? 1.f : 1.f / l_run[r];
-        // O / l is final; for store_ml express l relative to the true row max m_run instead of
-        // the (possibly lower) reference m_ref: l · 2^(m_ref − m_run), a factor in (2^-8, 1].
-        if (m_run[r] != neg_inf()) l_run[r] *= fast_exp2(m_ref[r] - m_run[r]);
-    }
+    finish_rows(l_run, m_run, m_ref, inv_l);
 
     TRACE_SYNC_MARK(3, q_block);
     // STEP store_O_i — stage this warp's 16×D output rows in its own rows of the Q tile (only this
@@ -517,20 +406,7 @@ flash_mma_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     }
 
     // STEP store_ml — the O(N) statistics: m in natural-log units (m_run · ln 2), l as is.
-    if (t == 0) {
-        const size_t stat = (size_t)blockIdx.y * N;
-        const float ln2 = 0.6931471805599453f;
-        const int row_a = warp_row0 + g;
-        const int row_b = row_a + 8;
-        if (row_a < N) {
-            M[stat + row_a] = m_run[0] * ln2;
-            L[stat + row_a] = l_run[0];
-        }
-        if (row_b < N) {
-            M[stat + row_b] = m_run[1] * ln2;
-            L[stat + row_b] = l_run[1];
-        }
-    }
+    store_row_stats(M, L, (size_t)blockIdx.y * N, warp_row0 + g, N, t, m_run, l_run);
 
     TRACE_SYNC_MARK(4, q_block);
 }

@@ -41,80 +41,21 @@
 // The host (gpu/flash_readable.py) computes the same total and refuses tile sizes that exceed
 // the device's opt-in limit, naming that limit.
 
-struct half_t { unsigned short bits; };
-struct bf16_t { unsigned short bits; };
-
-__device__ __forceinline__ float to_float(float x) { return x; }
-__device__ __forceinline__ float to_float(half_t x) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.bits));
-    return f;
-}
-__device__ __forceinline__ float to_float(bf16_t x) {
-    return __uint_as_float(static_cast<unsigned int>(x.bits) << 16);
-}
-
-template <typename T> __device__ __forceinline__ T from_float(float f);
-template <> __device__ __forceinline__ float from_float<float>(float f) { return f; }
-template <> __device__ __forceinline__ half_t from_float<half_t>(float f) {
-    half_t h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
-    return h;
-}
-template <> __device__ __forceinline__ bf16_t from_float<bf16_t>(float f) {
-    bf16_t h;
-    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
-    return h;
-}
+#include "dtypes.cuh"
+#include "reductions.cuh"
 
 #define NUM_THREADS 256
 #define NUM_WARPS (NUM_THREADS / 32)
-#define NEG_INF __int_as_float(0xff800000)
-#define LOG2E 1.4426950408889634f
-#define LN2 0.6931471805599453f
 
-// ---- Trace build -----------------------------------------------------------------------------
-// Compiled only with -DTILESCOPE_TRACE (gpu/trace.py); without it every TRACE_* macro below is
-// empty and the kernel is exactly the code above and below (same SASS). Thread 0 of each block
-// writes one row per phase boundary, as it passes it, to the extra kernel argument `trace`:
-//     int64 row = [block, sm, phase, j, t_ns]     block = blockIdx.x + gridDim.x * (batch*head)
+// ---- Trace build (trace.cuh) -----------------------------------------------------------------
+// With -DTILESCOPE_TRACE thread 0 of each block writes one row per phase boundary, as it passes
+// it: [block, sm, phase, j, t_ns], block = blockIdx.x + gridDim.x * (batch*head);
 //     phase 0 load_Q_i (j = query tile i), 1 load_K_j (j = key tile), 2 compute_S_ij (j),
-//           3 store_O_i (j = i), 4 end (j = i);   t_ns = %globaltimer, sm = %smid
+//           3 store_O_i (j = i), 4 end (j = i).
 // Block b owns rows [b * R, (b + 1) * R), R = 3 + 2 * ceil(n / block_n); rows it does not reach
 // (causal blocks skip key tiles) keep the host's fill value.
-#ifdef TILESCOPE_TRACE
-#define TRACE_PARAM , long long* __restrict__ trace
-#define TRACE_BLOCK(block, rows) long long* trace_row = trace + (long long)(block) * (rows) * 5; \
-    const long long trace_block = (block)
-#define TRACE_MARK(phase, j) trace_mark(trace_row, trace_block, (phase), (j))
-__device__ __forceinline__ void trace_mark(long long*& row, long long block, int phase, int j) {
-    if (threadIdx.x == 0) {
-        unsigned long long t;
-        unsigned int sm;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) :: "memory");
-        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-        row[0] = block;
-        row[1] = sm;
-        row[2] = phase;
-        row[3] = j;
-        row[4] = (long long)t;
-        row += 5;
-    }
-}
-#else
-#define TRACE_PARAM
-#define TRACE_BLOCK(block, rows)
-#define TRACE_MARK(phase, j)
-#endif
+#include "trace.cuh"
 
-__device__ __forceinline__ float warp_max(float x) {
-    for (int off = 16; off > 0; off >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
-    return x;
-}
-__device__ __forceinline__ float warp_sum(float x) {
-    for (int off = 16; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
-    return x;
-}
 __device__ __forceinline__ float dot4(float4 a, float4 b, float acc) {
     acc = fmaf(a.x, b.x, acc);
     acc = fmaf(a.y, b.y, acc);

@@ -49,12 +49,12 @@
 //     LBO = BC · 128 (the next 64-column block of d, used when D = 128).
 //   Q_i (when A comes from shared memory) is K-major like K.
 //
-// Loads. The issue suggested a producer warp with cp.async.bulk (TMA's 1-D form). A bulk copy
-// moves bytes unchanged, so it cannot write the swizzled layout above, and wgmma's unswizzled
-// layout needs 8×16-byte "core matrices" that a row-major K tile is not. So this kernel keeps the
-// 16-byte cp.async of the mma kernel (which can write any layout, and zero-fills rows past N),
-// issued by all threads, NS stages deep. A TMA tensor map (cp.async.bulk.tensor with
-// SWIZZLE_128B) would remove those copy instructions; it needs a CUtensorMap built on the host.
+// Loads. A 1-D bulk copy (cp.async.bulk) moves bytes unchanged, so it cannot write the swizzled
+// layout above, and wgmma's unswizzled layout needs 8×16-byte "core matrices" that a row-major K
+// tile is not. So this kernel keeps the 16-byte cp.async of the mma kernel (which can write any
+// layout, and zero-fills rows past N), issued by all threads, NS stages deep. The
+// warp-specialized kernel (flash_ws.cu) instead has one producer thread issue TMA tensor copies
+// (cp.async.bulk.tensor with SWIZZLE_128B, from a CUtensorMap built on the host).
 //
 // Ordering rules that matter (Hopper has two "proxies" for shared memory):
 //   * cp.async writes are generic-proxy writes and wgmma reads through the async proxy, so each
@@ -64,203 +64,18 @@
 //     before the next wgmma; `keep_regs` stops the compiler hoisting accumulator reads above a
 //     wait.
 //
-// Storage: fp16 and bf16 are raw 16-bit words (u16); BF16 picks the instruction variants. No
-// CUDA headers, so NVRTC compiles this file as is, with -arch=sm_90a (wgmma needs the "a").
+// Storage: fp16 and bf16 are raw 16-bit words (u16); BF16 picks the instruction variants. The
+// PTX wrappers (cp.async, ldmatrix, wgmma and its descriptors) live in the shared headers of this
+// folder; NVRTC compiles the file with -arch=sm_90a (wgmma needs the "a") and this folder on its
+// include path.
 //
 // Row statistics written to M and L (fp32, one per query row), as in flash_mma.cu:
 //   M = max_j (q·k_j · scale)   natural-log units;   L = Σ_j exp(q·k_j · scale − M)
 // Inside, the running max is kept in base-2 units (scores × scale × log2 e).
 
-typedef unsigned int u32;
-typedef unsigned short u16;
-typedef unsigned long long u64;
+#include "hopper.cuh"
+#include "online_softmax.cuh"
 
-// ------------------------------------------------------------------------------------------
-// Small PTX wrappers (the same ones flash_mma.cu uses, plus the Hopper ones).
-
-__device__ __forceinline__ u32 smem_addr(const void* p) {
-    u32 r;
-    asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }\n"
-                 : "=r"(r) : "l"(p));
-    return r;
-}
-
-// 16-byte asynchronous copy HBM -> shared memory; `valid` false copies 0 bytes and zero-fills.
-__device__ __forceinline__ void cp_async_16(u32 dst, const void* src, bool valid) {
-    const int src_bytes = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                 :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int PENDING>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
-}
-
-// Make this thread's generic-proxy shared-memory writes (cp.async, st.shared) visible to the
-// async proxy (wgmma operand reads) once a barrier has been passed.
-__device__ __forceinline__ void fence_proxy_async() {
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
-__device__ __forceinline__ void ldmatrix_x4(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
-}
-
-template <bool BF16>
-__device__ __forceinline__ u32 pack2(float lo, float hi) {
-    u32 r;
-    if constexpr (BF16) {
-        asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    } else {
-        asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    }
-    return r;
-}
-
-__device__ __forceinline__ float fast_exp2(float x) {  // 2^x; 2^-inf = +0
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
-__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
-
-// --- wgmma bookkeeping ---------------------------------------------------------------------
-// wgmma.fence: earlier register writes (P, a rescaled O) are ordered before the next wgmma.
-__device__ __forceinline__ void wgmma_fence() {
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-// Close the group of wgmmas issued since the last commit.
-__device__ __forceinline__ void wgmma_commit() {
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-// Wait until at most PENDING committed groups of this warpgroup are still running.
-template <int PENDING>
-__device__ __forceinline__ void wgmma_wait() {
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(PENDING) : "memory");
-}
-// An empty asm that "rewrites" each register: the compiler cannot move reads of an accumulator
-// above the wait that precedes this (volatile asm statements keep their order).
-template <int R>
-__device__ __forceinline__ void keep_regs(float (&r)[R]) {
-#pragma unroll
-    for (int i = 0; i < R; ++i) asm volatile("" : "+f"(r[i])::"memory");
-}
-
-// Shared-memory matrix descriptor for the 128-byte-swizzle layout (PTX ISA "Matrix Descriptor"):
-// bits 0-13 start address >> 4, 16-29 leading byte offset >> 4, 32-45 stride byte offset >> 4,
-// 62-63 swizzle mode (1 = 128-byte). Base offset (bits 49-51) stays 0: tiles are 1024-aligned,
-// and the +32-byte k-steps inside a row do not change address bits 7-9.
-__device__ __forceinline__ u64 sw128_desc(u32 addr, u32 lbo, u32 sbo) {
-    return (u64)((addr & 0x3FFFFu) >> 4) | ((u64)((lbo & 0x3FFFFu) >> 4) << 16) |
-           ((u64)((sbo & 0x3FFFFu) >> 4) << 32) | (1ull << 62);
-}
-
-// --- wgmma.mma_async wrappers (generated text: only N, the types and operand numbers differ) --
-// D(64×N, fp32, in registers) (+)= A(64×16) · B(16×N), one instruction per warpgroup.
-// Accumulator register i of a thread: n8 block i / 4, row g + 8·((i / 2) % 2), column 2t + i % 2
-// (rows counted within the thread's warp's 16). `scale_d` = 0 makes the instruction overwrite D.
-#define WGMMA_ACC_64                                                                               \
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                   \
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-
-#define WGMMA_ACC_OPS_64(C, d)                                                                     \
-    C(d[0]), C(d[1]), C(d[2]), C(d[3]), C(d[4]), C(d[5]), C(d[6]), C(d[7]),                        \
-    C(d[8]), C(d[9]), C(d[10]), C(d[11]), C(d[12]), C(d[13]), C(d[14]), C(d[15]),                  \
-    C(d[16]), C(d[17]), C(d[18]), C(d[19]), C(d[20]), C(d[21]), C(d[22]), C(d[23]),                \
-    C(d[24]), C(d[25]), C(d[26]), C(d[27]), C(d[28]), C(d[29]), C(d[30]), C(d[31])
-
-#define WGMMA_ACC_128                                                                              \
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                   \
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "         \
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "         \
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-
-#define WGMMA_ACC_OPS_128(C, d)                                                                    \
-    C(d[0]), C(d[1]), C(d[2]), C(d[3]), C(d[4]), C(d[5]), C(d[6]), C(d[7]),                        \
-    C(d[8]), C(d[9]), C(d[10]), C(d[11]), C(d[12]), C(d[13]), C(d[14]), C(d[15]),                  \
-    C(d[16]), C(d[17]), C(d[18]), C(d[19]), C(d[20]), C(d[21]), C(d[22]), C(d[23]),                \
-    C(d[24]), C(d[25]), C(d[26]), C(d[27]), C(d[28]), C(d[29]), C(d[30]), C(d[31]),                \
-    C(d[32]), C(d[33]), C(d[34]), C(d[35]), C(d[36]), C(d[37]), C(d[38]), C(d[39]),                \
-    C(d[40]), C(d[41]), C(d[42]), C(d[43]), C(d[44]), C(d[45]), C(d[46]), C(d[47]),                \
-    C(d[48]), C(d[49]), C(d[50]), C(d[51]), C(d[52]), C(d[53]), C(d[54]), C(d[55]),                \
-    C(d[56]), C(d[57]), C(d[58]), C(d[59]), C(d[60]), C(d[61]), C(d[62]), C(d[63])
-
-#define WGMMA_SS_64(TY, C)                                                                         \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                      \
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                       \
-                 "{" WGMMA_ACC_64 "}, %32, %33, p, 1, 1, 0, 0;\n}\n"                               \
-                 : WGMMA_ACC_OPS_64(C, d)                                                          \
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d))
-
-#define WGMMA_RS_64(TY, C)                                                                         \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                      \
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                       \
-                 "{" WGMMA_ACC_64 "}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"               \
-                 : WGMMA_ACC_OPS_64(C, d)                                                          \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),          \
-                   "n"((int)TRANS_B))
-
-#define WGMMA_SS_128(TY, C)                                                                        \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                      \
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " "                      \
-                 "{" WGMMA_ACC_128 "}, %64, %65, p, 1, 1, 0, 0;\n}\n"                              \
-                 : WGMMA_ACC_OPS_128(C, d)                                                         \
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d))
-
-#define WGMMA_RS_128(TY, C)                                                                        \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                      \
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " "                      \
-                 "{" WGMMA_ACC_128 "}, {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"              \
-                 : WGMMA_ACC_OPS_128(C, d)                                                         \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),          \
-                   "n"((int)TRANS_B))
-
-// ACC = false: D = A·B, and D's old contents are not inputs ("=f"), so the compiler need not keep
-// them alive; ACC = true: D += A·B.
-template <int N, bool ACC, bool BF16>
-__device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], u64 desc_a, u64 desc_b) {
-    static_assert(N == 64 || N == 128, "wrappers exist for N = 64 and 128");
-    const int scale_d = ACC ? 1 : 0;
-    if constexpr (N == 64) {
-        if constexpr (BF16) {
-            if constexpr (ACC) WGMMA_SS_64("bf16", "+f"); else WGMMA_SS_64("bf16", "=f");
-        } else {
-            if constexpr (ACC) WGMMA_SS_64("f16", "+f"); else WGMMA_SS_64("f16", "=f");
-        }
-    } else {
-        if constexpr (BF16) {
-            if constexpr (ACC) WGMMA_SS_128("bf16", "+f"); else WGMMA_SS_128("bf16", "=f");
-        } else {
-            if constexpr (ACC) WGMMA_SS_128("f16", "+f"); else WGMMA_SS_128("f16", "=f");
-        }
-    }
-}
-
-// A (64×16) from registers: 4 registers of two 16-bit values per thread, the m16n8k16 A layout
-// per warp. TRANS_B = true reads B as MN-major (V); false as K-major (K).
-template <int N, bool TRANS_B, bool ACC, bool BF16>
-__device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const u32 (&a)[4], u64 desc_b) {
-    static_assert(N == 64 || N == 128, "wrappers exist for N = 64 and 128");
-    const int scale_d = ACC ? 1 : 0;
-    if constexpr (N == 64) {
-        if constexpr (BF16) {
-            if constexpr (ACC) WGMMA_RS_64("bf16", "+f"); else WGMMA_RS_64("bf16", "=f");
-        } else {
-            if constexpr (ACC) WGMMA_RS_64("f16", "+f"); else WGMMA_RS_64("f16", "=f");
-        }
-    } else {
-        if constexpr (BF16) {
-            if constexpr (ACC) WGMMA_RS_128("bf16", "+f"); else WGMMA_RS_128("bf16", "=f");
-        } else {
-            if constexpr (ACC) WGMMA_RS_128("f16", "+f"); else WGMMA_RS_128("f16", "=f");
-        }
-    }
-}
 // ------------------------------------------------------------------------------------------
 // Copy a ROWS×D tile (row-major in HBM, rows `rows_valid` and beyond zero-filled) into the
 // 128-byte-swizzle layout with 16-byte cp.async. Consecutive threads take consecutive chunks
@@ -268,7 +83,7 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const u32 (&a)[4], u
 // apart (a multiple of 8), so its column, its swizzle XOR and its destination stride are the
 // same for all of them: one base address plus compile-time offsets, few registers.
 template <int ROWS, int D, int NT>
-__device__ __forceinline__ void load_tile_async(u32 s_tile, const u16* g_tile, int rows_valid,
+__device__ __forceinline__ void load_tile_sw128_async(u32 s_tile, const u16* g_tile, int rows_valid,
                                                 int tid) {
     constexpr int CHUNKS_PER_ROW = D / 8;
     constexpr int ROW_STEP = NT / CHUNKS_PER_ROW;  // rows between a thread's chunks
@@ -356,17 +171,17 @@ flash_wgmma_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16*
     }
 
     // STEP load_Q_i — Q_i (and K_0) HBM -> shared memory: copy group 0 ...
-    load_tile_async<BR, D, NT>(sQ, Qh + (size_t)q0 * D, N - q0, tid);
+    load_tile_sw128_async<BR, D, NT>(sQ, Qh + (size_t)q0 * D, N - q0, tid);
     // STEP load_K_j
-    load_tile_async<BC, D, NT>(sK, Kh, N, tid);
+    load_tile_sw128_async<BC, D, NT>(sK, Kh, N, tid);
     cp_async_commit();
     // STEP load_V_j — ... then groups 1 .. NS-1: K_i and V_{i-1}, still in flight during S_0.
 #pragma unroll
     for (int i = 1; i < NS; ++i) {
         if (i < kv_tiles)
-            load_tile_async<BC, D, NT>(sK + i * KV_BYTES, Kh + (size_t)i * BC * D, N - i * BC, tid);
+            load_tile_sw128_async<BC, D, NT>(sK + i * KV_BYTES, Kh + (size_t)i * BC * D, N - i * BC, tid);
         if (i - 1 < kv_tiles)
-            load_tile_async<BC, D, NT>(sV + (i - 1) * KV_BYTES, Vh + (size_t)(i - 1) * BC * D,
+            load_tile_sw128_async<BC, D, NT>(sV + (i - 1) * KV_BYTES, Vh + (size_t)(i - 1) * BC * D,
                                        N - (i - 1) * BC, tid);
         cp_async_commit();
     }
@@ -388,11 +203,8 @@ flash_wgmma_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16*
         }
     }
 
-    float m_run[2] = {neg_inf(), neg_inf()};  // true running row max (base 2), for store_ml
-    float l_run[2] = {0.f, 0.f};              // this thread's share of the row sums (vs m_ref)
-    float m_ref[2] = {neg_inf(), neg_inf()};  // reference max of O and l (lazy rescaling)
-    float m_base[2] = {0.f, 0.f};             // m_ref, or 0 while m_ref is still -inf
-    float m_new[2];                           // reference after the pending rescale
+    RowStats rows;  // running max, row sums and the lazy-rescaling reference of 2 rows
+    rows.init();
     float o_acc[O_REGS];
 #pragma unroll
     for (int i = 0; i < O_REGS; ++i) o_acc[i] = 0.f;
@@ -419,58 +231,19 @@ flash_wgmma_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16*
         wgmma_commit();
     };
 
-    // Mask keys past the end of the sequence and (causal) keys after the query: -inf scores
-    // become exactly 0 after the exponential. Only edge tiles pay for this.
+    // Mask keys past the end of the sequence and (causal) keys after the query (mask_tile,
+    // online_softmax.cuh): -inf scores become exactly 0 after the exponential.
     auto mask_edges = [&](float (&s)[S_REGS], int j) {
-        const int kv0 = j * BC;
-        if (kv0 + BC > N || (CAUSAL && kv0 + BC - 1 > warp_row0)) {
-#pragma unroll
-            for (int i = 0; i < S_REGS; ++i) {
-                const int col = kv0 + (i >> 2) * 8 + 2 * t + (i & 1);
-                const int row = warp_row0 + g + ((i >> 1) & 1) * 8;
-                if (col >= N || (CAUSAL && col > row)) s[i] = neg_inf();
-            }
-        }
+        mask_tile<S_REGS, CAUSAL>(s, j * BC, N, warp_row0, g, t);
     };
 
-    // STEP online_softmax — part 1: the row max of a new S tile. Lazy rescaling as in
-    // flash_mma.cu: the reference m_ref moves only when a row max grows by more than 2^8, so P
-    // stays < 256 and the rescale of O and l is rare; one warp-wide vote decides it. Returns
-    // whether this warp must rescale (done by `rescale` once no wgmma is writing O).
-    constexpr float RESCALE_SLACK = 8.f;
-    auto new_max = [&](float (&s)[S_REGS]) -> bool {
-        float tile_max[2] = {neg_inf(), neg_inf()};
-#pragma unroll
-        for (int i = 0; i < S_REGS; i += 4) {
-            tile_max[0] = fmaxf(tile_max[0], fmaxf(s[i], s[i + 1]));
-            tile_max[1] = fmaxf(tile_max[1], fmaxf(s[i + 2], s[i + 3]));
-        }
-        bool grow[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-            tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-            tile_max[r] *= scale_log2;
-            m_run[r] = fmaxf(m_run[r], tile_max[r]);
-            grow[r] = tile_max[r] > m_ref[r] + RESCALE_SLACK;  // always true on a first finite max
-            m_new[r] = grow[r] ? tile_max[r] : m_ref[r];
-        }
-        return __any_sync(0xffffffffu, grow[0] || grow[1]);
-    };
-    auto rescale = [&]() {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const float alpha = (m_new[r] != m_ref[r]) ? fast_exp2(m_ref[r] - m_new[r]) : 1.f;
-            m_ref[r] = m_new[r];
-            m_base[r] = (m_new[r] == neg_inf()) ? 0.f : m_new[r];  // never exp2(-inf - -inf)
-            l_run[r] *= alpha;
-#pragma unroll
-            for (int i = 2 * r; i < O_REGS; i += 4) {
-                o_acc[i] *= alpha;
-                o_acc[i + 1] *= alpha;
-            }
-        }
-    };
+    // STEP online_softmax — part 1: the row max of a new S tile, and (rarely) a rescale
+    // (`RowStats`, online_softmax.cuh): the reference m_ref moves only when a row max grows by
+    // more than 2^8, so P stays < 256 and the rescale of O and l is rare; one warp-wide vote
+    // decides it. `new_max` says whether this warp must rescale, done by `rescale` once no
+    // wgmma is writing O.
+    auto new_max = [&](float (&s)[S_REGS]) -> bool { return rows.new_max(s, scale_log2); };
+    auto rescale = [&]() { rows.rescale(o_acc); };
 
     auto exp_and_pv = [&](float (&s)[S_REGS], int j) {
         // STEP online_softmax — part 2: P = 2^(S·c − m_ref), one FMA and one ex2 per score, row
@@ -483,8 +256,8 @@ flash_wgmma_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16*
 #pragma unroll
             for (int e = 0; e < 8; ++e) {
                 const int i = 8 * kk + e;
-                const float p = fast_exp2(fmaf(s[i], scale_log2, -m_base[(e >> 1) & 1]));
-                l_run[(e >> 1) & 1] += p;
+                const float p = fast_exp2(fmaf(s[i], scale_log2, -rows.m_base[(e >> 1) & 1]));
+                rows.l_run[(e >> 1) & 1] += p;
                 s[i] = p;
             }
             p_frag[kk][0] = pack2<BF16>(s[8 * kk + 0], s[8 * kk + 1]);
@@ -519,11 +292,11 @@ flash_wgmma_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16*
         {
             const int tk = j + NS;
             if (tk < kv_tiles)
-                load_tile_async<BC, D, NT>(sK + (tk % NS) * KV_BYTES, Kh + (size_t)tk * BC * D,
+                load_tile_sw128_async<BC, D, NT>(sK + (tk % NS) * KV_BYTES, Kh + (size_t)tk * BC * D,
                                            N - tk * BC, tid);
             const int tv = j + NS - 1;
             if (tv < kv_tiles)
-                load_tile_async<BC, D, NT>(sV + (tv % NS) * KV_BYTES, Vh + (size_t)tv * BC * D,
+                load_tile_sw128_async<BC, D, NT>(sV + (tv % NS) * KV_BYTES, Vh + (size_t)tv * BC * D,
                                            N - tv * BC, tid);
             cp_async_commit();
         }
@@ -565,65 +338,14 @@ flash_wgmma_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16*
 
     // Finish the rows: full row sums (quad reduction), then O_i / l.
     float inv_l[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
-        l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
-        inv_l[r] = (l_run[r] == 0.f || l_run[r] != l_run[r]) ? 1.f : 1.f / l_run[r];
-        // For store_ml, l relative to the true row max m_run rather than the reference m_ref.
-        if (m_run[r] != neg_inf()) l_run[r] *= fast_exp2(m_ref[r] - m_run[r]);
-    }
+    rows.finish(inv_l);
 
     // STEP store_O_i — stage this warp's 16×D rows in its own rows of the Q tile (only its own
     // warpgroup's wgmmas or its own ldmatrix read them, all complete), then 16-byte coalesced
     // stores to HBM.
-    {
-        const int r_lo = wg * 64 + warp * 16 + g;  // block-local rows r_lo and r_lo + 8
-#pragma unroll
-        for (int dt = 0; dt < D / 8; ++dt) {
-            const u32 addr =
-                sQ + (dt >> 3) * (BR * 128) + r_lo * 128 + (((dt & 7) ^ g) << 4) + 4 * t;
-            const u32 lo = pack2<BF16>(o_acc[4 * dt] * inv_l[0], o_acc[4 * dt + 1] * inv_l[0]);
-            const u32 hi = pack2<BF16>(o_acc[4 * dt + 2] * inv_l[1], o_acc[4 * dt + 3] * inv_l[1]);
-            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(lo) : "memory");
-            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr + 8 * 128), "r"(hi) : "memory");
-        }
-        __syncwarp();
-        constexpr int CHUNKS_PER_ROW = D / 8;
-        u16* Oh = O + head;
-#pragma unroll
-        for (int i = 0; i < 16 * CHUNKS_PER_ROW / 32; ++i) {
-            const int id = lane + 32 * i;
-            const int r = id / CHUNKS_PER_ROW;  // 0..15 within the warp
-            const int c = id % CHUNKS_PER_ROW;
-            const int rb = wg * 64 + warp * 16 + r;  // block-local row
-            const int row = q0 + rb;
-            u32 x0, x1, x2, x3;
-            asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                         : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3)
-                         : "r"(sQ + (c >> 3) * (BR * 128) + rb * 128 + (((c & 7) ^ (rb & 7)) << 4))
-                         : "memory");
-            if (row < N) {
-                u16* dst = Oh + (size_t)row * D + c * 8;
-                asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst), "r"(x0),
-                             "r"(x1), "r"(x2), "r"(x3) : "memory");
-            }
-        }
-    }
+    store_o_sw128<D, BR, BF16>(O + head, sQ, wg * 64 + warp * 16, q0, N, o_acc, inv_l,
+                               lane);
 
     // STEP store_ml — m in natural-log units (m_run · ln 2), l as is.
-    if (t == 0) {
-        const size_t stat = (size_t)blockIdx.y * N;
-        const float ln2 = 0.6931471805599453f;
-        const int row_a = warp_row0 + g;
-        const int row_b = row_a + 8;
-        if (row_a < N) {
-            M[stat + row_a] = m_run[0] * ln2;
-            L[stat + row_a] = l_run[0];
-        }
-        if (row_b < N) {
-            M[stat + row_b] = m_run[1] * ln2;
-            L[stat + row_b] = l_run[1];
-        }
-    }
+    store_row_stats(M, L, (size_t)blockIdx.y * N, warp_row0 + g, N, t, rows.m_run, rows.l_run);
 }

@@ -27,34 +27,12 @@
 // when n allows 16-byte aligned rows, else 1.
 
 // ---------------------------------------------------------------------------------------------
-// Element types. fp16 and bf16 are carried as raw 16-bit patterns and converted with PTX
-// instructions, so this file needs no headers (NVRTC compiles it as is).
+// Element types (dtypes.cuh): fp16 and bf16 are carried as raw 16-bit patterns and converted
+// with PTX instructions; warp reductions from reductions.cuh. No CUDA headers: NVRTC compiles
+// this file with this folder on its include path.
 
-struct half_t { unsigned short bits; };
-struct bf16_t { unsigned short bits; };
-
-__device__ __forceinline__ float to_float(float x) { return x; }
-__device__ __forceinline__ float to_float(half_t x) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.bits));
-    return f;
-}
-__device__ __forceinline__ float to_float(bf16_t x) {
-    return __uint_as_float(static_cast<unsigned int>(x.bits) << 16);
-}
-
-template <typename T> __device__ __forceinline__ T from_float(float f);
-template <> __device__ __forceinline__ float from_float<float>(float f) { return f; }
-template <> __device__ __forceinline__ half_t from_float<half_t>(float f) {
-    half_t h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
-    return h;
-}
-template <> __device__ __forceinline__ bf16_t from_float<bf16_t>(float f) {
-    bf16_t h;
-    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
-    return h;
-}
+#include "dtypes.cuh"
+#include "reductions.cuh"
 
 // VEC elements that travel as one (up to 16-byte) memory access.
 template <typename T, int VEC>
@@ -62,20 +40,9 @@ struct __align__(sizeof(T) * VEC) Pack {
     T v[VEC];
 };
 
-#define NEG_INF __int_as_float(0xff800000)
-#define LOG2E 1.4426950408889634f
-
 // ---------------------------------------------------------------------------------------------
 // Block-wide reductions through warp shuffles and a 32-float scratch array.
 
-__device__ __forceinline__ float warp_max(float x) {
-    for (int off = 16; off > 0; off >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
-    return x;
-}
-__device__ __forceinline__ float warp_sum(float x) {
-    for (int off = 16; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
-    return x;
-}
 // All threads get the result. `scratch` must not be in use by another reduction at the same time.
 __device__ float block_max(float x, float* scratch) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;

@@ -1,0 +1,379 @@
+"""Launch the warp-specialized Hopper kernel (gpu/kernels/flash_ws.cu) through CuPy.
+
+Same interface as the other fused kernels: `supports(config)` and
+`flash_forward(q, k, v, o, m, l, config)` with C-contiguous (B, h, N, d) 16-bit arrays
+(`cupy.float16` for fp16, any 2-byte dtype holding bf16 bit patterns for bf16) and float32
+(B, h, N) row statistics m (row max of q·k/√d, natural-log units) and l (row sum of
+exp(q·k/√d − m)), so logsumexp = m + log(l). Head dims 64, 128 and 256, any N.
+
+A producer warp moves K and V tiles with the tensor-memory accelerator (TMA), which reads a
+tensor map: a 128-byte descriptor of each input (address, sizes, strides, box, swizzle) that
+only the driver can encode (`cuTensorMapEncodeTiled`). `tensor_map` calls it through ctypes on
+libcuda (CuPy does not wrap it, and NVRTC has no cuda.h: the kernel declares the 128-byte
+struct itself) and the result is passed by value, as a one-element numpy array of 128 raw
+bytes, which CuPy hands to cuLaunchKernel as the `__grid_constant__` parameter's bytes.
+
+Each template instance is compiled once by NVRTC with `-arch=sm_90a` (wgmma, setmaxnreg) and
+kept. `supports` refuses every GPU but compute capability 9.0, and machines without CUDA.
+CuPy is imported lazily: `supports` and the variant bookkeeping work on machines without it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+from . import flash_launch
+from .algorithms import WS_DEFAULTS
+from .config import AttentionConfig, ceil_div
+from .cuda_kernels import device_limits
+
+SOURCE = "flash_ws.cu"
+#: NVRTC options: wgmma and setmaxnreg need the architecture-specific target sm_90a.
+COMPILE_OPTIONS: tuple[str, ...] = ("-std=c++17", "--use_fast_math", "-arch=sm_90a")
+#: Extra option of a checking build: every mbarrier wait traps after ~2 s instead of hanging.
+HANG_CHECK = "-DTILESCOPE_HANG_CHECK"
+#: Extra option of the trace build (gpu/kernels/trace.cuh; the recorder's TRACE_DEFINE).
+TRACE_OPTION = "-DTILESCOPE_TRACE"
+SUPPORTED_HEAD_DIMS = (64, 128, 256)
+SUPPORTED_DTYPES = ("fp16", "bf16")
+REQUIRED_COMPUTE_CAPABILITY = 90
+#: K and V bytes of one head that a group of heads may keep in L2 (the H200 has 60 MB); causal
+#: blocks of that many heads are interleaved longest first (see "Block order" in the kernel).
+L2_GROUP_BYTES = 40 * 2**20
+
+
+@dataclass(frozen=True)
+class WsLaunch:
+    """One kernel variant; the fields are flash_ws.cu's template parameters."""
+
+    head_dim: int
+    block_n: int = 128
+    consumers: int = 2  # consumer warpgroups; 64 query rows each
+    stages: int = 2  # K/V ring depth
+    pingpong: bool = True
+    overlap: bool = True
+    producer_regs: int = 24
+
+    @property
+    def block_m(self) -> int:
+        return 64 * self.consumers
+
+    @property
+    def threads(self) -> int:
+        return 128 * (self.consumers + 1)
+
+    @property
+    def consumer_regs(self) -> int:
+        """Registers a consumer thread gets after setmaxnreg (the kernel's CREG)."""
+        share = (65536 // 128 - self.producer_regs) // self.consumers // 8 * 8
+        return min(share, 240)
+
+    @property
+    def smem_bytes(self) -> int:
+        """1024 B alignment slack + Q tile + `stages` K and V tiles + the mbarriers."""
+        tiles = (self.block_m + 2 * self.stages * self.block_n) * self.head_dim * 2
+        return 1024 + tiles + 8 * (1 + 4 * self.stages)
+
+    @property
+    def label(self) -> str:
+        """Short name: d, key tile × stages, consumers, ping-pong/overlap flags, producer regs."""
+        flags = ("p" if self.pingpong else "") + ("o" if self.overlap else "")
+        return (
+            f"d{self.head_dim}-{self.block_n}x{self.stages}-c{self.consumers}"
+            f"-{flags or 'none'}-r{self.producer_regs}"
+        )
+
+    def template_name(self, causal: bool, bf16: bool) -> str:
+        b = lambda x: str(bool(x)).lower()  # noqa: E731
+        return (
+            f"flash_ws_fwd<{self.head_dim}, {self.block_n}, {self.consumers}, {self.stages}, "
+            f"{b(self.pingpong)}, {b(self.overlap)}, {self.producer_regs}, {b(causal)}, {b(bf16)}>"
+        )
+
+
+def default_launch(head_dim: int) -> WsLaunch:
+    """The variant `flash_forward` uses for a head dim (`algorithms.WS_DEFAULTS`, which the
+    cost model and the schedule read through `ws_tile_shape`)."""
+    block_n, consumers, stages = WS_DEFAULTS[head_dim]
+    return WsLaunch(head_dim, block_n, consumers, stages)
+
+
+def all_variants() -> tuple[WsLaunch, ...]:
+    """Every variant the GPU check compiles and times: the defaults first, then candidates
+    that change one thing (ring depth, ping-pong, overlap, 3 consumers, producer registers,
+    key tile: 192-key tiles are FlashAttention-3's choice at d=64 and close to it at d=128)."""
+    out: list[WsLaunch] = [default_launch(d) for d in SUPPORTED_HEAD_DIMS]
+    candidates = [
+        WsLaunch(64, 128, 2, 3),
+        WsLaunch(64, 128, 3, 2),
+        WsLaunch(64, 128, 2, 2, pingpong=False),
+        WsLaunch(64, 128, 2, 2, overlap=False),
+        WsLaunch(64, 192, 2, 2),
+        WsLaunch(128, 128, 2, 3),
+        WsLaunch(128, 64, 2, 3),
+        WsLaunch(128, 128, 2, 2, pingpong=False),
+        WsLaunch(128, 128, 2, 2, overlap=False),
+        WsLaunch(128, 128, 2, 2, producer_regs=40),
+        WsLaunch(128, 192, 2, 2),
+        WsLaunch(256, 64, 2, 2, pingpong=False),
+        WsLaunch(256, 64, 2, 2, overlap=False),
+    ]
+    for v in candidates:
+        if v not in out:
+            out.append(v)
+    return tuple(out)
+
+
+def check_launch(launch: WsLaunch) -> None:
+    """Raise ValueError for a variant the kernel's static checks would reject."""
+    if launch.head_dim not in SUPPORTED_HEAD_DIMS or launch.block_n not in (64, 128, 192):
+        raise ValueError(f"bad variant {launch}")
+    if launch.consumers not in (2, 3) or launch.stages < 2:
+        raise ValueError(f"bad variant {launch}")
+    if launch.producer_regs < 24 or launch.producer_regs % 8:
+        raise ValueError(f"bad producer register count in {launch}")
+
+
+def supports(config: AttentionConfig) -> str | None:
+    """None when the kernel can run `config` on this machine, else the reason it cannot."""
+    if config.dtype not in SUPPORTED_DTYPES:
+        return f"warp-specialized Hopper kernel supports fp16 and bf16, not {config.dtype}"
+    if config.head_dim not in SUPPORTED_HEAD_DIMS:
+        dims = ", ".join(map(str, SUPPORTED_HEAD_DIMS))
+        return f"warp-specialized Hopper kernel supports head_dim {dims}, not {config.head_dim}"
+    limits = device_limits()
+    if limits is None:
+        return (
+            "warp-specialized Hopper kernel needs a CUDA GPU of compute capability 9.0 (none found)"
+        )
+    cc, smem_optin = limits
+    if cc != REQUIRED_COMPUTE_CAPABILITY:
+        return (
+            "warp-specialized Hopper kernel needs compute capability 9.0 (sm_90a: H100/H200), "
+            f"this GPU is {cc / 10}"
+        )
+    need = default_launch(config.head_dim).smem_bytes
+    if need > smem_optin:
+        return (
+            f"warp-specialized Hopper kernel needs {need // 1024} KiB of shared memory per "
+            f"block, this GPU allows {smem_optin // 1024} KiB"
+        )
+    return None
+
+
+_kernels: dict[tuple, Any] = {}
+
+
+def get_kernel(
+    launch: WsLaunch, causal: bool, bf16: bool, extra_options: tuple[str, ...] = ()
+) -> Any:
+    """The compiled `cupy.RawKernel` of one variant (compiled on first use, then cached).
+    `extra_options` adds NVRTC options (HANG_CHECK, the trace build's define)."""
+    check_launch(launch)
+    options = (*COMPILE_OPTIONS, *extra_options)
+    return flash_launch.compiled_variant(SOURCE, launch, causal, bf16, options, _kernels)
+
+
+def kernel_resources(launch: WsLaunch, causal: bool, bf16: bool) -> dict[str, int]:
+    """Registers, local (spill) bytes and shared memory of a compiled variant, for the notes.
+    (The register count is the kernel's cap at entry; setmaxnreg then moves registers from
+    the producer to the consumers: `WsLaunch.consumer_regs`.)"""
+    return flash_launch.kernel_resources(get_kernel(launch, causal, bf16), launch)
+
+
+# --------------------------------------------------------------------------------------------
+# Tensor maps
+
+
+#: CUtensorMapDataType / CUtensorMapSwizzle / ... values (cuda.h).
+_TMA_FLOAT16, _TMA_BFLOAT16 = 6, 9
+_TMA_INTERLEAVE_NONE = 0
+_TMA_SWIZZLE_128B = 3
+_TMA_L2_PROMOTION_256B = 3
+_TMA_OOB_FILL_ZERO = 0  # CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: out-of-bounds elements read as 0
+TENSOR_MAP_BYTES = 128
+
+
+@functools.cache
+def _encode_tiled() -> Any:
+    """cuTensorMapEncodeTiled from the driver library (CUDA 12+)."""
+    lib = ctypes.CDLL("libcuda.so.1")
+    fn = lib.cuTensorMapEncodeTiled
+    u32p = ctypes.POINTER(ctypes.c_uint32)
+    u64p = ctypes.POINTER(ctypes.c_uint64)
+    fn.argtypes = [
+        ctypes.c_void_p,  # CUtensorMap* (64-byte aligned)
+        ctypes.c_int,  # data type
+        ctypes.c_uint32,  # rank
+        ctypes.c_void_p,  # global address
+        u64p,  # global dims (rank)
+        u64p,  # global strides in bytes (rank - 1)
+        u32p,  # box dims (rank)
+        u32p,  # element strides (rank)
+        ctypes.c_int,  # interleave
+        ctypes.c_int,  # swizzle
+        ctypes.c_int,  # L2 promotion
+        ctypes.c_int,  # out-of-bounds fill
+    ]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def tensor_map(array: Any, box_rows: int, bf16: bool) -> Any:
+    """The TMA descriptor of a C-contiguous (B, h, N, d) 16-bit device array seen as the 3-D
+    tensor (d, N, B·h), innermost first, read in boxes of 64 columns × `box_rows` rows with the
+    128-byte swizzle that wgmma's descriptors expect. Rows past N of a head are outside the
+    tensor: TMA zero-fills them. Returns a one-element numpy array of 128 raw bytes (a kernel
+    argument by value)."""
+    import numpy as np
+
+    b, h, n, d = (int(x) for x in array.shape)
+    if array.data.ptr % 16:
+        raise ValueError("TMA needs 16-byte aligned arrays")
+    raw = np.zeros(TENSOR_MAP_BYTES + 64, dtype=np.uint8)
+    offset = (-raw.ctypes.data) % 64
+    dims = (ctypes.c_uint64 * 3)(d, n, b * h)
+    strides = (ctypes.c_uint64 * 2)(d * 2, n * d * 2)
+    box = (ctypes.c_uint32 * 3)(64, box_rows, 1)
+    elem = (ctypes.c_uint32 * 3)(1, 1, 1)
+    status = _encode_tiled()(
+        raw.ctypes.data + offset,
+        _TMA_BFLOAT16 if bf16 else _TMA_FLOAT16,
+        3,
+        array.data.ptr,
+        dims,
+        strides,
+        box,
+        elem,
+        _TMA_INTERLEAVE_NONE,
+        _TMA_SWIZZLE_128B,
+        _TMA_L2_PROMOTION_256B,
+        _TMA_OOB_FILL_ZERO,
+    )
+    if status != 0:
+        raise RuntimeError(
+            f"cuTensorMapEncodeTiled failed (CUresult {status}) for shape {array.shape}, "
+            f"box 64×{box_rows}"
+        )
+    out = np.zeros(1, dtype=np.dtype((np.void, TENSOR_MAP_BYTES)))
+    out.view(np.uint8)[:] = raw[offset : offset + TENSOR_MAP_BYTES]
+    return out
+
+
+def group_heads(config: AttentionConfig) -> int:
+    """How many (batch, head) pairs the causal block order interleaves: as many as keep their
+    K and V in L2 together. Non-causal blocks go head by head (1)."""
+    if not config.causal:
+        return 1
+    per_head = 2 * config.seq_len * config.head_dim * 2
+    return max(1, min(config.bh, L2_GROUP_BYTES // per_head))
+
+
+def prepare(
+    config: AttentionConfig, launch: WsLaunch | None = None, extra_options: tuple[str, ...] = ()
+) -> flash_launch.Prepared:
+    """The compiled kernel for `config` (default variant unless `launch` names one): a 1-D grid
+    of ceil(N / block_m) · B·h blocks. Raises ValueError when the kernel cannot run `config`."""
+    import numpy as np
+
+    reason = supports(config)
+    if reason is not None:
+        raise ValueError(reason)
+    launch = launch or default_launch(config.head_dim)
+    if launch.head_dim != config.head_dim:
+        raise ValueError("launch head_dim does not match the config")
+    bf16 = config.dtype == "bf16"
+    kernel = get_kernel(launch, config.causal, bf16, extra_options)
+    blocks = ceil_div(config.seq_len, launch.block_m) * config.bh
+    scalars = (
+        np.int32(config.seq_len),
+        np.int32(config.bh),
+        np.int32(group_heads(config)),
+        np.float32(flash_launch.scale_log2(config)),
+    )
+
+    def arguments(q: Any, k: Any, v: Any, o: Any, m: Any, l: Any) -> tuple[Any, ...]:
+        return (
+            tensor_map(q, launch.block_m, bf16),
+            tensor_map(k, launch.block_n, bf16),
+            tensor_map(v, launch.block_n, bf16),
+            o, m, l, *scalars,
+        )  # fmt: skip
+
+    return flash_launch.Prepared(kernel, (blocks,), launch.threads, launch.smem_bytes, arguments,
+                                 blocks)  # fmt: skip
+
+
+def launch_forward(
+    q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, config: AttentionConfig, launch: WsLaunch
+) -> None:
+    """`flash_forward` with an explicit variant (the check script compares variants)."""
+    flash_launch.run(prepare(config, launch), q, k, v, o, m, l, config)
+
+
+def flash_forward(q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, config: AttentionConfig) -> None:
+    """O = softmax(Q Kᵀ/√d [causal]) V, warp-specialized on Hopper; also writes m and l.
+
+    Asynchronous like any CUDA launch: it is queued on CuPy's current stream.
+    """
+    flash_launch.run(prepare(config), q, k, v, o, m, l, config)
+
+
+# --------------------------------------------------------------------------------------------
+# Trace build (for the recorder): the kernel with TILESCOPE_TRACE takes one more argument, an
+# int64 buffer of rows [block, sm, phase word, j, t_ns], -1-filled by the host. Block b (its
+# launch index, blockIdx.x) owns `trace_rows_per_block` rows; inside them the producer's rows
+# come first, then each consumer warpgroup's (`trace_segments`). The phase word is
+# role · 256 + code (`TRACE_ROLES`, `TRACE_CODES`).
+
+TRACE_ROLES = ("producer", "consumer 0", "consumer 1", "consumer 2")
+#: code -> (name, what the kernel marks). Producer: 0, 1, 2, 4; consumers: 0, 5, 6, 7, 8, 3, 4.
+TRACE_CODES: dict[int, tuple[str, str]] = {
+    0: ("load_Q_i", "producer: Q copy issued; consumer: Q landed"),
+    1: ("load_K_j", "producer: K_j copy issued (its ring stage was free)"),
+    2: ("load_V_j", "producer: V_j copy issued"),
+    3: ("store_O_i", "consumer: epilogue starts"),
+    4: ("end", "role done"),
+    5: ("wait_K_j", "consumer: waiting for K_j (and V_{j-1})"),
+    6: ("gemm_issue", "consumer: its turn on the tensor cores: S_j and P_{j-1} V_{j-1} issued"),
+    7: ("online_softmax", "consumer: S_j landed, softmax starts"),
+    8: ("wait_PV", "consumer: softmax done, waiting for P V"),
+}
+
+
+def trace_segments(config: AttentionConfig, launch: WsLaunch | None = None) -> tuple[int, ...]:
+    """Rows per role inside a block: (producer, consumer 0, consumer 1, ...)."""
+    launch = launch or default_launch(config.head_dim)
+    t = ceil_div(config.seq_len, launch.block_n)
+    return (2 * t + 2, *([4 * t + 4] * launch.consumers))
+
+
+def trace_rows_per_block(config: AttentionConfig, launch: WsLaunch | None = None) -> int:
+    return sum(trace_segments(config, launch))
+
+
+def trace_buffer(config: AttentionConfig, prepared: flash_launch.Prepared,
+                 launch: WsLaunch | None = None) -> Any:  # fmt: skip
+    """The −1-filled int64 (rows, 5) buffer a trace build's launch writes into:
+    `prepared(q, k, v, o, m, l, buffer)` with `prepared = prepare(config, launch,
+    extra_options=(TRACE_OPTION,))`."""
+    import cupy
+
+    rows = prepared.blocks * trace_rows_per_block(config, launch)
+    return cupy.full((rows, 5), -1, dtype=cupy.int64)
+
+
+def decode_trace_rows(rows: Any) -> list[tuple[int, int, str, str, int, int]]:
+    """(block, sm, role, phase, j, t_ns) of every written row (host int64 array (R, 5)), in
+    buffer order: per block, the producer's rows, then each consumer's, each in time order."""
+    import numpy as np
+
+    rows = np.asarray(rows, dtype=np.int64).reshape(-1, 5)
+    out = []
+    for block, sm, word, j, t in rows[rows[:, 2] >= 0].tolist():
+        role, code = divmod(int(word), 256)
+        out.append((block, sm, TRACE_ROLES[role], TRACE_CODES[code][0], j, t))
+    return out
