@@ -17,7 +17,8 @@ BACKEND_NAMES = ("auto", "cuda", "cpu")
 
 @dataclass(frozen=True)
 class RunOptions:
-    """How to measure: warm-up and repeats for timing, a reference check, a memory budget."""
+    """How to measure: warm-up and repeats for timing, a reference check, a memory budget, and
+    whether to sample the kernels' hardware counters after timing them (measured traffic)."""
 
     warmup: int = 1
     repeats: int = 5
@@ -25,6 +26,9 @@ class RunOptions:
     #: Emulates a smaller GPU (CUDA: CuPy pool limit) or caps RAM use (CPU). None = no limit.
     budget_bytes: int | None = None
     seed: int = 0
+    #: Sample DRAM/L2 bytes and unit activity per kernel (CUDA, gpu.profiler). The timed runs
+    #: stay unsampled; the counters come from separate launches after them.
+    profile: bool = False
 
 
 class BackendUnavailable(RuntimeError):
