@@ -123,7 +123,11 @@ def step_config(state: dict):
     sampler = profiler.PmSampler(0, device_attribute("MultiProcessorCount"))
     sampler.enable()
     state["sampler"] = sampler
-    return f"{len(profiler.METRICS)} metrics at {sampler.interval_ns} ns", list(profiler.METRICS)
+    mapped = profiler.loaded_libcupti()  # a second copy would be loaded by now, if any
+    if len(mapped) != 1:
+        raise RuntimeError(f"expected one libcupti in the process, found {mapped}")
+    detail = f"{len(profiler.METRICS)} metrics at {sampler.interval_ns} ns, libcupti {mapped[0]}"
+    return detail, {"metrics": list(profiler.METRICS), "libcupti": mapped}
 
 
 def step_decode(state: dict):

@@ -367,6 +367,10 @@ GATE_LAUNCHES = 96
 GATE_TIMEOUT_NS = 2_000_000_000
 
 
+#: cudaDevAttrUnifiedAddressing, cudaDevAttrCanMapHostMemory (driver_types.h: 41, 19).
+_MAPPED_HOST_MEMORY_ATTRIBUTES = (41, 19)
+
+
 class LaunchGate:
     """Holds the current stream until the host has queued a batch (kernel in measure.cu).
 
@@ -375,7 +379,8 @@ class LaunchGate:
 
     def __init__(self) -> None:
         # Unified addressing makes the host pointer of mapped pinned memory valid on the device.
-        if not (device_attribute("UnifiedAddressing") and device_attribute("CanMapHostMemory")):
+        runtime, dev = cupy.cuda.runtime, cupy.cuda.Device().id
+        if not all(runtime.deviceGetAttribute(a, dev) for a in _MAPPED_HOST_MEMORY_ATTRIBUTES):
             raise RuntimeError("the device cannot read mapped host memory")
         self._kernel = get_kernel(MEASURE_SOURCE, "launch_gate")
         # cudaHostAllocPortable | cudaHostAllocMapped

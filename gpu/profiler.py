@@ -216,7 +216,13 @@ def _load() -> Any:
     try:
         import cupti.cupti  # noqa: F401  (the bindings: the library is resolved from here on)
         from cupti import pm_sampling
-    except ImportError as exc:
+    except ModuleNotFoundError as exc:  # cupti itself, or what it needs (cuda.bindings, ...)
+        raise ProfilerUnavailable(
+            NOT_INSTALLED,
+            f"cupti-python cannot be imported: {exc} (PM sampling needs cupti-python 13.3 or "
+            "newer with its dependencies)",
+        ) from None
+    except ImportError as exc:  # cupti.pm_sampling missing (an old release) or a broken .so
         raise ProfilerUnavailable(
             NOT_INSTALLED if "pm_sampling" in str(exc) else LIBRARY,
             f"cupti-python cannot be imported or has no PM sampling (needs 13.3 or newer): {exc}",

@@ -4,6 +4,7 @@ and sampled counters add up per kernel exactly (synthetic samples)."""
 from __future__ import annotations
 
 import types
+from typing import ClassVar
 
 import pytest
 
@@ -185,3 +186,104 @@ def test_long_kernels_get_a_longer_interval_so_windows_stay_small():
     assert profiler.interval_for(100_000) == profiler.DEFAULT_INTERVAL_NS
     long = profiler.interval_for(870e6)  # the readable kernel at N = 65536
     assert 870e6 / long <= profiler.MAX_SAMPLES_PER_WINDOW and long % 1000 == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The sampler's own logic, on a stand-in for cupti.pm_sampling
+
+
+class CounterData(list):
+    """What Collector.decode returns: iterable samples and the metric names."""
+
+    metrics: ClassVar[list] = []
+
+
+class FakeCollector:
+    """Counts what `run` reports as device work between start() and stop(), and decodes it
+    into an idle sample, four busy ones and an idle one, as PM sampling would."""
+
+    events: ClassVar[list] = []
+    work: ClassVar[dict] = {"read": 0.0}
+    fail_enable: Exception | None = None
+    fail_decode: Exception | None = None
+
+    def __init__(self, device_index: int = 0) -> None:
+        self.device_index = device_index
+
+    def enable(self) -> None:
+        if FakeCollector.fail_enable:
+            raise FakeCollector.fail_enable
+        self.events.append("enable")
+
+    def configure(self, *, metrics, hardware_buffer_size, sampling_interval, trigger_mode):
+        self.metrics, self.interval = list(metrics), sampling_interval
+        self.events.append(("configure", sampling_interval, trigger_mode))
+
+    def start(self) -> None:
+        self.work["read"] = 0.0
+        self.events.append("start")
+
+    def stop(self) -> None:
+        self.events.append("stop")
+
+    def disable(self) -> None:
+        self.events.append("disable")
+
+    def decode(self, max_samples: int) -> CounterData:
+        if FakeCollector.fail_decode:
+            raise FakeCollector.fail_decode
+        values = [0.0, *[self.work["read"] / 4] * 4, 0.0]
+        t0, dt = 5_000_000, self.interval
+        data = CounterData(
+            types.SimpleNamespace(
+                start_timestamp=t0 + i * dt,
+                end_timestamp=t0 + (i + 1) * dt,
+                metric_values=[v, v / 10, 2 * v, 0.0, 0.0, 39_600.0],
+            )
+            for i, v in enumerate(values)
+        )
+        data.metrics = self.metrics
+        return data
+
+
+@pytest.fixture
+def fake_cupti(monkeypatch):
+    FakeCollector.events = []
+    FakeCollector.fail_enable = FakeCollector.fail_decode = None
+    module = types.SimpleNamespace(
+        Collector=FakeCollector, TriggerMode=types.SimpleNamespace(GPU_TIME_INTERVAL="time")
+    )
+    monkeypatch.setattr(profiler, "load_cupti", lambda: module)
+    return FakeCollector
+
+
+def test_the_sampler_flushes_outside_the_window_and_averages_per_launch(fake_cupti):
+    order = []
+
+    def run():
+        order.append("run")
+        fake_cupti.work["read"] += 8e6
+
+    with profiler.PmSampler(0, sms=132) as sampler:
+        t = sampler.measure("softmax", run, lambda: None, lambda: order.append("flush"), 3)
+    assert order == ["flush", "run"] * 3
+    assert t.dram_read_bytes == 8_000_000 and t.dram_write_bytes == 800_000
+    assert t.l2_bytes == 16_000_000 and t.launches == 3
+    events = fake_cupti.events
+    assert events[0] == "enable" and events[1] == ("configure", 20_000, "time")
+    assert events.count("start") == events.count("stop") == 3 and events[-1] == "disable"
+
+
+def test_a_refused_enable_is_a_typed_reason(fake_cupti):
+    fake_cupti.fail_enable = PermissionError("Insufficient privileges")
+    with pytest.raises(ProfilerUnavailable) as info, profiler.PmSampler(0):
+        pass
+    assert info.value.kind == profiler.PERMISSION
+
+
+def test_a_record_overflow_is_an_incomplete_measurement_and_gives_the_counters_back(fake_cupti):
+    fake_cupti.fail_decode = MemoryError("Record overflow in the hardware buffer.")
+    with profiler.PmSampler(0) as sampler, pytest.raises(ProfilerUnavailable) as info:
+        sampler.measure("flash_fwd", lambda: None, lambda: None)
+    assert info.value.kind == profiler.INCOMPLETE
+    assert fake_cupti.events[-1] == "disable"

@@ -173,3 +173,10 @@ def test_a_recorded_device_brings_its_measured_l2_bandwidth():
     assert roofline.device_gpu(None) is H200
     unknown = DeviceInfo("cuda", "Some GPU", 1, 1, {})
     assert roofline.device_gpu(unknown) is H200
+
+
+def test_the_l2_peak_from_the_counters_wins_over_the_best_streaming_rate():
+    """The other roofs are peaks (datasheet HBM and tensor rates), so the L2's should be too."""
+    details = {"l2_read_bandwidth_bytes_s": 7e12, "l2_peak_bandwidth_bytes_s": 1.1e13}
+    gpu = roofline.device_gpu(DeviceInfo("cuda", "NVIDIA H200", 1, 1, details))
+    assert gpu.l2_bandwidth_bytes_s == 1.1e13 and "peak" in gpu.l2_source
