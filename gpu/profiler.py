@@ -58,7 +58,7 @@ METRICS: tuple[str, ...] = (
 #: Sampling interval (GPU time) for kernels up to MAX_SAMPLES_PER_WINDOW intervals long;
 #: longer kernels get a longer interval so a window stays this many samples at most.
 DEFAULT_INTERVAL_NS = 20_000
-MAX_SAMPLES_PER_WINDOW = 4000
+MAX_SAMPLES_PER_WINDOW = 1000
 #: Size of the buffer the GPU writes raw samples to.
 HARDWARE_BUFFER_BYTES = 256 << 20
 #: Idle intervals kept before and after the kernel in each window.
