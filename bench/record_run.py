@@ -95,6 +95,32 @@ def time_peer(
         torch.cuda.empty_cache()
 
 
+def with_l2_bandwidth(device):
+    """`device` with the L2 read bandwidth measured now (bench/l2_bandwidth.py), and the L2's
+    peak from its counters where they give it; unchanged (with a note) if measuring fails."""
+    from l2_bandwidth import measure_l2_read_bandwidth, sampled_check
+
+    try:
+        l2 = measure_l2_read_bandwidth()
+    except Exception as exc:
+        print(f"L2 bandwidth not measured: {exc}", flush=True)
+        return device
+    details = {**device.details, "l2_read_bandwidth_bytes_s": l2["best_bytes_s"]}
+    try:
+        peak = (sampled_check(l2["best_buffer_mib"]) or {}).get("peak_bytes_s")
+    except Exception as exc:  # the streaming figure stands without it
+        print(f"L2 peak from its counters not read: {exc}", flush=True)
+        peak = None
+    if peak:
+        details["l2_peak_bandwidth_bytes_s"] = peak
+    print(
+        f"L2 read bandwidth {l2['best_bytes_s'] / 1e12:.2f} TB/s ({l2['best']}), peak from its "
+        f"counters {'n/a' if not peak else f'{peak / 1e12:.2f} TB/s'}",
+        flush=True,
+    )
+    return dataclasses.replace(device, details=details)
+
+
 def _dram(r: RunResult) -> str:
     dram = r.measured_dram_bytes
     return "" if dram is None else f"  DRAM {dram / 1e6:,.1f} MB (measured)"
@@ -132,23 +158,7 @@ def main() -> int:
     backend = CudaBackend()
     device = backend.device_info()
     if profile:
-        from l2_bandwidth import measure_l2_read_bandwidth, sampled_check
-
-        l2 = measure_l2_read_bandwidth()
-        details = {**device.details, "l2_read_bandwidth_bytes_s": l2["best_bytes_s"]}
-        try:
-            peak = (sampled_check(l2["best_buffer_mib"]) or {}).get("peak_bytes_s")
-        except Exception as exc:  # the streaming figure stands without it
-            print(f"L2 peak from its counters not read: {exc}", flush=True)
-            peak = None
-        if peak:
-            details["l2_peak_bandwidth_bytes_s"] = peak
-        print(
-            f"L2 read bandwidth {l2['best_bytes_s'] / 1e12:.2f} TB/s ({l2['best']}), peak from "
-            f"its counters {'n/a' if not peak else f'{peak / 1e12:.2f} TB/s'}",
-            flush=True,
-        )
-        device = dataclasses.replace(device, details=details)
+        device = with_l2_bandwidth(device)
     algos = backend.algorithms()
     results: list[RunResult] = []
     t0 = time.monotonic()
