@@ -4,6 +4,7 @@
     python main.py --open results.json  the app, showing a recorded run or saved session
     python main.py model --seq N [...]  the cost model's figures (--json for one JSON object)
     python main.py bench [...]          measure algorithms over sequence lengths
+    python main.py explain --seq N [...] roofline verdicts (measured where a recording has them)
     python main.py render --seq N --out shot.png   headless screenshot of the window
 
 Every error reaches the user as one line without a traceback (`report_error`): bad flags, values
@@ -194,6 +195,12 @@ def build_parser() -> argparse.ArgumentParser:
         "fails, the results are kept in a named file in the temporary folder)",
     )
     bench.add_argument("--force", action="store_true", help="replace an existing --out file")
+    bench.add_argument(
+        "--profile",
+        action="store_true",
+        help="also sample DRAM/L2 bytes per kernel with CUPTI (cuda backend; times stay unsampled)",
+    )
+    _add_explain_parser(sub)
 
     render = sub.add_parser("render", help="headless screenshot of the window")
     render.add_argument("--seq", type=int, required=True)
@@ -396,8 +403,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
             f"(available: {','.join(backend.algorithms())})"
         )
     options = RunOptions(
-        warmup=args.warmup, repeats=args.repeats, check=args.check, budget_bytes=args.budget
-    )
+        warmup=args.warmup, repeats=args.repeats, check=args.check, budget_bytes=args.budget,
+        profile=_profile_available(args, backend),
+    )  # fmt: skip
     device = backend.device_info()
     table = BenchTable(algos, "GFLOP/s" if backend.name == "cpu" else "TFLOP/s")
     print(f"# {backend.name} backend on {device.name}", flush=True)
@@ -432,7 +440,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 progress.print(table.row(r))
             else:
                 results.append(r)
-                progress.print(table.row(r))
+                progress.print(table.row(r) + _traffic_column(r, options))
+                if options.profile and not r.oom and not r.traffic:
+                    options = _say_traffic_missing_once(r, options)
                 if args.check and r.agrees is False:
                     failed.append(f"{algo} at N={n}: max abs error {r.max_abs_error:.3g}")
             progress.advance(useful_flops(cfg) * runs_each)
@@ -511,6 +521,149 @@ def cmd_render(args: argparse.Namespace) -> int:
         open_path=args.render_open,
         overwrite=args.force,
         colors=args.colors,
+    )
+
+
+# -------------------------------------------------------------------------------------------
+# bench --profile: measured traffic, said once when it cannot be measured
+
+
+def _profile_available(args: argparse.Namespace, backend) -> bool:
+    """Whether --profile can sample counters here; if not, say why once and go on timing."""
+    if not getattr(args, "profile", False):
+        return False
+    if backend.name != "cuda":
+        print(f"# --profile: measured traffic needs the cuda backend ({backend.name} here); "
+              "the figures stay the model's", flush=True)  # fmt: skip
+        return False
+    from gpu.profiler import unavailable_reason
+
+    reason = unavailable_reason()
+    if reason is not None:
+        print(f"# --profile: traffic not measured ({reason.kind}): {reason}; "
+              "the figures stay the model's", flush=True)  # fmt: skip
+        return False
+    print("# --profile: DRAM/L2 bytes per kernel from CUPTI PM sampling", flush=True)
+    return True
+
+
+def _say_traffic_missing_once(result, options: RunOptions) -> RunOptions:
+    """A profiled run came back without counters: print its reason and stop profiling."""
+    from dataclasses import replace
+
+    why = next((m for m in result.message.split("; ") if "traffic not measured" in m), "")
+    print(f"# --profile: {why or 'traffic not measured'}; the rest is timed only", flush=True)
+    return replace(options, profile=False)
+
+
+def _traffic_column(r, options: RunOptions) -> str:
+    if not options.profile or r.measured_dram_bytes is None:
+        return ""
+    read = sum(t.dram_read_bytes for t in r.traffic)
+    written = sum(t.dram_write_bytes for t in r.traffic)
+    return f"  DRAM read {_fmt_bytes(read)} written {_fmt_bytes(written)} (measured)"
+
+
+# -------------------------------------------------------------------------------------------
+# explain: roofline verdicts per algorithm
+
+
+def _add_explain_parser(sub) -> None:
+    from gpu.costmodel import GPUS
+
+    explain = sub.add_parser(
+        "explain", help="memory- or compute-bound, per algorithm and kernel (hierarchical roofline)"
+    )
+    explain.add_argument("--seq", type=int, required=True, help="sequence length N")
+    _shape_args(explain)
+    explain.add_argument(
+        "--open", dest="explain_open", metavar="FILE", help="a recording: its measured figures"
+    )
+    explain.add_argument("--algo", type=_algo_list, default=None, help="e.g. naive,tiled_mma")
+    explain.add_argument(
+        "--gpu", choices=tuple(GPUS), default=None,
+        help="roofs of this GPU (default: the recording's device, else the H200)",
+    )  # fmt: skip
+    explain.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from gpu import roofline
+    from gpu.costmodel import GPUS, algorithm_cost
+
+    cfg = _config(args, args.seq)
+    results: dict = {}
+    device = None
+    if args.explain_open:
+        from gpu.recording import RecordingError, load_recording
+
+        try:
+            recording = load_recording(args.explain_open)
+        except RecordingError as exc:
+            raise UsageError(str(exc)) from exc
+        device = recording.device
+        results = {r.algorithm: r for r in recording.results if r.config == cfg}
+        if not results:
+            lens = sorted({r.config.seq_len for r in recording.results})
+            raise UsageError(
+                f"{args.explain_open} has no result for {cfg.label()} "
+                f"(its N: {', '.join(map(str, lens)) or 'none'})"
+            )
+    known = []
+    for a in ALGORITHMS:
+        try:
+            algorithm_cost(cfg, a)
+        except KeyError:
+            continue
+        known.append(a)
+    algos = args.algo or ([a for a in known if a in results] if results else known)
+    unknown = [a for a in algos if a not in known]
+    if unknown:
+        raise UsageError(f"--algo {','.join(unknown)}: the cost model does not know it")
+    gpu = GPUS[args.gpu] if args.gpu else roofline.device_gpu(device)
+    smem = device.details.get("smem_per_block_optin_bytes") if device else None
+    explanation = roofline.explain(cfg, algos, gpu, results, smem)
+    if args.json:
+        print(json.dumps(explanation.to_dict()))
+        return 0
+    _print_explanation(explanation, args.explain_open)
+    return 0
+
+
+def _ms(value) -> str:
+    return "" if value is None else f"{value:.4g}"
+
+
+def _print_explanation(e, source: str | None) -> None:
+    print(f"{e.config.label()} on the {e.gpu.label} roofline")
+    print("  roofs: " + "; ".join(r.label for r in e.roofs.values()))
+    print(
+        f"  {'algorithm':<14} {'kernel':<10} {'DRAM bytes':>10} {'source':<8} "
+        f"{'FLOP/B':>9} {'bound':<8} {'roof':<7} {'roofline ms':>11} {'measured ms':>11}"
+    )
+    for a in e.algorithms:
+        rows = [(a.algorithm, "", a)] + [("", k.name, k) for k in a.kernels]
+        if len(a.kernels) == 1:
+            rows = rows[:1]
+        for name, kernel, v in rows:
+            intensity = v.intensity
+            ai = "" if intensity is None else f"{intensity:,.1f}"
+            print(
+                f"  {name:<14} {kernel:<10} {_fmt_bytes(v.dram_bytes if kernel else v.bytes):>10} "
+                f"{v.bytes_source:<8} {ai:>9} {v.bound:<8} {v.roof:<7} "
+                f"{_ms(v.roofline_ms):>11} {_ms(v.measured_ms):>11}"
+            )
+    for pair, ratio in e.naive_ratios.items():
+        measured = "" if ratio["measured"] is None else f"measured {ratio['measured']:,.0f}×, "
+        print(
+            f"  DRAM bytes {pair}: {measured}model {ratio['model_l2_aware']:,.0f}× (L2-aware), "
+            f"{ratio['model_no_reuse']:,.1f}× (no reuse)"
+        )
+    print(
+        "  FLOP/B: useful FLOPs (4·B·h·N²·d, halved when causal) per DRAM byte; source: "
+        "measured (hardware counters"
+        + (f" in {source})" if source else ")")
+        + " or model (the cost model's L2-aware estimate)"
     )
 
 
@@ -597,6 +750,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_bench(args)
         if args.command == "render":
             return cmd_render(args)
+        if args.command == "explain":
+            return cmd_explain(args)
     except KeyboardInterrupt:
         print("tilescope: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -7,19 +7,26 @@ included: they are the lesson). PyTorch's scaled_dot_product_attention is measur
 process as reference series, with algorithm ids `sdpa_flash`, `sdpa_cudnn` and `sdpa_math`;
 torch is imported only here, never by the app.
 
-    python bench/record_run.py --out resources/recorded/h200_sweep.json
+With `--profile`, every result (ours and the peers) also carries its measured traffic: DRAM and
+L2 bytes and unit activity per kernel from CUPTI PM sampling (gpu/profiler.py; the times stay
+those of unsampled runs), and the device record carries the L2 read bandwidth measured by
+bench/l2_bandwidth.py, which the roofline then uses as this device's L2 roof. CUPTI is loaded
+before torch, whose own older libcupti would otherwise be the one in the process.
+
+    python bench/record_run.py --profile --out resources/recorded/h200_sweep.json
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
-import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpu.algorithms import TILED
 from gpu.backend import RunOptions
@@ -27,14 +34,16 @@ from gpu.config import AttentionConfig
 from gpu.costmodel import useful_flops
 from gpu.cuda_backend import CudaBackend
 from gpu.recording import Recording, save_recording
-from gpu.results import KernelTime, RunResult
+from gpu.results import KernelTime, KernelTraffic, RunResult
 
 PEERS = {"sdpa_flash": "FLASH_ATTENTION", "sdpa_cudnn": "CUDNN_ATTENTION", "sdpa_math": "MATH"}
 
 
-def time_peer(torch, cfg: AttentionConfig, peer: str, repeats: int, device: str) -> RunResult:
+def time_peer(
+    torch, cfg: AttentionConfig, peer: str, repeats: int, device: str, profile: bool = False
+) -> RunResult:
     """One SDPA backend on random inputs: CUDA-event median after warm-up, peak from torch's
-    allocator above the inputs' baseline."""
+    allocator above the inputs' baseline; with `profile`, its counters sampled afterwards."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[cfg.dtype]
@@ -61,12 +70,21 @@ def time_peer(torch, cfg: AttentionConfig, peer: str, repeats: int, device: str)
                 end.record()
                 end.synchronize()
                 samples.append(start.elapsed_time(end))
+            times = (KernelTime.from_samples("sdpa", samples),)
+            traffic: tuple[KernelTraffic, ...] = ()
+            if profile:
+                from gpu.cuda_backend import profile_launches
+
+                launch = [("sdpa", lambda: sdpa(*inputs, is_causal=cfg.causal))]
+                traffic, note = profile_launches(launch, times, torch.cuda.synchronize)
+                msg = f"{msg}; {note}" if note else msg
         return RunResult(
             **base,
-            kernel_times=(KernelTime("sdpa", statistics.median(samples)),),
+            kernel_times=times,
             peak_bytes=int(peak),
             message=msg,
             repeats=repeats,
+            traffic=traffic,
         )
     except torch.cuda.OutOfMemoryError as exc:
         return RunResult(**base, oom=True, message=f"{msg}: out of memory ({str(exc)[:120]})")
@@ -75,6 +93,37 @@ def time_peer(torch, cfg: AttentionConfig, peer: str, repeats: int, device: str)
     finally:
         inputs = ()
         torch.cuda.empty_cache()
+
+
+def with_l2_bandwidth(device):
+    """`device` with the L2 read bandwidth measured now (bench/l2_bandwidth.py), and the L2's
+    peak from its counters where they give it; unchanged (with a note) if measuring fails."""
+    from l2_bandwidth import measure_l2_read_bandwidth, sampled_check
+
+    try:
+        l2 = measure_l2_read_bandwidth()
+    except Exception as exc:
+        print(f"L2 bandwidth not measured: {exc}", flush=True)
+        return device
+    details = {**device.details, "l2_read_bandwidth_bytes_s": l2["best_bytes_s"]}
+    try:
+        peak = (sampled_check(l2["best_buffer_mib"]) or {}).get("peak_bytes_s")
+    except Exception as exc:  # the streaming figure stands without it
+        print(f"L2 peak from its counters not read: {exc}", flush=True)
+        peak = None
+    if peak:
+        details["l2_peak_bandwidth_bytes_s"] = peak
+    print(
+        f"L2 read bandwidth {l2['best_bytes_s'] / 1e12:.2f} TB/s ({l2['best']}), peak from its "
+        f"counters {'n/a' if not peak else f'{peak / 1e12:.2f} TB/s'}",
+        flush=True,
+    )
+    return dataclasses.replace(device, details=details)
+
+
+def _dram(r: RunResult) -> str:
+    dram = r.measured_dram_bytes
+    return "" if dram is None else f"  DRAM {dram / 1e6:,.1f} MB (measured)"
 
 
 def main() -> int:
@@ -89,13 +138,27 @@ def main() -> int:
     p.add_argument("--readable-max-n", type=int, default=65536, help="the slow kernel stops here")
     p.add_argument("--check-max-n", type=int, default=8192, help="reference check up to this N")
     p.add_argument("--budget-s", type=float, default=150, help="stop early (and still write)")
+    p.add_argument("--profile", action="store_true", help="measured traffic for every result")
     p.add_argument("--force", action="store_true")
     args = p.parse_args()
+
+    profile = False
+    if args.profile:  # before torch: CUPTI must be the wheel's, not torch's older copy
+        from gpu.profiler import library_path, unavailable_reason
+
+        reason = unavailable_reason()
+        if reason is not None:
+            print(f"--profile: traffic not measured ({reason.kind}): {reason}", flush=True)
+        else:
+            print(f"--profile: CUPTI PM sampling with {library_path()}", flush=True)
+            profile = True
 
     import torch
 
     backend = CudaBackend()
     device = backend.device_info()
+    if profile:
+        device = with_l2_bandwidth(device)
     algos = backend.algorithms()
     results: list[RunResult] = []
     t0 = time.monotonic()
@@ -109,7 +172,9 @@ def main() -> int:
             cfg = AttentionConfig(
                 seq_len=n, heads=args.heads, head_dim=args.head_dim, dtype=args.dtype, causal=causal
             )
-            opts = RunOptions(warmup=1, repeats=args.repeats, check=n <= args.check_max_n)
+            opts = RunOptions(
+                warmup=1, repeats=args.repeats, check=n <= args.check_max_n, profile=profile
+            )
             for algo in algos:
                 if algo == TILED and n > args.readable_max_n:
                     continue
@@ -122,19 +187,21 @@ def main() -> int:
                 print(
                     f"{'causal' if causal else 'full':6} N={n:>6} {algo:<12} "
                     + ("OOM" if r.oom else f"{r.total_ms:9.3f} ms {r.tflops:7.1f} TFLOP/s")
-                    + (f" err {r.max_abs_error:.2e}" if r.max_abs_error is not None else ""),
+                    + (f" err {r.max_abs_error:.2e}" if r.max_abs_error is not None else "")
+                    + _dram(r),
                     flush=True,
                 )
             for peer in PEERS:
                 if peer == "sdpa_math" and n > 32768:
                     continue  # fp32 scores of 12·N² would take hundreds of GB; OOM is certain
-                r = time_peer(torch, cfg, peer, args.repeats, device.name)
+                r = time_peer(torch, cfg, peer, args.repeats, device.name, profile)
                 results.append(r)
                 status = (
                     "OOM" if r.oom else ("n/a" if r.total_ms is None else f"{r.total_ms:9.3f} ms")
                 )
                 print(
-                    f"{'causal' if causal else 'full':6} N={n:>6} {peer:<12} {status}", flush=True
+                    f"{'causal' if causal else 'full':6} N={n:>6} {peer:<12} {status}" + _dram(r),
+                    flush=True,
                 )
         if stopped:
             break
@@ -144,6 +211,11 @@ def main() -> int:
         "torch": torch.__version__,
         "note": "sdpa_* results are PyTorch peers measured in the same process, for reference",
     }
+    if profile:
+        meta["traffic"] = (
+            "measured per kernel with CUPTI PM sampling (gpu/profiler.py), each sampled launch "
+            "after an L2 flush; times are from unsampled runs"
+        )
     if stopped:
         meta["stopped"] = stopped
     save_recording(Recording(device, tuple(results), meta), args.out, overwrite=args.force)

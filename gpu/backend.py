@@ -32,7 +32,8 @@ __all__ = [
 @dataclass(frozen=True)
 class RunOptions:
     """How to measure: warm-up and repeats for timing, a reference check, a memory budget, and
-    a cancel hook."""
+    a cancel hook, and whether to sample the kernels' hardware counters after timing them
+    (measured traffic)."""
 
     warmup: int = 1
     repeats: int = 5
@@ -44,6 +45,9 @@ class RunOptions:
     #: between kernels and repeats); when it returns True the run stops with RunCancelled.
     #: A `threading.Event`'s `is_set` fits. It must be cheap and must not raise.
     cancel: CancelHook | None = None
+    #: Sample DRAM/L2 bytes and unit activity per kernel (CUDA, gpu.profiler). The timed runs
+    #: stay unsampled; the counters come from separate launches after them.
+    profile: bool = False
 
 
 def check_cancel(cancel: CancelHook | None) -> None:

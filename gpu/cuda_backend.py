@@ -6,25 +6,45 @@
   gpu/flash_mma.py when that module exists and accepts the config, `tiled_wgmma` (sm_90 only)
   to gpu/flash_wgmma.py.
 
-Times are CUDA events around each kernel, after `warmup` untimed runs, median of `repeats`.
+Times (`time_launches`): CUDA events between the kernels of the sequence, run back to back in
+batches, by the policy of gpu/timing.py (a first batch that loads every module, warm-up until two
+batches agree, batches of at least 1 ms, samples taken again when their spread is too wide).
+A live sweep once drew a 30 µs kernel at 3 ms. Besides lazy module loading on a first
+launch and clocks ramping up from idle (both absorbed by the warm-up), the likeliest cause is
+the host: the app times on a worker thread, and while the GUI thread holds the GIL (up to the
+5 ms switch interval) the GPU sits idle between two events, and the idle time is measured as
+kernel time. So each timed batch is queued behind a launch gate (gpu/kernels/measure.cu) that
+the host opens only once the whole batch is queued: the kernels then run back to back whatever
+the host does meanwhile. Compilation happens before any of this (the launchers compile on
+creation).
+
 Memory is the CuPy pool's in-use bytes, sampled at every allocation of the run by a wrapping
-allocator; `peak_bytes` is the highest value above the pool's in-use bytes before the run. A
-budget becomes the pool's limit for the run, so naive attention hits the memory wall where the
-model says it does; an out-of-memory error at any allocation becomes an `oom` result, every
-buffer goes back, and the previous limit is restored.
+allocator; `peak_bytes` is the highest value above the pool's in-use bytes before the run.
+`device_peak_bytes` is the device's free memory before the run minus the least free memory seen
+during it (cudaMemGetInfo at every allocation and after the launches): it includes what the
+libraries allocate on their own (the cuBLAS workspace on its first use, loaded modules) and the
+allocator's rounding. A budget becomes the pool's limit for the run, so naive attention hits the
+memory wall where the model says it does; an out-of-memory error at any allocation becomes an
+`oom` result, every buffer goes back, and the previous limit is restored.
+
+Profile mode (`RunOptions.profile`): after the timing, each kernel of the run is launched again
+under CUPTI PM sampling (gpu/profiler.py), each launch after an L2 flush, and the result carries
+the counters (`RunResult.traffic`) beside the unsampled times. Where counters cannot be read,
+the result says why in its message and carries none.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
-import statistics
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import cupy
 import numpy as np
 
-from . import costmodel
+from . import costmodel, profiler, timing
 from .algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
 from .backend import RunOptions
 from .config import AttentionConfig, ceil_div
@@ -36,11 +56,12 @@ from .cuda_kernels import (
     storage_dtype,
 )
 from .errors import UnsupportedConfig
-from .results import DeviceInfo, KernelTime, RunResult
+from .results import DeviceInfo, KernelTime, KernelTraffic, RunResult
 
 SOFTMAX_SOURCE = "softmax.cu"
+MEASURE_SOURCE = "measure.cu"
 #: Static shared memory of the softmax kernels (their 32-float reduction scratch) plus slack.
-SOFTMAX_STATIC_SMEM = 1024
+SOFTMAX_STATIC_SMEM = costmodel.SOFTMAX_STATIC_SMEM
 #: Chunks (16-byte or single elements) each softmax thread handles, at least.
 SOFTMAX_CHUNKS_PER_THREAD = 4
 #: The reference check works on row blocks whose fp32 scores take at most this many bytes.
@@ -196,7 +217,7 @@ def softmax_plan(config: AttentionConfig, smem_limit: int | None = None) -> Soft
     limit = smem_optin_bytes() if smem_limit is None else smem_limit
     vec = 16 // eb if n % (16 // eb) == 0 else 1  # 16-byte accesses when rows stay aligned
     chunks = n // vec
-    single = n * eb + SOFTMAX_STATIC_SMEM <= limit
+    single = costmodel.softmax_reads_s_once(config, limit)
     if single:
         threads = ceil_div(chunks, SOFTMAX_CHUNKS_PER_THREAD)
         threads = min(1024, max(32, 1 << (threads - 1).bit_length()))
@@ -302,46 +323,272 @@ def max_abs_error(q, k, v, o, config: AttentionConfig) -> float:
 
 
 # --------------------------------------------------------------------------------------------
-# Measuring
+# Memory
 
 
 class _PeakTracker:
-    """A CuPy allocator that forwards to the pool and remembers the highest in-use bytes."""
+    """A CuPy allocator that forwards to the pool and remembers the highest in-use bytes, and
+    the least free device memory seen (cudaMemGetInfo after every allocation)."""
 
     def __init__(self, pool: cupy.cuda.MemoryPool) -> None:
         self.pool = pool
         self.peak = pool.used_bytes()
+        self.min_free: int | None = None
 
     def reset(self) -> None:
+        """Count from now on (the inputs are made; their temporaries went back to the device)."""
         self.peak = self.pool.used_bytes()
+        self.min_free = None
+        self.note_device()
+
+    def note_device(self) -> None:
+        free, _ = cupy.cuda.runtime.memGetInfo()
+        if self.min_free is None or free < self.min_free:
+            self.min_free = int(free)
 
     def malloc(self, size: int):
         mem = self.pool.malloc(size)
         used = self.pool.used_bytes()
         if used > self.peak:
             self.peak = used
+        self.note_device()
         return mem
 
 
-def _time_launches(
-    launches: list[tuple[str, Callable[[], None]]], warmup: int, repeats: int
-) -> tuple[KernelTime, ...]:
-    """Median per-kernel time over `repeats` runs of the whole sequence, after `warmup` runs."""
-    for _ in range(warmup):
-        for _, launch in launches:
-            launch()
-    events = [cupy.cuda.Event() for _ in range(len(launches) + 1)]
-    samples: list[list[float]] = [[] for _ in launches]
-    for _ in range(max(1, repeats)):
-        events[0].record()
-        for i, (_, launch) in enumerate(launches):
-            launch()
-            events[i + 1].record()
-        events[-1].synchronize()
-        for i in range(len(launches)):
-            samples[i].append(cupy.cuda.get_elapsed_time(events[i], events[i + 1]))
+# --------------------------------------------------------------------------------------------
+# Timing
+
+#: Launches queued behind one gate (the launch queue holds about a thousand entries; a host
+#: that fills it would block with the gate closed until the gate times out).
+GATE_LAUNCHES = 96
+GATE_TIMEOUT_NS = 2_000_000_000
+
+
+#: cudaDevAttrUnifiedAddressing, cudaDevAttrCanMapHostMemory (driver_types.h: 41, 19).
+_MAPPED_HOST_MEMORY_ATTRIBUTES = (41, 19)
+
+
+class LaunchGate:
+    """Holds the current stream until the host has queued a batch (kernel in measure.cu).
+
+    `hold()` queues the gate kernel, `release()` opens it; `timed_out()` after the batch has
+    run says whether the gate gave up waiting (then the batch's times cannot be trusted)."""
+
+    def __init__(self) -> None:
+        # Unified addressing makes the host pointer of mapped pinned memory valid on the device.
+        runtime, dev = cupy.cuda.runtime, cupy.cuda.Device().id
+        if not all(runtime.deviceGetAttribute(a, dev) for a in _MAPPED_HOST_MEMORY_ATTRIBUTES):
+            raise RuntimeError("the device cannot read mapped host memory")
+        self._kernel = get_kernel(MEASURE_SOURCE, "launch_gate")
+        # cudaHostAllocPortable | cudaHostAllocMapped
+        self._ptr = cupy.cuda.runtime.hostAlloc(8, 3)
+        self._status = (ctypes.c_uint32 * 2).from_address(self._ptr)
+        self._status[0], self._status[1] = 1, 0
+        self._launch()  # load the module now: never lazily behind a closed gate
+        cupy.cuda.get_current_stream().synchronize()
+
+    def _launch(self) -> None:
+        self._kernel((1,), (1,), (np.uint64(self._ptr), np.uint64(GATE_TIMEOUT_NS)))
+
+    def hold(self) -> None:
+        self._status[0], self._status[1] = 0, 0
+        self._launch()
+
+    def release(self) -> None:
+        self._status[0] = 1
+
+    def timed_out(self) -> bool:
+        return bool(self._status[1])
+
+    def __del__(self) -> None:
+        ptr, self._ptr = getattr(self, "_ptr", 0), 0
+        if ptr:
+            try:
+                self._status[0] = 1
+                cupy.cuda.runtime.freeHost(ptr)
+            except Exception:
+                pass
+
+
+class GateTimedOut(RuntimeError):
+    """A gated batch did not start within GATE_TIMEOUT_NS: its times mean nothing."""
+
+
+class _EventPool(threading.local):
+    """CUDA events reused from batch to batch (one set per thread)."""
+
+    def __init__(self) -> None:
+        self.events: list = []
+
+    def take(self, count: int) -> list:
+        while len(self.events) < count:
+            self.events.append(cupy.cuda.Event())
+        return self.events[:count]
+
+
+_event_pool = _EventPool()
+
+
+def run_batch(
+    launches: list[tuple[str, Callable[[], None]]],
+    sequences: int,
+    gate: LaunchGate | None,
+) -> list[float]:
+    """Per-kernel milliseconds summed over `sequences` back-to-back runs of the sequence,
+    measured by CUDA events between consecutive kernels, in chunks of GATE_LAUNCHES launches,
+    each queued behind `gate` when there is one."""
+    nk = len(launches)
+    per_chunk = max(1, GATE_LAUNCHES // nk)
+    sums = [0.0] * nk
+    done = 0
+    while done < sequences:
+        m = min(per_chunk, sequences - done)
+        events = _event_pool.take(m * nk + 1)
+        if gate is not None:
+            gate.hold()
+        try:
+            events[0].record()
+            i = 0
+            for _ in range(m):
+                for _, launch in launches:
+                    launch()
+                    i += 1
+                    events[i].record()
+        finally:
+            if gate is not None:
+                gate.release()
+        events[m * nk].synchronize()
+        if gate is not None and gate.timed_out():
+            raise GateTimedOut("the launch gate timed out before the batch was queued")
+        for i in range(m * nk):
+            sums[i % nk] += cupy.cuda.get_elapsed_time(events[i], events[i + 1])
+        done += m
+    return sums
+
+
+def time_launches(
+    launches: list[tuple[str, Callable[[], None]]],
+    warmup: int,
+    repeats: int,
+    gate: LaunchGate | None = None,
+) -> tuple[tuple[KernelTime, ...], int]:
+    """(per-kernel times, re-measurements) by the policy of gpu/timing.py; the first batch
+    (one sequence, which loads every module) runs ungated, the others behind `gate`."""
     names = [name for name, _ in launches]
-    return tuple(KernelTime(n, statistics.median(s)) for n, s in zip(names, samples, strict=True))
+
+    def batch(sequences: int, first: bool) -> list[float]:
+        return run_batch(launches, sequences, None if first else gate)
+
+    return timing.time_batches(batch, names, warmup, repeats)
+
+
+# --------------------------------------------------------------------------------------------
+# Profiling
+
+#: Sampled launches per kernel (each after an L2 flush); long kernels get one.
+PROFILE_LAUNCHES = 3
+PROFILE_ONE_LAUNCH_MS = 50.0
+#: The L2 flush reads a buffer this many times the L2's size.
+FLUSH_L2_MULTIPLE = 4
+
+
+class L2Flush:
+    """Evicts the L2 cache by reading a buffer several times its size (read_sweep in
+    measure.cu); the buffer comes straight from cudaMalloc, outside CuPy's pool, so it never
+    counts against a run's budget or peak, and goes back when this object does."""
+
+    def __init__(self, l2_bytes: int) -> None:
+        self.nbytes = max(1 << 24, FLUSH_L2_MULTIPLE * l2_bytes) // 16 * 16
+        self._memory = cupy.cuda.memory.Memory(self.nbytes)
+        self._kernel = get_kernel(MEASURE_SOURCE, "read_sweep<false>")
+        self._blocks = 4 * device_attribute("MultiProcessorCount")
+
+    def __call__(self) -> None:
+        ptr = np.uint64(self._memory.ptr)
+        n16 = np.uint64(self.nbytes // 16)
+        self._kernel((self._blocks,), (512,), (ptr, n16, np.int32(1), ptr))
+        cupy.cuda.get_current_stream().synchronize()
+
+
+def profile_launches(
+    launches: list[tuple[str, Callable[[], None]]],
+    times: tuple[KernelTime, ...],
+    synchronize: Callable[[], None] | None = None,
+) -> tuple[tuple[KernelTraffic, ...], str]:
+    """Counters of each kernel of the sequence (gpu.profiler), or () and the reason why not.
+    `times` (the unsampled timing) picks the sampling interval and how many launches to
+    sample; `synchronize` waits for the launches (default: CuPy's current stream)."""
+    device_id = cupy.cuda.Device().id
+    reason = profiler.unavailable_reason(device_id)
+    if reason is not None:
+        return (), f"traffic not measured: {reason}"
+    longest_ms = max(k.ms for k in times)
+    interval = profiler.interval_for(longest_ms * 1e6)
+    notes = []
+    try:
+        flush: L2Flush | None = L2Flush(device_attribute("L2CacheSize"))
+    except (OutOfMemoryError, cupy.cuda.runtime.CUDARuntimeError):  # cudaMalloc refused
+        flush = None
+        notes.append("L2 not flushed before sampling (no memory for the flush buffer)")
+    sync = synchronize or cupy.cuda.get_current_stream().synchronize
+    by_name = {k.name: k.ms for k in times}
+    try:
+        with profiler.PmSampler(
+            device_id, device_attribute("MultiProcessorCount"), interval
+        ) as sampler:
+            traffic = tuple(
+                sampler.measure(
+                    name,
+                    launch,
+                    sync,
+                    flush,
+                    1 if by_name.get(name, 0.0) > PROFILE_ONE_LAUNCH_MS else PROFILE_LAUNCHES,
+                )
+                for name, launch in launches
+            )
+    except profiler.ProfilerUnavailable as exc:
+        return (), f"traffic not measured: {exc}"
+    return traffic, "; ".join(notes)
+
+
+# --------------------------------------------------------------------------------------------
+# The kernels of a run
+
+
+def algorithm_launches(
+    config: AttentionConfig, algorithm: str, arrays: dict[str, cupy.ndarray]
+) -> list[tuple[str, Callable[[], None]]]:
+    """Allocate `algorithm`'s buffers into `arrays` (which holds q, k, v) and return its kernels
+    as (name, launch) in order, compiled now: naive's gemm_qk, softmax, gemm_pv, or a fused
+    kernel's flash_fwd. The timing, the profiler and bench/ncu_driver.py all launch these."""
+    a = arrays
+    shape = (config.batch, config.heads, config.seq_len, config.head_dim)
+    dtype = storage_dtype(config.dtype)
+    a["o"] = cupy.empty(shape, dtype=dtype)
+    if algorithm == NAIVE:
+        n = config.seq_len
+        a["s"] = cupy.empty((config.batch, config.heads, n, n), dtype=dtype)
+        a["p"] = cupy.empty((config.batch, config.heads, n, n), dtype=dtype)
+        launch_softmax = softmax_launcher(config)  # compiled before any timing
+        return [
+            ("gemm_qk", lambda: gemm_qk(a["q"], a["k"], a["s"], config)),
+            ("softmax", lambda: launch_softmax(a["s"], a["p"])),
+            ("gemm_pv", lambda: gemm_pv(a["p"], a["v"], a["o"], config)),
+        ]
+    impl = _flash_module(algorithm)
+    stats_shape = (config.batch, config.heads, config.seq_len)
+    a["m"] = cupy.empty(stats_shape, dtype=cupy.float32)
+    a["l"] = cupy.empty(stats_shape, dtype=cupy.float32)
+    return [
+        (
+            "flash_fwd",
+            lambda: impl.flash_forward(a["q"], a["k"], a["v"], a["o"], a["m"], a["l"], config),
+        )
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# The backend
 
 
 @dataclass
@@ -389,6 +636,8 @@ class CudaBackend:
 
             raise BackendUnavailable("CuPy sees no CUDA device")
         self.pool = cupy.get_default_memory_pool()
+        self._gate: LaunchGate | None = None
+        self._gate_failed = ""
 
     # -- facts --------------------------------------------------------------------------------
 
@@ -438,6 +687,15 @@ class CudaBackend:
             pass
         return tuple(algos)
 
+    def _launch_gate(self) -> LaunchGate | None:
+        """The gate for timed batches (made once; None after it has failed once)."""
+        if self._gate is None and not self._gate_failed:
+            try:
+                self._gate = LaunchGate()
+            except Exception as exc:  # no pinned memory, compile error: time without it
+                self._gate_failed = f"launch gate unavailable ({exc})"
+        return self._gate
+
     # -- running ------------------------------------------------------------------------------
 
     def run(
@@ -450,7 +708,7 @@ class CudaBackend:
                 raise UnsupportedConfig.from_kernel(
                     reason, config, _flash_module(algorithm), tiles_from_config=algorithm == TILED
                 )
-        cost = costmodel.algorithm_cost(config, algorithm)
+        cost = costmodel.algorithm_cost(config, algorithm, smem_optin_bytes())
         base = {
             "config": config,
             "algorithm": algorithm,
@@ -462,12 +720,13 @@ class CudaBackend:
         }
         notes: list[str] = []
         if algorithm == NAIVE and not softmax_plan(config).single_read:
-            # A row longer than shared memory is read twice by the softmax: count it.
-            base["hbm_bytes"] += costmodel.attention_matrix_bytes(config)
             notes.append(
                 f"softmax rows of {config.seq_len * config.elem_bytes:,} B exceed shared memory "
                 f"({smem_optin_bytes():,} B): S is read twice (counted in hbm_bytes)"
             )
+        gate = self._launch_gate()  # before the baseline: its pinned flag is not device memory
+        if gate is None:
+            notes.append(f"timed without the launch gate: {self._gate_failed}")
 
         pool = self.pool
         buffers = _Buffers()
@@ -475,6 +734,7 @@ class CudaBackend:
         pool.free_all_blocks()
         cupy.cuda.get_current_stream().synchronize()
         baseline = pool.used_bytes()
+        free_before, total = (int(x) for x in cupy.cuda.runtime.memGetInfo())
         if options.budget_bytes is not None:
             pool.set_limit(size=baseline + int(options.budget_bytes))
         tracker = _PeakTracker(pool)
@@ -482,7 +742,9 @@ class CudaBackend:
         try:
             try:
                 with cupy.cuda.using_allocator(tracker.malloc):
-                    times = self._measure(config, algorithm, options, buffers, tracker)
+                    launches = self._prepare(config, algorithm, options, buffers, tracker)
+                    times, remeasured, note = self._time(launches, options, gate)
+                    tracker.note_device()
             except OutOfMemoryError as exc:
                 oom_message = str(exc)
             if oom_message:
@@ -500,10 +762,19 @@ class CudaBackend:
                         f"more than {budget} ({oom_message})"
                     ),
                 )
+            if note:
+                notes.append(note)
             peak = tracker.peak - baseline
+            min_free = tracker.min_free if tracker.min_free is not None else free_before
             pool.set_limit(size=previous_limit)  # the check is not part of the emulated GPU
+            traffic: tuple[KernelTraffic, ...] = ()
+            if options.profile:
+                traffic, note = profile_launches(launches, times)
+                if note:
+                    notes.append(note)
             error = None
             if options.check:
+                launches = []  # the launchers hold naive's S and P
                 error, note = self._check(config, buffers)
                 if note:
                     notes.append(note)
@@ -514,21 +785,40 @@ class CudaBackend:
                 max_abs_error=error,
                 message="; ".join(notes),
                 repeats=max(1, options.repeats),
+                device_peak_bytes=max(0, free_before - min_free),
+                device_used_bytes=total - min_free,
+                remeasured=remeasured,
+                traffic=traffic,
             )
         finally:
+            launches = []
             buffers.clear()
             pool.set_limit(size=previous_limit)
             cupy.cuda.get_current_stream().synchronize()
             pool.free_all_blocks()
 
-    def _measure(
+    def _time(
+        self, launches: list[tuple[str, Callable[[], None]]], options: RunOptions, gate
+    ) -> tuple[tuple[KernelTime, ...], int, str]:
+        """Times of the launches; the gate is dropped (and the batch timed again without it)
+        if it ever times out."""
+        try:
+            times, remeasured = time_launches(launches, options.warmup, options.repeats, gate)
+            return times, remeasured, ""
+        except GateTimedOut as exc:
+            self._gate, self._gate_failed = None, str(exc)
+            times, remeasured = time_launches(launches, options.warmup, options.repeats, None)
+            return times, remeasured, f"{exc}: timed without it"
+
+    def _prepare(
         self,
         config: AttentionConfig,
         algorithm: str,
         options: RunOptions,
         buffers: _Buffers,
         tracker: _PeakTracker,
-    ) -> tuple[KernelTime, ...]:
+    ) -> list[tuple[str, Callable[[], None]]]:
+        """Allocate the run's buffers and return its kernels as (name, launch) in order."""
         arrays = buffers.arrays
         q, k, v = random_inputs(config, options.seed)
         arrays.update(q=q, k=k, v=v)
@@ -537,34 +827,7 @@ class CudaBackend:
         # smaller buffer splits can never be freed, and would count against a budget.
         tracker.pool.free_all_blocks()
         tracker.reset()  # peak counts from here: inputs, then the algorithm's own buffers
-        a = arrays
-        shape = (config.batch, config.heads, config.seq_len, config.head_dim)
-        dtype = storage_dtype(config.dtype)
-        a["o"] = cupy.empty(shape, dtype=dtype)
-        if algorithm == NAIVE:
-            n = config.seq_len
-            a["s"] = cupy.empty((config.batch, config.heads, n, n), dtype=dtype)
-            a["p"] = cupy.empty((config.batch, config.heads, n, n), dtype=dtype)
-            launch_softmax = softmax_launcher(config)  # compiled before any timing
-            launches = [
-                ("gemm_qk", lambda: gemm_qk(a["q"], a["k"], a["s"], config)),
-                ("softmax", lambda: launch_softmax(a["s"], a["p"])),
-                ("gemm_pv", lambda: gemm_pv(a["p"], a["v"], a["o"], config)),
-            ]
-        else:
-            impl = _flash_module(algorithm)
-            stats_shape = (config.batch, config.heads, config.seq_len)
-            a["m"] = cupy.empty(stats_shape, dtype=cupy.float32)
-            a["l"] = cupy.empty(stats_shape, dtype=cupy.float32)
-            launches = [
-                (
-                    "flash_fwd",
-                    lambda: impl.flash_forward(
-                        a["q"], a["k"], a["v"], a["o"], a["m"], a["l"], config
-                    ),
-                )
-            ]
-        return _time_launches(launches, options.warmup, options.repeats)
+        return algorithm_launches(config, algorithm, arrays)
 
     def _check(self, config: AttentionConfig, buffers: _Buffers) -> tuple[float | None, str]:
         a = buffers.arrays

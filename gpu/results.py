@@ -1,11 +1,19 @@
 """What a backend returns for one run: measured times and memory beside the model's figures.
 
 Results are frozen and JSON-serializable, so the same object feeds the plots, the result cache,
-`main.py bench --out`, saved sessions and recorded GPU runs.
+`main.py bench --out`, saved sessions and recorded GPU runs. Fields added later are optional with
+defaults, so files written before them still load.
+
+Two kinds of bytes live here and are never mixed up:
+- `hbm_bytes` is the cost model's DRAM traffic (no credit for the L2 cache: an upper bound);
+- `traffic` holds what the hardware counters saw (CUPTI PM sampling, `RunOptions.profile`),
+  per kernel, when the run was profiled. `measured_dram_bytes` sums it.
 """
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -14,6 +22,9 @@ from .config import AttentionConfig
 #: Largest max-abs error vs the reference that still counts as agreeing, per input dtype, for
 #: unit-normal inputs (the error is dominated by rounding S, P and O to the storage dtype).
 ERROR_TOLERANCE: dict[str, float] = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 6e-2}
+
+#: Most points of a kernel's sampled strip kept in a result (recordings stay small).
+STRIP_MAX_POINTS = 256
 
 
 @dataclass(frozen=True)
@@ -36,8 +47,107 @@ class DeviceInfo:
 
 @dataclass(frozen=True)
 class KernelTime:
+    """One kernel's time per launch: the median of `count` timed samples, and their spread.
+
+    Each sample is itself the mean of a batch of back-to-back launches (see the backend), so
+    `min_ms` and `max_ms` show how much the batches disagreed. Results recorded before the
+    spread was kept have `min_ms = max_ms = None` and `count = 0`.
+    """
+
     name: str
     ms: float
+    min_ms: float | None = None
+    max_ms: float | None = None
+    count: int = 0
+
+    @classmethod
+    def from_samples(cls, name: str, samples_ms: Sequence[float]) -> KernelTime:
+        """Median, min, max and count of per-launch times in milliseconds."""
+        if not samples_ms:
+            raise ValueError(f"no timing samples for {name}")
+        return cls(
+            name,
+            statistics.median(samples_ms),
+            min(samples_ms),
+            max(samples_ms),
+            len(samples_ms),
+        )
+
+    @property
+    def spread(self) -> float | None:
+        """max / median: 1.0 for perfectly repeatable samples (None without a spread)."""
+        if self.max_ms is None or self.ms <= 0:
+            return None
+        return self.max_ms / self.ms
+
+
+@dataclass(frozen=True)
+class TrafficStrip:
+    """A kernel's sampled counters over one launch, thinned to at most STRIP_MAX_POINTS points:
+    time from the first sample (µs, the middle of each interval), DRAM bandwidth (read + write,
+    GB/s) and the fraction of SM cycles with the tensor pipe active (0..1)."""
+
+    t_us: tuple[float, ...] = ()
+    dram_gbs: tuple[float, ...] = ()
+    tensor_active: tuple[float, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "t_us": list(self.t_us),
+            "dram_gbs": list(self.dram_gbs),
+            "tensor_active": list(self.tensor_active),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrafficStrip:
+        strip = cls(
+            tuple(float(x) for x in data.get("t_us", ())),
+            tuple(float(x) for x in data.get("dram_gbs", ())),
+            tuple(float(x) for x in data.get("tensor_active", ())),
+        )
+        if not len(strip.t_us) == len(strip.dram_gbs) == len(strip.tensor_active):
+            raise ValueError("a traffic strip's series differ in length")
+        return strip
+
+
+@dataclass(frozen=True)
+class KernelTraffic:
+    """What the hardware counters saw for one kernel, per launch (the mean of `launches`
+    sampled launches, each started with a cold L2, as Nsight Compute does by default).
+
+    Counters (CUPTI metric names): dram__bytes_read.sum, dram__bytes_write.sum,
+    lts__t_bytes.sum (all L2 traffic), sm__pipe_tensor_cycles_active.sum (summed over SMs),
+    sm__inst_executed_pipe_xu.sum (warp instructions on the exponential/special-function
+    unit), gr__cycles_elapsed.max (GPU cycles of the sampled window). DRAM writes still dirty in
+    L2 when the kernel ends are written back later and are not counted (as in Nsight Compute).
+    """
+
+    name: str
+    dram_read_bytes: int
+    dram_write_bytes: int
+    l2_bytes: int
+    tensor_active_cycles: int
+    xu_warp_instructions: int
+    elapsed_cycles: int
+    window_ns: int  # sampled time per launch, idle edges of the window included
+    sample_interval_ns: int
+    launches: int
+    strip: TrafficStrip = field(default_factory=TrafficStrip)
+
+    @property
+    def dram_bytes(self) -> int:
+        return self.dram_read_bytes + self.dram_write_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["strip"] = self.strip.to_dict()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> KernelTraffic:
+        data = dict(data)
+        data["strip"] = TrafficStrip.from_dict(data.get("strip") or {})
+        return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -49,15 +159,26 @@ class RunResult:
     backend: str
     device: str
     kernel_times: tuple[KernelTime, ...] = ()
-    peak_bytes: int | None = None  # measured: memory the run held above its baseline
+    peak_bytes: int | None = None  # measured: pool memory the run held above its baseline
     model_peak_bytes: int = 0
-    hbm_bytes: int = 0  # modeled HBM traffic of the kernels that ran
+    hbm_bytes: int = 0  # modeled DRAM traffic of the kernels that ran (no L2 credit)
     flops: int = 0  # useful FLOPs (4·B·h·N²·d, halved when causal)
     max_abs_error: float | None = None  # vs an fp32 (CUDA) or float64 (CPU) reference
     oom: bool = False
     message: str = ""
     repeats: int = 0
     recorded: bool = False  # True when replayed from a file rather than measured now
+    #: Device memory the run took from the device (free before minus least free during, via
+    #: cudaMemGetInfo): the pool's buffers plus whatever the libraries allocated meanwhile
+    #: (a cuBLAS workspace created in this run, loaded modules, allocator rounding).
+    device_peak_bytes: int | None = None
+    #: Device memory in use at that moment, everything included (context, library workspaces
+    #: from earlier runs, other processes): total minus least free.
+    device_used_bytes: int | None = None
+    #: Timing batches thrown away and taken again because their spread was too wide.
+    remeasured: int = 0
+    #: Per-kernel counters when the run was profiled (`RunOptions.profile`), else empty.
+    traffic: tuple[KernelTraffic, ...] = ()
 
     @property
     def total_ms(self) -> float | None:
@@ -71,10 +192,37 @@ class RunResult:
         return None if not ms else self.flops / (ms * 1e-3) / 1e12
 
     @property
-    def bandwidth_gbs(self) -> float | None:
-        """Modeled HBM bytes over measured time: the traffic the run must have sustained."""
+    def measured_dram_bytes(self) -> int | None:
+        """DRAM bytes read plus written that the counters saw, all kernels (None: not measured)."""
+        if not self.traffic:
+            return None
+        return sum(t.dram_bytes for t in self.traffic)
+
+    @property
+    def measured_l2_bytes(self) -> int | None:
+        if not self.traffic:
+            return None
+        return sum(t.l2_bytes for t in self.traffic)
+
+    @property
+    def measured_bandwidth_gbs(self) -> float | None:
+        """Measured DRAM bytes over the (unsampled) measured time, GB/s; None if not measured."""
+        ms = self.total_ms
+        dram = self.measured_dram_bytes
+        return None if not ms or dram is None else dram / (ms * 1e-3) / 1e9
+
+    @property
+    def model_bandwidth_gbs(self) -> float | None:
+        """The cost model's DRAM bytes (no L2 credit) over the measured time, GB/s: what the run
+        would have had to sustain if every modeled byte went to DRAM. Not a measurement of
+        traffic; on GPUs with a large L2 it can exceed the memory's peak."""
         ms = self.total_ms
         return None if not ms else self.hbm_bytes / (ms * 1e-3) / 1e9
+
+    @property
+    def bandwidth_gbs(self) -> float | None:
+        """Older name of `model_bandwidth_gbs`, kept for callers written before measured traffic."""
+        return self.model_bandwidth_gbs
 
     @property
     def agrees(self) -> bool | None:
@@ -83,9 +231,13 @@ class RunResult:
             return None
         return self.max_abs_error <= ERROR_TOLERANCE[self.config.dtype]
 
+    def kernel_traffic(self, name: str) -> KernelTraffic | None:
+        return next((t for t in self.traffic if t.name == name), None)
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["kernel_times"] = [{"name": k.name, "ms": k.ms} for k in self.kernel_times]
+        data["kernel_times"] = [asdict(k) for k in self.kernel_times]
+        data["traffic"] = [t.to_dict() for t in self.traffic]
         data["total_ms"] = self.total_ms
         data["tflops"] = self.tflops
         return data
@@ -97,4 +249,5 @@ class RunResult:
         data.pop("tflops", None)
         data["config"] = AttentionConfig.from_dict(data["config"])
         data["kernel_times"] = tuple(KernelTime(**k) for k in data.get("kernel_times", ()))
+        data["traffic"] = tuple(KernelTraffic.from_dict(t) for t in data.get("traffic") or ())
         return cls(**data)

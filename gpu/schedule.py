@@ -19,7 +19,7 @@ import numpy as np
 
 from .algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS, tile_shape
 from .config import STAT_BYTES, AttentionConfig, ceil_div
-from .costmodel import kv_tiles_for_query_tile, tile_rows
+from .costmodel import kv_tiles_for_query_tile, softmax_reads_s_once, tile_rows
 
 READ, WRITE, COMPUTE = "read", "write", "compute"
 
@@ -170,15 +170,21 @@ def _naive_kernels(config: AttentionConfig) -> tuple[KernelSchedule, ...]:
         rj = np.tile(rows, r)
         return BlockTable((ri + rj) * d * eb, ri * rj * eb, 2 * ri * rj * d, np.full(r * r, 4))
 
+    # A row longer than one block's shared memory goes through the two-pass kernel: read twice.
+    reads = 1 if softmax_reads_s_once(config) else 2
+
     def softmax_steps(row: int) -> list[Step]:
+        read = Step("softmax_read_S", "softmax", READ, "S", (row, row + 1, 0, n), n * eb)
         return [
-            Step("softmax_read_S", "softmax", READ, "S", (row, row + 1, 0, n), n * eb),
+            *[read] * reads,
             Step("softmax_write_P", "softmax", WRITE, "P", (row, row + 1, 0, n), n * eb),
         ]
 
     def softmax_table() -> BlockTable:
         per_row = np.full(n, n * eb, dtype=np.int64)
-        return BlockTable(per_row, per_row.copy(), np.zeros(n, np.int64), np.full(n, 2))
+        return BlockTable(
+            reads * per_row, per_row.copy(), np.zeros(n, np.int64), np.full(n, reads + 1)
+        )
 
     def pv_steps(b: int) -> list[Step]:
         i, cc = divmod(b, c)

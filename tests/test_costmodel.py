@@ -3,18 +3,30 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from gpu.algorithms import NAIVE, TILED, TILED_MMA
+from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA
 from gpu.config import AttentionConfig
 from gpu.costmodel import (
+    DEFAULT_GPU,
+    FP32,
     GPUS,
+    TENSOR,
     algorithm_cost,
     attention_matrix_bytes,
+    compulsory_cost,
     gpu_for_device_name,
+    l2_aware_cost,
+    matrix_bytes,
     naive_oom_seq_len,
     naive_peak_bytes,
+    softmax_reads_s_once,
+    stats_bytes,
     tiled_peak_bytes,
+    traffic_band,
     useful_flops,
+    with_measured_l2,
 )
 
 
@@ -106,3 +118,139 @@ def test_device_names_map_to_table_entries():
     assert gpu_for_device_name("NVIDIA H200").name.startswith("H200")
     assert gpu_for_device_name("NVIDIA A100-SXM4-80GB").name == "A100 SXM 80 GB"
     assert gpu_for_device_name("Some Laptop GPU") is None
+
+
+# ---------------------------------------------------------------------------------------------
+# The traffic band: compulsory ≤ L2-aware ≤ no reuse
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seq_len=st.integers(1, 140_000),
+    heads=st.integers(1, 32),
+    head_dim=st.sampled_from([32, 64, 128]),
+    dtype=st.sampled_from(["fp16", "bf16", "fp32"]),
+    causal=st.booleans(),
+    algorithm=st.sampled_from([NAIVE, TILED, TILED_MMA, TILED_WGMMA]),
+    gpu=st.sampled_from(sorted(GPUS)),
+)
+def test_compulsory_le_l2_aware_le_no_reuse_per_kernel(
+    seq_len, heads, head_dim, dtype, causal, algorithm, gpu
+):
+    cfg = AttentionConfig(seq_len=seq_len, heads=heads, head_dim=head_dim, dtype=dtype,
+                          causal=causal)  # fmt: skip
+    band = traffic_band(cfg, algorithm, GPUS[gpu])
+    kernels = zip(band.compulsory.kernels, band.l2_aware.kernels, band.no_reuse.kernels,
+                  strict=True)  # fmt: skip
+    for low, mid, high in kernels:
+        assert low.bytes_read <= mid.bytes_read <= high.bytes_read, (low.name, low, mid, high)
+        assert low.bytes_written == mid.bytes_written == high.bytes_written
+        assert low.flops == mid.flops == high.flops and low.exps == high.exps
+
+
+def test_compulsory_traffic_of_a_fused_kernel_is_q_k_v_read_and_o_m_l_written_once():
+    cfg = AttentionConfig(seq_len=3000, heads=5, head_dim=64, causal=True)
+    (kernel,) = compulsory_cost(cfg, TILED_MMA).kernels
+    assert kernel.bytes_read == 3 * matrix_bytes(cfg)
+    assert kernel.bytes_written == matrix_bytes(cfg) + stats_bytes(cfg)
+
+
+def test_compulsory_traffic_of_naive_counts_s_and_p_once_each_way():
+    cfg = AttentionConfig(seq_len=1000, heads=3)
+    s, qkvo = attention_matrix_bytes(cfg), matrix_bytes(cfg)
+    kernels = {k.name: k for k in compulsory_cost(cfg, NAIVE).kernels}
+    assert (kernels["gemm_qk"].bytes_read, kernels["gemm_qk"].bytes_written) == (2 * qkvo, s)
+    assert (kernels["softmax"].bytes_read, kernels["softmax"].bytes_written) == (s, s)
+    assert (kernels["gemm_pv"].bytes_read, kernels["gemm_pv"].bytes_written) == (s + qkvo, qkvo)
+
+
+@pytest.mark.parametrize("algorithm", [TILED, TILED_MMA, TILED_WGMMA])
+@pytest.mark.parametrize("seq_len", [4096, 16384])
+def test_on_the_h200_every_k_v_re_read_hits_l2_at_the_lessons_sizes(algorithm, seq_len):
+    """One head's K and V (1 MB at 4096, 4 MB at 16384) and the heads a wave touches fit in the
+    usable half of the 60 MiB L2: the estimate is the compulsory traffic, as the DRAM counters
+    of docs/TRACES.md show (19 MB and 76 MB read)."""
+    cfg = AttentionConfig(seq_len=seq_len)
+    h200 = GPUS[DEFAULT_GPU]
+    assert (
+        l2_aware_cost(cfg, algorithm, h200).hbm_bytes == compulsory_cost(cfg, algorithm).hbm_bytes
+    )
+    assert algorithm_cost(cfg, algorithm).hbm_bytes > 10 * compulsory_cost(cfg, algorithm).hbm_bytes
+
+
+def test_a_head_that_outgrows_the_l2_pays_for_re_reads_across_waves():
+    """At N = 131072 one head's K and V (33.5 MB) exceed the usable L2 and the head spans eight
+    waves of blocks: some re-reads go to DRAM, far fewer than with no cache at all."""
+    cfg = AttentionConfig(seq_len=131072)
+    band = traffic_band(cfg, TILED_MMA, GPUS[DEFAULT_GPU])
+    assert band.compulsory.hbm_bytes < band.l2_aware.hbm_bytes < band.no_reuse.hbm_bytes / 10
+
+
+def test_a_small_l2_leaves_more_traffic_than_a_large_one():
+    cfg = AttentionConfig(seq_len=65536, heads=4)
+    small = l2_aware_cost(cfg, TILED_MMA, GPUS["RTX 3060 12 GB"]).hbm_bytes
+    large = l2_aware_cost(cfg, TILED_MMA, GPUS[DEFAULT_GPU]).hbm_bytes
+    assert small > large
+
+
+def test_softmax_reads_s_twice_when_a_row_outgrows_shared_memory():
+    long_rows = AttentionConfig(seq_len=120_000, heads=1)
+    short_rows = long_rows.with_(seq_len=100_000)
+    assert not softmax_reads_s_once(long_rows) and softmax_reads_s_once(short_rows)
+    softmax = algorithm_cost(long_rows, NAIVE).kernel("softmax")
+    assert softmax.bytes_read == 2 * attention_matrix_bytes(long_rows)
+    # on a device with more shared memory per block the row fits again
+    roomy = algorithm_cost(long_rows, NAIVE, smem_limit_bytes=1 << 20).kernel("softmax")
+    assert roomy.bytes_read == attention_matrix_bytes(long_rows)
+
+
+def test_exponentials_are_one_per_score_for_the_tensor_core_kernels_and_two_for_naive():
+    cfg = AttentionConfig(seq_len=1024, heads=2)
+    scores = 2 * 1024 * 1024
+    assert algorithm_cost(cfg, TILED_MMA).exps == scores
+    assert algorithm_cost(cfg, NAIVE).kernel("softmax").exps == 2 * scores
+    assert algorithm_cost(cfg, TILED).exps > scores  # plus one rescale factor per row and tile
+
+
+def test_the_readable_kernel_multiplies_on_fp32_cores_and_the_others_on_tensor_cores():
+    cfg = AttentionConfig(seq_len=512)
+    assert algorithm_cost(cfg, TILED).kernels[0].unit == FP32
+    assert algorithm_cost(cfg, TILED_MMA).kernels[0].unit == TENSOR
+    assert algorithm_cost(cfg, NAIVE).kernel("gemm_qk").unit == TENSOR
+    assert algorithm_cost(cfg.with_(dtype="fp32"), NAIVE).kernel("gemm_qk").unit == FP32
+
+
+# ---------------------------------------------------------------------------------------------
+# The GPU table
+
+
+def test_gpu_memory_is_binary_and_the_labels_say_gib():
+    h200 = GPUS[DEFAULT_GPU]
+    assert h200.memory_bytes == 141 * 2**30
+    # the device itself reports 150,109,880,320 B usable: more than 141e9, less than 141 GiB
+    assert 141 * 10**9 < 150_109_880_320 < h200.memory_bytes
+    assert h200.memory_label == "141 GiB" and h200.label == "H200 SXM, 141 GiB"
+    for name, spec in GPUS.items():
+        assert spec.memory_label == name.split()[-2] + " GiB"
+
+
+def test_every_gpu_knows_its_l2_fp32_peak_and_exponential_throughput():
+    for spec in GPUS.values():
+        assert spec.l2_bytes > 0 and spec.fp32_flops > 0 and spec.clock_hz > 0, spec.name
+        assert spec.xu_ops_s == 16 * spec.sms * spec.clock_hz
+        assert spec.l2_source
+        assert (
+            spec.l2_bandwidth_bytes_s is None or spec.l2_bandwidth_bytes_s > spec.bandwidth_bytes_s
+        )
+
+
+def test_hopper_exponential_throughput_is_flashattention_3s_figure():
+    """FlashAttention-3: 3.9 TFLOPS of special functions against 989 TFLOPS of FP16 matmul."""
+    assert GPUS[DEFAULT_GPU].xu_ops_s == pytest.approx(3.9e12, rel=0.02)
+
+
+def test_a_measured_l2_bandwidth_replaces_the_tables():
+    h200 = GPUS[DEFAULT_GPU]
+    measured = with_measured_l2(h200, 9.5e12, "measured")
+    assert measured.l2_bandwidth_bytes_s == 9.5e12 and measured.l2_source == "measured"
+    assert with_measured_l2(h200, None, "x") is h200

@@ -1,0 +1,289 @@
+"""Measured traffic without a GPU: a machine that cannot sample says why in one typed reason,
+and sampled counters add up per kernel exactly (synthetic samples)."""
+
+from __future__ import annotations
+
+import types
+from typing import ClassVar
+
+import pytest
+
+from gpu import profiler
+from gpu.backend import cuda_available
+from gpu.profiler import (
+    DRAM_READ,
+    DRAM_WRITE,
+    ELAPSED_CYCLES,
+    L2_BYTES,
+    METRICS,
+    TENSOR_CYCLES,
+    XU_INSTRUCTIONS,
+    ProfilerUnavailable,
+    Sample,
+)
+from gpu.results import STRIP_MAX_POINTS
+
+
+def sample(t0: int, dt: int = 20_000, **values: float) -> Sample:
+    names = {
+        DRAM_READ: "read",
+        DRAM_WRITE: "write",
+        L2_BYTES: "l2",
+        TENSOR_CYCLES: "tensor",
+        XU_INSTRUCTIONS: "xu",
+        ELAPSED_CYCLES: "cycles",
+    }
+    return Sample(t0, t0 + dt, tuple(float(values.get(names[m], 0.0)) for m in METRICS))
+
+
+def window(busy: int, idle_edges: int = 2, **values: float) -> list[Sample]:
+    """`idle_edges` idle samples, `busy` samples with `values`, `idle_edges` idle samples."""
+    out, t = [], 1_000_000
+    for i in range(busy + 2 * idle_edges):
+        active = idle_edges <= i < idle_edges + busy
+        out.append(sample(t, cycles=39_600, **(values if active else {})))
+        t += 20_000
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Unavailable: one typed reason, once
+
+
+def _cupti_python_installed() -> bool:
+    from importlib import metadata
+
+    try:
+        metadata.version("cupti-python")
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(cuda_available(), reason="this machine has a GPU")
+def test_a_machine_without_a_gpu_or_cupti_gets_one_typed_reason():
+    reason = profiler.unavailable_reason()
+    assert isinstance(reason, ProfilerUnavailable)
+    assert reason.kind in {profiler.NO_DEVICE, profiler.NOT_INSTALLED}
+    assert str(reason) and "\n" not in str(reason)
+    assert profiler.unavailable_reason() is reason  # checked once, then remembered
+
+
+@pytest.mark.skipif(_cupti_python_installed(), reason="cupti-python is installed here")
+def test_loading_cupti_without_cupti_python_says_what_to_install():
+    with pytest.raises(ProfilerUnavailable) as info:
+        profiler.load_cupti()
+    assert info.value.kind == profiler.NOT_INSTALLED
+    assert "cupti-python" in str(info.value)
+    with pytest.raises(ProfilerUnavailable) as again:
+        profiler.load_cupti()
+    assert again.value is info.value
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        (PermissionError("Insufficient privileges"), profiler.PERMISSION),
+        (ValueError("Requested PM sampling configuration is not supported."), profiler.UNSUPPORTED),
+        (RuntimeError("PM sampling is already enabled on this device."), profiler.BUSY),
+        (MemoryError("Record overflow in the hardware buffer."), profiler.INCOMPLETE),
+        (OSError("something else"), profiler.ERROR),
+    ],
+)
+def test_cupti_failures_become_typed_reasons(error, kind):
+    reason = profiler._reason(error, "enabling PM sampling")
+    assert reason.kind == kind and str(reason).startswith("enabling PM sampling")
+
+
+def test_a_cupti_status_code_names_its_reason():
+    class CuptiError(Exception):
+        def __init__(self, name: str) -> None:
+            self.status = types.SimpleNamespace(name=name)
+
+    assert profiler._reason(CuptiError("ERROR_INSUFFICIENT_PRIVILEGES"), "x").kind == "permission"
+    assert profiler._reason(CuptiError("ERROR_NOT_SUPPORTED"), "x").kind == "unsupported"
+    assert profiler._reason(CuptiError("ERROR_INVALID_DEVICE"), "x").kind == "no_device"
+
+
+def test_the_wheel_matching_cupti_python_is_loaded_first(tmp_path, monkeypatch):
+    """Several nvidia-cuda-cupti wheels (PyTorch's older one, ours): the one with
+    cupti-python's major.minor wins, newest first among equals."""
+    from importlib import metadata
+
+    def wheel(version: str):
+        folder = tmp_path / version / "nvidia" / "cu13" / "lib"
+        folder.mkdir(parents=True)
+        (folder / "libcupti.so.13").write_bytes(b"")
+        return types.SimpleNamespace(
+            version=version,
+            files=["nvidia/cu13/lib/libcupti.so.13"],
+            locate_file=lambda f, root=tmp_path / version: root / f,
+        )
+
+    dists = [wheel("13.0.85"), wheel("13.5.25"), wheel("13.4.92"), wheel("13.4.58")]
+
+    def distributions(name=None):
+        return iter(dists if name == "nvidia-cuda-cupti" else [])
+
+    monkeypatch.setattr(metadata, "distributions", distributions)
+    monkeypatch.setattr(metadata, "version", lambda name: "13.4.0")
+    ranked = [version for version, _ in profiler.wheel_library_dirs()]
+    assert ranked == ["13.4.92", "13.4.58", "13.5.25", "13.0.85"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Samples add up
+
+
+def test_per_launch_counters_are_the_window_sums_over_the_launches():
+    windows = [
+        window(5, read=1e6, write=2e5, l2=4e6, tensor=1e4, xu=300),
+        window(5, read=3e6, write=2e5, l2=4e6, tensor=1e4, xu=300),
+    ]
+    t = profiler.summarize("flash_fwd", windows, 20_000, sms=132)
+    assert t.launches == 2 and t.sample_interval_ns == 20_000
+    assert t.dram_read_bytes == 10_000_000  # (5e6 + 15e6) / 2
+    assert t.dram_write_bytes == 1_000_000 and t.l2_bytes == 20_000_000
+    assert t.tensor_active_cycles == 50_000 and t.xu_warp_instructions == 1_500
+    assert t.elapsed_cycles == 9 * 39_600  # idle edges count as elapsed time
+    assert t.window_ns == 9 * 20_000
+
+
+def test_the_strip_leaves_out_the_idle_edges_and_keeps_exact_means():
+    samples = window(4, read=2e6, write=0, l2=1e6, tensor=39_600 * 66)
+    strip = profiler.strip_from_samples(samples, sms=132)
+    assert len(strip.t_us) == 4
+    assert strip.dram_gbs == (100.0,) * 4  # 2e6 B per 20 µs
+    assert strip.tensor_active == (0.5,) * 4
+    assert strip.t_us[0] == 10.0 and strip.t_us[-1] == 70.0
+
+
+def test_a_long_kernels_strip_is_thinned_to_the_cap_with_the_same_mean():
+    samples = window(1000, read=2e6, l2=1e6, tensor=0)
+    strip = profiler.strip_from_samples(samples, sms=132)
+    assert len(strip.t_us) <= STRIP_MAX_POINTS
+    assert all(v == pytest.approx(100.0) for v in strip.dram_gbs)
+    assert list(strip.t_us) == sorted(strip.t_us)
+
+
+def test_lost_samples_show_up_as_gaps():
+    samples = window(3, read=1.0, l2=1.0)
+    assert profiler.window_gaps_ns(samples) == 0
+    gappy = [*samples[:2], *[Sample(s.start_ns + 50_000, s.end_ns + 50_000, s.values)
+                             for s in samples[2:]]]  # fmt: skip
+    assert profiler.window_gaps_ns(gappy) == 50_000
+    seams = [Sample(s.start_ns + 8 * i, s.end_ns + 8 * i, s.values) for i, s in enumerate(samples)]
+    assert profiler.window_gaps_ns(seams, min_gap_ns=10_000) == 0  # a timer's seams are no loss
+
+
+def test_an_empty_window_is_an_incomplete_measurement():
+    with pytest.raises(ProfilerUnavailable) as info:
+        profiler.summarize("softmax", [[]], 20_000, 132)
+    assert info.value.kind == profiler.INCOMPLETE
+
+
+def test_long_kernels_get_a_longer_interval_so_windows_stay_small():
+    assert profiler.interval_for(100_000) == profiler.DEFAULT_INTERVAL_NS
+    long = profiler.interval_for(870e6)  # the readable kernel at N = 65536
+    assert 870e6 / long <= profiler.MAX_SAMPLES_PER_WINDOW and long % 1000 == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The sampler's own logic, on a stand-in for cupti.pm_sampling
+
+
+class CounterData(list):
+    """What Collector.decode returns: iterable samples and the metric names."""
+
+    metrics: ClassVar[list] = []
+
+
+class FakeCollector:
+    """Counts what `run` reports as device work between start() and stop(), and decodes it
+    into an idle sample, four busy ones and an idle one, as PM sampling would."""
+
+    events: ClassVar[list] = []
+    work: ClassVar[dict] = {"read": 0.0}
+    fail_enable: Exception | None = None
+    fail_decode: Exception | None = None
+
+    def __init__(self, device_index: int = 0) -> None:
+        self.device_index = device_index
+
+    def enable(self) -> None:
+        if FakeCollector.fail_enable:
+            raise FakeCollector.fail_enable
+        self.events.append("enable")
+
+    def configure(self, *, metrics, hardware_buffer_size, sampling_interval, trigger_mode):
+        self.metrics, self.interval = list(metrics), sampling_interval
+        self.events.append(("configure", sampling_interval, trigger_mode))
+
+    def start(self) -> None:
+        self.work["read"] = 0.0
+        self.events.append("start")
+
+    def stop(self) -> None:
+        self.events.append("stop")
+
+    def disable(self) -> None:
+        self.events.append("disable")
+
+    def decode(self, max_samples: int) -> CounterData:
+        if FakeCollector.fail_decode:
+            raise FakeCollector.fail_decode
+        values = [0.0, *[self.work["read"] / 4] * 4, 0.0]
+        t0, dt = 5_000_000, self.interval
+        data = CounterData(
+            types.SimpleNamespace(
+                start_timestamp=t0 + i * dt,
+                end_timestamp=t0 + (i + 1) * dt,
+                metric_values=[v, v / 10, 2 * v, 0.0, 0.0, 39_600.0],
+            )
+            for i, v in enumerate(values)
+        )
+        data.metrics = self.metrics
+        return data
+
+
+@pytest.fixture
+def fake_cupti(monkeypatch):
+    FakeCollector.events = []
+    FakeCollector.fail_enable = FakeCollector.fail_decode = None
+    module = types.SimpleNamespace(
+        Collector=FakeCollector, TriggerMode=types.SimpleNamespace(GPU_TIME_INTERVAL="time")
+    )
+    monkeypatch.setattr(profiler, "load_cupti", lambda: module)
+    return FakeCollector
+
+
+def test_the_sampler_flushes_outside_the_window_and_averages_per_launch(fake_cupti):
+    order = []
+
+    def run():
+        order.append("run")
+        fake_cupti.work["read"] += 8e6
+
+    with profiler.PmSampler(0, sms=132) as sampler:
+        t = sampler.measure("softmax", run, lambda: None, lambda: order.append("flush"), 3)
+    assert order == ["flush", "run"] * 3
+    assert t.dram_read_bytes == 8_000_000 and t.dram_write_bytes == 800_000
+    assert t.l2_bytes == 16_000_000 and t.launches == 3
+    events = fake_cupti.events
+    assert events[0] == "enable" and events[1] == ("configure", 20_000, "time")
+    assert events.count("start") == events.count("stop") == 3 and events[-1] == "disable"
+
+
+def test_a_refused_enable_is_a_typed_reason(fake_cupti):
+    fake_cupti.fail_enable = PermissionError("Insufficient privileges")
+    with pytest.raises(ProfilerUnavailable) as info, profiler.PmSampler(0):
+        pass
+    assert info.value.kind == profiler.PERMISSION
+
+
+def test_a_record_overflow_is_an_incomplete_measurement_and_gives_the_counters_back(fake_cupti):
+    fake_cupti.fail_decode = MemoryError("Record overflow in the hardware buffer.")
+    with profiler.PmSampler(0) as sampler, pytest.raises(ProfilerUnavailable) as info:
+        sampler.measure("flash_fwd", lambda: None, lambda: None)
+    assert info.value.kind == profiler.INCOMPLETE
+    assert fake_cupti.events[-1] == "disable"
