@@ -21,6 +21,7 @@ NAIVE = "naive"
 TILED = "tiled"
 TILED_MMA = "tiled_mma"
 TILED_WGMMA = "tiled_wgmma"
+RING = "ring"
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,13 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
         "The same tiled algorithm on Hopper's asynchronous warpgroup tensor-core instruction "
         "(wgmma, sm_90 only): S of the next tile overlaps the softmax of this one.",
     ),
+    RING: AlgorithmInfo(
+        RING,
+        "ring (P devices)",
+        True,
+        "The sequence split over P GPUs: each runs the fused kernel on its queries against one "
+        "K/V block per step while passing the block on (NCCL), merging with the online softmax.",
+    ),
 }
 
 
@@ -69,7 +77,7 @@ def tile_shape(config: AttentionConfig, algorithm: str) -> tuple[int, int]:
         return config.block_m, config.block_n
     if algorithm == TILED_MMA:
         return mma_tile_shape(config.head_dim)
-    if algorithm == TILED_WGMMA:
+    if algorithm in (TILED_WGMMA, RING):  # the ring's per-device kernel on H100/H200
         return wgmma_tile_shape(config.head_dim)
     if algorithm == NAIVE:
         return NAIVE_GEMM_TILE, NAIVE_GEMM_TILE

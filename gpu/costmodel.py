@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .algorithms import NAIVE, NAIVE_GEMM_TILE, TILED, TILED_MMA, TILED_WGMMA, tile_shape
+from .algorithms import NAIVE, NAIVE_GEMM_TILE, RING, TILED, TILED_MMA, TILED_WGMMA, tile_shape
 from .config import STAT_BYTES, AttentionConfig, ceil_div
 
 
@@ -172,7 +172,7 @@ def tiled_cost(config: AttentionConfig, algorithm: str = TILED) -> AlgorithmCost
 def algorithm_cost(config: AttentionConfig, algorithm: str) -> AlgorithmCost:
     if algorithm == NAIVE:
         return naive_cost(config)
-    if algorithm in (TILED, TILED_MMA, TILED_WGMMA):
+    if algorithm in (TILED, TILED_MMA, TILED_WGMMA, RING):  # ring: its one-device cost
         return tiled_cost(config, algorithm)
     raise KeyError(f"unknown algorithm {algorithm!r}")
 

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .config import AttentionConfig
+from .ring_timeline import RingMeasurement
 
 #: Largest max-abs error vs the reference that still counts as agreeing, per input dtype, for
 #: unit-normal inputs (the error is dominated by rounding S, P and O to the storage dtype).
@@ -58,6 +59,9 @@ class RunResult:
     message: str = ""
     repeats: int = 0
     recorded: bool = False  # True when replayed from a file rather than measured now
+    #: Ring attention over `ring.devices` devices: timeline, hidden communication, per-device
+    #: memory (gpu/ring_timeline.py). None for single-device algorithms.
+    ring: RingMeasurement | None = None
 
     @property
     def total_ms(self) -> float | None:
@@ -88,6 +92,10 @@ class RunResult:
         data["kernel_times"] = [{"name": k.name, "ms": k.ms} for k in self.kernel_times]
         data["total_ms"] = self.total_ms
         data["tflops"] = self.tflops
+        if self.ring is None:
+            del data["ring"]  # single-device results keep their old shape
+        else:
+            data["ring"] = self.ring.to_dict()
         return data
 
     @classmethod
@@ -97,4 +105,6 @@ class RunResult:
         data.pop("tflops", None)
         data["config"] = AttentionConfig.from_dict(data["config"])
         data["kernel_times"] = tuple(KernelTime(**k) for k in data.get("kernel_times", ()))
+        if data.get("ring") is not None:
+            data["ring"] = RingMeasurement.from_dict(data["ring"])
         return cls(**data)
