@@ -17,7 +17,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from gpu.algorithms import ALGORITHMS, NAIVE, TILED
+from gpu.algorithms import ALGORITHMS, NAIVE, RING, TILED
 from gpu.backend import BACKEND_NAMES, BackendUnavailable, RunOptions, create_backend
 from gpu.config import DTYPE_BYTES, AttentionConfig, ConfigError
 from gpu.costmodel import GPUS, algorithm_cost, attention_matrix_bytes
@@ -105,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--seq", type=int, required=True, help="sequence length N")
     _shape_args(model)
     model.add_argument("--json", action="store_true", help="print one JSON object")
+    model.add_argument("--devices", type=int, default=None, help="add the ring model for P GPUs")
 
     bench = sub.add_parser("bench", help="measure algorithms over sequence lengths")
     bench.add_argument("--backend", choices=BACKEND_NAMES, default="auto")
@@ -117,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=int, default=5)
     bench.add_argument("--warmup", type=int, default=1)
     bench.add_argument("--budget", type=_bytes, default=None, help="memory budget, e.g. 24GB")
+    bench.add_argument(
+        "--devices", type=int, default=None, help="ring attention over P devices (--algo ring)"
+    )
     bench.add_argument("--out", help="write results to .json or .csv")
     bench.add_argument("--force", action="store_true", help="replace an existing --out file")
 
@@ -176,6 +180,8 @@ def cmd_model(args: argparse.Namespace) -> int:
             for name, gpu in GPUS.items()
         },
     }
+    if args.devices is not None:
+        report["ring"] = _ring_model(cfg, args.devices)
     if args.json:
         print(json.dumps(report))
         return 0
@@ -194,6 +200,8 @@ def cmd_model(args: argparse.Namespace) -> int:
             f"  {name:<18} naive {g['naive_model_ms']:9.3f} ms  tiled {g['tiled_model_ms']:9.3f} ms"
             f"  (model)  {fits}"
         )
+    if "ring" in report:
+        _print_ring_model(report["ring"])
     return 0
 
 
@@ -211,7 +219,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if Path(args.out).exists():
             raise UsageError(f"--out {args.out!r} exists; add --force to replace it")
     try:
-        backend = create_backend(args.backend)
+        backend = _bench_backend(args, configs)
     except BackendUnavailable as exc:
         raise UsageError(str(exc)) from exc
     algos = args.algo or list(backend.algorithms())
@@ -273,9 +281,59 @@ def _bench_row(r) -> str:
     kernels = " ".join(f"{k.name}={k.ms:.3f}" for k in r.kernel_times)
     err = "" if r.max_abs_error is None else f"{r.max_abs_error:.2e}"
     peak = "" if r.peak_bytes is None else _fmt_bytes(r.peak_bytes)
+    ring = "" if r.ring is None else "  " + r.ring.summary()
     return (
         f"{n:>7} {r.algorithm:<10} {r.total_ms:>10.3f} {kernels:<40} {r.tflops:>8.2f} "
-        f"{peak:>10} {_fmt_bytes(r.model_peak_bytes):>10} {err:>9}"
+        f"{peak:>10} {_fmt_bytes(r.model_peak_bytes):>10} {err:>9}{ring}"
+    )
+
+
+def _bench_backend(args: argparse.Namespace, configs: list[AttentionConfig]):
+    """The backend `bench` measures on: the ring over --devices P when asked, else the usual."""
+    if args.devices is None and not (args.algo and RING in args.algo):
+        return create_backend(args.backend)
+    from gpu.ring_backend import RingBackend
+    from gpu.ring_schedule import RingConfigError
+
+    if args.devices is None:
+        raise UsageError("--algo ring needs --devices P (the number of devices in the ring)")
+    if args.algo and args.algo != [RING]:
+        raise UsageError(
+            f"--devices runs the ring alone: use --algo {RING} without other algorithms"
+        )
+    if args.budget is not None:
+        raise UsageError("--budget does not apply to the ring")
+    try:
+        backend = RingBackend(args.backend, args.devices)
+        for cfg in configs:  # refuse N that cannot split before measuring any
+            backend.check(cfg)
+    except RingConfigError as exc:
+        raise UsageError(str(exc)) from exc
+    return backend
+
+
+def _ring_model(cfg: AttentionConfig, devices: int) -> dict:
+    from gpu.links import DEFAULT_TOPOLOGY
+    from gpu.ring_model import predict
+    from gpu.ring_schedule import RingConfigError, check_devices
+
+    try:
+        check_devices(devices)
+    except RingConfigError as exc:
+        raise UsageError(str(exc)) from exc
+    prediction = predict(cfg, devices).to_dict()
+    prediction["topology"] = DEFAULT_TOPOLOGY.name
+    return prediction
+
+
+def _print_ring_model(p: dict) -> None:
+    hidden = "hidden" if p["hidden"] else f"{p['exposed_s'] * 1e3:.3f} ms exposed"
+    print(
+        f"  ring on {p['devices']} GPUs ({p['link']}, {p['throughput']}): "
+        f"{p['total_s'] * 1e3:.3f} ms vs {p['single_s'] * 1e3:.3f} ms on one "
+        f"(speed-up {p['speedup']:.2f}, efficiency {p['efficiency']:.0%}); per step "
+        f"compute {p['step_compute_s'] * 1e3:.3f} ms, transfer {p['step_transfer_s'] * 1e3:.3f} ms "
+        f"({hidden}); {_fmt_bytes(p['peak_bytes_per_device'])} per GPU"
     )
 
 
