@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gpu.algorithms import ALGORITHMS, NAIVE, TILED
+from gpu.algorithms import ALGORITHMS, NAIVE, RING, TILED
 from gpu.backend import RunOptions, oom_result
 from gpu.backends import BACKEND_NAMES, create_backend
 from gpu.config import DTYPE_BYTES, AttentionConfig, ConfigError
@@ -159,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--seq", type=int, required=True, help="sequence length N")
     _shape_args(model)
     model.add_argument("--json", action="store_true", help="print one JSON object")
+    model.add_argument("--devices", type=int, default=None, help="add the ring model for P GPUs")
 
     bench = sub.add_parser(
         "bench",
@@ -193,6 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--out",
         help="write results to .json or .csv (checked before measuring; if the final write "
         "fails, the results are kept in a named file in the temporary folder)",
+    )
+    bench.add_argument(
+        "--devices", type=int, default=None, help="ring attention over P devices (--algo ring)"
     )
     bench.add_argument("--force", action="store_true", help="replace an existing --out file")
     bench.add_argument(
@@ -263,6 +267,8 @@ def cmd_model(args: argparse.Namespace) -> int:
             for name, gpu in GPUS.items()
         },
     }
+    if args.devices is not None:
+        report["ring"] = _ring_model(cfg, args.devices)
     if args.json:
         print(json.dumps(report))
         return 0
@@ -281,6 +287,8 @@ def cmd_model(args: argparse.Namespace) -> int:
             f"  {name:<18} naive {g['naive_model_ms']:9.3f} ms  tiled {g['tiled_model_ms']:9.3f} ms"
             f"  (model)  {fits}"
         )
+    if "ring" in report:
+        _print_ring_model(report["ring"])
     return 0
 
 
@@ -337,6 +345,7 @@ class BenchTable:
         return (
             f"{n:>7} {algo:<{self.algo_width}} {total:>10} {rate:>9} {peak:>10} "
             f"{_fmt_bytes(r.model_peak_bytes):>10} {err:>9}  {kernels}"
+            + ("" if r.ring is None else "  " + r.ring.summary())
         )
 
     def note(self, n: int, algo: str, word: str, text: str) -> str:
@@ -392,9 +401,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     _check_out(args)
     # every N and the shape flags are checked before a backend starts or anything is measured
     configs = [_config(args, n) for n in args.seq or [1]]
-    backend = create_backend(args.backend)
+    backend = _bench_backend(args, configs if args.seq else [])
     if args.seq is None:
         configs = [_config(args, n) for n in DEFAULT_SEQ.get(backend.name, DEFAULT_SEQ["cuda"])]
+        _check_ring_split(backend, configs)
     algos = args.algo or list(backend.algorithms())
     missing = [a for a in algos if a not in backend.algorithms()]
     if missing:
@@ -494,6 +504,68 @@ def _save_fallback(recording: Any, suffix: str) -> str | None:
                 break
             return str(path)
     return None
+
+
+def _bench_backend(args: argparse.Namespace, configs: list[AttentionConfig]):
+    """The backend `bench` measures on: the ring over --devices P when asked, else the usual."""
+    if args.devices is None and not (args.algo and RING in args.algo):
+        return create_backend(args.backend)
+    from gpu.ring_backend import RingBackend
+    from gpu.ring_schedule import RingConfigError
+
+    if args.devices is None:
+        raise UsageError("--algo ring needs --devices P (the number of devices in the ring)")
+    if args.algo and args.algo != [RING]:
+        raise UsageError(
+            f"--devices runs the ring alone: use --algo {RING} without other algorithms"
+        )
+    if args.budget is not None:
+        raise UsageError("--budget does not apply to the ring")
+    try:
+        backend = RingBackend(args.backend, args.devices)
+    except RingConfigError as exc:
+        raise UsageError(str(exc)) from exc
+    _check_ring_split(backend, configs)  # refuse N that cannot split before measuring any
+    return backend
+
+
+def _check_ring_split(backend: Any, configs: list[AttentionConfig]) -> None:
+    """The ring backend refuses an N its devices cannot split evenly: say so before measuring."""
+    check = getattr(backend, "check", None)
+    if check is None:
+        return
+    from gpu.ring_schedule import RingConfigError
+
+    for cfg in configs:
+        try:
+            check(cfg)
+        except RingConfigError as exc:
+            raise UsageError(str(exc)) from exc
+
+
+def _ring_model(cfg: AttentionConfig, devices: int) -> dict:
+    from gpu.links import DEFAULT_TOPOLOGY
+    from gpu.ring_model import predict
+    from gpu.ring_schedule import RingConfigError, check_devices
+
+    try:
+        check_devices(devices)
+    except RingConfigError as exc:
+        raise UsageError(str(exc)) from exc
+    prediction = predict(cfg, devices).to_dict()
+    prediction["topology"] = DEFAULT_TOPOLOGY.name
+    return prediction
+
+
+def _print_ring_model(p: dict) -> None:
+    hidden = "hidden" if p["hidden"] else f"{p['exposed_s'] * 1e3:.3f} ms exposed"
+    print(
+        f"  ring on {p['devices']} GPUs ({p['link']}, {p['throughput']}): "
+        f"{p['total_s'] * 1e3:.3f} ms vs {p['single_s'] * 1e3:.3f} ms on one "
+        f"(speed-up {p['speedup']:.2f}, efficiency {p['efficiency']:.0%}); per step "
+        f"compute {p['step_compute_s'] * 1e3:.3f} ms, transfer {p['step_transfer_s'] * 1e3:.3f} ms "
+        f"({hidden}); {_fmt_bytes(p['peak_bytes_per_device'])} per GPU"
+    )
 
 
 # --------------------------------------------------------------------------------------------

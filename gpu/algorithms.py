@@ -22,6 +22,7 @@ TILED = "tiled"
 TILED_MMA = "tiled_mma"
 TILED_WGMMA = "tiled_wgmma"
 TILED_WS = "tiled_ws"
+RING = "ring"
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,13 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
         "with TMA into a ring of shared-memory stages while two consumer warpgroups take turns "
         "on the tensor cores, one's softmax running under the other's GEMMs.",
     ),
+    RING: AlgorithmInfo(
+        RING,
+        "ring (P devices)",
+        True,
+        "The sequence split over P GPUs: each runs the fused kernel on its queries against one "
+        "K/V block per step while passing the block on (NCCL), merging with the online softmax.",
+    ),
 }
 
 #: Default variant of the warp-specialized kernel per head dim: (keys per K/V tile, consumer
@@ -83,7 +91,7 @@ def tile_shape(config: AttentionConfig, algorithm: str) -> tuple[int, int]:
         return config.block_m, config.block_n
     if algorithm == TILED_MMA:
         return mma_tile_shape(config.head_dim)
-    if algorithm == TILED_WGMMA:
+    if algorithm in (TILED_WGMMA, RING):  # the ring's per-device kernel on H100/H200
         return wgmma_tile_shape(config.head_dim)
     if algorithm == TILED_WS:
         return ws_tile_shape(config.head_dim)

@@ -77,8 +77,14 @@ def compiled_variant(
     options: tuple[str, ...],
     cache: dict[tuple, Any],
 ) -> Any:
-    """The `cupy.RawKernel` of one instantiation, compiled on first use and kept in `cache`."""
-    key = (variant, causal, bf16, options)
+    """The `cupy.RawKernel` of one instantiation, compiled on first use and kept in `cache`.
+
+    Kept per device: CuPy loads a kernel's module on each device at its first launch there, and
+    the shared-memory opt-in is an attribute of that device's copy, so every device gets its
+    own entry, and with it its own opt-in (a second GPU would refuse the launch otherwise)."""
+    import cupy
+
+    key = (variant, causal, bf16, options, cupy.cuda.runtime.getDevice())
     kernel = cache.get(key)
     if kernel is None:
         kernel = get_kernel(source, variant.template_name(causal, bf16), options)

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .config import AttentionConfig
+from .ring_timeline import RingMeasurement
 
 #: Largest max-abs error vs the reference that still counts as agreeing, per input dtype, for
 #: unit-normal inputs (the error is dominated by rounding S, P and O to the storage dtype).
@@ -179,6 +180,9 @@ class RunResult:
     remeasured: int = 0
     #: Per-kernel counters when the run was profiled (`RunOptions.profile`), else empty.
     traffic: tuple[KernelTraffic, ...] = ()
+    #: Ring attention over `ring.devices` devices: timeline, hidden communication, per-device
+    #: memory (gpu/ring_timeline.py). None for single-device algorithms.
+    ring: RingMeasurement | None = None
 
     @property
     def total_ms(self) -> float | None:
@@ -240,6 +244,10 @@ class RunResult:
         data["traffic"] = [t.to_dict() for t in self.traffic]
         data["total_ms"] = self.total_ms
         data["tflops"] = self.tflops
+        if self.ring is None:
+            del data["ring"]  # single-device results keep their old shape
+        else:
+            data["ring"] = self.ring.to_dict()
         return data
 
     @classmethod
@@ -250,4 +258,6 @@ class RunResult:
         data["config"] = AttentionConfig.from_dict(data["config"])
         data["kernel_times"] = tuple(KernelTime(**k) for k in data.get("kernel_times", ()))
         data["traffic"] = tuple(KernelTraffic.from_dict(t) for t in data.get("traffic") or ())
+        if data.get("ring") is not None:
+            data["ring"] = RingMeasurement.from_dict(data["ring"])
         return cls(**data)

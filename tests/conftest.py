@@ -1,4 +1,5 @@
-"""Shared test setup: offscreen Qt, and the `gpu` marker skipped where no CUDA device is present."""
+"""Shared test setup: offscreen Qt, the `gpu` marker skipped where no CUDA device is present and
+the `multigpu` marker where fewer than two are."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import app  # noqa: F401
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _skip_multigpu_without_two_devices(items)
     if not any("gpu" in item.keywords for item in items):
         return
     from gpu.backends import cuda_available
@@ -23,6 +25,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip = pytest.mark.skip(reason="needs a CUDA device (CuPy sees none here)")
     for item in items:
         if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def _skip_multigpu_without_two_devices(items: list[pytest.Item]) -> None:
+    if not any("multigpu" in item.keywords for item in items):
+        return
+    from gpu.ring_backend import cuda_device_count
+
+    present = cuda_device_count()
+    if present >= 2:
+        return
+    skip = pytest.mark.skip(reason=f"needs 2 CUDA devices (CuPy sees {present})")
+    for item in items:
+        if "multigpu" in item.keywords:
             item.add_marker(skip)
 
 

@@ -1,0 +1,85 @@
+"""`main.py bench --algo ring --devices P` and `main.py model --devices P`: the simulated ring on
+the CPU with --check and --out, and one-line refusals (exit 2) for what cannot run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import main
+from gpu import ring_backend
+from gpu.algorithms import RING
+from gpu.recording import load_recording
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main.main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_bench_runs_the_simulated_ring_checks_it_and_records_it(capsys, tmp_path):
+    out = tmp_path / "ring.json"
+    code, stdout, stderr = run(
+        capsys, "bench", "--backend", "cpu", "--algo", "ring", "--devices", "3", "--seq",
+        "100,96", "--heads", "2", "--head-dim", "16", "--causal", "--check", "--repeats", "1",
+        "--out", str(out),
+    )  # fmt: skip
+    assert code == 0, stderr
+    assert "3 simulated devices" in stdout and "zigzag" in stdout
+    recording = load_recording(out)
+    assert [r.config.seq_len for r in recording.results] == [100, 96]
+    for r in recording.results:
+        assert r.algorithm == RING and r.ring is not None and r.ring.devices == 3
+        assert r.agrees
+
+
+def test_devices_alone_means_the_ring(capsys):
+    code, stdout, stderr = run(
+        capsys, "bench", "--backend", "cpu", "--devices", "2", "--seq", "64", "--heads", "1",
+        "--repeats", "1",
+    )  # fmt: skip
+    assert code == 0, stderr
+    assert " ring " in stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--algo", "ring"], "needs --devices"),
+        (["--algo", "tiled,ring", "--devices", "2"], "alone"),
+        (["--devices", "0"], "devices = 0"),
+        (["--devices", "2000"], "1 to 1024"),
+        (["--devices", "2", "--budget", "1GB"], "--budget"),
+    ],
+)
+def test_ring_flags_that_cannot_run_give_one_line_and_exit_2(capsys, args, message):
+    code, stdout, stderr = run(capsys, "bench", "--backend", "cpu", "--seq", "64", *args)
+    assert code == 2 and stdout == ""
+    assert stderr.count("\n") == 1 and message in stderr
+
+
+def test_cuda_ring_needs_a_gpu_per_device(capsys, monkeypatch):
+    monkeypatch.setattr(ring_backend, "cuda_device_count", lambda: 1)
+    code, _, stderr = run(capsys, "bench", "--backend", "cuda", "--devices", "2", "--seq", "64")
+    assert code == 2 and "this machine has 1" in stderr and "cpu backend simulates" in stderr
+
+
+def test_cuda_ring_refuses_n_that_does_not_split_before_measuring(capsys, monkeypatch):
+    monkeypatch.setattr(ring_backend, "cuda_device_count", lambda: 8)
+    code, stdout, stderr = run(
+        capsys, "bench", "--backend", "cuda", "--devices", "3", "--causal", "--seq", "1002,1000"
+    )
+    assert code == 2 and stdout == ""
+    assert "seq_len = 1000 is not divisible by 2·P = 6" in stderr
+
+
+def test_model_adds_the_ring_prediction_for_p_devices(capsys):
+    code, stdout, _ = run(capsys, "model", "--seq", "1048576", "--devices", "8", "--json")
+    assert code == 0
+    ring = json.loads(stdout)["ring"]
+    assert ring["devices"] == 8 and ring["hidden"] is True
+    assert 7 < ring["speedup"] <= 8 and ring["link"].startswith("NVLink 4")
+    code, stdout, _ = run(capsys, "model", "--seq", "1048576", "--devices", "8")
+    assert code == 0 and "ring on 8 GPUs" in stdout
