@@ -632,7 +632,7 @@ class CudaBackend:
 
     def __init__(self) -> None:
         if not cupy.is_available():
-            from .backend import BackendUnavailable
+            from .errors import BackendUnavailable
 
             raise BackendUnavailable("CuPy sees no CUDA device")
         self.pool = cupy.get_default_memory_pool()

@@ -12,8 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from .algorithms import RING
-from .backend import BackendUnavailable, RunOptions, cuda_available
+from .backend import RunOptions
+from .backends import cuda_available
 from .config import AttentionConfig
+from .errors import BackendUnavailable
 from .results import DeviceInfo, RunResult
 from .ring_schedule import check_devices, check_equal_chunks
 

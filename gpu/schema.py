@@ -51,7 +51,7 @@ from .config import (
     ceil_div,
 )
 from .errors import SchemaError
-from .results import DeviceInfo, KernelTime, RunResult
+from .results import STRIP_MAX_POINTS, DeviceInfo, KernelTime, KernelTraffic, RunResult
 
 RESULTS_SCHEMA = "tilescope.results/1"
 TRACE_SCHEMA = "tilescope.trace/1"
@@ -139,6 +139,7 @@ class KernelTimeDoc(_Doc):
     ms: Ms
     min_ms: Ms | None = None
     max_ms: Ms | None = None
+    count: Repeats = 0
 
     def __post_init__(self) -> None:
         if self.min_ms is not None and self.min_ms > self.ms:
@@ -147,18 +148,84 @@ class KernelTimeDoc(_Doc):
             raise _field_error("max_ms", f"{self.max_ms} is below the median ms {self.ms}")
 
 
-class MeasuredDoc(_Doc):
-    """Traffic counted by hardware counters for one result: bytes per memory level and how
-    many profiled samples they come from. Other fields are kept as written."""
+class TrafficStripDoc(_Doc):
+    """gpu.results.TrafficStrip: one kernel's sampled counters over a launch, thinned."""
 
-    dram_bytes: Count | None = None
-    dram_read_bytes: Count | None = None
-    dram_write_bytes: Count | None = None
-    l2_bytes: Count | None = None
-    l2_read_bytes: Count | None = None
-    l2_write_bytes: Count | None = None
-    samples: Repeats | None = None
-    source: Text = ""
+    t_us: Annotated[list[NonNegative], Meta(max_length=STRIP_MAX_POINTS)] = []
+    dram_gbs: Annotated[list[NonNegative], Meta(max_length=STRIP_MAX_POINTS)] = []
+    tensor_active: Annotated[list[NonNegative], Meta(max_length=STRIP_MAX_POINTS)] = []
+
+    def __post_init__(self) -> None:
+        if not len(self.t_us) == len(self.dram_gbs) == len(self.tensor_active):
+            raise _field_error("t_us", "the strip's three series differ in length")
+        if any(b < a for a, b in zip(self.t_us, self.t_us[1:], strict=False)):
+            raise _field_error("t_us", "times must not decrease")
+
+
+class KernelTrafficDoc(_Doc):
+    """gpu.results.KernelTraffic: what the hardware counters saw for one kernel, per launch."""
+
+    name: Name
+    dram_read_bytes: Count
+    dram_write_bytes: Count
+    l2_bytes: Count
+    tensor_active_cycles: Count = 0
+    xu_warp_instructions: Count = 0
+    elapsed_cycles: Count = 0
+    window_ns: Count = 0
+    sample_interval_ns: Annotated[int, Meta(gt=0, le=MAX_TRACE_NS)] = 20_000
+    launches: Annotated[int, Meta(ge=1, le=1 << 30)] = 1
+    strip: TrafficStripDoc | None = None
+
+
+class RingEventDoc(_Doc):
+    """gpu.ring_timeline.RingEvent: one interval of one device's compute or comm stream."""
+
+    device: Annotated[int, Meta(ge=0, lt=MAX_DEVICES)]
+    step: Annotated[int, Meta(ge=0, lt=MAX_DEVICES)]
+    stream: Literal["compute", "comm"]
+    start_ms: Annotated[float, Meta(ge=-MAX_MS, le=MAX_MS)]
+    end_ms: Annotated[float, Meta(ge=-MAX_MS, le=MAX_MS)]
+    bytes: Bytes = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.end_ms < self.start_ms:
+            raise _field_error("end_ms", f"{self.end_ms} is before start_ms {self.start_ms}")
+
+
+class RingDoc(_Doc):
+    """gpu.ring_timeline.RingMeasurement: how a ring run over P devices went."""
+
+    devices: Annotated[int, Meta(ge=1, le=MAX_DEVICES)]
+    layout: Literal["contiguous", "zigzag"]
+    transport: Name
+    kernel: Name
+    device_names: Annotated[list[Name], Meta(max_length=MAX_DEVICES)] = []
+    device_peak_bytes: Annotated[list[Bytes], Meta(max_length=MAX_DEVICES)] = []
+    step_bytes: Bytes = 0
+    link: Text = ""
+    link_peak_bytes_s: Annotated[float, Meta(gt=0.0, le=sys.float_info.max)] | None = None
+    timeline: Annotated[list[RingEventDoc], Meta(max_length=1 << 20)] = []
+    max_abs_diff_vs_single: NonNegative | None = None
+    # derived by to_dict, dropped on load
+    hidden_fraction: Annotated[float, Meta(ge=0.0, le=1.0)] | None = None
+    achieved_bytes_s: NonNegative | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("device_names", "device_peak_bytes"):
+            if getattr(self, name) and len(getattr(self, name)) != self.devices:
+                raise _field_error(
+                    name, f"holds {len(getattr(self, name))} entries for {self.devices} devices"
+                )
+        for event in self.timeline:
+            if event.device >= self.devices or event.step >= self.devices:
+                raise _field_error(
+                    "timeline",
+                    f"an event names device {event.device} step "
+                    f"{event.step} of a ring of {self.devices}",
+                )
 
 
 class ResultDoc(_Doc):
@@ -181,10 +248,12 @@ class ResultDoc(_Doc):
     # derived by to_dict (ignored when building, but they must still be sane numbers)
     total_ms: NonNegative | None = None
     tflops: NonNegative | None = None
-    # measured traffic, device-level peak and multi-GPU runs
-    measured: MeasuredDoc | None = None
+    # device-level memory, timing re-measurements, measured traffic, multi-GPU runs
     device_peak_bytes: Bytes | None = None
-    devices: Annotated[int, Meta(ge=1, le=MAX_DEVICES)] | None = None
+    device_used_bytes: Bytes | None = None
+    remeasured: Annotated[int, Meta(ge=0, le=1000)] = 0
+    traffic: Annotated[list[KernelTrafficDoc], Meta(max_length=1024)] = []
+    ring: RingDoc | None = None
 
 
 class DeviceDoc(_Doc):
@@ -401,6 +470,7 @@ def result_from_checked(data: dict[str, Any]) -> RunResult:
     KernelTime have are passed on, so optional fields of other versions are ignored."""
     known = _known(data, RunResult)
     known["kernel_times"] = [_known(k, KernelTime) for k in data.get("kernel_times", ())]
+    known["traffic"] = [_known(t, KernelTraffic) for t in data.get("traffic") or ()]
     return RunResult.from_dict(known)
 
 

@@ -9,7 +9,7 @@ from typing import ClassVar
 import pytest
 
 from gpu import profiler
-from gpu.backend import cuda_available
+from gpu.backends import cuda_available
 from gpu.profiler import (
     DRAM_READ,
     DRAM_WRITE,

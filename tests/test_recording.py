@@ -254,8 +254,9 @@ def test_optional_fields_of_later_results_are_accepted():
 def test_optional_fields_are_still_checked_when_present():
     for path, value in [
         ("results[0].device_peak_bytes", -5),
-        ("results[0].measured", {"dram_bytes": "many"}),
-        ("results[0].devices", 0),
+        ("results[0].traffic", [{"name": "flash_fwd", "dram_read_bytes": "many"}]),
+        ("results[0].ring", {"devices": 0, "layout": "zigzag", "transport": "nccl", "kernel": "k"}),
+        ("results[0].remeasured", -1),
         ("results[0].kernel_times[0].min_ms", 1e6),  # above the median
     ]:
         data = _shipped_data()

@@ -108,5 +108,5 @@ def test_a_strip_whose_series_differ_in_length_is_refused(tmp_path):
     good["results"][0] = data
     good_text = json.dumps(good)
     path.write_text(good_text)
-    with pytest.raises(RecordingError, match="malformed"):
+    with pytest.raises(RecordingError, match=r"traffic\[0\]\.strip.*differ in length"):
         load_recording(path)

@@ -18,11 +18,7 @@
 //
 // Compiled with NVRTC through gpu/cuda_kernels.py like every kernel of the app.
 
-__device__ __forceinline__ unsigned long long global_timer_ns() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
+#include "ptx.cuh"  // global_timer_ns
 
 // One thread spins while status[0] == 0 (host memory, re-read every iteration).
 extern "C" __global__ void launch_gate(volatile unsigned int* status, unsigned long long timeout_ns) {

@@ -77,3 +77,10 @@ __device__ __forceinline__ float fast_exp2(float x) {  // 2^x; 2^-inf = +0
 }
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
+
+// Nanoseconds of the GPU's global timer (%globaltimer; it ticks in steps of about a microsecond).
+__device__ __forceinline__ u64 global_timer_ns() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
