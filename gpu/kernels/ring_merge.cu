@@ -23,28 +23,24 @@
 //                     over the d columns; lane 0 writes the new m and l after every lane has
 //                     read the old ones.
 //   ring_store<BF16>  the running fp32 O -> the output in fp16 or bf16 (round to nearest even).
-// NVRTC compiles this file as is: no headers, 16-bit values converted with PTX.
+// 16-bit values are converted with the shared helpers of dtypes.cuh.
 
-#define NEG_INF_F __int_as_float(0xff800000)
+#include "dtypes.cuh"
 
-// One 16-bit storage value (fp16 or bf16 bits) as fp32, and back.
+// The storage type the fused kernels wrote: fp16 or bf16 bits.
+template <bool BF16> struct Storage { typedef half_t type; };
+template <> struct Storage<true> { typedef bf16_t type; };
+
 template <bool BF16>
 __device__ __forceinline__ float widen(unsigned short bits) {
-    if (BF16) return __uint_as_float(static_cast<unsigned int>(bits) << 16);
-    float out;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(out) : "h"(bits));
-    return out;
+    typename Storage<BF16>::type v;
+    v.bits = bits;
+    return to_float(v);
 }
 
 template <bool BF16>
 __device__ __forceinline__ unsigned short narrow(float x) {
-    unsigned short bits;
-    if (BF16) {
-        asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(bits) : "f"(x));
-    } else {
-        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(x));
-    }
-    return bits;
+    return from_float<typename Storage<BF16>::type>(x).bits;
 }
 
 template <bool BF16>
@@ -58,7 +54,7 @@ __global__ void ring_merge(float* __restrict__ o, float* __restrict__ m, float* 
 
     const float m_run = m[row], m_new_part = m_part[row];
     const float m_new = fmaxf(m_run, m_new_part);
-    if (m_new == NEG_INF_F) return;  // neither side has seen a key for this row
+    if (m_new == NEG_INF) return;  // neither side has seen a key for this row
     const float a = l[row] * expf(m_run - m_new);  // 0 when the running side is empty
     const float b = l_part[row] * expf(m_new_part - m_new);
     const float inv = 1.f / (a + b);
