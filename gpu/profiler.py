@@ -7,7 +7,9 @@ repeated `launches` times and the samples of each window are summed and averaged
 PM sampling reads the counters every `interval` of GPU time, and a window's samples add up to
 everything the GPU did in it: with only this kernel running, that is the kernel's traffic.
 Each window opens and closes two intervals away from the kernel, so its first and last
-samples are idle and none of the kernel's counts fall outside the window.
+samples are idle and none of the kernel's counts fall outside the window. The first sample a
+window decodes counts from the counters' previous read (it starts at timestamp 0) and holds
+what ran between windows, so it is dropped (`window_samples`).
 
 The counters (`METRICS`) are DRAM bytes read and written, all L2 traffic, tensor-pipe active
 cycles, warp instructions on the exponential unit (XU) and elapsed GPU cycles.
@@ -260,6 +262,15 @@ def window_gaps_ns(samples: Sequence[Sample], min_gap_ns: int = 0) -> int:
     return sum(g for g in gaps if g > min_gap_ns)
 
 
+def window_samples(samples: Sequence[Sample]) -> list[Sample]:
+    """The samples that belong to the window. The first sample after `start` counts from the
+    counters' previous read, not from `start` (its start timestamp is 0), so it holds whatever
+    the GPU did between two windows: the L2 flush before a sampled launch, buffer fills. The
+    window opens EDGE_INTERVALS idle intervals before the work it measures, so that sample
+    never holds any of it and is dropped, with any other sample that starts at time 0."""
+    return [s for i, s in enumerate(samples) if i > 0 and s.start_ns > 0]
+
+
 def _total(windows: Sequence[Sequence[Sample]], metric: str) -> float:
     i = METRICS.index(metric)
     return sum(s.values[i] for window in windows for s in window)
@@ -460,6 +471,7 @@ class PmSampler:
             raise _reason(exc, "decoding PM samples") from None
         if tuple(data.metrics) != self.metrics:
             raise ProfilerUnavailable(ERROR, f"decoded {data.metrics}, configured {self.metrics}")
+        samples = window_samples(samples)
         if not samples:
             raise ProfilerUnavailable(INCOMPLETE, "the sampled window holds no samples")
         lost = window_gaps_ns(samples, int(LOST_SAMPLE_GAP * self.interval_ns))

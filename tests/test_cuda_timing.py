@@ -72,9 +72,15 @@ def test_times_keep_their_spread_and_the_remeasure_count(backend):
     assert 0 <= result.remeasured <= 3
 
 
+#: The driver maps device memory in 2 MiB pages and serves small allocations from pages it
+#: already mapped, so free memory (cudaMemGetInfo) misses up to a page per small buffer.
+PAGE = 2 << 20
+
+
 def test_the_device_level_peak_covers_the_pools_peak(backend):
     config = AttentionConfig(seq_len=4096, heads=12)
     for algorithm in (NAIVE, TILED):
         result = backend.run(config, algorithm, RunOptions(warmup=0, repeats=1))
-        assert result.device_peak_bytes >= 0.99 * result.peak_bytes, algorithm
+        # the row statistics m and l (196 KiB each here) may land in already mapped pages
+        assert result.device_peak_bytes >= result.peak_bytes - 2 * PAGE, algorithm
         assert result.device_used_bytes >= result.device_peak_bytes

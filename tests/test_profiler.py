@@ -232,11 +232,13 @@ class FakeCollector:
     def decode(self, max_samples: int) -> CounterData:
         if FakeCollector.fail_decode:
             raise FakeCollector.fail_decode
-        values = [0.0, *[self.work["read"] / 4] * 4, 0.0]
+        # As the hardware does: the first sample of a window starts at timestamp 0 and counts
+        # everything since the counters' previous read (here: 250 MB of an L2 flush).
+        values = [250e6, 0.0, *[self.work["read"] / 4] * 4, 0.0]
         t0, dt = 5_000_000, self.interval
         data = CounterData(
             types.SimpleNamespace(
-                start_timestamp=t0 + i * dt,
+                start_timestamp=0 if i == 0 else t0 + i * dt,
                 end_timestamp=t0 + (i + 1) * dt,
                 metric_values=[v, v / 10, 2 * v, 0.0, 0.0, 39_600.0],
             )
@@ -272,6 +274,13 @@ def test_the_sampler_flushes_outside_the_window_and_averages_per_launch(fake_cup
     events = fake_cupti.events
     assert events[0] == "enable" and events[1] == ("configure", 20_000, "time")
     assert events.count("start") == events.count("stop") == 3 and events[-1] == "disable"
+
+
+def test_the_first_sample_of_a_window_counts_from_the_previous_read_and_is_dropped():
+    stale = sample(0, 5_000_000, read=250e6)  # starts at 0: everything since the last read
+    kept = profiler.window_samples([stale, *window(3, read=1e6)])
+    assert stale not in kept
+    assert sum(s.value(DRAM_READ) for s in kept) == 3e6
 
 
 def test_a_refused_enable_is_a_typed_reason(fake_cupti):
