@@ -498,7 +498,10 @@ GPUS: dict[str, GpuSpec] = {
         # 150,109,880,320 B usable), 4.8 TB/s, FP16 Tensor Core 1,979 TFLOPS with sparsity
         # (989.5 dense), FP32 67 TFLOPS; Hopper tuning guide: 228 KB shared/SM (227 KB usable by
         # one block); 132 SMs on the SXM part; L2 60 MiB (cudaDevAttrL2CacheSize on the H200).
-        # L2 bandwidth: not published; bench/l2_bandwidth.py measures it on the device.
+        # L2 bandwidth: not published. Measured with `python3 bench/l2_bandwidth.py` on an H200
+        # (driver 580.159.04, 2026-11-30): 15.42 TB/s at the L2's own counters' peak
+        # (lts__t_bytes, median of 101 samples; the roof, as Nsight Compute draws it); the best
+        # streaming read of a 30 MiB buffer reached 8.52 TB/s.
         GpuSpec(
             "H200 SXM 141 GB",
             141 * GiB,
@@ -510,8 +513,9 @@ GPUS: dict[str, GpuSpec] = {
             l2_bytes=60 * MiB,
             fp32_flops=67e12,
             clock_hz=_hopper_clock(989.5e12, 132),
-            l2_source="size: cudaDevAttrL2CacheSize on an H200; bandwidth: measure with "
-            "bench/l2_bandwidth.py",
+            l2_bandwidth_bytes_s=15.42e12,
+            l2_source="size: cudaDevAttrL2CacheSize on an H200; bandwidth: measured on an H200 "
+            "with bench/l2_bandwidth.py (counters' peak; best streaming read 8.52 TB/s)",
         ),
         # NVIDIA H100 datasheet (SXM5): 80 GB HBM3, 3.35 TB/s, FP16 Tensor 1,979 TFLOPS sparse,
         # FP32 67 TFLOPS; H100 architecture whitepaper: 50 MB L2 on the SXM5 part.
