@@ -45,8 +45,8 @@ from gpu.config import (
 )
 from gpu.costmodel import GPUS, GpuSpec
 
-from .seq_scale import SEQ_MAX, SEQ_MIN, default_scale, nearest_index
-from .units import fmt_bytes_short, fmt_int
+from .state.seq_scale import SEQ_MAX, SEQ_MIN, default_scale, nearest_index
+from .state.units import fmt_bytes_short, fmt_int
 
 BACKEND_CHOICES = (
     ("auto", "auto", "CUDA when CuPy sees a GPU, otherwise the NumPy CPU backend."),

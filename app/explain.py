@@ -22,9 +22,9 @@ from gpu.costmodel import (
     stats_bytes,
 )
 
-from .model_cache import cost
+from .state.model_cache import cost
+from .state.units import fmt_bytes, fmt_flops, fmt_int, fmt_ms
 from .theme import DARK, Palette
-from .units import fmt_bytes, fmt_flops, fmt_int, fmt_ms
 
 
 @dataclass(frozen=True)

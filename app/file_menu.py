@@ -36,8 +36,8 @@ from gpu.algorithms import ALGORITHMS
 from gpu.recording import RecordingError
 
 from . import exports
-from .recorded_run import RECORDED_DIR, REPLAY, RecordedBackend, shipped_recording
-from .session import Session, SessionError, make_session, save_session
+from .state.recorded_run import RECORDED_DIR, REPLAY, RecordedBackend, shipped_recording
+from .state.session import Session, SessionError, make_session, save_session
 from .theme import THEMES
 
 RECENT_KEY = "recent/files"

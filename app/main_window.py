@@ -36,10 +36,10 @@ from .controls import CUSTOM_PRESET, DEVICE_PRESET, Budget, ControlsPanel
 from .explain import ExplainInputs, ExplainPane
 from .file_menu import FileMenu
 from .plots import ALGOS, PlotsPanel
-from .recorded_run import REPLAY, RecordedBackend, is_reference, reference_config
-from .result_store import ResultStore
 from .runner import BackendFailure, BackendReady, Job, Runner, RunOutcome
-from .seq_scale import SEQ_MAX, SEQ_MIN, powers_of_two_up_to
+from .state.recorded_run import REPLAY, RecordedBackend, is_reference, reference_config
+from .state.result_store import ResultStore
+from .state.seq_scale import SEQ_MAX, SEQ_MIN, powers_of_two_up_to
 from .status import ErrorBanner, RunStatus, StatusBarReadouts, describe_result
 from .theme import THEMES, icon_path, palette, qt_palette, style_sheet
 

@@ -26,11 +26,11 @@ from gpu.config import AttentionConfig
 from gpu.costmodel import GpuSpec
 from gpu.results import RunResult
 
-from .model_cache import cost
-from .recorded_run import reference_label
-from .seq_scale import SEQ_MAX, SEQ_MIN, log_grid
+from .state.model_cache import cost
+from .state.recorded_run import reference_label
+from .state.seq_scale import SEQ_MAX, SEQ_MIN, log_grid
+from .state.units import fmt_bytes, fmt_int, fmt_ms, fmt_rate
 from .theme import Palette
-from .units import fmt_bytes, fmt_int, fmt_ms, fmt_rate
 
 pg.setConfigOptions(antialias=True)
 

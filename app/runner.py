@@ -46,7 +46,7 @@ from gpu.costmodel import algorithm_cost, useful_flops
 from gpu.cuda_kernels import KernelCompileError
 from gpu.results import DeviceInfo, RunResult
 
-from .recorded_run import NotRecorded
+from .state.recorded_run import NotRecorded
 
 BackendFactory = Callable[[], Backend]
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.animation.blockdetail import block_detail, detail_from_steps
-from app.animation.kernel_source import KERNEL_DIR, SOURCE_FILES, parse_step_tags
-from app.animation.online_softmax import online_softmax_trace, toy_trace
-from app.animation.player import Player, cost_model_seconds, sram_slots
+from app.state.animation.blockdetail import block_detail, detail_from_steps
+from app.state.animation.kernel_source import KERNEL_DIR, SOURCE_FILES, parse_step_tags
+from app.state.animation.online_softmax import online_softmax_trace, toy_trace
+from app.state.animation.player import Player, cost_model_seconds, sram_slots
 from gpu.algorithms import NAIVE, TILED, TILED_MMA
 from gpu.config import AttentionConfig
 from gpu.costmodel import GPUS, algorithm_cost

@@ -21,7 +21,7 @@ from test_session import FAKE_DATE, FAKE_DEVICE, synthetic_recording, write_synt
 import main
 from app import exports
 from app.file_menu import ExportRequest
-from app.recorded_run import SHIPPED_RECORDING
+from app.state.recorded_run import SHIPPED_RECORDING
 from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA
 from gpu.recording import load_recording
 
@@ -252,7 +252,7 @@ def test_render_writes_a_1600x1000_png_of_a_recorded_run_and_refuses_to_overwrit
 
 
 def test_render_replay_without_a_recording_is_a_clear_error(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("app.recorded_run.shipped_recording", lambda: None)
+    monkeypatch.setattr("app.state.recorded_run.shipped_recording", lambda: None)
     out = tmp_path / "shot.png"
     assert main.main(["render", "--seq", "1024", "--backend", "replay", "--out", str(out)]) == 2
     assert "--open" in capsys.readouterr().err and not out.exists()

@@ -9,9 +9,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from app_fakes import FakeBackend
 
-from app.session import (
+from app.state.cost_model_backend import CostModelBackend
+from app.state.session import (
     SESSION_SCHEMA,
     Session,
     SessionError,
@@ -38,7 +38,7 @@ def synthetic_recording(lens=(256, 1024, 4096, 16384, 65536)) -> Recording:
     the fake backend (a 4 GB device, so naive runs out of memory at large N) and made-up
     "PyTorch SDPA" peers, both causal and not."""
     algos = (NAIVE, TILED, TILED_MMA, TILED_WGMMA)
-    fake = FakeBackend(device=FAKE_DEVICE, algorithms=algos, memory_bytes=4 * 10**9)
+    fake = CostModelBackend(device=FAKE_DEVICE, algorithms=algos, memory_bytes=4 * 10**9)
     results = []
     for causal in (False, True):
         for n in lens:
@@ -67,7 +67,9 @@ def write_synthetic(path: Path, **kwargs) -> Path:
 @pytest.fixture
 def session() -> Session:
     rec = synthetic_recording(lens=(256, 1024))
-    other = FakeBackend(name="cpu", device="CPU (fake)").run(AttentionConfig(seq_len=512), TILED)
+    other = CostModelBackend(name="cpu", device="CPU (fake)").run(
+        AttentionConfig(seq_len=512), TILED
+    )
     entries = [("replay:" + FAKE_DEVICE + " (recorded)", None, r) for r in rec.results]
     entries.append(("cpu:CPU (fake)", 2 * 10**9, other))
     traces = load_traces(ROOT / "resources" / "traces" / "h200_trace.json")[:1]
@@ -175,7 +177,7 @@ def _measure(qtbot, window, lens=(512, 1024, 2048)):
 def test_a_saved_session_reopens_with_equal_results_config_and_controls(
     qtbot, make_window, tmp_path
 ):
-    window = make_window(FakeBackend(device="NVIDIA H200", memory_bytes=141 * 10**9))
+    window = make_window(CostModelBackend(device="NVIDIA H200", memory_bytes=141 * 10**9))
     window.controls.set_checked_algorithms((NAIVE, TILED))
     _measure(qtbot, window)
     window.controls.set_seq_len(1024)
@@ -184,7 +186,7 @@ def test_a_saved_session_reopens_with_equal_results_config_and_controls(
     assert window.file_menu.save_session(path)
     config = window.config
 
-    again = make_window(FakeBackend(name="cpu", device="another machine"))
+    again = make_window(CostModelBackend(name="cpu", device="another machine"))
     assert again.file_menu.open_file(path)
     qtbot.waitUntil(lambda: again.backend is not None and again.backend.info.backend == "replay")
     replayed = again.store.results(again.backend.key)

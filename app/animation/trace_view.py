@@ -47,7 +47,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.units import fmt_bytes, fmt_seconds
+from app.state.units import fmt_bytes, fmt_seconds
 from gpu.algorithms import ALGORITHMS
 from gpu.costmodel import DEFAULT_GPU, GPUS, algorithm_cost, gpu_for_device_name
 from gpu.trace import (
@@ -62,6 +62,8 @@ from gpu.trace import (
     load_traces,
 )
 
+from ..state.animation.player import Player
+from ..state.animation.trace_replay import BlockReplay
 from .canvas import (
     BG,
     COMPUTE_C,
@@ -75,8 +77,6 @@ from .canvas import (
     TileCanvas,
     scene_for,
 )
-from .player import Player
-from .trace_replay import BlockReplay
 
 #: The trace shipped with the app (recorded on the H200 by bench/trace_h200.py).
 SHIPPED_TRACES = Path(__file__).resolve().parents[2] / "resources" / "traces" / "h200_trace.json"

@@ -25,8 +25,8 @@ from gpu.algorithms import NAIVE, TILED
 from gpu.config import AttentionConfig
 from gpu.costmodel import DEFAULT_GPU, GPUS, GpuSpec
 
+from ..state.animation.player import DEFAULT_DURATION_S, Counters, LaneFrame, Player
 from .canvas import TileCanvas, scene_for
-from .player import DEFAULT_DURATION_S, Counters, LaneFrame, Player
 from .softmax_panel import OnlineSoftmaxPanel
 from .source_panel import SourcePanel
 
@@ -373,7 +373,7 @@ class TileAnimationWidget(QWidget):
         self.timeline.blockSignals(True)
         self.timeline.setValue(round(self.player.fraction * TIMELINE_STEPS))
         self.timeline.blockSignals(False)
-        from app.units import fmt_seconds
+        from app.state.units import fmt_seconds
 
         self.time_label.setText(
             f"{fmt_seconds(self.player.t)} / {fmt_seconds(self.player.total_time)}"

@@ -1,0 +1,1 @@
+"""The app's Qt-free state: what the window shows and why, testable and usable without Qt."""
