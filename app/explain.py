@@ -1,7 +1,8 @@
 """The explain pane: the lesson's formulas with the current numbers, and the roofline verdict.
 
-`explain_html` is plain Python (testable without a window); `ExplainPane` shows it and skips the
-work while hidden, so the slider pays nothing for a closed pane.
+`explain_html` is plain Python (testable without a window); `ExplainPane` follows the app state,
+redraws at the pace of app/pacing.py, and skips the work while hidden, so the slider pays
+nothing for a closed pane.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from html import escape
 
-from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED
@@ -22,6 +22,8 @@ from gpu.costmodel import (
     stats_bytes,
 )
 
+from .pacing import EXPLAIN_MS, coalesced
+from .state.app_state import AppState, Change
 from .state.model_cache import cost
 from .state.units import fmt_bytes, fmt_flops, fmt_int, fmt_ms
 from .theme import DARK, Palette
@@ -35,6 +37,17 @@ class ExplainInputs:
     gpu_label: str
     budget_bytes: int | None  # the memory the verdicts compare against (None: unknown)
     budget_name: str  # "an RTX 4090", "this H200", "this machine's RAM"
+
+    @classmethod
+    def from_state(cls, s: AppState) -> ExplainInputs:
+        return cls(
+            config=s.config,
+            algorithms=s.algorithms,
+            gpu=s.target_gpu,
+            gpu_label=s.target_gpu_label,
+            budget_bytes=s.budget.line_bytes,
+            budget_name=s.budget_name,
+        )
 
 
 def compare(nbytes: int, budget_bytes: int | None, budget_name: str) -> str:
@@ -169,22 +182,20 @@ class ExplainPane(QTextBrowser):
         self._inputs: ExplainInputs | None = None
         self._palette: Palette = DARK
         self._shown: tuple[ExplainInputs, str] | None = None
-        # At most THROTTLE_MS between updates while the slider moves: laying out rich text
-        # costs several ms, and nobody reads a paragraph 60 times a second.
-        self._timer = QTimer(self)
-        self._timer.setSingleShot(True)
-        self._timer.setInterval(self.THROTTLE_MS)
-        self._timer.timeout.connect(self._refresh)
+        self._paced_refresh = coalesced(self._refresh, EXPLAIN_MS, parent=self)
 
-    THROTTLE_MS = 60
+    def on_state(self, change: Change) -> None:
+        inputs = ExplainInputs.from_state(change.new)
+        if inputs != self._inputs:
+            self.set_inputs(inputs)
 
     def set_inputs(self, inputs: ExplainInputs, now: bool = False) -> None:
         self._inputs = inputs
         if now:
-            self._timer.stop()
+            self._paced_refresh.cancel()
             self._refresh()
-        elif not self._timer.isActive():
-            self._timer.start()
+        else:
+            self._paced_refresh()
 
     def set_palette(self, palette: Palette) -> None:
         self._palette = palette

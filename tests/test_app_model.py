@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 
 from app.explain import ExplainInputs, explain_html, s_formula
 from app.state.cost_model_backend import CostModelBackend
+from app.state.family import cache_config
 from app.state.recorded_run import NotRecorded, RecordedBackend
-from app.state.result_store import ResultStore, cache_config
+from app.state.result_store import ResultStore
 from app.state.seq_scale import SEQ_MAX, SEQ_MIN, default_scale, nearest_index, powers_of_two_up_to
 from app.state.units import fmt_bytes
 from gpu.algorithms import NAIVE, TILED, TILED_MMA

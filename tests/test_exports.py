@@ -47,12 +47,16 @@ def _files(folder: Path) -> list[str]:
 # ------------------------------------------------------------------------------------ images
 
 
-def test_png_export_decodes_at_the_asked_size(window, tmp_path):
+def test_png_export_decodes_at_the_asked_size(qtbot, window, tmp_path):
     fm = window.file_menu
     all_four = tmp_path / "plots.png"
     one = tmp_path / "timing.png"
-    assert fm.export(ExportRequest("plots_png", str(all_four), size=(1234, 777)))
-    assert fm.export(ExportRequest("plots_png", str(one), size=(640, 400), only="timingPlot"))
+    for request in (
+        ExportRequest("plots_png", str(all_four), size=(1234, 777)),
+        ExportRequest("plots_png", str(one), size=(640, 400), only="timingPlot"),
+    ):
+        with qtbot.waitSignal(fm.exported, timeout=10000):
+            assert fm.export(request)  # made between frames, encoded off the GUI thread
     for path, size in ((all_four, (1234, 777)), (one, (640, 400))):
         image = QImage(str(path))
         assert not image.isNull() and (image.width(), image.height()) == size
@@ -272,12 +276,15 @@ def test_render_measures_on_the_cpu_backend(tmp_path):
 # ------------------------------------------------------------------------------------ shipped
 
 
-def test_picking_recorded_run_opens_the_shipped_recording(make_window, tmp_path, monkeypatch):
+def test_picking_recorded_run_opens_the_shipped_recording(
+    qtbot, make_window, tmp_path, monkeypatch
+):
     rec = write_synthetic(tmp_path / "synthetic.json")
     monkeypatch.setattr("app.file_menu.shipped_recording", lambda: rec)
     window = make_window()
-    window.controls.set_recorded_path("")
-    window.controls.set_backend_choice("recorded")  # as if picked in the list
+    assert window.controls.recorded_path == ""
+    with qtbot.waitSignal(window.file_menu.fileOpened, timeout=5000):
+        window.controls.set_backend_choice("recorded")  # as if picked in the list
     assert window.controls.recorded_path == str(rec)
 
 

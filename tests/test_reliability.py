@@ -427,8 +427,7 @@ def test_typing_a_value_a_number_field_cannot_take_says_so_inline(qtbot, panels,
     box = getattr(panel, NUMBER_FIELDS[field])
     before_config, before_value = panel.last_valid_config, box.value()
     emitted = []
-    panel.configChanged.connect(emitted.append)
-    panel.budgetChanged.connect(emitted.append)
+    panel.state.changed.connect(emitted.append)
     box.lineEdit().selectAll()
     qtbot.keyClicks(box, text)
     qtbot.keyClick(box, Qt.Key.Key_Return)

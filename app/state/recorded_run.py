@@ -18,7 +18,7 @@ from gpu.config import AttentionConfig
 from gpu.recording import Recording, load_recording
 from gpu.results import DeviceInfo, RunResult
 
-from .result_store import cache_config, family_of
+from .family import cache_config, family, family_of
 
 if TYPE_CHECKING:
     from .session import Session
@@ -181,10 +181,10 @@ class RecordedBackend:
         pool = ours or list(self.recording.results)
         counts: dict[AttentionConfig, int] = {}
         for r in pool:
-            fam = r.config.with_(seq_len=1)
+            fam = family(r.config)
             counts[fam] = counts.get(fam, 0) + 1
         best = max(counts, key=lambda c: counts[c])
-        lens = sorted(r.config.seq_len for r in pool if r.config.with_(seq_len=1) == best)
+        lens = sorted(r.config.seq_len for r in pool if family(r.config) == best)
         return best.with_(seq_len=lens[len(lens) // 2])
 
     def run(
