@@ -23,6 +23,7 @@ from gpu.costmodel import GpuSpec
 from gpu.results import RunResult
 
 from .background import LatestOnly
+from .pacing import coalesced
 from .plot_kit import (
     LabelledLine,
     MetricPlot,
@@ -136,6 +137,8 @@ class PlotsPanel(QWidget):
         self._reference_ids: list[str] = []
         self._recorded_note = ""
         self._model: ModelCurves | None = None
+        self._relabel = False
+        self._paced_visibility = coalesced(self._apply_visibility, 0, parent=self)
         #: Model curves are computed here, off the GUI thread; only the newest set is drawn.
         self.model_worker = LatestOnly(self)
         yield from self._build_items()
@@ -474,6 +477,16 @@ class PlotsPanel(QWidget):
         self.roofline.set_series("bounds", xs, ys)
 
     def _update_visibility(self, force: bool = False) -> None:
+        """Legends and y ranges follow at the end of this turn of the event loop: a state
+        change, cleared series and new markers arriving together relayout them once."""
+        self._relabel = self._relabel or force
+        self._paced_visibility()
+
+    def flush_visibility(self) -> None:
+        self._paced_visibility.flush()
+
+    def _apply_visibility(self) -> None:
+        force, self._relabel = self._relabel, False
         algos = self._algorithms
         refs = [
             f"reference_{p}" for p in self._reference_ids if self.timing.series[f"reference_{p}"][0]
@@ -490,8 +503,8 @@ class PlotsPanel(QWidget):
         mem.append("current")
         self.memory.set_visible_items(mem)
         tim = [f"measured_{a}" for a in algos]
-        if NAIVE in algos:
-            tim += [f"kernel_{k}" for k in NAIVE_KERNELS if self.timing.series[f"kernel_{k}"][0]]
+        if NAIVE in algos:  # listed whether or not measured yet: the legend stays put
+            tim += [f"kernel_{k}" for k in NAIVE_KERNELS]
         relabel = False
         if self._time_model_gpu is not None:
             tim += [f"roofline_{a}" for a in algos]
@@ -650,3 +663,4 @@ class _Replication:
         yield
         other.set_measured(src._measured)
         other.set_reference(src._references)
+        other.flush_visibility()
