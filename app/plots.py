@@ -290,19 +290,26 @@ class PlotsPanel(QWidget):
         self.traffic.set_series(
             "current", [n] * len(algos), [cost(config, a).hbm_bytes for a in algos]
         )
+        self._measured_markers()
+        self._draw_bounds()
+
+    def _measured_markers(self) -> None:
+        """The "you are here" markers that show measurements (time, achieved FLOP/s)."""
+        config, algos = self._config, self._algorithms
+        if config is None:
+            return
+        n = config.seq_len
         times = [self._by_n[a].get(n) for a in algos]
         self.timing.set_series(
             "current", [n] * len(times), [r.total_ms if r else None for r in times]
         )
         xs, ys = [], []
         for a in algos:
-            c = cost(config, a)
             res = self._by_n[a].get(n)
             if res is not None and res.tflops:
-                xs.append(c.arithmetic_intensity)
+                xs.append(cost(config, a).arithmetic_intensity)
                 ys.append(res.tflops * 1e12)
         self.roofline.set_series("current", xs, ys, log_x=True)
-        self._draw_bounds()
 
     def set_measured(self, series: dict[str, list[RunResult]]) -> None:
         """Measured results of the current family, per algorithm, sorted by N."""
@@ -337,8 +344,7 @@ class PlotsPanel(QWidget):
             "oom", [r.config.seq_len for r in ooms], [r.model_peak_bytes for r in ooms]
         )
         self._update_visibility()
-        if self._config is not None:
-            self.set_seq_len(self._config)
+        self._measured_markers()
 
     def set_budget(self, budget_bytes: int | None, label: str) -> None:
         self._budget = budget_bytes

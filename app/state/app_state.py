@@ -119,7 +119,8 @@ class AppState:
             return f"this {self.backend.info.name}" if self.backend is not None else "this device"
         if b.preset == CUSTOM_PRESET:
             return "the custom budget"
-        return f"an {b.label}" if b.label[:1] in "AEIOUH" else f"a {b.label}"
+        # Read as letters: "an RTX 4090", "an H100", "a GTX 1080", "a T4".
+        return f"an {b.label}" if b.label[:1] in "AEFHILMNORSX" else f"a {b.label}"
 
     @property
     def budget_line_label(self) -> str:
