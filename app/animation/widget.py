@@ -1,5 +1,5 @@
 """The `tileAnimation` widget: controls, the lanes canvas, online-softmax and source panels, and
-a second mode, "Real GPU trace" (trace_view.py): what the hardware did, SM by SM."""
+a second mode, "Real GPU trace" (trace_panel.py): what the hardware did, SM by SM."""
 
 from __future__ import annotations
 
@@ -213,9 +213,9 @@ class TileAnimationWidget(QWidget):
 
     @property
     def trace_panel(self):
-        """The real-trace page (app.animation.trace_view.TracePanel), created on first use."""
+        """The real-trace page (app.animation.trace_panel.TracePanel), created on first use."""
         if self._trace_panel is None:
-            from .trace_view import TracePanel
+            from .trace_panel import TracePanel
 
             panel = TracePanel(self)
             self.pages.addWidget(panel)
