@@ -62,7 +62,7 @@ class AppState:
             a for a in ALGORITHMS if a in self.checked and a in self.available and a not in off
         )
 
-    @property
+    @cached_property
     def family(self) -> Family:
         return family(self.config)
 
@@ -142,6 +142,7 @@ class AppState:
 
 _DEFAULT_SCALE = default_scale()
 _FIELDS = tuple(f.name for f in fields(AppState))
+_FIELD_SET = frozenset(_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,13 @@ class Change:
         """Whether any of `names` (fields or derived properties) differs between old and new."""
         if self.old is None:
             return True
-        return any(getattr(self.old, n) != getattr(self.new, n) for n in names)
+        for n in names:
+            if n in _FIELD_SET:  # a field: the update says whether it changed
+                if n in self.fields:
+                    return True
+            elif getattr(self.old, n) != getattr(self.new, n):
+                return True
+        return False
 
 
 Subscriber = Callable[[Change], object]

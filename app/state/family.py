@@ -12,6 +12,8 @@ their measurements.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from gpu.algorithms import ALGORITHMS, TILED
 from gpu.config import AttentionConfig
 
@@ -24,6 +26,7 @@ Family = AttentionConfig
 """A config whose N is SEQ_MIN, standing for every N (see `family`)."""
 
 
+@lru_cache(maxsize=4096)  # asked for on every slider move; configs are immutable
 def family(config: AttentionConfig) -> Family:
     """`config` with N normalised: equal for two configs exactly when only N differs."""
     return config if config.seq_len == SEQ_MIN else config.with_(seq_len=SEQ_MIN)
@@ -35,6 +38,7 @@ def tile_agnostic(algorithm: str) -> bool:
     return algorithm in ALGORITHMS and algorithm != TILED
 
 
+@lru_cache(maxsize=4096)
 def cache_config(config: AttentionConfig, algorithm: str) -> AttentionConfig:
     """The config as far as `algorithm` can tell: tile sizes dropped where they do not matter."""
     if tile_agnostic(algorithm) and (config.block_m, config.block_n) != (64, 64):
@@ -42,6 +46,7 @@ def cache_config(config: AttentionConfig, algorithm: str) -> AttentionConfig:
     return config
 
 
+@lru_cache(maxsize=4096)
 def family_of(config: AttentionConfig, algorithm: str) -> Family:
     """The family `algorithm`'s results of `config` are filed under."""
     return family(cache_config(config, algorithm))
