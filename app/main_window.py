@@ -13,6 +13,7 @@ and paints. The window never calls a backend itself.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable
 
 from PySide6.QtCore import QSettings, Qt, QTimer
@@ -57,6 +58,12 @@ ORGANIZATION = APPLICATION = "Tilescope"
 NO_CUDA_MESSAGE = "No CUDA device: using the CPU backend (NumPy)"
 
 
+#: How long a thread may hold the GIL while another waits for it. Workers compute in Python
+#: (model curves, animation lanes, JSON); at CPython's default of 5 ms the GUI thread could wait
+#: that long several times per frame.
+GIL_SWITCH_S = 0.001
+
+
 def default_settings() -> QSettings:
     return QSettings(ORGANIZATION, APPLICATION)
 
@@ -80,6 +87,7 @@ class MainWindow(QMainWindow):
         backend: str | None = None,
     ) -> None:
         super().__init__()
+        sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_S))
         self.setObjectName("mainWindow")
         self.setWindowTitle("Tilescope — the attention memory wall")
         self.setWindowIcon(QIcon(str(icon_path())))

@@ -137,6 +137,8 @@ class PlotsPanel(QWidget):
         self._reference_ids: list[str] = []
         self._recorded_note = ""
         self._model: ModelCurves | None = None
+        self._seen: AppState | None = None  # the state shown
+        self._pending: AppState | None = None  # a newer one, noted while hidden
         self._relabel = False
         self._paced_visibility = coalesced(self._apply_visibility, 0, parent=self)
         #: Model curves are computed here, off the GUI thread; only the newest set is drawn.
@@ -233,7 +235,26 @@ class PlotsPanel(QWidget):
         self.ridge_line.set_style(p.muted, 1.0, Qt.PenStyle.DotLine)
 
     def on_state(self, change: Change) -> None:
-        """Show what changed in the app state (one call per change; see the module docstring)."""
+        """Show what changed in the app state (one call per change; see the module docstring).
+        While the panel is hidden (the Tiles tab is shown) it only notes the newest state and
+        catches up when shown: a hidden panel costs the slider nothing."""
+        if self._seen is not None and not self.isVisible():
+            self._pending = change.new
+            return
+        self._apply_state(change)
+
+    def catch_up(self) -> None:
+        """Apply a state noted while hidden."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self._apply_state(Change.between(self._seen, pending))
+
+    def showEvent(self, event) -> None:  # type: ignore[no-untyped-def]
+        super().showEvent(event)
+        self.catch_up()
+
+    def _apply_state(self, change: Change) -> None:
+        self._seen = change.new
         s = change.new
         if change.changed("seq_scale"):
             lens = s.seq_scale
@@ -465,7 +486,8 @@ class PlotsPanel(QWidget):
         self._update_visibility()
 
     def flush_model(self) -> None:
-        """Draw the model curves of the current family now (tests, exports)."""
+        """Show the newest state and its model curves now (tests, exports)."""
+        self.catch_up()
         self.model_worker.flush()
 
     def _draw_bounds(self) -> None:

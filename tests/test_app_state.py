@@ -214,7 +214,10 @@ def test_a_slider_move_updates_each_view_once(qtbot, window, counted):
     s = window.controls.slider
     calls = _one_action(qtbot, window, counted, lambda: s.setValue(s.value() + 1))
     _assert_each_view_once(calls)
-    assert calls["request"] == calls["cursor"] == calls["animation_config"] == 1
+    assert calls["request"] == calls["animation_config"] == 1
+    assert calls["cursor"] == 0  # the plots are on the hidden tab: they catch up when shown
+    window.tabs.setCurrentIndex(0)
+    assert window.plots.memory.cursor_n == window.config.seq_len
 
 
 def test_a_heads_change_updates_each_view_once(qtbot, window, counted):

@@ -159,6 +159,13 @@ class Change:
     def initial(cls, state: AppState) -> Change:
         return cls(None, state, frozenset(_FIELDS))
 
+    @classmethod
+    def between(cls, old: AppState | None, new: AppState) -> Change:
+        """The change from `old` to `new` (for a view that skipped some while hidden)."""
+        if old is None:
+            return cls.initial(new)
+        return cls(old, new, frozenset(f for f in _FIELDS if getattr(old, f) != getattr(new, f)))
+
     def changed(self, *names: str) -> bool:
         """Whether any of `names` (fields or derived properties) differs between old and new."""
         if self.old is None:
