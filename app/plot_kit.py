@@ -252,6 +252,8 @@ class MetricPlot(pg.PlotWidget):
         self._proxy = pg.SignalProxy(self.scene().sigMouseMoved, rateLimit=30, slot=self._on_mouse)
         self._palette: Palette | None = None
         self._visible_names: list[str] = []
+        #: Legend rows made so far, kept while hidden: id(legend) -> name -> (sample, label).
+        self._legend_rows: dict[int, dict[str, tuple]] = {}
         # Ranges are set by fit_y when data change, never by pyqtgraph's auto-range: it
         # re-ranges (and repaints the whole plot) whenever any item moves, cursors included.
         self.plotItem.vb.disableAutoRange()
@@ -364,19 +366,56 @@ class MetricPlot(pg.PlotWidget):
             item.setVisible(name in names)
         if force or names != self._visible_names:
             self._visible_names = list(names)
-            self.legend.clear()
             side = [n for n in names if n.startswith("reference_") and self.labels.get(n)]
             if side and self.side_legend is None:
                 self._make_side_legend()
+            self._fill_legend(self.legend, [n for n in names if n not in side])
             if self.side_legend is not None:
-                self.side_legend.clear()
+                self._fill_legend(self.side_legend, side)
                 self.side_legend.setVisible(bool(side))
-            for name in names:
-                if self.labels.get(name):
-                    item = self.items[name]
-                    sample = item.legend_sample if isinstance(item, RingMarkers) else item
-                    legend = self.side_legend if name in side else self.legend
-                    legend.addItem(sample, self.labels[name])
+
+    def _fill_legend(self, legend: pg.LegendItem, names: Sequence[str]) -> None:
+        """Lay out the rows of `names` (those with a label). A row's sample and label are made
+        once per item and kept while hidden: making a label costs a text layout (~2 ms), and a
+        recording's legends hold thirty of them."""
+        rows = self._legend_rows.setdefault(id(legend), {})
+        for sample, label in legend.items:
+            for part in (sample, label):
+                legend.layout.removeItem(part)
+                part.hide()
+        legend.items = []
+        for name in names:
+            text = self.labels.get(name)
+            if not text:
+                continue
+            item = self.items[name]
+            source = item.legend_sample if isinstance(item, RingMarkers) else item
+            row = rows.get(name)
+            if row is None or row[0].item is not source:
+                label = pg.LabelItem(
+                    text,
+                    color=legend.opts["labelTextColor"],
+                    justify="left",
+                    size=legend.opts["labelTextSize"],
+                )
+                row = rows[name] = (legend.sampleType(source), label)
+            elif row[1].text != text:
+                row[1].setText(text)
+            for part in row:
+                part.show()
+            legend.items.append(row)
+            legend._addItemToLayout(*row)
+        legend.updateSize()
+
+    def _drop_legend_rows(self) -> None:
+        """Forget the kept rows (their look is cached: a new palette needs new ones)."""
+        for legend in (self.legend, self.side_legend):
+            if legend is None:
+                continue
+            for row in self._legend_rows.pop(id(legend), {}).values():
+                legend._removeItemFromLayout(*row)
+            legend.items = []
+            legend.updateSize()
 
     def _make_side_legend(self) -> None:
         legend = pg.LegendItem(offset=(6, 4), labelTextSize="8pt", verSpacing=-6)
@@ -414,7 +453,8 @@ class MetricPlot(pg.PlotWidget):
         for legend in (self.legend, self.side_legend):
             if legend is not None:
                 self._style_legend(legend, p)
-        # Legend samples cache their look; re-adding them picks up the new pens.
+        # Legend samples cache their look; new rows pick up the new pens.
+        self._drop_legend_rows()
         names, self._visible_names = self._visible_names, []
         self.set_visible_items(names)
 
