@@ -9,12 +9,19 @@ the job goes to its `failed` callback instead (on the GUI thread too).
 Jobs must be pure computations or file I/O on data they own: they never touch a widget.
 `flush()` runs the newest job on the calling thread at once (for code that needs the result
 now: tests, exports of a config just set), and `wait()` lets a closing window finish cleanly.
+
+A thread still shares the GIL with the GUI thread: a job that is mostly Python (the cost
+model's curves) goes to a separate process with `in_process(func, *args)`, and the worker
+thread only waits for it (a wait releases the GIL).
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,3 +161,33 @@ def run_once(
 
     runner.submit(work, done, error)
     return runner
+
+
+_pool: ProcessPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def compute_process() -> ProcessPoolExecutor:
+    """One process for the app's Python-heavy jobs, started on first use ("spawn": a fork of a
+    process with Qt threads is not safe)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        return _pool
+
+
+def in_process(func: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+    """A job for LatestOnly.submit that runs `func(*args)` (picklable) in the compute process;
+    where that process cannot run, in the worker thread itself."""
+
+    def work() -> Any:
+        global _pool
+        try:
+            return compute_process().submit(func, *args).result()
+        except (BrokenProcessPool, OSError, RuntimeError):
+            with _pool_lock:
+                _pool = None  # a later job tries a fresh process
+            return func(*args)
+
+    return work

@@ -22,6 +22,7 @@ from gpu.costmodel import (
     stats_bytes,
 )
 
+from .background import LatestOnly
 from .pacing import EXPLAIN_MS, coalesced
 from .state.app_state import AppState, Change
 from .state.model_cache import cost
@@ -183,6 +184,7 @@ class ExplainPane(QTextBrowser):
         self._palette: Palette = DARK
         self._shown: tuple[ExplainInputs, str] | None = None
         self._paced_refresh = coalesced(self._refresh, EXPLAIN_MS, parent=self)
+        self.html_worker = LatestOnly(self)
 
     def on_state(self, change: Change) -> None:
         inputs = ExplainInputs.from_state(change.new)
@@ -194,6 +196,7 @@ class ExplainPane(QTextBrowser):
         if now:
             self._paced_refresh.cancel()
             self._refresh()
+            self.html_worker.flush()
         else:
             self._paced_refresh()
 
@@ -213,8 +216,14 @@ class ExplainPane(QTextBrowser):
         if self._shown == key:
             return
         self._shown = key
+        inputs, palette = self._inputs, self._palette
+        # The text (cost-model figures for a shape perhaps not seen yet) is made off the GUI
+        # thread; only laying it out happens here.
+        self.html_worker.submit(lambda: explain_html(inputs, palette), self._show_html)
+
+    def _show_html(self, html: str) -> None:
         bar = self.verticalScrollBar().value()
-        self.setHtml(explain_html(self._inputs, self._palette))
+        self.setHtml(html)
         self.verticalScrollBar().setValue(bar)
 
     def plain_text(self) -> str:

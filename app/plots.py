@@ -22,7 +22,7 @@ from gpu.config import AttentionConfig
 from gpu.costmodel import GpuSpec
 from gpu.results import RunResult
 
-from .background import LatestOnly
+from .background import LatestOnly, in_process
 from .pacing import coalesced
 from .plot_kit import (
     LabelledLine,
@@ -35,7 +35,7 @@ from .plot_kit import (
 )
 from .state.app_state import AppState, Change
 from .state.family import family
-from .state.model_cache import cost
+from .state.model_cache import cost, known, prime
 from .state.model_curves import MODEL_GRID, ModelCurves, model_curves
 from .state.recorded_run import reference_label
 from .state.seq_scale import SEQ_MAX, SEQ_MIN
@@ -139,6 +139,8 @@ class PlotsPanel(QWidget):
         self._model: ModelCurves | None = None
         self._seen: AppState | None = None  # the state shown
         self._pending: AppState | None = None  # a newer one, noted while hidden
+        self._pending_measured: dict[str, list[RunResult]] | None = None
+        self._pending_reference: dict[str, list[RunResult]] | None = None
         self._relabel = False
         self._paced_visibility = coalesced(self._apply_visibility, 0, parent=self)
         #: Model curves are computed here, off the GUI thread; only the newest set is drawn.
@@ -248,6 +250,12 @@ class PlotsPanel(QWidget):
         pending, self._pending = self._pending, None
         if pending is not None:
             self._apply_state(Change.between(self._seen, pending))
+        reference, self._pending_reference = self._pending_reference, None
+        if reference is not None:
+            self._show_reference(reference)
+        measured, self._pending_measured = self._pending_measured, None
+        if measured is not None:
+            self._show_measured(measured)
 
     def showEvent(self, event) -> None:  # type: ignore[no-untyped-def]
         super().showEvent(event)
@@ -291,7 +299,7 @@ class PlotsPanel(QWidget):
         if fam != self._family or algorithms != self._algorithms:
             self._family = fam
             self._algorithms = algorithms
-            self._request_model(warm)
+            self._request_model((*warm, config.seq_len))
             self._update_visibility()
         self.set_seq_len(config)
 
@@ -302,17 +310,31 @@ class PlotsPanel(QWidget):
         for plot in self.plots[:3]:
             plot.set_cursor(n)
         self.roofline.cursor_n = n
-        algos = self._algorithms
+        self._model_markers()
+        self._measured_markers()
+
+    def _model_markers(self) -> None:
+        """The "you are here" markers that show the model (memory, traffic, roofline bound)."""
+        config, algos = self._config, self._algorithms
+        if config is None:
+            return
+        n = config.seq_len
         # Every fused kernel has the same peak (4 matrices + m, l): one marker for all of them.
         fused = [a for a in algos if a != NAIVE]
         model_algos = [a for a in algos if a == NAIVE] + fused[:1]
-        mem_y = [cost(config, a).peak_bytes for a in model_algos]
-        self.memory.set_series("current", [n] * len(mem_y), mem_y)
-        self.traffic.set_series(
-            "current", [n] * len(algos), [cost(config, a).hbm_bytes for a in algos]
-        )
-        self._measured_markers()
+        # A shape whose model is still being worked out (off the GUI thread) gets its model
+        # markers with its curves (_draw_model); the cursor moves now.
+        figure = cost if self._model_ready() else known
+        mem = [(c.peak_bytes if (c := figure(config, a)) else None) for a in model_algos]
+        self.memory.set_series("current", [n] * len(mem), mem)
+        hbm = [(c.hbm_bytes if (c := figure(config, a)) else None) for a in algos]
+        self.traffic.set_series("current", [n] * len(hbm), hbm)
         self._draw_bounds()
+
+    def _model_ready(self) -> bool:
+        """Whether the model curves drawn are the current family's."""
+        m = self._model
+        return m is not None and m.family == self._family and m.algorithms == self._algorithms
 
     def _measured_markers(self) -> None:
         """The "you are here" markers that show measurements (time, achieved FLOP/s)."""
@@ -333,7 +355,14 @@ class PlotsPanel(QWidget):
         self.roofline.set_series("current", xs, ys, log_x=True)
 
     def set_measured(self, series: dict[str, list[RunResult]]) -> None:
-        """Measured results of the current family, per algorithm, sorted by N."""
+        """Measured results of the current family, per algorithm, sorted by N (noted only while
+        the panel is hidden, like the state)."""
+        if self._seen is not None and not self.isVisible():
+            self._pending_measured = series
+            return
+        self._show_measured(series)
+
+    def _show_measured(self, series: dict[str, list[RunResult]]) -> None:
         for a in ALGOS:
             results = list(series.get(a, ()))
             self._measured[a] = results
@@ -398,6 +427,13 @@ class PlotsPanel(QWidget):
         self._update_visibility()
 
     def set_reference(self, series: dict[str, list[RunResult]]) -> None:
+        """See `_show_reference`; noted only while the panel is hidden."""
+        if self._seen is not None and not self.isVisible():
+            self._pending_reference = series
+            return
+        self._show_reference(series)
+
+    def _show_reference(self, series: dict[str, list[RunResult]]) -> None:
         """Peers measured beside ours (PyTorch SDPA in a recording), per peer id, sorted by N:
         dashed reference series on the timing and roofline plots, labelled "PyTorch SDPA flash
         (recorded)" and so on, never as one of our algorithms. `{}` removes them."""
@@ -475,14 +511,26 @@ class PlotsPanel(QWidget):
         if fam is None:
             return
         warm = tuple(warm)
-        self.model_worker.submit(lambda: model_curves(fam, algos, gpu, warm), self._draw_model)
+        self.model_worker.submit(
+            in_process(model_curves, fam, algos, gpu, warm),
+            self._draw_model,
+            failed=self._model_failed,
+        )
+
+    def _model_failed(self, exc: BaseException) -> None:
+        self.model_worker.submit(
+            lambda: model_curves(self._family, self._algorithms, self._time_model_gpu),
+            self._draw_model,
+        )
 
     def _draw_model(self, curves: ModelCurves) -> None:
         """Draw a finished set of model curves, all in one step."""
+        prime(curves.costs)
         self._model = curves
         plots = {"memory": self.memory, "traffic": self.traffic, "timing": self.timing}
         for (plot, name), (xs, ys) in curves.series.items():
             plots[plot].set_series(name, xs, ys)
+        self._model_markers()  # those of a shape just worked out
         self._update_visibility()
 
     def flush_model(self) -> None:
@@ -496,12 +544,17 @@ class PlotsPanel(QWidget):
         if gpu is None or config is None:
             self.roofline.set_series("bounds", [], [])
             return
-        xs, ys = [], []
+        xs, ys, keys = [], [], []
+        figure = cost if self._model_ready() else known
         for a in self._algorithms:
-            ai = cost(config, a).arithmetic_intensity
+            c = figure(config, a)
+            if c is None:
+                continue
+            ai = c.arithmetic_intensity
             xs.append(ai)
             ys.append(min(gpu.fp16_tensor_flops, gpu.bandwidth_bytes_s * ai))
-        self.roofline.set_colors("bounds", self._algorithms)
+            keys.append(a)
+        self.roofline.set_colors("bounds", keys)
         self.roofline.set_series("bounds", xs, ys)
 
     def _update_visibility(self, force: bool = False) -> None:

@@ -39,6 +39,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import ClassVar
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -101,28 +102,47 @@ def backend_factory(kind: str, delay_ms: float):  # type: ignore[no-untyped-def]
 
 
 def make_app():  # type: ignore[no-untyped-def]
-    """A QApplication that also counts the GUI thread's CPU time spent in paint events."""
+    """A QApplication that counts the GUI thread's CPU time spent in paint events, and notes
+    every top-level event that kept the GUI thread busy for over 20 ms (what a stall was)."""
     from PySide6.QtCore import QEvent
     from PySide6.QtWidgets import QApplication
 
     class CountingApp(QApplication):
         paint_cpu_s = 0.0
+        slow_events: ClassVar[list] = []  # (ms, event type, receiver class, objectName)
         _depth = 0
+        _painting = False
 
         def notify(self, receiver, event):  # type: ignore[no-untyped-def]
-            if event.type() != QEvent.Type.Paint or CountingApp._depth:
-                return super().notify(receiver, event)
+            top = CountingApp._depth == 0
+            paint = event.type() == QEvent.Type.Paint and not CountingApp._painting
             CountingApp._depth += 1
-            c0 = time.thread_time()
+            CountingApp._painting |= paint
+            c0, t0 = time.thread_time(), time.perf_counter()
             try:
                 return super().notify(receiver, event)
             finally:
-                CountingApp.paint_cpu_s += time.thread_time() - c0
                 CountingApp._depth -= 1
+                if paint:
+                    CountingApp._painting = False
+                    CountingApp.paint_cpu_s += time.thread_time() - c0
+                ms = (time.perf_counter() - t0) * 1e3
+                if top and ms > 20:
+                    try:
+                        what = (type(receiver).__name__, receiver.objectName())
+                    except RuntimeError:  # deleted meanwhile
+                        what = ("?", "")
+                    CountingApp.slow_events.append((round(ms, 1), event.type().name, *what))
 
     app = QApplication.instance() or CountingApp([])
     app.setStyle("Fusion")
     return app
+
+
+def slow_events(app, since: int = 0, top: int = 5) -> list:  # type: ignore[no-untyped-def]
+    """The longest events noted since index `since` (see make_app)."""
+    events = getattr(type(app), "slow_events", [])[since:]
+    return sorted(events, reverse=True)[:top]
 
 
 def paint_cpu_ms(app) -> float:  # type: ignore[no-untyped-def]
@@ -131,7 +151,8 @@ def paint_cpu_ms(app) -> float:  # type: ignore[no-untyped-def]
 
 class Heartbeat:
     """A 10 ms QTimer on the GUI thread; the largest gap between its ticks is the longest
-    stretch the GUI thread could not run a timer (a stall)."""
+    stretch the GUI thread could not run a timer (a stall). `slowest` lists the longest events
+    handled meanwhile (what the stall was)."""
 
     def __init__(self) -> None:
         from PySide6.QtCore import Qt, QTimer
@@ -149,14 +170,20 @@ class Heartbeat:
         self._last = now
 
     def __enter__(self) -> Heartbeat:
+        from PySide6.QtWidgets import QApplication
+
         self.gaps = []
+        self._since = len(getattr(type(QApplication.instance()), "slow_events", []))
         self._last = time.perf_counter()
         self.timer.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        from PySide6.QtWidgets import QApplication
+
         self._tick()
         self.timer.stop()
+        self.slowest = slow_events(QApplication.instance(), self._since)
 
     @property
     def max_gap(self) -> float:
@@ -220,7 +247,7 @@ def clear_model_memo() -> None:
     try:
         from app.state.model_cache import cost
     except ImportError:  # the layout before the state package
-        from app.state.model_cache import cost  # type: ignore[no-redef]
+        from app.model_cache import cost  # type: ignore[no-redef]
     cost.cache_clear()
 
 
@@ -303,6 +330,7 @@ def bench_slider(app, window, moves: int, seq_max: int, tab: int) -> dict:  # ty
         "latency_ms": _summary(samples),
         "gui_cpu_ms": _summary(cpu),
         "max_heartbeat_gap_ms": beat.max_gap,
+        "slowest_events": beat.slowest,
         "all_cached": cached,
         "samples_ms": samples,
     }
@@ -377,7 +405,10 @@ def bench_changes(app, window, count: int, n: int) -> dict:  # type: ignore[no-u
 
 def stall_drag(app, window, seq_max: int) -> dict:  # type: ignore[no-untyped-def]
     out = bench_slider(app, window, 2 * len(scale_up_to(window, seq_max)), seq_max, tab=1)
-    return {"max_heartbeat_gap_ms": out["max_heartbeat_gap_ms"]}
+    return {
+        "max_heartbeat_gap_ms": out["max_heartbeat_gap_ms"],
+        "slowest_events": out["slowest_events"],
+    }
 
 
 def stall_sweep(app, window, seq_max: int) -> dict:  # type: ignore[no-untyped-def]
@@ -390,7 +421,12 @@ def stall_sweep(app, window, seq_max: int) -> dict:  # type: ignore[no-untyped-d
         total = window.sweep()
         wait_idle(app, window)
         seconds = time.perf_counter() - t0
-    return {"max_heartbeat_gap_ms": beat.max_gap, "runs": total, "seconds": seconds}
+    return {
+        "max_heartbeat_gap_ms": beat.max_gap,
+        "runs": total,
+        "seconds": seconds,
+        "slowest_events": beat.slowest,
+    }
 
 
 def stall_export(app, window, folder: str) -> dict:  # type: ignore[no-untyped-def]
@@ -411,7 +447,13 @@ def stall_export(app, window, folder: str) -> dict:  # type: ignore[no-untyped-d
         spin(app, 0.1)
     ok = started and os.path.isfile(path) and ended == [path]
     size = os.path.getsize(path) if ok else 0
-    return {"max_heartbeat_gap_ms": beat.max_gap, "ok": ok, "seconds": seconds, "bytes": size}
+    return {
+        "max_heartbeat_gap_ms": beat.max_gap,
+        "ok": ok,
+        "seconds": seconds,
+        "bytes": size,
+        "slowest_events": beat.slowest,
+    }
 
 
 def stall_open(app, window) -> dict:  # type: ignore[no-untyped-def]
@@ -428,7 +470,12 @@ def stall_open(app, window) -> dict:  # type: ignore[no-untyped-def]
         wait_idle(app, window)
         seconds = time.perf_counter() - t0
     ok = window.backend is not None and window.backend.info.backend == "replay"
-    return {"max_heartbeat_gap_ms": beat.max_gap, "ok": ok, "seconds": seconds}
+    return {
+        "max_heartbeat_gap_ms": beat.max_gap,
+        "ok": ok,
+        "seconds": seconds,
+        "slowest_events": beat.slowest,
+    }
 
 
 def bench_cold_start(runs: int) -> list[float]:

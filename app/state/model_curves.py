@@ -1,9 +1,10 @@
 """The cost model's curves over N for one family: what the plots draw as lines.
 
-Computing them walks the tiled model's query tiles at every grid point (tens of ms for the four
-algorithms), so the plots ask for them off the GUI thread and draw the finished set in one go.
-The same job warms the model's memo at every slider stop, so the markers that follow the slider
-afterwards are memo look-ups.
+Computing them walks the tiled model's query tiles at every grid point (tens of ms of Python for
+the four algorithms), so the plots ask for them in a separate process (a thread would hold the
+GIL the GUI thread needs) and draw the finished set in one go. The same job works out the costs
+at every slider stop and hands them back with the curves (`costs`), so the markers that follow
+the slider afterwards are memo look-ups.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED
-from gpu.costmodel import GpuSpec
+from gpu.config import AttentionConfig
+from gpu.costmodel import AlgorithmCost, GpuSpec
 
 from .family import Family
-from .model_cache import cost
+from .model_cache import cost as memo_cost
 from .seq_scale import SEQ_MAX, SEQ_MIN, log_grid
 
 #: Where the model curves are sampled: smooth on log-log axes.
@@ -33,6 +35,8 @@ class ModelCurves:
     algorithms: tuple[str, ...]
     time_gpu: GpuSpec | None
     series: dict[tuple[str, str], Series]
+    #: Every cost computed on the way, for app.state.model_cache.prime.
+    costs: dict[tuple[AttentionConfig, str], AlgorithmCost]
 
 
 def model_curves(
@@ -41,7 +45,15 @@ def model_curves(
     time_gpu: GpuSpec | None,
     warm: Iterable[int] = (),
 ) -> ModelCurves:
-    """Every model line for `family`; `warm`: more N whose costs to memoize for the slider."""
+    """Every model line for `family`; `warm`: more N whose costs to work out for the slider."""
+    costs: dict[tuple[AttentionConfig, str], AlgorithmCost] = {}
+
+    def cost(config: AttentionConfig, algorithm: str) -> AlgorithmCost:
+        key = (config, algorithm)
+        if key not in costs:
+            costs[key] = memo_cost(config, algorithm)
+        return costs[key]
+
     configs = [family.with_(seq_len=n) for n in MODEL_GRID]
     grid = MODEL_GRID
     out: dict[tuple[str, str], Series] = {
@@ -61,4 +73,4 @@ def model_curves(
     for n in warm:
         for a in algorithms:
             cost(family.with_(seq_len=n), a)
-    return ModelCurves(family, algorithms, time_gpu, out)
+    return ModelCurves(family, algorithms, time_gpu, out, costs)
