@@ -74,6 +74,8 @@ MIN_SIZE, MAX_SIZE = 64, 8192
 ANIMATION_FORMATS = (".gif", ".mp4")
 #: Seconds of rendering per timer tick: the GUI gets the rest.
 CHUNK_S = 0.04
+#: Rows of pixels a PNG export of the plots renders per step (~10 ms each at 2000 px wide).
+RENDER_BAND_PX = 300
 
 
 class ExportError(Exception):
@@ -267,14 +269,20 @@ class PlotImageExport(QObject):
             for plot in replica.plots:
                 plot.setVisible(self.only is None or plot.objectName() == self.only)
             yield from _lay_out_steps(replica, self.size)
+            for plot in replica.plots:  # a cache holds a whole item: render bands, not items
+                for item in plot.scene().items():
+                    item.setCacheMode(QGraphicsItem.CacheMode.NoCache)
             image = QImage(*self.size, QImage.Format.Format_RGB32)
             image.fill(replica.palette().window().color())
             for plot in replica.plots:
-                if plot.isVisibleTo(replica):
+                if not plot.isVisibleTo(replica):
+                    continue
+                rect = plot.geometry()
+                for top in range(rect.top(), rect.bottom() + 1, RENDER_BAND_PX):
+                    band = rect.intersected(QRect(rect.left(), top, rect.width(), RENDER_BAND_PX))
                     painter = QPainter(image)
                     try:
-                        rect = plot.geometry()
-                        replica.render(painter, rect.topLeft(), QRegion(rect))
+                        replica.render(painter, band.topLeft(), QRegion(band))
                     finally:
                         painter.end()
                     yield

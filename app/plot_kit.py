@@ -207,7 +207,10 @@ class MetricPlot(pg.PlotWidget):
     ) -> None:
         bottom = Log2NAxis("bottom") if x_format is None else LogValueAxis("bottom", x_format)
         self._n_axis = x_format is None
-        super().__init__(axisItems={"bottom": bottom, "left": LogValueAxis("left", y_format)})
+        # No context menus (a ViewBox menu costs ~10 ms to build and the app never shows one).
+        super().__init__(
+            axisItems={"bottom": bottom, "left": LogValueAxis("left", y_format)}, enableMenu=False
+        )
         self.setObjectName(object_name)
         self.title = title
         self.plotItem.setMenuEnabled(False)
