@@ -541,7 +541,7 @@ class MainWindow(QMainWindow):
     def _on_state(self, change: Change) -> None:
         """The window's own share of a state change: measured series and runner requests."""
         if change.changed("family", "algorithms", "backend", "run_budget"):
-            self._refresh_measured()
+            self._redraw_measured()  # with any results arriving meanwhile, in its own event
         if change.changed("config", "algorithms", "backend", "run_budget"):
             self._request()
         if change.changed("config"):

@@ -72,6 +72,9 @@ def default_options(backend_name: str) -> RunOptions:
     return RunOptions(warmup=0, repeats=3)
 
 
+#: The runner trims the heap once it has had no work for this long (see `trim_heap`).
+IDLE_TRIM_AFTER_S = 1.0
+
 #: A first guess at each backend's attention throughput (FLOP/s), until it has run once.
 PRIOR_FLOPS_PER_S = {"cpu": 8e9}
 
@@ -110,6 +113,8 @@ class Runner(QObject):
         self.live_time_limit_s: float | None = 20.0
         self.sweep_time_limit_s: float | None = 90.0
         self.options_for: Callable[[str], RunOptions] = default_options
+        #: Seconds without work before the idle heap trim (see `trim_heap`).
+        self.idle_trim_after_s = IDLE_TRIM_AFTER_S
 
         self._cond = threading.Condition()
         self._stop = False
@@ -250,12 +255,23 @@ class Runner(QObject):
         requested = ""
         while True:
             with self._cond:
+                trim_due = False
                 while not (self._stop or self._backend_spec or self._live or self._sweep):
                     if self._busy:
                         self._busy = False
                         self._emit(self._bridge.idle)
-                        # Idle: give the C heap's freed blocks back to the OS, outside the lock
-                        # so the GUI thread can queue work meanwhile; then check for work again.
+                        trim_due = True
+                        continue
+                    if trim_due:
+                        # Idle for a while: give the C heap's freed blocks back to the OS,
+                        # outside the lock so the GUI thread can queue work meanwhile. Not at
+                        # once: a trim holds the allocator's lock, and a GUI thread allocating
+                        # meanwhile (a slider being dragged) would wait for it.
+                        if self._cond.wait(self.idle_trim_after_s):
+                            continue  # woken: work (or a stop) arrived first
+                        if self._stop or self._backend_spec or self._live or self._sweep:
+                            continue
+                        trim_due = False
                         self._cond.release()
                         try:
                             trim_heap()
@@ -431,14 +447,11 @@ def trim_heap() -> None:
     """Give freed heap memory back to the OS (glibc; elsewhere a no-op).
 
     Why: a CPU run frees its S and P (tens of MB), but once glibc's dynamic mmap threshold has
-    risen, such blocks come from and return to the heap, which keeps them. Trimming after each
-    CPU run (outside its timing, ~0.3 ms) took the soak's idle RSS from ~220 MB to ~185 MB.
-    The runner also trims each time it goes idle, whatever the backend: results, plots and Qt
-    churn the heap too, and at GPU run rates its retained free blocks made most of a slow RSS
-    rise (`bench/soak.py --backend fake --minutes 10`: 9.2 MiB/h without the idle trim, 1.9 with
-    it; docs/RELIABILITY.md).
-    (The slower creep that remained came from tracemalloc, started and stopped for each run's
-    peak; gpu/array_meter.py replaced it, and the 30-minute CPU soak is now flat: +1.1%.)"""
+    risen, such blocks come from and return to the heap, which keeps them. The runner trims after
+    each CPU run (outside its timing, ~0.3 ms), and, whatever the backend, once it has been idle
+    for IDLE_TRIM_AFTER_S: results, plots and Qt churn the heap too, and at GPU run rates their
+    retained free blocks made most of a slow RSS rise (docs/RELIABILITY.md). Never at once on
+    going idle: a trim holds the allocator's lock, which a busy GUI thread would wait for."""
     trim = _malloc_trim()
     if trim is not None:
         with contextlib.suppress(Exception):

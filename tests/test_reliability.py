@@ -202,17 +202,22 @@ def test_runner_gives_freed_heap_back_after_each_cpu_run_and_when_idle(
 
     runner_module.trim_heap()  # the real one: glibc's malloc_trim, a no-op elsewhere
     trims = []
-    monkeypatch.setattr(runner_module, "trim_heap", lambda: trims.append(1))
+    monkeypatch.setattr(runner_module, "trim_heap", lambda: trims.append(time.monotonic()))
+    runner.idle_trim_after_s = 0.3
     start_backend(CostModelBackend(name=backend_name))
     qtbot.waitUntil(lambda: not runner.busy, timeout=5000)
-    qtbot.wait(200)
+    qtbot.wait(500)
     trims.clear()
     seen = outcomes
     runner.request(BASE.with_(seq_len=256), [NAIVE, TILED], None)
-    # cpu: one trim after each of the two runs, one when the runner goes idle; else idle only.
-    qtbot.waitUntil(lambda: len(seen) == 2 and len(trims) >= trims_expected, timeout=5000)
+    qtbot.waitUntil(lambda: len(seen) == 2, timeout=5000)
+    done = time.monotonic()
+    # cpu: one trim after each of the two runs; any backend: one once idle for 0.3 s, not before
+    # (a trim holds the allocator's lock: never while the window is busy with fresh results).
+    qtbot.waitUntil(lambda: len(trims) >= trims_expected, timeout=5000)
     qtbot.wait(200)
     assert len(trims) == trims_expected
+    assert trims[-1] - done >= 0.25
 
 
 # ------------------------------------------------------------------------------------ window
