@@ -22,6 +22,8 @@ from superqt.utils import qthrottled
 RESULTS_MS = 16
 #: The explain pane's rich text (several ms to lay out; nobody reads it 60 times a second).
 EXPLAIN_MS = 60
+#: The animation's lanes while the slider moves (each build is tens of ms of a worker).
+LANES_MS = 150
 #: The kernel source highlight while the animation plays.
 SOURCE_MS = 150
 

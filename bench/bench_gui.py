@@ -98,7 +98,7 @@ def backend_factory(kind: str, delay_ms: float):  # type: ignore[no-untyped-def]
     return lambda name: create_backend(kind)
 
 
-# ------------------------------------------------------------------------------------ helpers
+# ------------------------------------------------------------------------------------ measuring
 
 
 def make_app():  # type: ignore[no-untyped-def]

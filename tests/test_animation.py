@@ -383,12 +383,13 @@ def test_slider_bursts_build_only_the_newest_config_off_the_gui_thread(widget, q
     widget.configApplied.connect(lambda: applied.append(widget.player.config))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("app.animation.widget.build_lanes", build)
-        for n in (1024, 1536, 2048, 2560, 3000):  # a burst, as a slider drag sends
-            widget.set_config(AttentionConfig(seq_len=n))
-        assert widget.config == AttentionConfig(seq_len=3000)
+        with qtbot.waitSignal(widget.configApplied, timeout=5000):
+            for n in (1024, 1536, 2048, 2560, 3000):  # a burst, as a slider drag sends
+                widget.set_config(AttentionConfig(seq_len=n))
+            assert widget.config == AttentionConfig(seq_len=3000)
         qtbot.waitUntil(lambda: not widget.lanes_worker.busy, timeout=5000)
-    # The first build had started; the three configs queued behind it were superseded.
-    assert [n for n, _ in built_on] == [1024, 3000]
+    # Paced (app/pacing.py) and superseded: only the newest config was built.
+    assert [n for n, _ in built_on] == [3000]
     assert threading.get_ident() not in {t for _, t in built_on}
     assert applied == [AttentionConfig(seq_len=3000)]  # a superseded build is never shown
     assert widget.frames()[0].config == AttentionConfig(seq_len=3000)

@@ -25,7 +25,7 @@ from gpu.config import AttentionConfig
 from gpu.costmodel import DEFAULT_GPU, GPUS, GpuSpec
 
 from ..background import LatestOnly
-from ..pacing import SOURCE_MS, coalesced
+from ..pacing import LANES_MS, SOURCE_MS, coalesced
 from ..state.animation.player import (
     DEFAULT_DURATION_S,
     Counters,
@@ -54,9 +54,10 @@ class TileAnimationWidget(QWidget):
     `gpu.costmodel.algorithm_cost` totals for all B·h heads.
 
     A new config's lanes are built off the GUI thread (tens of ms at N = 131072) by a LatestOnly
-    worker: while the slider moves only the newest config is built, and the finished lanes are
-    swapped in at once (`configApplied`). Anything that needs the new lanes now (counters,
-    frames, stepping) builds them on the spot (`flush`).
+    worker, paced by app/pacing.py: while the slider moves only the newest config is built, at
+    most every LANES_MS, and the finished lanes are swapped in at once (`configApplied`).
+    Anything that needs the new lanes now (counters, frames, stepping) builds them on the spot
+    (`flush`).
     """
 
     frameChanged = Signal()
@@ -87,6 +88,9 @@ class TileAnimationWidget(QWidget):
         self.glide_s = GLIDE_S
         self._pending_config: AttentionConfig | None = None
         self.lanes_worker = LatestOnly(self)
+        # While the slider moves, lanes are built at most every LANES_MS (each build is tens of
+        # ms of a worker that shares the GIL with this thread), always for the newest config.
+        self._paced_build = coalesced(self._build, LANES_MS, parent=self)
         self._paced_source = coalesced(self._show_source, SOURCE_MS, parent=self)
 
         # controls
@@ -262,6 +266,12 @@ class TileAnimationWidget(QWidget):
         if config == self.config and not self.lanes_worker.busy:
             return
         self._pending_config = config
+        self._paced_build()
+
+    def _build(self) -> None:
+        config = self._pending_config
+        if config is None:
+            return
         gpu, algorithms = self.player.gpu, self.player.algorithms
         self.lanes_worker.submit(
             lambda: build_lanes(config, gpu, algorithms),
@@ -269,11 +279,12 @@ class TileAnimationWidget(QWidget):
         )
 
     def flush(self) -> None:
-        """Apply a config still being built, now."""
+        """Apply a config still being built (or waiting to be), now."""
+        self._paced_build.flush()
         self.lanes_worker.flush()
 
     def _flush_config(self) -> None:
-        self.lanes_worker.flush()
+        self.flush()
 
     def _adopt(self, config: AttentionConfig, lanes: list[Lane]) -> None:
         self._pending_config = None
