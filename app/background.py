@@ -17,6 +17,7 @@ thread only waits for it (a wait releases the GIL).
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing
 import threading
 from collections.abc import Callable
@@ -174,6 +175,7 @@ def compute_process() -> ProcessPoolExecutor:
     with _pool_lock:
         if _pool is None:
             _pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+            atexit.register(_pool.shutdown, wait=True, cancel_futures=True)
         return _pool
 
 
