@@ -1,10 +1,13 @@
-"""The left panel: every input of a run, validated into an AttentionConfig.
+"""The left panel: every input of a run, validated into the app state.
 
+The panel writes to the app state (app/state/app_state.py) and draws from it: a user's edit
+becomes one `state.update(...)`, and every change of the state (the user's, a session opened, a
+backend ready) is shown by `on_state` with the widgets' signals blocked, so nothing echoes back.
 Widgets bound their own ranges, and what a range cannot express (an unsupported head dim on a
 backend, say) arrives as a ConfigError: its message is shown inline next to the field it names,
 never as a dialog or a crash. Typed text a number field cannot take (out of its range, say) is
 not put back silently either: the field keeps its value and says why, inline. Nothing here runs
-anything; the panel only emits what changed.
+anything: starting a backend is asked for with `backendWanted`.
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ from __future__ import annotations
 import bisect
 import contextlib
 import re
-from dataclasses import dataclass
 
 from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtGui import QValidator
@@ -30,7 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gpu.algorithms import ALGORITHMS, NAIVE, TILED
+from gpu.algorithms import ALGORITHMS
 from gpu.config import (
     BATCH_MAX,
     BATCH_MIN,
@@ -43,10 +45,13 @@ from gpu.config import (
     AttentionConfig,
     ConfigError,
 )
-from gpu.costmodel import GPUS, GpuSpec
+from gpu.costmodel import GPUS
 
-from .seq_scale import SEQ_MAX, SEQ_MIN, default_scale, nearest_index
-from .units import fmt_bytes_short, fmt_int
+from .state.app_state import AppState, Change
+from .state.budget import BUDGET_PRESETS, CUSTOM_PRESET, DEVICE_PRESET, Budget
+from .state.seq_scale import SEQ_MAX, SEQ_MIN, default_scale, nearest_index
+from .state.units import fmt_bytes_short, fmt_int
+from .state_signal import StateSignal
 
 BACKEND_CHOICES = (
     ("auto", "auto", "CUDA when CuPy sees a GPU, otherwise the NumPy CPU backend."),
@@ -55,31 +60,11 @@ BACKEND_CHOICES = (
     ("recorded", "recorded run", "Results measured earlier (main.py bench --out), from a file."),
 )
 
-DEVICE_PRESET = "device"
-CUSTOM_PRESET = "custom"
-
-#: Presets of the memory budget, largest first: this device, the GPUS table, custom.
-BUDGET_PRESETS: tuple[str, ...] = (
-    DEVICE_PRESET,
-    *sorted(GPUS, key=lambda k: (-GPUS[k].memory_bytes, k)),
-    CUSTOM_PRESET,
-)
-
 #: Every algorithm the engine knows, in its order; a backend enables those it can run.
 ALGORITHM_ORDER = tuple(ALGORITHMS)
 
-
-@dataclass(frozen=True)
-class Budget:
-    """The memory budget as the rest of the app needs it."""
-
-    preset: str
-    #: Passed to the backend (RunOptions.budget_bytes); None = the device's own memory.
-    run_bytes: int | None
-    #: Where to draw the line: the budget, or the device's memory for "this device".
-    line_bytes: int | None
-    label: str  # "RTX 4090 24 GB", "this device (23.4 GB RAM)"
-    gpu: GpuSpec | None  # the GPU whose roofline and ridge point the verdicts use
+#: Config fields that have a widget (and an inline error label).
+CONFIG_FIELDS = ("seq_len", "heads", "head_dim", "batch", "dtype", "causal", "block_m", "block_n")
 
 
 _NUMBER_LIKE = re.compile(r"[+-]?\d*(?:[.,]\d*)?(?:[eE][+-]?\d*)?")
@@ -155,26 +140,17 @@ class SeqLenSpinBox(ValidatedSpinBox):
 
 
 class ControlsPanel(QWidget):
-    configChanged = Signal(object)  # AttentionConfig (valid)
-    algorithmsChanged = Signal(tuple)
-    backendChanged = Signal(str)
-    budgetChanged = Signal(object)  # Budget
+    """Every input of a run; writes to `state` and shows it (see the module docstring)."""
+
+    backendWanted = Signal(str)  # the user picked another backend ("auto", "cuda", "cpu", ...)
     recordedRunWanted = Signal()  # the user picked "recorded run" with no file open
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, state: StateSignal | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("controlsPanel")
-        self._scale: tuple[int, ...] = default_scale()
-        self._seq_len = 1024
+        self.state = state if state is not None else StateSignal(parent=self)
         self._errors: dict[str, QLabel] = {}
         self._edit_errors: set[str] = set()  # fields showing a refused typed value
-        self._last_valid: AttentionConfig | None = None
-        self._available: tuple[str, ...] = (NAIVE, TILED)
-        self._unavailable_reasons: dict[str, str] = {}
-        self._recorded_path = ""
-        self._device_memory: int | None = None
-        self._device_label = "this device"
-        self._device_gpu: GpuSpec | None = None
         self._building = True
 
         layout = QVBoxLayout(self)
@@ -186,9 +162,8 @@ class ControlsPanel(QWidget):
         layout.addWidget(self._build_device_group())
         layout.addStretch(1)
         self._building = False
-        self._set_seq_len(self._seq_len, emit=False)
-        self._update_budget_widgets()
-        self._last_valid = self.config()
+        self.state.changed.connect(self.on_state)
+        self.on_state(Change.initial(self.state.value))
 
     # ------------------------------------------------------------------ construction
 
@@ -241,7 +216,6 @@ class ControlsPanel(QWidget):
         ends.addWidget(self.seq_hi)
         v.addLayout(ends)
         v.addWidget(self._error_label("seq_len"))
-        self._apply_scale()
         return box
 
     def _build_shape_group(self) -> QGroupBox:
@@ -361,7 +335,6 @@ class ControlsPanel(QWidget):
             self.algo_checks[algo] = check
             v.addWidget(check)
         v.addWidget(self._error_label("algorithms"))
-        self._update_algorithm_availability()
         return box
 
     def _build_device_group(self) -> QGroupBox:
@@ -404,7 +377,6 @@ class ControlsPanel(QWidget):
         form.addRow("Memory", self.budget)
         form.addRow("Custom", self.custom_gb)
         form.addRow("", self._error_label("budget"))
-        self._refresh_budget_labels()
         return box
 
     # ------------------------------------------------------------------ typed values
@@ -440,79 +412,219 @@ class ControlsPanel(QWidget):
             self._edit_errors.discard(field)
             self.clear_error(field)
 
-    # ------------------------------------------------------------------ sequence length
+    # ------------------------------------------------------------------ showing the state
 
-    def _apply_scale(self) -> None:
+    def on_state(self, change: Change) -> None:
+        """Show what changed; the widgets' signals are blocked, so nothing is written back."""
+        s = change.new
+        self._building = True
+        try:
+            if change.changed("seq_scale"):
+                self._apply_scale(s)
+            if change.changed("config", "seq_scale"):
+                self._show_config(s)
+                if change.old is not None:  # a new valid config: older messages are moot
+                    for field in CONFIG_FIELDS:
+                        self.clear_error(field)
+                        self._edit_errors.discard(field)
+            if change.changed("checked", "available", "disabled"):
+                self._show_algorithms(s)
+            if change.changed("backend_choice", "recorded_path"):
+                self._show_backend_choice(s)
+            if change.changed("backend"):
+                self._refresh_budget_labels(s)
+            if change.changed("budget_preset", "custom_budget_gb"):
+                self._show_budget(s)
+        finally:
+            self._building = False
+
+    def _apply_scale(self, s: AppState) -> None:
+        scale, snap = s.scale, s.seq_scale is not None
         self.slider.blockSignals(True)
-        self.slider.setRange(0, len(self._scale) - 1)
+        self.slider.setRange(0, len(scale) - 1)
         self.slider.setSingleStep(1)
-        self.slider.setPageStep(4 if not self.seq_spin.snap else 1)
-        self.slider.setTickInterval(4 if not self.seq_spin.snap else 1)
+        self.slider.setPageStep(4 if not snap else 1)
+        self.slider.setTickInterval(4 if not snap else 1)
         self.slider.blockSignals(False)
-        self.seq_spin.scale = self._scale
+        self.seq_spin.scale = scale
+        self.seq_spin.snap = snap
         self.seq_spin.blockSignals(True)
-        if self.seq_spin.snap:
-            self.seq_spin.setRange(self._scale[0], self._scale[-1])
+        if snap:
+            self.seq_spin.setRange(scale[0], scale[-1])
         else:
             self.seq_spin.setRange(SEQ_MIN, SEQ_MAX)
         self.seq_spin.blockSignals(False)
-        self.seq_lo.setText(_short_n(self._scale[0]))
-        self.seq_hi.setText(_short_n(self._scale[-1]))
+        self.seq_lo.setText(_short_n(scale[0]))
+        self.seq_hi.setText(_short_n(scale[-1]))
 
-    def set_seq_scale(self, values: tuple[int, ...] | None) -> None:
-        """Snap N to `values` (a recorded run's N), or back to the log scale with None."""
-        if values:
-            self._scale = tuple(sorted(set(values)))
-            self.seq_spin.snap = True
-        else:
-            self._scale = default_scale()
-            self.seq_spin.snap = False
-        self._apply_scale()
-        self._set_seq_len(self._seq_len, emit=True)
-
-    @property
-    def seq_scale(self) -> tuple[int, ...]:
-        return self._scale
-
-    def seq_len(self) -> int:
-        return self._seq_len
-
-    def set_seq_len(self, n: int) -> None:
-        self._set_seq_len(n, emit=True)
-
-    def step_seq(self, steps: int) -> None:
-        """Move N along the scale by `steps` positions (the ←/→ shortcuts)."""
-        self.seq_spin.stepBy(steps)
-
-    def _on_slider(self, pos: int) -> None:
-        self._set_seq_len(self._scale[pos], emit=True)
-
-    def _on_spin(self, n: int) -> None:
-        self._set_seq_len(n, emit=True)
-
-    def _set_seq_len(self, n: int, emit: bool) -> None:
-        if self.seq_spin.snap or not SEQ_MIN <= n <= SEQ_MAX:
-            n = self._scale[nearest_index(self._scale, n)]
-        changed = n != self._seq_len
-        self._seq_len = n
+    def _show_config(self, s: AppState) -> None:
+        c = s.config
         for widget, value in (
-            (self.slider, nearest_index(self._scale, n)),
-            (self.seq_spin, n),
+            (self.slider, nearest_index(s.scale, c.seq_len)),
+            (self.seq_spin, c.seq_len),
+            (self.heads, c.heads),
+            (self.head_dim, c.head_dim),
+            (self.batch, c.batch),
         ):
             if widget.value() != value:
                 widget.blockSignals(True)
                 widget.setValue(value)
                 widget.blockSignals(False)
-        self.seq_value.setText(f"N = {fmt_int(n)}")
-        if emit and changed:
-            self._emit_config()
+        for combo, value in (
+            (self.dtype, c.dtype),
+            (self.block_m, c.block_m),
+            (self.block_n, c.block_n),
+        ):
+            i = combo.findData(value)
+            if i >= 0 and combo.currentIndex() != i:
+                combo.blockSignals(True)
+                combo.setCurrentIndex(i)
+                combo.blockSignals(False)
+        if self.causal.isChecked() != c.causal:
+            self.causal.blockSignals(True)
+            self.causal.setChecked(c.causal)
+            self.causal.blockSignals(False)
+        self.seq_value.setText(f"N = {fmt_int(c.seq_len)}")
 
-    # ------------------------------------------------------------------ config
+    def _show_algorithms(self, s: AppState) -> None:
+        reasons = dict(s.disabled)
+        for algo, check in self.algo_checks.items():
+            if check.isChecked() != (algo in s.checked):
+                check.blockSignals(True)
+                check.setChecked(algo in s.checked)
+                check.blockSignals(False)
+            ok = algo in s.available and algo not in reasons
+            check.setEnabled(ok)
+            tip = ALGORITHMS[algo].description
+            if not ok:
+                why = reasons.get(algo)
+                tip += (
+                    f"\n\nUnavailable this session: {why}"
+                    if why
+                    else "\n\nNot available on the current backend."
+                )
+            check.setToolTip(tip)
+        if not s.algorithms:
+            self.show_error("algorithms", "Pick at least one algorithm to measure.")
+        else:
+            self.clear_error("algorithms")
+
+    def _show_backend_choice(self, s: AppState) -> None:
+        i = self.backend.findData("recorded")
+        name = s.recorded_path.rsplit("/", 1)[-1] if s.recorded_path else ""
+        self.backend.setItemText(i, f"recorded run: {name}" if name else "recorded run")
+        self.show_backend_choice(s.backend_choice)
+
+    def show_backend_choice(self, key: str) -> None:
+        """Put the backend list back on `key` without asking for anything."""
+        i = self.backend.findData(key)
+        if i >= 0 and self.backend.currentIndex() != i:
+            self.backend.blockSignals(True)
+            self.backend.setCurrentIndex(i)
+            self.backend.blockSignals(False)
+
+    def _refresh_budget_labels(self, s: AppState) -> None:
+        device = s.device
+        for i in range(self.budget.count()):
+            key = self.budget.itemData(i)
+            if key == DEVICE_PRESET:
+                mem = f" ({fmt_bytes_short(device.memory_bytes)})" if device.memory_bytes else ""
+                text = f"This device{mem}"
+                tip = f"No emulated limit: {device.label}'s own memory."
+            elif key == CUSTOM_PRESET:
+                text, tip = "Custom…", "Type a budget in GB below."
+            else:
+                spec = GPUS[key]
+                text = key
+                tip = (
+                    f"{spec.name}: {fmt_bytes_short(spec.memory_bytes)}, "
+                    f"{spec.bandwidth_bytes_s / 1e12:.2f} TB/s, "
+                    f"{spec.fp16_tensor_flops / 1e12:.0f} TFLOP/s fp16 dense ({spec.source})"
+                )
+            self.budget.setItemText(i, text)
+            self.budget.setItemData(i, tip, Qt.ItemDataRole.ToolTipRole)
+
+    def _show_budget(self, s: AppState) -> None:
+        i = self.budget.findData(s.budget_preset)
+        if i >= 0 and self.budget.currentIndex() != i:
+            self.budget.blockSignals(True)
+            self.budget.setCurrentIndex(i)
+            self.budget.blockSignals(False)
+        if self.custom_gb.value() != s.custom_budget_gb:
+            self.custom_gb.blockSignals(True)
+            self.custom_gb.setValue(s.custom_budget_gb)
+            self.custom_gb.blockSignals(False)
+        self.custom_gb.setEnabled(s.budget_preset == CUSTOM_PRESET)
+
+    # ------------------------------------------------------------------ the user's edits
+
+    def _on_slider(self, pos: int) -> None:
+        self.set_seq_len(self.state.value.scale[pos])
+
+    def _on_spin(self, n: int) -> None:
+        self.set_seq_len(n)
+
+    def _emit_config(self, *_: object) -> None:
+        if self._building:
+            return
+        try:
+            config = self.config()
+        except ConfigError as exc:
+            self.show_error(exc.field, str(exc))
+            return
+        self.set_config(config)
+
+    def _emit_algorithms(self, *_: object) -> None:
+        if not self._building:
+            self.set_checked_algorithms(
+                tuple(a for a in ALGORITHM_ORDER if self.algo_checks[a].isChecked())
+            )
+
+    def _on_backend(self, *_: object) -> None:
+        self.clear_error("backend")
+        key = self.backend_choice()
+        if key == "recorded" and not self.state.value.recorded_path:
+            self.recordedRunWanted.emit()
+        else:
+            self.backendWanted.emit(key)
+
+    def _on_budget(self, *_: object) -> None:
+        if not self._building:
+            self.state.update(
+                budget_preset=self.budget.currentData(),
+                custom_budget_gb=float(self.custom_gb.value()),
+            )
+
+    # ------------------------------------------------------------------ API
+
+    @property
+    def seq_scale(self) -> tuple[int, ...]:
+        return self.state.value.scale
+
+    def seq_len(self) -> int:
+        return self.state.value.config.seq_len
+
+    def set_seq_len(self, n: int) -> None:
+        """Show N = `n` (snapped to the scale where the scale says so)."""
+        s = self.state.value
+        n = s.snap(n)
+        if n == s.config.seq_len:
+            self._building = True
+            try:
+                self._show_config(s)  # a snapped value: put the widgets back on it
+            finally:
+                self._building = False
+            return
+        self.state.update(config=s.config.with_(seq_len=n))
+
+    def step_seq(self, steps: int) -> None:
+        """Move N along the scale by `steps` positions (the ←/→ shortcuts)."""
+        self.seq_spin.stepBy(steps)
 
     def config(self) -> AttentionConfig:
-        """The current config; raises ConfigError for a value the engine refuses."""
+        """The config the widgets show; raises ConfigError for a value the engine refuses."""
         return AttentionConfig(
-            seq_len=self._seq_len,
+            seq_len=self.state.value.config.seq_len,
             heads=self.heads.value(),
             head_dim=self.head_dim.value(),
             batch=self.batch.value(),
@@ -524,49 +636,16 @@ class ControlsPanel(QWidget):
 
     @property
     def last_valid_config(self) -> AttentionConfig:
-        assert self._last_valid is not None
-        return self._last_valid
+        return self.state.value.config
 
     def set_config(self, config: AttentionConfig) -> None:
-        """Show `config` in the widgets (one configChanged at the end)."""
-        self._building = True
-        try:
-            self.heads.setValue(config.heads)
-            self.head_dim.setValue(config.head_dim)
-            self.batch.setValue(config.batch)
-            self.dtype.setCurrentIndex(max(0, self.dtype.findData(config.dtype)))
-            self.causal.setChecked(config.causal)
-            for combo, value in ((self.block_m, config.block_m), (self.block_n, config.block_n)):
-                i = combo.findData(value)
-                if i >= 0:
-                    combo.setCurrentIndex(i)
-            self._set_seq_len(config.seq_len, emit=False)
-        finally:
-            self._building = False
-        self._emit_config()
-
-    def _emit_config(self, *_: object) -> None:
-        if self._building:
-            return
-        try:
-            config = self.config()
-        except ConfigError as exc:
-            self.show_error(exc.field, str(exc))
-            return
-        for field in (
-            "seq_len",
-            "heads",
-            "head_dim",
-            "batch",
-            "dtype",
-            "causal",
-            "block_m",
-            "block_n",
-        ):
-            self.clear_error(field)
-            self._edit_errors.discard(field)
-        self._last_valid = config
-        self.configChanged.emit(config)
+        s = self.state.value
+        config = config.with_(seq_len=s.snap(config.seq_len))
+        if config == s.config:  # the same config typed again: its old messages are moot
+            for field in CONFIG_FIELDS:
+                self.clear_error(field)
+                self._edit_errors.discard(field)
+        self.state.update(config=config)
 
     def show_error(self, field: str, message: str) -> None:
         """Show `message` next to `field` (a ConfigError's field); unknown fields go to N's."""
@@ -587,173 +666,63 @@ class ControlsPanel(QWidget):
         label = self._errors.get(field)
         return label.text() if label is not None and label.isVisible() else ""
 
-    # ------------------------------------------------------------------ algorithms
-
-    def set_available_algorithms(
-        self, algorithms: tuple[str, ...], reasons: dict[str, str] | None = None
-    ) -> None:
-        """Enable these algorithms; `reasons` says why others are off (a kernel that failed to
-        compile this session, say) in their tooltips."""
-        self._available = tuple(algorithms)
-        self._unavailable_reasons = dict(reasons or {})
-        self._update_algorithm_availability()
-        self._emit_algorithms()
-
-    def _update_algorithm_availability(self) -> None:
-        reasons = self._unavailable_reasons
-        for algo, check in self.algo_checks.items():
-            ok = algo in self._available
-            check.setEnabled(ok)
-            tip = ALGORITHMS[algo].description
-            if not ok:
-                why = reasons.get(algo)
-                tip += (
-                    f"\n\nUnavailable this session: {why}"
-                    if why
-                    else "\n\nNot available on the current backend."
-                )
-            check.setToolTip(tip)
-
     def algorithms(self) -> tuple[str, ...]:
         """Checked and available on the backend, in a fixed order."""
-        return tuple(
-            a for a in ALGORITHM_ORDER if self.algo_checks[a].isChecked() and a in self._available
-        )
+        return self.state.value.algorithms
 
     def checked_algorithms(self) -> tuple[str, ...]:
-        return tuple(a for a in ALGORITHM_ORDER if self.algo_checks[a].isChecked())
+        return self.state.value.checked
 
     def set_checked_algorithms(self, algorithms: tuple[str, ...]) -> None:
-        for algo, check in self.algo_checks.items():
-            check.blockSignals(True)
-            check.setChecked(algo in algorithms)
-            check.blockSignals(False)
-        self._emit_algorithms()
-
-    def _emit_algorithms(self, *_: object) -> None:
-        if self._building:
-            return
-        algos = self.algorithms()
-        if not algos:
-            self.show_error("algorithms", "Pick at least one algorithm to measure.")
-        else:
-            self.clear_error("algorithms")
-        self.algorithmsChanged.emit(algos)
-
-    # ------------------------------------------------------------------ backend
+        self.state.update(checked=tuple(a for a in ALGORITHM_ORDER if a in algorithms))
 
     def backend_choice(self) -> str:
         return self.backend.currentData()
 
-    def set_backend_choice(self, key: str, emit: bool = True) -> None:
+    def set_backend_choice(self, key: str) -> None:
+        """Pick `key` in the backend list, as the user would (asks for that backend)."""
         i = self.backend.findData(key)
-        if i < 0:
-            return
-        self.backend.blockSignals(not emit)
-        self.backend.setCurrentIndex(i)
-        self.backend.blockSignals(False)
+        if i >= 0:
+            self.backend.setCurrentIndex(i)
 
     @property
     def recorded_path(self) -> str:
-        return self._recorded_path
-
-    def set_recorded_path(self, path: str) -> None:
-        self._recorded_path = path
-        i = self.backend.findData("recorded")
-        name = path.rsplit("/", 1)[-1] if path else ""
-        self.backend.setItemText(i, f"recorded run: {name}" if name else "recorded run")
-
-    def _on_backend(self, *_: object) -> None:
-        self.clear_error("backend")
-        key = self.backend_choice()
-        if key == "recorded" and not self._recorded_path:
-            self.recordedRunWanted.emit()
-            return
-        self.backendChanged.emit(key)
-
-    # ------------------------------------------------------------------ budget
-
-    def set_device(self, memory_bytes: int | None, label: str, gpu: GpuSpec | None) -> None:
-        """What "this device" means now: its memory, a label, its GPUS entry if known."""
-        self._device_memory = memory_bytes
-        self._device_label = label
-        self._device_gpu = gpu
-        self._refresh_budget_labels()
-        self._on_budget()
-
-    def _refresh_budget_labels(self) -> None:
-        for i in range(self.budget.count()):
-            key = self.budget.itemData(i)
-            if key == DEVICE_PRESET:
-                mem = f" ({fmt_bytes_short(self._device_memory)})" if self._device_memory else ""
-                text = f"This device{mem}"
-                tip = f"No emulated limit: {self._device_label}'s own memory."
-            elif key == CUSTOM_PRESET:
-                text, tip = "Custom…", "Type a budget in GB below."
-            else:
-                spec = GPUS[key]
-                text = key
-                tip = (
-                    f"{spec.name}: {fmt_bytes_short(spec.memory_bytes)}, "
-                    f"{spec.bandwidth_bytes_s / 1e12:.2f} TB/s, "
-                    f"{spec.fp16_tensor_flops / 1e12:.0f} TFLOP/s fp16 dense ({spec.source})"
-                )
-            self.budget.setItemText(i, text)
-            self.budget.setItemData(i, tip, Qt.ItemDataRole.ToolTipRole)
-
-    def _update_budget_widgets(self) -> None:
-        self.custom_gb.setEnabled(self.budget.currentData() == CUSTOM_PRESET)
-
-    def _on_budget(self, *_: object) -> None:
-        self._update_budget_widgets()
-        if not self._building:
-            self.budgetChanged.emit(self.budget_state())
+        return self.state.value.recorded_path
 
     def budget_state(self) -> Budget:
-        preset = self.budget.currentData()
-        if preset == DEVICE_PRESET:
-            return Budget(
-                preset,
-                None,
-                self._device_memory,
-                f"this device ({self._device_label})",
-                self._device_gpu,
-            )
-        if preset == CUSTOM_PRESET:
-            b = round(self.custom_gb.value() * 1e9)
-            return Budget(preset, b, b, f"custom {fmt_bytes_short(b)}", self._device_gpu)
-        spec = GPUS[preset]
-        return Budget(preset, spec.memory_bytes, spec.memory_bytes, spec.name, spec)
+        """The budget the state stands at."""
+        return self.state.value.budget
 
     def set_budget_preset(self, preset: str) -> None:
-        i = self.budget.findData(preset)
-        if i >= 0:
-            self.budget.setCurrentIndex(i)
+        if preset in BUDGET_PRESETS:
+            self.state.update(budget_preset=preset)
 
     # ------------------------------------------------------------------ settings
 
     def save(self, s: QSettings) -> None:
+        st = self.state.value
+        c = st.config
         s.beginGroup("controls")
-        s.setValue("seq_len", self._seq_len)
-        s.setValue("heads", self.heads.value())
-        s.setValue("head_dim", self.head_dim.value())
-        s.setValue("batch", self.batch.value())
-        s.setValue("dtype", self.dtype.currentData())
-        s.setValue("causal", self.causal.isChecked())
-        s.setValue("block_m", self.block_m.currentData())
-        s.setValue("block_n", self.block_n.currentData())
-        s.setValue("algorithms", ",".join(self.checked_algorithms()))
-        s.setValue("backend", self.backend_choice())
-        s.setValue("recorded_path", self._recorded_path)
-        s.setValue("budget", self.budget.currentData())
-        s.setValue("custom_gb", self.custom_gb.value())
+        s.setValue("seq_len", c.seq_len)
+        s.setValue("heads", c.heads)
+        s.setValue("head_dim", c.head_dim)
+        s.setValue("batch", c.batch)
+        s.setValue("dtype", c.dtype)
+        s.setValue("causal", c.causal)
+        s.setValue("block_m", c.block_m)
+        s.setValue("block_n", c.block_n)
+        s.setValue("algorithms", ",".join(st.checked))
+        s.setValue("backend", st.backend_choice)
+        s.setValue("recorded_path", st.recorded_path)
+        s.setValue("budget", st.budget_preset)
+        s.setValue("custom_gb", st.custom_budget_gb)
         s.endGroup()
 
     def restore(self, s: QSettings) -> None:
-        """Apply saved values, ignoring any that are missing or no longer valid."""
+        """Apply saved values in one update, ignoring any that are missing or no longer valid."""
         s.beginGroup("controls")
         try:
-            base = self.config()
+            state = self.state.value
             values = {}
             for field, kind in (
                 ("seq_len", int),
@@ -771,24 +740,29 @@ class ControlsPanel(QWidget):
             causal = s.value("causal")
             if causal is not None:
                 values["causal"] = str(causal).lower() in ("true", "1")
+            changes: dict[str, object] = {}
             with contextlib.suppress(ConfigError):
-                self.set_config(base.with_(**values))
+                config = state.config.with_(**values)
+                changes["config"] = config.with_(seq_len=state.snap(config.seq_len))
             algos = s.value("algorithms")
             if isinstance(algos, str):
-                self.set_checked_algorithms(tuple(a for a in algos.split(",") if a))
-            preset = s.value("budget")
+                changes["checked"] = tuple(a for a in ALGORITHM_ORDER if a in algos.split(","))
             custom = s.value("custom_gb")
             if custom is not None:
                 with contextlib.suppress(TypeError, ValueError):
-                    self.custom_gb.setValue(float(custom))
-            if isinstance(preset, str):
-                self.set_budget_preset(preset)
-            backend = s.value("backend")
+                    gb = float(custom)
+                    if self.custom_gb.minimum() <= gb <= self.custom_gb.maximum():
+                        changes["custom_budget_gb"] = gb
+            preset = s.value("budget")
+            if isinstance(preset, str) and preset in BUDGET_PRESETS:
+                changes["budget_preset"] = preset
             path = s.value("recorded_path")
             if isinstance(path, str) and path:
-                self.set_recorded_path(path)
-            if isinstance(backend, str):
-                self.set_backend_choice(backend, emit=False)
+                changes["recorded_path"] = path
+            backend = s.value("backend")
+            if isinstance(backend, str) and self.backend.findData(backend) >= 0:
+                changes["backend_choice"] = backend
+            self.state.update(**changes)
         finally:
             s.endGroup()
 

@@ -1,7 +1,8 @@
 """The explain pane: the lesson's formulas with the current numbers, and the roofline verdict.
 
-`explain_html` is plain Python (testable without a window); `ExplainPane` shows it and skips the
-work while hidden, so the slider pays nothing for a closed pane.
+`explain_html` is plain Python (testable without a window); `ExplainPane` follows the app state,
+redraws at the pace of app/pacing.py, and skips the work while hidden, so the slider pays
+nothing for a closed pane.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from html import escape
 
-from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED
@@ -22,9 +22,12 @@ from gpu.costmodel import (
     stats_bytes,
 )
 
-from .model_cache import cost
+from .background import LatestOnly
+from .pacing import EXPLAIN_MS, coalesced
+from .state.app_state import AppState, Change
+from .state.model_cache import cost
+from .state.units import fmt_bytes, fmt_flops, fmt_int, fmt_ms
 from .theme import DARK, Palette
-from .units import fmt_bytes, fmt_flops, fmt_int, fmt_ms
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,17 @@ class ExplainInputs:
     gpu_label: str
     budget_bytes: int | None  # the memory the verdicts compare against (None: unknown)
     budget_name: str  # "an RTX 4090", "this H200", "this machine's RAM"
+
+    @classmethod
+    def from_state(cls, s: AppState) -> ExplainInputs:
+        return cls(
+            config=s.config,
+            algorithms=s.algorithms,
+            gpu=s.target_gpu,
+            gpu_label=s.target_gpu_label,
+            budget_bytes=s.budget.line_bytes,
+            budget_name=s.budget_name,
+        )
 
 
 def compare(nbytes: int, budget_bytes: int | None, budget_name: str) -> str:
@@ -169,22 +183,22 @@ class ExplainPane(QTextBrowser):
         self._inputs: ExplainInputs | None = None
         self._palette: Palette = DARK
         self._shown: tuple[ExplainInputs, str] | None = None
-        # At most THROTTLE_MS between updates while the slider moves: laying out rich text
-        # costs several ms, and nobody reads a paragraph 60 times a second.
-        self._timer = QTimer(self)
-        self._timer.setSingleShot(True)
-        self._timer.setInterval(self.THROTTLE_MS)
-        self._timer.timeout.connect(self._refresh)
+        self._paced_refresh = coalesced(self._refresh, EXPLAIN_MS, parent=self)
+        self.html_worker = LatestOnly(self)
 
-    THROTTLE_MS = 60
+    def on_state(self, change: Change) -> None:
+        inputs = ExplainInputs.from_state(change.new)
+        if inputs != self._inputs:
+            self.set_inputs(inputs)
 
     def set_inputs(self, inputs: ExplainInputs, now: bool = False) -> None:
         self._inputs = inputs
         if now:
-            self._timer.stop()
+            self._paced_refresh.cancel()
             self._refresh()
-        elif not self._timer.isActive():
-            self._timer.start()
+            self.html_worker.flush()
+        else:
+            self._paced_refresh()
 
     def set_palette(self, palette: Palette) -> None:
         self._palette = palette
@@ -202,8 +216,14 @@ class ExplainPane(QTextBrowser):
         if self._shown == key:
             return
         self._shown = key
+        inputs, palette = self._inputs, self._palette
+        # The text (cost-model figures for a shape perhaps not seen yet) is made off the GUI
+        # thread; only laying it out happens here.
+        self.html_worker.submit(lambda: explain_html(inputs, palette), self._show_html)
+
+    def _show_html(self, html: str) -> None:
         bar = self.verticalScrollBar().value()
-        self.setHtml(explain_html(self._inputs, self._palette))
+        self.setHtml(html)
         self.verticalScrollBar().setValue(bar)
 
     def plain_text(self) -> str:

@@ -3,9 +3,14 @@ and the tile animation as GIF or MP4.
 
 Plots are exported from a replica of the live panel (PlotsPanel.replicate) laid out offscreen at
 the size asked for, so fonts and markers keep their size instead of being stretched and the live
-panel's caches are left alone. SVG is drawn by Qt's own QSvgGenerator: pyqtgraph 0.14's SVG
-exporter fails on Qt 6.12 ("not enough values to unpack" on a 'Z' path command), and ours also
-keeps markers as vector symbols (pyqtgraph blits them from a pixmap atlas on screen).
+panel's caches are left alone. A PNG of the plots is made by `PlotImageExport` a piece at a
+time between the window's frames (the replica built plot by plot, laid out without painting,
+rendered plot by plot), and encoded and written on a worker thread: at 4000×2500 that is half a
+second of work, none of it a stall of the GUI thread.
+
+SVG is drawn by Qt's own QSvgGenerator: pyqtgraph 0.14's SVG exporter fails on Qt 6.12 ("not
+enough values to unpack" on a 'Z' path command), and ours also keeps markers as vector symbols
+(pyqtgraph blits them from a pixmap atlas on screen).
 
 Every file is written atomically (gpu.fileio.atomic_write_bytes, or a temporary file beside
 the target that is renamed at the end for the animation writers), so an unwritable folder, a
@@ -28,6 +33,7 @@ import re
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +50,7 @@ from PySide6.QtCore import (
     QTimer,
     Signal,
 )
-from PySide6.QtGui import QImage, QPainter
+from PySide6.QtGui import QImage, QPainter, QRegion
 from PySide6.QtWidgets import QApplication, QGraphicsItem, QGraphicsView, QWidget
 
 from gpu.config import AttentionConfig
@@ -52,7 +58,9 @@ from gpu.costmodel import GpuSpec
 from gpu.errors import FileWriteError
 from gpu.fileio import atomic_write_bytes
 
-from .plots import MetricPlot, PlotsPanel
+from .background import LatestOnly
+from .plot_kit import MetricPlot
+from .plots import PlotsPanel
 
 PLOT_NAMES = ("memoryPlot", "timingPlot", "trafficPlot", "rooflinePlot")
 _N_AXIS = ("sequence length N", "tokens")
@@ -67,6 +75,8 @@ MIN_SIZE, MAX_SIZE = 64, 8192
 ANIMATION_FORMATS = (".gif", ".mp4")
 #: Seconds of rendering per timer tick: the GUI gets the rest.
 CHUNK_S = 0.04
+#: Rows of pixels a PNG export of the plots renders per step (~10 ms each at 2000 px wide).
+RENDER_BAND_PX = 300
 
 
 class ExportError(Exception):
@@ -96,6 +106,14 @@ def _temp_beside(path: Path, suffix: str) -> str:
         raise ExportError(f"cannot write in {folder}: {exc.strerror or exc}") from exc
     os.close(fd)
     return tmp
+
+
+def check_writable(path: str | os.PathLike[str]) -> None:
+    """ExportError now if `path`'s folder cannot take a file (before any work is spent on it)."""
+    target = Path(path)
+    if target.is_dir():
+        raise ExportError(f"{target} is a folder")
+    os.unlink(_temp_beside(target, target.suffix))
 
 
 def _check_target(path: Path, overwrite: bool) -> None:
@@ -148,14 +166,23 @@ def _check_size(size: tuple[int, int]) -> tuple[int, int]:
 
 
 def _lay_out(widget: QWidget, size: tuple[int, int]) -> None:
-    """Show `widget` offscreen at `size` and let its layouts settle."""
+    """Lay `widget` out offscreen at `size`, without painting it (render() paints it later)."""
+    for _ in _lay_out_steps(widget, size):
+        QApplication.sendPostedEvents()
+
+
+def _lay_out_steps(widget: QWidget, size: tuple[int, int]) -> Iterator[None]:
+    """`_lay_out` in two steps: the caller lets posted events (resizes, layout requests) be
+    delivered between them, by the event loop or by sendPostedEvents."""
     widget.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)
+    widget.setUpdatesEnabled(False)  # shown only to be laid out: no paint events
     widget.resize(*size)
     widget.show()
-    for _ in range(3):
-        QApplication.sendPostedEvents()
-        QApplication.processEvents()
+    yield
     widget.resize(*size)
+    widget.hide()  # a hidden widget still renders; re-enabling updates must not paint it
+    widget.setUpdatesEnabled(True)
+    yield
 
 
 def render_image(widget: QWidget, size: tuple[int, int] | None = None) -> QImage:
@@ -177,9 +204,14 @@ def window_png(window: QWidget) -> bytes:
     return png_bytes(render_image(window))
 
 
-def _replica(panel: PlotsPanel, size: tuple[int, int], only: str | None) -> PlotsPanel:
+def _check_only(only: str | None) -> None:
     if only is not None and only not in PLOT_NAMES:
         raise ExportError(f"no plot named {only!r} (one of {', '.join(PLOT_NAMES)})")
+
+
+def _replica(panel: PlotsPanel, size: tuple[int, int], only: str | None) -> PlotsPanel:
+    _check_only(only)
+    panel.flush_model()
     replica = panel.replicate()
     for plot in replica.plots:
         plot.setVisible(only is None or plot.objectName() == only)
@@ -189,16 +221,104 @@ def _replica(panel: PlotsPanel, size: tuple[int, int], only: str | None) -> Plot
 
 def plots_image(panel: PlotsPanel, size: tuple[int, int], only: str | None = None) -> QImage:
     """The four plots (or the one named `only`) at exactly `size` pixels."""
-    size = _check_size(size)
-    replica = _replica(panel, size, only)
-    try:
-        return render_image(replica, size)
-    finally:
-        replica.deleteLater()
+    job = PlotImageExport(panel, size, only)
+    for _ in job.image_steps():
+        QApplication.sendPostedEvents()
+    assert job.image is not None
+    return job.image
 
 
 def plots_png(panel: PlotsPanel, size: tuple[int, int], only: str | None = None) -> bytes:
     return png_bytes(plots_image(panel, size, only))
+
+
+class PlotImageExport(QObject):
+    """A PNG of the plots, made without stalling the GUI thread (see the module docstring).
+
+    `start()` checks the request and returns; then `finished(path)` or `failed(message)`.
+    """
+
+    finished = Signal(str)
+    failed = Signal(str)
+
+    def __init__(
+        self,
+        panel: PlotsPanel,
+        size: tuple[int, int],
+        only: str | None = None,
+        path: str = "",
+        overwrite: bool = False,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.size = _check_size(size)
+        _check_only(only)
+        self.panel, self.only, self.path, self.overwrite = panel, only, path, overwrite
+        self.image: QImage | None = None
+        self._steps: Iterator[None] | None = None
+        self._timer = QTimer(self)
+        self._timer.setInterval(0)
+        self._timer.timeout.connect(self._tick)
+        self._writer = LatestOnly(self)
+
+    def start(self) -> None:
+        self.panel.flush_model()  # the curves of the config being shown, not a pending one
+        self._steps = self.image_steps()
+        self._timer.start()
+
+    def image_steps(self) -> Iterator[None]:
+        """The GUI thread's share, one piece per step (each a few tens of ms at most)."""
+        replication = self.panel.replicate_steps()
+        yield from replication
+        replica = replication.panel
+        try:
+            for plot in replica.plots:
+                plot.setVisible(self.only is None or plot.objectName() == self.only)
+            yield from _lay_out_steps(replica, self.size)
+            for plot in replica.plots:  # a cache holds a whole item: render bands, not items
+                for item in plot.scene().items():
+                    item.setCacheMode(QGraphicsItem.CacheMode.NoCache)
+            image = QImage(*self.size, QImage.Format.Format_RGB32)
+            image.fill(replica.palette().window().color())
+            for plot in replica.plots:
+                if not plot.isVisibleTo(replica):
+                    continue
+                rect = plot.geometry()
+                for top in range(rect.top(), rect.bottom() + 1, RENDER_BAND_PX):
+                    band = rect.intersected(QRect(rect.left(), top, rect.width(), RENDER_BAND_PX))
+                    painter = QPainter(image)
+                    try:
+                        replica.render(painter, band.topLeft(), QRegion(band))
+                    finally:
+                        painter.end()
+                    yield
+            self.image = image
+        finally:
+            replica.deleteLater()
+
+    def _tick(self) -> None:
+        assert self._steps is not None
+        try:
+            next(self._steps)
+            return
+        except StopIteration:
+            pass
+        except Exception as exc:
+            self._timer.stop()
+            self.failed.emit(str(exc))
+            return
+        self._timer.stop()
+        image, path, overwrite = self.image, self.path, self.overwrite
+
+        def encode_and_write() -> str:
+            assert image is not None
+            write_file(path, png_bytes(image), overwrite=overwrite)
+            return path
+
+        self._writer.submit(encode_and_write, self.finished.emit, self._failed)
+
+    def _failed(self, exc: BaseException) -> None:
+        self.failed.emit(str(exc))
 
 
 def plots_svg(
@@ -534,8 +654,8 @@ class AnimationExporter(QObject):
             raise ExportError(f"cannot open a {self.kind} writer: {exc}") from exc
 
     def _make_widget(self) -> QWidget:
-        from .animation.player import DEFAULT_DURATION_S
         from .animation.widget import TileAnimationWidget
+        from .state.animation.player import DEFAULT_DURATION_S
 
         widget = TileAnimationWidget(
             config=self.config,

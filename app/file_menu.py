@@ -5,6 +5,10 @@ scripts) can drive the menu without dialogs: `ask_save_path(title, filters, sugg
 `ask_open_path(title, filters, folder) -> str` and `confirm_overwrite(path) -> bool` (a
 QMessageBox by default). Errors never raise out of here: they go to the window's banner, and the
 writes are atomic, so a failed export or save leaves no partial file and the window unchanged.
+
+Files are read, written and encoded off the GUI thread (app/background.py): opening a file,
+saving a session and exporting a PNG of the plots return at once, and report with a signal
+(`fileOpened`/`openFailed`, `sessionSaved`/`exportFailed`, `exported`/`exportFailed`).
 """
 
 from __future__ import annotations
@@ -36,8 +40,10 @@ from gpu.algorithms import ALGORITHMS
 from gpu.recording import RecordingError
 
 from . import exports
-from .recorded_run import RECORDED_DIR, REPLAY, RecordedBackend, shipped_recording
-from .session import Session, SessionError, make_session, save_session
+from .background import LatestOnly, run_once
+from .state.budget import BUDGET_PRESETS
+from .state.recorded_run import RECORDED_DIR, REPLAY, RecordedBackend, shipped_recording
+from .state.session import Session, SessionError, make_session, save_session
 from .theme import THEMES
 
 RECENT_KEY = "recent/files"
@@ -207,6 +213,7 @@ class FileMenu(QObject):
     exportFailed = Signal(str)  # the message shown
     sessionSaved = Signal(str)
     fileOpened = Signal(str)
+    openFailed = Signal(str)  # the message shown
 
     def __init__(self, window: QWidget) -> None:
         super().__init__(window)
@@ -219,6 +226,9 @@ class FileMenu(QObject):
         self.dialog: ExportDialog | None = None
         self.exporter: exports.AnimationExporter | None = None
         self.progress_dialog: QProgressDialog | None = None
+        self.plot_export: exports.PlotImageExport | None = None
+        #: Files are read here, off the GUI thread; opening another supersedes a slow read.
+        self.reader = LatestOnly(self)
         self._last_folder = ""  # of the last session or recording opened or saved
         self._export_folder = ""  # of the last export
 
@@ -339,10 +349,10 @@ class FileMenu(QObject):
         if request.kind in ("gif", "mp4"):
             return self._export_animation(request)
         panel = self.window.plots
+        if request.kind == "plots_png":
+            return self._export_plot_image(request)
         try:
-            if request.kind == "plots_png":
-                data = exports.plots_png(panel, request.size or (1600, 1000), request.only)
-            elif request.kind == "plots_svg":
+            if request.kind == "plots_svg":
                 data = exports.plots_svg(
                     panel, request.size or (1600, 1000), request.only, self._description()
                 )
@@ -356,6 +366,38 @@ class FileMenu(QObject):
             return False
         self._status(f"Exported {kind.text.lower()} to {path}")
         self.exported.emit(path)
+        return True
+
+    def _export_plot_image(self, request: ExportRequest) -> bool:
+        what = KINDS[request.kind].text.lower()
+        try:
+            exports.check_writable(request.path)
+            job = exports.PlotImageExport(
+                self.window.plots,
+                request.size or (1600, 1000),
+                request.only,
+                request.path,
+                overwrite=True,
+                parent=self,
+            )
+        except exports.ExportError as exc:
+            self._error(f"Could not export {what}: {exc}")
+            return False
+
+        def done(path: str) -> None:
+            job.deleteLater()
+            self._status(f"Exported {what} to {path}")
+            self.exported.emit(path)
+
+        def failed(message: str) -> None:
+            job.deleteLater()
+            self._error(f"Could not export {what}: {message}")
+
+        job.finished.connect(done)
+        job.failed.connect(failed)
+        self.plot_export = job
+        job.start()
+        self._status(f"Exporting {what} to {request.path}…", 0)
         return True
 
     def _description(self) -> str:
@@ -435,13 +477,13 @@ class FileMenu(QObject):
     def build_session(self) -> Session:
         """The window's state as a Session (Qt-free data from here on)."""
         w = self.window
-        c = w.controls
+        s = w.state.value
         controls = {
-            "algorithms": list(c.checked_algorithms()),
-            "backend": c.backend_choice(),
-            "recorded_path": c.recorded_path,
-            "budget": c.budget.currentData(),
-            "custom_gb": float(c.custom_gb.value()),
+            "algorithms": list(s.checked),
+            "backend": s.backend_choice,
+            "recorded_path": s.recorded_path,
+            "budget": s.budget_preset,
+            "custom_gb": float(s.custom_budget_gb),
             "theme": w.theme,
         }
         ready = w.backend
@@ -461,18 +503,28 @@ class FileMenu(QObject):
         return self.save_session(_with_suffix(path, ".json"))
 
     def save_session(self, path: str) -> bool:
+        """Save the session to `path` (asking before replacing a file); the JSON is made and
+        written off the GUI thread. True when the save started; `sessionSaved` follows."""
         if not self._may_write(path):
             return False
-        try:
-            save_session(self.build_session(), path, overwrite=True)
-        except (SessionError, OSError) as exc:
-            self._error(f"Could not save the session: {exc}")
-            return False
+        session = self.build_session()
+
+        def write() -> str:
+            save_session(session, path, overwrite=True)
+            return path
+
+        run_once(self, write, self._saved, self._save_failed)
+        self._status(f"Saving the session to {path}…", 0)
+        return True
+
+    def _saved(self, path: str) -> None:
         self._last_folder = os.path.dirname(os.path.abspath(path))
         self.add_recent(path)
         self._status(f"Saved the session to {path}")
         self.sessionSaved.emit(path)
-        return True
+
+    def _save_failed(self, exc: BaseException) -> None:
+        self._error(f"Could not save the session: {exc}")
 
     def open_dialog(self) -> bool:
         folder = self._last_folder or (str(RECORDED_DIR) if RECORDED_DIR.is_dir() else "")
@@ -488,17 +540,31 @@ class FileMenu(QObject):
         return self.open_dialog()
 
     def open_file(self, path: str) -> bool:
-        """Open a saved session or a recorded run. The file is read and checked first: a
-        corrupt, truncated or newer-version file gives a message and changes nothing."""
+        """Open a saved session or a recorded run. The file is read and checked off the GUI
+        thread first: a corrupt, truncated or newer-version file gives a message and changes
+        nothing. True when the read started; `fileOpened` or `openFailed` follows."""
+        self.reader.submit(
+            lambda: RecordedBackend.from_file(path),
+            lambda backend: self._opened(path, backend),
+            lambda exc: self._open_failed(path, exc),
+        )
+        self._status(f"Opening {os.path.basename(path) or path}…", 0)
+        return True
+
+    def _open_failed(self, path: str, exc: BaseException) -> None:
         name = os.path.basename(path) or path
-        try:
-            backend = RecordedBackend.from_file(path)
-        except (SessionError, RecordingError) as exc:
-            self.window.banner.show_message(f"Could not open {name}: {exc}")
-            return False
-        except Exception as exc:  # anything else a hostile file provokes: still a message
-            self.window.banner.show_message(f"Could not open {name}: {type(exc).__name__}: {exc}")
-            return False
+        if isinstance(exc, (SessionError, RecordingError)):
+            message = f"Could not open {name}: {exc}"
+        else:  # anything else a hostile file provokes: still a message
+            message = f"Could not open {name}: {type(exc).__name__}: {exc}"
+        w = self.window
+        w.banner.show_message(message)
+        w.controls.show_backend_choice(w.state.value.backend_choice)
+        self._status(message)
+        self.openFailed.emit(message)
+
+    def _opened(self, path: str, backend: RecordedBackend) -> None:
+        name = os.path.basename(path) or path
         self.window.open_recorded(path, preloaded=backend)
         if backend.session is not None:
             self._apply_session(backend.session)
@@ -507,21 +573,20 @@ class FileMenu(QObject):
         what = "session" if backend.session is not None else "recorded run"
         self._status(f"Opened the {what} {name} ({backend.label()})")
         self.fileOpened.emit(path)
-        return True
 
     def _apply_session(self, session: Session) -> None:
         w = self.window
-        c = w.controls
-        algos = tuple(a for a in session.controls.get("algorithms", ()) if a in ALGORITHMS)
+        changes: dict[str, object] = {"config": session.config}
+        algos = tuple(a for a in ALGORITHMS if a in session.controls.get("algorithms", ()))
         if algos:
-            c.set_checked_algorithms(algos)
+            changes["checked"] = algos
         custom = session.controls.get("custom_gb")
-        if custom is not None:
-            c.custom_gb.setValue(float(custom))
+        if custom is not None and 0.1 <= float(custom) <= 4096.0:
+            changes["custom_budget_gb"] = float(custom)
         budget = session.controls.get("budget")
-        if isinstance(budget, str):
-            c.set_budget_preset(budget)
-        c.set_config(session.config)
+        if budget in BUDGET_PRESETS:
+            changes["budget_preset"] = budget
+        w.state.update(**changes)  # the whole session's view of things in one change
         theme = session.controls.get("theme")
         if theme in THEMES and theme != w.theme:
             w.apply_theme(theme)

@@ -72,7 +72,7 @@ def render_window(
     if Path(out).exists() and not overwrite:
         print(f"tilescope: error: {out} exists (use --force to replace it)", file=sys.stderr)
         return 2
-    from .recorded_run import RecordedBackend, shipped_recording
+    from .state.recorded_run import RecordedBackend, shipped_recording
 
     if backend == "replay" and not open_path:
         shipped = shipped_recording()

@@ -1,14 +1,19 @@
-"""The main window: controls → config → runner → result store → plots, explain pane, animation.
+"""The main window: controls → app state → runner → result store → plots, explain pane, animation.
 
-Data flow is one way (DESIGN.md): the controls emit a validated AttentionConfig; the model curves,
-cursors and the explain pane follow at once; missing measurements go to the runner, which works on
-its own thread; results come back as queued signals, land in the store, and the plots redraw from
-the store. The window never calls a backend itself.
+Data flow is one way. The controls write to the app state (app/state/app_state.py); the views
+follow it: each gets one `on_state(change)` call per change (plots, explain pane, controls, and
+the window itself for runner requests, measured series and the animation). Missing measurements
+go to the runner, which works on its own thread; results come back as queued signals, land in
+the store, and the measured series are redrawn from the store at most once a frame, however
+many results arrive (app/pacing.py). Model curves, animation lanes, large exports and files are
+computed off the GUI thread (app/background.py): the GUI thread only applies finished results
+and paints. The window never calls a backend itself.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable
 
 from PySide6.QtCore import QSettings, Qt, QTimer
@@ -31,22 +36,33 @@ from gpu.algorithms import ALGORITHMS
 from gpu.backend import Backend
 from gpu.backends import create_backend
 from gpu.config import AttentionConfig
-from gpu.costmodel import DEFAULT_GPU, GPUS, GpuSpec, gpu_for_device_name
 
-from .controls import CUSTOM_PRESET, DEVICE_PRESET, Budget, ControlsPanel
-from .explain import ExplainInputs, ExplainPane
+from .background import LatestOnly
+from .controls import ControlsPanel
+from .explain import ExplainPane
 from .file_menu import FileMenu
+from .pacing import RESULTS_MS, coalesced
 from .plots import ALGOS, PlotsPanel
-from .recorded_run import REPLAY, RecordedBackend, is_reference, reference_config
-from .result_store import ResultStore
-from .runner import BackendFailure, BackendReady, Job, Runner, RunOutcome
-from .seq_scale import SEQ_MAX, SEQ_MIN, powers_of_two_up_to
+from .runner import Runner
+from .state.app_state import AppState, Change, StateModel
+from .state.family import family_of
+from .state.recorded_run import REPLAY, RecordedBackend, is_reference, reference_config
+from .state.result_store import ResultStore
+from .state.runs import BackendFailure, BackendReady, Job, RunOutcome
+from .state.seq_scale import powers_of_two_up_to
+from .state_signal import StateSignal
 from .status import ErrorBanner, RunStatus, StatusBarReadouts, describe_result
 from .theme import THEMES, icon_path, palette, qt_palette, style_sheet
 
 BackendFactory = Callable[[str], Backend]
 ORGANIZATION = APPLICATION = "Tilescope"
 NO_CUDA_MESSAGE = "No CUDA device: using the CPU backend (NumPy)"
+
+
+#: How long a thread may hold the GIL while another waits for it. Workers compute in Python
+#: (model curves, animation lanes, JSON); at CPython's default of 5 ms the GUI thread could wait
+#: that long several times per frame.
+GIL_SWITCH_S = 0.001
 
 
 def default_settings() -> QSettings:
@@ -72,17 +88,20 @@ class MainWindow(QMainWindow):
         backend: str | None = None,
     ) -> None:
         super().__init__()
+        sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_S))
         self.setObjectName("mainWindow")
         self.setWindowTitle("Tilescope — the attention memory wall")
         self.setWindowIcon(QIcon(str(icon_path())))
         self.backend_factory: BackendFactory = backend_factory or create_backend
         self.settings = settings if settings is not None else default_settings()
+        #: The app state: controls write to it, every view follows it.
+        self.model = StateModel()
+        self.state = StateSignal(self.model, self)
         self.store = ResultStore()
         self.runner = Runner(self)
         self.theme = "dark"
-        self._backend: BackendReady | None = None
         self._backend_generation = 0
-        self._backend_choice = "auto"
+        self._started_choice = "auto"  # the backend last started
         self._fallback_choice = "auto"
         self._failed_backend = ""
         self._fell_back_from = ""  # "cuda" after a CUDA error made the window switch to cpu
@@ -90,35 +109,34 @@ class MainWindow(QMainWindow):
         self._notes: list[str] = []
         self._lost_job: Job | None = None  # the run during which a backend failed
         self._closing = False
-        self._animation_dirty = True
+        self._animation_stale = True  # the animation has not seen the latest config
         self.animation = None
         self._preloaded: tuple[str, RecordedBackend] | None = None  # checked by File ▸ Open
+        #: Results arriving in a burst are drawn once (at most once a frame).
+        self._redraw_measured = coalesced(self._refresh_measured, RESULTS_MS, parent=self)
 
         self._build_ui()
         self._build_actions()
-        self._connect()
-        self._config: AttentionConfig = self.controls.last_valid_config
-        self._algorithms: tuple[str, ...] = self.controls.algorithms()
-        self._budget: Budget = self.controls.budget_state()
-
         if restore:
             self._restore_settings()
         if backend in ("auto", "cuda", "cpu"):
-            self.controls.set_backend_choice(backend, emit=False)
+            self.state.update(backend_choice=backend)
         self.apply_theme(self.theme)
-        self._config = self.controls.last_valid_config
-        self._algorithms = self.controls.algorithms()
-        self._apply_budget(self.controls.budget_state(), request=False)
-        self.plots.set_config(self._config, self._algorithms)
-        self._update_explain()
+        self._connect()
+        first = Change.initial(self.state.value)
+        self.plots.on_state(first)
+        self.explain.on_state(first)
+        self._on_state(first)
         # Start the backend once the event loop runs: its imports (CuPy, NumPy extras) hold the
         # GIL on the runner thread and would otherwise compete with the first paint.
         self._startup = QTimer(self)  # a child: never fires for a window already gone
         self._startup.setSingleShot(True)
-        self._startup.timeout.connect(lambda: self._start_backend(self.controls.backend_choice()))
-        self._startup.start(0)
-        if open_path:  # a session or recorded run: checked here, replayed by the runner
+        self._startup.timeout.connect(self._start_usual_backend)
+        if open_path:  # a session or recorded run: read off the GUI thread, then replayed
+            self.file_menu.openFailed.connect(self._start_usual_backend)
             self.file_menu.open_file(open_path)
+        else:
+            self._startup.start(0)
         self._deferred = QTimer(self)
         self._deferred.setSingleShot(True)
         self._deferred.timeout.connect(self._install_animation)
@@ -127,7 +145,7 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ construction
 
     def _build_ui(self) -> None:
-        self.controls = ControlsPanel()
+        self.controls = ControlsPanel(self.state)
         scroll = QScrollArea()
         scroll.setWidget(self.controls)
         scroll.setWidgetResizable(True)
@@ -199,8 +217,10 @@ class MainWindow(QMainWindow):
         self.tabs.setCurrentIndex(current)
         self.tabs.blockSignals(False)
         old.deleteLater()
-        self._animation_dirty = True
-        self._update_animation()
+        if self.animation is not None:
+            self.state.changed.connect(self._follow_animation)
+            self._animation_stale = True
+            self._follow_animation(Change.initial(self.state.value))
 
     def _build_animation(self) -> QWidget:
         try:
@@ -296,11 +316,12 @@ class MainWindow(QMainWindow):
 
     def _connect(self) -> None:
         c = self.controls
-        c.configChanged.connect(self._on_config)
-        c.algorithmsChanged.connect(self._on_algorithms)
-        c.backendChanged.connect(self._start_backend)
-        c.budgetChanged.connect(self._apply_budget)
+        c.backendWanted.connect(self._start_backend)
         c.recordedRunWanted.connect(self._ask_recorded_run)
+        # The views that follow the app state (the controls connected themselves).
+        self.state.changed.connect(self.plots.on_state)
+        self.state.changed.connect(self.explain.on_state)
+        self.state.changed.connect(self._on_state)
         r = self.runner
         r.backendReady.connect(self._on_backend_ready)
         r.backendFailed.connect(self._on_backend_failed)
@@ -313,34 +334,33 @@ class MainWindow(QMainWindow):
         r.deviceInfo.connect(self.readouts.set_memory)
         self.sweep_button.clicked.connect(self.sweep)
         self.run_status.cancelRequested.connect(self.cancel)
-        self.tabs.currentChanged.connect(lambda *_: self._update_animation())
+        self.tabs.currentChanged.connect(lambda *_: self._follow_animation(None))
 
     # ------------------------------------------------------------------ public API
 
     @property
     def config(self) -> AttentionConfig:
-        return self._config
+        return self.state.value.config
 
     @property
     def backend(self) -> BackendReady | None:
-        return self._backend
+        return self.state.value.backend
 
     def sweep(self) -> int:
         """Queue every power-of-two N up to the current one (and it) that is not cached."""
-        if self._backend is None:
+        s = self.state.value
+        if s.backend is None:
             self.statusBar().showMessage("The backend is still starting; try again.", 4000)
             return 0
         items = []
-        for n in powers_of_two_up_to(self._config.seq_len):
-            config = self._config.with_(seq_len=n)
-            for algo in self.store.missing(
-                config, self._algorithms, self._backend.key, self._run_budget()
-            ):
+        for n in powers_of_two_up_to(s.config.seq_len):
+            config = s.config.with_(seq_len=n)
+            for algo in self.store.missing(config, s.algorithms, s.backend.key, s.run_budget):
                 items.append((config, algo))
-        total = self.runner.start_sweep(items, self._run_budget())
+        total = self.runner.start_sweep(items, s.run_budget)
         if total == 0:
             self.statusBar().showMessage(
-                f"Sweep: every N up to {self._config.seq_len} is already measured.", 4000
+                f"Sweep: every N up to {s.config.seq_len} is already measured.", 4000
             )
         return total
 
@@ -357,9 +377,7 @@ class MainWindow(QMainWindow):
         """Replay a results file (main.py bench --out) or session; loading happens on the runner
         thread unless `preloaded` (already read and checked) is given."""
         self._preloaded = (path, preloaded) if preloaded is not None else None
-        self.controls.set_recorded_path(path)
-        self.controls.set_backend_choice("recorded", emit=False)
-        self._start_backend("recorded")
+        self._start_backend("recorded", recorded_path=path)
 
     def apply_theme(self, theme: str) -> None:
         self.theme = theme if theme in THEMES else "dark"
@@ -390,16 +408,18 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------ backend
 
-    def _start_backend(self, choice: str) -> None:
+    def _start_backend(self, choice: str, **changes: object) -> None:
+        """Start `choice` on the runner thread; `changes` go into the same state update."""
         if self._closing:
             return
         self._startup.stop()  # an explicit start (e.g. open_recorded) replaces the initial one
         self._fell_back_from = ""
-        if self._backend_choice not in ("recorded",):
-            self._fallback_choice = self._backend_choice
-        self._backend_choice = choice
+        if self._started_choice != "recorded":
+            self._fallback_choice = self._started_choice
+        self._started_choice = choice
+        self.state.update(backend_choice=choice, backend=None, **changes)
         if choice == "recorded":
-            path = self.controls.recorded_path
+            path = self.state.value.recorded_path
             preloaded, self._preloaded = self._preloaded, None
 
             def factory() -> Backend:
@@ -415,15 +435,19 @@ class MainWindow(QMainWindow):
                 return make(choice)
 
             what = f"Starting the {choice} backend…"
-        self._backend = None
         self.run_status.set_text(what)
         self.readouts.set_backend(f"backend: {choice} (starting)")
         self._backend_generation = self.runner.set_backend(choice, factory)
 
+    def _start_usual_backend(self, *_: object) -> None:
+        """The backend the settings name, unless another was started meanwhile."""
+        if self._backend_generation == 0:
+            self._start_backend(self.state.value.backend_choice)
+
     def _on_backend_ready(self, ready: BackendReady) -> None:
+        """One state update for everything a new backend changes."""
         if ready.generation != self._backend_generation or self._closing:
             return
-        self._backend = ready
         if self._failed_backend == ready.requested:  # it works now: the old failure is moot
             self.banner.dismiss()
             self._failed_backend = ""
@@ -440,35 +464,30 @@ class MainWindow(QMainWindow):
             text = f"backend: {name}"
         self.readouts.set_backend(text)
         self.readouts.set_device(info)
-        gpu = gpu_for_device_name(info.name) if info.backend in ("cuda", REPLAY) else None
-        label = {"cpu": "CPU RAM"}.get(info.backend, info.name)
-        if name == REPLAY:  # cached before set_device below makes the window ask for them
-            for result in ready.backend.results():
-                self.store.add(result, ready.key, None)
-        self.controls.set_device(info.memory_total_bytes or None, label, gpu)
+        s = self.state.value
+        config, scale = s.config, None
         if name == REPLAY:
             recorded: RecordedBackend = ready.backend  # type: ignore[assignment]
-            self.controls.set_seq_scale(recorded.seq_lens())
-            lens = recorded.seq_lens()
-            if lens:
-                self.plots.set_n_span(min(lens[0], SEQ_MIN), max(lens[-1], SEQ_MAX))
+            for result in recorded.results():  # cached before the views ask for them
+                self.store.add(result, ready.key, None)
+            scale = recorded.seq_lens() or None
             first = recorded.first_config()
-            if first is not None and not recorded.has_family(self._config):
-                self.controls.set_config(first.with_(seq_len=self.controls.seq_len()))
-            self.plots.set_recorded_note(recorded.label())
-        else:
-            self.controls.set_seq_scale(None)
-            self.plots.set_n_span(SEQ_MIN, SEQ_MAX)
-            self.plots.set_recorded_note("")
-        self._apply_available()
-        self._apply_budget(self.controls.budget_state(), request=False)
-        self._refresh_measured()
+            if first is not None and not recorded.has_family(config):
+                config = first.with_(seq_len=config.seq_len)
+        config = config.with_(seq_len=AppState(seq_scale=scale).snap(config.seq_len))
+        off = self.runner.unavailable(ready.key)
+        self.state.update(
+            backend=ready,
+            config=config,
+            seq_scale=scale,
+            available=tuple(a for a in ready.algorithms if a not in off),
+            disabled=tuple(off.items()),
+        )
         self.run_status.set_idle(
             f"Recorded run: {ready.backend.label()} — replayed from the file, not measured now"
             if name == REPLAY
             else f"Ready: {info.name} (started in {ready.seconds:.1f} s)"
         )
-        self._request()
 
     def _on_backend_failed(self, failure: BackendFailure) -> None:
         if failure.generation != self._backend_generation or self._closing:
@@ -485,14 +504,16 @@ class MainWindow(QMainWindow):
         self.readouts.set_backend(f"backend: {failure.requested} failed")
         self.run_status.set_text("No backend running.")
         if fallback:
-            self.controls.set_backend_choice(fallback, emit=False)
             self._start_backend(fallback)
+        else:
+            self.controls.show_backend_choice(self.state.value.backend_choice)
 
     def _on_backend_lost(self, failure: BackendFailure) -> None:
         """A backend that worked failed mid-run (a CUDA error): carry on with the CPU backend."""
         if failure.generation != self._backend_generation or self._closing:
             return
-        lost = self._backend.info.backend if self._backend is not None else failure.requested
+        ready = self.state.value.backend
+        lost = ready.info.backend if ready is not None else failure.requested
         job, self._lost_job = self._lost_job, None
         during = f"{job.algorithm} at N = {job.config.seq_len}" if job is not None else "a run"
         self.banner.show_message(
@@ -501,94 +522,46 @@ class MainWindow(QMainWindow):
             "come from the CPU."
         )
         self._failed_backend = failure.requested  # keeps the banner up when cpu is ready
-        self.controls.set_backend_choice("cpu", emit=False)
         self._start_backend("cpu")
         self._fell_back_from = lost
         self.readouts.set_backend(f"backend: cpu (starting, after a {lost} error)")
 
     def _apply_available(self) -> None:
         """The backend's algorithms minus those switched off this session (won't compile)."""
-        if self._backend is None:
+        ready = self.state.value.backend
+        if ready is None:
             return
-        off = self.runner.unavailable(self._backend.key)
-        self.controls.set_available_algorithms(
-            tuple(a for a in self._backend.algorithms if a not in off), off
+        off = self.runner.unavailable(ready.key)
+        self.state.update(
+            available=tuple(a for a in ready.algorithms if a not in off),
+            disabled=tuple(off.items()),
         )
 
-    # ------------------------------------------------------------------ config, budget
+    # ------------------------------------------------------------------ following the state
 
-    def _on_config(self, config: AttentionConfig) -> None:
-        family_changed = config.with_(seq_len=1) != self._config.with_(seq_len=1)
-        self._config = config
-        self.plots.set_config(config, self._algorithms)
-        if family_changed:
-            self._refresh_measured()
-        self._update_explain()
-        self._animation_dirty = True
-        self._update_animation()
-        self._request()
-
-    def _on_algorithms(self, algorithms: tuple[str, ...]) -> None:
-        self._algorithms = algorithms
-        self.plots.set_config(self._config, algorithms)
-        self._refresh_measured()
-        self._update_explain()
-        self._request()
-
-    def _apply_budget(self, budget: Budget, request: bool = True) -> None:
-        self._budget = budget
-        gpu, label = self._roofline_gpu()
-        line_label = budget.label if budget.preset != DEVICE_PRESET else "this device"
-        self.plots.set_budget(budget.line_bytes, line_label)
-        on_gpu = self._backend is not None and self._backend.info.backend in ("cuda", REPLAY)
-        self.plots.set_gpu(gpu, label, time_model=on_gpu)
-        self._update_explain()
-        if request:
-            self._refresh_measured()
+    def _on_state(self, change: Change) -> None:
+        """The window's own share of a state change: measured series and runner requests."""
+        if change.changed("family", "algorithms", "backend", "run_budget"):
+            self._redraw_measured()  # with any results arriving meanwhile, in its own event
+        if change.changed("config", "algorithms", "backend", "run_budget"):
             self._request()
+        if change.changed("config"):
+            self._animation_stale = True
 
-    def _roofline_gpu(self) -> tuple[GpuSpec, str]:
-        b = self._budget
-        if b.gpu is not None:
-            return b.gpu, b.gpu.name
-        return GPUS[DEFAULT_GPU], f"{GPUS[DEFAULT_GPU].name} (reference)"
-
-    def _run_budget(self) -> int | None:
-        if self._backend is not None and self._backend.info.backend == REPLAY:
-            return None  # a recording cannot be re-run under another budget
-        return self._budget.run_bytes
-
-    def _budget_name(self) -> str:
-        b = self._budget
-        if b.preset == DEVICE_PRESET:
-            if self._backend is not None and self._backend.info.backend == "cpu":
-                return "this machine's RAM"
-            return f"this {self._backend.info.name}" if self._backend else "this device"
-        if b.preset == CUSTOM_PRESET:
-            return "the custom budget"
-        return f"an {b.label}" if b.label[:1] in "AEIOUH" else f"a {b.label}"
-
-    def _update_explain(self) -> None:
-        gpu, label = self._roofline_gpu()
-        self.explain.set_inputs(
-            ExplainInputs(
-                config=self._config,
-                algorithms=self._algorithms,
-                gpu=gpu,
-                gpu_label=label,
-                budget_bytes=self._budget.line_bytes,
-                budget_name=self._budget_name(),
-            )
-        )
-
-    def _update_animation(self) -> None:
-        if self.animation is None or not self._animation_dirty:
+    def _follow_animation(self, change: Change | None) -> None:
+        """The animation follows the config while its tab is shown, and the roofline GPU
+        always (a hidden animation costs the slider nothing)."""
+        if self.animation is None:
             return
-        if self.tabs.currentWidget() is not self.animation:
-            return  # set when the tab is shown: a hidden animation costs the slider nothing
-        self._animation_dirty = False
+        s = self.state.value
         try:
-            self.animation.set_config(self._config)
+            if change is None or change.changed("target_gpu"):
+                self.animation.set_gpu(s.target_gpu)
+            if change is not None and change.changed("config"):
+                self._animation_stale = True
+            if self._animation_stale and self.tabs.currentWidget() is self.animation:
+                self._animation_stale = False
+                self.animation.set_config(s.config)
         except Exception as exc:
             self.banner.show_message(f"The tile animation failed: {type(exc).__name__}: {exc}")
 
@@ -596,36 +569,32 @@ class MainWindow(QMainWindow):
 
     def _request(self) -> None:
         """Ask the runner for whatever the current config lacks; drop stale waiting work."""
-        if self._backend is None or self._closing:
+        s = self.state.value
+        if s.backend is None or self._closing:
             return
-        missing = self.store.missing(
-            self._config, self._algorithms, self._backend.key, self._run_budget()
-        )
+        missing = self.store.missing(s.config, s.algorithms, s.backend.key, s.run_budget)
         if missing:
-            self.runner.request(self._config, missing, self._run_budget())
+            self.runner.request(s.config, missing, s.run_budget)
         else:
             self.runner.cancel()
 
     def _refresh_measured(self) -> None:
-        self.plots.set_reference(self._reference_series())
-        if self._backend is None:
+        s = self.state.value
+        self.plots.set_reference(self._reference_series(s))
+        if s.backend is None:
             self.plots.set_measured({})
             return
-        key, budget = self._backend.key, self._run_budget()
+        key, budget = s.backend.key, s.run_budget
         self.plots.set_measured(
-            {
-                a: self.store.series(self._config, a, key, budget)
-                for a in ALGOS
-                if a in self._algorithms
-            }
+            {a: self.store.series(s.config, a, key, budget) for a in ALGOS if a in s.algorithms}
         )
 
-    def _reference_series(self) -> dict[str, list]:
+    def _reference_series(self, s: AppState) -> dict[str, list]:
         """Peers recorded beside ours (PyTorch SDPA): reference series, never our algorithms."""
-        ready = self._backend
-        if ready is None or ready.info.backend != REPLAY:
+        ready = s.backend
+        if ready is None or not s.replay:
             return {}
-        config = reference_config(self._config)
+        config = reference_config(s.config)
         return {
             a: self.store.series(config, a, ready.key, None)
             for a in ready.algorithms
@@ -644,13 +613,14 @@ class MainWindow(QMainWindow):
 
     def _on_outcome(self, outcome: RunOutcome) -> None:
         job = outcome.job
-        if job.backend_generation != self._backend_generation or self._backend is None:
+        s = self.state.value
+        if job.backend_generation != self._backend_generation or s.backend is None:
             return
         if outcome.result is not None:
             result = outcome.result
             self.store.add(result, outcome.backend_key, job.budget_bytes)
-            if job.config.with_(seq_len=1) == self._config.with_(seq_len=1):
-                self._refresh_measured()
+            if family_of(job.config, job.algorithm) == family_of(s.config, job.algorithm):
+                self._redraw_measured()
             self.readouts.set_last(result)
             if result.oom:
                 self._note(job, f"{describe_result(result)}: {result.message}")
@@ -690,7 +660,7 @@ class MainWindow(QMainWindow):
         self.run_status.set_text(" · ".join(self._notes))
 
     def _on_idle(self) -> None:
-        if self._backend is None:
+        if self.state.value.backend is None:
             return
         text = self.run_status.text()
         if text.startswith("Running"):
@@ -703,7 +673,7 @@ class MainWindow(QMainWindow):
     def _ask_recorded_run(self) -> None:
         """The "recorded run" choice with no file: the shipped recording, else ask for one."""
         if not self.file_menu.recorded_run_wanted():  # back to what ran before the combo asked
-            self.controls.set_backend_choice(self._backend_choice, emit=False)
+            self.controls.show_backend_choice(self.state.value.backend_choice)
 
     # ------------------------------------------------------------------ settings, lifecycle
 
@@ -738,4 +708,11 @@ class MainWindow(QMainWindow):
             with contextlib.suppress(Exception):
                 self.save_settings()
             self.runner.shutdown()
+            self.state.detach()
+            self.wait_for_background()
         super().closeEvent(event)
+
+    def wait_for_background(self, timeout_s: float = 5.0) -> None:
+        """Let work running off the GUI thread finish (a closing window, a test's end)."""
+        for worker in self.findChildren(LatestOnly):
+            worker.wait(timeout_s)

@@ -1,43 +1,50 @@
-"""The live plots: peak memory, time, HBM traffic over N, and a roofline.
+"""The lesson's four plots: peak memory, time, HBM traffic over N, and a roofline.
 
-Every item is created once and updated with `setData`/`setValue`; nothing is rebuilt while the
-slider moves. Data are plotted in log10 coordinates by us (not pyqtgraph's log mode) so cursors,
-labels and markers share one coordinate system; the axes print the real values. `series` on each
-plot keeps the linear data of every item for tests and exports.
-
-Model figures (lines) come from gpu.costmodel for the whole N range; measurements (markers)
-come from the result store; an out-of-memory run is a red ✕ at the memory it would have needed.
+Built from the plotting kit (app/plot_kit.py). The panel follows the app state (`on_state`):
+the cursor and the "you are here" markers move with the slider at once; the model curves of a
+new family are computed off the GUI thread (app/state/model_curves.py, through a LatestOnly
+worker) and drawn in one step when they arrive. Measurements (markers) come from the result
+store through `set_measured`; an out-of-memory run is a red ✕ at the memory it would have
+needed.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 
 import numpy as np
-import pyqtgraph as pg
-from PySide6.QtCore import QPointF, Qt
-from PySide6.QtGui import QPen
-from PySide6.QtWidgets import QGraphicsEllipseItem, QGraphicsItem, QGridLayout, QWidget
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QGridLayout, QWidget
 
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED, TILED_MMA, TILED_WGMMA
 from gpu.config import AttentionConfig
 from gpu.costmodel import GpuSpec
 from gpu.results import RunResult
 
-from .model_cache import cost
-from .recorded_run import reference_label
-from .seq_scale import SEQ_MAX, SEQ_MIN, log_grid
+from .background import LatestOnly, in_process
+from .pacing import coalesced
+from .plot_kit import (
+    LabelledLine,
+    MetricPlot,
+    Style,
+    fmt_bytes_axis,
+    fmt_flops_axis,
+    fmt_ms_axis,
+    fmt_plain,
+)
+from .state.app_state import AppState, Change
+from .state.family import family
+from .state.model_cache import cost, known, prime
+from .state.model_curves import MODEL_GRID, ModelCurves, model_curves
+from .state.recorded_run import reference_label
+from .state.seq_scale import SEQ_MAX, SEQ_MIN
+from .state.units import fmt_bytes, fmt_int, fmt_ms, fmt_rate
 from .theme import Palette
-from .units import fmt_bytes, fmt_int, fmt_ms, fmt_rate
-
-pg.setConfigOptions(antialias=True)
 
 ALGOS = tuple(ALGORITHMS)  # naive first, then the fused (tiled) kernels
 NAIVE_KERNELS = ("gemm_qk", "softmax", "gemm_pv")
 SYMBOLS = {NAIVE: "o", TILED: "s", TILED_MMA: "t", TILED_WGMMA: "d"}
-MODEL_GRID = tuple(log_grid(SEQ_MIN, SEQ_MAX, per_octave=4))  # smooth on log-log axes
 #: How a reference series (a peer such as PyTorch SDPA, recorded beside ours) is drawn: muted,
 #: dashed, small crosses; never in an algorithm's colour, so it cannot pass for one of ours.
 REFERENCE_STYLES: dict[str, tuple[str, Qt.PenStyle, str]] = {
@@ -46,459 +53,6 @@ REFERENCE_STYLES: dict[str, tuple[str, Qt.PenStyle, str]] = {
     "sdpa_math": ("muted", Qt.PenStyle.DashDotDotLine, "+"),
 }
 _DEFAULT_REFERENCE_STYLE = ("muted", Qt.PenStyle.DashLine, "+")
-_LOG2 = math.log10(2.0)
-
-
-def _log(values: Sequence[float]) -> np.ndarray:
-    return np.log10(np.asarray(values, dtype=float))
-
-
-def short_n(n: float) -> str:
-    n = round(n)
-    if n >= 1024 and n % 1024 == 0:
-        return f"{n // 1024}k"
-    return str(n)
-
-
-# ------------------------------------------------------------------------------------- axes
-
-
-class Log2NAxis(pg.AxisItem):
-    """x axis of N in log10 coordinates, ticked at powers of two (128, 512, 2k, ... 128k)."""
-
-    def tickValues(self, minVal, maxVal, size):
-        lo, hi = sorted((minVal, maxVal))
-        if hi - lo <= 0 or size <= 0:
-            return []
-        k0, k1 = math.ceil(lo / _LOG2 - 1e-9), math.floor(hi / _LOG2 + 1e-9)
-        px_per_octave = size * _LOG2 / (hi - lo)
-        step = 1
-        while px_per_octave * step < 38:
-            step += 1
-        # Label the first power of two in view (128 on the default scale), then every step-th.
-        major = [k * _LOG2 for k in range(k0, k1 + 1) if (k - k0) % step == 0]
-        minor = [k * _LOG2 for k in range(k0, k1 + 1) if (k - k0) % step != 0]
-        return [(step * _LOG2, major), (_LOG2, minor)]
-
-    def tickStrings(self, values, scale, spacing):
-        return [short_n(2 ** round(v / _LOG2)) for v in values]
-
-
-class LogValueAxis(pg.AxisItem):
-    """y (or x) axis in log10 coordinates, ticked at decades, printed with `formatter`."""
-
-    def __init__(self, orientation: str, formatter: Callable[[float], str]) -> None:
-        super().__init__(orientation)
-        self.formatter = formatter
-
-    def tickValues(self, minVal, maxVal, size):
-        lo, hi = sorted((minVal, maxVal))
-        if hi - lo <= 0 or size <= 0:
-            return []
-        d0, d1 = math.ceil(lo - 1e-9), math.floor(hi + 1e-9)
-        px_per_decade = size / (hi - lo)
-        step = 1
-        while px_per_decade * step < 24:
-            step += 1
-        major = [float(d) for d in range(d0, d1 + 1) if d % step == 0]
-        minor = [float(d) for d in range(d0, d1 + 1) if d % step != 0]
-        if step == 1 and px_per_decade > 70:
-            for d in range(math.floor(lo), math.ceil(hi) + 1):
-                for m in (2, 5) if px_per_decade < 160 else (2, 3, 5):
-                    v = d + math.log10(m)
-                    if lo <= v <= hi:
-                        (major if px_per_decade > 110 else minor).append(v)
-        return [(float(step), sorted(major)), (1.0, sorted(minor))]
-
-    def tickStrings(self, values, scale, spacing):
-        return [self.formatter(10.0**v) for v in values]
-
-
-def _compact(v: float, unit: str, prefixes: str = "kMGTPE") -> str:
-    """Axis labels: '1 GB', '20 MB', '500 ms' — at most 3 significant digits, no padding zeros."""
-    scale, prefix = 1.0, ""
-    for i, p in enumerate(prefixes):
-        if abs(v) >= 1000.0 ** (i + 1) * 0.9995:
-            scale, prefix = 1000.0 ** (i + 1), p
-    return f"{float(f'{v / scale:.3g}'):g}\u2009{prefix}{unit}"
-
-
-def _fmt_bytes_axis(v: float) -> str:
-    return _compact(v, "B")
-
-
-def _fmt_ms_axis(v: float) -> str:
-    if v >= 1000:
-        return _compact(v / 1000, "s", prefixes="")
-    if v >= 1:
-        return _compact(v, "ms", prefixes="")
-    return _compact(v * 1000, "µs", prefixes="")
-
-
-def _fmt_plain(v: float) -> str:
-    return f"{float(f'{v:.3g}'):g}" if v < 1000 else f"{float(f'{v / 1000:.3g}'):g}k"
-
-
-def _fmt_flops_axis(v: float) -> str:
-    return _compact(v, "", prefixes="kMGTPE") or "1"
-
-
-# ------------------------------------------------------------------------------------- items
-
-
-@dataclass(frozen=True)
-class Style:
-    """How an item is drawn, by palette key, so a theme switch can restyle it in place."""
-
-    color: str  # palette series key, or "cursor" / "budget" / "oom" / "roof" / "muted"
-    width: float = 2.0
-    dash: Qt.PenStyle = Qt.PenStyle.SolidLine
-    symbol: str | None = None
-    symbol_size: float = 8.0
-    line: bool = True
-    hollow: bool = False
-
-
-class RingMarkers:
-    """Hollow circles in pixel size, drawn by Qt's own ellipse items: the markers that follow the
-    slider then cost no Python paint and no Python bounding-rect calls. Mimics the part of
-    ScatterPlotItem's API that MetricPlot uses."""
-
-    def __init__(self, plot: pg.PlotWidget, size: float) -> None:
-        self.vb = plot.plotItem.vb
-        self.size = size
-        self.rings: list[QGraphicsEllipseItem] = []
-        self.visible = True
-        self.count = 0
-        self.pen = QPen()
-        #: What the legend shows for this item (a ring drawn by pyqtgraph, never in the plot).
-        self.legend_sample = pg.ScatterPlotItem(symbol="o", size=size)
-
-    def _ring(self, i: int) -> QGraphicsEllipseItem:
-        while len(self.rings) <= i:
-            s = self.size
-            ring = QGraphicsEllipseItem(-s / 2, -s / 2, s, s)
-            ring.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations)
-            ring.setBrush(Qt.BrushStyle.NoBrush)
-            ring.setPen(self.pen)
-            ring.setZValue(50)
-            self.vb.addItem(ring, ignoreBounds=True)
-            self.rings.append(ring)
-        return self.rings[i]
-
-    def setData(self, x=(), y=(), pen=None, **_: object) -> None:  # type: ignore[no-untyped-def]
-        self.count = len(x)
-        for i in range(self.count):
-            ring = self._ring(i)
-            ring.setPos(float(x[i]), float(y[i]))
-            ring.setPen(pen[i] if isinstance(pen, list) else self.pen)
-            ring.setVisible(self.visible)
-        for ring in self.rings[self.count :]:
-            ring.setVisible(False)
-
-    def setVisible(self, visible: bool) -> None:
-        self.visible = visible
-        for i, ring in enumerate(self.rings):
-            ring.setVisible(visible and i < self.count)
-
-    def isVisible(self) -> bool:
-        return self.visible
-
-    def setPen(self, pen: QPen) -> None:
-        self.pen = QPen(pen)
-        for ring in self.rings:
-            ring.setPen(self.pen)
-        self.legend_sample.setPen(pen)
-        self.legend_sample.setBrush(None)
-
-
-class MetricPlot(pg.PlotWidget):
-    """One plot: named items, a cursor, a hover read-out; data in log10 coordinates."""
-
-    def __init__(
-        self,
-        object_name: str,
-        title: str,
-        y_label: str,
-        y_format: Callable[[float], str],
-        x_label: str = "sequence length N",
-        x_format: Callable[[float], str] | None = None,
-        legend_cols: int = 1,
-        cursor_label: bool = True,
-        legend_at: tuple[int, int] = (6, 4),
-    ) -> None:
-        bottom = Log2NAxis("bottom") if x_format is None else LogValueAxis("bottom", x_format)
-        self._n_axis = x_format is None
-        super().__init__(axisItems={"bottom": bottom, "left": LogValueAxis("left", y_format)})
-        self.setObjectName(object_name)
-        self.title = title
-        self.plotItem.setMenuEnabled(False)
-        self.plotItem.hideButtons()
-        self.setLabel("bottom", x_label)
-        self.setLabel("left", y_label)
-        self.getAxis("left").setWidth(62)
-        self.plotItem.setTitle(title, size="10pt")
-        self.legend = self.plotItem.addLegend(
-            offset=legend_at, labelTextSize="8pt", colCount=legend_cols, verSpacing=-6
-        )
-        self.legend.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
-        #: A second legend (top left) for reference series, made on first use: peers get their
-        #: own box instead of lengthening the main one over the data.
-        self.side_legend: pg.LegendItem | None = None
-        self.items: dict[str, pg.PlotDataItem] = {}
-        self.styles: dict[str, Style] = {}
-        self.labels: dict[str, str] = {}
-        #: Linear data of every item, as last set: name -> (x, y).
-        self.series: dict[str, tuple[list[float], list[float]]] = {}
-        # The grid is a cached line item of ours: pyqtgraph's axis grid repaints both axes
-        # (a QPicture replay each) in every strip the cursor exposes.
-        self.grid = pg.PlotCurveItem(connect="pairs")
-        self.grid.setZValue(-100)
-        self.grid.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
-        self.addItem(self.grid, ignoreBounds=True)
-        self.x_ticks: Callable[[float, float], list[float]] = _octaves if self._n_axis else _decades
-        self.plotItem.vb.sigRangeChanged.connect(self._update_grid)
-        self.cursor = pg.InfiniteLine(angle=90, movable=False)
-        self.cursor_label = pg.InfLineLabel(
-            self.cursor, text="", position=0.04, anchors=[(0, 1), (0, 1)]
-        )
-        self.cursor_label.setVisible(cursor_label)
-        self._show_cursor_label = cursor_label
-        self.addItem(self.cursor, ignoreBounds=True)
-        self.cursor_n: int | None = None
-        self.hover = pg.TextItem(anchor=(0, 1))
-        self.hover.setZValue(100)
-        self.hover.setVisible(False)
-        self.addItem(self.hover, ignoreBounds=True)
-        self.hover_provider: Callable[[float, float], str | None] | None = None
-        self._proxy = pg.SignalProxy(self.scene().sigMouseMoved, rateLimit=30, slot=self._on_mouse)
-        self._palette: Palette | None = None
-        self._visible_names: list[str] = []
-        # Ranges are set by fit_y when data change, never by pyqtgraph's auto-range: it
-        # re-ranges (and repaints the whole plot) whenever any item moves, cursors included.
-        self.plotItem.vb.disableAutoRange()
-        self._bounded: set[str] = set()
-        self._spot_colors: dict[str, list[str]] = {}
-        self._y_range: tuple[float, float] | None = None
-        self.default_y = (0.0, 1.0)
-
-    def add(self, name: str, label: str, style: Style, bounds: bool = True):  # type: ignore[no-untyped-def]
-        """A named item; `bounds=False` keeps it out of auto-range (markers that follow the
-        slider must not make every move re-range and repaint the whole plot)."""
-        self.styles[name] = style
-        self.labels[name] = label
-        self.series[name] = ([], [])
-        if not bounds and style.hollow:  # moves with the slider: Qt-drawn rings
-            self.items[name] = RingMarkers(self, style.symbol_size)
-            return self.items[name]
-        # Markers alone are plain ScatterPlotItems: a PlotDataItem costs twice as much per setData.
-        item = pg.PlotDataItem() if style.line else pg.ScatterPlotItem(pxMode=True)
-        self.items[name] = item
-        self.addItem(item, ignoreBounds=not bounds)
-        if bounds:
-            self._bounded.add(name)
-            # Data items change only with data; cached as pixmaps, the strips a slider move
-            # exposes are blitted instead of repainted in Python (measured: -25% per move).
-            for part in (
-                (item,) if isinstance(item, pg.ScatterPlotItem) else (item.curve, item.scatter)
-            ):
-                part.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
-        return item
-
-    def fit_y(self, extra: Sequence[float] = ()) -> None:
-        """Range y over the visible data items (and `extra` values), in log10 units."""
-        ys = [y for y in extra if y and y > 0]
-        for name in self._bounded:
-            if self.items[name].isVisible():
-                ys.extend(self.series[name][1])
-        if ys:
-            lo, hi = math.log10(min(ys)), math.log10(max(ys))
-        else:
-            lo, hi = self.default_y
-        pad = max(0.08 * (hi - lo), 0.3)
-        target = (lo - pad, hi + pad)
-        if target != self._y_range:
-            self._y_range = target
-            self.setYRange(*target, padding=0)
-
-    def set_series(self, name: str, xs: Sequence[float], ys: Sequence[float], log_x: bool = True):
-        """Plot linear (x, y); non-positive or missing values are left out (log axes)."""
-        pts = [
-            (x, y)
-            for x, y in zip(xs, ys, strict=True)
-            if x is not None and y is not None and x > 0 and y > 0
-        ]
-        self.series[name] = ([p[0] for p in pts], [p[1] for p in pts])
-        item = self.items[name]
-        if not pts:
-            item.setData(x=[], y=[])
-            return
-        arr = np.asarray(pts, dtype=float)
-        x = np.log10(arr[:, 0]) if log_x else arr[:, 0]
-        item.setData(x=x, y=np.log10(arr[:, 1]), **self._spot_style(name, len(pts)))
-
-    def _spot_style(self, name: str, count: int) -> dict:
-        """Per-point colours of a multi-colour marker item (set_colors), else nothing."""
-        colors = self._spot_colors.get(name)
-        if not colors or self._palette is None:
-            return {}
-        pens = [pg.mkPen(self._color(self._palette, c), width=2) for c in colors[:count]]
-        return {"pen": pens, "brush": None} if self.styles[name].hollow else {"brush": pens}
-
-    def set_colors(self, name: str, color_keys: Sequence[str]) -> None:
-        """Colour the points of `name` one by one (palette keys), for the next set_series."""
-        self._spot_colors[name] = list(color_keys)
-
-    def set_cursor(self, n: int) -> None:
-        self.cursor_n = n
-        x = math.log10(n)
-        self.cursor.setValue(x)
-        if not self._show_cursor_label:
-            return
-        self.cursor_label.setFormat(f"N = {fmt_int(n)}")
-        # Text on the right of the line, or on its left near the right edge (never clipped).
-        (x0, x1), _ = self.plotItem.vb.viewRange()
-        side = 1.0 if x1 > x0 and (x - x0) / (x1 - x0) > 0.7 else 0.0
-        if self.cursor_label.anchors[0][0] != side:
-            self.cursor_label.anchors = [(side, 1), (side, 1)]
-            self.cursor_label.updatePosition()
-
-    def _update_grid(self, *_: object) -> None:
-        (x0, x1), (y0, y1) = self.plotItem.vb.viewRange()
-        xs, ys = [], []
-        for x in self.x_ticks(x0, x1):
-            xs += [x, x]
-            ys += [y0 - 1, y1 + 1]
-        for y in _decades(y0, y1):
-            xs += [x0 - 1, x1 + 1]
-            ys += [y, y]
-        self.grid.setData(np.asarray(xs, dtype=float), np.asarray(ys, dtype=float))
-
-    def set_x_span(self, lo: float, hi: float) -> None:
-        """Fix the x range (linear units) so the cursor never leaves the view."""
-        self.plotItem.vb.enableAutoRange(x=False)
-        self.setXRange(math.log10(lo), math.log10(hi), padding=0.06)
-
-    def set_visible_items(self, names: Sequence[str], force: bool = False) -> None:
-        """Show these items (legend in this order); hide the others."""
-        names = [n for n in names if n in self.items]
-        for name, item in self.items.items():
-            item.setVisible(name in names)
-        if force or names != self._visible_names:
-            self._visible_names = list(names)
-            self.legend.clear()
-            side = [n for n in names if n.startswith("reference_") and self.labels.get(n)]
-            if side and self.side_legend is None:
-                self._make_side_legend()
-            if self.side_legend is not None:
-                self.side_legend.clear()
-                self.side_legend.setVisible(bool(side))
-            for name in names:
-                if self.labels.get(name):
-                    item = self.items[name]
-                    sample = item.legend_sample if isinstance(item, RingMarkers) else item
-                    legend = self.side_legend if name in side else self.legend
-                    legend.addItem(sample, self.labels[name])
-
-    def _make_side_legend(self) -> None:
-        legend = pg.LegendItem(offset=(6, 4), labelTextSize="8pt", verSpacing=-6)
-        legend.setParentItem(self.plotItem.vb)
-        legend.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
-        self.side_legend = legend
-        if self._palette is not None:
-            self._style_legend(legend, self._palette)
-
-    def _style_legend(self, legend: pg.LegendItem, p: Palette) -> None:
-        legend.setLabelTextColor(p.foreground)
-        legend.setBrush(pg.mkBrush(_with_alpha(p.background, 200)))
-        legend.setPen(pg.mkPen(_with_alpha(p.muted, 120)))
-
-    def apply_palette(self, p: Palette) -> None:
-        self._palette = p
-        self.setBackground(p.background)
-        for axis in ("left", "bottom"):
-            ax = self.getAxis(axis)
-            ax.setPen(pg.mkPen(p.muted))
-            ax.setTextPen(pg.mkPen(p.foreground))
-            ax.setGrid(False)
-        self.grid.setPen(pg.mkPen(_with_alpha(p.foreground, int(255 * p.grid_alpha)), width=1))
-        self.plotItem.titleLabel.setText(self.title, color=p.foreground, size="10pt")
-        for axis in ("left", "bottom"):
-            label = self.getAxis(axis).labelText
-            self.setLabel(axis, label, color=p.muted)
-        for name, style in self.styles.items():
-            self._restyle(self.items[name], style, p)
-        self.cursor.setPen(pg.mkPen(p.cursor, width=1.2, style=Qt.PenStyle.DashLine))
-        self.cursor_label.setColor(p.cursor)
-        self.hover.setColor(p.foreground)
-        self.hover.fill = pg.mkBrush(_with_alpha(p.background, 225))
-        self.hover.border = pg.mkPen(p.muted)
-        for legend in (self.legend, self.side_legend):
-            if legend is not None:
-                self._style_legend(legend, p)
-        # Legend samples cache their look; re-adding them picks up the new pens.
-        names, self._visible_names = self._visible_names, []
-        self.set_visible_items(names)
-
-    @staticmethod
-    def _color(p: Palette, key: str) -> str:
-        return {
-            "cursor": p.cursor,
-            "budget": p.budget,
-            "oom": p.oom,
-            "roof": p.roof,
-            "muted": p.muted,
-            "fg": p.foreground,
-        }.get(key) or p.color(key)
-
-    def _restyle(self, item, style: Style, p: Palette) -> None:  # type: ignore[no-untyped-def]
-        color = self._color(p, style.color)
-        if isinstance(item, RingMarkers):
-            item.setPen(pg.mkPen(color, width=2))
-            return
-        if isinstance(item, pg.ScatterPlotItem):
-            item.setSymbol(style.symbol or "o")
-            item.setSize(style.symbol_size)
-            if style.hollow:
-                item.setBrush(None)
-                item.setPen(pg.mkPen(color, width=2))
-            else:
-                item.setBrush(pg.mkBrush(color))
-                item.setPen(pg.mkPen(p.background, width=1))
-            return
-        pen = pg.mkPen(color, width=style.width, style=style.dash) if style.line else None
-        item.setPen(pen)
-        if style.symbol:
-            item.setSymbol(style.symbol)
-            item.setSymbolSize(style.symbol_size)
-            if style.hollow:
-                item.setSymbolBrush(None)
-                item.setSymbolPen(pg.mkPen(color, width=2))
-            else:
-                item.setSymbolBrush(pg.mkBrush(color))
-                item.setSymbolPen(pg.mkPen(p.background, width=1))
-        else:
-            item.setSymbol(None)
-
-    def _on_mouse(self, event: tuple[QPointF]) -> None:
-        pos = event[0]
-        vb = self.plotItem.vb
-        if self.hover_provider is None or not vb.sceneBoundingRect().contains(pos):
-            self.hover.setVisible(False)
-            return
-        point = vb.mapSceneToView(pos)
-        text = self.hover_provider(point.x(), point.y())
-        if not text:
-            self.hover.setVisible(False)
-            return
-        self.hover.setText(text)
-        # Keep the box inside the view: flip to the left/below in the right/top half.
-        (x0, x1), (y0, y1) = vb.viewRange()
-        ax = 1.0 if point.x() > (x0 + x1) / 2 else 0.0
-        ay = 0.0 if point.y() > (y0 + y1) / 2 else 1.0
-        self.hover.setAnchor((ax, ay))
-        self.hover.setPos(point)
-        self.hover.setVisible(True)
 
 
 def _reference_intensity(config: AttentionConfig, peer: str) -> float:
@@ -508,53 +62,53 @@ def _reference_intensity(config: AttentionConfig, peer: str) -> float:
     return cost(config, NAIVE if peer == "sdpa_math" else TILED_MMA).arithmetic_intensity
 
 
-def _decades(lo: float, hi: float) -> list[float]:
-    return [float(d) for d in range(math.ceil(lo), math.floor(hi) + 1)]
-
-
-def _octaves(lo: float, hi: float) -> list[float]:
-    return [k * _LOG2 for k in range(math.ceil(lo / _LOG2), math.floor(hi / _LOG2) + 1)]
-
-
-def _with_alpha(color: str, alpha: int) -> tuple[int, int, int, int]:
-    c = pg.mkColor(color)
-    return (c.red(), c.green(), c.blue(), alpha)
-
-
-# ------------------------------------------------------------------------------------- panel
-
-
 class PlotsPanel(QWidget):
-    """The four plots, driven by the main window: model on config, markers on results."""
+    """The four plots; follows the app state (`on_state`) and the results (`set_measured`)."""
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, staged: bool = False) -> None:
+        """`staged`: build nothing yet; `build_steps()` builds it a piece at a time (an export
+        builds its panel between frames, so the window keeps painting)."""
         super().__init__(parent)
-        self.memory = MetricPlot("memoryPlot", "Peak memory", "peak memory", _fmt_bytes_axis)
+        self._steps = self._construct()
+        if not staged:
+            for _ in self._steps:
+                pass
+
+    def build_steps(self) -> Iterator[None]:
+        """The rest of a staged construction, one piece (~a plot) per step."""
+        return self._steps
+
+    def _construct(self) -> Iterator[None]:
+        self.memory = MetricPlot("memoryPlot", "Peak memory", "peak memory", fmt_bytes_axis)
+        yield
         # One N label (on the memory plot) is enough; each costs a text layout per move.
         self.timing = MetricPlot(
             "timingPlot",
             "Time per forward pass",
             "time",
-            _fmt_ms_axis,
+            fmt_ms_axis,
             cursor_label=False,
             legend_at=(-6, -4),  # nothing is ever fast at large N: the bottom right stays empty
         )
+        yield
         self.traffic = MetricPlot(
             "trafficPlot",
             "HBM traffic (model)",
             "bytes moved",
-            _fmt_bytes_axis,
+            fmt_bytes_axis,
             cursor_label=False,
         )
+        yield
         self.roofline = MetricPlot(
             "rooflinePlot",
             "Roofline",
             "achieved FLOP/s",
-            _fmt_flops_axis,
+            fmt_flops_axis,
             x_label="arithmetic intensity (FLOP/byte)",
-            x_format=_fmt_plain,
+            x_format=fmt_plain,
             legend_at=(-6, -4),  # under the flat roof, right of the points: stays empty
         )
+        yield
         self.roofline.cursor.setVisible(False)  # x is FLOP/byte here, not N
         self.roofline.setXRange(0.0, 4.0, padding=0.02)  # 1 to 10 000 FLOP/byte
         self.timing.default_y = (-1.0, 3.0)  # 0.1 ms to 1 s until something is measured
@@ -582,7 +136,16 @@ class PlotsPanel(QWidget):
         self._reference_by_n: dict[str, dict[int, RunResult]] = {}
         self._reference_ids: list[str] = []
         self._recorded_note = ""
-        self._build_items()
+        self._model: ModelCurves | None = None
+        self._seen: AppState | None = None  # the state shown
+        self._pending: AppState | None = None  # a newer one, noted while hidden
+        self._pending_measured: dict[str, list[RunResult]] | None = None
+        self._pending_reference: dict[str, list[RunResult]] | None = None
+        self._relabel = False
+        self._paced_visibility = coalesced(self._apply_visibility, 0, parent=self)
+        #: Model curves are computed here, off the GUI thread; only the newest set is drawn.
+        self.model_worker = LatestOnly(self)
+        yield from self._build_items()
         for plot in self.plots:
             plot.set_visible_items([])
         self.set_n_span(SEQ_MIN, SEQ_MAX)
@@ -591,7 +154,7 @@ class PlotsPanel(QWidget):
         self.traffic.hover_provider = self._hover_traffic
         self.roofline.hover_provider = self._hover_roofline
 
-    def _build_items(self) -> None:
+    def _build_items(self) -> Iterator[None]:
         m, t, h, r = self.memory, self.timing, self.traffic, self.roofline
         m.add("model_naive", "naive (model)", Style(NAIVE, 2.0))
         m.add("model_tiled", "tiled, every kernel (model)", Style(TILED, 2.0))
@@ -608,12 +171,8 @@ class PlotsPanel(QWidget):
             Style("fg", symbol="o", line=False, symbol_size=15, hollow=True),
             bounds=False,
         )
-        self.budget_line = pg.InfiniteLine(angle=0, movable=False)
-        self.budget_label = pg.InfLineLabel(
-            self.budget_line, text="", position=0.97, anchors=[(1, 1), (1, 1)]
-        )
-        m.addItem(self.budget_line, ignoreBounds=True)
-        self.budget_line.setVisible(False)
+        self.budget_line = LabelledLine(m, angle=0, position=0.97, anchors=[(1, 1), (1, 1)])
+        yield
 
         for a in ALGOS:
             t.add(
@@ -636,6 +195,7 @@ class PlotsPanel(QWidget):
             bounds=False,
         )
 
+        yield
         for a in ALGOS:
             h.add(f"model_{a}", f"{ALGORITHMS[a].label}", Style(a, 2.0))
         h.add(
@@ -645,6 +205,7 @@ class PlotsPanel(QWidget):
             bounds=False,
         )
 
+        yield
         r.add("roof", "roofline", Style("roof", 2.0))
         # Where the roofline puts each algorithm at the current N: one item, a colour per point.
         r.add(
@@ -665,21 +226,62 @@ class PlotsPanel(QWidget):
             Style("fg", symbol="o", line=False, symbol_size=16, hollow=True),
             bounds=False,
         )
-        self.ridge_line = pg.InfiniteLine(angle=90, movable=False)
-        self.ridge_label = pg.InfLineLabel(
-            self.ridge_line, text="", position=0.55, anchors=[(0, 0.5), (0, 0.5)]
-        )
-        r.addItem(self.ridge_line, ignoreBounds=True)
+        self.ridge_line = LabelledLine(r, angle=90, position=0.55, anchors=[(0, 0.5), (0, 0.5)])
 
     # ------------------------------------------------------------------ inputs
 
     def apply_palette(self, p: Palette) -> None:
         for plot in self.plots:
             plot.apply_palette(p)
-        self.budget_line.setPen(pg.mkPen(p.budget, width=1.5, style=Qt.PenStyle.DashLine))
-        self.budget_label.setColor(p.budget)
-        self.ridge_line.setPen(pg.mkPen(p.muted, width=1, style=Qt.PenStyle.DotLine))
-        self.ridge_label.setColor(p.muted)
+        self.budget_line.set_style(p.budget, 1.5, Qt.PenStyle.DashLine)
+        self.ridge_line.set_style(p.muted, 1.0, Qt.PenStyle.DotLine)
+
+    def on_state(self, change: Change) -> None:
+        """Show what changed in the app state (one call per change; see the module docstring).
+        While the panel is hidden (the Tiles tab is shown) it only notes the newest state and
+        catches up when shown: a hidden panel costs the slider nothing."""
+        if self._seen is not None and not self.isVisible():
+            self._pending = change.new
+            return
+        self._apply_state(change)
+
+    def catch_up(self) -> None:
+        """Apply a state noted while hidden."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self._apply_state(Change.between(self._seen, pending))
+        reference, self._pending_reference = self._pending_reference, None
+        if reference is not None:
+            self._show_reference(reference)
+        measured, self._pending_measured = self._pending_measured, None
+        if measured is not None:
+            self._show_measured(measured)
+
+    def showEvent(self, event) -> None:  # type: ignore[no-untyped-def]
+        super().showEvent(event)
+        self.catch_up()
+
+    def _apply_state(self, change: Change) -> None:
+        self._seen = change.new
+        s = change.new
+        if change.changed("seq_scale"):
+            lens = s.seq_scale
+            if lens:
+                self.set_n_span(min(lens[0], SEQ_MIN), max(lens[-1], SEQ_MAX))
+            else:
+                self.set_n_span(SEQ_MIN, SEQ_MAX)
+        if change.changed("backend"):
+            self.set_recorded_note(s.backend.backend.label() if s.replay else "")
+        if change.changed("budget"):
+            self.set_budget(s.budget.line_bytes, s.budget_line_label)
+        if change.changed("target_gpu", "target_gpu_label", "on_gpu"):
+            self.set_gpu(s.target_gpu, s.target_gpu_label, time_model=s.on_gpu)
+        if change.changed("config", "algorithms", "seq_scale"):
+            self.set_config(s.config, s.algorithms, warm=s.scale)
+
+    def show_state(self, s: AppState) -> None:
+        """Everything the state says, at once (a new panel's first look)."""
+        self.on_state(Change.initial(s))
 
     def set_n_span(self, lo: int, hi: int) -> None:
         """The N range every N plot shows: the slider's whole scale."""
@@ -687,14 +289,17 @@ class PlotsPanel(QWidget):
         for plot in self.plots[:3]:
             plot.set_x_span(lo, hi)
 
-    def set_config(self, config: AttentionConfig, algorithms: Sequence[str]) -> None:
-        """A new config: redraw model curves if the family or algorithms changed, move cursors."""
+    def set_config(
+        self, config: AttentionConfig, algorithms: Sequence[str], warm: Sequence[int] = ()
+    ) -> None:
+        """A new config: move the cursors now; new model curves if the family or algorithms
+        changed (computed off the GUI thread; `warm`: N whose costs the slider will ask for)."""
         algorithms = tuple(a for a in ALGOS if a in algorithms)
-        family = config.with_(seq_len=SEQ_MIN)
-        if family != self._family or algorithms != self._algorithms:
-            self._family = family
+        fam = family(config)
+        if fam != self._family or algorithms != self._algorithms:
+            self._family = fam
             self._algorithms = algorithms
-            self._draw_model()
+            self._request_model((*warm, config.seq_len))
             self._update_visibility()
         self.set_seq_len(config)
 
@@ -705,31 +310,59 @@ class PlotsPanel(QWidget):
         for plot in self.plots[:3]:
             plot.set_cursor(n)
         self.roofline.cursor_n = n
-        algos = self._algorithms
+        self._model_markers()
+        self._measured_markers()
+
+    def _model_markers(self) -> None:
+        """The "you are here" markers that show the model (memory, traffic, roofline bound)."""
+        config, algos = self._config, self._algorithms
+        if config is None:
+            return
+        n = config.seq_len
         # Every fused kernel has the same peak (4 matrices + m, l): one marker for all of them.
         fused = [a for a in algos if a != NAIVE]
         model_algos = [a for a in algos if a == NAIVE] + fused[:1]
-        mem_y = [cost(config, a).peak_bytes for a in model_algos]
-        self.memory.set_series("current", [n] * len(mem_y), mem_y)
-        self.traffic.set_series(
-            "current", [n] * len(algos), [cost(config, a).hbm_bytes for a in algos]
-        )
+        # A shape whose model is still being worked out (off the GUI thread) gets its model
+        # markers with its curves (_draw_model); the cursor moves now.
+        figure = cost if self._model_ready() else known
+        mem = [(c.peak_bytes if (c := figure(config, a)) else None) for a in model_algos]
+        self.memory.set_series("current", [n] * len(mem), mem)
+        hbm = [(c.hbm_bytes if (c := figure(config, a)) else None) for a in algos]
+        self.traffic.set_series("current", [n] * len(hbm), hbm)
+        self._draw_bounds()
+
+    def _model_ready(self) -> bool:
+        """Whether the model curves drawn are the current family's."""
+        m = self._model
+        return m is not None and m.family == self._family and m.algorithms == self._algorithms
+
+    def _measured_markers(self) -> None:
+        """The "you are here" markers that show measurements (time, achieved FLOP/s)."""
+        config, algos = self._config, self._algorithms
+        if config is None:
+            return
+        n = config.seq_len
         times = [self._by_n[a].get(n) for a in algos]
         self.timing.set_series(
             "current", [n] * len(times), [r.total_ms if r else None for r in times]
         )
         xs, ys = [], []
         for a in algos:
-            c = cost(config, a)
             res = self._by_n[a].get(n)
             if res is not None and res.tflops:
-                xs.append(c.arithmetic_intensity)
+                xs.append(cost(config, a).arithmetic_intensity)
                 ys.append(res.tflops * 1e12)
         self.roofline.set_series("current", xs, ys, log_x=True)
-        self._draw_bounds()
 
     def set_measured(self, series: dict[str, list[RunResult]]) -> None:
-        """Measured results of the current family, per algorithm, sorted by N."""
+        """Measured results of the current family, per algorithm, sorted by N (noted only while
+        the panel is hidden, like the state)."""
+        if self._seen is not None and not self.isVisible():
+            self._pending_measured = series
+            return
+        self._show_measured(series)
+
+    def _show_measured(self, series: dict[str, list[RunResult]]) -> None:
         for a in ALGOS:
             results = list(series.get(a, ()))
             self._measured[a] = results
@@ -761,19 +394,13 @@ class PlotsPanel(QWidget):
             "oom", [r.config.seq_len for r in ooms], [r.model_peak_bytes for r in ooms]
         )
         self._update_visibility()
-        if self._config is not None:
-            self.set_seq_len(self._config)
+        self._measured_markers()
 
     def set_budget(self, budget_bytes: int | None, label: str) -> None:
         self._budget = budget_bytes
         self._budget_label = label
-        if budget_bytes:
-            self.budget_line.setValue(math.log10(budget_bytes))
-            text = label if "GB" in label else f"{label}: {fmt_bytes(budget_bytes)}"
-            self.budget_label.setFormat(text)
-            self.budget_line.setVisible(True)
-        else:
-            self.budget_line.setVisible(False)
+        text = label if "GB" in label else f"{label}: {fmt_bytes(budget_bytes)}"
+        self.budget_line.set(budget_bytes, text)
         self.memory.fit_y(extra=[budget_bytes] if budget_bytes else [])
 
     def set_gpu(self, gpu: GpuSpec, label: str, time_model: bool) -> None:
@@ -785,19 +412,28 @@ class PlotsPanel(QWidget):
         roof = np.minimum(gpu.fp16_tensor_flops, gpu.bandwidth_bytes_s * ai)
         self.roofline.set_series("roof", ai, roof)
         ridge = gpu.ridge_flops_per_byte
-        self.ridge_line.setValue(math.log10(ridge))
-        self.ridge_label.setFormat(f"ridge {ridge:.0f} FLOP/B")
+        self.ridge_line.set(ridge, f"ridge {ridge:.0f} FLOP/B")
         self.roofline.title = f"Roofline: {label}"
         self.roofline.plotItem.titleLabel.setText(
             self.roofline.title,
             color=self.roofline._palette.foreground if self.roofline._palette else None,
             size="10pt",
         )
-        self._draw_time_model()
+        if self._family is not None and (
+            self._model is None or self._model.time_gpu != self._time_model_gpu
+        ):
+            self._request_model()
         self._draw_bounds()
         self._update_visibility()
 
     def set_reference(self, series: dict[str, list[RunResult]]) -> None:
+        """See `_show_reference`; noted only while the panel is hidden."""
+        if self._seen is not None and not self.isVisible():
+            self._pending_reference = series
+            return
+        self._show_reference(series)
+
+    def _show_reference(self, series: dict[str, list[RunResult]]) -> None:
         """Peers measured beside ours (PyTorch SDPA in a recording), per peer id, sorted by N:
         dashed reference series on the timing and roofline plots, labelled "PyTorch SDPA flash
         (recorded)" and so on, never as one of our algorithms. `{}` removes them."""
@@ -858,49 +494,49 @@ class PlotsPanel(QWidget):
     def replicate(self) -> PlotsPanel:
         """A new panel showing the same data and style: exports render it offscreen at the size
         asked for, leaving the live panel (and its caches) alone."""
-        other = PlotsPanel()
-        if self.memory._palette is not None:
-            other.apply_palette(self.memory._palette)
-        other.set_n_span(*self._n_span)
-        if self._gpu is not None:
-            other.set_gpu(self._gpu, self._gpu_label, self._time_model_gpu is not None)
-        other.set_budget(self._budget, self._budget_label)
-        other.set_recorded_note(self._recorded_note)
-        if self._config is not None:
-            other.set_config(self._config, self._algorithms)
-        other.set_measured(self._measured)
-        other.set_reference(self._references)
-        return other
+        steps = self.replicate_steps()
+        for _ in steps:
+            pass
+        return steps.panel  # type: ignore[attr-defined]
+
+    def replicate_steps(self) -> _Replication:
+        """`replicate` a piece per step (see `build_steps`); the panel is `.panel`."""
+        return _Replication(self)
 
     # ------------------------------------------------------------------ drawing
 
-    def _draw_model(self) -> None:
-        fam = self._family
-        assert fam is not None
-        configs = [fam.with_(seq_len=n) for n in MODEL_GRID]
-        self.memory.set_series(
-            "model_naive", MODEL_GRID, [cost(c, NAIVE).peak_bytes for c in configs]
+    def _request_model(self, warm: Sequence[int] = ()) -> None:
+        """Compute the model curves of the current family off the GUI thread."""
+        fam, algos, gpu = self._family, self._algorithms, self._time_model_gpu
+        if fam is None:
+            return
+        warm = tuple(warm)
+        self.model_worker.submit(
+            in_process(model_curves, fam, algos, gpu, warm),
+            self._draw_model,
+            failed=self._model_failed,
         )
-        self.memory.set_series(
-            "model_tiled", MODEL_GRID, [cost(c, TILED).peak_bytes for c in configs]
-        )
-        for a in ALGOS:
-            if a in self._algorithms:
-                self.traffic.set_series(
-                    f"model_{a}", MODEL_GRID, [cost(c, a).hbm_bytes for c in configs]
-                )
-            else:
-                self.traffic.set_series(f"model_{a}", [], [])
-        self._draw_time_model()
 
-    def _draw_time_model(self) -> None:
-        gpu, fam = self._time_model_gpu, self._family
-        for a in ALGOS:
-            if gpu is None or fam is None or a not in self._algorithms:
-                self.timing.set_series(f"roofline_{a}", [], [])
-                continue
-            ys = [cost(fam.with_(seq_len=n), a).modeled_seconds(gpu) * 1e3 for n in MODEL_GRID]
-            self.timing.set_series(f"roofline_{a}", MODEL_GRID, ys)
+    def _model_failed(self, exc: BaseException) -> None:
+        self.model_worker.submit(
+            lambda: model_curves(self._family, self._algorithms, self._time_model_gpu),
+            self._draw_model,
+        )
+
+    def _draw_model(self, curves: ModelCurves) -> None:
+        """Draw a finished set of model curves, all in one step."""
+        prime(curves.costs)
+        self._model = curves
+        plots = {"memory": self.memory, "traffic": self.traffic, "timing": self.timing}
+        for (plot, name), (xs, ys) in curves.series.items():
+            plots[plot].set_series(name, xs, ys)
+        self._model_markers()  # those of a shape just worked out
+        self._update_visibility()
+
+    def flush_model(self) -> None:
+        """Show the newest state and its model curves now (tests, exports)."""
+        self.catch_up()
+        self.model_worker.flush()
 
     def _draw_bounds(self) -> None:
         """Where the roofline puts each algorithm at the current N (hollow markers on the roof)."""
@@ -908,15 +544,30 @@ class PlotsPanel(QWidget):
         if gpu is None or config is None:
             self.roofline.set_series("bounds", [], [])
             return
-        xs, ys = [], []
+        xs, ys, keys = [], [], []
+        figure = cost if self._model_ready() else known
         for a in self._algorithms:
-            ai = cost(config, a).arithmetic_intensity
+            c = figure(config, a)
+            if c is None:
+                continue
+            ai = c.arithmetic_intensity
             xs.append(ai)
             ys.append(min(gpu.fp16_tensor_flops, gpu.bandwidth_bytes_s * ai))
-        self.roofline.set_colors("bounds", self._algorithms)
+            keys.append(a)
+        self.roofline.set_colors("bounds", keys)
         self.roofline.set_series("bounds", xs, ys)
 
     def _update_visibility(self, force: bool = False) -> None:
+        """Legends and y ranges follow at the end of this turn of the event loop: a state
+        change, cleared series and new markers arriving together relayout them once."""
+        self._relabel = self._relabel or force
+        self._paced_visibility()
+
+    def flush_visibility(self) -> None:
+        self._paced_visibility.flush()
+
+    def _apply_visibility(self) -> None:
+        force, self._relabel = self._relabel, False
         algos = self._algorithms
         refs = [
             f"reference_{p}" for p in self._reference_ids if self.timing.series[f"reference_{p}"][0]
@@ -933,8 +584,8 @@ class PlotsPanel(QWidget):
         mem.append("current")
         self.memory.set_visible_items(mem)
         tim = [f"measured_{a}" for a in algos]
-        if NAIVE in algos:
-            tim += [f"kernel_{k}" for k in NAIVE_KERNELS if self.timing.series[f"kernel_{k}"][0]]
+        if NAIVE in algos:  # listed whether or not measured yet: the legend stays put
+            tim += [f"kernel_{k}" for k in NAIVE_KERNELS]
         relabel = False
         if self._time_model_gpu is not None:
             tim += [f"roofline_{a}" for a in algos]
@@ -1058,3 +709,39 @@ class PlotsPanel(QWidget):
 
     def measured_ns(self, plot: MetricPlot, algorithm: str) -> list[float]:
         return list(plot.series.get(f"measured_{algorithm}", ([], []))[0])
+
+
+class _Replication:
+    """Iterates the steps of PlotsPanel.replicate; `panel` is the copy being made."""
+
+    def __init__(self, source: PlotsPanel) -> None:
+        self.source = source
+        self.panel = PlotsPanel(staged=True)
+        self._steps = self._run()
+
+    def __iter__(self) -> Iterator[None]:
+        return self._steps
+
+    def __next__(self) -> None:
+        return next(self._steps)
+
+    def _run(self) -> Iterator[None]:
+        src, other = self.source, self.panel
+        yield from other.build_steps()
+        if src.memory._palette is not None:
+            other.apply_palette(src.memory._palette)
+        other.set_n_span(*src._n_span)
+        if src._gpu is not None:
+            other.set_gpu(src._gpu, src._gpu_label, src._time_model_gpu is not None)
+        other.set_budget(src._budget, src._budget_label)
+        other.set_recorded_note(src._recorded_note)
+        yield
+        if src._config is not None:
+            other._family, other._algorithms = src._family, src._algorithms
+            if src._model is not None:
+                other._draw_model(src._model)
+            other.set_seq_len(src._config)
+        yield
+        other.set_measured(src._measured)
+        other.set_reference(src._references)
+        other.flush_visibility()

@@ -45,57 +45,12 @@ from gpu.config import AttentionConfig, ConfigError
 from gpu.costmodel import algorithm_cost, useful_flops
 from gpu.cuda_kernels import KernelCompileError
 from gpu.errors import UnsupportedConfig
-from gpu.results import DeviceInfo, RunResult
+from gpu.results import RunResult
 
-from .recorded_run import NotRecorded
+from .state.recorded_run import NotRecorded
+from .state.runs import BackendFailure, BackendReady, Job, RunOutcome, backend_key
 
 BackendFactory = Callable[[], Backend]
-
-
-@dataclass(frozen=True)
-class BackendReady:
-    generation: int
-    requested: str  # what the user asked for: "auto", "cuda", "cpu", "recorded"
-    backend: Backend
-    key: str  # identifies the device for the result cache
-    info: DeviceInfo
-    algorithms: tuple[str, ...]
-    seconds: float  # how long creating it took (CuPy import, compiles)
-
-
-@dataclass(frozen=True)
-class BackendFailure:
-    generation: int
-    requested: str
-    message: str
-
-
-@dataclass(frozen=True)
-class Job:
-    request_id: int
-    backend_generation: int
-    config: AttentionConfig
-    algorithm: str
-    budget_bytes: int | None
-    sweep: bool = False
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    """What became of one job: a result, a skip or an error (with the field, for a ConfigError)."""
-
-    job: Job
-    backend_key: str
-    result: RunResult | None = None
-    error: str = ""
-    error_field: str = ""
-    skipped: bool = False  # not run: estimated too slow, or not in the recorded run
-    stale: bool = False  # a newer live request arrived while this one ran
-    seconds: float = 0.0
-    details: str = ""  # long text for a "Details…" view: a compiler log, a traceback line
-    unsupported: bool = False  # this algorithm cannot run this config on this device
-    unavailable: bool = False  # the algorithm is off for this session (its kernel won't build)
-    backend_lost: bool = False  # the backend failed mid-run; the worker stopped using it
 
 
 @dataclass
@@ -110,10 +65,6 @@ class RunnerStats:
     by_algorithm: dict[str, int] = field(default_factory=dict)
 
 
-def backend_key(info: DeviceInfo) -> str:
-    return f"{info.backend}:{info.name}"
-
-
 def default_options(backend_name: str) -> RunOptions:
     """Measurement effort per backend: a GPU can afford warm-up and repeats, NumPy cannot."""
     if backend_name == "cuda":
@@ -121,6 +72,9 @@ def default_options(backend_name: str) -> RunOptions:
     # NumPy: no warm-up to speak of, but a shared CPU stalls now and then; a median of 3.
     return RunOptions(warmup=0, repeats=3)
 
+
+#: The runner trims the heap once it has had no work for this long (see `trim_heap`).
+IDLE_TRIM_AFTER_S = 1.0
 
 #: A first guess at each backend's attention throughput (FLOP/s), until it has run once.
 PRIOR_FLOPS_PER_S = {"cpu": 8e9}
@@ -160,6 +114,8 @@ class Runner(QObject):
         self.live_time_limit_s: float | None = 20.0
         self.sweep_time_limit_s: float | None = 90.0
         self.options_for: Callable[[str], RunOptions] = default_options
+        #: Seconds without work before the idle heap trim (see `trim_heap`).
+        self.idle_trim_after_s = IDLE_TRIM_AFTER_S
 
         self._cond = threading.Condition()
         self._stop = False
@@ -300,12 +256,23 @@ class Runner(QObject):
         requested = ""
         while True:
             with self._cond:
+                trim_due = False
                 while not (self._stop or self._backend_spec or self._live or self._sweep):
                     if self._busy:
                         self._busy = False
                         self._emit(self._bridge.idle)
-                        # Idle: give the C heap's freed blocks back to the OS, outside the lock
-                        # so the GUI thread can queue work meanwhile; then check for work again.
+                        trim_due = True
+                        continue
+                    if trim_due:
+                        # Idle for a while: give the C heap's freed blocks back to the OS,
+                        # outside the lock so the GUI thread can queue work meanwhile. Not at
+                        # once: a trim holds the allocator's lock, and a GUI thread allocating
+                        # meanwhile (a slider being dragged) would wait for it.
+                        if self._cond.wait(self.idle_trim_after_s):
+                            continue  # woken: work (or a stop) arrived first
+                        if self._stop or self._backend_spec or self._live or self._sweep:
+                            continue
+                        trim_due = False
                         self._cond.release()
                         try:
                             trim_heap()
@@ -481,14 +448,11 @@ def trim_heap() -> None:
     """Give freed heap memory back to the OS (glibc; elsewhere a no-op).
 
     Why: a CPU run frees its S and P (tens of MB), but once glibc's dynamic mmap threshold has
-    risen, such blocks come from and return to the heap, which keeps them. Trimming after each
-    CPU run (outside its timing, ~0.3 ms) took the soak's idle RSS from ~220 MB to ~185 MB.
-    The runner also trims each time it goes idle, whatever the backend: results, plots and Qt
-    churn the heap too, and at GPU run rates its retained free blocks made most of a slow RSS
-    rise (`bench/soak.py --backend fake --minutes 10`: 9.2 MiB/h without the idle trim, 1.9 with
-    it; docs/RELIABILITY.md).
-    (The slower creep that remained came from tracemalloc, started and stopped for each run's
-    peak; gpu/array_meter.py replaced it, and the 30-minute CPU soak is now flat: +1.1%.)"""
+    risen, such blocks come from and return to the heap, which keeps them. The runner trims after
+    each CPU run (outside its timing, ~0.3 ms), and, whatever the backend, once it has been idle
+    for IDLE_TRIM_AFTER_S: results, plots and Qt churn the heap too, and at GPU run rates their
+    retained free blocks made most of a slow RSS rise (docs/RELIABILITY.md). Never at once on
+    going idle: a trim holds the allocator's lock, which a busy GUI thread would wait for."""
     trim = _malloc_trim()
     if trim is not None:
         with contextlib.suppress(Exception):

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 
 from gpu.results import DeviceInfo, RunResult
 
-from .units import fmt_bytes, fmt_ms
+from .state.units import fmt_bytes, fmt_ms
 
 
 class RunStatus(QWidget):

@@ -1,31 +1,55 @@
-"""GUI latency benchmark: slider move → repainted plots (cached results), and cold start.
+"""GUI latency benchmark: how long the GUI thread is busy, and how long it ever stalls.
 
-    QT_QPA_PLATFORM=offscreen python bench/bench_gui.py [--moves 200] [--starts 5]
+    QT_QPA_PLATFORM=offscreen python bench/bench_gui.py [--backend model|cuda|cpu]
+        [--moves 200] [--seq-max 131072] [--starts 5] [--out bench_gui.json]
 
-1. Slider → paint: every N of the slider's scale is measured first (a model-based backend, so
-   the numbers cost nothing), then the slider moves back and forth; each sample is the time from
-   `setValue` until every N plot (memory, timing, traffic) and the roofline have painted again.
-   The runner has nothing to do (all cached), so this is the GUI's own cost. Target: median
-   ≤ 16 ms.
-2. Cold start: a fresh Python process imports the app, builds the window and shows it; the
-   sample is the wall time from launching the process to the window's first paint event, as
-   the parent sees it. Target: ≤ 2 s.
+Every figure is taken on the real main window, offscreen, at 1600×1000 with the explain pane
+open. `--backend model` (the default) answers from the cost model (app.state.cost_model_backend,
+`--delay-ms` per run): the GUI's own cost on any machine. `--backend cuda` measures on the GPU.
+
+1. Slider move → repainted window, with the Measurements tab and with the Tiles tab shown. Every
+   N of the slider's scale (up to --seq-max) is measured first, so the runner has nothing to do;
+   then the slider is dragged over the whole scale and back, one move per 16 ms frame at most
+   (as a mouse delivers them). A sample is the wall time from `setValue` until the slider (and,
+   on the Measurements tab, all four plots) has painted again. Targets: median ≤ 8 ms, p95 ≤ 16.
+2. GUI-thread CPU time of a heads change and of a dtype change (Measurements tab, N =
+   --change-n): `time.thread_time()` of the GUI thread from the change until the window is idle
+   again (the measurements it asks for answered and drawn), minus an idle loop of the same
+   length, in total and outside paint events (the GUI thread's own work besides painting; the
+   target is stated for this one). Each heads change is to a shape not seen before, and the
+   GUI process's cost-model memo is cleared before each change. Target: ≤ 16 ms.
+3. Longest GUI-thread stall: a 10 ms heartbeat QTimer runs and the largest gap between its ticks
+   is reported, during a drag on the Tiles tab up to --seq-max, a sweep up to --sweep-max
+   (default --seq-max; the store is cleared first), a 4000×2500 PNG export of the plots, and
+   opening the shipped recording (resources/recorded/h200_sweep.json). Target: no gap over
+   50 ms. `slowest_events` in the JSON lists the longest events behind each stall.
+4. Cold start (--starts runs): a fresh process imports the app, builds and shows the window; the
+   sample is the wall time from launching it to the window's first paint. Target: ≤ 2 s.
+
+Prints a short table last; `--out` also writes every sample as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import ClassVar
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+RECORDING = ROOT / "resources" / "recorded" / "h200_sweep.json"
+FRAME_S = 0.016
+HEARTBEAT_MS = 10
 
 
 def _quiet_qt() -> None:
@@ -39,52 +63,140 @@ def _quiet_qt() -> None:
     qInstallMessageHandler(handler)
 
 
-class ModelBackend:
-    """Answers instantly from the cost model (times at 1 TFLOP/s): GUI cost only, no compute."""
-
-    name = "model"
-
-    def device_info(self):  # type: ignore[no-untyped-def]
-        from gpu.results import DeviceInfo
-
-        return DeviceInfo("model", "cost model (benchmark)", 80 * 10**9, 80 * 10**9)
-
-    def algorithms(self):  # type: ignore[no-untyped-def]
-        return ("naive", "tiled")
-
-    def run(self, config, algorithm, options=None):  # type: ignore[no-untyped-def]
-        from gpu.costmodel import algorithm_cost
-        from gpu.results import KernelTime, RunResult
-
-        cost = algorithm_cost(config, algorithm)
-        base = dict(
-            config=config,
-            algorithm=algorithm,
-            backend=self.name,
-            device="model",
-            model_peak_bytes=cost.peak_bytes,
-            hbm_bytes=cost.hbm_bytes,
-            flops=cost.flops,
-        )
-        if options is not None and options.budget_bytes and cost.peak_bytes > options.budget_bytes:
-            return RunResult(**base, oom=True, message="over budget")
-        times = tuple(KernelTime(k.name, max(k.flops, k.hbm_bytes) / 1e9) for k in cost.kernels)
-        return RunResult(**base, kernel_times=times, peak_bytes=cost.peak_bytes, repeats=1)
-
-
-#: GUI-thread CPU time of each move of the last bench_slider run (robust to other load).
-LAST_CPU: list[float] = []
-
-
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-class _PaintWatch:
-    """Records when each watched widget last received a Paint event."""
+def _summary(values: list[float]) -> dict:
+    if not values:
+        return {"n": 0}
+    return {
+        "n": len(values),
+        "median": statistics.median(values),
+        "p95": _percentile(values, 0.95),
+        "max": max(values),
+    }
 
-    def __init__(self, widgets):  # type: ignore[no-untyped-def]
+
+def backend_factory(kind: str, delay_ms: float):  # type: ignore[no-untyped-def]
+    if kind == "model":
+        from app.state.cost_model_backend import CostModelBackend
+        from gpu.algorithms import ALGORITHMS
+
+        backend = CostModelBackend(
+            name="model",
+            device="cost model (benchmark)",
+            memory_bytes=80 * 10**9,
+            algorithms=tuple(ALGORITHMS),
+            delay_s=delay_ms / 1e3,
+            record_calls=False,
+        )
+        return lambda name: backend
+    try:
+        from gpu.backends import create_backend  # type: ignore[import-not-found]
+    except ImportError:
+        from gpu.backend import create_backend
+    # The window's own fallbacks (to "cpu") still work; main() says when they happened.
+    return lambda name: create_backend(kind if name in ("auto", kind) else name)
+
+
+# ------------------------------------------------------------------------------------ measuring
+
+
+def make_app():  # type: ignore[no-untyped-def]
+    """A QApplication that counts the GUI thread's CPU time spent in paint events, and notes
+    every top-level event that kept the GUI thread busy for over 20 ms (what a stall was)."""
+    from PySide6.QtCore import QEvent
+    from PySide6.QtWidgets import QApplication
+
+    class CountingApp(QApplication):
+        paint_cpu_s = 0.0
+        slow_events: ClassVar[list] = []  # (ms, event type, receiver class, objectName)
+        _depth = 0
+        _painting = False
+
+        def notify(self, receiver, event):  # type: ignore[no-untyped-def]
+            top = CountingApp._depth == 0
+            paint = event.type() == QEvent.Type.Paint and not CountingApp._painting
+            CountingApp._depth += 1
+            CountingApp._painting |= paint
+            c0, t0 = time.thread_time(), time.perf_counter()
+            try:
+                return super().notify(receiver, event)
+            finally:
+                CountingApp._depth -= 1
+                if paint:
+                    CountingApp._painting = False
+                    CountingApp.paint_cpu_s += time.thread_time() - c0
+                ms = (time.perf_counter() - t0) * 1e3
+                if top and ms > 20:
+                    try:
+                        what = (type(receiver).__name__, receiver.objectName())
+                    except RuntimeError:  # deleted meanwhile
+                        what = ("?", "")
+                    CountingApp.slow_events.append((round(ms, 1), event.type().name, *what))
+
+    app = QApplication.instance() or CountingApp([])
+    app.setStyle("Fusion")
+    return app
+
+
+def slow_events(app, since: int = 0, top: int = 5) -> list:  # type: ignore[no-untyped-def]
+    """The longest events noted since index `since` (see make_app)."""
+    events = getattr(type(app), "slow_events", [])[since:]
+    return sorted(events, reverse=True)[:top]
+
+
+def paint_cpu_ms(app) -> float:  # type: ignore[no-untyped-def]
+    return getattr(type(app), "paint_cpu_s", 0.0) * 1e3
+
+
+class Heartbeat:
+    """A 10 ms QTimer on the GUI thread; the largest gap between its ticks is the longest
+    stretch the GUI thread could not run a timer (a stall). `slowest` lists the longest events
+    handled meanwhile (what the stall was)."""
+
+    def __init__(self) -> None:
+        from PySide6.QtCore import Qt, QTimer
+
+        self.timer = QTimer()
+        self.timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self.timer.setInterval(HEARTBEAT_MS)
+        self.timer.timeout.connect(self._tick)
+        self.gaps: list[float] = []
+        self._last = 0.0
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        self.gaps.append((now - self._last) * 1e3)
+        self._last = now
+
+    def __enter__(self) -> Heartbeat:
+        from PySide6.QtWidgets import QApplication
+
+        self.gaps = []
+        self._since = len(getattr(type(QApplication.instance()), "slow_events", []))
+        self._last = time.perf_counter()
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from PySide6.QtWidgets import QApplication
+
+        self._tick()
+        self.timer.stop()
+        self.slowest = slow_events(QApplication.instance(), self._since)
+
+    @property
+    def max_gap(self) -> float:
+        return max(self.gaps, default=0.0)
+
+
+class PaintWatch:
+    """Records which watched widgets received a Paint event."""
+
+    def __init__(self) -> None:
         from PySide6.QtCore import QEvent, QObject
 
         watch = self
@@ -97,7 +209,12 @@ class _PaintWatch:
 
         self.painted: set = set()
         self.filter = Filter()
-        self.targets = [w.viewport() for w in widgets]
+        self.targets: list = []
+
+    def watch(self, widgets) -> None:  # type: ignore[no-untyped-def]
+        for t in self.targets:
+            t.removeEventFilter(self.filter)
+        self.targets = list(widgets)
         for t in self.targets:
             t.installEventFilter(self.filter)
 
@@ -105,76 +222,268 @@ class _PaintWatch:
         return all(t in self.painted for t in self.targets)
 
 
-def _settings(folder: str):  # type: ignore[no-untyped-def]
+def spin(app, seconds: float) -> None:  # type: ignore[no-untyped-def]
+    """Run the event loop for `seconds` (a real loop: idle costs no CPU)."""
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    loop = QEventLoop()
+    QTimer.singleShot(max(0, round(seconds * 1e3)), loop.quit)
+    loop.exec()
+
+
+def wait_until(app, done, timeout_s: float = 600.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        spin(app, 0.005)
+    return True
+
+
+def wait_idle(app, window, timeout_s: float = 600.0) -> None:  # type: ignore[no-untyped-def]
+    wait_until(app, lambda: not window.runner.busy, timeout_s)
+    spin(app, 0.15)  # results land, coalesced redraws and throttled panes catch up
+    wait_until(app, lambda: not window.runner.busy, timeout_s)
+
+
+def clear_model_memo() -> None:
+    try:
+        from app.state.model_cache import cost
+    except ImportError:  # the layout before the state package
+        from app.model_cache import cost  # type: ignore[no-redef]
+    cost.cache_clear()
+
+
+def make_window(app, folder: str, factory):  # type: ignore[no-untyped-def]
     from PySide6.QtCore import QSettings
+
+    from app.main_window import MainWindow
 
     s = QSettings(os.path.join(folder, "bench.ini"), QSettings.Format.IniFormat)
     s.setValue("controls/seq_len", 1024)
     s.setValue("view/explain", True)
-    return s
+    window = MainWindow(backend_factory=factory, settings=s)
+    window.resize(1600, 1000)
+    window.show()
+    if not wait_until(app, lambda: window.backend is not None, 300):
+        raise SystemExit(f"bench_gui: no backend: {window.banner.message}")
+    wait_until(app, lambda: window.animation is not None, 30)
+    return window
 
 
-def bench_slider(moves: int) -> list[float]:
-    from PySide6.QtWidgets import QApplication
+def show_tab(app, window, index: int) -> None:  # type: ignore[no-untyped-def]
+    window.tabs.setCurrentIndex(index)
+    spin(app, 0.3)
 
-    _quiet_qt()
-    app = QApplication.instance() or QApplication([])
-    from app.main_window import MainWindow
 
-    with tempfile.TemporaryDirectory() as folder:
-        window = MainWindow(backend_factory=lambda name: ModelBackend(), settings=_settings(folder))
-        window.resize(1600, 1000)
-        window.show()
-        deadline = time.monotonic() + 10
-        while window.backend is None and time.monotonic() < deadline:
-            app.processEvents()
-        # Measure every N of the scale first, so every move below is served from the cache.
-        scale = window.controls.seq_scale
-        for n in scale:
-            window.controls.set_seq_len(n)
-            window.sweep()
-            while window.runner.busy:
-                app.processEvents()
-                time.sleep(0.001)
-        for _ in range(20):
-            app.processEvents()
-        runs_before = window.runner.stats.runs_started
-        plots = window.plots.plots
-        watch = _PaintWatch(plots)
-        slider = window.controls.slider
-        positions = [i for i in range(slider.maximum() + 1)]
-        positions += positions[::-1]
-        samples: list[float] = []
-        cpu_samples: list[float] = []
-        i = 0
+def scale_up_to(window, seq_max: int) -> list[int]:  # type: ignore[no-untyped-def]
+    return [n for n in window.controls.seq_scale if n <= seq_max]
+
+
+def measure_scale(app, window, seq_max: int) -> None:  # type: ignore[no-untyped-def]
+    """Measure every N of the slider's scale, so the moves below are served from the cache."""
+    for n in scale_up_to(window, seq_max):
+        window.controls.set_seq_len(n)
+        window.sweep()
+        wait_idle(app, window)
+
+
+# ------------------------------------------------------------------------------------ scenarios
+
+
+def bench_slider(app, window, moves: int, seq_max: int, tab: int) -> dict:  # type: ignore[no-untyped-def]
+    """Drag over the scale and back; sample setValue → slider (and visible plots) painted."""
+    show_tab(app, window, tab)
+    slider = window.controls.slider
+    top = window.controls.seq_scale.index(scale_up_to(window, seq_max)[-1])
+    positions = list(range(top + 1))
+    positions += positions[::-1]
+    watch = PaintWatch()
+    widgets = [slider]
+    if tab == 0:
+        widgets += [p.viewport() for p in window.plots.plots]
+    watch.watch(widgets)
+    runs_before = window.runner.stats.runs_started
+    samples: list[float] = []
+    cpu: list[float] = []
+    i = 0
+    last_move = 0.0
+    with Heartbeat() as beat:
         while len(samples) < moves:
             pos = positions[i % len(positions)]
             i += 1
             if pos == slider.value():
                 continue
+            while time.perf_counter() - last_move < FRAME_S:
+                app.processEvents()
             watch.painted.clear()
             c0 = time.thread_time()
-            t0 = time.perf_counter()
+            t0 = last_move = time.perf_counter()
             slider.setValue(pos)
             while not watch.all_painted():
                 app.processEvents()
-                if time.perf_counter() - t0 > 2:
+                if time.perf_counter() - t0 > 5:
                     break
             samples.append((time.perf_counter() - t0) * 1e3)
-            cpu_samples.append((time.thread_time() - c0) * 1e3)
-        assert window.runner.stats.runs_started == runs_before, "moves were not cached"
-        window.close()
-    LAST_CPU[:] = cpu_samples
-    return samples
+            cpu.append((time.thread_time() - c0) * 1e3)
+        spin(app, 0.3)
+    cached = window.runner.stats.runs_started == runs_before
+    watch.watch([])
+    return {
+        "latency_ms": _summary(samples),
+        "gui_cpu_ms": _summary(cpu),
+        "max_heartbeat_gap_ms": beat.max_gap,
+        "slowest_events": beat.slowest,
+        "all_cached": cached,
+        "samples_ms": samples,
+    }
+
+
+def idle_cpu_ms(app, seconds: float) -> float:  # type: ignore[no-untyped-def]
+    c0 = time.thread_time()
+    spin(app, seconds)
+    return (time.thread_time() - c0) * 1e3
+
+
+def gui_cost(app, window, change, settle_s: float = 0.4) -> tuple[float, float, float]:  # type: ignore[no-untyped-def]
+    """GUI-thread CPU ms of `change()` until idle again (minus what an idle loop costs over the
+    same wall time), the part of it spent painting, and the longest stall meanwhile."""
+    clear_model_memo()
+    wait_idle(app, window)
+    idle_rate = idle_cpu_ms(app, settle_s) / settle_s  # ms of CPU per wall second, idle
+    with Heartbeat() as beat:
+        c0, t0, p0 = time.thread_time(), time.perf_counter(), paint_cpu_ms(app)
+        change()
+        spin(app, settle_s)
+        wait_until(app, lambda: not window.runner.busy)
+        spin(app, 0.1)
+        cpu = (time.thread_time() - c0) * 1e3
+        wall = time.perf_counter() - t0
+        paint = paint_cpu_ms(app) - p0
+    return max(0.0, cpu - idle_rate * wall), paint, beat.max_gap
+
+
+def bench_changes(app, window, count: int, n: int) -> dict:  # type: ignore[no-untyped-def]
+    show_tab(app, window, 0)
+    c = window.controls
+    c.set_seq_len(n)
+    wait_idle(app, window)
+    heads, heads_paint, heads_gap, dtype, dtype_paint, dtype_gap = [], [], [], [], [], []
+    for i in range(count):
+        value = 13 + i  # a shape never seen before each time
+        ms, paint, gap = gui_cost(app, window, lambda v=value: c.heads.setValue(v))
+        heads.append(ms)
+        heads_paint.append(paint)
+        heads_gap.append(gap)
+    dtypes = ["bf16", "fp32", "fp16"]
+    for i in range(count):
+        d = dtypes[i % len(dtypes)]
+        ms, paint, gap = gui_cost(
+            app, window, lambda d=d: c.dtype.setCurrentIndex(c.dtype.findData(d))
+        )
+        dtype.append(ms)
+        dtype_paint.append(paint)
+        dtype_gap.append(gap)
+    c.heads.setValue(12)
+    c.dtype.setCurrentIndex(c.dtype.findData("fp16"))
+    wait_idle(app, window)
+    return {
+        "n": n,
+        "heads_gui_cpu_ms": _summary(heads),
+        "heads_paint_cpu_ms": _summary(heads_paint),
+        "heads_gui_cpu_not_painting_ms": _summary(
+            [a - b for a, b in zip(heads, heads_paint, strict=True)]
+        ),
+        "heads_max_heartbeat_gap_ms": max(heads_gap),
+        "dtype_gui_cpu_ms": _summary(dtype),
+        "dtype_paint_cpu_ms": _summary(dtype_paint),
+        "dtype_gui_cpu_not_painting_ms": _summary(
+            [a - b for a, b in zip(dtype, dtype_paint, strict=True)]
+        ),
+        "dtype_max_heartbeat_gap_ms": max(dtype_gap),
+        "heads_samples_ms": heads,
+        "dtype_samples_ms": dtype,
+    }
+
+
+def stall_drag(app, window, seq_max: int) -> dict:  # type: ignore[no-untyped-def]
+    out = bench_slider(app, window, 2 * len(scale_up_to(window, seq_max)), seq_max, tab=1)
+    return {
+        "max_heartbeat_gap_ms": out["max_heartbeat_gap_ms"],
+        "slowest_events": out["slowest_events"],
+    }
+
+
+def stall_sweep(app, window, seq_max: int) -> dict:  # type: ignore[no-untyped-def]
+    show_tab(app, window, 0)
+    window.controls.set_seq_len(scale_up_to(window, seq_max)[-1])
+    wait_idle(app, window)
+    window.store.clear()
+    with Heartbeat() as beat:
+        t0 = time.perf_counter()
+        total = window.sweep()
+        wait_idle(app, window)
+        seconds = time.perf_counter() - t0
+    return {
+        "max_heartbeat_gap_ms": beat.max_gap,
+        "runs": total,
+        "seconds": seconds,
+        "slowest_events": beat.slowest,
+    }
+
+
+def stall_export(app, window, folder: str) -> dict:  # type: ignore[no-untyped-def]
+    from app.file_menu import ExportRequest
+
+    show_tab(app, window, 0)
+    path = os.path.join(folder, "plots_4000x2500.png")
+    fm = window.file_menu
+    ended: list[str] = []
+    fm.exported.connect(ended.append)
+    fm.exportFailed.connect(ended.append)
+    with Heartbeat() as beat:
+        t0 = time.perf_counter()
+        started = fm.export(ExportRequest("plots_png", path, size=(4000, 2500)))
+        if started:
+            wait_until(app, lambda: bool(ended), 120)
+        seconds = time.perf_counter() - t0
+        spin(app, 0.1)
+    ok = started and os.path.isfile(path) and ended == [path]
+    size = os.path.getsize(path) if ok else 0
+    return {
+        "max_heartbeat_gap_ms": beat.max_gap,
+        "ok": ok,
+        "seconds": seconds,
+        "bytes": size,
+        "slowest_events": beat.slowest,
+    }
+
+
+def stall_open(app, window) -> dict:  # type: ignore[no-untyped-def]
+    show_tab(app, window, 0)
+    wait_idle(app, window)
+    with Heartbeat() as beat:
+        t0 = time.perf_counter()
+        window.file_menu.open_file(str(RECORDING))
+        wait_until(
+            app,
+            lambda: window.backend is not None and window.backend.info.backend == "replay",
+            120,
+        )
+        wait_idle(app, window)
+        seconds = time.perf_counter() - t0
+    ok = window.backend is not None and window.backend.info.backend == "replay"
+    return {
+        "max_heartbeat_gap_ms": beat.max_gap,
+        "ok": ok,
+        "seconds": seconds,
+        "slowest_events": beat.slowest,
+    }
 
 
 def bench_cold_start(runs: int) -> list[float]:
     samples = []
-    env = dict(
-        os.environ,
-        TILESCOPE_BENCH_CHILD="1",
-        QT_QPA_PLATFORM="offscreen",
-    )
+    env = dict(os.environ, TILESCOPE_BENCH_CHILD="1", QT_QPA_PLATFORM="offscreen")
     for _ in range(runs):
         t0 = time.perf_counter()
         proc = subprocess.Popen(
@@ -191,7 +500,7 @@ def bench_cold_start(runs: int) -> list[float]:
 
 def _child_first_paint() -> int:
     """In the child: build and show the window, print 'painted' at its first paint, exit."""
-    from PySide6.QtCore import QEvent, QObject, QTimer
+    from PySide6.QtCore import QEvent, QObject, QSettings, QTimer
     from PySide6.QtWidgets import QApplication
 
     from app.launch import _application
@@ -200,7 +509,8 @@ def _child_first_paint() -> int:
     _quiet_qt()
     app = _application()
     folder = tempfile.mkdtemp()
-    window = MainWindow(settings=_settings(folder))
+    settings = QSettings(os.path.join(folder, "bench.ini"), QSettings.Format.IniFormat)
+    window = MainWindow(settings=settings)
 
     class Filter(QObject):
         def eventFilter(self, obj, event):  # type: ignore[no-untyped-def]
@@ -221,25 +531,114 @@ def _child_first_paint() -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------------ report
+
+
+def _fmt(v: float | None) -> str:
+    return f"{'—':>7}" if v is None else f"{v:7.1f}"
+
+
+def table(report: dict) -> str:
+    rows = []
+    r = report["results"]
+
+    def latency(name: str, key: str) -> None:
+        if key in r:
+            s = r[key]["latency_ms"]
+            rows.append((name, s["median"], s["p95"], s["max"], "≤ 8 / ≤ 16 ms"))
+
+    latency("slider → repaint, Measurements tab", "slider_measurements")
+    latency("slider → repaint, Tiles tab", "slider_tiles")
+    if "changes" in r:
+        for what in ("heads", "dtype"):
+            s = r["changes"][f"{what}_gui_cpu_ms"]
+            rows.append((f"{what} change, GUI-thread CPU", s["median"], s["p95"], s["max"], ""))
+            s = r["changes"][f"{what}_paint_cpu_ms"]
+            rows.append(("  of which painting", s["median"], s["p95"], s["max"], ""))
+            s = r["changes"][f"{what}_gui_cpu_not_painting_ms"]
+            rows.append(("  the rest (not painting)", s["median"], s["p95"], s["max"], "≤ 16 ms"))
+    for key, name in (
+        ("stall_drag", "longest stall: drag, Tiles tab"),
+        ("stall_sweep", "longest stall: sweep"),
+        ("stall_export", "longest stall: 4000×2500 PNG export"),
+        ("stall_open", "longest stall: open h200_sweep.json"),
+    ):
+        if key in r:
+            rows.append((name, None, None, r[key]["max_heartbeat_gap_ms"], "≤ 50 ms"))
+    if r.get("cold_start_s"):
+        s = r["cold_start_s"]
+        rows.append(("cold start → first paint [s]", s["median"], None, s["max"], "≤ 2 s"))
+    head = f"{'':40} {'median':>7} {'p95':>7} {'max':>7}  target"
+    lines = [head]
+    for name, med, p95, mx, target in rows:
+        lines.append(f"{name:40} {_fmt(med)} {_fmt(p95)} {_fmt(mx)}  {target}")
+    return "\n".join(lines)
+
+
+SCENARIOS = ("slider", "changes", "stalls", "cold")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", default="model", choices=("model", "cuda", "cpu"))
+    parser.add_argument("--delay-ms", type=float, default=1.0, help="per run, --backend model")
     parser.add_argument("--moves", type=int, default=200)
+    parser.add_argument("--seq-max", type=int, default=131072)
+    parser.add_argument(
+        "--sweep-max", type=int, default=0, help="N the stall-during-a-sweep scenario sweeps to"
+    )
+    parser.add_argument("--change-n", type=int, default=32768)
+    parser.add_argument("--changes", type=int, default=6, help="heads and dtype changes each")
     parser.add_argument("--starts", type=int, default=5)
+    parser.add_argument("--only", default=",".join(SCENARIOS), help=f"of {','.join(SCENARIOS)}")
+    parser.add_argument("--out", default="", help="write every sample as JSON here")
     args = parser.parse_args()
     if os.environ.get("TILESCOPE_BENCH_CHILD"):
         return _child_first_paint()
-    lat = bench_slider(args.moves)
-    starts = bench_cold_start(args.starts)
-    print(
-        f"slider move -> repainted plots (cached, {len(lat)} moves): "
-        f"median {statistics.median(lat):.1f} ms, p95 {_percentile(lat, 0.95):.1f} ms, "
-        f"max {max(lat):.1f} ms  (target: median <= 16 ms); GUI-thread CPU per move: "
-        f"median {statistics.median(LAST_CPU):.1f} ms"
-    )
-    print(
-        f"cold start -> first painted window ({len(starts)} runs): "
-        f"median {statistics.median(starts):.2f} s, max {max(starts):.2f} s  (target: <= 2 s)"
-    )
+    only = set(args.only.split(","))
+    _quiet_qt()
+    app = make_app()
+    results: dict = {}
+    with tempfile.TemporaryDirectory() as folder:
+        window = make_window(app, folder, backend_factory(args.backend, args.delay_ms))
+        device = window.backend.info.name
+        if args.backend != "model" and window.backend.info.backend != args.backend:
+            print(
+                f"bench_gui: the {args.backend} backend did not start ({window.banner.message})",
+                file=sys.stderr,
+            )
+            return 1
+        if "slider" in only:
+            measure_scale(app, window, args.seq_max)
+            results["slider_measurements"] = bench_slider(
+                app, window, args.moves, args.seq_max, tab=0
+            )
+            results["slider_tiles"] = bench_slider(app, window, args.moves, args.seq_max, tab=1)
+        if "changes" in only:
+            results["changes"] = bench_changes(app, window, args.changes, args.change_n)
+        if "stalls" in only:
+            results["stall_drag"] = stall_drag(app, window, args.seq_max)
+            results["stall_sweep"] = stall_sweep(app, window, args.sweep_max or args.seq_max)
+            results["stall_export"] = stall_export(app, window, folder)
+            results["stall_open"] = stall_open(app, window)
+        window.close()
+        spin(app, 0.2)
+    if "cold" in only and args.starts > 0:
+        results["cold_start_s"] = _summary(bench_cold_start(args.starts))
+    report = {
+        "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
+        "backend": args.backend,
+        "device": device,
+        "host": platform.node(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "results": results,
+    }
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+    print(f"bench_gui on {device} ({args.backend} backend, {os.cpu_count()} CPUs)")
+    print(table(report))
     return 0
 
 

@@ -131,7 +131,7 @@ class Soak:
         from PySide6.QtCore import QSettings, QTimer
 
         from app.main_window import MainWindow
-        from app.seq_scale import powers_of_two_up_to
+        from app.state.seq_scale import powers_of_two_up_to
 
         self.args = args
         self.rng = random.Random(args.seed)
@@ -280,14 +280,14 @@ class Soak:
 
 
 def _fake_backend_factory():  # type: ignore[no-untyped-def]
-    """Every backend choice answers with tests/app_fakes.FakeBackend: results from the cost model
+    """Every backend choice answers with a CostModelBackend: results from the cost model
     after 0.5 ms, so the window handles thousands of results a minute, as with a GPU."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    from app_fakes import FakeBackend
-
+    from app.state.cost_model_backend import CostModelBackend
     from gpu.algorithms import NAIVE, TILED, TILED_MMA
 
-    fake = FakeBackend(delay_s=0.0005, algorithms=(NAIVE, TILED, TILED_MMA), record_calls=False)
+    fake = CostModelBackend(
+        delay_s=0.0005, algorithms=(NAIVE, TILED, TILED_MMA), record_calls=False
+    )
     return lambda name: fake
 
 

@@ -59,15 +59,14 @@ def window_settings(tmp_path):
 @pytest.fixture
 def make_window(qtbot, window_settings):
     """make(backend=None, factory=None, seq_len=None, **MainWindow kwargs): a shown main window
-    whose backend (a FakeBackend unless given) is ready."""
-    from app_fakes import FakeBackend
-
+    whose backend (a CostModelBackend unless given) is ready."""
     from app.main_window import MainWindow
+    from app.state.cost_model_backend import CostModelBackend
 
     def make(backend=None, factory=None, seq_len=None, **kwargs):
         if seq_len is not None:
             window_settings.setValue("controls/seq_len", seq_len)
-        backend = backend if backend is not None else FakeBackend()
+        backend = backend if backend is not None else CostModelBackend()
         window = MainWindow(
             backend_factory=factory or (lambda name: backend), settings=window_settings, **kwargs
         )
@@ -78,3 +77,37 @@ def make_window(qtbot, window_settings):
         return window
 
     return make
+
+
+# ------------------------------------------------------------------- the runner, for runner tests
+
+
+@pytest.fixture
+def runner(qtbot):
+    """A Runner (its worker thread started), shut down after the test."""
+    from app.runner import Runner
+
+    r = Runner()
+    yield r
+    r.shutdown(timeout=2.0)
+
+
+@pytest.fixture
+def start_backend(qtbot, runner):
+    """start(backend, requested="fake") -> BackendReady: hand `backend` to the runner and wait
+    until it says it is ready."""
+
+    def start(backend, requested="fake"):
+        with qtbot.waitSignal(runner.backendReady, timeout=5000) as blocker:
+            runner.set_backend(requested, lambda: backend)
+        return blocker.args[0]
+
+    return start
+
+
+@pytest.fixture
+def outcomes(runner):
+    """Every RunOutcome the runner hands back during the test, in order."""
+    seen = []
+    runner.outcome.connect(seen.append)
+    return seen

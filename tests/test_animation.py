@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.animation.blockdetail import block_detail, detail_from_steps
-from app.animation.kernel_source import KERNEL_DIR, SOURCE_FILES, parse_step_tags
-from app.animation.online_softmax import online_softmax_trace, toy_trace
-from app.animation.player import Player, cost_model_seconds, sram_slots
+from app.state.animation.blockdetail import block_detail, detail_from_steps
+from app.state.animation.kernel_source import KERNEL_DIR, SOURCE_FILES, parse_step_tags
+from app.state.animation.online_softmax import online_softmax_trace, toy_trace
+from app.state.animation.player import Player, cost_model_seconds, sram_slots
 from gpu.algorithms import NAIVE, TILED, TILED_MMA
 from gpu.config import AttentionConfig
 from gpu.costmodel import GPUS, algorithm_cost
@@ -367,17 +367,32 @@ def test_a_config_change_resets_the_widgets_schedule(widget, qtbot):
     assert widget.canvas._scene.config == new
 
 
-def test_slider_bursts_are_coalesced_to_the_newest_config(widget, qtbot):
-    first, middle, last = (AttentionConfig(seq_len=n) for n in (1024, 2048, 3000))
-    widget.set_config(first)  # applies at once
-    assert widget.player.config == first
-    widget.set_config(middle)  # a burst: deferred ...
-    widget.set_config(last)
-    assert widget.config == last
-    with qtbot.waitSignal(widget.configApplied, timeout=2000):
-        pass  # ... and only the newest is built, on the trailing edge
-    assert widget.player.config == last
-    assert widget.frames()[0].config == last
+def test_slider_bursts_build_only_the_newest_config_off_the_gui_thread(widget, qtbot):
+    import threading
+
+    from app.animation import widget as widget_module
+
+    built_on = []
+    original = widget_module.build_lanes
+
+    def build(config, gpu, algorithms):
+        built_on.append((config.seq_len, threading.get_ident()))
+        return original(config, gpu, algorithms)
+
+    applied = []
+    widget.configApplied.connect(lambda: applied.append(widget.player.config))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("app.animation.widget.build_lanes", build)
+        with qtbot.waitSignal(widget.configApplied, timeout=5000):
+            for n in (1024, 1536, 2048, 2560, 3000):  # a burst, as a slider drag sends
+                widget.set_config(AttentionConfig(seq_len=n))
+            assert widget.config == AttentionConfig(seq_len=3000)
+        qtbot.waitUntil(lambda: not widget.lanes_worker.busy, timeout=5000)
+    # Paced (app/pacing.py) and superseded: only the newest config was built.
+    assert [n for n, _ in built_on] == [3000]
+    assert threading.get_ident() not in {t for _, t in built_on}
+    assert applied == [AttentionConfig(seq_len=3000)]  # a superseded build is never shown
+    assert widget.frames()[0].config == AttentionConfig(seq_len=3000)
 
 
 def test_the_online_softmax_panels_final_row_equals_softmax_times_v(widget):
@@ -434,6 +449,7 @@ def test_the_real_kernels_tag_every_step_the_panel_highlights():
 
 def test_set_gpu_changes_the_clock_and_keeps_the_bytes(widget):
     widget.set_config(AttentionConfig(seq_len=2048))
+    widget.flush()
     widget.player.seek_end()
     h200 = widget.player.total_time
     widget.set_gpu(GPUS["RTX 4090 24 GB"])
@@ -445,7 +461,7 @@ def test_set_gpu_changes_the_clock_and_keeps_the_bytes(widget):
 
 def test_large_n_renders_mid_play_quickly(widget, qtbot):
     widget.set_config(AttentionConfig(seq_len=131072))
-    widget.seek_fraction(0.3)
+    widget.seek_fraction(0.3)  # applies the new config's lanes first
     widget.player.playing = True
     for _ in range(30):
         widget.player.advance(1 / 60)

@@ -5,15 +5,16 @@ from __future__ import annotations
 import math
 
 import pytest
-from app_fakes import FakeBackend
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.explain import ExplainInputs, explain_html, s_formula
-from app.recorded_run import NotRecorded, RecordedBackend
-from app.result_store import ResultStore, cache_config
-from app.seq_scale import SEQ_MAX, SEQ_MIN, default_scale, nearest_index, powers_of_two_up_to
-from app.units import fmt_bytes
+from app.state.cost_model_backend import CostModelBackend
+from app.state.family import cache_config
+from app.state.recorded_run import NotRecorded, RecordedBackend
+from app.state.result_store import ResultStore
+from app.state.seq_scale import SEQ_MAX, SEQ_MIN, default_scale, nearest_index, powers_of_two_up_to
+from app.state.units import fmt_bytes
 from gpu.algorithms import NAIVE, TILED, TILED_MMA
 from gpu.config import AttentionConfig
 from gpu.costmodel import GPUS
@@ -24,7 +25,7 @@ KEY = "fake:Fake GPU"
 
 
 def result(n: int, algorithm: str = NAIVE, **cfg):
-    return FakeBackend().run(BASE.with_(seq_len=n, **cfg), algorithm)
+    return CostModelBackend().run(BASE.with_(seq_len=n, **cfg), algorithm)
 
 
 # ---------------------------------------------------------------------------- result store
@@ -66,7 +67,7 @@ def test_a_success_holds_for_larger_budgets_and_an_oom_for_smaller_ones():
     assert store.get(BASE, NAIVE, KEY, budget_bytes=2 * 10**9) is ok
     assert store.get(BASE, NAIVE, KEY, budget_bytes=None) is ok
     assert store.get(BASE, NAIVE, KEY, budget_bytes=10**8) is None  # might not fit: re-measure
-    oom = FakeBackend().run(BASE.with_(seq_len=65536), NAIVE)
+    oom = CostModelBackend().run(BASE.with_(seq_len=65536), NAIVE)
     assert oom.oom
     store.add(oom, KEY, budget_bytes=24 * 10**9)
     big = BASE.with_(seq_len=65536)
@@ -133,7 +134,7 @@ def test_fmt_bytes_matches_the_design_figures():
 
 
 def _recording(tmp_path, ns=(512, 2048, 8192)):
-    fake = FakeBackend(device="NVIDIA H200")
+    fake = CostModelBackend(device="NVIDIA H200")
     results = tuple(fake.run(BASE.with_(seq_len=n), a) for n in ns for a in (NAIVE, TILED))
     path = tmp_path / "run.json"
     info = fake.device_info()

@@ -4,32 +4,16 @@ from __future__ import annotations
 
 import threading
 
-import pytest
-from app_fakes import FakeBackend
-
-from app.runner import Runner
+from app.state.cost_model_backend import CostModelBackend
 from gpu.algorithms import NAIVE, TILED
 from gpu.config import AttentionConfig
 
 BASE = AttentionConfig(seq_len=1024)
 
 
-@pytest.fixture
-def runner(qtbot):
-    r = Runner()
-    yield r
-    r.shutdown(timeout=2.0)
-
-
-def _ready(qtbot, runner, backend):
-    with qtbot.waitSignal(runner.backendReady, timeout=5000) as blocker:
-        runner.set_backend("fake", lambda: backend)
-    return blocker.args[0]
-
-
 def test_backend_is_created_and_run_on_the_worker_thread_never_the_gui_thread(qtbot, runner):
     made_on = []
-    backend = FakeBackend()
+    backend = CostModelBackend()
 
     def factory():
         made_on.append(threading.get_ident())
@@ -45,9 +29,11 @@ def test_backend_is_created_and_run_on_the_worker_thread_never_the_gui_thread(qt
     assert backend.threads and gui not in backend.threads
 
 
-def test_a_new_request_replaces_waiting_work_and_flags_the_one_in_flight_stale(qtbot, runner):
-    backend = FakeBackend(delay_s=0.15)
-    _ready(qtbot, runner, backend)
+def test_a_new_request_replaces_waiting_work_and_flags_the_one_in_flight_stale(
+    qtbot, runner, start_backend
+):
+    backend = CostModelBackend(delay_s=0.15)
+    start_backend(backend)
     outcomes = []
     runner.outcome.connect(outcomes.append)
     runner.request(BASE.with_(seq_len=256), [NAIVE, TILED], None)
@@ -64,9 +50,9 @@ def test_a_new_request_replaces_waiting_work_and_flags_the_one_in_flight_stale(q
     assert not any(o.stale for o in outcomes if o.job.config.seq_len == 1536)
 
 
-def test_sweep_reports_progress_and_can_be_cancelled(qtbot, runner):
-    backend = FakeBackend(delay_s=0.05)
-    _ready(qtbot, runner, backend)
+def test_sweep_reports_progress_and_can_be_cancelled(qtbot, runner, start_backend):
+    backend = CostModelBackend(delay_s=0.05)
+    start_backend(backend)
     progress = []
     runner.sweepProgress.connect(lambda done, total: progress.append((done, total)))
     items = [(BASE.with_(seq_len=n), NAIVE) for n in (128, 256, 512, 1024, 2048, 4096)]
@@ -80,9 +66,9 @@ def test_sweep_reports_progress_and_can_be_cancelled(qtbot, runner):
     assert progress[0] == (0, 6)
 
 
-def test_a_sweep_runs_to_the_end_behind_live_requests(qtbot, runner):
-    backend = FakeBackend()
-    _ready(qtbot, runner, backend)
+def test_a_sweep_runs_to_the_end_behind_live_requests(qtbot, runner, start_backend):
+    backend = CostModelBackend()
+    start_backend(backend)
     items = [(BASE.with_(seq_len=n), TILED) for n in (128, 256, 512)]
     with qtbot.waitSignal(runner.sweepFinished, timeout=5000) as blocker:
         runner.start_sweep(items, None)
@@ -92,9 +78,11 @@ def test_a_sweep_runs_to_the_end_behind_live_requests(qtbot, runner):
     assert sorted(n for n, _, _ in backend.calls) == [128, 256, 512, 4096]
 
 
-def test_runs_estimated_beyond_the_time_limit_are_skipped_with_a_message(qtbot, runner):
-    backend = FakeBackend(name="cpu")  # the CPU prior throughput applies
-    _ready(qtbot, runner, backend)
+def test_runs_estimated_beyond_the_time_limit_are_skipped_with_a_message(
+    qtbot, runner, start_backend
+):
+    backend = CostModelBackend(name="cpu")  # the CPU prior throughput applies
+    start_backend(backend)
     runner.live_time_limit_s = 5.0
     with qtbot.waitSignal(runner.outcome, timeout=5000) as blocker:
         runner.request(BASE.with_(seq_len=131072), [TILED], None)

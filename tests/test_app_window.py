@@ -8,11 +8,11 @@ import time
 
 import pyqtgraph as pg
 import pytest
-from app_fakes import FakeBackend
 from PySide6.QtCore import QElapsedTimer, Qt, QTimer
 from PySide6.QtWidgets import QDialog, QSlider
 
 from app.main_window import NO_CUDA_MESSAGE
+from app.state.cost_model_backend import CostModelBackend
 from gpu.algorithms import NAIVE, TILED
 from gpu.backend import BackendUnavailable
 from gpu.config import AttentionConfig
@@ -109,7 +109,7 @@ def test_typing_an_exact_n_moves_the_slider_to_the_nearest_step(qtbot, make_wind
 
 
 def test_spamming_200_slider_values_ends_on_the_last_with_no_backlog(qtbot, make_window):
-    backend = FakeBackend(delay_s=0.01)
+    backend = CostModelBackend(delay_s=0.01)
     window = make_window(backend)
     s = slider(window)
     rng = random.Random(7)
@@ -132,7 +132,7 @@ def test_spamming_200_slider_values_ends_on_the_last_with_no_backlog(qtbot, make
 
 
 def test_a_slow_backend_leaves_the_gui_thread_responsive(qtbot, make_window):
-    backend = FakeBackend(delay_s=0.25)
+    backend = CostModelBackend(delay_s=0.25)
     window = make_window(backend)
     gaps = []
     clock = QElapsedTimer()
@@ -198,7 +198,7 @@ def test_settings_persist_across_a_restart(qtbot, make_window):
 
 
 def test_a_config_error_from_the_backend_shows_next_to_its_field(qtbot, make_window):
-    window = make_window(FakeBackend(bad_head_dims=(48,)))
+    window = make_window(CostModelBackend(bad_head_dims=(48,)))
     window.controls.head_dim.setValue(48)
     qtbot.waitUntil(lambda: bool(window.controls.error_text("head_dim")), timeout=5000)
     assert "head_dim" in window.controls.error_text("head_dim")
@@ -218,12 +218,12 @@ def test_an_oom_is_a_marked_point_not_an_error(qtbot, make_window):
 
 
 def test_auto_without_cuda_says_it_uses_the_cpu_backend(make_window):
-    window = make_window(FakeBackend(name="cpu"))
+    window = make_window(CostModelBackend(name="cpu"))
     assert window.readouts.backend.text() == NO_CUDA_MESSAGE
 
 
 def test_a_backend_that_cannot_start_shows_one_banner_and_falls_back_to_cpu(qtbot, make_window):
-    cpu = FakeBackend(name="cpu")
+    cpu = CostModelBackend(name="cpu")
 
     def factory(name):
         if name == "cuda":
@@ -258,7 +258,7 @@ def test_shortcuts_export_dialog_and_explain_toggle(qtbot, make_window):
 
 
 def test_a_recorded_run_replays_and_the_slider_snaps_to_its_n(qtbot, make_window, tmp_path):
-    fake = FakeBackend(device="NVIDIA H200")
+    fake = CostModelBackend(device="NVIDIA H200")
     base = AttentionConfig(seq_len=512)
     results = tuple(
         fake.run(base.with_(seq_len=n), a) for n in (512, 2048, 8192) for a in (NAIVE, TILED)
@@ -329,7 +329,7 @@ def test_the_tiles_tab_shows_the_animation_for_the_current_config(qtbot, make_wi
 def test_every_algorithm_a_backend_lists_gets_a_checkbox_and_a_series(qtbot, make_window):
     from gpu.algorithms import ALGORITHMS
 
-    window = make_window(FakeBackend(algorithms=tuple(ALGORITHMS)))
+    window = make_window(CostModelBackend(algorithms=tuple(ALGORITHMS)))
     assert window.controls.algorithms() == tuple(ALGORITHMS)
     window.controls.set_seq_len(2048)
     memory = plots(window)["memoryPlot"]

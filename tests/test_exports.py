@@ -21,7 +21,7 @@ from test_session import FAKE_DATE, FAKE_DEVICE, synthetic_recording, write_synt
 import main
 from app import exports
 from app.file_menu import ExportRequest
-from app.recorded_run import SHIPPED_RECORDING
+from app.state.recorded_run import SHIPPED_RECORDING
 from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA
 from gpu.recording import load_recording
 
@@ -47,12 +47,16 @@ def _files(folder: Path) -> list[str]:
 # ------------------------------------------------------------------------------------ images
 
 
-def test_png_export_decodes_at_the_asked_size(window, tmp_path):
+def test_png_export_decodes_at_the_asked_size(qtbot, window, tmp_path):
     fm = window.file_menu
     all_four = tmp_path / "plots.png"
     one = tmp_path / "timing.png"
-    assert fm.export(ExportRequest("plots_png", str(all_four), size=(1234, 777)))
-    assert fm.export(ExportRequest("plots_png", str(one), size=(640, 400), only="timingPlot"))
+    for request in (
+        ExportRequest("plots_png", str(all_four), size=(1234, 777)),
+        ExportRequest("plots_png", str(one), size=(640, 400), only="timingPlot"),
+    ):
+        with qtbot.waitSignal(fm.exported, timeout=10000):
+            assert fm.export(request)  # made between frames, encoded off the GUI thread
     for path, size in ((all_four, (1234, 777)), (one, (640, 400))):
         image = QImage(str(path))
         assert not image.isNull() and (image.width(), image.height()) == size
@@ -252,7 +256,7 @@ def test_render_writes_a_1600x1000_png_of_a_recorded_run_and_refuses_to_overwrit
 
 
 def test_render_replay_without_a_recording_is_a_clear_error(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("app.recorded_run.shipped_recording", lambda: None)
+    monkeypatch.setattr("app.state.recorded_run.shipped_recording", lambda: None)
     out = tmp_path / "shot.png"
     assert main.main(["render", "--seq", "1024", "--backend", "replay", "--out", str(out)]) == 2
     assert "--open" in capsys.readouterr().err and not out.exists()
@@ -272,12 +276,15 @@ def test_render_measures_on_the_cpu_backend(tmp_path):
 # ------------------------------------------------------------------------------------ shipped
 
 
-def test_picking_recorded_run_opens_the_shipped_recording(make_window, tmp_path, monkeypatch):
+def test_picking_recorded_run_opens_the_shipped_recording(
+    qtbot, make_window, tmp_path, monkeypatch
+):
     rec = write_synthetic(tmp_path / "synthetic.json")
     monkeypatch.setattr("app.file_menu.shipped_recording", lambda: rec)
     window = make_window()
-    window.controls.set_recorded_path("")
-    window.controls.set_backend_choice("recorded")  # as if picked in the list
+    assert window.controls.recorded_path == ""
+    with qtbot.waitSignal(window.file_menu.fileOpened, timeout=5000):
+        window.controls.set_backend_choice("recorded")  # as if picked in the list
     assert window.controls.recorded_path == str(rec)
 
 

@@ -9,9 +9,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from app_fakes import FakeBackend
 
-from app.session import (
+from app.state.cost_model_backend import CostModelBackend
+from app.state.session import (
     SESSION_SCHEMA,
     Session,
     SessionError,
@@ -38,7 +38,7 @@ def synthetic_recording(lens=(256, 1024, 4096, 16384, 65536)) -> Recording:
     the fake backend (a 4 GB device, so naive runs out of memory at large N) and made-up
     "PyTorch SDPA" peers, both causal and not."""
     algos = (NAIVE, TILED, TILED_MMA, TILED_WGMMA)
-    fake = FakeBackend(device=FAKE_DEVICE, algorithms=algos, memory_bytes=4 * 10**9)
+    fake = CostModelBackend(device=FAKE_DEVICE, algorithms=algos, memory_bytes=4 * 10**9)
     results = []
     for causal in (False, True):
         for n in lens:
@@ -67,7 +67,9 @@ def write_synthetic(path: Path, **kwargs) -> Path:
 @pytest.fixture
 def session() -> Session:
     rec = synthetic_recording(lens=(256, 1024))
-    other = FakeBackend(name="cpu", device="CPU (fake)").run(AttentionConfig(seq_len=512), TILED)
+    other = CostModelBackend(name="cpu", device="CPU (fake)").run(
+        AttentionConfig(seq_len=512), TILED
+    )
     entries = [("replay:" + FAKE_DEVICE + " (recorded)", None, r) for r in rec.results]
     entries.append(("cpu:CPU (fake)", 2 * 10**9, other))
     traces = load_traces(ROOT / "resources" / "traces" / "h200_trace.json")[:1]
@@ -175,17 +177,19 @@ def _measure(qtbot, window, lens=(512, 1024, 2048)):
 def test_a_saved_session_reopens_with_equal_results_config_and_controls(
     qtbot, make_window, tmp_path
 ):
-    window = make_window(FakeBackend(device="NVIDIA H200", memory_bytes=141 * 10**9))
+    window = make_window(CostModelBackend(device="NVIDIA H200", memory_bytes=141 * 10**9))
     window.controls.set_checked_algorithms((NAIVE, TILED))
     _measure(qtbot, window)
     window.controls.set_seq_len(1024)
     shown = without_recorded_flag(window.store.results(window.backend.key))
     path = str(tmp_path / "mine.json")
-    assert window.file_menu.save_session(path)
+    with qtbot.waitSignal(window.file_menu.sessionSaved, timeout=5000):
+        assert window.file_menu.save_session(path)  # written off the GUI thread
     config = window.config
 
-    again = make_window(FakeBackend(name="cpu", device="another machine"))
-    assert again.file_menu.open_file(path)
+    again = make_window(CostModelBackend(name="cpu", device="another machine"))
+    with qtbot.waitSignal(again.file_menu.fileOpened, timeout=5000):
+        assert again.file_menu.open_file(path)  # read off the GUI thread
     qtbot.waitUntil(lambda: again.backend is not None and again.backend.info.backend == "replay")
     replayed = again.store.results(again.backend.key)
     assert all(r.recorded for r in replayed)
@@ -239,7 +243,8 @@ def test_a_bad_session_gives_a_message_and_changes_nothing(qtbot, make_window, t
         path = tmp_path / f"bad{i}.json"
         path.write_text(content)
         window.banner.dismiss()
-        assert not window.file_menu.open_file(str(path))
+        with qtbot.waitSignal(window.file_menu.openFailed, timeout=5000):
+            window.file_menu.open_file(str(path))
         assert window.banner.message.startswith(f"Could not open {path.name}: ")
         assert len(window.banner.message) > len(f"Could not open {path.name}: {path}") + 5
         qtbot.wait(20)
@@ -264,7 +269,8 @@ def test_saving_asks_before_replacing_a_file(qtbot, make_window, tmp_path):
     assert not window.file_menu.save_session(str(path))
     assert asked == [str(path)] and path.read_text() == "precious"
     window.file_menu.confirm_overwrite = lambda p: True
-    assert window.file_menu.save_session(str(path))
+    with qtbot.waitSignal(window.file_menu.sessionSaved, timeout=5000):
+        assert window.file_menu.save_session(str(path))
     assert load_session(path).config == window.config
 
 
@@ -272,11 +278,13 @@ def test_save_session_dialog_and_recent_files(qtbot, make_window, tmp_path):
     window = make_window()
     fm = window.file_menu
     fm.ask_save_path = lambda title, filters, suggested: str(tmp_path / "via_dialog")
-    assert fm.save_session_dialog()
+    with qtbot.waitSignal(fm.sessionSaved, timeout=5000):
+        assert fm.save_session_dialog()
     saved = tmp_path / "via_dialog.json"  # the extension is added
     assert load_session(saved).config == window.config
     other = write_synthetic(tmp_path / "rec.json")
-    assert fm.open_file(str(other))
+    with qtbot.waitSignal(fm.fileOpened, timeout=5000):
+        assert fm.open_file(str(other))
     assert fm.recent_files()[:2] == [str(other), str(saved)]
     saved.unlink()
     fm.fill_recent_menu()

@@ -428,7 +428,7 @@ def test_record_trace_on_the_gpu_gives_a_valid_trace(algorithm, config, tmp_path
 
 
 def test_the_trace_view_loads_the_shipped_trace_and_draws_one_lane_per_sm(qtbot, shipped):
-    from app.animation.trace_view import TracePanel
+    from app.animation.trace_panel import TracePanel
 
     panel = TracePanel(traces=shipped)
     qtbot.addWidget(panel)

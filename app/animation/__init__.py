@@ -1,8 +1,8 @@
-"""The HBM <-> SRAM tile animation (issue 5).
+"""The HBM <-> SRAM tile animation's Qt widgets.
 
-`from app.animation import TileAnimationWidget` gives the Qt widget; the playback model
-(`app.animation.player`) and the online-softmax arithmetic (`app.animation.online_softmax`) are
-Qt-free and importable on their own, so the widget is loaded lazily.
+`from app.animation import TileAnimationWidget` gives the widget, loaded lazily; its playback
+model (player, lanes, block detail, online softmax, trace replay) is Qt-free and lives in
+app.state.animation.
 """
 
 from __future__ import annotations

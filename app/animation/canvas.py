@@ -27,13 +27,13 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-from app.units import fmt_bytes, fmt_flops, fmt_int, fmt_seconds
+from app.state.units import fmt_bytes, fmt_flops, fmt_int, fmt_seconds
 from gpu.algorithms import NAIVE, tile_shape
 from gpu.config import AttentionConfig
 from gpu.costmodel import GpuSpec, attention_matrix_bytes, matrix_bytes, stats_bytes
 from gpu.schedule import COMPUTE, READ, WRITE
 
-from .player import KERNEL_TITLES, Counters, LaneFrame
+from ..state.animation.player import KERNEL_TITLES, Counters, LaneFrame
 
 BG = QColor("#15181d")
 PANEL = QColor("#1d2128")

@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtWidgets import QTextBrowser, QVBoxLayout, QWidget
 
-from .online_softmax import TOY_DIM, TOY_KEYS, TOY_TILE, OnlineSoftmaxTrace, toy_trace
+from ..state.animation.online_softmax import (
+    TOY_DIM,
+    TOY_KEYS,
+    TOY_TILE,
+    OnlineSoftmaxTrace,
+    toy_trace,
+)
 
 
 def _vec(v: np.ndarray, digits: int = 3) -> str:

@@ -20,7 +20,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from .kernel_source import KERNEL_DIR, SOURCE_FILES, KernelSource, load_kernel_source
+from ..state.animation.kernel_source import (
+    KERNEL_DIR,
+    SOURCE_FILES,
+    KernelSource,
+    load_kernel_source,
+)
 
 RECHECK_MS = 3000
 AUTO = "auto"

@@ -1,9 +1,8 @@
 """The `tileAnimation` widget: controls, the lanes canvas, online-softmax and source panels, and
-a second mode, "Real GPU trace" (trace_view.py): what the hardware did, SM by SM."""
+a second mode, "Real GPU trace" (trace_panel.py): what the hardware did, SM by SM."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from PySide6.QtCore import QElapsedTimer, Qt, QTimer, Signal
@@ -25,18 +24,26 @@ from gpu.algorithms import NAIVE, TILED
 from gpu.config import AttentionConfig
 from gpu.costmodel import DEFAULT_GPU, GPUS, GpuSpec
 
+from ..background import LatestOnly
+from ..pacing import LANES_MS, SOURCE_MS, coalesced
+from ..state.animation.player import (
+    DEFAULT_DURATION_S,
+    Counters,
+    Lane,
+    LaneFrame,
+    Player,
+    build_lanes,
+)
+from ..state.units import fmt_seconds
 from .canvas import TileCanvas, scene_for
-from .player import DEFAULT_DURATION_S, Counters, LaneFrame, Player
 from .softmax_panel import OnlineSoftmaxPanel
 from .source_panel import SourcePanel
 
 FRAME_MS = 16
 TIMELINE_STEPS = 10_000
-SOURCE_THROTTLE_S = 0.15  # while playing, the source highlight follows at most ~7 times a second
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 DURATIONS = (10.0, 20.0, 40.0, 60.0, 120.0)
 GLIDE_S = 0.35
-COALESCE_MS = 60
 
 
 class TileAnimationWidget(QWidget):
@@ -45,6 +52,12 @@ class TileAnimationWidget(QWidget):
     API for the main window: `set_config(config)` (resets the schedule; follow the slider
     live) and `set_gpu(spec)` (the modeled clock's GPU). Counters at the end of a play equal
     `gpu.costmodel.algorithm_cost` totals for all B·h heads.
+
+    A new config's lanes are built off the GUI thread (tens of ms at N = 131072) by a LatestOnly
+    worker, paced by app/pacing.py: while the slider moves only the newest config is built, at
+    most every LANES_MS, and the finished lanes are swapped in at once (`configApplied`).
+    Anything that needs the new lanes now (counters, frames, stepping) builds them on the spot
+    (`flush`).
     """
 
     frameChanged = Signal()
@@ -71,14 +84,14 @@ class TileAnimationWidget(QWidget):
             duration_s=duration_s,
         )
         self._frames: list[LaneFrame] = []
-        self._last_source_update = 0.0
         #: Wall seconds a step-forward takes to glide to the boundary (0: jump).
         self.glide_s = GLIDE_S
         self._pending_config: AttentionConfig | None = None
-        self._last_config_apply = -1e9
-        self._config_timer = QTimer(self)
-        self._config_timer.setSingleShot(True)
-        self._config_timer.timeout.connect(self._flush_config)
+        self.lanes_worker = LatestOnly(self)
+        # While the slider moves, lanes are built at most every LANES_MS (each build is tens of
+        # ms of a worker that shares the GIL with this thread), always for the newest config.
+        self._paced_build = coalesced(self._build, LANES_MS, parent=self)
+        self._paced_source = coalesced(self._show_source, SOURCE_MS, parent=self)
 
         # controls
         self.play_button = self._button("animPlay", "▶ Play", "Play / pause (Space)")
@@ -204,9 +217,9 @@ class TileAnimationWidget(QWidget):
 
     @property
     def trace_panel(self):
-        """The real-trace page (app.animation.trace_view.TracePanel), created on first use."""
+        """The real-trace page (app.animation.trace_panel.TracePanel), created on first use."""
         if self._trace_panel is None:
-            from .trace_view import TracePanel
+            from .trace_panel import TracePanel
 
             panel = TracePanel(self)
             self.pages.addWidget(panel)
@@ -248,28 +261,37 @@ class TileAnimationWidget(QWidget):
         return self._pending_config or self.player.config
 
     def set_config(self, config: AttentionConfig) -> None:
-        """Follow the configuration: rebuild the schedules and go back to the start.
-
-        A single call applies at once. Calls that follow each other within COALESCE_MS (a slider
-        being dragged) are coalesced: only the newest config is built, on the trailing edge.
-        """
-        self._pending_config = config
-        if time.monotonic() - self._last_config_apply < COALESCE_MS / 1000:
-            if not self._config_timer.isActive():
-                self._config_timer.start(COALESCE_MS)
+        """Follow the configuration: rebuild the schedules (off the GUI thread) and go back to
+        the start when they are ready; only the newest of a burst of calls is built."""
+        if config == self.config and not self.lanes_worker.busy:
             return
-        self._flush_config()
+        self._pending_config = config
+        self._paced_build()
 
-    def _flush_config(self) -> None:
-        config, self._pending_config = self._pending_config, None
-        self._config_timer.stop()
+    def _build(self) -> None:
+        config = self._pending_config
         if config is None:
             return
-        self._last_config_apply = time.monotonic()
-        if self.player.set_config(config):
-            self._apply_scene()
-            self.refresh()
-            self.configApplied.emit()
+        gpu, algorithms = self.player.gpu, self.player.algorithms
+        self.lanes_worker.submit(
+            lambda: build_lanes(config, gpu, algorithms),
+            lambda lanes: self._adopt(config, lanes),
+        )
+
+    def flush(self) -> None:
+        """Apply a config still being built (or waiting to be), now."""
+        self._paced_build.flush()
+        self.lanes_worker.flush()
+
+    def _flush_config(self) -> None:
+        self.flush()
+
+    def _adopt(self, config: AttentionConfig, lanes: list[Lane]) -> None:
+        self._pending_config = None
+        self.player.adopt(config, lanes)
+        self._apply_scene()
+        self.refresh()
+        self.configApplied.emit()
 
     def set_gpu(self, spec: GpuSpec) -> None:
         """Model the clock on another GPU (bytes and FLOPs are unchanged)."""
@@ -373,8 +395,6 @@ class TileAnimationWidget(QWidget):
         self.timeline.blockSignals(True)
         self.timeline.setValue(round(self.player.fraction * TIMELINE_STEPS))
         self.timeline.blockSignals(False)
-        from app.units import fmt_seconds
-
         self.time_label.setText(
             f"{fmt_seconds(self.player.t)} / {fmt_seconds(self.player.total_time)}"
         )
@@ -383,10 +403,14 @@ class TileAnimationWidget(QWidget):
         self.frameChanged.emit()
 
     def _push_source(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._last_source_update < SOURCE_THROTTLE_S:
-            return
-        self._last_source_update = now
+        """The source highlight follows the clock, paced while playing (app/pacing.py)."""
+        if force:
+            self._paced_source.cancel()
+            self._show_source()
+        else:
+            self._paced_source()
+
+    def _show_source(self) -> None:
         for f in self._frames:
             name = "" if f.done else f.step.name
             self.source_panel.show_step(

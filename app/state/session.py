@@ -63,7 +63,7 @@ def app_version() -> str:
     try:
         import tomllib
 
-        data = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+        data = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
         return str(data["project"]["version"])
     except (ImportError, OSError, KeyError, ValueError):
         return "unknown"

@@ -1,6 +1,9 @@
-"""Test doubles for the app tests: a Backend that answers from the cost model, optionally slowly.
+"""A backend that answers from the cost model: instant, deterministic results on any machine.
 
-Not a test module (no test_ prefix); test_app_*.py import it (pytest puts tests/ on sys.path).
+It implements gpu.backend.Backend, so the whole app (runner, store, plots, animation) runs on it
+as on a GPU: the app's tests use it, the GUI benchmarks and soaks use it to put GPU-like result
+rates through the window on a laptop, and a demo can show the lesson's shapes without hardware.
+Its numbers are the model's, never presented as measurements: the device says so.
 """
 
 from __future__ import annotations
@@ -15,11 +18,12 @@ from gpu.costmodel import algorithm_cost
 from gpu.results import DeviceInfo, KernelTime, RunResult
 
 
-class FakeBackend:
-    """Implements gpu.backend.Backend; times are the model's FLOPs at 1 TFLOP/s, peak = model.
+class CostModelBackend:
+    """Times are the model's FLOPs (or bytes) at 1 TFLOP/s (1 TB/s); peak = the model's peak.
 
     delay_s: seconds each run sleeps (releases the GIL, like a kernel wait).
-    bad_head_dims: head dims that raise ConfigError("head_dim", ...), like an unsupported kernel.
+    bad_head_dims: head dims refused with ConfigError("head_dim", ...), as a kernel without
+    that head dim would.
     record_calls: keep `calls` and `threads` (off for soaks, where they would grow without end).
     """
 
@@ -39,7 +43,7 @@ class FakeBackend:
         self.device = device
         self.memory_bytes = memory_bytes
         self.bad_head_dims = bad_head_dims
-        self.record_calls = record_calls  # off for long soaks: `calls` grows with every run
+        self.record_calls = record_calls
         self.calls: list[tuple[int, str, int | None]] = []  # (N, algorithm, budget)
         self.threads: set[int] = set()
         self._lock = threading.Lock()

@@ -18,7 +18,7 @@ from gpu.config import AttentionConfig
 from gpu.recording import Recording, recording_from_document
 from gpu.results import DeviceInfo, RunResult
 
-from .result_store import cache_config, family_of
+from .family import cache_config, family, family_of
 
 if TYPE_CHECKING:
     from .session import Session
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 REPLAY = "replay"
 
 #: The H200 sweep shipped with the app: what "recorded run" opens when no file was chosen.
-RECORDED_DIR = Path(__file__).resolve().parents[1] / "resources" / "recorded"
+RECORDED_DIR = Path(__file__).resolve().parents[2] / "resources" / "recorded"
 SHIPPED_RECORDING = RECORDED_DIR / "h200_sweep.json"
 
 #: Reference series measured beside ours (bench/record_run.py): id -> what the legend says.
@@ -86,7 +86,7 @@ class RecordedBackend:
         self.path = path
         #: The config to show on opening (a session's), when it has results.
         self.preferred_config = preferred_config
-        #: The app.session.Session this replays, when opened from a session file.
+        #: The app.state.session.Session this replays, when opened from a session file.
         self.session = session
         self._by_key: dict[tuple[AttentionConfig, str], RunResult] = {}
         for r in recording.results:
@@ -99,7 +99,7 @@ class RecordedBackend:
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> RecordedBackend:
         """Load and validate a recording or a saved session; raises gpu.recording.RecordingError
-        or app.session.SessionError with the file and the cause."""
+        or app.state.session.SessionError with the file and the cause."""
         from .session import Session, SessionError, is_session_file, parse_json_file
 
         data = parse_json_file(path)
@@ -181,10 +181,10 @@ class RecordedBackend:
         pool = ours or list(self.recording.results)
         counts: dict[AttentionConfig, int] = {}
         for r in pool:
-            fam = r.config.with_(seq_len=1)
+            fam = family(r.config)
             counts[fam] = counts.get(fam, 0) + 1
         best = max(counts, key=lambda c: counts[c])
-        lens = sorted(r.config.seq_len for r in pool if r.config.with_(seq_len=1) == best)
+        lens = sorted(r.config.seq_len for r in pool if family(r.config) == best)
         return best.with_(seq_len=lens[len(lens) // 2])
 
     def run(

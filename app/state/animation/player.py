@@ -624,12 +624,19 @@ class Player:
         """Rebuild every lane for `config` and go back to the start. False if nothing changed."""
         if not force and config == self.config and self.lanes:
             return False
+        self.adopt(config, build_lanes(config, self.gpu, self.algorithms))
+        return True
+
+    def adopt(self, config: AttentionConfig, lanes: list[Lane]) -> None:
+        """Play `lanes` (built by `build_lanes`, perhaps on another thread) from the start."""
         self.config = config
-        self.lanes = [Lane(config, a, self.gpu) for a in self.algorithms]
+        self.lanes = list(lanes)
+        for lane in self.lanes:
+            if lane.gpu != self.gpu:  # the GPU changed while they were being built
+                lane.set_gpu(self.gpu)
         self._trails = [deque(maxlen=TRAIL_MAX) for _ in self.lanes]
         self.t = self._last_t = 0.0
         self._glide = None
-        return True
 
     def set_gpu(self, gpu: GpuSpec) -> None:
         """Another GPU: same bytes and FLOPs, a new clock; keeps the relative position."""
@@ -860,6 +867,11 @@ class Player:
         )
 
 
+def build_lanes(config: AttentionConfig, gpu: GpuSpec, algorithms: tuple[str, ...]) -> list[Lane]:
+    """The lanes of `config` (tens of ms at large N: call it off the GUI thread)."""
+    return [Lane(config, a, gpu) for a in algorithms]
+
+
 def cost_model_seconds(lane: Lane) -> float:
     """The cost model's roofline time for the lane's config (for comparisons in tests/labels)."""
     return algorithm_cost(lane.config, lane.algorithm).modeled_seconds(lane.gpu)
@@ -873,4 +885,5 @@ __all__ = [
     "Player",
     "SlotState",
     "TrailMark",
+    "build_lanes",
 ]

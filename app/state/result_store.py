@@ -4,9 +4,9 @@ Plain Python (no Qt), so it is testable on its own and the runner's thread never
 GUI thread adds results as they arrive and asks for series when it redraws.
 
 Two rules keep the cache honest:
-- Algorithms that ignore the config's tile sizes (naive uses cuBLAS-style GEMMs, the tensor-core
-  kernel has its own fixed tiles) are cached without them, so changing the readable kernel's
-  tiles does not throw their measurements away.
+- Series are per family (app/state/family.py), and algorithms that ignore the config's tile
+  sizes (naive uses cuBLAS-style GEMMs, the tensor-core kernels have their own fixed tiles) are
+  cached without them, so changing the readable kernel's tiles keeps their measurements.
 - A memory budget changes outcomes, so every result remembers the budget it ran under. A success
   under budget B also holds for any larger budget; an out-of-memory under B also holds for any
   smaller one. Anything else is measured again rather than guessed.
@@ -17,29 +17,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from gpu.algorithms import ALGORITHMS, TILED
 from gpu.config import AttentionConfig
 from gpu.results import RunResult
 
-#: Tile sizes every cache key of a tile-agnostic algorithm is normalized to.
-_NEUTRAL_TILES = {"block_m": 64, "block_n": 64}
-#: All but the readable kernel: naive's GEMMs and the tensor-core kernels choose their own tiles.
-_TILE_AGNOSTIC = tuple(a for a in ALGORITHMS if a != TILED)
-
-Family = tuple
-"""Every config field except seq_len: the results of one family form a series over N."""
-
-
-def cache_config(config: AttentionConfig, algorithm: str) -> AttentionConfig:
-    """The config as far as `algorithm` can tell: tile sizes dropped where they do not matter."""
-    if algorithm in _TILE_AGNOSTIC and (config.block_m, config.block_n) != (64, 64):
-        return config.with_(**_NEUTRAL_TILES)
-    return config
-
-
-def family_of(config: AttentionConfig, algorithm: str) -> Family:
-    c = cache_config(config, algorithm)
-    return (c.heads, c.head_dim, c.batch, c.dtype, c.causal, c.block_m, c.block_n)
+from .family import Family, family_of
 
 
 def _covers(ran_under: int | None, wanted: int | None, oom: bool) -> bool:

@@ -1,0 +1,355 @@
+"""`TracePanel`, the "real GPU trace" mode: pick a recorded trace, see every SM's blocks
+(TraceView), click one to replay its traced phases (BlockStrip) as the schedule's steps in the
+HBM/SRAM view (a TileCanvas), each lasting as long as it took on the hardware (see
+app/state/animation/trace_replay.py)."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QSplitter,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from gpu.costmodel import DEFAULT_GPU, GPUS, gpu_for_device_name
+from gpu.trace import (
+    BLOCK_LEVEL,
+    KERNEL_LEVEL,
+    BlockTrace,
+    Trace,
+    TraceError,
+    load_traces,
+)
+
+from ..state.animation.player import Player
+from ..state.animation.trace_replay import BlockReplay
+from .block_strip import BlockStrip
+from .canvas import (
+    TileCanvas,
+    scene_for,
+)
+from .trace_style import algo_label, fmt_ns, query_tile_rows, trace_title
+from .trace_view import TraceView
+
+#: The trace shipped with the app (recorded on the H200 by bench/trace_h200.py).
+SHIPPED_TRACES = Path(__file__).resolve().parents[2] / "resources" / "traces" / "h200_trace.json"
+
+REPLAY_WALL_S = 6.0  # one block replays in this many wall seconds at 1×
+
+
+class TracePanel(QWidget):
+    """Pick a recorded trace, see every SM's blocks, click one to replay its steps."""
+
+    traceChanged = Signal(str)
+
+    def __init__(
+        self, parent: QWidget | None = None, traces: tuple[Trace, ...] | None = None
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("tracePanel")
+        self.traces: tuple[Trace, ...] = ()
+        self.trace: Trace | None = None
+        self.selected: BlockTrace | None = None
+        self.replay: BlockReplay | None = None
+        self.player: Player | None = None
+        self.fraction = 0.0
+        self.speed = 1.0
+        self.message = ""
+
+        self.chooser = QComboBox(self)
+        self.chooser.setObjectName("traceChooser")
+        self.chooser.currentIndexChanged.connect(self._on_choose)
+        self.replay_button = QToolButton(self)
+        self.replay_button.setObjectName("traceReplay")
+        self.replay_button.setText("▶ Replay block")
+        self.replay_button.setToolTip("Replay the selected block's traced phases (Space)")
+        self.replay_button.clicked.connect(self.toggle_replay)
+        self.speed_box = QComboBox(self)
+        self.speed_box.setObjectName("traceSpeed")
+        for s in (0.25, 0.5, 1.0, 2.0, 4.0):
+            self.speed_box.addItem(f"{s:g}×", s)
+        self.speed_box.setCurrentIndex(2)
+        self.speed_box.currentIndexChanged.connect(
+            lambda _i: setattr(self, "speed", float(self.speed_box.currentData()))
+        )
+        self.open_button = QToolButton(self)
+        self.open_button.setObjectName("traceOpen")
+        self.open_button.setText("Open trace…")
+        self.open_button.setToolTip("A traces file or a recorded run with traces")
+        self.open_button.clicked.connect(self._open_dialog)
+        self.info = QLabel(self)
+        self.info.setObjectName("traceInfo")
+        self.info.setWordWrap(True)
+        self.info.setTextFormat(Qt.TextFormat.PlainText)
+        bar = QHBoxLayout()
+        bar.addWidget(QLabel("trace:", self))
+        bar.addWidget(self.chooser, 1)
+        bar.addWidget(self.replay_button)
+        bar.addWidget(self.speed_box)
+        bar.addWidget(self.open_button)
+
+        self.view = TraceView(self)
+        self.view.blockSelected.connect(self.select_block)
+        self.strip = BlockStrip(self)
+        self.canvas = TileCanvas(self)
+        self.canvas.setMinimumSize(560, 250)
+        self.canvas_caption = QLabel(self)
+        self.canvas_caption.setObjectName("traceCanvasCaption")
+        self.canvas_caption.setWordWrap(True)
+        lower = QWidget(self)
+        low = QVBoxLayout(lower)
+        low.setContentsMargins(0, 0, 0, 0)
+        low.setSpacing(2)
+        low.addWidget(self.strip)
+        low.addWidget(self.canvas_caption)
+        low.addWidget(self.canvas, 1)
+        split = QSplitter(Qt.Orientation.Vertical, self)
+        split.addWidget(self.view)
+        split.addWidget(lower)
+        split.setStretchFactor(0, 5)
+        split.setStretchFactor(1, 4)
+        split.setSizes([480, 400])
+        self.splitter = split
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addLayout(bar)
+        lay.addWidget(self.info)
+        lay.addWidget(split, 1)
+
+        self._timer = QTimer(self)
+        self._timer.setInterval(16)
+        self._timer.timeout.connect(self._tick)
+        self._clock = time.monotonic()
+        if traces is not None:
+            self.set_traces(traces)
+
+    # ---- traces
+
+    def load_shipped(self) -> None:
+        """The H200 trace in resources/ (a message instead when it cannot be read)."""
+        try:
+            self.set_traces(load_traces(SHIPPED_TRACES), source=SHIPPED_TRACES.name)
+        except TraceError as exc:
+            self.message = str(exc)
+            self.info.setText(f"No trace: {exc}")
+
+    def load_file(self, path: str | Path) -> None:
+        try:
+            traces = load_traces(path)
+        except TraceError as exc:
+            self.message = str(exc)
+            self.info.setText(f"Cannot open {path}: {exc}")
+            return
+        if not traces:
+            self.info.setText(f"{path} holds no traces")
+            return
+        self.set_traces(traces, source=Path(path).name)
+
+    def _open_dialog(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Open a trace", str(SHIPPED_TRACES.parent), "JSON (*.json)"
+        )
+        if path:
+            self.load_file(path)
+
+    def set_traces(self, traces: tuple[Trace, ...], source: str = "") -> None:
+        self.traces = tuple(traces)
+        self.source = source
+        self.chooser.blockSignals(True)
+        self.chooser.clear()
+        for t in self.traces:
+            name = algo_label(t.algorithm)
+            what = f"{len(t.blocks)} blocks" if t.level == BLOCK_LEVEL else "3 kernels"
+            self.chooser.addItem(
+                f"{name} · {t.device} · N={t.config.seq_len} · {what} · {fmt_ns(t.span_ns)}",
+                t.algorithm,
+            )
+        self.chooser.blockSignals(False)
+        if self.traces:
+            pick = next((k for k, t in enumerate(self.traces) if t.level == BLOCK_LEVEL), 0)
+            self.chooser.setCurrentIndex(pick)
+            self._on_choose(pick)
+
+    def select_trace(self, algorithm: str) -> None:
+        for k, t in enumerate(self.traces):
+            if t.algorithm == algorithm:
+                self.chooser.setCurrentIndex(k)
+                self._on_choose(k)
+                return
+        raise KeyError(algorithm)
+
+    def _on_choose(self, index: int) -> None:
+        if not 0 <= index < len(self.traces):
+            return
+        trace = self.traces[index]
+        if trace is self.trace:
+            return
+        self.stop_replay()
+        self.trace = trace
+        gpu = gpu_for_device_name(trace.device) or GPUS[DEFAULT_GPU]
+        self.player = Player(trace.config, gpu, algorithms=(trace.algorithm,))
+        self.canvas.set_scene(scene_for(trace.config, gpu, self.player.lanes))
+        self.view.set_trace(trace)
+        self.view.set_references(
+            [
+                (algo_label(o.algorithm), o.span_ns)
+                for o in self.traces
+                if o is not trace and o.config == trace.config and o.span_ns > 0
+            ]
+        )
+        self.info.setText(self._describe(trace))
+        # start on a block in the middle of the launch (the second wave, where there is one)
+        start = sorted(trace.blocks, key=lambda b: (b.start_ns, b.block))
+        pick = (
+            start[len(start) // 2] if trace.level == BLOCK_LEVEL else start[min(1, len(start) - 1)]
+        )
+        self.select_block(pick.block, play=False)
+        self.replay_at(0.35)
+        self.traceChanged.emit(trace.algorithm)
+
+    def _describe(self, t: Trace) -> str:
+        lay = self.view.lay
+        ev = f"CUDA events {fmt_ns(t.kernel_ms * 1e6)}"
+        if t.level == KERNEL_LEVEL or lay is None:
+            kernels = " + ".join(f"{b.kernel} {fmt_ns(b.duration_ns)}" for b in t.blocks)
+            return f"{trace_title(t)} · {kernels} = {fmt_ns(t.span_ns)} ({ev}) · {t.notes}"
+        waves = " + ".join(str(int((lay.wave == w).sum())) for w in range(lay.waves))
+        load = comp = 0
+        for b in t.blocks:
+            for name, _j, t0, t1 in b.phase_spans():
+                if name == "load_K_j":
+                    load += t1 - t0
+                elif name == "compute_S_ij":
+                    comp += t1 - t0
+        share = 100 * load / max(1, load + comp)
+        per_sm = f"{lay.slots} at a time per SM" if lay.slots > 1 else "1 at a time per SM"
+        kept = f" · phases of {t.tiles_kept} tiles per block kept" if t.tiles_kept else ""
+        return (
+            f"{trace_title(t)} · {len(t.blocks)} blocks on {len({b.sm for b in t.blocks})} SMs, "
+            f"{per_sm} → {lay.waves} waves ({waves}) · first block start to last block end "
+            f"{fmt_ns(t.span_ns)} ({ev}) · waiting for K/V tiles: {share:.0f}% of the blocks' "
+            f"loop time{kept}"
+        )
+
+    # ---- selection and replay
+
+    def select_block(self, block: int, play: bool = True) -> None:
+        if self.trace is None or self.player is None:
+            return
+        b = self.trace.block(block)
+        self.selected = b
+        self.view.select(block)
+        self.replay = BlockReplay(self.trace, b, self.player.lane(self.trace.algorithm))
+        self.strip.set_block(self.trace, b, self._block_caption(b))
+        self.fraction = 0.0
+        self.player.seek(self.replay.modeled_at(b.start_ns))
+        self.replay_at(0.0)
+        if play:
+            self.start_replay()
+
+    def _block_caption(self, b: BlockTrace, extra: str = "") -> str:
+        t = self.trace
+        assert t is not None
+        if t.level == KERNEL_LEVEL:
+            head = f"kernel {b.kernel} · {fmt_ns(b.duration_ns)}"
+        else:
+            q_tiles = max(1, math.ceil(t.config.seq_len / query_tile_rows(t)))
+            head = (
+                f"block {b.block}: query tile {b.query_tile} of head {b.block // q_tiles} · "
+                f"SM {b.sm} · {fmt_ns(b.start_ns)} → {fmt_ns(b.end_ns)} "
+                f"({fmt_ns(b.duration_ns)})"
+            )
+        return head + (f"   ·   {extra}" if extra else "")
+
+    def replay_at(self, fraction: float) -> None:
+        """Put the replay cursor `fraction` (0..1) through the selected block's real time."""
+        if self.replay is None or self.player is None or self.selected is None:
+            return
+        self.fraction = min(1.0, max(0.0, fraction))
+        t_ns = self.replay.time_at(self.fraction)
+        seg = self.replay.segment_at(t_ns)
+        m = self.replay.modeled_at(t_ns)
+        if m < self.player.t:
+            self.player.seek(m)
+        else:
+            self.player.t = m  # forward: the tiles moved since the last frame leave a trail
+        frames = self.player.frames()
+        self.canvas.set_frames(frames)
+        self.view.set_cursor(t_ns)
+        into = fmt_ns(t_ns - self.selected.start_ns)
+        if seg.steps:
+            tile = f" of tile j={seg.j}" if seg.phase in ("load_K_j", "compute_S_ij") else ""
+            now = f"{into} in: {seg.phase}{tile} → steps {', '.join(seg.steps)}"
+        else:
+            now = f"{into} in"
+        self.strip.set_cursor(t_ns, self._block_caption(self.selected, now))
+        step = frames[0].step.name if frames else ""
+        what = "kernel" if self.trace is not None and self.trace.level == KERNEL_LEVEL else "block"
+        self.canvas.header_text = (
+            f"traced: {into} of {fmt_ns(self.selected.duration_ns)} into this {what}"
+        )
+        self.canvas_caption.setText(
+            f"The same block in the HBM/SRAM view (one head drawn; bytes from the model, each "
+            f"phase lasting as long as it did on the GPU): now {step}."
+        )
+
+    def step_phase(self, delta: int) -> None:
+        """Pause and move the cursor to the start of the next (+1) or previous (-1) phase."""
+        if self.replay is None or self.selected is None:
+            return
+        self.stop_replay()
+        segs = self.replay.segments
+        now = self.replay.time_at(self.fraction)
+        k = segs.index(self.replay.segment_at(now))
+        if delta < 0 and now > segs[k].t0_ns + 1:
+            target = segs[k]  # back to the start of the current phase first
+        else:
+            target = segs[min(max(k + delta, 0), len(segs) - 1)]
+        dur = max(1, self.selected.duration_ns)
+        # a hair inside the phase, so the cursor's phase is the target's
+        self.replay_at((min(target.t0_ns + 1, target.t1_ns) - self.selected.start_ns) / dur)
+
+    def start_replay(self) -> None:
+        if self.replay is None:
+            return
+        if self.fraction >= 1.0:
+            self.fraction = 0.0
+        self._clock = time.monotonic()
+        self._timer.start()
+        self.replay_button.setText("⏸ Pause")
+
+    def stop_replay(self) -> None:
+        self._timer.stop()
+        self.replay_button.setText("▶ Replay block")
+
+    def toggle_replay(self) -> None:
+        if self._timer.isActive():
+            self.stop_replay()
+        else:
+            self.start_replay()
+
+    @property
+    def replaying(self) -> bool:
+        return self._timer.isActive()
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        dt, self._clock = now - self._clock, now
+        f = self.fraction + min(dt, 0.25) * self.speed / REPLAY_WALL_S
+        self.replay_at(f)
+        if f >= 1.0:
+            self.stop_replay()
+
+    def hideEvent(self, event) -> None:
+        super().hideEvent(event)
+        self.stop_replay()

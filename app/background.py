@@ -1,0 +1,195 @@
+"""Work off the GUI thread, newest request first: the GUI thread only applies finished results.
+
+`LatestOnly` runs one job at a time on Qt's thread pool (superqt's function workers). A job
+submitted while another runs waits; a newer submission replaces a waiting one, and the result
+of a job that a newer submission superseded is dropped. The newest job's result is handed to
+its `apply` callback on the GUI thread, in one step, through a queued signal. An exception in
+the job goes to its `failed` callback instead (on the GUI thread too).
+
+Jobs must be pure computations or file I/O on data they own: they never touch a widget.
+`flush()` runs the newest job on the calling thread at once (for code that needs the result
+now: tests, exports of a config just set), and `wait()` lets a closing window finish cleanly.
+
+A thread still shares the GIL with the GUI thread: a job that is mostly Python (the cost
+model's curves) goes to a separate process with `in_process(func, *args)`, and the worker
+thread only waits for it (a wait releases the GIL).
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import threading
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+from superqt.utils import create_worker
+
+
+@dataclass
+class _Job:
+    ticket: int
+    work: Callable[[], Any]
+    apply: Callable[[Any], None]
+    failed: Callable[[BaseException], None] | None
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class LatestOnly(QObject):
+    """See the module docstring. `applied` fires after each result is applied (tests)."""
+
+    applied = Signal()
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._ticket = 0
+        self._waiting: _Job | None = None
+        self._running: _Job | None = None
+        self._worker: Any = None
+        self.started = 0  # jobs started on a worker (tests and benchmarks read these)
+        self.dropped = 0  # results dropped because a newer job superseded them
+
+    @property
+    def busy(self) -> bool:
+        """A job is running or waiting."""
+        return self._running is not None or self._waiting is not None
+
+    def submit(
+        self,
+        work: Callable[[], Any],
+        apply: Callable[[Any], None],
+        failed: Callable[[BaseException], None] | None = None,
+    ) -> int:
+        """Run `work()` off the GUI thread, then `apply(result)` on it unless superseded."""
+        self._ticket += 1
+        if self._waiting is not None:
+            self.dropped += 1
+        self._waiting = _Job(self._ticket, work, apply, failed)
+        if self._running is None:
+            self._start_next()
+        return self._ticket
+
+    def flush(self) -> None:
+        """Run the newest job here and now (superseding one still running elsewhere)."""
+        job = self._waiting or (
+            self._running
+            if self._running is not None and self._running.ticket == self._ticket
+            else None
+        )
+        if job is None:
+            return
+        self._waiting = None
+        self._ticket += 1  # whatever is running now is stale
+        self._deliver(job, *_call(job.work))
+
+    def cancel(self) -> None:
+        """Drop the waiting job and the result of the one running."""
+        self._waiting = None
+        self._ticket += 1
+
+    def wait(self, timeout_s: float = 5.0) -> bool:
+        """Block until the running job (if any) has finished; True if none is left running."""
+        job = self._running
+        return job is None or job.done.wait(timeout_s)
+
+    # ---------------------------------------------------------------- internals
+
+    def _start_next(self) -> None:
+        job, self._waiting = self._waiting, None
+        if job is None:
+            return
+        self._running = job
+        self.started += 1
+
+        def run() -> tuple[Any, BaseException | None]:
+            try:
+                return _call(job.work)
+            finally:
+                job.done.set()
+
+        worker = create_worker(run, _start_thread=False)
+        worker.returned.connect(self._on_returned)
+        self._worker = worker  # referenced until it has reported back
+        worker.start()
+
+    def _on_returned(self, outcome: tuple[Any, BaseException | None]) -> None:
+        job, self._running, self._worker = self._running, None, None
+        if job is not None:
+            if job.ticket == self._ticket:
+                self._deliver(job, *outcome)
+            else:
+                self.dropped += 1
+        self._start_next()
+
+    def _deliver(self, job: _Job, result: Any, error: BaseException | None) -> None:
+        if error is None:
+            job.apply(result)
+            self.applied.emit()
+        elif job.failed is not None:
+            job.failed(error)
+        else:
+            raise error
+
+
+def _call(work: Callable[[], Any]) -> tuple[Any, BaseException | None]:
+    try:
+        return work(), None
+    except Exception as exc:  # handed to the GUI thread, never lost on the worker
+        return None, exc
+
+
+def run_once(
+    parent: QObject,
+    work: Callable[[], Any],
+    apply: Callable[[Any], None],
+    failed: Callable[[BaseException], None],
+) -> LatestOnly:
+    """One job that no later one supersedes (a save must happen even if another follows): its
+    own LatestOnly, which goes away once it has reported."""
+    runner = LatestOnly(parent)
+
+    def done(result: Any) -> None:
+        runner.deleteLater()
+        apply(result)
+
+    def error(exc: BaseException) -> None:
+        runner.deleteLater()
+        failed(exc)
+
+    runner.submit(work, done, error)
+    return runner
+
+
+_pool: ProcessPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def compute_process() -> ProcessPoolExecutor:
+    """One process for the app's Python-heavy jobs, started on first use ("spawn": a fork of a
+    process with Qt threads is not safe)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+            atexit.register(_pool.shutdown, wait=True, cancel_futures=True)
+        return _pool
+
+
+def in_process(func: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+    """A job for LatestOnly.submit that runs `func(*args)` (picklable) in the compute process;
+    where that process cannot run, in the worker thread itself."""
+
+    def work() -> Any:
+        global _pool
+        try:
+            return compute_process().submit(func, *args).result()
+        except (BrokenProcessPool, OSError, RuntimeError):
+            with _pool_lock:
+                _pool = None  # a later job tries a fresh process
+            return func(*args)
+
+    return work

@@ -1,0 +1,58 @@
+"""The memory budget: presets, and what a preset means on the device the app runs on.
+
+A budget is picked from presets ("this device", every GPU in the cost model's table, or a custom
+size). It does two things: it caps what a run may allocate (the backend emulates a smaller GPU),
+and it names the GPU whose roofline and ridge point the verdicts use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpu.costmodel import GPUS, GpuSpec
+
+from .units import fmt_bytes_short
+
+DEVICE_PRESET = "device"
+CUSTOM_PRESET = "custom"
+
+#: Presets of the memory budget, largest first: this device, the GPUS table, custom.
+BUDGET_PRESETS: tuple[str, ...] = (
+    DEVICE_PRESET,
+    *sorted(GPUS, key=lambda k: (-GPUS[k].memory_bytes, k)),
+    CUSTOM_PRESET,
+)
+
+
+@dataclass(frozen=True)
+class Device:
+    """What "this device" is: its memory, a label for it, and its GPUS entry if known."""
+
+    memory_bytes: int | None = None
+    label: str = "this device"
+    gpu: GpuSpec | None = None
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The memory budget as the rest of the app needs it."""
+
+    preset: str
+    #: Passed to the backend (RunOptions.budget_bytes); None = the device's own memory.
+    run_bytes: int | None
+    #: Where to draw the line: the budget, or the device's memory for "this device".
+    line_bytes: int | None
+    label: str  # "RTX 4090 24 GB", "this device (23.4 GB RAM)"
+    gpu: GpuSpec | None  # the GPU whose roofline and ridge point the verdicts use
+
+
+def budget_for(preset: str, custom_gb: float, device: Device) -> Budget:
+    """What `preset` means on `device` (an unknown preset falls back to the device's own)."""
+    if preset == CUSTOM_PRESET:
+        b = round(custom_gb * 1e9)
+        return Budget(preset, b, b, f"custom {fmt_bytes_short(b)}", device.gpu)
+    spec = GPUS.get(preset)
+    if spec is not None:
+        return Budget(preset, spec.memory_bytes, spec.memory_bytes, spec.name, spec)
+    label = f"this device ({device.label})"
+    return Budget(DEVICE_PRESET, None, device.memory_bytes, label, device.gpu)

@@ -1,0 +1,122 @@
+"""The pacing policy (app/pacing.py) and the off-GUI-thread worker (app/background.py)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from app.background import LatestOnly, run_once
+from app.pacing import coalesced
+
+
+def test_a_burst_of_calls_runs_once_with_the_newest_arguments(qtbot):
+    calls = []
+    paced = coalesced(calls.append, 30)
+    for i in range(8):
+        paced(i)
+    assert calls == []  # nothing on the caller's stack
+    qtbot.waitUntil(lambda: calls == [7], timeout=1000)
+    qtbot.wait(80)
+    assert calls == [7]
+
+
+def test_a_zero_interval_coalesces_what_arrives_within_one_turn_of_the_event_loop(qtbot):
+    calls = []
+    paced = coalesced(calls.append, 0)
+    for i in range(5):
+        paced(i)
+    qtbot.wait(20)
+    assert calls == [4]
+
+
+def test_a_steady_stream_runs_about_once_per_interval_and_ends_on_the_last_call(qtbot):
+    calls = []
+    paced = coalesced(calls.append, 40)
+    start = time.monotonic()
+    i = 0
+    while time.monotonic() - start < 0.4:  # a call every 5 ms for 400 ms
+        paced(i)
+        i += 1
+        qtbot.wait(5)
+    qtbot.wait(100)
+    assert calls[-1] == i - 1  # the newest value always lands
+    assert 5 <= len(calls) <= 13  # throttled (~10), never starved as a debounce would be
+    assert calls == sorted(calls)
+
+
+def test_flush_runs_a_pending_call_now_and_cancel_drops_it(qtbot):
+    calls = []
+    paced = coalesced(calls.append, 1000)
+    paced("a")
+    paced.flush()
+    assert calls == ["a"]
+    paced("b")
+    paced.cancel()
+    qtbot.wait(1100)
+    assert calls == ["a"]
+
+
+def test_work_runs_off_the_gui_thread_and_its_result_is_applied_on_it(qtbot):
+    worker = LatestOnly()
+    ran_on, applied_on = [], []
+
+    def work():
+        ran_on.append(threading.get_ident())
+        return 42
+
+    with qtbot.waitSignal(worker.applied, timeout=5000):
+        worker.submit(work, lambda r: applied_on.append((r, threading.get_ident())))
+    gui = threading.get_ident()
+    assert ran_on and ran_on[0] != gui
+    assert applied_on == [(42, gui)]
+
+
+def test_a_newer_request_supersedes_waiting_and_running_ones(qtbot):
+    worker = LatestOnly()
+    started, applied = [], []
+
+    def work(i):
+        started.append(i)
+        time.sleep(0.05)
+        return i
+
+    for i in range(6):
+        worker.submit(lambda i=i: work(i), applied.append)
+    qtbot.waitUntil(lambda: not worker.busy, timeout=5000)
+    assert started == [0, 5]  # the first was running; 1-4 were replaced while they waited
+    assert applied == [5]  # the first one's result was stale: dropped
+    assert worker.dropped == 5
+
+
+def test_flush_gives_the_newest_result_at_once(qtbot):
+    worker = LatestOnly()
+    applied = []
+    worker.submit(lambda: (time.sleep(0.1), "old")[1], applied.append)
+    worker.submit(lambda: "new", applied.append)
+    worker.flush()
+    assert applied == ["new"]
+    qtbot.waitUntil(lambda: not worker.busy, timeout=5000)
+    qtbot.wait(50)
+    assert applied == ["new"]
+
+
+def test_an_exception_in_the_work_goes_to_its_failed_callback_on_the_gui_thread(qtbot):
+    worker = LatestOnly()
+    failures = []
+
+    def work():
+        raise ValueError("corrupt file")
+
+    worker.submit(work, lambda r: pytest.fail("applied"), failures.append)
+    qtbot.waitUntil(lambda: bool(failures), timeout=5000)
+    assert isinstance(failures[0], ValueError) and str(failures[0]) == "corrupt file"
+
+
+def test_run_once_jobs_are_never_superseded(qtbot):
+    done = []
+    for i in range(3):
+        run_once(None, lambda i=i: i, done.append, pytest.fail)
+    qtbot.waitUntil(lambda: len(done) == 3, timeout=5000)
+    assert sorted(done) == [0, 1, 2]
