@@ -312,7 +312,7 @@ def test_a_trace_fifo_is_refused_at_once(tmp_path):
 
 
 def test_the_trace_panel_shows_a_message_for_every_junk_trace(qtbot, tmp_path):
-    from app.animation.trace_view import TracePanel
+    from app.animation.trace_panel import TracePanel
 
     panel = TracePanel(traces=(_fake(),))
     qtbot.addWidget(panel)
@@ -342,7 +342,7 @@ ODD_TRACES = {
 def test_odd_but_valid_traces_draw_select_and_replay(qtbot, tmp_path, name):
     from PySide6.QtCore import Qt
 
-    from app.animation.trace_view import TracePanel
+    from app.animation.trace_panel import TracePanel
 
     panel = TracePanel()
     qtbot.addWidget(panel)
