@@ -1,4 +1,4 @@
-"""Issue 8 on the GPU in one call: trace tests, the shipped traces, trace overhead, ncu bytes.
+"""Traces on the GPU in one call: trace tests, the shipped traces, trace overhead, ncu bytes.
 
 Run from the repository root on the H200:
 
