@@ -15,8 +15,16 @@ deadlocked variant costs its timeout, never the whole call:
   4. trace    one trace-build launch of the d=128 default (raw rows as .npy, for the recorder)
   5. summary  a compact table (printed last) and JSON under --out
 
-    PYTHONPATH=$PWD python3 bench/ws_check.py --out $OUT            # ~4-5 minutes on an H200
-    PYTHONPATH=$PWD python3 bench/ws_check.py --out $OUT --quick    # fewer shapes, ~2 minutes
+With --candidates, only the defaults, the first run's defaults and gpu.flash_ws.CANDIDATES are
+compiled and checked, and stage 3 times them instead, interleaved with SDPA cuDNN, at
+N = 1024, 4096, 16384 (FA3 shapes, fp16, causal and not, d 64, 128 and 256): --passes sweeps
+over the variants in alternating order, the median of the passes reported. The summary then has
+one table per shape (best first, against cuDNN and the current default) and, per head dim, the
+variant to paste into gpu.algorithms.WS_DEFAULTS.
+
+    PYTHONPATH=$PWD python3 bench/ws_check.py --out $OUT                # ~4-5 minutes on an H200
+    PYTHONPATH=$PWD python3 bench/ws_check.py --out $OUT --quick        # fewer shapes, ~2 minutes
+    PYTHONPATH=$PWD python3 bench/ws_check.py --out $OUT --candidates   # ~3 minutes
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from gpu.config import AttentionConfig  # noqa: E402
 MARK = "@@ "  # prefix of the JSON lines a worker prints for the parent
 SEQ_LENS = (1, 17, 113, 128, 1000, 1023, 4096)
 FA3_SEQ = (512, 1024, 2048, 4096, 8192, 16384)
+CANDIDATE_SEQ = (1024, 4096, 16384)
 TOKENS, HIDDEN = 16384, 2048
 
 
@@ -51,10 +60,10 @@ def emit(obj: dict) -> None:
 def variant_by_label(label: str) -> Any:
     from gpu import flash_ws
 
-    for v in flash_ws.all_variants():
-        if v.label == label:
-            return v
-    raise SystemExit(f"unknown variant {label}")
+    try:
+        return flash_ws.WsLaunch.from_label(label)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def fa3_config(n: int, d: int, causal: bool, dtype: str = "fp16") -> AttentionConfig:
@@ -132,6 +141,19 @@ def correctness_cases(label: str, full: bool) -> list[AttentionConfig]:
                 )
     if full:  # more heads than one L2 group of the causal block order: the last group is short
         cases.append(AttentionConfig(seq_len=4096, heads=23, head_dim=v.head_dim, causal=True))
+    if v.persistent:  # several work tiles per block (more tiles than the H200's 132 SMs)
+        for dtype in ("fp16", "bf16"):
+            for causal in (False, True):
+                cases.append(
+                    AttentionConfig(
+                        seq_len=1000,
+                        heads=40,
+                        head_dim=v.head_dim,
+                        batch=2,
+                        dtype=dtype,
+                        causal=causal,
+                    )
+                )
     return cases
 
 
@@ -249,6 +271,58 @@ def worker_time(labels: list[str], quick: bool, repeats: int) -> None:
         cp.get_default_memory_pool().free_all_blocks()
         if torch_ok:
             torch.cuda.empty_cache()
+
+
+def worker_candidates(labels: list[str], passes: int, repeats: int) -> None:
+    """Every variant against SDPA cuDNN at the candidate shapes: `passes` sweeps, the variant
+    order reversed every other sweep, so clock drift during a shape's timing hits all alike."""
+    import cupy as cp
+    from bench_kernels import Row, bench_fused, bench_sdpa, finish, make_sets, torch_views
+
+    args = argparse.Namespace(repeats=repeats, target_ms=10.0)
+    variants = [variant_by_label(x) for x in labels]
+    try:
+        import torch
+
+        torch_ok = torch.cuda.is_available()
+    except Exception:
+        torch_ok = False
+    for d in sorted({v.head_dim for v in variants}):
+        here = [v for v in variants if v.head_dim == d]
+        for causal in (False, True):
+            for n in CANDIDATE_SEQ:
+                config = fa3_config(n, d, causal)
+                sets = make_sets(config, seed=n + d + causal)
+                out = cp.empty_like(sets[0][0])
+                tsets = torch_views(sets, config.dtype) if torch_ok else None
+                for sweep in range(passes):
+                    rows: list[Row] = []
+                    if torch_ok:
+                        rows.append(bench_sdpa(config, tsets, "CUDNN_ATTENTION", args)[0])
+                    for v in here if sweep % 2 == 0 else here[::-1]:
+                        rows.append(bench_fused("ws", v.label, v, config, sets, args, out))
+                    for row in rows:
+                        finish(row, config)
+                        emit(
+                            {
+                                "stage": "candidate",
+                                "sweep": sweep,
+                                "config": config.label(),
+                                "head_dim": d,
+                                "seq_len": n,
+                                "causal": causal,
+                                "batch": config.batch,
+                                "heads": config.heads,
+                                "impl": row.impl,
+                                "ms": row.ms,
+                                "tflops": row.tflops,
+                                "error": row.error,
+                            }
+                        )
+                del sets, out, tsets
+                cp.get_default_memory_pool().free_all_blocks()
+                if torch_ok:
+                    torch.cuda.empty_cache()
 
 
 def worker_trace(out_dir: str) -> None:
@@ -386,7 +460,103 @@ def summarize(records: list[dict], elapsed: float) -> list[str]:
             )
         lines.append("")
         lines.extend(target_lines(timing))
+    lines.extend(candidate_lines(records))
     return lines
+
+
+def candidate_lines(records: list[dict]) -> list[str]:
+    """One table per shape, best first: TFLOP/s (median of the sweeps), × cuDNN, × the current
+    default, and the spread of the sweeps ((max − min) / median: differences below it are
+    noise); then per head dim the variant with the best geometric mean over the shapes."""
+    import math
+    import statistics
+
+    from gpu import flash_ws
+
+    rows = [r for r in records if r.get("stage") == "candidate"]
+    if not rows:
+        return []
+    defaults = {d: flash_ws.default_launch(d).label for d in flash_ws.SUPPORTED_HEAD_DIMS}
+    first_run = set(flash_ws.FIRST_RUN_DEFAULTS)
+    shapes = sorted({(r["head_dim"], r["causal"], r["seq_len"]) for r in rows})
+    out: list[str] = []
+    ratios: dict[int, dict[str, list[float]]] = {}
+    bests: list[tuple[int, bool, int, str, float, float | None]] = []
+    for d, causal, n in shapes:
+        here = [r for r in rows if (r["head_dim"], r["causal"], r["seq_len"]) == (d, causal, n)]
+        runs: dict[str, list[float]] = {}
+        errors: dict[str, str] = {}
+        for r in here:
+            if r.get("tflops"):
+                runs.setdefault(r["impl"], []).append(r["tflops"])
+            elif r.get("error"):
+                errors[r["impl"]] = r["error"]
+        med = {k: statistics.median(v) for k, v in runs.items()}
+        spread = {k: (max(v) - min(v)) / med[k] for k, v in runs.items()}
+        cudnn = med.pop("sdpa_cudnn", None)
+        default = med.get(defaults[d])
+        bh = f"{here[0]['batch']}×{here[0]['heads']}"
+        mask = "causal" if causal else "full"
+        cudnn_s = f"{cudnn:.0f}" if cudnn else "-"
+        out.append("")
+        out.append(f"d={d} N={n} {mask} (B×h {bh}, fp16)   SDPA cuDNN {cudnn_s} TF/s")
+        out.append(f"  {'variant':34} {'TF/s':>6} {'×cuDNN':>7} {'×default':>8} {'spread':>6}")
+        ranked = sorted(med.items(), key=lambda kv: -kv[1])
+        if ranked:
+            bests.append((d, causal, n, ranked[0][0], ranked[0][1], cudnn))
+        for rank, (label, tf) in enumerate(ranked):
+            tags = []
+            if label == defaults[d]:
+                tags.append("default")
+            if label in first_run:
+                tags.append("first-run default")
+            if rank == 0:
+                tags.append("BEST")
+            x_cudnn = f"{tf / cudnn:7.2f}" if cudnn else f"{'-':>7}"
+            x_default = f"{tf / default:8.3f}" if default else f"{'-':>8}"
+            out.append(
+                f"  {label:34} {tf:6.0f} {x_cudnn} {x_default} {spread[label]:6.1%}"
+                + (f"  <- {', '.join(tags)}" if tags else "")
+            )
+            if default:
+                ratios.setdefault(d, {}).setdefault(label, []).append(tf / default)
+        for label, err in errors.items():
+            out.append(f"  {label:34} failed: {err[:90]}")
+    out.append("")
+    out.append("per head dim, geometric mean over the shapes of TF/s ÷ the current default's:")
+    for d, by_label in sorted(ratios.items()):
+        count = max(len(v) for v in by_label.values())
+        complete = {k: v for k, v in by_label.items() if len(v) == count}
+        gm = {k: math.exp(sum(map(math.log, v)) / len(v)) for k, v in complete.items()}
+        best = max(gm, key=gm.get)
+        for label in sorted(gm, key=lambda k: -gm[k]):
+            worst = min(complete[label])
+            out.append(
+                f"  d={d:<3} {label:34} {gm[label]:6.3f} (worst shape {worst:.3f})"
+                + ("  <- default" if label == defaults[d] else "")
+            )
+        if best != defaults[d]:
+            out.append(f'  d={d}: to switch, set WS_DEFAULTS[{d}] = "{best}" in gpu/algorithms.py')
+        else:
+            out.append(f"  d={d}: the default stays ({best})")
+    below = [
+        f"d={d} N={n} {'causal' if c else 'full'} {tf / cu:.2f}"
+        for d, c, n, _, tf, cu in bests
+        if cu and tf < cu
+    ]
+    out.append(
+        "best variant of each shape >= 1.0x cuDNN: "
+        + ("every shape" if not below else f"missed at {len(below)}: " + "; ".join(below))
+    )
+    for d, goal in ((64, 500), (128, 650)):
+        hit = [(label, tf) for dd, c, n, label, tf, _ in bests if (dd, c, n) == (d, False, 16384)]
+        if hit:
+            label, tf = hit[0]
+            verdict = "met" if tf >= goal else "missed"
+            out.append(
+                f"target d={d} N=16k full >= {goal} TFLOP/s: {tf:.0f} by {label} ({verdict})"
+            )
+    return out
 
 
 def target_lines(timing: list[dict]) -> list[str]:
@@ -443,6 +613,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--jobs", type=int, default=8, help="parallel compile processes")
     p.add_argument("--skip-time", action="store_true")
+    p.add_argument(
+        "--candidates",
+        action="store_true",
+        help="check and time the defaults and gpu.flash_ws.CANDIDATES only (table per shape)",
+    )
+    p.add_argument("--passes", type=int, default=3, help="--candidates: sweeps per shape")
     p.add_argument("--worker", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
 
@@ -456,6 +632,8 @@ def main(argv: list[str] | None = None) -> int:
             worker_correct(rest[0], rest[1] == "full")
         elif stage == "time":
             worker_time(rest[2:], rest[0] == "quick", int(rest[1]))
+        elif stage == "candidates":
+            worker_candidates(rest[2:], int(rest[0]), int(rest[1]))
         elif stage == "trace":
             worker_trace(rest[0])
         return 0
@@ -474,7 +652,7 @@ def main(argv: list[str] | None = None) -> int:
 
     stage("env")
     records += run_worker(["env"], 120, log)[0]
-    variants = flash_ws.all_variants()
+    variants = flash_ws.candidate_variants() if args.candidates else flash_ws.all_variants()
     labels = [v.label for v in variants]
     stage(f"compile {len(labels)} variants × 4 instances, {args.jobs} processes")
     chunks = [labels[i :: args.jobs] for i in range(args.jobs) if labels[i :: args.jobs]]
@@ -497,14 +675,20 @@ def main(argv: list[str] | None = None) -> int:
         if status == "ok" and cases and all(r["ok"] for r in cases):
             correct.append(label)
     (out / "ws_check.json").write_text(json.dumps({"records": records}, indent=1))
-    if correct and not args.skip_time:
+    if correct and args.candidates and not args.skip_time:
+        stage(f"time {len(correct)} correct variants vs SDPA cuDNN, {args.passes} sweeps a shape")
+        recs, _ = run_worker(
+            ["candidates", str(args.passes), str(args.repeats), *correct], 420, log
+        )
+        records += recs
+    elif correct and not args.skip_time:
         stage(f"time {len(correct)} correct variants vs wgmma, SDPA flash, SDPA cuDNN")
         recs, _ = run_worker(
             ["time", "quick" if args.quick else "full", str(args.repeats), *correct], 420, log
         )
         records += recs
     default_128 = flash_ws.default_launch(128).label
-    if default_128 in correct:
+    if default_128 in correct and not args.candidates:
         stage("trace build (d=128, N=4096): raw rows to ws_trace_*.npy")
         records += run_worker(["trace", str(out)], 120, log)[0]
     elapsed = time.time() - t0

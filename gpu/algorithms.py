@@ -79,10 +79,19 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
     ),
 }
 
-#: Default variant of the warp-specialized kernel per head dim: (keys per K/V tile, consumer
-#: warpgroups of 64 query rows, ring stages). Shared memory bounds the tiles: at d=256 a
-#: 128-row Q tile and two 64-key stages of K and V take 192 KiB of the 227 KiB.
-WS_DEFAULTS: dict[int, tuple[int, int, int]] = {64: (128, 2, 2), 128: (128, 2, 2), 256: (64, 2, 2)}
+#: Default variant of the warp-specialized kernel per head dim, by its label
+#: (`gpu.flash_ws.WsLaunch.label`: d, keys per K/V tile × ring stages, consumer warpgroups of 64
+#: query rows, p = ping-pong / o = intra-warpgroup overlap, producer registers, then -pers for
+#: persistent blocks and -eK for K of 16 exponentials on the FMA pipe). To switch, paste the
+#: winner's label from `bench/ws_check.py --candidates`. From the first H200 run (N = 4096, fp16):
+#: d=64 three consumers (493 TFLOP/s against 406 with two), d=128 overlap without ping-pong (621
+#: against 605). Shared memory bounds the tiles: at d=256 a 128-row Q tile and two 64-key
+#: stages of K and V take 192 KiB of the 227 KiB.
+WS_DEFAULTS: dict[int, str] = {
+    64: "d64-128x2-c3-po-r24",
+    128: "d128-128x2-c2-o-r24",
+    256: "d256-64x2-c2-po-r24",
+}
 
 
 def tile_shape(config: AttentionConfig, algorithm: str) -> tuple[int, int]:
@@ -121,5 +130,7 @@ def ws_tile_shape(head_dim: int) -> tuple[int, int]:
     """Tiles of the warp-specialized kernel (gpu/kernels/flash_ws.cu): 64 query rows per
     consumer warpgroup, and its default key tile (`WS_DEFAULTS`; head dims other than 64, 128
     and 256 get the d=128 tiles, which the kernel refuses anyway)."""
-    block_n, consumers, _ = WS_DEFAULTS.get(head_dim, WS_DEFAULTS[128])
-    return 64 * consumers, block_n
+    from .flash_ws import WsLaunch  # flash_ws reads WS_DEFAULTS from here
+
+    launch = WsLaunch.from_label(WS_DEFAULTS.get(head_dim, WS_DEFAULTS[128]))
+    return launch.block_m, launch.block_n

@@ -8,17 +8,24 @@ Its exactness for every shape is tested with the other fused kernels (test_flash
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from gpu import flash_ws
-from gpu.algorithms import ALGORITHMS, TILED_WS, tile_shape
+from gpu.algorithms import ALGORITHMS, TILED_WS, WS_DEFAULTS, tile_shape
 from gpu.config import AttentionConfig
 from gpu.costmodel import algorithm_cost
 from gpu.flash_ws import SUPPORTED_HEAD_DIMS, WsLaunch, all_variants, default_launch, supports
 from gpu.schedule import build_schedule
 
 HOPPER = (90, 227 * 1024)  # (compute capability, opt-in shared memory) of an H100/H200
+H200_SMS = 132
+#: Raw rows of the d=128 trace build from the first H200 run (B=1, h=16, N=4096; variant
+#: d128-128x2-c2-po-r24, 330 rows a block): blocks 0 and 1 of the full run, blocks 0 (the
+#: longest, 32 key tiles) and 511 (one key tile) of the causal one.
+TRACE_FIXTURE = Path(__file__).parent / "fixtures" / "ws_trace_h200_rows.npz"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -59,15 +66,64 @@ def test_the_candidates_cover_every_head_dim_and_each_knob() -> None:
     )
     assert any(not v.pingpong for v in variants) and any(not v.overlap for v in variants)
     assert any(v.consumers == 3 for v in variants) and any(v.stages == 3 for v in variants)
+    assert any(v.persistent for v in variants) and any(v.emulated_exp for v in variants)
+    assert {v.head_dim for v in variants if v.persistent} == set(SUPPORTED_HEAD_DIMS)
     assert len({v.label for v in variants}) == len(variants)
+
+
+def test_the_candidate_timing_compares_the_defaults_with_the_first_run_s_and_new_knobs() -> None:
+    timed = flash_ws.candidate_variants()
+    labels = {v.label for v in timed}
+    assert set(flash_ws.FIRST_RUN_DEFAULTS) <= labels
+    assert set(flash_ws.CANDIDATES) <= labels
+    assert {default_launch(d) for d in SUPPORTED_HEAD_DIMS} <= set(timed)
+    assert set(timed) <= set(all_variants())
+    for d in (64, 128):
+        here = [v for v in timed if v.head_dim == d]
+        assert any(v.persistent for v in here) and any(v.emulated_exp for v in here), d
+
+
+def test_labels_name_every_template_parameter_and_read_back() -> None:
+    for v in all_variants():
+        assert WsLaunch.from_label(v.label) == v
+    v = WsLaunch(64, 128, 3, 2, pingpong=True, overlap=False, persistent=True, emulated_exp=4)
+    assert v.label == "d64-128x2-c3-p-r24-pers-e4"
+    assert WsLaunch.from_label("d256-64x2-c2-none-r40") == WsLaunch(
+        256, 64, 2, 2, pingpong=False, overlap=False, producer_regs=40
+    )
+    for bad in ("d64-128x2-c3-po", "d64-128x2-c3-xo-r24", "d64-128x2-c3-po-r24-e"):
+        with pytest.raises(ValueError):
+            WsLaunch.from_label(bad)
+
+
+def test_the_defaults_are_labels_of_variants_of_their_own_head_dim() -> None:
+    assert set(WS_DEFAULTS) == set(SUPPORTED_HEAD_DIMS)
+    for d, label in WS_DEFAULTS.items():
+        assert default_launch(d).label == label and default_launch(d).head_dim == d
 
 
 def test_template_name_lists_every_parameter_in_kernel_order() -> None:
     v = WsLaunch(128, 64, 3, 4, pingpong=False, overlap=True, producer_regs=40)
     assert v.template_name(True, False) == (
-        "flash_ws_fwd<128, 64, 3, 4, false, true, 40, true, false>"
+        "flash_ws_fwd<128, 64, 3, 4, false, true, 40, false, 0, true, false>"
     )
     assert (v.block_m, v.threads) == (192, 512)
+    w = replace(v, persistent=True, emulated_exp=2)
+    assert w.template_name(False, True) == (
+        "flash_ws_fwd<128, 64, 3, 4, false, true, 40, true, 2, false, true>"
+    )
+
+
+def test_persistent_variants_launch_at_most_one_block_per_sm() -> None:
+    config = AttentionConfig(seq_len=4096, heads=16, head_dim=128, batch=4)
+    plain = default_launch(128)
+    tiles = plain.work_tiles(config)
+    assert tiles == 4096 // plain.block_m * 64
+    assert plain.grid_blocks(config, H200_SMS) == tiles
+    persistent = replace(plain, persistent=True)
+    assert persistent.grid_blocks(config, H200_SMS) == H200_SMS
+    small = AttentionConfig(seq_len=300, heads=2, head_dim=128)
+    assert persistent.grid_blocks(small, H200_SMS) == persistent.work_tiles(small) == 6
 
 
 def test_launch_tiles_are_the_tiles_the_cost_model_and_schedule_use() -> None:
@@ -148,6 +204,33 @@ def test_every_variant_matches_the_fp32_reference(variant: WsLaunch, causal: boo
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize(
+    "variant", [v for v in all_variants() if v.persistent], ids=lambda v: v.label
+)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_persistent_blocks_do_every_work_tile_when_there_are_more_tiles_than_sms(
+    variant: WsLaunch, causal: bool
+) -> None:
+    import cupy as cp
+    from flash_reference import assert_matches_reference
+
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("the warp-specialized kernel runs on sm_90 only")
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    for seq_len, dtype in ((1000, "fp16"), (1537, "bf16")):
+        config = AttentionConfig(
+            seq_len=seq_len, heads=40, batch=2, head_dim=variant.head_dim, dtype=dtype,
+            causal=causal,
+        )  # fmt: skip
+        assert variant.work_tiles(config) > 2 * sms  # every block does several tiles
+
+        def forward(q, k, v, o, m, l, config, variant=variant):
+            flash_ws.launch_forward(q, k, v, o, m, l, config, variant)
+
+        assert_matches_reference(forward, config, seed=seq_len + 3 * variant.head_dim)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("head_dim", [128, 256])
 def test_causal_blocks_cover_every_head_when_the_last_l2_group_is_short(head_dim: int) -> None:
     import cupy as cp
@@ -158,6 +241,67 @@ def test_causal_blocks_cover_every_head_when_the_last_l2_group_is_short(head_dim
     config = AttentionConfig(seq_len=4096, heads=23, head_dim=head_dim, causal=True)
     assert config.bh % flash_ws.group_heads(config) != 0  # a short last group
     assert_matches_reference(flash_ws.flash_forward, config, seed=head_dim)
+
+
+def _expected_phases(role: str, tiles: int) -> list[tuple[str, int]]:
+    """(phase, j) of one role's rows for a work tile that visits `tiles` key tiles, in the order
+    the kernel writes them (j of the Q, store and end rows is the query tile, left out: -1)."""
+    if role == "producer":
+        out = [("load_Q_i", -1), ("load_K_j", 0)]
+        for j in range(tiles):
+            if j + 1 < tiles:
+                out.append(("load_K_j", j + 1))
+            out.append(("load_V_j", j))
+        return [*out, ("end", -1)]
+    out = [("load_Q_i", -1)]
+    for j in range(tiles):
+        out += [("wait_K_j", j), ("gemm_issue", j), ("online_softmax", j), ("wait_PV", j)]
+    return [*out, ("gemm_issue", tiles), ("store_O_i", -1), ("end", -1)]
+
+
+def _check_block_rows(decoded: list[tuple], consumers: int) -> None:
+    """Every role of every block wrote its rows in the kernel's phase order, in time order."""
+    roles = ("producer", *(f"consumer {c}" for c in range(consumers)))
+    for block in sorted({r[0] for r in decoded}):
+        mine = [r for r in decoded if r[0] == block]
+        assert {r[2] for r in mine} == set(roles), block
+        assert len({r[1] for r in mine}) == 1, block  # one SM ran the whole work tile
+        tiles = sum(1 for r in mine if r[2] == "producer" and r[3] == "load_V_j")
+        for role in roles:
+            rows = [r for r in mine if r[2] == role]
+            got = [(r[3], r[4] if r[3] not in ("load_Q_i", "store_O_i", "end") else -1)
+                   for r in rows]  # fmt: skip
+            assert got == _expected_phases(role, tiles), (block, role)
+            times = [r[5] for r in rows]
+            assert times == sorted(times), (block, role)
+            query_tiles = {r[4] for r in rows if r[3] in ("load_Q_i", "store_O_i", "end")}
+            assert len(query_tiles) == 1, (block, role)
+
+
+def test_the_h200_trace_rows_decode_to_every_role_in_the_kernel_s_phase_order() -> None:
+    import numpy as np
+
+    data = np.load(TRACE_FIXTURE)
+    for name, blocks, tiles in (("full", (0, 1), (32, 32)), ("causal", (0, 511), (32, 1))):
+        rows = data[name]
+        assert rows.shape == (2 * 330, 5)
+        decoded = flash_ws.decode_trace_rows(rows)
+        assert sorted({r[0] for r in decoded}) == list(blocks)
+        _check_block_rows(decoded, consumers=2)
+        for block, t in zip(blocks, tiles, strict=True):
+            loads = [r for r in decoded if r[0] == block and r[3] == "load_V_j"]
+            assert len(loads) == t, (name, block)
+        # Causal block 0 does the last query tile (longest first); block 511 the first one.
+        if name == "causal":
+            q_rows = {r[0]: r[4] for r in decoded if r[2] == "producer" and r[3] == "load_Q_i"}
+            assert q_rows == {0: 31, 511: 0}
+        # Ping-pong: the consumers' turns on the tensor cores alternate, 0, 1, 0, 1, ...
+        turns = sorted(
+            (r[5], r[2] == "consumer 1")
+            for r in decoded
+            if r[0] == blocks[0] and r[3] == "gemm_issue"
+        )
+        assert [who for _, who in turns] == [False, True] * (len(turns) // 2), name
 
 
 def test_trace_rows_decode_to_roles_and_phases() -> None:
@@ -174,37 +318,34 @@ def test_trace_rows_decode_to_roles_and_phases() -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("persistent", [False, True], ids=["block-per-tile", "persistent"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_the_trace_build_records_every_role_in_order_and_computes_the_same_output(causal):
+def test_the_trace_build_records_every_role_in_order_and_computes_the_same_output(
+    causal: bool, persistent: bool
+) -> None:
     import cupy as cp
 
     from gpu.attention_reference import random_inputs
 
     if cp.cuda.Device().compute_capability != "90":
         pytest.skip("the warp-specialized kernel runs on sm_90 only")
-    config = AttentionConfig(seq_len=1000, heads=3, head_dim=128, causal=causal)
+    # 8 query tiles × 80 heads: more work tiles than SMs, so persistent blocks do several.
+    config = AttentionConfig(seq_len=1000, heads=40, batch=2, head_dim=128, causal=causal)
+    launch = replace(default_launch(128), persistent=persistent)
     (q, k, v), _ = random_inputs(config, seed=5)
     stats = (config.batch, config.heads, config.seq_len)
     outs = []
     for options in ((), (flash_ws.TRACE_OPTION,)):
-        prepared = flash_ws.prepare(config, extra_options=options)
+        prepared = flash_ws.prepare(config, launch, extra_options=options)
         o = cp.empty_like(q)
         m, l = cp.empty(stats, cp.float32), cp.empty(stats, cp.float32)
         if options:
-            buffer = flash_ws.trace_buffer(config, prepared)
+            buffer = flash_ws.trace_buffer(config, prepared, launch)
             prepared(q, k, v, o, m, l, buffer)
         else:
             prepared(q, k, v, o, m, l)
         outs.append(o)
     assert bool((outs[0].view(cp.uint16) == outs[1].view(cp.uint16)).all())
     rows = flash_ws.decode_trace_rows(cp.asnumpy(buffer))
-    launch = flash_ws.default_launch(128)
-    roles = {"producer", *(f"consumer {c}" for c in range(launch.consumers))}
-    for block in range(prepared.blocks):
-        mine = [r for r in rows if r[0] == block]
-        assert {r[2] for r in mine} == roles, block
-        for role in roles:
-            phases = [r[3] for r in mine if r[2] == role]
-            times = [r[5] for r in mine if r[2] == role]
-            assert phases[0] == "load_Q_i" and phases[-1] == "end", (block, role)
-            assert times == sorted(times), (block, role)
+    assert {r[0] for r in rows} == set(range(launch.work_tiles(config)))
+    _check_block_rows(rows, launch.consumers)
