@@ -99,6 +99,7 @@ class Occupancy:
     registers: int  # per thread, at launch
     register_source: str
     capability: str
+    reserved_smem: int = 0  # shared memory the driver reserves per block
 
     @property
     def binding(self) -> tuple[str, ...]:
@@ -168,7 +169,9 @@ def _occupancy(
     if arch is None:
         return None
     limits = blocks_per_sm(smem, threads, registers, arch, gpu.smem_per_sm_bytes)
-    return Occupancy(min(limits.values()), limits, registers, source, arch.capability)
+    return Occupancy(
+        min(limits.values()), limits, registers, source, arch.capability, arch.reserved_smem
+    )
 
 
 def _readable(config: AttentionConfig, gpu: GpuSpec) -> ChipLayout:

@@ -660,6 +660,7 @@ class Player:
         gpu: GpuSpec | None = None,
         algorithms: tuple[str, ...] = (NAIVE, TILED),
         duration_s: float = DEFAULT_DURATION_S,
+        lanes: list[Lane] | None = None,
     ) -> None:
         self.algorithms = algorithms
         self.gpu = gpu or GPUS[DEFAULT_GPU]
@@ -674,7 +675,10 @@ class Player:
         self._trails: list[deque[tuple[str, tuple[int, int, int, int], str, float]]] = []
         #: (from, to, elapsed wall s, duration wall s) while a step glides to its boundary
         self._glide: tuple[float, float, float, float] | None = None
-        self.set_config(config, force=True)
+        if lanes is not None:  # built elsewhere (off the GUI thread)
+            self.adopt(config, lanes)
+        else:
+            self.set_config(config, force=True)
 
     # ---- configuration
 

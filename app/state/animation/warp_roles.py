@@ -28,8 +28,10 @@ from gpu.config import AttentionConfig
 from gpu.costmodel import GpuSpec, kv_tiles_for_query_tile
 from gpu.trace import BlockTrace
 
-#: What a consumer does between two of its marks, in drawing order.
+#: What a consumer does between two of its marks, in drawing order; PV: its P·V on the tensor
+#: cores while its warps do the softmax (known in the model only).
 WAIT, GEMM, SOFTMAX, WAIT_PV, EPILOGUE = "wait", "gemm", "softmax", "wait_pv", "epilogue"
+PV = "pv"
 #: The producer: a copy in flight (issue -> landed), or an issue instant.
 COPY_K, COPY_V, ISSUE = "copy_k", "copy_v", "issue"
 CONSUMER_ROWS = 64
@@ -67,6 +69,10 @@ class RoleTimeline:
     end: float
     source: str
     unit: str = "s"
+    #: The model only (None for traces): when a consumer's S_j started on the tensor cores
+    #: (after any GEMM queued before it) and when its P_{j-1} V_{j-1} finished, (C, T+1).
+    s_start: np.ndarray | None = None
+    pv_end: np.ndarray | None = None
 
     @property
     def consumers(self) -> int:
@@ -90,18 +96,21 @@ class RoleTimeline:
         for c in range(self.consumers):
             role = 1 + c
             for j in range(j0, j1 + 1):
-                wait, issue = self.wait[c, j], self.issue[c, j]
-                out.append(RoleSpan(role, WAIT, j, wait, issue))
+                wait = self.wait[c, j]
+                start = self.issue[c, j] if self.s_start is None else self.s_start[c, j]
+                out.append(RoleSpan(role, WAIT, j, wait, start))
                 if j == t:  # the last P·V, then the epilogue
-                    out.append(RoleSpan(role, GEMM, j, issue, self.epilogue[c]))
+                    out.append(RoleSpan(role, GEMM, j, start, self.epilogue[c]))
                     out.append(RoleSpan(role, EPILOGUE, j, self.epilogue[c], self.end_c[c]))
                     continue
                 nxt = self.wait[c, j + 1]
                 out += [
-                    RoleSpan(role, GEMM, j, issue, self.s_done[c, j]),
+                    RoleSpan(role, GEMM, j, start, self.s_done[c, j]),
                     RoleSpan(role, SOFTMAX, j, self.s_done[c, j], self.sm_done[c, j]),
                     RoleSpan(role, WAIT_PV, j, self.sm_done[c, j], nxt),
                 ]
+                if self.pv_end is not None and j > 0:
+                    out.append(RoleSpan(role, PV, j - 1, self.s_done[c, j], self.pv_end[c, j]))
         for j in range(j0, min(t - 1, j1) + 1):
             for kind, issue, land in (
                 (COPY_K, self.k_issue[j], self.k_land[j]),
@@ -214,6 +223,8 @@ def modeled_roles(config: AttentionConfig, gpu: GpuSpec, query_tile: int) -> Rol
     v_free = np.zeros(t_count)  # ... V_j (P_j V_j done)
     wait = np.zeros((cons, t_count + 1))
     issue = np.zeros((cons, t_count + 1))
+    s_start = np.zeros((cons, t_count + 1))
+    pv_end = np.zeros((cons, t_count + 1))
     s_done = np.zeros((cons, t_count))
     sm_done = np.zeros((cons, t_count))
     link = r.copy_q  # the Q copy goes first
@@ -244,8 +255,10 @@ def modeled_roles(config: AttentionConfig, gpu: GpuSpec, query_tile: int) -> Rol
             need = k_land[j] if j == 0 else max(k_land[j], v_land[j - 1])
             at = max(finished[c], need, turn_after)
             issue[c, j] = turn_after = at
-            s_done[c, j] = max(at, tensor_free) + r.gemm_s
+            s_start[c, j] = max(at, tensor_free)
+            s_done[c, j] = s_start[c, j] + r.gemm_s
             tensor_free = pv_done[c] = s_done[c, j] + (r.gemm_pv if j > 0 else 0.0)
+            pv_end[c, j] = tensor_free
             sm_done[c, j] = s_done[c, j] + r.softmax
             finished[c] = max(sm_done[c, j], pv_done[c])
         k_free[j] = s_done[:, j].max()
@@ -253,7 +266,7 @@ def modeled_roles(config: AttentionConfig, gpu: GpuSpec, query_tile: int) -> Rol
             v_free[j - 1] = pv_done.max()
     if simulated < t_count:  # the steady state repeats: extend it tile by tile
         extra = np.arange(1, t_count - simulated + 1)
-        for a in (wait, issue, s_done, sm_done):
+        for a in (wait, issue, s_start, pv_end, s_done, sm_done):
             last, step = a[:, simulated - 1], a[:, simulated - 1] - a[:, simulated - 2]
             a[:, simulated:t_count] = last[:, None] + step[:, None] * extra[None, :]
         for a in (k_issue, k_land, v_issue, v_land):
@@ -267,7 +280,8 @@ def modeled_roles(config: AttentionConfig, gpu: GpuSpec, query_tile: int) -> Rol
         wait[c, t_count] = finished[c]
         at = max(finished[c], v_land[t_count - 1], turn_after)
         issue[c, t_count] = turn_after = at
-        tensor_free = finished[c] = max(at, tensor_free) + r.gemm_pv
+        s_start[c, t_count] = max(at, tensor_free)
+        tensor_free = finished[c] = pv_end[c, t_count] = s_start[c, t_count] + r.gemm_pv
     epilogue = finished.copy()
     end_c = epilogue + r.store
     return RoleTimeline(
@@ -285,6 +299,8 @@ def modeled_roles(config: AttentionConfig, gpu: GpuSpec, query_tile: int) -> Rol
         v_land=v_land,
         end=float(end_c.max()),
         source=f"modeled: {r.copy_source}",
+        s_start=s_start,
+        pv_end=pv_end,
     )
 
 
@@ -367,21 +383,24 @@ def traced_roles(block: BlockTrace, stages: int = 2) -> RoleTimeline | None:
 
 
 def overlap_share(tl: RoleTimeline) -> float:
-    """Share of the block's consumer softmax time during which another consumer's GEMMs were
-    on the tensor cores: what ping-pong buys (0 without overlap)."""
-    soft: list[tuple[float, float, int]] = []
-    gemm: list[tuple[float, float, int]] = []
-    for s in tl.spans(0, tl.tiles):
-        if s.kind == SOFTMAX:
-            soft.append((s.t0, s.t1, s.role))
-        elif s.kind == GEMM:
-            gemm.append((s.t0, s.t1, s.role))
-    total = sum(b - a for a, b, _ in soft)
+    """Share of the consumers' softmax time during which the tensor cores were busy with a
+    GEMM: another consumer's (ping-pong) or, where known (the model), the consumer's own P·V
+    (intra-warpgroup overlap). 0 when the softmax ran alone; what warp specialization buys."""
+    spans = tl.spans(0, tl.tiles)
+    soft = np.array([(s.t0, s.t1, s.role) for s in spans if s.kind == SOFTMAX], dtype=np.float64)
+    busy = np.array(
+        [(s.t0, s.t1, s.role, s.kind == PV) for s in spans if s.kind in (GEMM, PV)],
+        dtype=np.float64,
+    )
+    if soft.size == 0 or busy.size == 0:
+        return 0.0
+    total = float((soft[:, 1] - soft[:, 0]).sum())
     if total <= 0:
         return 0.0
-    hidden = 0.0
-    for a, b, role in soft:
-        for g0, g1, other in gemm:
-            if other != role:
-                hidden += max(0.0, min(b, g1) - max(a, g0))
+    lo = np.maximum(soft[:, None, 0], busy[None, :, 0])
+    hi = np.minimum(soft[:, None, 1], busy[None, :, 1])
+    counts = (soft[:, None, 2] != busy[None, :, 2]) | (busy[None, :, 3] > 0)
+    # the model's GEMMs never overlap each other, and a trace of two consumers has one other
+    # consumer: the overlaps add up
+    hidden = float(np.where(counts, np.clip(hi - lo, 0.0, None), 0.0).sum())
     return min(1.0, hidden / total)
