@@ -242,9 +242,9 @@ def test_traces_are_read_off_the_gui_thread_when_the_trace_mode_opens(qtbot, mon
     seen = []
     original = trace_panel.read_traces
 
-    def spy(paths, every=True):
+    def spy(*args, **kwargs):
         seen.append(threading.get_ident())
-        return original(paths, every)
+        return original(*args, **kwargs)
 
     monkeypatch.setattr(trace_panel, "read_traces", spy)
     w = TileAnimationWidget(config=AttentionConfig(seq_len=512))

@@ -52,14 +52,20 @@ SHIPPED_DIR = Path(__file__).resolve().parents[2] / "resources" / "traces"
 SHIPPED_TRACES = (SHIPPED_DIR / "h200_trace.json", SHIPPED_DIR / "h200_ws_trace.json")
 
 
-def read_traces(paths: Sequence[Path], every: bool = True) -> tuple[PreparedTrace, ...]:
-    """Load and prepare the traces of `paths` (a worker thread's job). With `every`, any file
-    that cannot be read raises; without, unreadable files are skipped unless none is left."""
+def read_traces(
+    paths: Sequence[Path],
+    every: bool = True,
+    size: tuple[int, int] | None = None,
+    colors: AnimColors | None = None,
+) -> tuple[PreparedTrace, ...]:
+    """Load and prepare the traces of `paths` (a worker thread's job), their blocks drawn for
+    a view of `size` in `colors`. With `every`, any file that cannot be read raises; without,
+    unreadable files are skipped unless none is left."""
     out: list[PreparedTrace] = []
     first_error: TraceError | None = None
     for path in paths:
         try:
-            out += [prepare_trace(t) for t in load_traces(path)]
+            out += [prepare_trace(t, size, colors) for t in load_traces(path)]
         except TraceError as exc:
             if every:
                 raise
@@ -196,7 +202,13 @@ class TracePanel(QWidget):
                 self.set_traces(tuple(p.trace for p in prepared), source=source)
             self.loaded.emit()
 
-        self.loader.submit(lambda: read_traces(paths, every), done, failed)
+        def submit() -> None:  # once the panel is laid out: the blocks are drawn for its size
+            lanes = self.view.lanes_rect()
+            size = (max(1, round(lanes.width())), max(1, round(lanes.height())))
+            colors = self.c
+            self.loader.submit(lambda: read_traces(paths, every, size, colors), done, failed)
+
+        QTimer.singleShot(0, submit)
 
     def _open_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(

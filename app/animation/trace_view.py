@@ -26,6 +26,7 @@ from PySide6.QtGui import (
     QColor,
     QFont,
     QFontMetrics,
+    QImage,
     QMouseEvent,
     QPainter,
     QPaintEvent,
@@ -50,6 +51,7 @@ from gpu.trace import (
     layout,
 )
 
+from ..background import LatestOnly
 from ..state.animation.player import Lane, build_lanes
 from ..state.animation.warp_roles import (
     EPILOGUE,
@@ -101,6 +103,10 @@ class TraceView(QWidget):
         self.f_bold = QFont("DejaVu Sans", 9, QFont.Weight.Bold)
         self.c: AnimColors = DARK
         self._roles: dict[str, np.ndarray] | None = None
+        #: ((trace id, colours, width, height), image) of the lanes' blocks (blocks_image)
+        self._blocks: tuple[tuple, QImage] | None = None
+        self._blocks_wanted: tuple | None = None
+        self.renderer = LatestOnly(self)
 
     def sizeHint(self) -> QSize:
         return QSize(1200, 560)
@@ -143,8 +149,11 @@ class TraceView(QWidget):
             if trace is not None and trace.blocks
             else 1.0
         )
+        self._blocks = self._blocks_wanted = None
         if prepared is not None:
             self._phases, self._roles = prepared.phases, prepared.roles
+            if prepared.image is not None:
+                self._blocks = ((id(trace), *prepared.image_key), prepared.image)
         else:
             self._phases = _phase_arrays(trace) if trace is not None else None
             self._roles = _role_arrays(trace) if trace is not None and trace.roles else None
@@ -364,84 +373,40 @@ class TraceView(QWidget):
                 )
 
     def _paint_blocks(self, p: QPainter) -> None:
-        trace, lay, ph = self.trace, self.lay, self._phases
-        assert trace is not None and lay is not None and ph is not None
-        _h, slot_h, inset = self._bar_geometry()
+        """Every block (and its phases or roles) from an image of the lanes: rendered once per
+        size on a worker thread (the trace panel's loader, or this view's own on a resize; a
+        stale image is stretched meanwhile), here only when there is none at all."""
+        trace, lay = self.trace, self.lay
+        assert trace is not None and lay is not None
         lanes = self.lanes_rect()
-        lane_h = self._lane_h()
-        scale = lanes.width() / self._span()
-        y = lanes.y() + lay.lane * lane_h + inset + lay.slot * slot_h  # per block
-        x0 = lanes.x() + lay.start * scale
-        w = np.maximum(1.0, (lay.end - lay.start) * scale)
-        hh = max(1.0, slot_h)
-        nwaves = len(self.c.waves)
-        wave = lay.wave % nwaves
-        p.setPen(Qt.PenStyle.NoPen)
-        for c in range(nwaves):
-            sel = np.flatnonzero(wave == c)
-            if sel.size:
-                p.setBrush(self.c.waves[c])
-                rows = zip(x0[sel], y[sel], w[sel], strict=True)
-                p.drawRects([QRectF(a, b, cw, hh) for a, b, cw in rows])
+        w, h = max(1, round(lanes.width())), max(1, round(lanes.height()))
+        key = (id(trace), self.c, w, h)
+        if self._blocks is None or self._blocks[0][0] != id(trace) or self._blocks[0][1] != self.c:
+            self._blocks = (key, self._render_blocks(w, h))  # no image of this trace yet
+        elif self._blocks[0] != key:
+            self._request_blocks(w, h)
+        p.drawImage(lanes, self._blocks[1])
         self.painted_blocks = len(trace.blocks)
-        if slot_h < 1.0:
-            return  # too thin for the phases inside a block
-        if self._roles is not None:
-            self._paint_roles(p, lanes.x(), scale, y, hh)
-            return
-        px0 = lanes.x() + ph["t0"] * scale
-        pw = (ph["t1"] - ph["t0"]) * scale
-        keep = pw >= 0.25
-        blk = ph["block"]
-        kinds = ph["kind"]
-        groups: list[tuple[np.ndarray, QColor]] = []
-        for c in range(nwaves):  # waits for K/V: the block's own wave colour, darker
-            groups.append(
-                (
-                    np.flatnonzero(keep & (kinds == 1) & (wave[blk] == c)),
-                    self.c.waves[c].darker(185),
-                )
-            )
-        groups.append((np.flatnonzero(keep & (kinds == 0)), self.c.read))
-        groups.append((np.flatnonzero(keep & (kinds == 3)), self.c.write))
-        for sel, color in groups:
-            if sel.size:
-                p.setBrush(color)
-                p.drawRects(
-                    [
-                        QRectF(a, b, cw, hh)
-                        for a, b, cw in zip(px0[sel], y[blk[sel]], pw[sel], strict=True)
-                    ]
-                )
 
-    def _paint_roles(
-        self, p: QPainter, x0: float, scale: float, block_y: np.ndarray, block_h: float
-    ) -> None:
-        """Each block's bar split into one sub-lane per warp role: GEMM turns and softmax of
-        the consumers, the producer's copy issues."""
-        trace, ra = self.trace, self._roles
-        assert trace is not None and ra is not None
-        nroles = len(trace.roles)
-        sub = block_h / nroles
-        xs = x0 + ra["t0"] * scale
-        ws = np.maximum(0.6, (ra["t1"] - ra["t0"]) * scale)
-        ys = block_y[ra["block"]] + ra["role"] * sub
-        for kind, color in ((GEMM, self.c.role[GEMM]), (SOFTMAX, self.c.role[SOFTMAX])):
-            sel = np.flatnonzero(ra["kind"] == ROLE_KIND_CODES[kind])
-            if sel.size:
-                p.setBrush(color)
-                p.drawRects(
-                    [
-                        QRectF(a, b, w, max(0.8, sub))
-                        for a, b, w in zip(xs[sel], ys[sel], ws[sel], strict=True)
-                    ]
-                )
-        sel = np.flatnonzero(ra["kind"] == ROLE_KIND_CODES[ISSUE])
-        if sel.size:
-            p.setBrush(self.c.role[ISSUE])
-            p.drawRects(
-                [QRectF(a, b, 0.8, max(0.8, sub)) for a, b in zip(xs[sel], ys[sel], strict=True)]
-            )
+    def _render_blocks(self, w: int, h: int) -> QImage:
+        assert self.trace is not None and self.lay is not None and self._phases is not None
+        return blocks_image(self.trace, self.lay, self._phases, self._roles, self.c, w, h)
+
+    def _request_blocks(self, w: int, h: int) -> None:
+        trace, lay, phases, roles, colors = self.trace, self.lay, self._phases, self._roles, self.c
+        assert trace is not None and lay is not None and phases is not None
+        key = (id(trace), colors, w, h)
+        if self._blocks_wanted == key:
+            return
+        self._blocks_wanted = key
+
+        def apply(image: QImage) -> None:
+            if self.trace is trace and self.c == colors:
+                self._blocks = (key, image)
+                self._bg_key = None
+                self.update()
+
+        self.renderer.submit(lambda: blocks_image(trace, lay, phases, roles, colors, w, h), apply)
 
     def _paint_occupancy(self, p: QPainter) -> None:
         trace, lay = self.trace, self.lay
@@ -663,6 +628,90 @@ def _phase_arrays(trace: Trace) -> dict[str, np.ndarray]:
     }
 
 
+def blocks_image(
+    trace: Trace,
+    lay: TraceLayout,
+    phases: dict[str, np.ndarray],
+    roles: dict[str, np.ndarray] | None,
+    colors: AnimColors,
+    width: int,
+    height: int,
+) -> QImage:
+    """The lanes of a block-level trace as an image of `width` × `height`: each block where and
+    when it ran, coloured by wave, with its waits for K/V (or its warp roles) inside. Pure
+    painting on a QImage, so it runs on a worker thread."""
+    image = QImage(max(1, width), max(1, height), QImage.Format.Format_ARGB32_Premultiplied)
+    image.fill(Qt.GlobalColor.transparent)
+    p = QPainter(image)
+    span = float(max(1, max((b.end_ns for b in trace.blocks), default=1)))
+    lane_h = height / max(1, lay.lanes)
+    gap = 1.0 if lane_h >= 4 else 0.0
+    slot_h = (lane_h - gap) / max(1, lay.slots)
+    scale = width / span
+    y = lay.lane * lane_h + gap / 2 + lay.slot * slot_h  # per block
+    x0 = lay.start * scale
+    w = np.maximum(1.0, (lay.end - lay.start) * scale)
+    hh = max(1.0, slot_h)
+    nwaves = len(colors.waves)
+    wave = lay.wave % nwaves
+    p.setPen(Qt.PenStyle.NoPen)
+    for c in range(nwaves):
+        sel = np.flatnonzero(wave == c)
+        if sel.size:
+            p.setBrush(colors.waves[c])
+            p.drawRects(list(map(QRectF, x0[sel], y[sel], w[sel], np.full(sel.size, hh))))
+    if slot_h >= 1.0 and roles is not None:
+        _paint_role_rects(p, trace, roles, colors, scale, y, hh)
+    elif slot_h >= 1.0:
+        px0 = phases["t0"] * scale
+        pw = (phases["t1"] - phases["t0"]) * scale
+        keep = pw >= 0.25
+        blk = phases["block"]
+        kinds = phases["kind"]
+        groups: list[tuple[np.ndarray, QColor]] = [
+            # waits for K/V: the block's own wave colour, darker
+            (np.flatnonzero(keep & (kinds == 1) & (wave[blk] == c)), colors.waves[c].darker(185))
+            for c in range(nwaves)
+        ]
+        groups.append((np.flatnonzero(keep & (kinds == 0)), colors.read))
+        groups.append((np.flatnonzero(keep & (kinds == 3)), colors.write))
+        for sel, color in groups:
+            if sel.size:
+                p.setBrush(color)
+                p.drawRects(
+                    list(map(QRectF, px0[sel], y[blk[sel]], pw[sel], np.full(sel.size, hh)))
+                )
+    p.end()
+    return image
+
+
+def _paint_role_rects(
+    p: QPainter,
+    trace: Trace,
+    ra: dict[str, np.ndarray],
+    colors: AnimColors,
+    scale: float,
+    block_y: np.ndarray,
+    block_h: float,
+) -> None:
+    """Each block's bar split into one sub-lane per warp role: GEMM turns and softmax of the
+    consumers, the producer's copy issues."""
+    sub = block_h / max(1, len(trace.roles))
+    xs = ra["t0"] * scale
+    ws = np.maximum(0.6, (ra["t1"] - ra["t0"]) * scale)
+    ys = block_y[ra["block"]] + ra["role"] * sub
+    hs = np.full(len(xs), max(0.8, sub))
+    for kind in (GEMM, SOFTMAX):
+        sel = np.flatnonzero(ra["kind"] == ROLE_KIND_CODES[kind])
+        if sel.size:
+            p.setBrush(colors.role[kind])
+            p.drawRects(list(map(QRectF, xs[sel], ys[sel], ws[sel], hs[sel])))
+    sel = np.flatnonzero(ra["kind"] == ROLE_KIND_CODES[ISSUE])
+    if sel.size:
+        p.setBrush(colors.role[ISSUE])
+        p.drawRects(list(map(QRectF, xs[sel], ys[sel], np.full(sel.size, 0.8), hs[sel])))
+
+
 #: Codes of the role activities in `_role_arrays`.
 ROLE_KIND_CODES = {WAIT: 0, GEMM: 1, SOFTMAX: 2, WAIT_PV: 3, EPILOGUE: 4, ISSUE: 5}
 _MARK_KIND = {
@@ -720,23 +769,39 @@ class PreparedTrace:
     roles: dict[str, np.ndarray] | None
     gpu: GpuSpec
     lanes: list[Lane]
-    #: Warp-specialized traces: the mean share of a consumer's softmax that ran while the other
-    #: consumer's GEMMs were on the tensor cores (ping-pong at work), over up to
+    #: Warp-specialized traces: the share of the consumers' softmax time during which the
+    #: other consumer's GEMMs were on the tensor cores (ping-pong at work), mean over up to
     #: OVERLAP_SAMPLE blocks; else None.
     role_overlap: float | None = None
+    #: The lanes' blocks drawn for the view's size and colours (blocks_image), if asked for.
+    image: QImage | None = None
+    image_key: tuple = ()
 
 
-def prepare_trace(trace: Trace) -> PreparedTrace:
-    """Everything the trace panel needs to show `trace` (pure: runs on a worker thread)."""
+def prepare_trace(
+    trace: Trace, size: tuple[int, int] | None = None, colors: AnimColors | None = None
+) -> PreparedTrace:
+    """Everything the trace panel needs to show `trace`, and with `size` (the view's lanes) the
+    image of its blocks (pure: runs on a worker thread)."""
     gpu = gpu_for_device_name(trace.device) or GPUS[DEFAULT_GPU]
+    lay = layout(trace)
+    phases = _phase_arrays(trace)
+    roles = _role_arrays(trace) if trace.roles else None
+    image, key = None, ()
+    if size is not None and trace.level == BLOCK_LEVEL:
+        colors = colors or DARK
+        image = blocks_image(trace, lay, phases, roles, colors, *size)
+        key = (colors, *size)
     return PreparedTrace(
         trace,
-        layout(trace),
-        _phase_arrays(trace),
-        _role_arrays(trace) if trace.roles else None,
+        lay,
+        phases,
+        roles,
         gpu,
         build_lanes(trace.config, gpu, (trace.algorithm,)),
         _mean_overlap(trace) if trace.roles else None,
+        image,
+        key,
     )
 
 
