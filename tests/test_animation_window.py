@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QSize, Qt
+from PySide6.QtCore import QPointF, QSize, Qt
 from PySide6.QtGui import QColor
 from PySide6.QtTest import QTest
 
@@ -262,3 +262,61 @@ def test_traces_are_read_off_the_gui_thread_when_the_trace_mode_opens(qtbot, mon
     panel.replay_at(0.5)
     frame = panel.canvas.frames[0]
     assert frame.roles is panel.strip.roles  # the canvas shows the block's real roles
+
+
+def test_the_warp_specialized_lane_follows_its_own_kernel_source(qtbot):
+    from app.animation import TileAnimationWidget
+
+    w = TileAnimationWidget(
+        config=AttentionConfig(seq_len=512, head_dim=128), algorithms=(NAIVE, TILED_WS)
+    )
+    qtbot.addWidget(w)
+    w.resize(1280, 860)
+    w.show()
+    panel = w.source_panel
+    qtbot.waitUntil(lambda: panel.sources.get(TILED_WS) is not None, timeout=5000)
+    w.glide_s = 0.0
+    while w.frames()[1].step.name != "compute_S_ij":
+        w.step_forward()
+    assert panel.followed == TILED_WS
+    assert panel.status.text().startswith("flash_ws.cu: STEP compute_S_ij")
+    first, _last = panel.highlighted[0]
+    assert "STEP compute_S_ij" in panel.sources[TILED_WS].text.splitlines()[first]
+    frame = w.frames()[1]
+    assert frame.roles is not None and frame.tile == 0  # its roles strip plays along
+
+
+def test_the_sram_box_says_where_its_blocks_per_sm_come_from(qtbot):
+    from app.animation import TileAnimationWidget
+
+    w = TileAnimationWidget(config=AttentionConfig(seq_len=4096))
+    qtbot.addWidget(w)
+    w.resize(1500, 820)
+    w.show()
+    w.seek_fraction(0.3)
+    box = w.canvas.current_layout().lanes[1].box
+    tip = w.canvas.tooltip_at(box.center())
+    assert "86,016 B of shared memory" in tip and "2 blocks per SM" in tip
+    assert "117 registers" in tip and "ptxas" in tip
+    assert w.canvas.tooltip_at(box.topLeft() - QPointF(200, 0)) == ""
+
+
+def test_the_trace_views_split_warp_specialized_blocks_into_role_sub_lanes(qtbot):
+    from app.animation.trace_panel import SHIPPED_DIR, TracePanel
+    from app.animation.trace_view import ROLE_KIND_CODES
+    from app.state.animation.warp_roles import GEMM, ISSUE, SOFTMAX
+    from gpu.trace import load_traces
+
+    panel = TracePanel(traces=load_traces(SHIPPED_DIR / "h200_ws_trace.json"))
+    qtbot.addWidget(panel)
+    panel.resize(1400, 900)
+    panel.show()
+    view = panel.view
+    roles = view._roles
+    assert roles is not None
+    for kind in (GEMM, SOFTMAX):  # both consumers' GEMM turns and softmax
+        assert set(roles["role"][roles["kind"] == ROLE_KIND_CODES[kind]]) == {1, 2}
+    assert set(roles["role"][roles["kind"] == ROLE_KIND_CODES[ISSUE]]) == {0}  # producer
+    assert not view.grab().toImage().isNull() and view.painted_blocks == 512
+    assert panel.strip.height() > 64 and len(panel.strip.role_rows()) == 3
+    assert not panel.replay_button.icon().isNull() and "▶" not in panel.replay_button.text()

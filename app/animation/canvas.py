@@ -16,9 +16,9 @@ import math
 import time
 from collections import deque
 
-from PySide6.QtCore import QLineF, QPointF, QRectF, QSize, QSizeF, Qt
-from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPen, QPixmap
-from PySide6.QtWidgets import QSizePolicy, QWidget
+from PySide6.QtCore import QEvent, QLineF, QPointF, QRectF, QSize, QSizeF, Qt
+from PySide6.QtGui import QColor, QHelpEvent, QPainter, QPaintEvent, QPen, QPixmap
+from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
 from app.state.units import fmt_bytes, fmt_flops, fmt_int, fmt_seconds
 from gpu.algorithms import NAIVE, TILED_WS, tile_shape
@@ -26,7 +26,7 @@ from gpu.config import AttentionConfig
 from gpu.costmodel import GpuSpec
 from gpu.schedule import READ, WRITE
 
-from ..state.animation.chip import REGISTERS, SMEM
+from ..state.animation.chip import REGISTERS, SMEM, explain_layout
 from ..state.animation.player import KERNEL_TITLES, LaneFrame
 from ..state.animation.warp_roles import GEMM, ISSUE, PV, RoleTimeline
 from .canvas_layout import (
@@ -102,6 +102,29 @@ class TileCanvas(QWidget):
 
     def sizeHint(self) -> QSize:
         return QSize(1200, 620)
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ToolTip:
+            assert isinstance(event, QHelpEvent)
+            tip = self.tooltip_at(QPointF(event.pos()))
+            if tip:
+                QToolTip.showText(event.globalPos(), tip, self)
+            else:
+                QToolTip.hideText()
+                event.ignore()
+            return True
+        return super().event(event)
+
+    def tooltip_at(self, pos: QPointF) -> str:
+        """What the SRAM box at `pos` holds and why so many blocks share an SM (else '')."""
+        lay = self.current_layout()
+        if lay is None:
+            return ""
+        for f, g in zip(self._frames, lay.lanes, strict=False):
+            column = g.box.united(g.regs) if g.regs is not None else g.box
+            if column.adjusted(-4, -20, 4, 20).contains(pos) and f.layout is not None:
+                return explain_layout(f.layout)
+        return ""
 
     # ---- inputs
 

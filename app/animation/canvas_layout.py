@@ -728,7 +728,10 @@ def _occupancy_variants(layout: ChipLayout) -> list[Variant]:
     unit = "block" if occ.blocks == 1 else "blocks"
     why = ", ".join(occ.binding)
     short = why.replace("shared memory", "smem")
+    source = occ.register_source.split(" (")[0].split(":")[0]
     return [
+        (f"{n} {unit}/SM ({why}; {occ.registers} regs/thread, {source})", ()),
+        (f"{n} {unit}/SM ({why}; {occ.registers} regs/thread)", ()),
         (f"{n} {unit}/SM ({why})", ()),
         (f"{n} {unit}/SM ({short})", ()),
         (f"{n} {unit}/SM", ()),

@@ -112,6 +112,29 @@ class Occupancy:
         return f"{self.blocks} {unit}/SM ({', '.join(self.binding)})"
 
 
+def explain_layout(layout: ChipLayout) -> str:
+    """Several lines on one block's chip use and the blocks per SM, with where the register
+    count comes from (the canvas's tooltip over the SRAM box)."""
+    lines = [f"One block: {layout.smem_bytes:,} B of shared memory ({layout.note})"]
+    regs = [s for s in layout.register_slots]
+    if regs:
+        parts = ", ".join(f"{s.name} {s.bytes:,} B" for s in regs)
+        lines.append(f"In registers (summed over the block's threads): {parts}")
+    occ = layout.occupancy
+    if occ is None:
+        lines.append("Blocks per SM: not modeled (a library kernel picks its own launch)")
+        return "\n".join(lines)
+    unit = "block" if occ.blocks == 1 else "blocks"
+    lines.append(
+        f"{occ.blocks} {unit} per SM (compute capability {occ.capability}): shared memory "
+        f"allows {occ.limits['shared memory']} (each block also reserves "
+        f"{occ.reserved_smem:,} B), registers {occ.limits['registers']} "
+        f"({layout.threads} threads × {occ.registers} registers; {occ.register_source}), "
+        f"threads {occ.limits['threads']}, the block limit {occ.limits['blocks']}"
+    )
+    return "\n".join(lines)
+
+
 def blocks_per_sm(
     smem_bytes: int, threads: int, registers: int, arch: ArchLimits, smem_per_sm: int
 ) -> dict[str, int]:
