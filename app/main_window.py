@@ -36,6 +36,7 @@ from gpu.algorithms import ALGORITHMS
 from gpu.backend import Backend
 from gpu.backends import create_backend
 from gpu.config import AttentionConfig
+from gpu.results import RunResult
 
 from .background import LatestOnly
 from .controls import ControlsPanel
@@ -218,9 +219,18 @@ class MainWindow(QMainWindow):
         self.tabs.blockSignals(False)
         old.deleteLater()
         if self.animation is not None:
+            self.animation.set_theme(self.theme)
+            self.animation.set_result_source(self._animation_result)
             self.state.changed.connect(self._follow_animation)
             self._animation_stale = True
             self._follow_animation(Change.initial(self.state.value))
+
+    def _animation_result(self, config: AttentionConfig, algorithm: str) -> RunResult | None:
+        """The stored result of `config` for the animation's measured clock (None if none)."""
+        s = self.state.value
+        if s.backend is None:
+            return None
+        return self.store.get(config, algorithm, s.backend.key, s.run_budget)
 
     def _build_animation(self) -> QWidget:
         try:
@@ -402,6 +412,8 @@ class MainWindow(QMainWindow):
             widget.setStyleSheet(qss)
         self.plots.apply_palette(pal)
         self.explain.set_palette(pal)
+        if self.animation is not None:
+            self.animation.set_theme(self.theme)
         self.dark_action.blockSignals(True)
         self.dark_action.setChecked(self.theme == "dark")
         self.dark_action.blockSignals(False)
@@ -579,6 +591,8 @@ class MainWindow(QMainWindow):
             self.runner.cancel()
 
     def _refresh_measured(self) -> None:
+        if self.animation is not None:
+            self.animation.results_changed()
         s = self.state.value
         self.plots.set_reference(self._reference_series(s))
         if s.backend is None:

@@ -135,3 +135,132 @@ def style_sheet(theme: str) -> str:
 
 def icon_path() -> Path:
     return RESOURCES / "tilescope.svg"
+
+
+# ---------------------------------------------------------------------------------------------
+# The Tiles tab: the animation canvas, the trace views and the kernel source (their own colours,
+# picked per theme like the plots'; app/animation/colors.py turns them into QColors).
+
+
+@dataclass(frozen=True)
+class AnimationPalette:
+    """Colours of the tile animation, the real-trace views and the kernel source panel."""
+
+    name: str
+    background: str
+    panel: str
+    panel_edge: str
+    hbm_panel: str
+    empty_matrix: str
+    text: str
+    dim: str
+    faint: str
+    read: str
+    write: str
+    compute: str
+    input_matrix: str  # Q, K, V in HBM
+    big_matrix: str  # S, P once materialised: the memory wall
+    out_matrix: str  # O, m, l once written
+    grid: str  # #rrggbbaa
+    slot_fills: dict[str, str]  # matrix -> SRAM band colour
+    slot_empty: str  # #rrggbbaa
+    box: str  # the SRAM box's fill
+    box_edge: str
+    timebar: str
+    timebar_lane: str
+    progress: str
+    done: str
+    warn: str
+    error: str
+    waves: tuple[str, ...]
+    source_highlight: str
+    source_highlight_tag: str
+
+
+ANIMATION_DARK = AnimationPalette(
+    name="dark",
+    background="#15181d",
+    panel="#1d2128",
+    panel_edge="#3a414c",
+    hbm_panel="#191c22",
+    empty_matrix="#20242b",
+    text="#d8dde6",
+    dim="#8a93a3",
+    faint="#59616e",
+    read="#43a6ff",
+    write="#ff9838",
+    compute="#c18cff",
+    input_matrix="#2f5e78",
+    big_matrix="#b8405a",
+    out_matrix="#3f8f5a",
+    grid="#ffffff1a",
+    slot_fills={
+        "Q": "#3f7ea3",
+        "K": "#4f8fb0",
+        "V": "#5fa0bc",
+        "S": "#c4576f",
+        "P": "#c4576f",
+        "O": "#4fa86c",
+        "ml": "#8fc46a",
+        "": "#7a7f8a",
+    },
+    slot_empty="#ffffff0e",
+    box="#101317",
+    box_edge="#aab3c2",
+    timebar="#2a2f38",
+    timebar_lane="#46546a",
+    progress="#5b8def",
+    done="#7fd18f",
+    warn="#e0b84a",
+    error="#ff6b6b",
+    waves=("#4f8fd0", "#a77be0", "#4fb07a", "#d6a24a", "#d0607d", "#5fc0c0"),
+    source_highlight="#3b4a2a",
+    source_highlight_tag="#55692f",
+)
+
+ANIMATION_LIGHT = AnimationPalette(
+    name="light",
+    background="#f6f7f9",
+    panel="#ffffff",
+    panel_edge="#c3c9d3",
+    hbm_panel="#f0f2f5",
+    empty_matrix="#e6e9ee",
+    text="#22252b",
+    dim="#555c69",
+    faint="#8d95a3",
+    read="#1f6fc4",
+    write="#c8650f",
+    compute="#7a3fc8",
+    input_matrix="#8cbad3",
+    big_matrix="#d77b8f",
+    out_matrix="#7cc493",
+    grid="#0000001f",
+    slot_fills={
+        "Q": "#6ea6c9",
+        "K": "#7fb3d1",
+        "V": "#93c1db",
+        "S": "#dd8a9c",
+        "P": "#dd8a9c",
+        "O": "#79c08f",
+        "ml": "#a9d27f",
+        "": "#a3a8b2",
+    },
+    slot_empty="#0000000f",
+    box="#fbfcfd",
+    box_edge="#5c6473",
+    timebar="#dfe3ea",
+    timebar_lane="#b4bfce",
+    progress="#3f73d6",
+    done="#2f9a4e",
+    warn="#a87a00",
+    error="#c62828",
+    waves=("#3f7fc4", "#8e5fd0", "#3a9a63", "#c18a22", "#c24d6c", "#3aa5a5"),
+    source_highlight="#e3efd2",
+    source_highlight_tag="#c9e0a8",
+)
+
+ANIMATION_PALETTES = {"dark": ANIMATION_DARK, "light": ANIMATION_LIGHT}
+
+
+def animation_palette(theme: str) -> AnimationPalette:
+    return ANIMATION_PALETTES.get(theme, ANIMATION_DARK)

@@ -3,13 +3,16 @@
     python bench/bench_animation.py                  # N = 32768, then a 10-minute play
     python bench/bench_animation.py --minutes 1      # shorter memory run
     python bench/bench_animation.py --minutes 0      # paint times only
+    python bench/bench_animation.py --minutes 0 --no-paint --trace-switch   # trace mode's cost
 
 Part 1 plays one full pass frame by frame (60 frames per second of the 20 s pass) and reports the
 canvas's own paintEvent time (median, p95, max), the playback model's snapshot time, and the
 whole widget's frame time (snapshot + every child repainted), for both lanes together and for
 each lane alone. Part 2 plays for --minutes with the real 60 Hz timer, looping the pass, and
 samples the process RSS (psutil) every --sample-s seconds; "flat" means the fitted slope after
-warm-up is ~0 MB/min.
+warm-up is ~0 MB/min. --trace-switch times the first switch to the real-trace mode (the shipped
+traces are read and laid out off the GUI thread: the longest stall of the event loop is what a
+user feels).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
 from app.animation import TileAnimationWidget
+from app.background import LatestOnly
 from gpu.algorithms import NAIVE, TILED
 from gpu.config import AttentionConfig
 
@@ -143,6 +147,51 @@ def memory_over_play(
     }
 
 
+def trace_switch(app: QApplication) -> dict:
+    """The first switch to the "Real GPU trace" mode: how long set_mode blocks the GUI thread,
+    the longest the event loop then goes without running (a 5 ms heartbeat timer), and how long
+    until the shipped traces are shown."""
+    w = TileAnimationWidget(config=AttentionConfig(seq_len=4096))
+    w.resize(1280, 900)
+    w.show()
+    for _ in range(20):
+        app.processEvents()
+    gaps: list[float] = []
+    last = [time.perf_counter()]
+
+    def beat() -> None:
+        now = time.perf_counter()
+        gaps.append(now - last[0])
+        last[0] = now
+
+    heart = QTimer()
+    heart.setInterval(5)
+    heart.timeout.connect(beat)
+    heart.start()
+    t0 = time.perf_counter()
+    w.set_mode(w.TRACE_MODE)
+    blocked = time.perf_counter() - t0
+    last[0] = time.perf_counter()
+    panel = w.trace_panel
+    while not panel.traces and time.perf_counter() - t0 < 60:
+        app.processEvents()
+        time.sleep(0.001)
+    shown = time.perf_counter() - t0
+    for _ in range(10):  # the first paint of the trace view
+        app.processEvents()
+    heart.stop()
+    for worker in w.findChildren(LatestOnly):  # let a re-render for the final size finish
+        worker.wait()
+    app.processEvents()
+    w.close()
+    return {
+        "set_mode_blocks_ms": blocked * 1e3,
+        "longest_stall_ms": max(gaps, default=0.0) * 1e3,
+        "traces_shown_after_ms": shown * 1e3,
+        "traces": len(panel.traces),
+    }
+
+
 def screenshots(
     app: QApplication,
     out: Path,
@@ -182,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--shots", type=Path, help="save mid-play screenshots in this folder")
     ap.add_argument("--no-paint", action="store_true", help="skip the paint-time part")
+    ap.add_argument("--trace-switch", action="store_true", help="time the first trace switch")
     args = ap.parse_args(argv)
     app = QApplication.instance() or QApplication(sys.argv)
     results: dict = {
@@ -194,6 +244,15 @@ def main(argv: list[str] | None = None) -> int:
         for n, fracs in ((4096, (0.12, 0.45, 0.8)), (args.n, (0.2, 0.5, 0.85))):
             for path in screenshots(app, args.shots, n, fracs):
                 print(f"screenshot: {path}", flush=True)
+    if args.trace_switch:
+        r = trace_switch(app)
+        results["trace_switch"] = r
+        print(
+            f"first switch to the real-trace mode: set_mode blocks {r['set_mode_blocks_ms']:.0f} "
+            f"ms, longest event-loop stall {r['longest_stall_ms']:.0f} ms, {r['traces']} traces "
+            f"shown after {r['traces_shown_after_ms']:.0f} ms",
+            flush=True,
+        )
     for lanes in () if args.no_paint else ((NAIVE, TILED), (NAIVE,), (TILED,)):
         r = paint_times(app, args.n, lanes)
         results["paint"].append(r)

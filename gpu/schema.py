@@ -64,6 +64,21 @@ BLOCK_LEVEL, KERNEL_LEVEL = "block", "kernel"
 PHASE_CODES: tuple[str, ...] = ("load_Q_i", "load_K_j", "compute_S_ij", "store_O_i")
 #: The kernels of a kernel-level (naive) trace, in launch order.
 NAIVE_KERNELS: tuple[str, ...] = ("gemm_qk", "softmax", "gemm_pv")
+#: Marks of a warp-specialized kernel's roles (index = the kernel's code, gpu/flash_ws.py's
+#: TRACE_CODES): what a producer or consumer warpgroup was doing from that moment on.
+ROLE_PHASES: tuple[str, ...] = (
+    "load_Q_i",
+    "load_K_j",
+    "load_V_j",
+    "store_O_i",
+    "end",
+    "wait_K_j",
+    "gemm_issue",
+    "online_softmax",
+    "wait_PV",
+)
+#: Role names a trace may use: the producer and consumer warpgroups 0 .. MAX_ROLES - 2.
+ROLE_NAMES: tuple[str, ...] = ("producer", *(f"consumer {c}" for c in range(7)))
 
 # ----------------------------------------------------------------------------------- limits
 
@@ -80,6 +95,10 @@ MAX_MS = 1e9
 #: FLOPs, so anything beyond 10^24 is corrupt.
 MAX_COUNT = 10**24
 INT64_MAX = 2**63 - 1
+#: Most warp roles a warp-specialized trace may have per block (a producer and 7 consumers).
+MAX_ROLES = len(ROLE_NAMES)
+#: Most marks one role may leave in one block (its kernel writes 4 per key tile plus a few).
+MAX_ROLE_MARKS = 1 << 18
 #: Longest free text (a message, notes) and longest name (algorithm, device, kernel).
 MAX_TEXT, MAX_NAME = 1 << 20, 256
 #: Most GPUs a result may span (ring attention).
@@ -278,11 +297,22 @@ BlockRow = tuple[
 ]
 
 
+RoleMarks = Annotated[
+    list[Annotated[int, Meta(ge=0, le=MAX_TRACE_NS)]], Meta(max_length=3 * MAX_ROLE_MARKS)
+]
+
+
 class TraceDoc(_Doc):
     """gpu.trace.Trace as `to_dict` writes it, with the rules a view relies on: every block on
     an SM the trace has, every phase code and kernel index naming an entry, every block with
     phases, block-level blocks starting with load_Q_i and holding only the kernels' phases,
-    kernel-level records with no SM, tile indices inside the config's tiles."""
+    kernel-level records with no SM, tile indices inside the config's tiles.
+
+    Optional (warp-specialized kernels, older files have none): `roles` (names from
+    ROLE_NAMES, at most MAX_ROLES), `role_phase_names` (from ROLE_PHASES) and `role_marks`, one
+    entry per block (in `blocks` order) holding one flat [code, j, t - start_ns, ...] list per
+    role: codes name a role phase, times lie inside the block, j inside the config's tiles (the
+    last P·V's turn is j = the key tile count)."""
 
     schema: Literal[TRACE_SCHEMA]  # type: ignore[valid-type]
     config: ConfigDoc
@@ -297,6 +327,13 @@ class TraceDoc(_Doc):
     tiles_kept: Repeats = 0
     notes: Text = ""
     block_fields: list[str] = []
+    roles: Annotated[list[Name], Meta(max_length=MAX_ROLES)] = []
+    role_phase_names: Annotated[list[Name], Meta(max_length=64)] = []
+    role_fields: list[str] = []
+    role_marks: Annotated[
+        list[Annotated[list[RoleMarks], Meta(max_length=MAX_ROLES)]],
+        Meta(max_length=MAX_TRACE_BLOCKS),
+    ] = []
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -304,6 +341,48 @@ class TraceDoc(_Doc):
             self._check_kernel_level()
         else:
             self._check_block_level()
+        if self.role_marks or self.roles:
+            self._check_roles()
+
+    def _check_roles(self) -> None:
+        if self.level != BLOCK_LEVEL:
+            raise _field_error("roles", "only block-level traces have warp roles")
+        bad = [r for r in self.roles if r not in ROLE_NAMES]
+        if bad or len(set(self.roles)) != len(self.roles) or not self.roles:
+            raise _field_error(
+                "roles", f"{self.roles} must be distinct names among {', '.join(ROLE_NAMES)}"
+            )
+        unknown = [n for n in self.role_phase_names if n not in ROLE_PHASES]
+        if unknown:
+            raise _field_error(
+                "role_phase_names", f"{unknown[0]!r} is not one of {', '.join(ROLE_PHASES)}"
+            )
+        if len(self.role_marks) != len(self.blocks):
+            raise _field_error(
+                "role_marks",
+                f"{len(self.role_marks)} entries for {len(self.blocks)} blocks (one per block)",
+            )
+        bm, bn = tile_shape(self.config_value(), self.algorithm)
+        most = max(ceil_div(self.config.seq_len, bm), ceil_div(self.config.seq_len, bn))
+        codes = len(self.role_phase_names)
+        for k, (per_role, block) in enumerate(zip(self.role_marks, self.blocks, strict=True)):
+            if len(per_role) != len(self.roles):
+                raise _field_error(
+                    f"role_marks[{k}]", f"{len(per_role)} lists for {len(self.roles)} roles"
+                )
+            span = block[3] - block[2]
+            for r, flat in enumerate(per_role):
+                where = f"role_marks[{k}][{r}]"
+                if len(flat) % 3:
+                    raise _field_error(where, "marks must be (code, tile, time) triples")
+                if not flat:
+                    continue
+                if max(flat[0::3]) >= codes:
+                    raise _field_error(where, f"phase code outside 0..{codes - 1}")
+                if max(flat[1::3]) > most:
+                    raise _field_error(where, f"tile index outside 0..{most}")
+                if max(flat[2::3]) > span:
+                    raise _field_error(where, "a mark lies after its block's end")
 
     def _check_kernel_level(self) -> None:
         if len(self.blocks) > len(self.kernels):

@@ -46,6 +46,7 @@ from .schema import (
     NAIVE_KERNELS,
     PHASE_CODES,
     RESULTS_SCHEMA,
+    ROLE_PHASES,
     TRACE_SCHEMA,
     TRACES_FILE_SCHEMA,
     TraceDoc,
@@ -68,7 +69,31 @@ PHASE_STEPS: dict[str, tuple[str, ...]] = {
     "store_O_i": ("store_O_i", "store_ml"),
 }
 
-__all__ = ["BLOCK_LEVEL", "KERNEL_LEVEL", "NAIVE_KERNELS", "PHASE_CODES", "TraceError"]
+#: Role marks that belong to one key/value tile j (thinned by `Trace.downsampled`); the others
+#: (load_Q_i, store_O_i, end) are kept always, as is the last P·V's turn (gemm_issue, j = T).
+ROLE_TILE_PHASES = ("load_K_j", "load_V_j", "wait_K_j", "gemm_issue", "online_softmax", "wait_PV")
+
+__all__ = [
+    "BLOCK_LEVEL",
+    "KERNEL_LEVEL",
+    "NAIVE_KERNELS",
+    "PHASE_CODES",
+    "ROLE_PHASES",
+    "TraceError",
+]
+
+
+@dataclass(frozen=True)
+class RoleTrace:
+    """One warp role of a warp-specialized block ("producer", "consumer 0", ...): its marks
+    (name, j, t_ns) in time order, names from `ROLE_PHASES` (gpu/flash_ws.py's TRACE_CODES)."""
+
+    role: str
+    phases: tuple[tuple[str, int, int], ...]
+
+    @property
+    def end_ns(self) -> int | None:
+        return next((t for name, _j, t in reversed(self.phases) if name == "end"), None)
 
 
 @dataclass(frozen=True)
@@ -87,6 +112,11 @@ class BlockTrace:
     end_ns: int
     phases: tuple[tuple[str, int, int], ...]
     kernel: str = "flash_fwd"
+    #: Warp-specialized kernels: every role's own marks; `phases` then summarizes consumer 0's
+    #: (load_Q_i at the block's start, load_K_j when it waits for K_j, compute_S_ij when its
+    #: GEMMs are issued, store_O_i at its epilogue), so views and replays that know only
+    #: blocks keep working.
+    roles: tuple[RoleTrace, ...] = ()
 
     @property
     def duration_ns(self) -> int:
@@ -123,6 +153,8 @@ class Trace:
     #: 0: every K/V tile's phases kept; else at most this many tiles per block (see downsampled).
     tiles_kept: int = 0
     notes: str = ""
+    #: The warp roles of a warp-specialized kernel's blocks (BlockTrace.roles), else empty.
+    roles: tuple[str, ...] = ()
 
     @property
     def span_ns(self) -> int:
@@ -146,10 +178,12 @@ class Trace:
                 return b
         raise KeyError(block)
 
-    def downsampled(self, max_tiles: int) -> Trace:
+    def downsampled(self, max_tiles: int, contiguous: bool = False) -> Trace:
         """The same trace keeping the K/V phases of at most `max_tiles` tiles per block (evenly
-        spaced, first and last included). Every block, its SM, start, end, load_Q_i and
-        store_O_i are kept: this only thins the marks inside a block, to keep files small."""
+        spaced, first and last included; with `contiguous`, the first max_tiles - 2 tiles in a
+        row and the last two, so consecutive tiles, where warp roles take turns, stay whole).
+        Every block, its SM, start, end, load_Q_i and store_O_i are kept: this only thins the
+        marks inside a block, to keep files small."""
         if max_tiles < 2:
             raise ValueError("keep at least 2 tiles per block (the first and the last)")
         if self.level != BLOCK_LEVEL:
@@ -160,10 +194,25 @@ class Trace:
             if len(tiles) <= max_tiles:
                 blocks.append(b)
                 continue
-            pick = np.unique(np.round(np.linspace(0, len(tiles) - 1, max_tiles)).astype(int))
-            keep = {tiles[k] for k in pick}
+            if contiguous:
+                keep = set(tiles[: max_tiles - 2]) | set(tiles[-2:])
+            else:
+                pick = np.unique(np.round(np.linspace(0, len(tiles) - 1, max_tiles)).astype(int))
+                keep = {tiles[k] for k in pick}
             phases = tuple(p for p in b.phases if p[0] in ("load_Q_i", "store_O_i") or p[1] in keep)
-            blocks.append(replace(b, phases=phases))
+            last = len(tiles)  # the last P·V's turn is marked with j = T
+            roles = tuple(
+                RoleTrace(
+                    r.role,
+                    tuple(
+                        p
+                        for p in r.phases
+                        if p[0] not in ROLE_TILE_PHASES or p[1] in keep or p[1] >= last
+                    ),
+                )
+                for r in b.roles
+            )
+            blocks.append(replace(b, phases=phases, roles=roles))
         return replace(self, blocks=tuple(blocks), tiles_kept=max_tiles)
 
     # ---- JSON ---------------------------------------------------------------------------------
@@ -191,7 +240,7 @@ class Trace:
             rows.append(
                 [int(b.block), int(b.sm), int(b.start_ns), int(b.end_ns), kcode[b.kernel], flat]
             )
-        return {
+        out = {
             "schema": SCHEMA,
             "config": self.config.to_dict(),
             "algorithm": self.algorithm,
@@ -205,6 +254,29 @@ class Trace:
             "kernels": kernels,
             "block_fields": ["block", "sm", "start_ns", "end_ns", "kernel", "phases"],
             "blocks": rows,
+        }
+        if self.roles:
+            out.update(self._roles_dict())
+        return out
+
+    def _roles_dict(self) -> dict[str, Any]:
+        """`roles`, `role_phase_names` and `role_marks`: per block (in `blocks` order), per role
+        (in `roles` order), its marks flat as [code, j, t - block start, ...]."""
+        role_index = {r: k for k, r in enumerate(self.roles)}
+        code = {n: k for k, n in enumerate(ROLE_PHASES)}
+        marks = []
+        for b in self.blocks:
+            per_role: list[list[int]] = [[] for _ in self.roles]
+            for r in b.roles:
+                flat = per_role[role_index[r.role]]
+                for name, j, t in r.phases:
+                    flat += [code[name], int(j), int(t - b.start_ns)]
+            marks.append(per_role)
+        return {
+            "roles": list(self.roles),
+            "role_phase_names": list(ROLE_PHASES),
+            "role_fields": ["code", "j", "t - start_ns"],
+            "role_marks": marks,
         }
 
     @classmethod
@@ -229,12 +301,20 @@ class Trace:
         """Build from a dict that passed gpu.schema.TraceDoc (no second check)."""
         names = data["phase_names"]
         kernels = data["kernels"]
+        roles = tuple(data.get("roles") or ())
+        role_names = data.get("role_phase_names") or ()
+        role_marks = data.get("role_marks") or ()
         blocks = []
-        for block, sm, start, end, kidx, flat in data["blocks"]:
-            phases = tuple(
-                (names[flat[k]], flat[k + 1], start + flat[k + 2]) for k in range(0, len(flat), 3)
-            )
-            blocks.append(BlockTrace(block, sm, start, end, phases, kernels[kidx]))
+        for k, (block, sm, start, end, kidx, flat) in enumerate(data["blocks"]):
+            phases = _unflatten(flat, names, start)
+            per_role = ()
+            if role_marks:
+                per_role = tuple(
+                    RoleTrace(role, _unflatten(marks, role_names, start))
+                    for role, marks in zip(roles, role_marks[k], strict=True)
+                    if marks
+                )
+            blocks.append(BlockTrace(block, sm, start, end, phases, kernels[kidx], per_role))
         return cls(
             config=AttentionConfig.from_dict(data["config"]),
             algorithm=data["algorithm"],
@@ -245,7 +325,13 @@ class Trace:
             kernel_ms=float(data.get("kernel_ms", 0.0)),
             tiles_kept=data.get("tiles_kept", 0),
             notes=data.get("notes", ""),
+            roles=roles if role_marks else (),
         )
+
+
+def _unflatten(flat: Sequence[int], names: Sequence[str], start: int) -> tuple:
+    """[code, j, t - start, ...] -> ((name, j, t), ...)."""
+    return tuple((names[flat[k]], flat[k + 1], start + flat[k + 2]) for k in range(0, len(flat), 3))
 
 
 # --------------------------------------------------------------------------------------------
@@ -360,6 +446,74 @@ def trace_from_rows(
     return Trace(config, algorithm, device, lanes, tuple(blocks), BLOCK_LEVEL, kernel_ms, 0, notes)
 
 
+def trace_from_role_rows(
+    rows: Iterable[tuple[int, int, str, str, int, int]],
+    *,
+    config: AttentionConfig,
+    algorithm: str,
+    device: str,
+    sm_count: int,
+    roles: Sequence[str],
+    kernel_ms: float = 0.0,
+    notes: str = "",
+) -> Trace:
+    """Build a Trace from a warp-specialized kernel's decoded rows, (block, sm, role, phase, j,
+    t_ns) in buffer order (`gpu.flash_ws.decode_trace_rows`): each role's marks stay in their
+    written (time) order. A block starts at its earliest mark and ends at its latest; its
+    `phases` summarize consumer 0 (see BlockTrace.roles). `roles` names every role the kernel
+    has, in order ("producer", "consumer 0", ...)."""
+    by_block: dict[int, dict[str, list[tuple[str, int, int]]]] = {}
+    sms: dict[int, int] = {}
+    t0 = None
+    for block, sm, role, phase, j, t in rows:
+        by_block.setdefault(int(block), {}).setdefault(role, []).append((phase, int(j), int(t)))
+        sms.setdefault(int(block), int(sm))
+        t0 = int(t) if t0 is None else min(t0, int(t))
+    if t0 is None:
+        raise TraceError("the trace buffer holds no rows: the trace build did not run")
+    order = {r: k for k, r in enumerate(roles)}
+    unknown = sorted({r for marks in by_block.values() for r in marks} - set(order))
+    if unknown:
+        raise TraceError(f"rows name roles {unknown} outside {list(roles)}")
+    blocks = []
+    for block in sorted(by_block):
+        marks = by_block[block]
+        role_traces = tuple(
+            RoleTrace(r, tuple((name, j, t - t0) for name, j, t in marks[r]))
+            for r in sorted(marks, key=order.__getitem__)
+        )
+        times = [t for rt in role_traces for _n, _j, t in rt.phases]
+        start, end = min(times), max(times)
+        blocks.append(
+            BlockTrace(
+                block, sms[block], start, end, _summary(role_traces, start), roles=role_traces
+            )
+        )
+    lanes = max(int(sm_count), max(sms.values()) + 1)
+    return Trace(
+        config, algorithm, device, lanes, tuple(blocks), BLOCK_LEVEL, kernel_ms, 0, notes,
+        tuple(roles),
+    )  # fmt: skip
+
+
+def _summary(roles: Sequence[RoleTrace], start: int) -> tuple[tuple[str, int, int], ...]:
+    """A role block's `phases` from consumer 0's marks (the first consumer present)."""
+    q_tile = next((j for r in roles for name, j, _t in r.phases if name == "load_Q_i"), 0)
+    consumer = next((r for r in roles if r.role.startswith("consumer")), None)
+    out = [("load_Q_i", q_tile, start)]
+    if consumer is None:
+        return tuple(out)
+    tiles = {j for name, j, _t in consumer.phases if name == "wait_K_j"}
+    for name, j, t in consumer.phases:
+        if name == "wait_K_j":
+            out.append(("load_K_j", j, t))
+        elif name == "gemm_issue" and j in tiles:  # j = T is the last P·V: part of tile T-1
+            out.append(("compute_S_ij", j, t))
+        elif name == "store_O_i":
+            out.append(("store_O_i", j, t))
+    return tuple(out)
+
+
 # --------------------------------------------------------------------------------------------
 # Validation
 
@@ -414,6 +568,12 @@ def _order_problems(trace: Trace, limit: int) -> list[str]:
         tiles = [p[1] for p in b.phases[1:-1]]
         if any(j1 < j0 for j0, j1 in itertools.pairwise(tiles)):
             out.append(f"{where}: key tiles out of order")
+        for r in b.roles:
+            rts = [p[2] for p in r.phases]
+            if any(t1 < t0 for t0, t1 in itertools.pairwise(rts)):
+                out.append(f"{where}, {r.role}: mark times go backwards")
+            if rts and (rts[0] < b.start_ns or b.end_ns < rts[-1]):
+                out.append(f"{where}, {r.role}: marks outside [start, end]")
     return out[:limit]
 
 

@@ -8,7 +8,12 @@ tracing costs nothing unless asked for. `record_trace` runs one traced launch an
 rows into a `gpu.trace.Trace` (`trace_from_rows`); naive attention, whose cuBLAS GEMMs cannot
 be instrumented, is recorded at kernel level with CUDA events.
 
-Everything here needs CuPy and a GPU; the trace model (gpu/trace.py) does not.
+The warp-specialized kernel (flash_ws.cu) writes one row per mark of each warp role (the
+producer, each consumer warpgroup), with the role in the phase word; `ws_trace_from_rows`
+decodes them (`gpu.flash_ws.decode_trace_rows`) into a Trace whose blocks carry every role's
+marks (`BlockTrace.roles`). It needs no GPU, so rows saved on a GPU host convert anywhere.
+
+Recording needs CuPy and a GPU; the trace model (gpu/trace.py) does not.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .algorithms import NAIVE, TILED, TILED_MMA, tile_shape
+from .algorithms import NAIVE, TILED, TILED_MMA, TILED_WS, tile_shape
 from .config import AttentionConfig, ceil_div
 from .trace import (
     KERNEL_LEVEL,
@@ -28,12 +33,13 @@ from .trace import (
     Trace,
     TraceError,
     rows_per_block,
+    trace_from_role_rows,
     trace_from_rows,
 )
 
 #: The NVRTC option that compiles a kernel's trace build.
 TRACE_DEFINE = "-DTILESCOPE_TRACE"
-TRACEABLE = (NAIVE, TILED, TILED_MMA)
+TRACEABLE = (NAIVE, TILED, TILED_MMA, TILED_WS)
 
 
 class TiledKernel:
@@ -115,6 +121,8 @@ def default_forward(algorithm: str):
         from .flash_readable import flash_forward
     elif algorithm == TILED_MMA:
         from .flash_mma import flash_forward
+    elif algorithm == TILED_WS:
+        from .flash_ws import flash_forward
     else:
         raise TraceError(f"{algorithm!r} is not a tiled kernel")
     return flash_forward
@@ -145,6 +153,8 @@ def record_trace(
     try:
         if algorithm == NAIVE:
             return _record_naive(config, q, k, v, o, warmup, sm_count, device_name())
+        if algorithm == TILED_WS:
+            return _record_ws(config, q, k, v, o, warmup, check, sm_count, device_name())
         traced = TiledKernel(config, algorithm, trace=True)
         m = cupy.empty(shape[:3], dtype=cupy.float32)
         l = cupy.empty(shape[:3], dtype=cupy.float32)
@@ -219,4 +229,90 @@ def _record_naive(config, q, k, v, o, warmup: int, sm_count: int, device: str) -
             "kernel-level: CUDA events around cuBLAS GEMM, our softmax kernel, cuBLAS GEMM "
             f"(after {warmup} warm-up runs); one lane per kernel, not per SM"
         ),
+    )
+
+
+def ws_roles(config: AttentionConfig) -> tuple[str, ...]:
+    """The warp roles of the warp-specialized kernel's default variant for `config`."""
+    from . import flash_ws
+
+    consumers = flash_ws.default_launch(config.head_dim).consumers
+    return flash_ws.TRACE_ROLES[: 1 + consumers]
+
+
+def ws_trace_from_rows(
+    rows: Any,
+    *,
+    config: AttentionConfig,
+    device: str,
+    sm_count: int,
+    kernel_ms: float = 0.0,
+    notes: str = "",
+) -> Trace:
+    """A Trace from the warp-specialized kernel's trace buffer (host int64 rows, as
+    `gpu.flash_ws.trace_buffer` holds them after one launch): decoded with
+    `gpu.flash_ws.decode_trace_rows`, every role's marks kept. Needs no GPU."""
+    from .flash_ws import decode_trace_rows
+
+    rows = np.asarray(rows, dtype=np.int64).reshape(-1, ROW_WORDS)
+    if config.head_dim not in (64, 128, 256):
+        raise TraceError(f"the warp-specialized kernel has no head dim {config.head_dim}")
+    try:
+        decoded = decode_trace_rows(rows)
+    except (IndexError, KeyError) as exc:  # a role or code the kernel does not write
+        raise TraceError(f"trace rows the warp-specialized kernel does not write: {exc}") from exc
+    return trace_from_role_rows(
+        decoded,
+        config=config,
+        algorithm=TILED_WS,
+        device=device,
+        sm_count=sm_count,
+        roles=ws_roles(config),
+        kernel_ms=kernel_ms,
+        notes=notes,
+    )
+
+
+def _record_ws(config, q, k, v, o, warmup: int, check: bool, sm_count: int, device: str) -> Trace:
+    """One traced launch of the warp-specialized kernel (its trace build, `TRACE_OPTION`).
+    The tensor maps are encoded before the start event, so the CUDA events time the launch
+    alone."""
+    import cupy
+
+    from . import flash_ws
+    from .cuda_backend import to_float32
+
+    shape = (config.batch, config.heads, config.seq_len)
+    m = cupy.empty(shape, dtype=cupy.float32)
+    l = cupy.empty(shape, dtype=cupy.float32)
+    prepared = flash_ws.prepare(config, extra_options=(flash_ws.TRACE_OPTION,))
+    buffer = flash_ws.trace_buffer(config, prepared)
+    arguments = prepared.arguments(q, k, v, o, m, l)
+    for _ in range(max(0, warmup)):
+        prepared.launch_with(arguments, buffer)
+    buffer.fill(-1)
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    start.record()
+    prepared.launch_with(arguments, buffer)
+    stop.record()
+    stop.synchronize()
+    kernel_ms = float(cupy.cuda.get_elapsed_time(start, stop))
+    rows = cupy.asnumpy(buffer)
+    notes = [
+        f"trace build ({flash_ws.default_launch(config.head_dim).label}), one launch after "
+        f"{warmup} warm-up launches"
+    ]
+    if check:
+        o_ref = cupy.empty_like(o)
+        flash_ws.flash_forward(q, k, v, o_ref, m, l, config)
+        diff = cupy.abs(to_float32(o, config.dtype) - to_float32(o_ref, config.dtype)).max()
+        notes.append(f"max |ΔO| vs the normal build: {float(diff):.3g}")
+        del o_ref
+    return ws_trace_from_rows(
+        rows,
+        config=config,
+        device=device,
+        sm_count=sm_count,
+        kernel_ms=kernel_ms,
+        notes="; ".join(notes),
     )

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from app.state.animation.blockdetail import block_detail, detail_from_steps
+from app.state.animation.chip import SMEM, chip_layout
 from app.state.animation.kernel_source import KERNEL_DIR, SOURCE_FILES, parse_step_tags
 from app.state.animation.online_softmax import online_softmax_trace, toy_trace
 from app.state.animation.player import Player, cost_model_seconds, sram_slots
-from gpu.algorithms import NAIVE, TILED, TILED_MMA
+from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WS
 from gpu.config import AttentionConfig
 from gpu.costmodel import GPUS, algorithm_cost
 from gpu.schedule import STEP_NAMES, build_schedule
@@ -25,7 +26,7 @@ CONFIGS = [
     AttentionConfig(seq_len=777, head_dim=160, dtype="fp32", causal=True, block_m=16, block_n=64),
     AttentionConfig(seq_len=129, heads=1, block_m=128, block_n=8),
 ]
-ALGOS = (NAIVE, TILED, TILED_MMA)
+ALGOS = (NAIVE, TILED, TILED_MMA, TILED_WS)
 
 
 def _ids(c: AttentionConfig) -> str:
@@ -96,9 +97,16 @@ def test_fast_block_details_equal_the_schedules_block_steps(config):
 
 @pytest.mark.parametrize("config", CONFIGS, ids=_ids)
 def test_sram_slots_add_up_to_each_kernels_on_chip_bytes(config):
+    """Naive's kernels keep the model's tiles; the fused kernels' shared-memory slots add up to
+    their own launch's shared memory (tests/test_animation_model.py checks each layout)."""
     for a in ALGOS:
         for kernel in build_schedule(config, a).kernels:
-            assert sum(s.bytes for s in sram_slots(config, a, kernel)) == kernel.sram_bytes
+            slots = sram_slots(config, a, kernel)
+            if a == NAIVE:
+                assert sum(s.bytes for s in slots) == kernel.sram_bytes
+            else:
+                lay = chip_layout(config, a, kernel, GPUS["H200 SXM 141 GB"])
+                assert sum(s.bytes for s in slots if s.place == SMEM) == lay.smem_bytes
 
 
 def test_stepping_walks_the_tiled_schedule_step_by_step_and_back():
@@ -375,9 +383,9 @@ def test_slider_bursts_build_only_the_newest_config_off_the_gui_thread(widget, q
     built_on = []
     original = widget_module.build_lanes
 
-    def build(config, gpu, algorithms):
+    def build(config, gpu, algorithms, clocks=None):
         built_on.append((config.seq_len, threading.get_ident()))
-        return original(config, gpu, algorithms)
+        return original(config, gpu, algorithms, clocks)
 
     applied = []
     widget.configApplied.connect(lambda: applied.append(widget.player.config))
@@ -442,7 +450,7 @@ def test_naive_gemm_steps_say_they_run_in_a_library_kernel(qtbot, tmp_path):
 def test_the_real_kernels_tag_every_step_the_panel_highlights():
     for algo, fname in SOURCE_FILES.items():
         blocks = parse_step_tags((KERNEL_DIR / fname).read_text())
-        names = STEP_NAMES["flash_fwd"] if algo == "tiled" else STEP_NAMES["softmax"]
+        names = STEP_NAMES["softmax"] if algo == NAIVE else STEP_NAMES["flash_fwd"]
         missing = [n for n in names if n not in blocks]
         assert not missing, f"{fname} lacks // STEP tags for {missing}"
 

@@ -317,7 +317,8 @@ def test_the_trace_panel_shows_a_message_for_every_junk_trace(qtbot, tmp_path):
     panel = TracePanel(traces=(_fake(),))
     qtbot.addWidget(panel)
     for name, (make, _) in JUNK_TRACES.items():
-        panel.load_file(_file(tmp_path, make()))
+        with qtbot.waitSignal(panel.loaded, timeout=5000):  # read off the GUI thread
+            panel.load_file(_file(tmp_path, make()))
         assert panel.message, name
         assert [t.device for t in panel.traces] == ["fake"]  # nothing applied
 
@@ -348,7 +349,8 @@ def test_odd_but_valid_traces_draw_select_and_replay(qtbot, tmp_path, name):
     qtbot.addWidget(panel)
     panel.resize(1000, 700)
     panel.show()
-    panel.load_file(_file(tmp_path, _with(ODD_TRACES[name])))
+    with qtbot.waitSignal(panel.loaded, timeout=5000):
+        panel.load_file(_file(tmp_path, _with(ODD_TRACES[name])))
     assert not panel.message and len(panel.traces) == 1
     view = panel.view
     assert not view.grab().toImage().isNull()
@@ -480,6 +482,7 @@ def test_the_animation_widget_switches_to_the_real_trace_mode(qtbot):
     w.mode_tabs.setCurrentIndex(1)
     assert w.mode == w.TRACE_MODE
     panel = w.trace_panel
+    qtbot.waitUntil(lambda: bool(panel.traces), timeout=20_000)  # read off the GUI thread
     assert {t.algorithm for t in panel.traces} >= {NAIVE, TILED, TILED_MMA}
     assert panel.view.lane_count() == 132 and panel.selected is not None
     w.toggle_play()  # Space: replays the selected block in this mode

@@ -48,3 +48,71 @@ def fake_rows(
             rows[b * rpb + r] = (b, sm, code, j, tt)
         free[sm, slot] = t
     return rows
+
+
+def fake_ws_rows(
+    config: AttentionConfig,
+    *,
+    sm_count: int = 132,
+    seed: int = 0,
+    t0: int = 1_700_000_000_000,
+) -> np.ndarray:
+    """(blocks · R, 5) int64 rows as the warp-specialized kernel's trace build leaves them
+    (gpu/kernels/flash_ws.cu: per block the producer's 2T + 2 rows, then 4T + 4 per consumer;
+    phase word role · 256 + code), with -1 in rows a causal block never reaches. One block per
+    SM at a time; the consumers alternate their GEMM turns."""
+    from gpu import flash_ws
+
+    rng = np.random.default_rng(seed)
+    launch = flash_ws.default_launch(config.head_dim)
+    bm, bn = launch.block_m, launch.block_n
+    q_tiles = ceil_div(config.seq_len, bm)
+    blocks = q_tiles * config.bh
+    producer, consumer = flash_ws.trace_segments(config)[:2]
+    rpb = flash_ws.trace_rows_per_block(config)
+    rows = np.full((blocks * rpb, ROW_WORDS), -1, dtype=np.int64)
+    free = np.full(sm_count, t0, dtype=np.int64)
+    for b in range(blocks):
+        i = b % q_tiles
+        tiles = kv_tiles_for_query_tile(config, bm, bn, i)
+        sm = int(np.argmin(free))
+        start = int(free[sm]) + int(rng.integers(0, 200))
+        prod = [(0, i, start)]
+        t = start + 64
+        prod.append((1, 0, t))
+        for j in range(tiles):
+            if j + 1 < tiles:
+                t += 100 + int(rng.integers(0, 50))
+                prod.append((1, j + 1, t))
+            t += 100 + int(rng.integers(0, 50))
+            prod.append((2, j, t))
+        prod.append((4, i, t + 10))
+        marks = [prod]
+        end = t + 10
+        for c in range(launch.consumers):
+            t = start + 1000 + 300 * c
+            mine = [(256 * (1 + c) + 0, i, t)]
+            for j in range(tiles + 1):
+                if j < tiles:  # the last P·V's turn (j = T) has no wait mark
+                    t += 30
+                    mine.append((256 * (1 + c) + 5, j, t))
+                t += 200
+                mine.append((256 * (1 + c) + 6, j, t))
+                if j == tiles:
+                    break
+                t += 500
+                mine.append((256 * (1 + c) + 7, j, t))
+                t += 900 + int(rng.integers(0, 100))
+                mine.append((256 * (1 + c) + 8, j, t))
+            t += 400
+            mine.append((256 * (1 + c) + 3, i, t))
+            t += 300
+            mine.append((256 * (1 + c) + 4, i, t))
+            marks.append(mine)
+            end = max(end, t)
+        first = [0, producer] + [producer + consumer * c for c in range(1, launch.consumers)]
+        for offset, role_marks in zip(first, marks, strict=True):
+            for r, (word, j, tt) in enumerate(role_marks):
+                rows[b * rpb + offset + r] = (b, sm, word, j, tt)
+        free[sm] = end
+    return rows

@@ -1,9 +1,12 @@
-"""QPainter drawing of the lanes: HBM tile grids to scale, one SM's SRAM, the link, counters.
+"""QPainter drawing of the lanes: HBM tile grids to scale, one SM's SRAM (and register file), the
+link, counters, and the warp-specialized kernel's roles.
 
-Performance: everything that does not move (panels, matrix outlines, tile grids, labels) is
-painted once into a background pixmap per (size, scene); a frame then draws a few dozen
-rectangles and lines plus the counter texts, whatever N is. Tile grids are drawn as a single
-batch of lines, thinned so that lines are at least a few pixels apart.
+Where everything goes comes from the layout model (canvas_layout.py), computed once per
+(size, scene): texts never overlap and quantities are never cut, at any size from a 1280×800
+window up. Everything that does not move (panels, matrix outlines, tile grids, static labels) is
+painted once into a background pixmap; a frame then draws a few dozen rectangles and lines plus
+its own texts, whatever N is. `render_to` paints the same picture into any QPainter at any size
+(exports of the canvas alone).
 """
 
 from __future__ import annotations
@@ -12,95 +15,44 @@ import itertools
 import math
 import time
 from collections import deque
-from dataclasses import dataclass
 
-from PySide6.QtCore import QLineF, QPointF, QRectF, QSize, Qt
-from PySide6.QtGui import (
-    QColor,
-    QFont,
-    QFontMetrics,
-    QPainter,
-    QPaintEvent,
-    QPen,
-    QPixmap,
-    QStaticText,
-)
-from PySide6.QtWidgets import QSizePolicy, QWidget
+from PySide6.QtCore import QEvent, QLineF, QPointF, QRectF, QSize, QSizeF, Qt
+from PySide6.QtGui import QColor, QHelpEvent, QPainter, QPaintEvent, QPen, QPixmap
+from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
 from app.state.units import fmt_bytes, fmt_flops, fmt_int, fmt_seconds
-from gpu.algorithms import NAIVE, tile_shape
+from gpu.algorithms import NAIVE, TILED_WS, tile_shape
 from gpu.config import AttentionConfig
-from gpu.costmodel import GpuSpec, attention_matrix_bytes, matrix_bytes, stats_bytes
-from gpu.schedule import COMPUTE, READ, WRITE
+from gpu.costmodel import GpuSpec
+from gpu.schedule import READ, WRITE
 
-from ..state.animation.player import KERNEL_TITLES, Counters, LaneFrame
+from ..state.animation.chip import REGISTERS, SMEM, explain_layout
+from ..state.animation.player import KERNEL_TITLES, LaneFrame
+from ..state.animation.warp_roles import GEMM, ISSUE, PV, RoleTimeline
+from .canvas_layout import (
+    CENTER,
+    LEFT,
+    REGISTER_FILE_BYTES,
+    RIGHT,
+    CanvasLayout,
+    Fonts,
+    LaneGeo,
+    LaneScene,
+    Scene,
+    TextItem,
+    fit_legend,
+    lay_out,
+    legend_entries,
+    legend_text,
+    place,
+)
+from .colors import DARK, AnimColors
 
-BG = QColor("#15181d")
-PANEL = QColor("#1d2128")
-PANEL_EDGE = QColor("#3a414c")
-TEXT = QColor("#d8dde6")
-DIM = QColor("#8a93a3")
-FAINT = QColor("#59616e")
-READ_C = QColor("#43a6ff")
-WRITE_C = QColor("#ff9838")
-COMPUTE_C = QColor("#c18cff")
-INPUT_C = QColor("#2f5e78")  # Q, K, V: inputs, always in HBM
-BIG_C = QColor("#b8405a")  # S, P once materialised: the memory wall
-OUT_C = QColor("#3f8f5a")  # O, m, l once written
-GRID_C = QColor(255, 255, 255, 26)
-
-MATRIX_FILL = {
-    "Q": INPUT_C,
-    "K": INPUT_C,
-    "V": INPUT_C,
-    "O": OUT_C,
-    "ml": OUT_C,
-    "S": BIG_C,
-    "P": BIG_C,
-}
-SLOT_FILL = {
-    "Q": QColor("#3f7ea3"),
-    "K": QColor("#4f8fb0"),
-    "V": QColor("#5fa0bc"),
-    "S": QColor("#c4576f"),
-    "P": QColor("#c4576f"),
-    "O": QColor("#4fa86c"),
-    "ml": QColor("#8fc46a"),
-    "": QColor("#7a7f8a"),
-}
-KIND_COLOR = {READ: READ_C, WRITE: WRITE_C, COMPUTE: COMPUTE_C}
-
-LANE_TITLES = {
-    "naive": "naive: three kernels, S and P round-trip through HBM",
-    "tiled": "tiled (FlashAttention-style): one fused kernel, S and P never leave the chip",
-    "tiled_mma": "tiled on tensor cores: one fused kernel, S and P never leave the chip",
-}
-MIN_STRIP_PX = 10.0  # N×d matrices narrower than this are widened (and say so)
-MIN_ML_PX = 4.0
 GRID_MIN_PX = 4.0
-CAPTION_W = 88.0  # counters: caption column, then the running value, then "/ total"
-TOTAL_X = 176.0
+#: Key tiles the roles strip shows around the current one.
+ROLE_WINDOW = (1, 3)
 
-
-@dataclass(frozen=True)
-class LaneScene:
-    """Static facts about one lane: enough to paint its background."""
-
-    algorithm: str
-    label: str
-    total_time_s: float
-    row_tile: int  # rows per tile of Q (and O)
-    kv_tile: int  # rows per tile of K and V
-    s_tile: int  # tile of S/P (naive GEMM tile) for the grid
-    totals: Counters  # end-of-play counters (static: painted into the background)
-
-
-@dataclass(frozen=True)
-class Scene:
-    config: AttentionConfig
-    gpu: GpuSpec
-    lanes: tuple[LaneScene, ...]
-    total_time_s: float
+__all__ = ["LaneScene", "Scene", "TileCanvas", "scene_for"]
 
 
 def scene_for(config: AttentionConfig, gpu: GpuSpec, lanes: list) -> Scene:
@@ -109,24 +61,22 @@ def scene_for(config: AttentionConfig, gpu: GpuSpec, lanes: list) -> Scene:
     for lane in lanes:
         bm, bn = tile_shape(config, lane.algorithm)
         t, _ = tile_shape(config, NAIVE)
-        out.append(LaneScene(lane.algorithm, lane.label, lane.total_time, bm, bn, t, lane.totals()))
+        out.append(
+            LaneScene(
+                lane.algorithm,
+                lane.label,
+                lane.total_time,
+                bm,
+                bn,
+                t,
+                lane.totals(),
+                lane.layouts,
+                lane.clock,
+                roles=lane.algorithm == TILED_WS,
+            )
+        )
     total = max((x.total_time_s for x in out), default=0.0)
     return Scene(config, gpu, tuple(out), total)
-
-
-@dataclass
-class _LaneGeo:
-    rect: QRectF
-    title: QRectF
-    timebar: QRectF
-    hbm: QRectF
-    mats: dict[str, QRectF]
-    widen: float
-    link: QRectF
-    sram: QRectF
-    legend: QRectF
-    counters: QRectF
-    status_w: float = 0.0  # room left of the lane title for the per-frame status line
 
 
 class TileCanvas(QWidget):
@@ -136,50 +86,101 @@ class TileCanvas(QWidget):
         super().__init__(parent)
         self.setObjectName("tileCanvas")
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
-        self.setMinimumSize(860, 440)
+        self.setMinimumSize(520, 340)
         self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent, True)
         self._scene: Scene | None = None
         self._frames: list[LaneFrame] = []
-        self._geo: list[_LaneGeo] = []
+        self._layout: CanvasLayout | None = None
+        self._layout_key: tuple | None = None
         self._bg: QPixmap | None = None
         self._bg_key: tuple | None = None
         self.paint_ms: deque[float] = deque(maxlen=4096)
-        self.f_small = QFont("DejaVu Sans", 8)
-        self.f_norm = QFont("DejaVu Sans", 9)
-        self.f_bold = QFont("DejaVu Sans", 9, QFont.Weight.Bold)
-        self.f_title = QFont("DejaVu Sans", 10, QFont.Weight.Bold)
-        self.f_big = QFont("DejaVu Sans", 13, QFont.Weight.Bold)
-        self.f_mono = QFont("DejaVu Sans Mono", 9)
-        self.f_mono_b = QFont("DejaVu Sans Mono", 9, QFont.Weight.Bold)
-        self._fm_norm = QFontMetrics(self.f_norm)
-        self._texts: dict[tuple[str, str], QStaticText] = {}
-        #: Replaces the modeled clock in the header when set (the trace replay shows real time).
+        self.fonts = Fonts()
+        self.c: AnimColors = DARK
+        #: Replaces the clock in the header when set (the trace replay shows real time).
         self.header_text: str | None = None
 
     def sizeHint(self) -> QSize:
         return QSize(1200, 620)
 
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ToolTip:
+            assert isinstance(event, QHelpEvent)
+            tip = self.tooltip_at(QPointF(event.pos()))
+            if tip:
+                QToolTip.showText(event.globalPos(), tip, self)
+            else:
+                QToolTip.hideText()
+                event.ignore()
+            return True
+        return super().event(event)
+
+    def tooltip_at(self, pos: QPointF) -> str:
+        """What the SRAM box at `pos` holds and why so many blocks share an SM (else '')."""
+        lay = self.current_layout()
+        if lay is None:
+            return ""
+        for f, g in zip(self._frames, lay.lanes, strict=False):
+            column = g.box.united(g.regs) if g.regs is not None else g.box
+            if column.adjusted(-4, -20, 4, 20).contains(pos) and f.layout is not None:
+                return explain_layout(f.layout)
+        return ""
+
     # ---- inputs
 
     def set_scene(self, scene: Scene) -> None:
         self._scene = scene
-        self._bg_key = None
+        self._layout_key = self._bg_key = None
         self.update()
 
     def set_frames(self, frames: list[LaneFrame]) -> None:
         self._frames = frames
         self.update()
 
+    def set_colors(self, colors: AnimColors) -> None:
+        """Repaint in another theme's colours."""
+        if colors != self.c:
+            self.c = colors
+            self._bg_key = None
+            self.update()
+
     @property
     def frames(self) -> list[LaneFrame]:
         return self._frames
 
+    @property
+    def scene(self) -> Scene | None:
+        return self._scene
+
+    # ---- the layout model (public for tests, tooltips and exports)
+
+    def layout_for(self, width: float, height: float) -> CanvasLayout | None:
+        if self._scene is None:
+            return None
+        key = (round(width), round(height), self._scene)
+        if key != self._layout_key or self._layout is None:
+            self._layout_key = key
+            self._layout = lay_out(self.fonts, self._scene, float(width), float(height))
+        return self._layout
+
+    def current_layout(self) -> CanvasLayout | None:
+        return self.layout_for(self.width(), self.height())
+
+    def text_items(self, size: QSizeF | QSize | None = None) -> list[TextItem]:
+        """Every text the canvas draws at `size` (its own size by default) for the current
+        frames: the static ones and the frame's own."""
+        w, h = (self.width(), self.height()) if size is None else (size.width(), size.height())
+        lay = self.layout_for(w, h)
+        if lay is None:
+            return []
+        return [*lay.texts, *self._frame_texts(lay)]
+
     def matrix_rect(self, lane: int, matrix: str) -> QRectF | None:
         """Where `matrix` of lane `lane` is drawn (for tests and tooltips)."""
-        self._ensure_geometry()
-        if lane >= len(self._geo):
+        lay = self.current_layout()
+        if lay is None or lane >= len(lay.lanes):
             return None
-        return self._geo[lane].mats.get(matrix)
+        return lay.lanes[lane].mats.get(matrix)
 
     def region_rect(
         self, lane: int, matrix: str, region: tuple[int, int, int, int]
@@ -188,365 +189,140 @@ class TileCanvas(QWidget):
         r = self.matrix_rect(lane, matrix)
         if r is None or self._scene is None:
             return None
-        return self._region(r, matrix, region, self._scene.config)
+        return _region(r, matrix, region, self._scene.config)
 
-    # ---- geometry
+    # ---- painting
 
-    def _ensure_geometry(self) -> None:
-        key = (self.width(), self.height(), self._scene, self.devicePixelRatioF())
-        if key == self._bg_key or self._scene is None:
+    def paintEvent(self, event: QPaintEvent) -> None:
+        t0 = time.perf_counter()
+        p = QPainter(self)
+        lay = self.current_layout()
+        if lay is None:
+            p.fillRect(self.rect(), self.c.bg)
+            p.end()
             return
-        self._bg_key = key
-        self._geo = self._layout(self._scene)
-        self._bg = self._paint_background(self._scene)
+        key = (self.width(), self.height(), self._scene, self.devicePixelRatioF(), self.c)
+        if key != self._bg_key or self._bg is None:
+            self._bg_key = key
+            dpr = self.devicePixelRatioF()
+            pm = QPixmap(int(self.width() * dpr), int(self.height() * dpr))
+            pm.setDevicePixelRatio(dpr)
+            bp = QPainter(pm)
+            self._paint_static(bp, lay)
+            bp.end()
+            self._bg = pm
+        p.drawPixmap(0, 0, self._bg)
+        self._paint_frame(p, lay)
+        p.end()
+        self.paint_ms.append((time.perf_counter() - t0) * 1e3)
 
-    def _layout(self, scene: Scene) -> list[_LaneGeo]:
-        w, h = float(self.width()), float(self.height())
-        header = 30.0
-        n_l = max(1, len(scene.lanes))
-        lane_h = (h - header - 4) / n_l
-        cfg = scene.config
-        n, d = cfg.seq_len, cfg.head_dim
-        geos = []
-        for i, _ls in enumerate(scene.lanes):
-            rect = QRectF(4, header + i * lane_h, w - 8, lane_h - 4)
-            title = QRectF(rect.x() + 10, rect.y() + 4, rect.width() - 20, 18)
-            timebar = QRectF(rect.x() + 10, title.bottom() + 3, rect.width() - 20, 8)
-            body = QRectF(
-                rect.x() + 8,
-                timebar.bottom() + 6,
-                rect.width() - 16,
-                rect.bottom() - timebar.bottom() - 10,
-            )
-            hbm = QRectF(body.x(), body.y(), body.width() * 0.50, body.height())
-            link = QRectF(hbm.right(), body.y(), body.width() * 0.07, body.height())
-            sram_col = QRectF(link.right(), body.y(), body.width() * 0.15, body.height())
-            counters = QRectF(
-                sram_col.right() + 12, body.y(), body.right() - sram_col.right() - 12, body.height()
-            )
-            # HBM matrices, to one scale: N rows ↦ `side` pixels.
-            inner = hbm.adjusted(10, 22, -10, -44)
-            gap = 10.0
-            gaps = 6 * gap
-            natural = (inner.width() - gaps) / (2 + 4 * d / n + 2 / n)
-            side = min(inner.height(), natural)
-            strip = side * d / n
-            widen = 1.0
-            if strip < MIN_STRIP_PX:
-                widen = MIN_STRIP_PX / strip
-                strip = MIN_STRIP_PX
-                ml_w = max(MIN_ML_PX, side * 2 / n)
-                side = min(inner.height(), (inner.width() - gaps - 4 * strip - ml_w) / 2)
-            ml_w = max(MIN_ML_PX, side * 2 / n * widen)
-            x = inner.x()
-            top = inner.y() + (inner.height() - side) / 2
-            mats: dict[str, QRectF] = {}
-            for name in ("Q", "K", "V", "O"):
-                mats[name] = QRectF(x, top, strip, side)
-                x += strip + gap
-            x += gap
-            for name in ("S", "P"):
-                mats[name] = QRectF(x, top, side, side)
-                x += side + gap
-            mats["ml"] = QRectF(x, top, ml_w, side)
-            box_h = min(body.height() * 0.56, sram_col.width() * 1.1)
-            sram = QRectF(sram_col.x() + 6, body.y() + 22, sram_col.width() - 12, box_h)
-            legend = QRectF(
-                sram.x(),
-                sram.bottom() + 6,
-                sram_col.width() + 4,
-                body.bottom() - sram.bottom() - 6,
-            )
-            geos.append(
-                _LaneGeo(rect, title, timebar, hbm, mats, widen, link, sram, legend, counters)
-            )
-        return geos
+    def render_to(self, painter: QPainter, size: QSize | QSizeF) -> None:
+        """Paint the canvas alone (background, lanes, current frames) into `painter` at `size`,
+        whatever the widget's own size: for exports (GIF/MP4 frames, images)."""
+        lay = self.layout_for(size.width(), size.height())
+        painter.save()
+        if lay is None:
+            painter.fillRect(QRectF(0, 0, size.width(), size.height()), self.c.bg)
+        else:
+            self._paint_static(painter, lay)
+            self._paint_frame(painter, lay)
+        painter.restore()
 
-    @staticmethod
-    def _shape(matrix: str, cfg: AttentionConfig) -> tuple[int, int]:
-        n, d = cfg.seq_len, cfg.head_dim
-        return {"S": (n, n), "P": (n, n), "ml": (n, 2)}.get(matrix, (n, d))
+    def _text(self, p: QPainter, item: TextItem, color: QColor | None = None) -> None:
+        p.setFont(item.font)
+        p.setPen(color if color is not None else self._color(item.color))
+        p.drawText(item.rect, item.align, item.text)
 
-    def _region(
-        self,
-        r: QRectF,
-        matrix: str,
-        region: tuple[int, int, int, int],
-        cfg: AttentionConfig,
-        min_px: float = 2.0,
-    ) -> QRectF:
-        rows, cols = self._shape(matrix, cfg)
-        r0, r1, c0, c1 = region
-        x0 = r.x() + r.width() * c0 / cols
-        x1 = r.x() + r.width() * min(c1, cols) / cols
-        y0 = r.y() + r.height() * r0 / rows
-        y1 = r.y() + r.height() * min(r1, rows) / rows
-        if x1 - x0 < min_px:
-            cx = (x0 + x1) / 2
-            x0, x1 = cx - min_px / 2, cx + min_px / 2
-        if y1 - y0 < min_px:
-            cy = (y0 + y1) / 2
-            y0, y1 = cy - min_px / 2, cy + min_px / 2
-        return QRectF(x0, y0, x1 - x0, y1 - y0)
+    def _color(self, role: str) -> QColor:
+        if role.startswith("role."):
+            return self.c.role.get(role[5:], self.c.dim)
+        return getattr(self.c, role, self.c.text)
 
-    # ---- background (static)
+    # ---- static
 
-    def _paint_background(self, scene: Scene) -> QPixmap:
-        dpr = self.devicePixelRatioF()
-        pm = QPixmap(int(self.width() * dpr), int(self.height() * dpr))
-        pm.setDevicePixelRatio(dpr)
-        pm.fill(BG)
-        p = QPainter(pm)
+    def _paint_static(self, p: QPainter, lay: CanvasLayout) -> None:
+        scene = self._scene
+        assert scene is not None
+        c = self.c
+        p.fillRect(QRectF(0, 0, lay.width, lay.height), c.bg)
         p.setRenderHint(QPainter.RenderHint.Antialiasing, True)
         p.setRenderHint(QPainter.RenderHint.TextAntialiasing, True)
-        cfg = scene.config
-        self._paint_header_background(p, scene)
-        for ls, g in zip(scene.lanes, self._geo, strict=True):
-            self._paint_lane_background(p, scene, ls, g, cfg)
-        p.end()
-        return pm
+        for ls, g in zip(scene.lanes, lay.lanes, strict=True):
+            self._paint_lane_static(p, scene, ls, g)
+        for rect, role in lay.swatches:
+            p.fillRect(rect, self._color(role))
+        for item in lay.texts:
+            self._text(p, item)
 
-    def _paint_lane_background(
-        self, p: QPainter, scene: Scene, ls: LaneScene, g: _LaneGeo, cfg: AttentionConfig
-    ) -> None:
+    def _paint_lane_static(self, p: QPainter, scene: Scene, ls: LaneScene, g: LaneGeo) -> None:
+        c = self.c
+        cfg = scene.config
         naive = ls.algorithm == NAIVE
-        p.setPen(QPen(PANEL_EDGE, 1))
-        p.setBrush(PANEL)
+        p.setPen(QPen(c.panel_edge, 1))
+        p.setBrush(c.panel)
         p.drawRoundedRect(g.rect, 6, 6)
-        p.setPen(TEXT)
-        p.setFont(self.f_title)
-        title = LANE_TITLES.get(ls.algorithm, ls.label)
-        fm_title = QFontMetrics(self.f_title)
-        title = fm_title.elidedText(title, Qt.TextElideMode.ElideRight, int(g.title.width() * 0.6))
-        g.status_w = g.title.width() - fm_title.horizontalAdvance(title) - 24
-        p.drawText(g.title, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, title)
-        # Shared time axis: this lane's extent on the common clock.
+        # shared time axis: this lane's extent on the common clock
         tb = g.timebar
         p.setPen(Qt.PenStyle.NoPen)
-        p.setBrush(QColor("#2a2f38"))
+        p.setBrush(c.timebar)
         p.drawRoundedRect(tb, 3, 3)
         frac = ls.total_time_s / scene.total_time_s if scene.total_time_s > 0 else 1.0
         ext = QRectF(tb.x(), tb.y(), tb.width() * frac, tb.height())
-        p.setBrush(QColor("#46546a"))
+        p.setBrush(c.timebar_lane)
         p.drawRoundedRect(ext, 3, 3)
-        p.fillRect(QRectF(ext.right() - 2, tb.y() - 3, 2, tb.height() + 6), QColor("#7fd18f"))
-        # HBM panel
-        p.setPen(QPen(PANEL_EDGE, 1))
-        p.setBrush(QColor("#191c22"))
+        p.fillRect(QRectF(ext.right() - 2, tb.y() - 3, 2, tb.height() + 6), c.done)
+        # HBM panel and matrices
+        p.setPen(QPen(c.panel_edge, 1))
+        p.setBrush(c.hbm_panel)
         p.drawRoundedRect(g.hbm, 5, 5)
-        p.setPen(TEXT)
-        p.setFont(self.f_bold)
-        foot = 4 * matrix_bytes(cfg) + (
-            2 * attention_matrix_bytes(cfg) if naive else stats_bytes(cfg)
-        )
-        fits = foot <= scene.gpu.memory_bytes
-        p.setPen(TEXT if fits else QColor("#ff6b6b"))
-        verdict = "" if fits else "  DOES NOT FIT: out of memory"
-        head = f"HBM  holds {fmt_bytes(foot)} of {fmt_bytes(scene.gpu.memory_bytes)}{verdict}"
-        p.drawText(
-            QRectF(g.hbm.x() + 10, g.hbm.y() + 3, g.hbm.width() - 20, 16),
-            Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-            head,
-        )
-        room = g.hbm.width() - 36 - QFontMetrics(self.f_bold).horizontalAdvance(head)
-        label = QFontMetrics(self.f_small).elidedText(
-            f"{cfg.label()}: 1 of {cfg.bh} heads drawn, sizes for all",
-            Qt.TextElideMode.ElideLeft,
-            int(room),
-        )
-        if room > 60:
-            p.setFont(self.f_small)
-            p.setPen(DIM)
-            p.drawText(
-                QRectF(g.hbm.x() + 10, g.hbm.y() + 3, g.hbm.width() - 20, 16),
-                Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
-                label,
-            )
-        mats = g.mats
-        sizes = {
-            "Q": matrix_bytes(cfg),
-            "K": matrix_bytes(cfg),
-            "V": matrix_bytes(cfg),
-            "O": matrix_bytes(cfg),
-            "S": attention_matrix_bytes(cfg),
-            "P": attention_matrix_bytes(cfg),
-            "ml": stats_bytes(cfg),
+        grid_tiles = {
+            "Q": ls.s_tile if naive else ls.row_tile,
+            "O": ls.s_tile if naive else ls.row_tile,
+            "K": ls.s_tile if naive else ls.kv_tile,
+            "V": ls.s_tile if naive else ls.kv_tile,
+            "S": ls.s_tile,
+            "P": ls.s_tile,
+            "ml": ls.row_tile,
         }
-        names = ["Q", "K", "V", "O", "S", "P"] + ([] if naive else ["ml"])
-        for name in names:
-            r = mats[name]
-            ghost = not naive and name in ("S", "P")
-            if ghost:
-                pen = QPen(FAINT, 1, Qt.PenStyle.DashLine)
-                p.setPen(pen)
+        for name in ("Q", "K", "V", "O", "S", "P") + (() if naive else ("ml",)):
+            r = g.mats[name]
+            if not naive and name in ("S", "P"):
+                p.setPen(QPen(c.faint, 1, Qt.PenStyle.DashLine))
                 p.setBrush(Qt.BrushStyle.NoBrush)
                 p.drawRect(r)
                 continue
-            if name in ("Q", "K", "V"):
-                p.setBrush(MATRIX_FILL[name])
-            else:
-                p.setBrush(QColor("#20242b"))
-            p.setPen(QPen(PANEL_EDGE, 1))
+            p.setBrush(c.matrix[name] if name in ("Q", "K", "V") else c.empty)
+            p.setPen(QPen(c.panel_edge, 1))
             p.drawRect(r)
-            # tile grid
-            rows_tile = {
-                "Q": ls.row_tile,
-                "O": ls.row_tile,
-                "K": ls.kv_tile,
-                "V": ls.kv_tile,
-                "S": ls.s_tile,
-                "P": ls.s_tile,
-                "ml": ls.row_tile,
-            }[name]
-            if naive and name in ("Q", "K", "V", "O"):
-                rows_tile = ls.s_tile
-            cols_tile = ls.s_tile if name in ("S", "P") else None
+            square = name in ("S", "P")
             self._grid(
-                p, r, cfg.seq_len, rows_tile, cfg.seq_len if cols_tile else 0, cols_tile or 0
+                p,
+                r,
+                cfg.seq_len,
+                grid_tiles[name],
+                cfg.seq_len if square else 0,
+                ls.s_tile if square else 0,
             )
-        # Labels under the matrices.
-        p.setFont(self.f_small)
-        for name in names:
-            r = mats[name]
-            label_rect = QRectF(r.x() - 20, r.bottom() + 3, r.width() + 40, 12)
-            ghost = not naive and name in ("S", "P")
-            p.setPen(FAINT if ghost else TEXT)
-            p.setFont(self.f_bold if name in ("S", "P") else self.f_small)
-            if name in ("S", "P"):
-                text = f"{name}  N×N   {fmt_bytes(sizes[name])}"
-                if ghost:
-                    text = f"{name}: never stored (0 B)"
-                    if QFontMetrics(self.f_bold).horizontalAdvance(text) > r.width():
-                        text = f"{name}: not stored"
-                p.drawText(
-                    QRectF(r.x(), r.bottom() + 3, r.width(), 14),
-                    Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop,
-                    text,
-                )
-            elif name == "ml":
-                p.drawText(
-                    QRectF(r.x() - 20, r.bottom() + 3, r.width() + 40, 12),
-                    Qt.AlignmentFlag.AlignHCenter,
-                    "m,l",
-                )
-            else:
-                p.drawText(
-                    label_rect, Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop, name
-                )
-        p.setFont(self.f_small)
-        p.setPen(DIM)
-        qo = mats["Q"].united(mats["O"])
-        nd = f"N×d each: {fmt_bytes(sizes['Q'])}"
-        p.drawText(
-            QRectF(qo.x() - 4, qo.bottom() + 15, qo.width() + 60, 12),
-            Qt.AlignmentFlag.AlignLeft,
-            nd,
-        )
-        if g.widen > 1.0:
-            p.setPen(QColor("#e0b84a"))
-            p.drawText(
-                QRectF(qo.x() - 4, qo.bottom() + 27, 300, 12),
-                Qt.AlignmentFlag.AlignLeft,
-                f"Q K V O drawn ×{g.widen:,.0f} wider (not to scale)",
-            )
-        if not naive:
-            sp = mats["S"].united(mats["P"])
-            p.setFont(self.f_norm)
-            p.setPen(FAINT)
-            p.drawText(
-                sp,
-                Qt.AlignmentFlag.AlignCenter,
-                "where naive keeps S and P:\nnothing here, they stay in SRAM tiles",
-            )
-            p.setFont(self.f_small)
-            p.setPen(DIM)
-            p.drawText(
-                QRectF(mats["ml"].x() - 35, mats["ml"].bottom() + 15, 80, 12),
-                Qt.AlignmentFlag.AlignHCenter,
-                fmt_bytes(sizes["ml"]),
-            )
-        # Link: two channels.
+        # link channels
         lk = g.link
         cy = lk.center().y()
-        for dy, color, text in ((-14, READ_C, "read →"), (14, WRITE_C, "← write")):
-            y = cy + dy
-            c = QColor(color)
-            c.setAlpha(70)
-            p.setPen(QPen(c, 6, Qt.PenStyle.SolidLine, Qt.PenCapStyle.RoundCap))
-            p.drawLine(QPointF(lk.x() + 4, y), QPointF(lk.right() - 4, y))
-            p.setPen(color)
-            p.setFont(self.f_small)
-            ty = y - 18 if dy < 0 else y + 6
-            p.drawText(QRectF(lk.x(), ty, lk.width(), 12), Qt.AlignmentFlag.AlignHCenter, text)
-        # SRAM box.
-        p.setPen(TEXT)
-        p.setFont(self.f_bold)
-        p.drawText(
-            QRectF(g.sram.x() - 4, g.sram.y() - 20, g.sram.width() + 40, 16),
-            Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-            "SRAM of 1 SM",
-        )
-        p.setPen(QPen(QColor("#aab3c2"), 1.5))
-        p.setBrush(QColor("#101317"))
-        p.drawRect(g.sram)
-        p.setFont(self.f_small)
-        p.setPen(DIM)
-        p.drawText(
-            QRectF(g.sram.x(), g.sram.bottom() - 13, g.sram.width() - 3, 12),
-            Qt.AlignmentFlag.AlignRight,
-            f"capacity {fmt_bytes(scene.gpu.smem_per_sm_bytes)}",
-        )
-        # Counter captions and end values (the running values are painted per frame).
-        tot = ls.totals
-        ends = (
-            fmt_bytes(tot.bytes_read),
-            fmt_bytes(tot.bytes_written),
-            fmt_flops(tot.flops),
-            fmt_bytes(scene.gpu.smem_per_sm_bytes),
-            fmt_seconds(tot.time_s),
-        )
-        cr = g.counters
-        for k, (caption, end) in enumerate(zip(self._COUNTER_CAPTIONS, ends, strict=True)):
-            yy = cr.y() + 22 + k * 19
-            p.setFont(self.f_norm)
-            p.setPen(DIM)
-            p.drawText(
-                QRectF(cr.x(), yy, CAPTION_W, 17),
-                Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-                caption,
-            )
-            p.setFont(self.f_mono)
-            p.drawText(
-                QRectF(cr.x() + TOTAL_X, yy, cr.right() - cr.x() - TOTAL_X, 17),
-                Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-                f"/ {end}",
-            )
-        p.setFont(self.f_small)
-        p.drawText(
-            QRectF(cr.x(), cr.y() + 22 + 5 * 19 + 22, cr.width(), 12),
-            Qt.AlignmentFlag.AlignLeft,
-            "HBM traffic so far (same scale in both lanes)",
-        )
-
-    def _static_text(
-        self, p: QPainter, at: QPointF, text: str, color: QColor | None, font: QFont
-    ) -> None:
-        """Draw a recurring string from a layout cache (much cheaper than drawText)."""
-        key = (text, font.key())
-        st = self._texts.get(key)
-        if st is None:
-            if len(self._texts) > 512:
-                self._texts.clear()
-            st = QStaticText(text)
-            st.setTextFormat(Qt.TextFormat.PlainText)
-            st.prepare(font=font)
-            self._texts[key] = st
-        if color is not None:
-            p.setPen(color)
-        p.setFont(font)
-        p.drawStaticText(at, st)
-
-    _COUNTER_CAPTIONS = ("HBM read", "HBM written", "FLOPs", "SRAM in use", "modeled time")
+        for dy, color in ((-14, c.read), (14, c.write)):
+            faint = QColor(color)
+            faint.setAlpha(70)
+            p.setPen(QPen(faint, 6, Qt.PenStyle.SolidLine, Qt.PenCapStyle.RoundCap))
+            p.drawLine(QPointF(lk.x() + 4, cy + dy), QPointF(lk.right() - 4, cy + dy))
+        # the SM's shared memory (and register file) to scale
+        p.setPen(QPen(c.box_edge, 1.5))
+        p.setBrush(c.box)
+        p.drawRect(g.box)
+        if g.regs is not None:
+            p.drawRect(g.regs)
+        if g.roles is not None:
+            p.setPen(QPen(c.panel_edge, 1))
+            p.setBrush(c.hbm_panel)
+            p.drawRoundedRect(g.roles.adjusted(-2, -2, 2, 2), 4, 4)
+            for r in g.role_rows:
+                p.fillRect(r, c.box)
 
     def _grid(self, p: QPainter, r: QRectF, rows: int, rtile: int, cols: int, ctile: int) -> None:
         lines: list[QLineF] = []
@@ -567,230 +343,255 @@ class TileCanvas(QWidget):
                 lines.append(QLineF(x, r.y(), x, r.bottom()))
                 k += every
         if lines:
-            p.setPen(QPen(GRID_C, 1))
+            p.setPen(QPen(self.c.grid, 1))
             p.drawLines(lines)
 
     # ---- per frame
 
-    def paintEvent(self, event: QPaintEvent) -> None:
-        t0 = time.perf_counter()
-        p = QPainter(self)
-        if self._scene is None:
-            p.fillRect(self.rect(), BG)
-            p.end()
-            return
-        self._ensure_geometry()
-        assert self._bg is not None
-        p.drawPixmap(0, 0, self._bg)
+    def _frame_texts(self, lay: CanvasLayout) -> list[TextItem]:
+        """The frame's own texts: the clock, each lane's status, counter values, legend."""
+        scene = self._scene
+        assert scene is not None
+        fonts = self.fonts
+        out: list[TextItem] = []
+        clock = self._frames[0].clock_s if self._frames else 0.0
+        if self.header_text is not None:
+            variants = [(self.header_text, ())]
+        else:
+            now, end = fmt_seconds(clock), fmt_seconds(scene.total_time_s)
+            variants = [(f"t = {now}  of  {end}", (now, end)), (f"t = {now}", (now,))]
+        item = place(fonts, "header.clock", lay.clock_rect, variants, fonts.big, LEFT)
+        if item is None and self.header_text is not None:
+            shown = fonts.metrics(fonts.norm).elidedText(
+                self.header_text, Qt.TextElideMode.ElideRight, lay.clock_rect.width()
+            )
+            item = TextItem(
+                "header.clock",
+                lay.clock_rect,
+                shown,
+                fonts.norm,
+                LEFT,
+                "text",
+                (),
+                shown != self.header_text,
+            )
+        if item is not None:
+            out.append(item)
+        for i, (f, g) in enumerate(zip(self._frames, lay.lanes, strict=False)):
+            out += self._lane_texts(i, f, g)
+        return out
+
+    def _lane_texts(self, i: int, f: LaneFrame, g: LaneGeo) -> list[TextItem]:
+        fonts = self.fonts
+        key = f"lane{i}"
+        out: list[TextItem] = []
+        # status line: what runs now (left), the level of detail (right) where there is room
+        if f.done:
+            took = fmt_seconds(f.totals.time_s)
+            variants = [(f"done after {took}", (took,)), (took, (took,))]
+            color = "done"
+        else:
+            title = KERNEL_TITLES.get(f.kernel, f.kernel)
+            k = f"kernel {f.kernel_index + 1}/{f.kernel_count}"
+            b = f"block {fmt_int(f.block + 1)}/{fmt_int(f.blocks)}"
+            step = f.step.name + (f" (j={f.tile})" if f.tile >= 0 else "")
+            variants = [
+                (f"{k}  {title}  ·  {b}  ·  {step}", ()),
+                (f"{k}  ·  {b}  ·  {step}", ()),
+                (f"{b}  ·  {step}", ()),
+                (step, ()),
+            ]
+            color = "text"
+        status = place(fonts, f"{key}.status", g.status, variants, fonts.small, LEFT, color)
+        if status is not None:
+            out.append(status)
+            room = QRectF(
+                status.rect.right() + 16,
+                g.status.y(),
+                g.status.right() - status.rect.right() - 16,
+                g.status.height(),
+            )
+            lod = place(
+                fonts,
+                f"{key}.lod",
+                room,
+                [(f"level of detail: {f.lod}", ()), (f.lod, ())],
+                fonts.small,
+                RIGHT,
+                "faint",
+            )
+            if lod is not None:
+                out.append(lod)
+        # counter values
+        cn = f.counters
+        values = {
+            "read": fmt_bytes(cn.bytes_read),
+            "written": fmt_bytes(cn.bytes_written),
+            "flops": fmt_flops(cn.flops),
+            "sram": fmt_bytes(cn.sram_bytes),
+            "time": fmt_seconds(cn.time_s),
+        }
+        for row in g.counters:
+            value = values[row.key]
+            out.append(
+                TextItem(
+                    f"{key}.counter.{row.key}.value",
+                    row.value,
+                    value,
+                    row.font,
+                    RIGHT,
+                    row.color,
+                    (value,),
+                )
+            )
+        # legend of the current kernel's on-chip buffers
+        if f.layout is not None:
+            entries = fit_legend(legend_entries(f.layout), len(g.legend))
+            state = {(s.place, s.name): s for s in f.slots}
+            for k, (row, entry) in enumerate(zip(g.legend, entries, strict=False)):
+                s = state.get((entry[3], entry[0]))
+                if s is not None and s.active and not f.done:
+                    color = {READ: "read", WRITE: "write"}.get(f.step.kind, "compute")
+                elif s is None or s.resident:
+                    color = "text"
+                else:
+                    color = "faint"
+                text = legend_text(entry)
+                size = fmt_bytes(entry[1])
+                out.append(
+                    TextItem(
+                        f"{key}.legend{k}", row.text, text, g.legend_font, LEFT, color, (size,)
+                    )
+                )
+        # which tile each ring stage holds, inside its band
+        for (where, name), rect in self._slot_rects(f, g).items():
+            s = next((x for x in f.slots if (x.place, x.name) == (where, name)), None)
+            if s is None or s.tile < 0 or not s.resident:
+                continue
+            label = place(
+                fonts,
+                f"{key}.band.{name}",
+                rect.adjusted(3, 0, -2, 0),
+                [(f"j={s.tile}", ())],
+                fonts.small,
+                LEFT,
+                "text",
+                shrink=True,
+            )
+            if label is not None and rect.height() >= fonts.height(fonts.small):
+                out.append(label)
+        # roles strip: the tiles on its axis
+        if g.roles is not None and f.roles is not None and g.role_axis is not None:
+            out += self._role_axis_texts(key, f, g)
+        return out
+
+    def _paint_frame(self, p: QPainter, lay: CanvasLayout) -> None:
         p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
         p.setRenderHint(QPainter.RenderHint.TextAntialiasing, True)
-        self._paint_header(p)
-        for i, (f, g) in enumerate(zip(self._frames, self._geo, strict=False)):
-            self._paint_lane(p, i, f, g)
-        p.end()
-        self.paint_ms.append((time.perf_counter() - t0) * 1e3)
+        for f, g in zip(self._frames, lay.lanes, strict=False):
+            self._paint_lane(p, f, g)
+        for item in self._frame_texts(lay):
+            self._text(p, item)
 
-    def _paint_header(self, p: QPainter) -> None:
+    def _paint_lane(self, p: QPainter, f: LaneFrame, g: LaneGeo) -> None:
         scene = self._scene
         assert scene is not None
-        clock = self._frames[0].clock_s if self._frames else 0.0
-        p.setPen(TEXT)
-        p.setFont(self.f_big)
-        text = self.header_text
-        if text is None:
-            text = f"t = {fmt_seconds(clock)}  of  {fmt_seconds(scene.total_time_s)}"
-        p.drawText(
-            QRectF(12, 2, 300 if self.header_text is None else 520, 26),
-            Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-            text,
-        )
-
-    def _paint_header_background(self, p: QPainter, scene: Scene) -> None:
-        """Legend, GPU and the one-line verdict: how much traffic each lane moves in total."""
-        p.setFont(self.f_norm)
-        right = self.width() - 12.0
-        for text, color in (("compute", COMPUTE_C), ("write", WRITE_C), ("read", READ_C)):
-            tw = self._fm_norm.horizontalAdvance(text)
-            p.setPen(DIM)
-            p.drawText(
-                QRectF(right - tw, 2, tw, 26),
-                Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
-                text,
-            )
-            p.fillRect(QRectF(right - tw - 14, 11, 10, 10), color)
-            right -= tw + 26
-        traffic = {
-            ls.algorithm: ls.totals.bytes_read + ls.totals.bytes_written for ls in scene.lanes
-        }
-        parts = [f"modeled on {scene.gpu.name}"]
-        if NAIVE in traffic and len(traffic) > 1:
-            other = next(a for a in traffic if a != NAIVE)
-            ratio = traffic[NAIVE] / max(1, traffic[other])
-            parts.append(
-                f"HBM traffic: naive {fmt_bytes(traffic[NAIVE])}, {other} "
-                f"{fmt_bytes(traffic[other])} ({ratio:.1f}× less)"
-            )
-        p.setPen(TEXT)
-        p.drawText(
-            QRectF(300, 2, right - 310, 26),
-            Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
-            "   ·   ".join(parts),
-        )
-
-    def _paint_lane(self, p: QPainter, i: int, f: LaneFrame, g: _LaneGeo) -> None:
-        scene = self._scene
-        assert scene is not None
+        c = self.c
         cfg = scene.config
         naive = f.algorithm == NAIVE
         # time cursor
         tb = g.timebar
         frac = f.clock_s / f.clock_total_s if f.clock_total_s > 0 else 0.0
         lane_frac = f.totals.time_s / f.clock_total_s if f.clock_total_s > 0 else 1.0
-        done_w = tb.width() * min(frac, lane_frac)
         p.fillRect(
-            QRectF(tb.x(), tb.y() + 1, done_w, tb.height() - 2),
-            QColor("#5b8def") if not f.done else QColor("#4fa86c"),
+            QRectF(tb.x(), tb.y() + 1, tb.width() * min(frac, lane_frac), tb.height() - 2),
+            c.progress if not f.done else c.done,
         )
         cx = tb.x() + tb.width() * min(1.0, frac)
-        p.fillRect(QRectF(cx - 1, tb.y() - 2, 2, tb.height() + 4), TEXT)
-        # status line, right aligned in the title row
-        p.setFont(self.f_norm)
-        if f.done:
-            status = f"done after {fmt_seconds(f.totals.time_s)}"
-            p.setPen(QColor("#7fd18f"))
-        else:
-            title = KERNEL_TITLES.get(f.kernel, f.kernel)
-            status = (
-                f"kernel {f.kernel_index + 1}/{f.kernel_count}  {title}   ·   block "
-                f"{fmt_int(f.block + 1)}/{fmt_int(f.blocks)}   ·   {f.step.name}"
-            )
-            p.setPen(TEXT)
-        status = self._fm_norm.elidedText(status, Qt.TextElideMode.ElideMiddle, int(g.status_w))
-        p.drawText(g.title, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, status)
+        p.fillRect(QRectF(cx - 1, tb.y() - 2, 2, tb.height() + 4), c.text)
         mats = g.mats
-        # HBM: what has been materialised so far (row-major fill), and read-back sweeps.
+        # HBM: what has been materialised so far (row-major fill), and read-back sweeps
         for m, frac_w in f.written.items():
             if frac_w <= 0 or m not in mats:
                 continue
             r = mats[m]
-            c = QColor(MATRIX_FILL.get(m, OUT_C))
             h = r.height() * frac_w
-            p.fillRect(QRectF(r.x() + 1, r.y() + 1, r.width() - 1, max(1.0, h - 1)), c)
+            p.fillRect(QRectF(r.x() + 1, r.y() + 1, r.width() - 1, max(1.0, h - 1)), c.matrix[m])
         for m, frac_r in f.readback.items():
             if m not in mats or frac_r <= 0:
                 continue
             r = mats[m]
-            c = QColor(READ_C)
-            c.setAlpha(70)
+            sweep = QColor(c.read)
+            sweep.setAlpha(70)
             h = r.height() * frac_r
-            p.fillRect(QRectF(r.x() + 1, r.y() + 1, r.width() - 1, h), c)
-            p.fillRect(QRectF(r.x(), r.y() + h - 1, r.width(), 2), READ_C)
-        # Trail of recently moved tiles.
+            p.fillRect(QRectF(r.x() + 1, r.y() + 1, r.width() - 1, h), sweep)
+            p.fillRect(QRectF(r.x(), r.y() + h - 1, r.width(), 2), c.read)
         for mark in f.trail:
             if mark.matrix not in mats or (not naive and mark.matrix in ("S", "P")):
                 continue
-            c = QColor(KIND_COLOR.get(mark.kind, COMPUTE_C))
-            c.setAlpha(int(40 + 150 * (1.0 - mark.age)))
-            p.fillRect(self._region(mats[mark.matrix], mark.matrix, mark.region, cfg, 3.0), c)
-        # Where the tiles now in SRAM came from (Q_i band, current K_j/V_j, ...).
+            col = QColor(c.kind.get(mark.kind, c.compute))
+            col.setAlpha(int(40 + 150 * (1.0 - mark.age)))
+            p.fillRect(_region(mats[mark.matrix], mark.matrix, mark.region, cfg, 3.0), col)
         p.setBrush(Qt.BrushStyle.NoBrush)
         for mark in f.origins:
             if mark.matrix not in mats:
                 continue
-            c = QColor(SLOT_FILL.get(mark.matrix, TEXT)).lighter(150)
-            p.setPen(QPen(c, 2))
-            p.drawRect(self._region(mats[mark.matrix], mark.matrix, mark.region, cfg, 3.0))
-        # Current step.
+            col = QColor(c.slot.get(mark.matrix, c.text))
+            p.setPen(QPen(col.lighter(150) if c.name == "dark" else col.darker(130), 2))
+            p.drawRect(_region(mats[mark.matrix], mark.matrix, mark.region, cfg, 3.0))
         st = f.step
         hbm_rect = None
         if not f.done and st.kind in (READ, WRITE) and st.matrix in mats:
-            hbm_rect = self._region(mats[st.matrix], st.matrix, st.region, cfg, 4.0)
-            c = QColor(KIND_COLOR[st.kind])
-            fill = QColor(c)
+            hbm_rect = _region(mats[st.matrix], st.matrix, st.region, cfg, 4.0)
+            fill = QColor(c.kind[st.kind])
             fill.setAlpha(200)
             p.fillRect(hbm_rect, fill)
-            p.setPen(QPen(QColor("#ffffff"), 1))
+            p.setPen(QPen(c.text, 1))
             p.setBrush(Qt.BrushStyle.NoBrush)
             p.drawRect(hbm_rect.adjusted(-1, -1, 1, 1))
-        # Link particles: density = share of bandwidth spent reading / writing.
+        # link particles: density = share of bandwidth spent reading / writing
         lk = g.link
         cy = lk.center().y()
         phase = (f.clock_s / f.clock_total_s * 40.0) % 1.0 if f.clock_total_s > 0 else 0.0
         for util, dy, color, direction in (
-            (f.read_util, -14, READ_C, 1),
-            (f.write_util, 14, WRITE_C, -1),
+            (f.read_util, -14, c.read, 1),
+            (f.write_util, 14, c.write, -1),
         ):
             if util <= 0.01:
                 continue
-            c = QColor(color)
-            c.setAlpha(int(90 + 165 * min(1.0, util)))
-            count = 6
+            col = QColor(color)
+            col.setAlpha(int(90 + 165 * min(1.0, util)))
             span = lk.width() - 16
-            for k in range(count):
-                u = (phase * direction + k / count) % 1.0
+            for k in range(6):
+                u = (phase * direction + k / 6) % 1.0
                 x = lk.x() + 8 + span * u
-                p.fillRect(QRectF(x - 4, cy + dy - 4, 8, 8), c)
-        # SRAM slots: bands, top-down, height ∝ bytes (the box is the SM's capacity).
-        box = g.sram
-        cap = max(1, f.sram_capacity)
-        y = box.y() + 1
-        slot_rects: dict[str, QRectF] = {}
-        overflow = False
-        for s in f.slots:
-            h = max(2.0, (box.height() - 2) * s.bytes / cap)
-            if y + h > box.bottom() - 1:
-                h = max(2.0, box.bottom() - 1 - y)
-                overflow = True
-            r = QRectF(box.x() + 1, y, box.width() - 2, h)
-            slot_rects[s.name] = r
-            if s.resident:
-                p.fillRect(r, SLOT_FILL.get(s.matrix, SLOT_FILL[""]))
-            else:
-                p.fillRect(r, QColor(255, 255, 255, 14))
-            p.setPen(QPen(QColor("#101317"), 1))
-            p.drawLine(QPointF(r.x(), r.bottom()), QPointF(r.right(), r.bottom()))
-            if h >= 12:
-                p.setPen(TEXT if s.resident else FAINT)
-                p.setFont(self.f_small)
-                p.drawText(
-                    r.adjusted(4, 0, -2, 0),
-                    Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-                    s.name,
-                )
-            y += h
-        if overflow:
-            p.fillRect(QRectF(box.x(), box.bottom() - 4, box.width(), 4), QColor("#ff4d4d"))
-            self._static_text(
-                p,
-                QPointF(box.x() + 4, box.bottom() - 18),
-                "> capacity",
-                QColor("#ff6b6b"),
-                self.f_small,
-            )
-        elif box.bottom() - y > 34:
-            self._static_text(p, QPointF(box.x() + 4, y + 4), "free", FAINT, self.f_small)
-        active = [s for s in f.slots if s.active]
-        kind_c = KIND_COLOR.get(st.kind, COMPUTE_C)
+                p.fillRect(QRectF(x - 4, cy + dy - 4, 8, 8), col)
+        # SRAM and registers, to scale
+        slot_rects = self._paint_sram(p, f, g)
+        kind_c = c.kind.get(st.kind, c.compute)
+        active = [s for s in f.slots if s.active and (s.place, s.name) in slot_rects]
         if not f.done:
+            p.setBrush(Qt.BrushStyle.NoBrush)
+            p.setPen(QPen(kind_c, 2))
             for s in active:
-                r = slot_rects[s.name]
-                p.setPen(QPen(kind_c, 2))
-                p.setBrush(Qt.BrushStyle.NoBrush)
-                p.drawRect(r.adjusted(1, 0, -1, 0))
-        # Flying tile: HBM region -> SRAM slot (read) or back (write).
+                p.drawRect(slot_rects[(s.place, s.name)].adjusted(1, 0, -1, 0))
+        # flying tile: HBM region -> its SRAM slot (read) or back (write)
+        target = next((s for s in active if s.place == SMEM and s.matrix == st.matrix), None)
+        if target is None and active:
+            target = active[0]
         if (
             not f.done
             and hbm_rect is not None
-            and active
+            and target is not None
             and (f.step_wall_s >= 0.03 or f.gliding)
             and 0.0 < f.step_phase < 1.0
         ):
-            ch_y = cy + (-14 if st.kind == READ else 14)  # through the link's channel
+            ch_y = cy + (-14 if st.kind == READ else 14)
             path = [
                 QPointF(hbm_rect.right(), hbm_rect.center().y()),
                 QPointF(lk.x() + 4, ch_y),
                 QPointF(lk.right() - 4, ch_y),
-                QPointF(box.x(), slot_rects[active[0].name].center().y()),
+                QPointF(g.box.x(), slot_rects[(target.place, target.name)].center().y()),
             ]
             if st.kind == WRITE:
                 path.reverse()
@@ -800,68 +601,191 @@ class TileCanvas(QWidget):
             p.setPen(QPen(line_c, 1, Qt.PenStyle.DashLine))
             p.drawPolyline(path)
             p.fillRect(QRectF(pos.x() - 7, pos.y() - 7, 14, 14), kind_c)
-            p.setPen(QPen(QColor("#ffffff"), 1))
+            p.setPen(QPen(c.text, 1))
             p.drawRect(QRectF(pos.x() - 7, pos.y() - 7, 14, 14))
-        # Legend under the SRAM box.
-        p.setFont(self.f_small)
-        lg = g.legend
-        p.save()
-        p.setClipRect(lg.adjusted(0, 0, 0, 2))
-        row_h = 13
-        cols = 1 if lg.height() >= row_h * len(f.slots) else 2
-        col_w = lg.width() / cols
-        per_col = math.ceil(len(f.slots) / cols)
-        for k, s in enumerate(f.slots):
-            cx0 = lg.x() + (k // per_col) * col_w
-            cy0 = lg.y() + (k % per_col) * row_h
-            if cy0 + row_h > lg.bottom() + 2:
-                break
-            sw = SLOT_FILL.get(s.matrix, SLOT_FILL[""])
-            p.fillRect(QRectF(cx0, cy0 + 3, 8, 8), sw if s.resident else QColor(255, 255, 255, 30))
-            if s.active and not f.done:
-                p.setPen(kind_c)
+        # legend swatches
+        if f.layout is not None:
+            entries = fit_legend(legend_entries(f.layout), len(g.legend))
+            state = {(s.place, s.name): s for s in f.slots}
+            for row, entry in zip(g.legend, entries, strict=False):
+                fill = c.slot.get(entry[2], c.slot[""])
+                s = state.get((entry[3], entry[0]))
+                if entry[3] == REGISTERS:
+                    p.setPen(QPen(fill, 2))
+                    p.setBrush(Qt.BrushStyle.NoBrush)
+                    p.drawRect(row.swatch.adjusted(1, 1, -1, -1))
+                else:
+                    p.fillRect(row.swatch, fill if s is None or s.resident else c.slot_empty)
+        # counter bar: read and written so far, to one scale across lanes
+        if not g.bar.isEmpty():
+            tot = f.totals
+            scale_max = max(fr.totals.bytes_read + fr.totals.bytes_written for fr in self._frames)
+            bw = g.bar.width()
+            rw = bw * f.counters.bytes_read / scale_max if scale_max else 0
+            ww = bw * f.counters.bytes_written / scale_max if scale_max else 0
+            full = bw * (tot.bytes_read + tot.bytes_written) / scale_max if scale_max else 0
+            p.setPen(QPen(c.panel_edge, 1))
+            p.setBrush(Qt.BrushStyle.NoBrush)
+            p.drawRect(QRectF(g.bar.x(), g.bar.y(), full, g.bar.height()))
+            p.fillRect(QRectF(g.bar.x(), g.bar.y(), rw, g.bar.height()), c.read)
+            p.fillRect(QRectF(g.bar.x() + rw, g.bar.y(), ww, g.bar.height()), c.write)
+        if g.roles is not None and f.roles is not None:
+            self._paint_roles(p, f, g)
+
+    def _slot_rects(self, f: LaneFrame, g: LaneGeo) -> dict[tuple[str, str], QRectF]:
+        """Each on-chip buffer's band: shared memory in the SRAM box (top down, height ∝ bytes
+        of the SM's capacity), registers in the register file box."""
+        out: dict[tuple[str, str], QRectF] = {}
+        for place_, box, cap in (
+            (SMEM, g.box, max(1, f.sram_capacity)),
+            (REGISTERS, g.regs, REGISTER_FILE_BYTES),
+        ):
+            if box is None:
+                continue
+            y = box.y() + 1
+            for s in f.slots:
+                if s.place != place_:
+                    continue
+                h = max(2.0, (box.height() - 2) * s.bytes / cap)
+                h = min(h, max(2.0, box.bottom() - 1 - y))
+                out[(s.place, s.name)] = QRectF(box.x() + 1, y, box.width() - 2, h)
+                y += h
+        return out
+
+    def _paint_sram(self, p: QPainter, f: LaneFrame, g: LaneGeo) -> dict[tuple[str, str], QRectF]:
+        c = self.c
+        rects = self._slot_rects(f, g)
+        state = {(s.place, s.name): s for s in f.slots}
+        for key, r in rects.items():
+            s = state[key]
+            fill = c.slot.get(s.matrix, c.slot[""]) if s.resident else c.slot_empty
+            p.fillRect(r, fill)
+            p.setPen(QPen(c.box, 1))
+            p.drawLine(QPointF(r.x(), r.bottom()), QPointF(r.right(), r.bottom()))
+        # the other blocks resident on the same SM (same carve-up), and what is left
+        box = g.box
+        used = sum(s.bytes for s in f.slots if s.place == SMEM)
+        cap = max(1, f.sram_capacity)
+        y = box.y() + 1 + (box.height() - 2) * min(1.0, used / cap)
+        occ = f.layout.occupancy if f.layout is not None else None
+        if occ is not None and not f.done:
+            per = (box.height() - 2) * (f.layout.smem_bytes + occ.reserved_smem) / cap
+            ghost = QColor(c.slot[""])
+            ghost.setAlpha(70)
+            for _ in range(occ.blocks - 1):
+                r = QRectF(box.x() + 1, y + 1, box.width() - 2, min(per, box.bottom() - 1 - y) - 1)
+                if r.height() <= 1:
+                    break
+                p.fillRect(r, ghost)
+                p.setPen(QPen(c.dim, 1, Qt.PenStyle.DotLine))
+                p.setBrush(Qt.BrushStyle.NoBrush)
+                p.drawRect(r)
+                y += per
+        if used > cap:
+            p.fillRect(QRectF(box.x(), box.bottom() - 4, box.width(), 4), c.error)
+        return rects
+
+    # ---- warp roles
+
+    def _role_window(self, f: LaneFrame) -> tuple[int, int, float, float]:
+        tl = f.roles
+        assert tl is not None
+        j = tl.tile_at(f.role_t)
+        j0, j1 = max(0, j - ROLE_WINDOW[0]), min(tl.tiles, j + ROLE_WINDOW[1])
+        t0 = float(tl.wait[0, j0]) if j0 > 0 else 0.0
+        t1 = float(tl.wait[0, j1]) if j1 < tl.tiles else tl.end
+        if not math.isfinite(t0):
+            t0 = 0.0
+        if not math.isfinite(t1) or t1 <= t0:
+            t1 = tl.end
+        return j0, j1, t0, max(t1, t0 + 1e-30)
+
+    def _role_axis_texts(self, key: str, f: LaneFrame, g: LaneGeo) -> list[TextItem]:
+        tl = f.roles
+        axis = g.role_axis
+        assert tl is not None and axis is not None
+        j0, j1, t0, t1 = self._role_window(f)
+        out = []
+        last_right = axis.x() - 1e9
+        for j in range(j0, min(j1, tl.tiles - 1) + 1):
+            t = tl.issue[0, j]
+            if not math.isfinite(t) or not t0 <= t <= t1:
+                continue
+            x = axis.x() + axis.width() * (t - t0) / (t1 - t0)
+            text = f"j={j}"
+            w = self.fonts.width(text, self.fonts.small) + 2
+            r = QRectF(x - w / 2, axis.y(), w, axis.height())
+            if r.x() < last_right + 6 or r.right() > axis.right() or r.x() < axis.x():
+                continue
+            out.append(TextItem(f"{key}.roles.tile{j}", r, text, self.fonts.small, CENTER, "dim"))
+            last_right = r.right()
+        return out
+
+    def _paint_roles(self, p: QPainter, f: LaneFrame, g: LaneGeo) -> None:
+        tl: RoleTimeline | None = f.roles
+        if tl is None or not g.role_rows:
+            return
+        c = self.c
+        j0, j1, t0, t1 = self._role_window(f)
+        rows = g.role_rows
+        width = rows[0].width()
+
+        def x_of(t: float) -> float:
+            return rows[0].x() + width * (t - t0) / (t1 - t0)
+
+        for s in tl.spans(j0, j1):
+            if s.role >= len(rows):
+                continue
+            row = rows[s.role]
+            a, b = max(s.t0, t0), min(s.t1, t1)
+            if b < a:
+                continue
+            x0, x1 = x_of(a), x_of(b)
+            if s.kind == ISSUE:
+                p.fillRect(QRectF(x0 - 1, row.y(), 2, row.height()), c.role[ISSUE])
+                continue
+            if s.role == 0:  # copies overlap: K on the upper half, V on the lower
+                half = row.height() / 2
+                y = row.y() + (0 if s.kind == "copy_k" else half)
+                p.fillRect(QRectF(x0, y + 1, max(1.0, x1 - x0), half - 2), c.role[s.kind])
+            elif s.kind == PV:  # its P·V on the tensor cores, under its own softmax
+                h = max(2.0, row.height() / 4)
+                p.fillRect(QRectF(x0, row.bottom() - h - 1, max(1.0, x1 - x0), h), c.role[GEMM])
             else:
-                p.setPen(TEXT if s.resident else FAINT)
-            self._static_text(
-                p, QPointF(cx0 + 12, cy0), f"{s.name}  {fmt_bytes(s.bytes)}", None, self.f_small
-            )
-        p.restore()
-        # Counters (their end values are in the background).
-        c, tot = f.counters, f.totals
-        values = (
-            fmt_bytes(c.bytes_read),
-            fmt_bytes(c.bytes_written),
-            fmt_flops(c.flops),
-            fmt_bytes(c.sram_bytes),
-            fmt_seconds(c.time_s),
-        )
-        cr = g.counters
-        vx = cr.x() + CAPTION_W
-        p.setFont(self.f_mono_b)
-        for k, now in enumerate(values):
-            yy = cr.y() + 22 + k * 19
-            p.setPen((READ_C, WRITE_C, COMPUTE_C, TEXT, TEXT)[k])
-            p.drawText(
-                QRectF(vx, yy, TOTAL_X - CAPTION_W - 4, 17),
-                Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
-                now,
-            )
-        # Counter bars: read and written so far, to one scale across lanes.
-        yy = cr.y() + 22 + 5 * 19 + 8
-        p.setFont(self.f_small)
-        scale_max = max((fr.totals.bytes_read + fr.totals.bytes_written) for fr in self._frames)
-        bar_w = cr.width() - 8
-        rw = bar_w * c.bytes_read / scale_max if scale_max else 0
-        ww = bar_w * c.bytes_written / scale_max if scale_max else 0
-        full = bar_w * (tot.bytes_read + tot.bytes_written) / scale_max if scale_max else 0
-        p.setPen(QPen(PANEL_EDGE, 1))
-        p.setBrush(Qt.BrushStyle.NoBrush)
-        p.drawRect(QRectF(cr.x(), yy, full, 12))
-        p.fillRect(QRectF(cr.x(), yy, rw, 12), READ_C)
-        p.fillRect(QRectF(cr.x() + rw, yy, ww, 12), WRITE_C)
-        self._static_text(
-            p, QPointF(cr.x(), yy + 28), f"level of detail: {f.lod}", DIM, self.f_small
-        )
+                p.fillRect(
+                    QRectF(x0, row.y() + 1, max(1.0, x1 - x0), row.height() - 2),
+                    c.role.get(s.kind, c.dim),
+                )
+        # now
+        x = x_of(min(max(f.role_t, t0), t1))
+        p.fillRect(QRectF(x - 1, rows[0].y() - 2, 2, rows[-1].bottom() - rows[0].y() + 4), c.cursor)
+
+
+def _shape(matrix: str, cfg: AttentionConfig) -> tuple[int, int]:
+    n, d = cfg.seq_len, cfg.head_dim
+    return {"S": (n, n), "P": (n, n), "ml": (n, 2)}.get(matrix, (n, d))
+
+
+def _region(
+    r: QRectF,
+    matrix: str,
+    region: tuple[int, int, int, int],
+    cfg: AttentionConfig,
+    min_px: float = 2.0,
+) -> QRectF:
+    rows, cols = _shape(matrix, cfg)
+    r0, r1, c0, c1 = region
+    x0 = r.x() + r.width() * c0 / cols
+    x1 = r.x() + r.width() * min(c1, cols) / cols
+    y0 = r.y() + r.height() * r0 / rows
+    y1 = r.y() + r.height() * min(r1, rows) / rows
+    if x1 - x0 < min_px:
+        cx = (x0 + x1) / 2
+        x0, x1 = cx - min_px / 2, cx + min_px / 2
+    if y1 - y0 < min_px:
+        cy = (y0 + y1) / 2
+        y0, y1 = cy - min_px / 2, cy + min_px / 2
+    return QRectF(x0, y0, x1 - x0, y1 - y0)
 
 
 def _along(points: list[QPointF], u: float) -> QPointF:

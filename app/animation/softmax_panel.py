@@ -12,6 +12,7 @@ from ..state.animation.online_softmax import (
     OnlineSoftmaxTrace,
     toy_trace,
 )
+from .colors import DARK, AnimColors
 
 
 def _vec(v: np.ndarray, digits: int = 3) -> str:
@@ -33,6 +34,7 @@ class OnlineSoftmaxPanel(QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.view)
         self.active_tile = -1
+        self.highlight, self.border = DARK.highlight.name(), DARK.panel_edge.name()
         self.set_trace(trace or toy_trace())
 
     @property
@@ -43,6 +45,12 @@ class OnlineSoftmaxPanel(QWidget):
     @property
     def exact_row(self) -> np.ndarray:
         return self.trace.exact
+
+    def set_colors(self, colors: AnimColors) -> None:
+        """Follow the theme (the text itself takes the widget palette's colours)."""
+        self.highlight = colors.highlight.name()
+        self.border = colors.panel_edge.name()
+        self._render()
 
     def set_trace(self, trace: OnlineSoftmaxTrace) -> None:
         self.trace = trace
@@ -58,7 +66,7 @@ class OnlineSoftmaxPanel(QWidget):
         t = self.trace
         rows = []
         for u in t.updates:
-            bg = ' style="background:#33402a"' if u.tile == self.active_tile else ""
+            bg = f' style="background:{self.highlight}"' if u.tile == self.active_tile else ""
             rescale = "—" if u.tile == 0 else f"{u.rescale:.4f}"
             grew = " ↑" if u.tile > 0 and u.rescale < 1.0 else ""
             rows.append(
@@ -77,7 +85,7 @@ class OnlineSoftmaxPanel(QWidget):
 Per key tile j: m = max(m, max s<sub>j</sub>); α = e<sup>m<sub>old</sub>−m</sup>;
 l = α·l + Σ e<sup>s<sub>j</sub>−m</sup>; O = α·O + e<sup>s<sub>j</sub>−m</sup>·V<sub>j</sub>.
 The last column is O/l so far.</p>
-<table cellspacing="0" cellpadding="2" border="1" style="border-color:#555">
+<table cellspacing="0" cellpadding="2" border="1" style="border-color:{self.border}">
 <tr><th>tile j</th><th>scores s = q·k/√d</th><th>m</th><th>l</th><th>α (rescale)</th>
 <th>O / l so far</th></tr>
 {"".join(rows)}

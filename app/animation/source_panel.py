@@ -1,4 +1,4 @@
-"""The readable kernel's source with the current step's lines highlighted.
+"""The kernel source of the lane being followed, with the current step's lines highlighted.
 
 Files are read on a QThreadPool worker, never on the GUI thread; until a file exists (the
 kernels may be written after the app) the panel says so and looks again every few seconds.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, QTimer, Signal
-from PySide6.QtGui import QColor, QFont, QTextCursor, QTextFormat
+from PySide6.QtGui import QFont, QPalette, QTextCursor, QTextFormat
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
@@ -26,11 +26,10 @@ from ..state.animation.kernel_source import (
     KernelSource,
     load_kernel_source,
 )
+from .colors import DARK, AnimColors
 
 RECHECK_MS = 3000
 AUTO = "auto"
-HIGHLIGHT = QColor("#3b4a2a")
-HIGHLIGHT_TAG = QColor("#55692f")
 
 #: What to say for a naive step that runs in a library GEMM (no readable source of ours).
 LIBRARY_STEPS = {
@@ -55,7 +54,8 @@ class _LoadTask(QRunnable):
 
 
 class SourcePanel(QWidget):
-    """Shows flash_readable.cu (tiled lane) or softmax.cu (naive lane), following the clock."""
+    """Shows the source of a lane's kernel (flash_readable.cu for the readable lane, softmax.cu
+    for naive's, flash_ws.cu for the warp-specialized one, ...), following the clock."""
 
     sourceLoaded = Signal(str)
 
@@ -67,7 +67,9 @@ class SourcePanel(QWidget):
         self._pending: set[str] = set()
         self._steps: dict[str, tuple[str, str]] = {}  # algorithm -> (kernel, step)
         self._shown: tuple | None = None
+        self._lanes: tuple[str, ...] = tuple(SOURCE_FILES)
         self.highlighted: tuple[tuple[int, int], ...] = ()
+        self.colors: AnimColors = DARK
         self._signals = _Loaded(self)
         self._signals.loaded.connect(self._on_loaded)
 
@@ -128,17 +130,34 @@ class SourcePanel(QWidget):
 
     # ---- following the clock
 
+    def set_colors(self, colors: AnimColors) -> None:
+        """Follow the theme: the text's own colours and the highlight of the current step."""
+        self.colors = colors
+        pal = self.text.palette()
+        pal.setColor(QPalette.ColorRole.Base, colors.panel)
+        pal.setColor(QPalette.ColorRole.Text, colors.text)
+        self.text.setPalette(pal)
+        self._render(force=True)
+
+    def set_lanes(self, algorithms: tuple[str, ...]) -> None:
+        """The lanes the animation shows: auto mode follows one of them (the fused kernel
+        first, then naive), and steps of lanes no longer shown are forgotten."""
+        self._lanes = tuple(a for a in algorithms if a in SOURCE_FILES)
+        self._steps = {a: v for a, v in self._steps.items() if a in self._lanes}
+        self._render(force=True)
+
     @property
     def followed(self) -> str:
-        """The lane whose source is shown: the chosen one, or in auto mode the first lane
-        (tiled, then naive) that is still running."""
+        """The lane whose source is shown: the chosen one, or in auto mode the first lane still
+        running (the fused kernel's before naive's)."""
         chosen = str(self.lane.currentData())
         if chosen != AUTO:
             return chosen
-        for algo in SOURCE_FILES:
+        order = sorted(self._lanes, key=lambda a: a == "naive")
+        for algo in order:
             if self._steps.get(algo, ("", ""))[1]:
                 return algo
-        return next(iter(SOURCE_FILES))
+        return order[0] if order else next(iter(SOURCE_FILES))
 
     def follow(self, algorithm: str) -> None:
         idx = self.lane.findData(algorithm)
@@ -175,7 +194,9 @@ class SourcePanel(QWidget):
         for first, last in blocks:
             for line in range(first, last + 1):
                 sel = QTextEdit.ExtraSelection()
-                sel.format.setBackground(HIGHLIGHT_TAG if line == first else HIGHLIGHT)
+                sel.format.setBackground(
+                    self.colors.highlight_tag if line == first else self.colors.highlight
+                )
                 sel.format.setProperty(QTextFormat.Property.FullWidthSelection, True)
                 cur = QTextCursor(doc.findBlockByNumber(line))
                 sel.cursor = cur

@@ -1,12 +1,18 @@
 """`TracePanel`, the "real GPU trace" mode: pick a recorded trace, see every SM's blocks
 (TraceView), click one to replay its traced phases (BlockStrip) as the schedule's steps in the
 HBM/SRAM view (a TileCanvas), each lasting as long as it took on the hardware (see
-app/state/animation/trace_replay.py)."""
+app/state/animation/trace_replay.py). A warp-specialized trace also shows the selected block's
+warp roles as the hardware ran them.
+
+Trace files are read, checked and laid out on a worker thread (app/background.py): the panel
+says "Loading…" meanwhile and `loaded` fires once the traces (or a message) are in."""
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -16,12 +22,12 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QSplitter,
+    QStyle,
     QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
-from gpu.costmodel import DEFAULT_GPU, GPUS, gpu_for_device_name
 from gpu.trace import (
     BLOCK_LEVEL,
     KERNEL_LEVEL,
@@ -31,18 +37,43 @@ from gpu.trace import (
     load_traces,
 )
 
+from ..background import LatestOnly
 from ..state.animation.player import Player
 from ..state.animation.trace_replay import BlockReplay
 from .block_strip import BlockStrip
-from .canvas import (
-    TileCanvas,
-    scene_for,
-)
+from .canvas import TileCanvas, scene_for
+from .colors import DARK, AnimColors
 from .trace_style import algo_label, fmt_ns, query_tile_rows, trace_title
-from .trace_view import TraceView
+from .trace_view import PreparedTrace, TraceView, prepare_trace
 
-#: The trace shipped with the app (recorded on the H200 by bench/trace_h200.py).
-SHIPPED_TRACES = Path(__file__).resolve().parents[2] / "resources" / "traces" / "h200_trace.json"
+SHIPPED_DIR = Path(__file__).resolve().parents[2] / "resources" / "traces"
+#: The traces shipped with the app: naive and the tiled kernels (bench/trace_h200.py), the
+#: warp-specialized kernel (bench/ws_check.py's rows, bench/ship_ws_trace.py), all on the H200.
+SHIPPED_TRACES = (SHIPPED_DIR / "h200_trace.json", SHIPPED_DIR / "h200_ws_trace.json")
+
+
+def read_traces(
+    paths: Sequence[Path],
+    every: bool = True,
+    size: tuple[int, int] | None = None,
+    colors: AnimColors | None = None,
+) -> tuple[PreparedTrace, ...]:
+    """Load and prepare the traces of `paths` (a worker thread's job), their blocks drawn for
+    a view of `size` in `colors`. With `every`, any file that cannot be read raises; without,
+    unreadable files are skipped unless none is left."""
+    out: list[PreparedTrace] = []
+    first_error: TraceError | None = None
+    for path in paths:
+        try:
+            out += [prepare_trace(t, size, colors) for t in load_traces(path)]
+        except TraceError as exc:
+            if every:
+                raise
+            first_error = first_error or exc
+    if not out and first_error is not None:
+        raise first_error
+    return tuple(out)
+
 
 REPLAY_WALL_S = 6.0  # one block replays in this many wall seconds at 1×
 
@@ -51,6 +82,8 @@ class TracePanel(QWidget):
     """Pick a recorded trace, see every SM's blocks, click one to replay its steps."""
 
     traceChanged = Signal(str)
+    #: Traces asked for (load_shipped, load_file) arrived, or `message` says why not.
+    loaded = Signal()
 
     def __init__(
         self, parent: QWidget | None = None, traces: tuple[Trace, ...] | None = None
@@ -65,13 +98,19 @@ class TracePanel(QWidget):
         self.fraction = 0.0
         self.speed = 1.0
         self.message = ""
+        self.source = ""
+        self.c: AnimColors = DARK
+        self.loader = LatestOnly(self)
+        self._prepared: dict[int, PreparedTrace] = {}
 
         self.chooser = QComboBox(self)
         self.chooser.setObjectName("traceChooser")
         self.chooser.currentIndexChanged.connect(self._on_choose)
         self.replay_button = QToolButton(self)
         self.replay_button.setObjectName("traceReplay")
-        self.replay_button.setText("▶ Replay block")
+        self.replay_button.setText("Replay block")
+        self.replay_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.replay_button.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_MediaPlay))
         self.replay_button.setToolTip("Replay the selected block's traced phases (Space)")
         self.replay_button.clicked.connect(self.toggle_replay)
         self.speed_box = QComboBox(self)
@@ -99,6 +138,7 @@ class TracePanel(QWidget):
         bar.addWidget(self.open_button)
 
         self.view = TraceView(self)
+        self.view.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.view.blockSelected.connect(self.select_block)
         self.strip = BlockStrip(self)
         self.canvas = TileCanvas(self)
@@ -136,35 +176,57 @@ class TracePanel(QWidget):
     # ---- traces
 
     def load_shipped(self) -> None:
-        """The H200 trace in resources/ (a message instead when it cannot be read)."""
-        try:
-            self.set_traces(load_traces(SHIPPED_TRACES), source=SHIPPED_TRACES.name)
-        except TraceError as exc:
-            self.message = str(exc)
-            self.info.setText(f"No trace: {exc}")
+        """The traces in resources/ (read off the GUI thread; a message if none can be read)."""
+        self._load(SHIPPED_TRACES, "the traces recorded on the H200", "shipped", every=False)
 
     def load_file(self, path: str | Path) -> None:
-        try:
-            traces = load_traces(path)
-        except TraceError as exc:
+        """A traces file or a recorded run with traces (read off the GUI thread)."""
+        self._load((Path(path),), Path(path).name, Path(path).name, every=True)
+
+    def _load(self, paths: Sequence[Path], what: str, source: str, every: bool) -> None:
+        self.info.setText(f"Loading {what}…")
+
+        def failed(exc: BaseException) -> None:
             self.message = str(exc)
-            self.info.setText(f"Cannot open {path}: {exc}")
-            return
-        if not traces:
-            self.info.setText(f"{path} holds no traces")
-            return
-        self.set_traces(traces, source=Path(path).name)
+            where = f"Cannot open {paths[0]}" if every else "No trace"
+            self.info.setText(f"{where}: {exc}")
+            self.loaded.emit()
+
+        def done(prepared: tuple[PreparedTrace, ...]) -> None:
+            if not prepared:
+                self.message = f"{what} holds no traces"
+                self.info.setText(f"{what} holds no traces")
+            else:
+                self.message = ""
+                self._prepared = {id(p.trace): p for p in prepared}
+                self.set_traces(tuple(p.trace for p in prepared), source=source)
+            self.loaded.emit()
+
+        def submit() -> None:  # once the panel is laid out: the blocks are drawn for its size
+            lanes = self.view.lanes_rect()
+            size = (max(1, round(lanes.width())), max(1, round(lanes.height())))
+            colors = self.c
+            self.loader.submit(lambda: read_traces(paths, every, size, colors), done, failed)
+
+        QTimer.singleShot(0, submit)
 
     def _open_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
-            self, "Open a trace", str(SHIPPED_TRACES.parent), "JSON (*.json)"
+            self, "Open a trace", str(SHIPPED_DIR), "JSON (*.json)"
         )
         if path:
             self.load_file(path)
 
+    def set_colors(self, colors: AnimColors) -> None:
+        self.c = colors
+        for w in (self.view, self.strip, self.canvas):
+            w.set_colors(colors)
+
     def set_traces(self, traces: tuple[Trace, ...], source: str = "") -> None:
+        """Show these traces (already parsed); each is laid out when first chosen."""
         self.traces = tuple(traces)
         self.source = source
+        self._prepared = {k: v for k, v in self._prepared.items() if v.trace in self.traces}
         self.chooser.blockSignals(True)
         self.chooser.clear()
         for t in self.traces:
@@ -196,10 +258,15 @@ class TracePanel(QWidget):
             return
         self.stop_replay()
         self.trace = trace
-        gpu = gpu_for_device_name(trace.device) or GPUS[DEFAULT_GPU]
-        self.player = Player(trace.config, gpu, algorithms=(trace.algorithm,))
+        prepared = self._prepared.get(id(trace))
+        if prepared is None:  # given as parsed traces (a recording's): lay it out here
+            prepared = self._prepared[id(trace)] = prepare_trace(trace)
+        gpu = prepared.gpu
+        self.player = Player(
+            trace.config, gpu, algorithms=(trace.algorithm,), lanes=list(prepared.lanes)
+        )
         self.canvas.set_scene(scene_for(trace.config, gpu, self.player.lanes))
-        self.view.set_trace(trace)
+        self.view.set_trace(trace, prepared)
         self.view.set_references(
             [
                 (algo_label(o.algorithm), o.span_ns)
@@ -219,10 +286,10 @@ class TracePanel(QWidget):
 
     def _describe(self, t: Trace) -> str:
         lay = self.view.lay
-        ev = f"CUDA events {fmt_ns(t.kernel_ms * 1e6)}"
+        ev = f" (CUDA events {fmt_ns(t.kernel_ms * 1e6)})" if t.kernel_ms > 0 else ""
         if t.level == KERNEL_LEVEL or lay is None:
             kernels = " + ".join(f"{b.kernel} {fmt_ns(b.duration_ns)}" for b in t.blocks)
-            return f"{trace_title(t)} · {kernels} = {fmt_ns(t.span_ns)} ({ev}) · {t.notes}"
+            return f"{trace_title(t)} · {kernels} = {fmt_ns(t.span_ns)}{ev} · {t.notes}"
         waves = " + ".join(str(int((lay.wave == w).sum())) for w in range(lay.waves))
         load = comp = 0
         for b in t.blocks:
@@ -234,11 +301,19 @@ class TracePanel(QWidget):
         share = 100 * load / max(1, load + comp)
         per_sm = f"{lay.slots} at a time per SM" if lay.slots > 1 else "1 at a time per SM"
         kept = f" · phases of {t.tiles_kept} tiles per block kept" if t.tiles_kept else ""
+        roles = ""
+        prepared = self._prepared.get(id(t))
+        if prepared is not None and prepared.role_overlap is not None:
+            roles = (
+                f" · a consumer's softmax runs under the other consumer's GEMMs for "
+                f"{100 * prepared.role_overlap:.0f}% of its time (ping-pong; blocks sampled "
+                "evenly)"
+            )
         return (
             f"{trace_title(t)} · {len(t.blocks)} blocks on {len({b.sm for b in t.blocks})} SMs, "
             f"{per_sm} → {lay.waves} waves ({waves}) · first block start to last block end "
-            f"{fmt_ns(t.span_ns)} ({ev}) · waiting for K/V tiles: {share:.0f}% of the blocks' "
-            f"loop time{kept}"
+            f"{fmt_ns(t.span_ns)}{ev} · waiting for K/V tiles: {share:.0f}% of the blocks' "
+            f"loop time{roles}{kept}"
         )
 
     # ---- selection and replay
@@ -284,6 +359,10 @@ class TracePanel(QWidget):
         else:
             self.player.t = m  # forward: the tiles moved since the last frame leave a trail
         frames = self.player.frames()
+        roles = self.strip.roles
+        if roles is not None and frames:  # the block's real roles, at the replay's moment
+            t_role = float(t_ns - self.selected.start_ns)
+            frames = [replace(frames[0], roles=roles, role_t=t_role), *frames[1:]]
         self.canvas.set_frames(frames)
         self.view.set_cursor(t_ns)
         into = fmt_ns(t_ns - self.selected.start_ns)
@@ -326,11 +405,13 @@ class TracePanel(QWidget):
             self.fraction = 0.0
         self._clock = time.monotonic()
         self._timer.start()
-        self.replay_button.setText("⏸ Pause")
+        self.replay_button.setText("Pause")
+        self.replay_button.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_MediaPause))
 
     def stop_replay(self) -> None:
         self._timer.stop()
-        self.replay_button.setText("▶ Replay block")
+        self.replay_button.setText("Replay block")
+        self.replay_button.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_MediaPlay))
 
     def toggle_replay(self) -> None:
         if self._timer.isActive():

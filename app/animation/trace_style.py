@@ -1,13 +1,9 @@
-"""Colours, captions and labels shared by the real-trace widgets (trace_view, block_strip,
-trace_panel)."""
+"""Captions and labels shared by the real-trace widgets (trace_view, block_strip, trace_panel);
+their colours are the theme's (colors.py)."""
 
 from __future__ import annotations
 
 import math
-
-from PySide6.QtGui import (
-    QColor,
-)
 
 from app.state.units import fmt_seconds
 from gpu.algorithms import ALGORITHMS
@@ -15,34 +11,11 @@ from gpu.trace import (
     Trace,
 )
 
-from .canvas import (
-    COMPUTE_C,
-    READ_C,
-    WRITE_C,
-)
-
-WAVE_COLORS = tuple(
-    QColor(c) for c in ("#4f8fd0", "#a77be0", "#4fb07a", "#d6a24a", "#d0607d", "#5fc0c0")
-)
-KERNEL_COLORS = {
-    "gemm_qk": QColor("#a77be0"),
-    "softmax": QColor("#c4576f"),
-    "gemm_pv": QColor("#a77be0"),
-}
 KERNEL_CAPTIONS = {
     "gemm_qk": "S = Q·Kᵀ/√d  (cuBLAS GEMM, writes S)",
     "softmax": "P = softmax(S)  (our kernel, reads S, writes P)",
     "gemm_pv": "O = P·V  (cuBLAS GEMM, reads P)",
 }
-PHASE_COLORS = {
-    "load_Q_i": READ_C,
-    "load_K_j": QColor("#7fc4ff"),
-    "compute_S_ij": COMPUTE_C,
-    "store_O_i": WRITE_C,
-}
-SELECT_C = QColor("#ffffff")
-CURSOR_C = QColor("#ffe066")
-REF_C = QColor("#e0b84a")
 
 
 def nice_step(span: float, target: int) -> float:

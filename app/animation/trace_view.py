@@ -4,6 +4,9 @@ One lane per SM (132 on the H200) and every thread block as a bar where and when
 coloured by wave (the how-manieth block its SM slot ran), with the block's waits for K/V tiles
 darker; above the lanes, the number of blocks running over time shows the waves and the tail.
 Kernel-level traces (naive: cuBLAS cannot be instrumented) get one lane per kernel instead.
+A warp-specialized kernel's blocks split into one sub-lane per warp role (the producer's copy
+issues, each consumer's GEMM turns and softmax), so the real overlap shows where blocks are
+tall enough; the selected block's strip (block_strip.py) shows it at full size.
 
 Painting: everything static (lanes, every block and its phases, axes, legend) is drawn once per
 (size, trace) into a pixmap; a frame draws that pixmap plus the selection, hover and replay
@@ -15,6 +18,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
@@ -22,6 +26,7 @@ from PySide6.QtGui import (
     QColor,
     QFont,
     QFontMetrics,
+    QImage,
     QMouseEvent,
     QPainter,
     QPaintEvent,
@@ -35,39 +40,31 @@ from PySide6.QtWidgets import (
 )
 
 from app.state.units import fmt_bytes
-from gpu.costmodel import algorithm_cost
+from gpu.costmodel import DEFAULT_GPU, GPUS, GpuSpec, algorithm_cost, gpu_for_device_name
 from gpu.trace import (
     BLOCK_LEVEL,
     KERNEL_LEVEL,
+    ROLE_TILE_PHASES,
     Trace,
     TraceLayout,
     active_blocks,
     layout,
 )
 
-from .canvas import (
-    BG,
-    COMPUTE_C,
-    DIM,
-    FAINT,
-    PANEL,
-    PANEL_EDGE,
-    READ_C,
-    TEXT,
-    WRITE_C,
+from ..background import LatestOnly
+from ..state.animation.player import Lane, build_lanes
+from ..state.animation.warp_roles import (
+    EPILOGUE,
+    GEMM,
+    ISSUE,
+    SOFTMAX,
+    WAIT,
+    WAIT_PV,
+    overlap_share,
+    traced_roles,
 )
-from .trace_style import (
-    CURSOR_C,
-    KERNEL_CAPTIONS,
-    KERNEL_COLORS,
-    PHASE_COLORS,
-    REF_C,
-    SELECT_C,
-    WAVE_COLORS,
-    fmt_ns,
-    nice_step,
-    query_tile_rows,
-)
+from .colors import DARK, AnimColors
+from .trace_style import KERNEL_CAPTIONS, fmt_ns, nice_step, query_tile_rows
 
 
 class TraceView(QWidget):
@@ -104,22 +101,62 @@ class TraceView(QWidget):
         self.f_small = QFont("DejaVu Sans", 8)
         self.f_norm = QFont("DejaVu Sans", 9)
         self.f_bold = QFont("DejaVu Sans", 9, QFont.Weight.Bold)
+        self.c: AnimColors = DARK
+        self._roles: dict[str, np.ndarray] | None = None
+        #: ((trace id, colours, width, height), image) of the lanes' blocks (blocks_image)
+        self._blocks: tuple[tuple, QImage] | None = None
+        self._blocks_wanted: tuple | None = None
+        self.renderer = LatestOnly(self)
 
     def sizeHint(self) -> QSize:
         return QSize(1200, 560)
 
+    def set_colors(self, colors: AnimColors) -> None:
+        if colors != self.c:
+            self.c = colors
+            self._bg_key = None
+            self.update()
+
+    def _stripe(self) -> QColor:
+        c = QColor(self.c.text)
+        c.setAlpha(10)
+        return c
+
+    def _veil(self) -> QColor:
+        c = QColor(self.c.bg)
+        c.setAlpha(220)
+        return c
+
+    def _hover(self) -> QColor:
+        c = QColor(self.c.text)
+        c.setAlpha(160)
+        return c
+
     # ---- inputs
 
-    def set_trace(self, trace: Trace | None) -> None:
+    def set_trace(self, trace: Trace | None, prepared: PreparedTrace | None = None) -> None:
+        """Show `trace`; `prepared` (prepare_trace, made off the GUI thread) saves the work of
+        laying it out here."""
+        if prepared is not None and prepared.trace is not trace:
+            prepared = None
         self.trace = trace
-        self.lay = layout(trace) if trace is not None else None
+        self.lay = (
+            prepared.lay if prepared is not None else layout(trace) if trace is not None else None
+        )
         self._index = {b.block: k for k, b in enumerate(trace.blocks)} if trace else {}
         self._span_ns = (
             float(max(1, max(b.end_ns for b in trace.blocks)))
             if trace is not None and trace.blocks
             else 1.0
         )
-        self._phases = _phase_arrays(trace) if trace is not None else None
+        self._blocks = self._blocks_wanted = None
+        if prepared is not None:
+            self._phases, self._roles = prepared.phases, prepared.roles
+            if prepared.image is not None:
+                self._blocks = ((id(trace), *prepared.image_key), prepared.image)
+        else:
+            self._phases = _phase_arrays(trace) if trace is not None else None
+            self._roles = _role_arrays(trace) if trace is not None and trace.roles else None
         self.selected = self.hovered = None
         self.cursor_ns = None
         self.painted_blocks = 0
@@ -262,12 +299,12 @@ class TraceView(QWidget):
         t0 = time.perf_counter()
         p = QPainter(self)
         if self.trace is None or self.lay is None:
-            p.fillRect(self.rect(), BG)
-            p.setPen(DIM)
+            p.fillRect(self.rect(), self.c.bg)
+            p.setPen(self.c.dim)
             p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "no trace loaded")
             p.end()
             return
-        key = (self.width(), self.height(), self.devicePixelRatioF(), id(self.trace))
+        key = (self.width(), self.height(), self.devicePixelRatioF(), id(self.trace), self.c)
         if key != self._bg_key or self._bg is None:
             self._bg_key = key
             self._bg = self._paint_background()
@@ -282,11 +319,11 @@ class TraceView(QWidget):
         dpr = self.devicePixelRatioF()
         pm = QPixmap(int(self.width() * dpr), int(self.height() * dpr))
         pm.setDevicePixelRatio(dpr)
-        pm.fill(BG)
+        pm.fill(self.c.bg)
         p = QPainter(pm)
         p.setRenderHint(QPainter.RenderHint.TextAntialiasing, True)
         lanes = self.lanes_rect()
-        p.fillRect(lanes, PANEL)
+        p.fillRect(lanes, self.c.panel)
         self._paint_lane_labels(p)
         if trace.level == KERNEL_LEVEL:
             self._paint_kernels(p)
@@ -296,7 +333,7 @@ class TraceView(QWidget):
         self._paint_axis(p)
         self._paint_references(p)
         self._paint_legend(p)
-        p.setPen(QPen(PANEL_EDGE, 1))
+        p.setPen(QPen(self.c.panel_edge, 1))
         p.setBrush(Qt.BrushStyle.NoBrush)
         p.drawRect(lanes)
         p.end()
@@ -312,8 +349,8 @@ class TraceView(QWidget):
             for i, name in enumerate(self.trace.lane_names):
                 r = self.lane_rect(i)
                 if i % 2:
-                    p.fillRect(r, QColor(255, 255, 255, 8))
-                p.setPen(TEXT)
+                    p.fillRect(r, self._stripe())
+                p.setPen(self.c.text)
                 p.drawText(
                     QRectF(r.x() + 6, r.y() + 3, r.width() - 12, 16),
                     Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
@@ -322,13 +359,13 @@ class TraceView(QWidget):
             return
         every = max(1, math.ceil(12 / max(h, 1e-3)))  # a label at least every 12 px
         every = next(s for s in (1, 2, 5, 10, 11, 12, 20, 22, 33, 44, 66, n) if s >= every)
-        stripe = QColor(255, 255, 255, 8)
+        stripe = self._stripe()
         for i in range(n):
             r = self.lane_rect(i)
             if i % 2:
                 p.fillRect(r, stripe)
             if i % every == 0:
-                p.setPen(DIM)
+                p.setPen(self.c.dim)
                 p.drawText(
                     QRectF(2, r.y() - 5 + h / 2, self.GUTTER - 6, 10),
                     Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
@@ -336,56 +373,47 @@ class TraceView(QWidget):
                 )
 
     def _paint_blocks(self, p: QPainter) -> None:
-        trace, lay, ph = self.trace, self.lay, self._phases
-        assert trace is not None and lay is not None and ph is not None
-        _h, slot_h, inset = self._bar_geometry()
+        """Every block (and its phases or roles) from an image of the lanes: rendered once per
+        size on a worker thread (the trace panel's loader, or this view's own on a resize; a
+        stale image is stretched meanwhile), here only when there is none at all."""
+        trace, lay = self.trace, self.lay
+        assert trace is not None and lay is not None
         lanes = self.lanes_rect()
-        lane_h = self._lane_h()
-        scale = lanes.width() / self._span()
-        y = lanes.y() + lay.lane * lane_h + inset + lay.slot * slot_h  # per block
-        x0 = lanes.x() + lay.start * scale
-        w = np.maximum(1.0, (lay.end - lay.start) * scale)
-        hh = max(1.0, slot_h)
-        nwaves = len(WAVE_COLORS)
-        wave = lay.wave % nwaves
-        p.setPen(Qt.PenStyle.NoPen)
-        for c in range(nwaves):
-            sel = np.flatnonzero(wave == c)
-            if sel.size:
-                p.setBrush(WAVE_COLORS[c])
-                rows = zip(x0[sel], y[sel], w[sel], strict=True)
-                p.drawRects([QRectF(a, b, cw, hh) for a, b, cw in rows])
+        w, h = max(1, round(lanes.width())), max(1, round(lanes.height()))
+        key = (id(trace), self.c, w, h)
+        if self._blocks is None or self._blocks[0][0] != id(trace) or self._blocks[0][1] != self.c:
+            self._blocks = (key, self._render_blocks(w, h))  # no image of this trace yet
+        elif self._blocks[0] != key:
+            self._request_blocks(w, h)
+        p.drawImage(lanes, self._blocks[1])
         self.painted_blocks = len(trace.blocks)
-        if slot_h < 1.0:
-            return  # too thin for the phases inside a block
-        px0 = lanes.x() + ph["t0"] * scale
-        pw = (ph["t1"] - ph["t0"]) * scale
-        keep = pw >= 0.25
-        blk = ph["block"]
-        kinds = ph["kind"]
-        groups: list[tuple[np.ndarray, QColor]] = []
-        for c in range(nwaves):  # waits for K/V: the block's own wave colour, darker
-            groups.append(
-                (np.flatnonzero(keep & (kinds == 1) & (wave[blk] == c)), WAVE_COLORS[c].darker(185))
-            )
-        groups.append((np.flatnonzero(keep & (kinds == 0)), READ_C))
-        groups.append((np.flatnonzero(keep & (kinds == 3)), WRITE_C))
-        for sel, color in groups:
-            if sel.size:
-                p.setBrush(color)
-                p.drawRects(
-                    [
-                        QRectF(a, b, cw, hh)
-                        for a, b, cw in zip(px0[sel], y[blk[sel]], pw[sel], strict=True)
-                    ]
-                )
+
+    def _render_blocks(self, w: int, h: int) -> QImage:
+        assert self.trace is not None and self.lay is not None and self._phases is not None
+        return blocks_image(self.trace, self.lay, self._phases, self._roles, self.c, w, h)
+
+    def _request_blocks(self, w: int, h: int) -> None:
+        trace, lay, phases, roles, colors = self.trace, self.lay, self._phases, self._roles, self.c
+        assert trace is not None and lay is not None and phases is not None
+        key = (id(trace), colors, w, h)
+        if self._blocks_wanted == key:
+            return
+        self._blocks_wanted = key
+
+        def apply(image: QImage) -> None:
+            if self.trace is trace and self.c == colors:
+                self._blocks = (key, image)
+                self._bg_key = None
+                self.update()
+
+        self.renderer.submit(lambda: blocks_image(trace, lay, phases, roles, colors, w, h), apply)
 
     def _paint_occupancy(self, p: QPainter) -> None:
         trace, lay = self.trace, self.lay
         assert trace is not None and lay is not None
         lanes = self.lanes_rect()
         box = QRectF(lanes.x(), self.HEADER + 4, lanes.width(), self.OCC - 4)
-        p.fillRect(box, QColor("#191c22"))
+        p.fillRect(box, self.c.hbm_panel)
         bins = max(16, int(box.width() / 2))
         busy = active_blocks(trace, bins)
         cap = float(lay.lanes * lay.slots)
@@ -394,9 +422,9 @@ class TraceView(QWidget):
             x = box.x() + box.width() * (i + 0.5) / bins
             pts.append(QPointF(x, box.bottom() - box.height() * min(1.0, v / cap)))
         pts.append(QPointF(box.right(), box.bottom()))
-        fill = QColor(WAVE_COLORS[0])
+        fill = QColor(self.c.waves[0])
         fill.setAlpha(120)
-        p.setPen(QPen(WAVE_COLORS[0].lighter(130), 1))
+        p.setPen(QPen(self.c.waves[0].lighter(130), 1))
         p.setBrush(fill)
         p.setRenderHint(QPainter.RenderHint.Antialiasing, True)
         p.drawPolygon(QPolygonF(pts))
@@ -408,15 +436,11 @@ class TraceView(QWidget):
             if starts.size == 0:
                 continue
             x = self.x_of(float(np.median(starts)))
-            p.setPen(
-                QPen(
-                    QColor(WAVE_COLORS[w % len(WAVE_COLORS)]).lighter(120), 1, Qt.PenStyle.DashLine
-                )
-            )
+            p.setPen(QPen(QColor(self.c.wave(w)).lighter(120), 1, Qt.PenStyle.DashLine))
             p.drawLine(QPointF(x, box.y()), QPointF(x, box.bottom()))
-            p.setPen(TEXT)
+            p.setPen(self.c.text)
             p.drawText(QPointF(x + 4, box.y() + 11), f"wave {w + 1}: {starts.size} blocks")
-        p.setPen(DIM)
+        p.setPen(self.c.dim)
         p.drawText(
             QRectF(2, box.y(), self.GUTTER - 6, box.height()),
             Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
@@ -431,7 +455,7 @@ class TraceView(QWidget):
         for k, b in enumerate(trace.blocks):
             r = self._rect_of(k)
             p.setPen(Qt.PenStyle.NoPen)
-            p.setBrush(KERNEL_COLORS.get(b.kernel, COMPUTE_C))
+            p.setBrush(self.c.kernel.get(b.kernel, self.c.compute))
             p.drawRect(r)
             self.painted_blocks += 1
             kc = cost.get(b.kernel)
@@ -445,15 +469,15 @@ class TraceView(QWidget):
             fm = QFontMetrics(self.f_norm)
             lane = self.lane_rect(int(self.lay.lane[k])) if self.lay is not None else r
             if fm.horizontalAdvance(text) + 12 < r.width():
-                p.setPen(QColor("#ffffff"))
+                p.setPen(self.c.bg if self.c.name == "dark" else QColor("#ffffff"))
                 p.drawText(r.adjusted(6, 0, -4, 0), Qt.AlignmentFlag.AlignVCenter, text)
             else:
-                p.setPen(TEXT)
+                p.setPen(self.c.text)
                 below = QRectF(lane.x() + 4, r.bottom() + 2, lane.width() - 8, 16)
                 p.drawText(below, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop, text)
         lanes = self.lanes_rect()
         p.setFont(self.f_small)
-        p.setPen(DIM)
+        p.setPen(self.c.dim)
         p.drawText(
             QRectF(lanes.x() + 6, self.HEADER + 4, lanes.width() - 12, self.OCC),
             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter | Qt.TextFlag.TextWordWrap,
@@ -474,7 +498,7 @@ class TraceView(QWidget):
             yy = y - 16 * k
             if t <= span:
                 x = self.x_of(t)
-                p.setPen(QPen(REF_C, 1.5, Qt.PenStyle.DashLine))
+                p.setPen(QPen(self.c.warn, 1.5, Qt.PenStyle.DashLine))
                 p.drawLine(QPointF(x, lanes.y()), QPointF(x, lanes.bottom()))
                 text = f"{label} ends: {fmt_ns(t)}"
                 w = fm.horizontalAdvance(text) + 8
@@ -485,8 +509,8 @@ class TraceView(QWidget):
                 text = f"{label}: {fmt_ns(t)} →"
                 w = fm.horizontalAdvance(text) + 8
                 box = QRectF(lanes.right() - w - 4, yy - 13, w, 15)
-            p.fillRect(box, QColor(20, 22, 28, 220))
-            p.setPen(REF_C)
+            p.fillRect(box, self._veil())
+            p.setPen(self.c.warn)
             p.drawText(box, Qt.AlignmentFlag.AlignCenter, text)
 
     def _paint_axis(self, p: QPainter) -> None:
@@ -496,12 +520,12 @@ class TraceView(QWidget):
         p.setFont(self.f_small)
         y = lanes.bottom()
         t = 0.0
-        grid = QColor(255, 255, 255, 22)
+        grid = self.c.grid
         while t <= span + 1e-9:
             x = self.x_of(t)
             p.setPen(QPen(grid, 1))
             p.drawLine(QPointF(x, lanes.y()), QPointF(x, y))
-            p.setPen(DIM)
+            p.setPen(self.c.dim)
             p.drawLine(QPointF(x, y), QPointF(x, y + 4))
             p.drawText(QRectF(x - 40, y + 4, 80, 14), Qt.AlignmentFlag.AlignHCenter, fmt_ns(t))
             t += step
@@ -513,21 +537,30 @@ class TraceView(QWidget):
         x = self.GUTTER
         y = 4.0
         items: list[tuple[QColor, str]] = []
-        if trace.level == BLOCK_LEVEL:
-            for w in range(min(lay.waves, len(WAVE_COLORS))):
-                items.append((WAVE_COLORS[w], f"wave {w + 1}"))
+        if trace.level == BLOCK_LEVEL and trace.roles:
+            for w in range(min(lay.waves, len(self.c.waves))):
+                items.append((self.c.waves[w], f"wave {w + 1}"))
             items += [
-                (WAVE_COLORS[0].darker(185), "waiting for K_j, V_j (load_K_j)"),
-                (READ_C, "load Q_i"),
-                (WRITE_C, "store O_i"),
+                (self.c.role[GEMM], "a consumer's GEMMs"),
+                (self.c.role[SOFTMAX], "its softmax"),
+                (self.c.role[ISSUE], "producer: copy issued"),
+                (self.c.dim, f"sub-lanes: {', '.join(trace.roles)}"),
+            ]
+        elif trace.level == BLOCK_LEVEL:
+            for w in range(min(lay.waves, len(self.c.waves))):
+                items.append((self.c.waves[w], f"wave {w + 1}"))
+            items += [
+                (self.c.waves[0].darker(185), "waiting for K_j, V_j (load_K_j)"),
+                (self.c.read, "load Q_i"),
+                (self.c.write, "store O_i"),
             ]
         fm = QFontMetrics(self.f_small)
         for color, text in items:
             p.fillRect(QRectF(x, y + 3, 10, 10), color)
-            p.setPen(DIM)
+            p.setPen(self.c.dim)
             p.drawText(QPointF(x + 14, y + 12), text)
             x += 14 + fm.horizontalAdvance(text) + 14
-        p.setPen(FAINT)
+        p.setPen(self.c.faint)
         right = (
             f"{trace.device} · {trace.config.label()} · %globaltimer"
             if trace.level == BLOCK_LEVEL
@@ -544,7 +577,7 @@ class TraceView(QWidget):
         assert trace is not None
         lanes = self.lanes_rect()
         if self.hovered is not None and self.hovered != self.selected:
-            p.setPen(QPen(QColor(255, 255, 255, 160), 1))
+            p.setPen(QPen(self._hover(), 1))
             p.setBrush(Qt.BrushStyle.NoBrush)
             p.drawRect(self._rect_of(self.hovered).adjusted(-1, -1, 1, 1))
         if self.selected is not None:
@@ -552,7 +585,7 @@ class TraceView(QWidget):
             r = self._rect_of(k)
             b = trace.blocks[k]
             lane = self.lane_rect(int(self.lay.lane[k])) if self.lay is not None else r
-            band = QColor(SELECT_C)
+            band = QColor(self.c.select)
             band.setAlpha(28)
             p.fillRect(QRectF(lanes.x(), lane.y(), lanes.width(), lane.height()), band)
             if self.cursor_ns is not None and trace.level == BLOCK_LEVEL:
@@ -561,17 +594,17 @@ class TraceView(QWidget):
                         x0, x1 = self.x_of(t0), self.x_of(t1)
                         p.fillRect(
                             QRectF(x0, r.y() - 2, max(2.0, x1 - x0), r.height() + 4),
-                            PHASE_COLORS.get(name, CURSOR_C),
+                            self.c.phase.get(name, self.c.cursor),
                         )
                         break
-            p.setPen(QPen(SELECT_C, 2))
+            p.setPen(QPen(self.c.select, 2))
             p.setBrush(Qt.BrushStyle.NoBrush)
             p.drawRect(r.adjusted(-2, -2, 2, 2))
             # a marker in the gutter so a 2-px lane can be found
-            p.fillRect(QRectF(self.GUTTER - 5, lane.y(), 4, max(2.0, lane.height())), SELECT_C)
+            p.fillRect(QRectF(self.GUTTER - 5, lane.y(), 4, max(2.0, lane.height())), self.c.select)
         if self.cursor_ns is not None:
             x = self.x_of(self.cursor_ns)
-            p.setPen(QPen(CURSOR_C, 1))
+            p.setPen(QPen(self.c.cursor, 1))
             p.drawLine(QPointF(x, self.HEADER + 4), QPointF(x, lanes.bottom()))
 
 
@@ -593,3 +626,191 @@ def _phase_arrays(trace: Trace) -> dict[str, np.ndarray]:
         "t0": np.asarray(t0, dtype=np.float64),
         "t1": np.asarray(t1, dtype=np.float64),
     }
+
+
+def blocks_image(
+    trace: Trace,
+    lay: TraceLayout,
+    phases: dict[str, np.ndarray],
+    roles: dict[str, np.ndarray] | None,
+    colors: AnimColors,
+    width: int,
+    height: int,
+) -> QImage:
+    """The lanes of a block-level trace as an image of `width` × `height`: each block where and
+    when it ran, coloured by wave, with its waits for K/V (or its warp roles) inside. Pure
+    painting on a QImage, so it runs on a worker thread."""
+    image = QImage(max(1, width), max(1, height), QImage.Format.Format_ARGB32_Premultiplied)
+    image.fill(Qt.GlobalColor.transparent)
+    p = QPainter(image)
+    span = float(max(1, max((b.end_ns for b in trace.blocks), default=1)))
+    lane_h = height / max(1, lay.lanes)
+    gap = 1.0 if lane_h >= 4 else 0.0
+    slot_h = (lane_h - gap) / max(1, lay.slots)
+    scale = width / span
+    y = lay.lane * lane_h + gap / 2 + lay.slot * slot_h  # per block
+    x0 = lay.start * scale
+    w = np.maximum(1.0, (lay.end - lay.start) * scale)
+    hh = max(1.0, slot_h)
+    nwaves = len(colors.waves)
+    wave = lay.wave % nwaves
+    p.setPen(Qt.PenStyle.NoPen)
+    for c in range(nwaves):
+        sel = np.flatnonzero(wave == c)
+        if sel.size:
+            p.setBrush(colors.waves[c])
+            p.drawRects(list(map(QRectF, x0[sel], y[sel], w[sel], np.full(sel.size, hh))))
+    if slot_h >= 1.0 and roles is not None:
+        _paint_role_rects(p, trace, roles, colors, scale, y, hh)
+    elif slot_h >= 1.0:
+        px0 = phases["t0"] * scale
+        pw = (phases["t1"] - phases["t0"]) * scale
+        keep = pw >= 0.25
+        blk = phases["block"]
+        kinds = phases["kind"]
+        groups: list[tuple[np.ndarray, QColor]] = [
+            # waits for K/V: the block's own wave colour, darker
+            (np.flatnonzero(keep & (kinds == 1) & (wave[blk] == c)), colors.waves[c].darker(185))
+            for c in range(nwaves)
+        ]
+        groups.append((np.flatnonzero(keep & (kinds == 0)), colors.read))
+        groups.append((np.flatnonzero(keep & (kinds == 3)), colors.write))
+        for sel, color in groups:
+            if sel.size:
+                p.setBrush(color)
+                p.drawRects(
+                    list(map(QRectF, px0[sel], y[blk[sel]], pw[sel], np.full(sel.size, hh)))
+                )
+    p.end()
+    return image
+
+
+def _paint_role_rects(
+    p: QPainter,
+    trace: Trace,
+    ra: dict[str, np.ndarray],
+    colors: AnimColors,
+    scale: float,
+    block_y: np.ndarray,
+    block_h: float,
+) -> None:
+    """Each block's bar split into one sub-lane per warp role: GEMM turns and softmax of the
+    consumers, the producer's copy issues."""
+    sub = block_h / max(1, len(trace.roles))
+    xs = ra["t0"] * scale
+    ws = np.maximum(0.6, (ra["t1"] - ra["t0"]) * scale)
+    ys = block_y[ra["block"]] + ra["role"] * sub
+    hs = np.full(len(xs), max(0.8, sub))
+    for kind in (GEMM, SOFTMAX):
+        sel = np.flatnonzero(ra["kind"] == ROLE_KIND_CODES[kind])
+        if sel.size:
+            p.setBrush(colors.role[kind])
+            p.drawRects(list(map(QRectF, xs[sel], ys[sel], ws[sel], hs[sel])))
+    sel = np.flatnonzero(ra["kind"] == ROLE_KIND_CODES[ISSUE])
+    if sel.size:
+        p.setBrush(colors.role[ISSUE])
+        p.drawRects(list(map(QRectF, xs[sel], ys[sel], np.full(sel.size, 0.8), hs[sel])))
+
+
+#: Codes of the role activities in `_role_arrays`.
+ROLE_KIND_CODES = {WAIT: 0, GEMM: 1, SOFTMAX: 2, WAIT_PV: 3, EPILOGUE: 4, ISSUE: 5}
+_MARK_KIND = {
+    "load_Q_i": WAIT,
+    "wait_K_j": WAIT,
+    "gemm_issue": GEMM,
+    "online_softmax": SOFTMAX,
+    "wait_PV": WAIT_PV,
+    "store_O_i": EPILOGUE,
+}
+
+
+def _role_arrays(trace: Trace) -> dict[str, np.ndarray]:
+    """Every role activity of every block as flat arrays (block index, role index, kind, t0,
+    t1): a consumer's stretch from one mark to the next (not across tiles a thinned trace
+    dropped), the producer's issues as instants."""
+    roles = {r: k for k, r in enumerate(trace.roles)}
+    blk, role, kind, t0, t1 = [], [], [], [], []
+    for k, b in enumerate(trace.blocks):
+        for r in b.roles:
+            ri = roles.get(r.role)
+            if ri is None:
+                continue
+            marks = r.phases
+            for m, (name, j, t) in enumerate(marks):
+                if r.role == "producer":
+                    if name in ("load_K_j", "load_V_j"):
+                        blk.append(k), role.append(ri), kind.append(ROLE_KIND_CODES[ISSUE])
+                        t0.append(t), t1.append(t)
+                    continue
+                if m + 1 >= len(marks) or name not in _MARK_KIND:
+                    continue
+                nxt_name, nxt_j, nxt_t = marks[m + 1]
+                if nxt_name in ROLE_TILE_PHASES and name in ROLE_TILE_PHASES and nxt_j > j + 1:
+                    continue  # tiles between were not kept
+                blk.append(k), role.append(ri), kind.append(ROLE_KIND_CODES[_MARK_KIND[name]])
+                t0.append(t), t1.append(nxt_t)
+    return {
+        "block": np.asarray(blk, dtype=np.int64),
+        "role": np.asarray(role, dtype=np.int64),
+        "kind": np.asarray(kind, dtype=np.int8),
+        "t0": np.asarray(t0, dtype=np.float64),
+        "t1": np.asarray(t1, dtype=np.float64),
+    }
+
+
+@dataclass(frozen=True)
+class PreparedTrace:
+    """A trace with what showing it needs, computed off the GUI thread (`prepare_trace`): its
+    SM/slot/wave layout, its phases and roles as arrays, and the lane its replay plays on."""
+
+    trace: Trace
+    lay: TraceLayout
+    phases: dict[str, np.ndarray]
+    roles: dict[str, np.ndarray] | None
+    gpu: GpuSpec
+    lanes: list[Lane]
+    #: Warp-specialized traces: the share of the consumers' softmax time during which the
+    #: other consumer's GEMMs were on the tensor cores (ping-pong at work), mean over up to
+    #: OVERLAP_SAMPLE blocks; else None.
+    role_overlap: float | None = None
+    #: The lanes' blocks drawn for the view's size and colours (blocks_image), if asked for.
+    image: QImage | None = None
+    image_key: tuple = ()
+
+
+def prepare_trace(
+    trace: Trace, size: tuple[int, int] | None = None, colors: AnimColors | None = None
+) -> PreparedTrace:
+    """Everything the trace panel needs to show `trace`, and with `size` (the view's lanes) the
+    image of its blocks (pure: runs on a worker thread)."""
+    gpu = gpu_for_device_name(trace.device) or GPUS[DEFAULT_GPU]
+    lay = layout(trace)
+    phases = _phase_arrays(trace)
+    roles = _role_arrays(trace) if trace.roles else None
+    image, key = None, ()
+    if size is not None and trace.level == BLOCK_LEVEL:
+        colors = colors or DARK
+        image = blocks_image(trace, lay, phases, roles, colors, *size)
+        key = (colors, *size)
+    return PreparedTrace(
+        trace,
+        lay,
+        phases,
+        roles,
+        gpu,
+        build_lanes(trace.config, gpu, (trace.algorithm,)),
+        _mean_overlap(trace) if trace.roles else None,
+        image,
+        key,
+    )
+
+
+#: Blocks (evenly spaced in launch order) the role overlap is averaged over.
+OVERLAP_SAMPLE = 64
+
+
+def _mean_overlap(trace: Trace) -> float | None:
+    blocks = trace.blocks
+    step = max(1, len(blocks) // OVERLAP_SAMPLE)
+    shares = [overlap_share(tl) for b in blocks[::step] if (tl := traced_roles(b)) is not None]
+    return sum(shares) / len(shares) if shares else None

@@ -1,31 +1,49 @@
 """The `tileAnimation` widget: controls, the lanes canvas, online-softmax and source panels, and
-a second mode, "Real GPU trace" (trace_panel.py): what the hardware did, SM by SM."""
+a second mode, "Real GPU trace" (trace_panel.py): what the hardware did, SM by SM.
+
+Keys: with the canvas (or the trace view) focused, ← and → step back and on; elsewhere the
+window's own ← / → change N. Space plays or pauses, Home goes back to the start."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QElapsedTimer, Qt, QTimer, Signal
-from PySide6.QtGui import QHideEvent, QKeySequence, QShortcut, QShowEvent
+from PySide6.QtCore import QElapsedTimer, QEvent, QObject, QSize, QSizeF, Qt, QTimer, Signal
+from PySide6.QtGui import (
+    QHideEvent,
+    QImage,
+    QKeyEvent,
+    QKeySequence,
+    QPainter,
+    QShortcut,
+    QShowEvent,
+)
 from PySide6.QtWidgets import (
+    QAbstractSpinBox,
+    QApplication,
     QComboBox,
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QSlider,
     QSplitter,
     QStackedWidget,
+    QStyle,
     QTabBar,
     QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
-from gpu.algorithms import NAIVE, TILED
+from gpu.algorithms import ALGORITHMS, NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
 from gpu.config import AttentionConfig
 from gpu.costmodel import DEFAULT_GPU, GPUS, GpuSpec
+from gpu.results import RunResult
 
 from ..background import LatestOnly
 from ..pacing import LANES_MS, SOURCE_MS, coalesced
+from ..state.animation.clock import LaneClock, clock_for
 from ..state.animation.player import (
     DEFAULT_DURATION_S,
     Counters,
@@ -36,6 +54,8 @@ from ..state.animation.player import (
 )
 from ..state.units import fmt_seconds
 from .canvas import TileCanvas, scene_for
+from .canvas_layout import layout_problems
+from .colors import DARK, AnimColors, colors_for
 from .softmax_panel import OnlineSoftmaxPanel
 from .source_panel import SourcePanel
 
@@ -44,13 +64,46 @@ TIMELINE_STEPS = 10_000
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 DURATIONS = (10.0, 20.0, 40.0, 60.0, 120.0)
 GLIDE_S = 0.35
+#: The fused kernels naive can be compared with (the second lane).
+FUSED = (TILED, TILED_MMA, TILED_WGMMA, TILED_WS)
+#: (config, algorithm) -> the measured result of that config, or None.
+ResultLookup = Callable[[AttentionConfig, str], RunResult | None]
+
+
+class StepKeys(QObject):
+    """← and → step the animation while a widget it watches has the focus. It takes the keys
+    before the window's shortcuts see them (by accepting their ShortcutOverride), so the
+    window's own ← / → (smaller / larger N) stay the keys everywhere else."""
+
+    KEYS = (Qt.Key.Key_Left, Qt.Key.Key_Right)
+
+    def __init__(self, back: Callable[[], None], forward: Callable[[], None], parent: QObject):
+        super().__init__(parent)
+        self.back, self.forward = back, forward
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        kind = event.type()
+        if kind in (QEvent.Type.ShortcutOverride, QEvent.Type.KeyPress):
+            assert isinstance(event, QKeyEvent)
+            if event.key() in self.KEYS and event.modifiers() in (
+                Qt.KeyboardModifier.NoModifier,
+                Qt.KeyboardModifier.KeypadModifier,
+            ):
+                event.accept()
+                if kind == QEvent.Type.KeyPress:
+                    (self.forward if event.key() == Qt.Key.Key_Right else self.back)()
+                return True
+        return False
 
 
 class TileAnimationWidget(QWidget):
     """Plays naive and tiled attention's HBM <-> SRAM tile schedule on one modeled clock.
 
     API for the main window: `set_config(config)` (resets the schedule; follow the slider
-    live) and `set_gpu(spec)` (the modeled clock's GPU). Counters at the end of a play equal
+    live), `set_gpu(spec)` (the GPU the lanes model), `set_result_source(lookup)` and
+    `results_changed()` (lanes with a measurement of this config on this GPU run on its measured
+    clock), `set_theme(name)`, and `render_canvas(painter, size)` / `canvas_image(size)` (the
+    canvas alone, for exports). Counters at the end of a play equal
     `gpu.costmodel.algorithm_cost` totals for all B·h heads.
 
     A new config's lanes are built off the GUI thread (tens of ms at N = 131072) by a LatestOnly
@@ -83,6 +136,8 @@ class TileAnimationWidget(QWidget):
             algorithms=algorithms,
             duration_s=duration_s,
         )
+        self._results: ResultLookup | None = None
+        self.colors: AnimColors = DARK
         self._frames: list[LaneFrame] = []
         #: Wall seconds a step-forward takes to glide to the boundary (0: jump).
         self.glide_s = GLIDE_S
@@ -94,10 +149,26 @@ class TileAnimationWidget(QWidget):
         self._paced_source = coalesced(self._show_source, SOURCE_MS, parent=self)
 
         # controls
-        self.play_button = self._button("animPlay", "▶ Play", "Play / pause (Space)")
-        self.back_button = self._button("animStepBack", "◀ Step", "One step back (←)")
-        self.fwd_button = self._button("animStepForward", "Step ▶", "One step forward (→)")
-        self.restart_button = self._button("animRestart", "|◀", "Back to the start (Home)")
+        icon = QStyle.StandardPixmap
+        self.play_button = self._button(
+            "animPlay", "Play", "Play / pause (Space)", icon.SP_MediaPlay
+        )
+        self.back_button = self._button(
+            "animStepBack",
+            "Step",
+            "One step back (← with the canvas focused)",
+            icon.SP_MediaSeekBackward,
+        )
+        self.fwd_button = self._button(
+            "animStepForward",
+            "Step",
+            "One step forward (→ with the canvas focused)",
+            icon.SP_MediaSeekForward,
+        )
+        self.fwd_button.setLayoutDirection(Qt.LayoutDirection.RightToLeft)  # icon after the text
+        self.restart_button = self._button(
+            "animRestart", "", "Back to the start (Home)", icon.SP_MediaSkipBackward
+        )
         self.play_button.clicked.connect(self.toggle_play)
         self.back_button.clicked.connect(self.step_back)
         self.fwd_button.clicked.connect(self.step_forward)
@@ -129,7 +200,9 @@ class TileAnimationWidget(QWidget):
         self._resume_after_scrub = False
         self.time_label = QLabel(self)
         self.time_label.setObjectName("animTime")
-        self.time_label.setMinimumWidth(150)
+        self.time_label.setMinimumWidth(
+            self.time_label.fontMetrics().horizontalAdvance("888 µs / 888 µs") + 6
+        )
         controls = QHBoxLayout()
         for w in (
             self.restart_button,
@@ -178,13 +251,30 @@ class TileAnimationWidget(QWidget):
         )
         self.mode_tabs.setExpanding(False)
         self.mode_tabs.currentChanged.connect(self.set_mode)
+        self.lanes_box = QComboBox(self)
+        self.lanes_box.setObjectName("animLanes")
+        self.lanes_box.setToolTip(
+            "The fused kernel the second lane plays against naive (the warp-specialized one "
+            "shows its producer and consumer warps)"
+        )
+        for algo in FUSED:
+            self.lanes_box.addItem(f"naive vs {ALGORITHMS[algo].label}", algo)
+        second = next((a for a in algorithms if a != NAIVE), TILED)
+        if second in FUSED:
+            self.lanes_box.setCurrentIndex(FUSED.index(second))
+        self.lanes_box.currentIndexChanged.connect(self._on_lanes)
+        mode_row = QHBoxLayout()
+        mode_row.setContentsMargins(0, 0, 0, 0)
+        mode_row.addWidget(self.mode_tabs)
+        mode_row.addStretch(1)
+        mode_row.addWidget(self.lanes_box)
         self.pages = QStackedWidget(self)
         self.pages.addWidget(model_page)
         self._trace_panel = None
         self._pending_traces: tuple | None = None
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
-        lay.addWidget(self.mode_tabs)
+        lay.addLayout(mode_row)
         lay.addWidget(self.pages, 1)
 
         self._timer = QTimer(self)
@@ -193,24 +283,31 @@ class TileAnimationWidget(QWidget):
         self._timer.timeout.connect(self._tick)
         self._clock = QElapsedTimer()
         self.source_panel.sourceLoaded.connect(lambda _a: self._push_source(force=True))
-        for key, slot in (
-            (Qt.Key.Key_Space, self.toggle_play),
-            (Qt.Key.Key_Right, self.step_forward),
-            (Qt.Key.Key_Left, self.step_back),
-            (Qt.Key.Key_Home, self.restart),
-        ):
+        self.source_panel.set_lanes(self.player.algorithms)
+        # ← / → belong to the canvas (and the trace view) while focused; see StepKeys
+        self.step_keys = StepKeys(self.step_back, self.step_forward, self)
+        self.canvas.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self.canvas.installEventFilter(self.step_keys)
+        for key, slot in ((Qt.Key.Key_Space, self.toggle_play), (Qt.Key.Key_Home, self.restart)):
             sc = QShortcut(QKeySequence(key), self)
             sc.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
             sc.activated.connect(slot)
         self._apply_scene()
         self.refresh()
 
-    def _button(self, name: str, text: str, tip: str) -> QToolButton:
+    def _button(self, name: str, text: str, tip: str, icon: QStyle.StandardPixmap) -> QToolButton:
         b = QToolButton(self)
         b.setObjectName(name)
         b.setText(text)
         b.setToolTip(tip)
-        b.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        b.setAccessibleName(tip.split(" (")[0])
+        b.setIcon(self.style().standardIcon(icon))
+        b.setIconSize(QSize(14, 14))
+        b.setToolButtonStyle(
+            Qt.ToolButtonStyle.ToolButtonTextBesideIcon
+            if text
+            else Qt.ToolButtonStyle.ToolButtonIconOnly
+        )
         return b
 
     # ---- public API
@@ -222,6 +319,8 @@ class TileAnimationWidget(QWidget):
             from .trace_panel import TracePanel
 
             panel = TracePanel(self)
+            panel.set_colors(self.colors)
+            panel.view.installEventFilter(self.step_keys)
             self.pages.addWidget(panel)
             if self._pending_traces is not None:
                 panel.set_traces(self._pending_traces, source="recording")
@@ -273,10 +372,97 @@ class TileAnimationWidget(QWidget):
         if config is None:
             return
         gpu, algorithms = self.player.gpu, self.player.algorithms
+        clocks = self._clocks(config, gpu)
         self.lanes_worker.submit(
-            lambda: build_lanes(config, gpu, algorithms),
+            lambda: build_lanes(config, gpu, algorithms, clocks),
             lambda lanes: self._adopt(config, lanes),
         )
+
+    # ---- measured clocks
+
+    def set_result_source(self, lookup: ResultLookup | None) -> None:
+        """Where measured results come from: `lookup(config, algorithm)` gives the result of
+        that config (or None). A lane runs on its measured clock when that result was timed on
+        the GPU the lanes model; call `results_changed()` when new results arrive."""
+        self._results = lookup
+        self.results_changed()
+
+    def _clocks(self, config: AttentionConfig, gpu: GpuSpec) -> dict[str, LaneClock]:
+        if self._results is None:
+            return {}
+        out = {}
+        for algo in self.player.algorithms:
+            clock = clock_for(self._results(config, algo), gpu)
+            if clock.measured:
+                out[algo] = clock
+        return out
+
+    def results_changed(self) -> None:
+        """Look the measurements up again (cheap: a lane's clock is rescaled, not rebuilt)."""
+        if self.player.set_clocks(self._clocks(self.player.config, self.player.gpu)):
+            self._apply_scene()
+            self.refresh()
+
+    # ---- lanes and theme
+
+    @property
+    def algorithms(self) -> tuple[str, ...]:
+        return self.player.algorithms
+
+    def set_algorithms(self, algorithms: tuple[str, ...]) -> None:
+        """Play these lanes (rebuilt off the GUI thread, from the start)."""
+        if tuple(algorithms) == self.player.algorithms:
+            return
+        self.player.algorithms = tuple(algorithms)
+        self.source_panel.set_lanes(self.player.algorithms)
+        second = next((a for a in algorithms if a != NAIVE), None)
+        if second in FUSED and self.lanes_box.currentData() != second:
+            self.lanes_box.blockSignals(True)
+            self.lanes_box.setCurrentIndex(FUSED.index(second))
+            self.lanes_box.blockSignals(False)
+        self._pending_config = self.config
+        self._paced_build()
+
+    def _on_lanes(self, _index: int) -> None:
+        self.set_algorithms((NAIVE, str(self.lanes_box.currentData())))
+
+    def set_theme(self, theme: str) -> None:
+        """Paint the canvas, the trace views and the kernel source in `theme`'s colours."""
+        self.colors = colors_for(theme)
+        self.canvas.set_colors(self.colors)
+        self.source_panel.set_colors(self.colors)
+        self.softmax_panel.set_colors(self.colors)
+        if self._trace_panel is not None:
+            self._trace_panel.set_colors(self.colors)
+
+    # ---- the canvas alone, for exports
+
+    def render_canvas(self, painter: QPainter, size: QSize | QSizeF) -> None:
+        """Paint the lanes canvas alone (no controls, no panels) at `size` into `painter`, as
+        it shows now; its layout fits every label from about 520×340 up."""
+        self._flush_config()
+        self.canvas.render_to(painter, size)
+
+    def canvas_problems(self, size: QSize | QSizeF) -> list[str]:
+        """What would not fit if the canvas were drawn at `size` now (overlapping or cut
+        labels; empty when every label fits): pick an export size with it."""
+        self._flush_config()
+        items = self.canvas.text_items(size)
+        return layout_problems(self.canvas.fonts, items, size.width(), size.height())
+
+    def canvas_image(self, size: QSize, device_pixel_ratio: float = 1.0) -> QImage:
+        """The canvas alone as an image of `size` (logical pixels)."""
+        image = QImage(
+            round(size.width() * device_pixel_ratio),
+            round(size.height() * device_pixel_ratio),
+            QImage.Format.Format_RGB32,
+        )
+        image.setDevicePixelRatio(device_pixel_ratio)
+        p = QPainter(image)
+        p.setRenderHint(QPainter.RenderHint.TextAntialiasing, True)
+        self.render_canvas(p, size)
+        p.end()
+        return image
 
     def flush(self) -> None:
         """Apply a config still being built (or waiting to be), now."""
@@ -289,6 +475,7 @@ class TileAnimationWidget(QWidget):
     def _adopt(self, config: AttentionConfig, lanes: list[Lane]) -> None:
         self._pending_config = None
         self.player.adopt(config, lanes)
+        self.player.set_clocks(self._clocks(config, self.player.gpu))  # results since the build
         self._apply_scene()
         self.refresh()
         self.configApplied.emit()
@@ -297,7 +484,7 @@ class TileAnimationWidget(QWidget):
         """Model the clock on another GPU (bytes and FLOPs are unchanged)."""
         if spec == self.player.gpu:
             return
-        self.player.set_gpu(spec)
+        self.player.set_gpu(spec, self._clocks(self.player.config, spec))
         self._apply_scene()
         self.refresh()
 
@@ -413,12 +600,19 @@ class TileAnimationWidget(QWidget):
     def _show_source(self) -> None:
         for f in self._frames:
             name = "" if f.done else f.step.name
-            self.source_panel.show_step(
-                f.algorithm if f.algorithm != "tiled_mma" else "tiled", f.kernel, name
-            )
+            self.source_panel.show_step(f.algorithm, f.kernel, name)
 
     def _sync_buttons(self) -> None:
-        self.play_button.setText("⏸ Pause" if self.player.playing else "▶ Play")
+        playing = self.player.playing
+        if playing != self.play_button.property("playing"):
+            self.play_button.setProperty("playing", playing)
+            self.play_button.setText("Pause" if playing else "Play")
+            pixmap = (
+                QStyle.StandardPixmap.SP_MediaPause
+                if playing
+                else QStyle.StandardPixmap.SP_MediaPlay
+            )
+            self.play_button.setIcon(self.style().standardIcon(pixmap))
 
     def _on_duration(self, _i: int) -> None:
         self.set_duration(float(self.duration.currentData()))
@@ -441,6 +635,11 @@ class TileAnimationWidget(QWidget):
         if self.player.playing and not self._timer.isActive():
             self._clock.start()
             self._timer.start()
+        # the tab's ← / → step the animation: give the canvas the focus, unless the user is
+        # typing somewhere
+        focus = QApplication.focusWidget()
+        if self.mode == self.MODEL_MODE and not isinstance(focus, QLineEdit | QAbstractSpinBox):
+            self.canvas.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def hideEvent(self, event: QHideEvent) -> None:
         super().hideEvent(event)

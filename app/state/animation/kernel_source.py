@@ -16,8 +16,15 @@ import gpu
 
 KERNEL_DIR = Path(gpu.__file__).resolve().parent / "kernels"
 
-#: Which source file the panel shows for each algorithm's lane.
-SOURCE_FILES: dict[str, str] = {"tiled": "flash_readable.cu", "naive": "softmax.cu"}
+#: Which source file the panel shows for each algorithm's lane (the fused kernels tag the same
+#: steps; naive's GEMMs are cuBLAS, so its lane shows its softmax kernel).
+SOURCE_FILES: dict[str, str] = {
+    "tiled": "flash_readable.cu",
+    "naive": "softmax.cu",
+    "tiled_mma": "flash_mma.cu",
+    "tiled_wgmma": "flash_wgmma.cu",
+    "tiled_ws": "flash_ws.cu",
+}
 
 #: `// STEP name`, also `// STEP a / b` and `// STEP a / STEP b`; not when quoted in backticks.
 _TAG = re.compile(r"(?<!`)//\s*STEP\s+(\w+)((?:\s*/\s*(?:STEP\s+)?\w+)*)")

@@ -1,17 +1,21 @@
 """The tile animation's playback model, free of Qt: one modeled clock, lanes, counters, LOD.
 
 What the clock means (documented choice): each algorithm is a *lane* that plays the blocks of one
-(batch, head) in launch order, kernel after kernel. The clock is **whole-GPU modeled time**: while
-the lane shows block b, all B·h copies of that block (one per head) run concurrently and share
-the GPU's full bandwidth and peak, so the block takes
+(batch, head) in launch order, kernel after kernel. The clock is **whole-GPU time**: while the
+lane shows block b, all B·h copies of that block (one per head) run concurrently and share the
+GPU's full bandwidth and peak. Modeled, the block takes
 
     T_b = B·h · max(bytes_b / bandwidth, flops_b / peak)          (a roofline per block)
 
-Summed over blocks this equals the cost model's `modeled_seconds` whenever every block of a
-kernel is bound by the same resource (true for these kernels), and it never undercounts. Inside a
-block, T_b is shared by its steps in proportion to each step's serial cost
+with the peak of the unit the kernel multiplies on (the readable kernel's fp32 CUDA cores, the
+others' tensor cores: `gpu.costmodel.matmul_unit`). Summed over blocks this equals the roofline
+time of each kernel whenever every block of a kernel is bound by the same resource (true for
+these kernels), and it never undercounts. Where the same config was measured on this GPU, each
+kernel's blocks are stretched to its measured time instead (clock.py); the lane says which.
+Inside a block, T_b is shared by its steps in proportion to each step's serial cost
 (bytes/bandwidth + flops/peak; a zero-cost step such as `online_softmax` gets a small share so it
-is visible): loads and math overlap inside a block, as they do on the GPU.
+is visible): loads and math overlap inside a block, as they do on the GPU. The warp-specialized
+kernel's steps follow its consumer 0 through the role model instead (warp_roles.py).
 
 Both lanes run on this one clock, so the faster algorithm simply finishes first. A full pass
 (the slower lane's total time) is mapped to `duration_s` of wall time at speed 1×.
@@ -32,12 +36,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu.algorithms import ALGORITHMS, NAIVE, TILED, tile_shape
-from gpu.config import STAT_BYTES, AttentionConfig, ceil_div
-from gpu.costmodel import DEFAULT_GPU, GPUS, GpuSpec, algorithm_cost
-from gpu.schedule import READ, WRITE, KernelSchedule, Schedule, Step, build_schedule
+from gpu.algorithms import ALGORITHMS, NAIVE, TILED, TILED_WS, tile_shape
+from gpu.config import AttentionConfig, ceil_div
+from gpu.costmodel import DEFAULT_GPU, GPUS, GpuSpec, algorithm_cost, kv_tiles_for_query_tile
+from gpu.schedule import READ, WRITE, Schedule, Step, build_schedule
 
 from .blockdetail import KIND_CODES, BlockDetail, block_detail
+from .chip import SMEM, ChipLayout, SlotSpec, chip_layout
+from .clock import MODELED_CLOCK, LaneClock, kernel_scales
+from .warp_roles import RoleTimeline, modeled_roles
 
 #: Kernels with more blocks than this are not tabulated block by block (the table itself would
 #: need gigabytes); their cost-model totals are split evenly over MAX_UNITS_PER_KERNEL units.
@@ -72,83 +79,38 @@ KERNEL_TITLES: dict[str, str] = {
     "flash_fwd": "fused kernel: Q_i stays, K_j/V_j stream, online softmax",
 }
 
-#: The on-chip buffer each step works on (compute steps light their output slot).
-STEP_SLOTS: dict[str, tuple[str, ...]] = {
-    "load_Q_i": ("Q_i",),
-    "load_K_j": ("K_j",),
-    "load_V_j": ("V_j",),
-    "compute_S_ij": ("S_ij",),
-    "online_softmax": ("S_ij", "m", "l"),
-    "accumulate_O_i": ("O_i",),
-    "store_O_i": ("O_i",),
-    "store_ml": ("m", "l"),
-    "qk_load_Q_i": ("Q_i",),
-    "qk_load_K_j": ("K_j",),
-    "qk_compute_S_ij": ("S_ij",),
-    "qk_store_S_ij": ("S_ij",),
-    "softmax_read_S": ("row",),
-    "softmax_write_P": ("row",),
-    "pv_load_P_ik": ("P_ik",),
-    "pv_load_V_k": ("V_k",),
-    "pv_compute_O_i": ("O_i",),
-    "pv_store_O_i": ("O_i",),
+#: The matrices whose on-chip buffers each step works on (a ring stage only when it holds the
+#: step's tile).
+STEP_USES: dict[str, tuple[str, ...]] = {
+    "load_Q_i": ("Q",),
+    "load_K_j": ("K",),
+    "load_V_j": ("V",),
+    "compute_S_ij": ("S", "Q", "K"),
+    "online_softmax": ("S", "ml", "P"),
+    "accumulate_O_i": ("O", "P", "V"),
+    "store_O_i": ("O",),
+    "store_ml": ("ml",),
+    "qk_load_Q_i": ("Q",),
+    "qk_load_K_j": ("K",),
+    "qk_compute_S_ij": ("S",),
+    "qk_store_S_ij": ("S",),
+    "softmax_read_S": ("S",),
+    "softmax_write_P": ("S",),
+    "pv_load_P_ik": ("P",),
+    "pv_load_V_k": ("V",),
+    "pv_compute_O_i": ("O",),
+    "pv_store_O_i": ("O",),
 }
-
-
-# --------------------------------------------------------------------------------------------
-# On-chip buffers of one block
-
-
-@dataclass(frozen=True)
-class SlotSpec:
-    """One on-chip buffer a block allocates: its name, bytes, the HBM matrix it mirrors (for the
-    colour) and the step that first fills it."""
-
-    name: str
-    bytes: int
-    matrix: str
-    filled_by: str
+#: Where each K/V tile's load sits in a flash_fwd block's steps: 1 + 5j (K), 2 + 5j (V).
+_RING_LOAD = {"K": 1, "V": 2}
+ROLE_CACHE_SIZE = 64
 
 
 def sram_slots(
-    config: AttentionConfig, algorithm: str, kernel: KernelSchedule
+    config: AttentionConfig, algorithm: str, kernel, gpu: GpuSpec | None = None
 ) -> tuple[SlotSpec, ...]:
-    """The buffers of one block of `kernel`; their bytes add up to `kernel.sram_bytes`."""
-    d, eb, n = config.head_dim, config.elem_bytes, config.seq_len
-    name = kernel.name
-    if name == "flash_fwd":
-        bm, bn = tile_shape(config, algorithm)
-        slots = [
-            SlotSpec("Q_i", bm * d * eb, "Q", "load_Q_i"),
-            SlotSpec("K_j", bn * d * eb, "K", "load_K_j"),
-            SlotSpec("V_j", bn * d * eb, "V", "load_V_j"),
-            SlotSpec("S_ij", bm * bn * 4, "S", "compute_S_ij"),
-            SlotSpec("O_i", bm * d * 4, "O", "load_Q_i"),
-            SlotSpec("m", bm * STAT_BYTES, "ml", "load_Q_i"),
-            SlotSpec("l", bm * STAT_BYTES, "ml", "load_Q_i"),
-        ]
-    elif name == "gemm_qk":
-        t, _ = tile_shape(config, NAIVE)
-        slots = [
-            SlotSpec("Q_i", t * d * eb, "Q", "qk_load_Q_i"),
-            SlotSpec("K_j", t * d * eb, "K", "qk_load_K_j"),
-            SlotSpec("S_ij", t * t * 4, "S", "qk_load_Q_i"),
-        ]
-    elif name == "softmax":
-        slots = [SlotSpec("row", n * 4, "S", "softmax_read_S")]
-    elif name == "gemm_pv":
-        t, _ = tile_shape(config, NAIVE)
-        slots = [
-            SlotSpec("P_ik", t * t * eb, "P", "pv_load_P_ik"),
-            SlotSpec("V_k", t * t * eb, "V", "pv_load_V_k"),
-            SlotSpec("O_i", t * t * 4, "O", "pv_load_P_ik"),
-        ]
-    else:
-        slots = [SlotSpec("block", kernel.sram_bytes, "", "")]
-    rest = kernel.sram_bytes - sum(s.bytes for s in slots)
-    if rest > 0:
-        slots.append(SlotSpec("other", rest, "", ""))
-    return tuple(slots)
+    """The on-chip buffers of one block of `kernel` (chip.py: the kernels' own layouts)."""
+    return chip_layout(config, algorithm, kernel, gpu or GPUS[DEFAULT_GPU]).slots
 
 
 # --------------------------------------------------------------------------------------------
@@ -162,6 +124,8 @@ class SlotState:
     matrix: str
     resident: bool
     active: bool
+    place: str = SMEM
+    tile: int = -1  # a ring stage: the tile it holds now (-1: none yet)
 
 
 @dataclass(frozen=True)
@@ -218,6 +182,11 @@ class LaneFrame:
     clock_s: float  # the shared clock (may be past this lane's end)
     clock_total_s: float  # the shared clock's end: the slower lane's total time
     gliding: bool = False  # the clock is gliding to a step boundary (step buttons)
+    clock: LaneClock = MODELED_CLOCK  # where this lane's time comes from
+    layout: ChipLayout | None = None  # the current kernel's on-chip layout and occupancy
+    roles: RoleTimeline | None = None  # the warp-specialized block's roles (else None)
+    role_t: float = 0.0  # where the block is on `roles`' clock
+    tile: int = -1  # the key/value tile the block works on (-1: none)
 
 
 @dataclass
@@ -242,6 +211,7 @@ class Position:
     step_index: int
     step_phase: float
     unit_phase: float
+    block_phase: float  # how far through the current block (0..1)
     read: int  # one head
     written: int
     flops: int
@@ -261,15 +231,17 @@ class Lane:
         algorithm: str,
         gpu: GpuSpec,
         schedule: Schedule | None = None,
+        clock: LaneClock = MODELED_CLOCK,
     ) -> None:
         self.config = config
         self.algorithm = algorithm
         self.schedule = schedule if schedule is not None else build_schedule(config, algorithm)
         self.kernels = self.schedule.kernels
         self.cost = algorithm_cost(config, algorithm)
-        self.slot_specs = tuple(sram_slots(config, algorithm, k) for k in self.kernels)
+        self.clock = clock
         self._fast_ok = [True] * len(self.kernels)
         self._details: OrderedDict[tuple[int, int], _Timing] = OrderedDict()
+        self._roles: OrderedDict[int, RoleTimeline] = OrderedDict()
         self._tabulate()
         self.set_gpu(gpu)
 
@@ -333,13 +305,50 @@ class Lane:
         self.step_level = self.total_steps <= STEP_LEVEL_LIMIT and bool(np.all(self.u_nblocks == 1))
 
     def set_gpu(self, gpu: GpuSpec) -> None:
-        """Recompute the clock for another GPU (bytes and FLOPs do not change)."""
+        """Recompute the clock for another GPU (bytes and FLOPs do not change). A measured
+        clock of another GPU does not carry over: the widget hands the lane the clock of the
+        new GPU's measurements (set_clock)."""
         self.gpu = gpu
+        self.layouts = tuple(chip_layout(self.config, self.algorithm, k, gpu) for k in self.kernels)
+        self._roles.clear()
         bh = self.config.bh
-        self.u_time = bh * np.maximum(
-            (self.u_read + self.u_written) / gpu.bandwidth_bytes_s,
-            self.u_flops / gpu.fp16_tensor_flops,
+        by_name = {k.name: k for k in self.cost.kernels}
+        peaks = gpu.compute_peaks
+        kernel_peak = np.array(
+            [
+                peaks.get(by_name[k.name].unit if k.name in by_name else "", gpu.fp16_tensor_flops)
+                for k in self.kernels
+            ]
         )
+        self.modeled_u_time = bh * np.maximum(
+            (self.u_read + self.u_written) / gpu.bandwidth_bytes_s,
+            self.u_flops / kernel_peak[self.u_kernel],
+        )
+        self._apply_clock()
+
+    def set_clock(self, clock: LaneClock) -> None:
+        """Time the lane by `clock` (measured per kernel, or the model); bytes do not change."""
+        if clock == self.clock:
+            return
+        self.clock = clock
+        self._apply_clock()
+
+    @property
+    def modeled_total_time(self) -> float:
+        return float(self.modeled_u_time.sum())
+
+    def _apply_clock(self) -> None:
+        self.u_time = self.modeled_u_time
+        if self.clock.measured:
+            starts = self.kernel_unit_start
+            modeled = {
+                k.name: float(self.modeled_u_time[starts[i] : starts[i + 1]].sum())
+                for i, k in enumerate(self.kernels)
+            }
+            scales = kernel_scales(self.clock, modeled)
+            if scales:
+                factor = np.array([scales[k.name] for k in self.kernels])
+                self.u_time = self.modeled_u_time * factor[self.u_kernel]
         self.cum_time = np.concatenate(([0.0], np.cumsum(self.u_time)))
         self.total_time = float(self.cum_time[-1])
         self.tol = self.total_time * 1e-12
@@ -362,7 +371,7 @@ class Lane:
     def totals(self) -> Counters:
         """End-of-play counters for all heads; equal to the cost model's by construction."""
         bh = self.config.bh
-        peak_sram = max((k.sram_bytes for k in self.kernels), default=0)
+        peak_sram = max((lay.smem_bytes for lay in self.layouts), default=0)
         return Counters(
             int(self.cum_read[-1]) * bh,
             int(self.cum_written[-1]) * bh,
@@ -393,15 +402,7 @@ class Lane:
             self._fast_ok[k] = False  # the fast path drifted from the schedule: trust block_steps
             det = block_detail(self.config, self.algorithm, ks, block, use_fast=False)
             exact = self._matches_table(k, block, det)
-        w = (
-            det.read + det.written
-        ) / self.gpu.bandwidth_bytes_s + det.flops / self.gpu.fp16_tensor_flops
-        positive = w[w > 0]
-        eps = 0.5 * float(positive.min()) if positive.size else 1.0
-        w = np.where(w > 0, w, eps)
-        share = np.concatenate(([0.0], np.cumsum(w)))
-        share /= share[-1]
-        share[-1] = 1.0
+        share = self._shares(k, block, det)
         zero = np.zeros(1, np.int64)
         t = _Timing(
             det,
@@ -417,6 +418,41 @@ class Lane:
         if len(self._details) > DETAIL_CACHE_SIZE:
             self._details.popitem(last=False)
         return t
+
+    def _shares(self, k: int, block: int, det: BlockDetail) -> np.ndarray:
+        """Each step's share of the block's time, cumulative (len steps + 1, 0 .. 1)."""
+        if self.algorithm == TILED_WS and self.kernels[k].name == "flash_fwd":
+            bounds = self.roles_for_block(block).step_bounds()
+            if len(bounds) == det.count + 1 and bounds[-1] > 0:
+                w = np.diff(bounds)
+            else:  # cannot happen for a schedule the role model mirrors; stay safe
+                w = np.ones(det.count)
+        else:
+            w = (
+                det.read + det.written
+            ) / self.gpu.bandwidth_bytes_s + det.flops / self.gpu.fp16_tensor_flops
+        positive = w[w > 0]
+        eps = 0.5 * float(positive.min()) if positive.size else 1.0
+        w = np.where(w > 0, w, eps)
+        share = np.concatenate(([0.0], np.cumsum(w)))
+        share /= share[-1]
+        share[-1] = 1.0
+        return share
+
+    def roles_for_block(self, block: int) -> RoleTimeline:
+        """The warp-specialized kernel's roles in query tile `block` (modeled, cached by its
+        key-tile count: blocks with as many tiles play alike)."""
+        bm, bn = tile_shape(self.config, self.algorithm)
+        tiles = kv_tiles_for_query_tile(self.config, bm, bn, block)
+        hit = self._roles.get(tiles)
+        if hit is not None:
+            self._roles.move_to_end(tiles)
+            return hit
+        tl = modeled_roles(self.config, self.gpu, block)
+        self._roles[tiles] = tl
+        if len(self._roles) > ROLE_CACHE_SIZE:
+            self._roles.popitem(last=False)
+        return tl
 
     def _matches_table(self, k: int, block: int, det: BlockDetail) -> bool:
         u = self.unit_of_block(k, block)
@@ -472,7 +508,7 @@ class Lane:
             r = int(self.cum_read[u]) + int(phase * int(self.u_read[u]))
             w = int(self.cum_written[u]) + int(phase * int(self.u_written[u]))
             f = int(self.cum_flops[u]) + int(phase * int(self.u_flops[u]))
-        return Position(u, k, block, tm, s, sphase, phase, r, w, f, done)
+        return Position(u, k, block, tm, s, sphase, phase, local, r, w, f, done)
 
     def _step_time(self, u: int, share: float) -> float:
         return float(self.cum_time[u] + self.u_time[u] * share)
@@ -519,30 +555,52 @@ class Lane:
 
     # ---- snapshot
 
+    def tile_at(self, p: Position) -> int:
+        """The key/value tile a flash_fwd block's current step belongs to (-1 outside the loop
+        and in other kernels)."""
+        if self.kernels[p.kernel_index].name != "flash_fwd" or p.done:
+            return -1
+        s, count = p.step_index, p.timing.detail.count
+        return (s - 1) // 5 if 1 <= s < count - 2 else -1
+
     def slots_at(self, p: Position) -> tuple[SlotState, ...]:
-        specs = self.slot_specs[p.kernel_index]
+        specs = self.layouts[p.kernel_index].slots
         if p.done:
-            return tuple(SlotState(s.name, s.bytes, s.matrix, False, False) for s in specs)
+            return tuple(SlotState(s.name, s.bytes, s.matrix, False, False, s.place) for s in specs)
         tm = p.timing
         name = tm.detail.name(p.step_index)
-        active = STEP_SLOTS.get(name, ())
+        uses = STEP_USES.get(name, ())
+        tile = self.tile_at(p)
+        if tile < 0 and name == "store_O_i":
+            tile = (tm.detail.count - 3) // 5  # the last tile's stages are still held
         started = p.step_index > 0 or p.step_phase > 0
         out = []
         for s in specs:
-            first = tm.first_index.get(s.filled_by, 0)
-            resident = started and (
-                p.step_index > first or (p.step_index == first and p.step_phase > 0)
-            )
-            out.append(
-                SlotState(
-                    s.name,
-                    s.bytes,
-                    s.matrix,
-                    resident,
-                    s.name in active or (not active and s.name == "block"),
+            if s.stages > 1:
+                resident, held = self._ring_state(s, p)
+                active = s.matrix in uses and held == tile and tile >= 0
+            else:
+                first = tm.first_index.get(s.filled_by, 0)
+                resident = started and (
+                    p.step_index > first or (p.step_index == first and p.step_phase > 0)
                 )
-            )
+                held = -1
+                active = s.matrix in uses or (not uses and s.name == "block")
+            out.append(SlotState(s.name, s.bytes, s.matrix, resident, active, s.place, held))
         return tuple(out)
+
+    @staticmethod
+    def _ring_state(s: SlotSpec, p: Position) -> tuple[bool, int]:
+        """(resident, the tile it holds) for a ring stage at position p of a flash_fwd block:
+        tile t lands in stage t % stages at its load step (1 + 5t for K, 2 + 5t for V)."""
+        offset = _RING_LOAD.get(s.matrix, 1)
+        tiles = (p.timing.detail.count - 3) // 5
+        step = p.step_index if p.step_phase > 0 else p.step_index - 1  # steps begun
+        last = min(tiles - 1, (step - offset) // 5) if step >= offset else -1
+        if last < 0:
+            return False, -1
+        held = last - (last - s.stage) % s.stages
+        return held >= 0, held
 
     def origins_at(self, p: Position) -> tuple[TrailMark, ...]:
         """Where in HBM the tiles the block holds came from: its latest load of each kind."""
@@ -602,6 +660,7 @@ class Player:
         gpu: GpuSpec | None = None,
         algorithms: tuple[str, ...] = (NAIVE, TILED),
         duration_s: float = DEFAULT_DURATION_S,
+        lanes: list[Lane] | None = None,
     ) -> None:
         self.algorithms = algorithms
         self.gpu = gpu or GPUS[DEFAULT_GPU]
@@ -616,7 +675,10 @@ class Player:
         self._trails: list[deque[tuple[str, tuple[int, int, int, int], str, float]]] = []
         #: (from, to, elapsed wall s, duration wall s) while a step glides to its boundary
         self._glide: tuple[float, float, float, float] | None = None
-        self.set_config(config, force=True)
+        if lanes is not None:  # built elsewhere (off the GUI thread)
+            self.adopt(config, lanes)
+        else:
+            self.set_config(config, force=True)
 
     # ---- configuration
 
@@ -638,13 +700,30 @@ class Player:
         self.t = self._last_t = 0.0
         self._glide = None
 
-    def set_gpu(self, gpu: GpuSpec) -> None:
-        """Another GPU: same bytes and FLOPs, a new clock; keeps the relative position."""
+    def set_gpu(self, gpu: GpuSpec, clocks: dict[str, LaneClock] | None = None) -> None:
+        """Another GPU: same bytes and FLOPs, a new clock (`clocks`: measurements on it; the
+        others are modeled); keeps the relative position."""
         frac = self.fraction
         self.gpu = gpu
+        clocks = clocks or {}
         for lane in self.lanes:
+            lane.clock = clocks.get(lane.algorithm, MODELED_CLOCK)
             lane.set_gpu(gpu)
         self.seek(frac * self.total_time)
+
+    def set_clocks(self, clocks: dict[str, LaneClock]) -> bool:
+        """Time each lane by its clock in `clocks` (modeled where absent); keeps the relative
+        position. False if nothing changed."""
+        changed = False
+        frac = self.fraction
+        for lane in self.lanes:
+            clock = clocks.get(lane.algorithm, MODELED_CLOCK)
+            if clock != lane.clock:
+                lane.set_clock(clock)
+                changed = True
+        if changed:
+            self.seek(frac * self.total_time)
+        return changed
 
     def lane(self, algorithm: str) -> Lane:
         for lane in self.lanes:
@@ -816,9 +895,14 @@ class Player:
             p.read * bh,
             p.written * bh,
             p.flops * bh,
-            sum(s.bytes for s in slots if s.resident),
+            sum(s.bytes for s in slots if s.resident and s.place == SMEM),
             min(t1, lane.total_time),
         )
+        roles = None
+        role_t = 0.0
+        if lane.algorithm == TILED_WS and ks.name == "flash_fwd":
+            roles = lane.roles_for_block(p.block)
+            role_t = p.block_phase * roles.end
         return LaneFrame(
             algorithm=lane.algorithm,
             label=lane.label,
@@ -849,6 +933,11 @@ class Player:
             clock_s=t1,
             clock_total_s=self.total_time,
             gliding=self.gliding,
+            clock=lane.clock,
+            layout=lane.layouts[p.kernel_index],
+            roles=roles,
+            role_t=role_t,
+            tile=lane.tile_at(p),
         )
 
     def _step_wall_s(self, lane: Lane, p: Position) -> float:
@@ -861,20 +950,33 @@ class Player:
         lane = self.lane(algorithm)
         p = lane.locate(self.t)
         bh = self.config.bh
-        sram = sum(s.bytes for s in lane.slots_at(p) if s.resident)
+        sram = sum(s.bytes for s in lane.slots_at(p) if s.resident and s.place == SMEM)
         return Counters(
             p.read * bh, p.written * bh, p.flops * bh, sram, min(self.t, lane.total_time)
         )
 
 
-def build_lanes(config: AttentionConfig, gpu: GpuSpec, algorithms: tuple[str, ...]) -> list[Lane]:
-    """The lanes of `config` (tens of ms at large N: call it off the GUI thread)."""
-    return [Lane(config, a, gpu) for a in algorithms]
+def build_lanes(
+    config: AttentionConfig,
+    gpu: GpuSpec,
+    algorithms: tuple[str, ...],
+    clocks: dict[str, LaneClock] | None = None,
+) -> list[Lane]:
+    """The lanes of `config`, each on its clock (modeled unless `clocks` names a measured one);
+    tens of ms at large N: call it off the GUI thread."""
+    clocks = clocks or {}
+    return [Lane(config, a, gpu, clock=clocks.get(a, MODELED_CLOCK)) for a in algorithms]
 
 
 def cost_model_seconds(lane: Lane) -> float:
-    """The cost model's roofline time for the lane's config (for comparisons in tests/labels)."""
-    return algorithm_cost(lane.config, lane.algorithm).modeled_seconds(lane.gpu)
+    """The cost model's roofline time for the lane's config, each kernel at the peak of the
+    unit it multiplies on (for comparisons in tests and labels)."""
+    gpu = lane.gpu
+    peaks = gpu.compute_peaks
+    return sum(
+        max(k.hbm_bytes / gpu.bandwidth_bytes_s, k.flops / peaks.get(k.unit, gpu.fp16_tensor_flops))
+        for k in algorithm_cost(lane.config, lane.algorithm).kernels
+    )
 
 
 __all__ = [

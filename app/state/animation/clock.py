@@ -1,0 +1,77 @@
+"""Where a lane's time comes from: a measurement of that very config, or the roofline model.
+
+A lane plays on the whole-GPU clock (player.py). Modeled, each block takes its roofline time:
+the longer of moving its bytes at the GPU's HBM bandwidth and doing its FLOPs at the peak of the
+unit they run on (`gpu.costmodel.matmul_unit`: the readable kernel on fp32 CUDA cores, the
+others on tensor cores). A model can be far off: on the H200 the readable kernel's roofline is
+0.77 ms at N = 4096 (h = 12, d = 64), and it measures 3.6 ms.
+
+Where a result of the same config was measured on the GPU the animation models, each kernel's
+blocks are stretched so the kernel takes its measured median time; the blocks keep their
+modeled proportions inside it. A result from another device (a CPU run, another GPU) leaves the
+lane modeled: its times say nothing about this GPU's SRAM and HBM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpu.costmodel import GpuSpec, gpu_for_device_name
+from gpu.results import RunResult
+
+MEASURED, MODELED = "measured", "modeled"
+
+
+@dataclass(frozen=True)
+class LaneClock:
+    """A lane's clock: MODELED, or MEASURED with each kernel's time (seconds, all heads)."""
+
+    source: str = MODELED
+    kernel_seconds: tuple[tuple[str, float], ...] = ()
+    #: Where the measurement comes from: "H200 SXM, recorded run".
+    origin: str = ""
+
+    @property
+    def measured(self) -> bool:
+        return self.source == MEASURED
+
+    @property
+    def seconds(self) -> float:
+        return sum(s for _, s in self.kernel_seconds)
+
+    def label(self) -> str:
+        """'measured (H200 SXM, recorded run)' or 'modeled (roofline)'."""
+        return f"measured ({self.origin})" if self.measured else "modeled (roofline)"
+
+
+MODELED_CLOCK = LaneClock()
+
+
+def clock_for(result: RunResult | None, gpu: GpuSpec) -> LaneClock:
+    """The measured clock of `result` when it is a timed run on `gpu`, else the modeled one."""
+    if result is None or result.oom or not result.kernel_times:
+        return MODELED_CLOCK
+    if any(k.ms <= 0 for k in result.kernel_times):
+        return MODELED_CLOCK
+    spec = gpu_for_device_name(result.device) if result.device else None
+    if spec is None or spec.name != gpu.name:
+        return MODELED_CLOCK
+    how = "recorded run" if result.recorded else f"{result.backend} run"
+    origin = f"{spec.name.rsplit(' ', 2)[0]}, {how}"
+    return LaneClock(MEASURED, tuple((k.name, k.ms * 1e-3) for k in result.kernel_times), origin)
+
+
+def kernel_scales(clock: LaneClock, modeled: dict[str, float]) -> dict[str, float]:
+    """Factor each kernel's modeled time is multiplied by: measured over modeled per kernel when
+    the measurement names every kernel of the lane, else one factor for the whole lane (the
+    total over the total). Empty for a modeled clock."""
+    if not clock.measured or not modeled:
+        return {}
+    measured = dict(clock.kernel_seconds)
+    if set(measured) >= set(modeled) and all(modeled[k] > 0 for k in modeled):
+        return {k: measured[k] / modeled[k] for k in modeled}
+    total = sum(modeled.values())
+    if total <= 0:
+        return {}
+    factor = clock.seconds / total
+    return {k: factor for k in modeled}
