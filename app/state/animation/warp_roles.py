@@ -197,11 +197,18 @@ def role_rates(config: AttentionConfig, gpu: GpuSpec) -> RoleRates:
     )
 
 
+def ws_launch(config: AttentionConfig):  # -> gpu.flash_ws.WsLaunch
+    """The variant the app launches for `config` (WS_DEFAULTS; d=128's for other head dims)."""
+    from gpu.flash_ws import WsLaunch
+
+    return WsLaunch.from_label(WS_DEFAULTS.get(config.head_dim, WS_DEFAULTS[128]))
+
+
 def ws_shape(config: AttentionConfig) -> tuple[int, int, int, int]:
     """(query rows per block, keys per tile, consumer warpgroups, ring stages)."""
     bm, bn = tile_shape(config, TILED_WS)
-    _, consumers, stages = WS_DEFAULTS.get(config.head_dim, WS_DEFAULTS[128])
-    return bm, bn, consumers, stages
+    launch = ws_launch(config)
+    return bm, bn, launch.consumers, launch.stages
 
 
 def modeled_roles(config: AttentionConfig, gpu: GpuSpec, query_tile: int) -> RoleTimeline:
@@ -209,10 +216,12 @@ def modeled_roles(config: AttentionConfig, gpu: GpuSpec, query_tile: int) -> Rol
 
     The producer issues K_0, then K_{j+1} before V_j, each into stage t % NS once every consumer
     has released that stage's previous tile; copies go one after the other through the SM's
-    share of bandwidth. Consumers take turns in a fixed round (0, 1, 0, 1, ...); the tensor
+    share of bandwidth. With ping-pong the consumers take turns in a fixed round (0, 1, 0, 1,
+    ...; named barriers in the kernel); without it each issues as soon as it is ready; the tensor
     cores run the GEMMs in issue order; a consumer releases K_j when S_j lands and V_{j-1} when
     P_{j-1} V_{j-1} completes."""
     bm, bn, cons, ns = ws_shape(config)
+    pingpong = ws_launch(config).pingpong
     r = role_rates(config, gpu)
     t_count = kv_tiles_for_query_tile(config, bm, bn, query_tile)
     k_issue = np.zeros(t_count)
@@ -253,8 +262,9 @@ def modeled_roles(config: AttentionConfig, gpu: GpuSpec, query_tile: int) -> Rol
         for c in range(cons):
             wait[c, j] = finished[c]
             need = k_land[j] if j == 0 else max(k_land[j], v_land[j - 1])
-            at = max(finished[c], need, turn_after)
-            issue[c, j] = turn_after = at
+            at = max(finished[c], need, turn_after if pingpong else 0.0)
+            issue[c, j] = at
+            turn_after = at
             s_start[c, j] = max(at, tensor_free)
             s_done[c, j] = s_start[c, j] + r.gemm_s
             tensor_free = pv_done[c] = s_done[c, j] + (r.gemm_pv if j > 0 else 0.0)
