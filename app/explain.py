@@ -36,18 +36,23 @@ from .background import LatestOnly
 from .pacing import EXPLAIN_MS, coalesced
 from .state.app_state import AppState, Change
 from .state.family import cache_config
-from .state.model_cache import cost
+from .state.model_cache import band, cost
 from .state.units import fmt_bytes, fmt_flops, fmt_int, fmt_ms
 from .theme import DARK, Palette
 
-#: How the pane names each roof.
-ROOF_NAMES = {
-    "hbm": "HBM bandwidth",
-    "l2": "L2 bandwidth",
-    "tensor": "the tensor cores",
-    "fp32": "the fp32 CUDA cores",
-    "xu": "the exponential unit",
+#: How the pane says which roof binds.
+ROOF_BINDS = {
+    "hbm": "HBM bandwidth binds",
+    "l2": "L2 bandwidth binds",
+    "tensor": "the tensor cores bind",
+    "fp32": "the fp32 CUDA cores bind",
+    "xu": "the exponential unit binds",
 }
+
+
+def fmt_intensity(value: float) -> str:
+    """FLOP per byte: '2 712' (thin-space thousands), '63.5' below a hundred."""
+    return fmt_int(round(value)) if value >= 100 else f"{value:.1f}"
 
 
 @dataclass(frozen=True)
@@ -110,7 +115,8 @@ def explanation(inp: ExplainInputs) -> Explanation:
         for a, r in inp.results
         if cache_config(r.config, a) == cache_config(inp.config, a)
     }
-    return explain(inp.config, algos, inp.gpu, results)
+    bands = {a: band(inp.config, a, inp.gpu) for a in algos}  # memoized: a slider stop's
+    return explain(inp.config, algos, inp.gpu, results, bands=bands)
 
 
 def explain_html(inp: ExplainInputs, palette: Palette = DARK) -> str:
@@ -202,8 +208,9 @@ def _ratio_line(e: Explanation, a: str, name) -> str:  # type: ignore[no-untyped
 
 
 def _roofline_section(e, inp, shown, name, note, palette) -> list[str]:  # type: ignore[no-untyped-def]
-    """The roofs, a row per kernel (bytes and their source, useful and executed FLOP/B, the
-    roof that binds, roofline and measured time), and a verdict per algorithm."""
+    """The roofs, then per algorithm its verdict and, for naive, each kernel's: the bytes and
+    their source, useful (and under a causal mask executed) FLOP per byte, the roof that binds,
+    the roofline's time and the measured one."""
     roofs, muted = e.roofs, palette.muted
     out = [
         f"<h4>Memory- or compute-bound on {escape(inp.gpu_label)}</h4>",
@@ -212,61 +219,56 @@ def _roofline_section(e, inp, shown, name, note, palette) -> list[str]:  # type:
         + ". A kernel's time at a roof is its work there over the roof's peak; the longest "
         "binds. Bytes are what the hardware counters measured where the point was profiled, "
         "else the model's L2-aware estimate.</p>",
+        "<ul>",
     ]
     causal = inp.config.causal
-    head = (
-        "<tr style='color:{m}'><td>kernel</td><td align=right>DRAM bytes</td>"
-        "<td align=right>useful FLOP/B</td>{ex}<td>binds</td><td align=right>roofline</td>"
-        "<td align=right>measured</td></tr>"
-    ).format(m=muted, ex="<td align=right>executed FLOP/B</td>" if causal else "")
-    rows = []
     for a in shown:
         v = e.algorithm(a)
-        for k in v.kernels:
-            text = escape(ALGORITHMS[a].label) if len(v.kernels) == 1 else k.name
-            rows.append(_kernel_row(k, text, palette.color(a), causal, note))
-    out.append(
-        "<table cellspacing=0 cellpadding=2 width='100%'>" + head + "".join(rows) + "</table>"
-    )
-    out.append(
-        "<ul>"
-        + "".join(f"<li>{_verdict_line(e.algorithm(a), name, note)}</li>" for a in shown)
-        + "</ul>"
-    )
+        item = f"<li>{_verdict_line(v, name, note)}"
+        if len(v.kernels) > 1:
+            parts = "".join(f"<li>{_kernel_line(k, causal, note)}</li>" for k in v.kernels)
+            item += f"<ul style='margin-top:0'>{parts}</ul>"
+        elif v.kernels:
+            item += f"<br>{note(_figures(v.kernels[0], causal))}"
+        out.append(item + "</li>")
+    out.append("</ul>")
     return out
 
 
-def _kernel_row(k: KernelVerdict, text: str, color: str, causal: bool, note) -> str:  # type: ignore[no-untyped-def]
-    label = f'<span style="color:{color}">{text}</span>'
+def _figures(k: KernelVerdict, causal: bool) -> str:
+    """'102 MB DRAM (measured), 8 066 useful FLOP/B (executed 9 100)'."""
     source = "measured" if k.bytes_source == MEASURED else "model"
-    ai = f"{k.intensity:,.1f}" if k.intensity else "—"
-    executed = ""
-    if causal:
-        executed = (
-            f"<td align=right>{k.executed_intensity:,.1f}</td>" if k.intensity else "<td></td>"
-        )
+    text = f"{fmt_bytes(k.dram_bytes)} DRAM ({source})"
+    if k.intensity:
+        text += f", {fmt_intensity(k.intensity)} useful FLOP/B"
+        if causal and k.executed_intensity:
+            text += f" (executed {fmt_intensity(k.executed_intensity)})"
+    return text
+
+
+def _kernel_line(k: KernelVerdict, causal: bool, note) -> str:  # type: ignore[no-untyped-def]
+    timing = f"roofline {fmt_ms(k.roofline_ms)}"
+    if k.measured_ms:
+        timing += f", measured {fmt_ms(k.measured_ms)}"
     return (
-        f"<tr><td>{label}</td><td align=right>{fmt_bytes(k.dram_bytes)} {note(source)}</td>"
-        f"<td align=right>{ai}</td>{executed}<td>{k.roof} ({k.bound})</td>"
-        f"<td align=right>{fmt_ms(k.roofline_ms)}</td><td align=right>{fmt_ms(k.measured_ms)}</td>"
-        "</tr>"
+        f"{escape(k.name)}: {k.roof.upper() if k.roof in ('hbm', 'l2') else k.roof} binds "
+        f"({k.bound}); {timing}. {note(_figures(k, causal))}"
     )
 
 
 def _verdict_line(v: AlgorithmVerdict, name, note) -> str:  # type: ignore[no-untyped-def]
-    source = (
-        "measured DRAM bytes (hardware counters)"
-        if v.bytes_source == MEASURED
-        else "the model's DRAM bytes (not measured)"
-    )
-    intensity = f"{v.intensity:,.1f} useful FLOP per DRAM byte" if v.intensity else "no bytes"
+    source = "measured by the hardware counters" if v.bytes_source == MEASURED else "the model's"
     line = (
-        f"{name(v.algorithm)}: <b>{v.bound}-bound</b> — {ROOF_NAMES.get(v.roof, v.roof)} "
-        f"bind; roofline time {fmt_ms(v.roofline_ms)}"
+        f"{name(v.algorithm)}: <b>{v.bound}-bound</b> — {ROOF_BINDS.get(v.roof, v.roof)}; "
+        f"roofline {fmt_ms(v.roofline_ms)}"
     )
     if v.measured_ms:
-        line += f", measured {fmt_ms(v.measured_ms)} ({v.roofline_ms / v.measured_ms:.0%} of it)"
-    return f"{line}. {note(f'{intensity}, from {source}.')}"
+        line += f", measured {fmt_ms(v.measured_ms)}"
+        line += f" ({v.roofline_ms / v.measured_ms:.0%} of the roofline's speed)"
+    whole = ""
+    if len(v.kernels) > 1 and v.intensity:
+        whole = f"{fmt_intensity(v.intensity)} useful FLOP per DRAM byte in all; "
+    return f"{line}. {note(f'{whole}DRAM bytes {source}.')}"
 
 
 class ExplainPane(QTextBrowser):

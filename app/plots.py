@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QPixmapCache
 from PySide6.QtWidgets import QGridLayout, QWidget
 
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED, TILED_MMA, TILED_WGMMA
@@ -49,8 +51,8 @@ from .plot_kit import (
     with_alpha,
 )
 from .state.app_state import AppState, Change
-from .state.family import family
-from .state.model_cache import band, cost, known, known_band, prime, verdict
+from .state.family import cache_config, family
+from .state.model_cache import band, cost, known, known_band, known_verdict, prime, verdict
 from .state.model_curves import MODEL_GRID, ModelCurves, model_curves
 from .state.recorded_run import reference_label
 from .state.seq_scale import SEQ_MAX, SEQ_MIN
@@ -81,6 +83,12 @@ ROOF_STYLES: dict[str, Style] = {
 BAND_ALPHA = 38
 #: The strip chart follows the slider at most this often (ms).
 STRIP_MS = 120
+#: Qt's pixmap cache (KiB) that the plots' cached items share. Every data item is cached as a
+#: pixmap of its extent, so a slider move blits the strips it exposes instead of repainting
+#: them; at Qt's default of 10 MiB the four plots' items outgrow the cache, evict each other
+#: and repaint on every move (bench/bench_gui.py: the GUI thread's CPU per move fell by a
+#: third with 64 MiB).
+PIXMAP_CACHE_KIB = 64 * 1024
 
 
 def _symbol(a: str) -> str:
@@ -108,6 +116,8 @@ class PlotsPanel(QWidget):
         return self._steps
 
     def _construct(self) -> Iterator[None]:
+        if QPixmapCache.cacheLimit() < PIXMAP_CACHE_KIB:
+            QPixmapCache.setCacheLimit(PIXMAP_CACHE_KIB)
         self.key = SeriesKey()
         self.memory = MetricPlot("memoryPlot", "Peak memory", "peak memory", fmt_bytes_axis)
         yield
@@ -444,6 +454,19 @@ class PlotsPanel(QWidget):
         self.traffic.set_series("current", [n] * len(hbm), hbm)
         self._draw_bounds()
 
+    def _verdict(self, result: RunResult, algorithm: str):  # type: ignore[no-untyped-def]
+        """The roofline verdict of a shown result (None until its model is worked out). A
+        result of an algorithm that ignores the tile sizes holds at the family's tiles too."""
+        if self._gpu is None:
+            return None
+        config = result.config
+        fam = self._family
+        if fam is not None and config != fam.with_(seq_len=config.seq_len):
+            shown = fam.with_(seq_len=config.seq_len)
+            if cache_config(shown, algorithm) == cache_config(config, algorithm):
+                config, result = shown, replace(result, config=shown)
+        return known_verdict(config, algorithm, self._gpu, result)
+
     def _band(self, config: AttentionConfig, algorithm: str, compute: bool):  # type: ignore[no-untyped-def]
         if self._gpu is None:
             return None
@@ -474,8 +497,9 @@ class PlotsPanel(QWidget):
         xs, ys = [], []
         for a in algos:
             res = self._by_n[a].get(n)
-            if res is not None and res.tflops and self._gpu is not None:
-                xs.append(verdict(res.config, a, self._gpu, res).intensity)
+            v = self._verdict(res, a) if res is not None else None
+            if v is not None and v.intensity and res is not None and res.tflops:
+                xs.append(v.intensity)
                 ys.append(res.tflops * 1e12)
         self.roofline.set_series("current", xs, ys, log_x=True)
 
@@ -532,12 +556,13 @@ class PlotsPanel(QWidget):
 
     def _draw_points(self) -> None:
         """The measured points on the roofline: at measured intensity where the result's bytes
-        were counted (filled), at the model's otherwise (hollow), joined in N order."""
+        were counted (filled), at the model's otherwise (hollow), joined in N order. A point
+        whose model is still being worked out (off the GUI thread) comes with the curves."""
         gpu = self._gpu
         for a in ALGOS:
             timed = [r for r in self._measured[a] if not r.oom and r.tflops]
-            placed = [(verdict(r.config, a, gpu, r), r) for r in timed] if gpu else []
-            placed = [(v, r) for v, r in placed if v.intensity]
+            placed = [(self._verdict(r, a), r) for r in timed] if gpu else []
+            placed = [(v, r) for v, r in placed if v is not None and v.intensity]
             self.roofline.set_series(
                 f"path_{a}", [v.intensity for v, _ in placed], [r.tflops * 1e12 for _, r in placed]
             )
@@ -648,7 +673,7 @@ class PlotsPanel(QWidget):
             lx, hx = math.log10(xs[0]), math.log10(xs[-1])
             ly = math.log10(ys[0])
             if name in (HBM, L2):
-                x = lx + 0.03 * (hx - lx)
+                x = lx + 0.07 * (hx - lx)
                 label.setPos(x, ly + (x - lx))
             elif name == XU:
                 label.setPos(lx + 0.05 * (hx - lx), ly)
@@ -698,7 +723,8 @@ class PlotsPanel(QWidget):
         if self._gpu is None:
             return None
         ours = NAIVE if peer == "sdpa_math" else TILED_MMA
-        return verdict(config, ours, self._gpu).intensity
+        v = known_verdict(config, ours, self._gpu)
+        return v.intensity if v is not None else None
 
     def _ensure_reference(self, peer: str) -> None:
         name = f"reference_{peer}"
@@ -783,6 +809,10 @@ class PlotsPanel(QWidget):
         for (plot, name), (xs, ys) in curves.series.items():
             plots[plot].set_series(name, xs, ys)
         self._model_markers()  # those of a shape just worked out
+        self._draw_points()
+        self._measured_markers()
+        if self._references:
+            self._show_reference(self._references)
         self._update_visibility()
 
     def flush_model(self) -> None:
@@ -1009,8 +1039,8 @@ class PlotsPanel(QWidget):
             for r in self._measured[a]:
                 if r.oom or not r.tflops:
                     continue
-                v = verdict(r.config, a, gpu, r)
-                if not v.intensity:
+                v = self._verdict(r, a)
+                if v is None or not v.intensity:
                     continue
                 d = math.hypot(math.log10(v.intensity) - x, math.log10(r.tflops * 1e12) - y)
                 if d < best_d:

@@ -377,12 +377,16 @@ def explain(
     gpu: GpuSpec,
     results: Mapping[str, RunResult] | None = None,
     smem_limit_bytes: int | None = None,
+    bands: Mapping[str, TrafficBand] | None = None,
 ) -> Explanation:
     """Verdicts for `algorithms` at `config`; `results` maps an algorithm to its result for this
-    config (measured or recorded), when there is one."""
+    config (measured or recorded), when there is one; `bands` the traffic bands the caller has
+    already worked out (see algorithm_verdict)."""
     results = results or {}
+    bands = bands or {}
     verdicts = tuple(
-        algorithm_verdict(config, a, gpu, results.get(a), smem_limit_bytes) for a in algorithms
+        algorithm_verdict(config, a, gpu, results.get(a), smem_limit_bytes, bands.get(a))
+        for a in algorithms
     )
     ratios: dict[str, dict[str, float | None]] = {}
     naive = next((v for v in verdicts if v.algorithm == NAIVE), None)

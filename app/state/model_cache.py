@@ -77,6 +77,16 @@ def verdict(
     return hit
 
 
+def known_verdict(
+    config: AttentionConfig, algorithm: str, gpu: GpuSpec, result: RunResult | None = None
+) -> AlgorithmVerdict | None:
+    """`verdict` if its traffic band is worked out already (the GUI thread never walks a
+    tiled model), else None."""
+    if known_band(config, algorithm, gpu) is None:
+        return None
+    return verdict(config, algorithm, gpu, result)
+
+
 def prime(
     costs: Mapping[tuple[AttentionConfig, str], AlgorithmCost],
     bands: Mapping[BandKey, TrafficBand] | None = None,
