@@ -227,6 +227,7 @@ class LegendStrip(pg.LegendItem):
         super().__init__(offset=None, labelTextSize="8pt", verSpacing=0, horSpacing=6)
         self.sampleType = _Sample
         self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations, False)
+        self.layout.setContentsMargins(0, 0, 0, 0)  # entries are placed by hand (relayout)
         self.width_px = 400.0
         self.height_px = 0
         self._placed: tuple = ()
@@ -672,8 +673,12 @@ class MetricPlot(pg.PlotWidget):
             self.legend._placed = ()
         if self.legend.relayout(width) or force:
             shown = self.legend_shown and bool(self.legend.items)
+            height = self.legend.height_px if shown else 0
             self.legend.setVisible(shown)
-            self.plotItem.layout.setRowFixedHeight(1, self.legend.height_px if shown else 0)
+            # A graphics layout keeps room for hidden items: the strip's own size says it.
+            self.legend.setMinimumHeight(height)
+            self.legend.setMaximumHeight(height)
+            self.plotItem.layout.setRowFixedHeight(1, height)
 
     def set_legend_visible(self, visible: bool) -> None:
         """Show or hide the legend strip (its rows go back to the data when hidden)."""

@@ -673,7 +673,7 @@ class PlotsPanel(QWidget):
             lx, hx = math.log10(xs[0]), math.log10(xs[-1])
             ly = math.log10(ys[0])
             if name in (HBM, L2):
-                x = lx + 0.07 * (hx - lx)
+                x = lx + 0.15 * (hx - lx)
                 label.setPos(x, ly + (x - lx))
             elif name == XU:
                 label.setPos(lx + 0.05 * (hx - lx), ly)

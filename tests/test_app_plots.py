@@ -457,3 +457,47 @@ def test_a_hover_box_stays_inside_the_plot_and_leaves_with_the_mouse(qtbot, prof
         assert area.adjusted(-1, -1, 1, 1).contains(box), (corner, box, area)
     QApplication.sendEvent(plot, QEvent(QEvent.Type.Leave))
     assert not plot.hover.isVisible()
+
+
+def test_legends_can_be_hidden_and_the_key_names_every_series(qtbot, profiled_window):
+    _drawn(qtbot, profiled_window)
+    plots = profiled_window.plots
+    assert plots.key.texts()[:3] == ["naive", "tiled (readable)", "tiled (tensor cores)"]
+    assert "naive: softmax" in plots.key.texts()  # the kernels' colours on the time plot
+    memory = plots.memory
+    before = memory.plotItem.vb.sceneBoundingRect().height()
+    profiled_window.legends_action.trigger()  # View ▸ Plot legends: off
+    qtbot.waitUntil(lambda: memory.plotItem.vb.sceneBoundingRect().height() > before, timeout=2000)
+    assert not memory.legend.isVisible()
+    assert plots.key.isVisible()
+    profiled_window.legends_action.trigger()
+    qtbot.waitUntil(lambda: memory.legend.isVisible(), timeout=2000)
+
+
+@pytest.mark.gpu
+def test_measure_bytes_on_the_gpu_puts_measured_points_on_the_roofline(qtbot, make_window):
+    """On a CUDA device: the toggle samples the real counters (or says once why it cannot)."""
+    from gpu.backends import create_backend
+
+    window = make_window(factory=lambda name: create_backend("cuda"), seq_len=4096)
+    assert window.backend.info.backend == "cuda"
+    _settled(qtbot, window)
+    window.controls.measure_bytes.click()
+    store, key = window.store, window.backend.key
+
+    def sampled_or_refused() -> bool:
+        result = store.get(window.config, NAIVE, key)
+        return bool(window.state.value.bytes_refused) or bool(result and result.traffic)
+
+    qtbot.waitUntil(sampled_or_refused, timeout=120000)
+    _settled(qtbot, window)
+    if window.state.value.bytes_refused:
+        pytest.skip(f"counters not readable here: {window.state.value.bytes_refused}")
+    window.plots.flush_model()
+    window.plots.flush_visibility()
+    roofline = window.plots.roofline
+    qtbot.waitUntil(lambda: bool(roofline.series[f"at_measured_{NAIVE}"][0]), timeout=10000)
+    result = store.get(window.config, NAIVE, key)
+    (x,) = roofline.series[f"at_measured_{NAIVE}"][0]
+    assert x == pytest.approx(result.flops / result.measured_dram_bytes)
+    assert "DRAM bytes measured by the hardware counters" in window.explain.plain_text()
