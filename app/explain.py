@@ -37,7 +37,7 @@ from .pacing import EXPLAIN_MS, coalesced
 from .state.app_state import AppState, Change
 from .state.family import cache_config
 from .state.model_cache import band, cost
-from .state.units import fmt_bytes, fmt_flops, fmt_int, fmt_ms
+from .state.units import fmt_bytes, fmt_flops, fmt_int, fmt_intensity, fmt_ms
 from .theme import DARK, Palette
 
 #: How the pane says which roof binds.
@@ -48,11 +48,6 @@ ROOF_BINDS = {
     "fp32": "the fp32 CUDA cores bind",
     "xu": "the exponential unit binds",
 }
-
-
-def fmt_intensity(value: float) -> str:
-    """FLOP per byte: '2 712' (thin-space thousands), '63.5' below a hundred."""
-    return fmt_int(round(value)) if value >= 100 else f"{value:.1f}"
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,7 @@ from .state.model_cache import band, cost, known, known_band, known_verdict, pri
 from .state.model_curves import MODEL_GRID, ModelCurves, model_curves
 from .state.recorded_run import reference_label
 from .state.seq_scale import SEQ_MAX, SEQ_MIN
-from .state.units import fmt_bytes, fmt_int, fmt_ms, fmt_rate
+from .state.units import fmt_bytes, fmt_int, fmt_intensity, fmt_ms, fmt_rate
 from .strip_chart import TrafficStripChart
 from .theme import Palette
 
@@ -1062,13 +1062,13 @@ class PlotsPanel(QWidget):
                 for n in (HBM, L2)
                 if n in peaks
             ]
-            return f"{ai:,.3g} FLOP/B on {self._gpu_label}: " + ", ".join(parts)
+            return f"{fmt_intensity(ai)} FLOP/B on {self._gpu_label}: " + ", ".join(parts)
         a, r, ai, source, v = best
         name = _label(a) if a in ALGORITHMS else reference_label(a, r.recorded)
         how = "measured DRAM bytes" if source == MEASURED else "model DRAM bytes (L2-aware)"
         lines = [
             f"{name}, N = {fmt_int(r.config.seq_len)}",
-            f"{ai:,.4g} FLOP/B ({how}) · {fmt_rate(r.tflops * 1e12, 'FLOP/s')} achieved",
+            f"{fmt_intensity(ai)} FLOP/B ({how}) · {fmt_rate(r.tflops * 1e12, 'FLOP/s')} achieved",
             _bandwidth_text(r),
         ]
         if v is not None:

@@ -78,6 +78,13 @@ def fmt_rate(value: float | None, unit: str) -> str:
     return _si(float(value), unit)
 
 
+def fmt_intensity(value: float) -> str:
+    """FLOP per byte: '2 712' (thin-space thousands), '63.5' below a hundred, '0.52' below one."""
+    if value >= 100:
+        return fmt_int(round(value))
+    return f"{value:.1f}" if value >= 1 else f"{value:.2g}"
+
+
 def fmt_int(n: int) -> str:
     """Thin-space thousands separators read better than commas in formulas: 32 768."""
     return f"{n:,}".replace(",", "\u2009")
