@@ -377,6 +377,10 @@ class ControlsPanel(QWidget):
         form.addRow("Memory", self.budget)
         form.addRow("Custom", self.custom_gb)
         form.addRow("", self._error_label("budget"))
+        self.measure_bytes = QCheckBox("Measure bytes (hardware counters)")
+        self.measure_bytes.setObjectName("measureBytesCheck")
+        self.measure_bytes.toggled.connect(self._on_measure_bytes)
+        form.addRow("", self.measure_bytes)
         return box
 
     # ------------------------------------------------------------------ typed values
@@ -435,6 +439,8 @@ class ControlsPanel(QWidget):
                 self._refresh_budget_labels(s)
             if change.changed("budget_preset", "custom_budget_gb"):
                 self._show_budget(s)
+            if change.changed("measure_bytes", "bytes_unmeasurable"):
+                self._show_measure_bytes(s)
         finally:
             self._building = False
 
@@ -535,14 +541,33 @@ class ControlsPanel(QWidget):
                 text, tip = "Custom…", "Type a budget in GB below."
             else:
                 spec = GPUS[key]
-                text = key
+                text = spec.label
                 tip = (
-                    f"{spec.name}: {fmt_bytes_short(spec.memory_bytes)}, "
+                    f"{spec.name}: {spec.memory_label} = {fmt_bytes_short(spec.memory_bytes)}, "
                     f"{spec.bandwidth_bytes_s / 1e12:.2f} TB/s, "
                     f"{spec.fp16_tensor_flops / 1e12:.0f} TFLOP/s fp16 dense ({spec.source})"
                 )
             self.budget.setItemText(i, text)
             self.budget.setItemData(i, tip, Qt.ItemDataRole.ToolTipRole)
+
+    def _show_measure_bytes(self, s: AppState) -> None:
+        if self.measure_bytes.isChecked() != s.measure_bytes:
+            self.measure_bytes.blockSignals(True)
+            self.measure_bytes.setChecked(s.measure_bytes)
+            self.measure_bytes.blockSignals(False)
+        why = s.bytes_unmeasurable
+        self.measure_bytes.setEnabled(not why)
+        tip = (
+            "Also sample each kernel's hardware counters (CUPTI) after timing it: DRAM bytes "
+            "read and written, L2 bytes, tensor-pipe and exponential-unit activity. The timed "
+            "runs stay unsampled; each kernel runs a few more times, with a cold L2, to be "
+            "counted. The traffic plot, the roofline and the verdicts then use measured bytes."
+        )
+        self.measure_bytes.setToolTip(f"{tip}\n\nNot available now: {why}." if why else tip)
+
+    def _on_measure_bytes(self, on: bool) -> None:
+        if not self._building:
+            self.state.update(measure_bytes=bool(on))
 
     def _show_budget(self, s: AppState) -> None:
         i = self.budget.findData(s.budget_preset)
@@ -716,6 +741,7 @@ class ControlsPanel(QWidget):
         s.setValue("recorded_path", st.recorded_path)
         s.setValue("budget", st.budget_preset)
         s.setValue("custom_gb", st.custom_budget_gb)
+        s.setValue("measure_bytes", st.measure_bytes)
         s.endGroup()
 
     def restore(self, s: QSettings) -> None:
@@ -762,6 +788,9 @@ class ControlsPanel(QWidget):
             backend = s.value("backend")
             if isinstance(backend, str) and self.backend.findData(backend) >= 0:
                 changes["backend_choice"] = backend
+            measure = s.value("measure_bytes")
+            if measure is not None:
+                changes["measure_bytes"] = str(measure).lower() in ("true", "1")
             self.state.update(**changes)
         finally:
             s.endGroup()

@@ -1,5 +1,6 @@
-"""Exports: the plots as PNG (at any size) or SVG, every plotted series as CSV, the window as PNG,
-and the tile animation as GIF or MP4.
+"""Exports: the plots as PNG (at any size) or SVG, their results as a tidy CSV (one row per result
+and kernel) and every plotted series as a wide CSV, the window as PNG, and the tile animation as
+GIF or MP4.
 
 Plots are exported from a replica of the live panel (PlotsPanel.replicate) laid out offscreen at
 the size asked for, so fonts and markers keep their size instead of being stretched and the live
@@ -10,7 +11,8 @@ second of work, none of it a stall of the GUI thread.
 
 SVG is drawn by Qt's own QSvgGenerator: pyqtgraph 0.14's SVG exporter fails on Qt 6.12 ("not
 enough values to unpack" on a 'Z' path command), and ours also keeps markers as vector symbols
-(pyqtgraph blits them from a pixmap atlas on screen).
+(pyqtgraph blits them from a pixmap atlas on screen). Its strokes are then rewritten in output
+coordinates (app/svg_coordinates.py), so librsvg and cairo draw it as browsers and Qt do.
 
 Every file is written atomically (gpu.fileio.atomic_write_bytes, or a temporary file beside
 the target that is renamed at the end for the animation writers), so an unwritable folder, a
@@ -53,22 +55,27 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QImage, QPainter, QRegion
 from PySide6.QtWidgets import QApplication, QGraphicsItem, QGraphicsView, QWidget
 
+from gpu.algorithms import ALGORITHMS
 from gpu.config import AttentionConfig
 from gpu.costmodel import GpuSpec
 from gpu.errors import FileWriteError
 from gpu.fileio import atomic_write_bytes
+from gpu.results import RunResult
 
 from .background import LatestOnly
 from .plot_kit import MetricPlot
 from .plots import PlotsPanel
+from .state.model_cache import band as model_band
+from .state.recorded_run import reference_label
+from .svg_coordinates import output_space
 
-PLOT_NAMES = ("memoryPlot", "timingPlot", "trafficPlot", "rooflinePlot")
+PLOT_NAMES = ("memoryPlot", "timingPlot", "trafficPlot", "rooflinePlot", "trafficStrip")
 _N_AXIS = ("sequence length N", "tokens")
 #: (quantity, unit) of x and y on each plot, for the CSV header.
 AXES: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {
     "memoryPlot": (_N_AXIS, ("peak memory", "B")),
     "timingPlot": (_N_AXIS, ("time per forward pass", "ms")),
-    "trafficPlot": (_N_AXIS, ("HBM traffic (model)", "B")),
+    "trafficPlot": (_N_AXIS, ("DRAM traffic", "B")),
     "rooflinePlot": (("arithmetic intensity", "FLOP/B"), ("achieved", "FLOP/s")),
 }
 MIN_SIZE, MAX_SIZE = 64, 8192
@@ -210,11 +217,12 @@ def _check_only(only: str | None) -> None:
 
 
 def _replica(panel: PlotsPanel, size: tuple[int, int], only: str | None) -> PlotsPanel:
+    """The SVG's panel: fitted views (an SVG has no clipping: a zoomed curve would reach past
+    its plot)."""
     _check_only(only)
     panel.flush_model()
-    replica = panel.replicate()
-    for plot in replica.plots:
-        plot.setVisible(only is None or plot.objectName() == only)
+    replica = panel.replicate(keep_zoom=False)
+    replica.show_only(only)
     _lay_out(replica, size)
     return replica
 
@@ -272,18 +280,17 @@ class PlotImageExport(QObject):
         yield from replication
         replica = replication.panel
         try:
-            for plot in replica.plots:
-                plot.setVisible(self.only is None or plot.objectName() == self.only)
+            replica.show_only(self.only)
             yield from _lay_out_steps(replica, self.size)
-            for plot in replica.plots:  # a cache holds a whole item: render bands, not items
-                for item in plot.scene().items():
+            for view in replica.graphics_views():  # a cache holds a whole item: render bands
+                for item in view.scene().items():
                     item.setCacheMode(QGraphicsItem.CacheMode.NoCache)
             image = QImage(*self.size, QImage.Format.Format_RGB32)
             image.fill(replica.palette().window().color())
-            for plot in replica.plots:
-                if not plot.isVisibleTo(replica):
+            for view in replica.views():
+                if not view.isVisibleTo(replica):
                     continue
-                rect = plot.geometry()
+                rect = view.geometry()
                 for top in range(rect.top(), rect.bottom() + 1, RENDER_BAND_PX):
                     band = rect.intersected(QRect(rect.left(), top, rect.width(), RENDER_BAND_PX))
                     painter = QPainter(image)
@@ -350,16 +357,16 @@ def plots_svg(
         if painter.isActive():
             painter.end()
         replica.deleteLater()
-    return bytes(data.data())
+    return output_space(bytes(data.data()))
 
 
 def _vector_mode(panel: PlotsPanel, painter: QPainter) -> None:
     """No pixmap caches anywhere, and pyqtgraph items in export mode (scatter symbols drawn as
     paths rather than blitted from the atlas), so the SVG holds vectors, not pictures."""
-    for plot in panel.plots:
-        plot.setCacheMode(QGraphicsView.CacheModeFlag.CacheNone)
+    for view in panel.graphics_views():
+        view.setCacheMode(QGraphicsView.CacheModeFlag.CacheNone)
         opts = {"antialias": True, "background": None, "painter": painter, "resolutionScale": 1.0}
-        for item in plot.scene().items():
+        for item in view.scene().items():
             item.setCacheMode(QGraphicsItem.CacheMode.NoCache)
             set_export = getattr(item, "setExportMode", None)
             if set_export is not None:
@@ -391,8 +398,137 @@ def plotted_series(
     return out
 
 
+#: Columns of the results CSV, in order; the unit is in the name (ms, bytes, FLOP, TFLOP/s).
+RESULT_COLUMNS: tuple[str, ...] = (
+    "algorithm",
+    "label",
+    "reference",
+    "kernel",
+    "seq_len",
+    "batch",
+    "heads",
+    "head_dim",
+    "dtype",
+    "causal",
+    "block_m",
+    "block_n",
+    "backend",
+    "device",
+    "recorded",
+    "oom",
+    "kernel_ms",
+    "kernel_min_ms",
+    "kernel_max_ms",
+    "kernel_samples",
+    "kernel_dram_read_measured_bytes",
+    "kernel_dram_write_measured_bytes",
+    "kernel_l2_measured_bytes",
+    "kernel_dram_model_compulsory_bytes",
+    "kernel_dram_model_l2_aware_bytes",
+    "kernel_dram_model_no_reuse_bytes",
+    "total_ms",
+    "useful_flops",
+    "achieved_tflop_s",
+    "peak_pool_bytes",
+    "peak_device_bytes",
+    "model_peak_bytes",
+    "max_abs_error",
+    "model_gpu",
+    "message",
+)
+
+
+def result_rows(
+    results: dict[str, list[RunResult]], gpu: GpuSpec | None
+) -> list[dict[str, object]]:
+    """One row per result and kernel (a result without kernel times, such as an out-of-memory
+    one, gets one row with an empty kernel): the tidy form of what the plots show. Model
+    columns are the cost model's DRAM bytes on `gpu` (empty for a reference peer)."""
+    rows = []
+    for algorithm, series in results.items():
+        ours = algorithm in ALGORITHMS
+        for r in series:
+            c = r.config
+            band = model_band(c, algorithm, gpu) if ours and gpu is not None else None
+            base = {
+                "algorithm": algorithm,
+                "label": ALGORITHMS[algorithm].label if ours else reference_label(algorithm),
+                "reference": not ours,
+                "seq_len": c.seq_len,
+                "batch": c.batch,
+                "heads": c.heads,
+                "head_dim": c.head_dim,
+                "dtype": c.dtype,
+                "causal": c.causal,
+                "block_m": c.block_m,
+                "block_n": c.block_n,
+                "backend": r.backend,
+                "device": r.device,
+                "recorded": r.recorded,
+                "oom": r.oom,
+                "total_ms": r.total_ms,
+                "useful_flops": r.flops,
+                "achieved_tflop_s": r.tflops,
+                "peak_pool_bytes": r.peak_bytes,
+                "peak_device_bytes": r.device_peak_bytes,
+                "model_peak_bytes": r.model_peak_bytes,
+                "max_abs_error": r.max_abs_error,
+                "model_gpu": gpu.name if band is not None and gpu is not None else "",
+                "message": r.message,
+            }
+            kernels = r.kernel_times or ((None),)
+            for k in kernels:
+                row = dict(base, kernel=k.name if k is not None else "")
+                if k is not None:
+                    row.update(
+                        kernel_ms=k.ms,
+                        kernel_min_ms=k.min_ms,
+                        kernel_max_ms=k.max_ms,
+                        kernel_samples=k.count,
+                    )
+                    t = r.kernel_traffic(k.name)
+                    if t is not None:
+                        row.update(
+                            kernel_dram_read_measured_bytes=t.dram_read_bytes,
+                            kernel_dram_write_measured_bytes=t.dram_write_bytes,
+                            kernel_l2_measured_bytes=t.l2_bytes,
+                        )
+                    if band is not None:
+                        for key, cost in (
+                            ("compulsory", band.compulsory),
+                            ("l2_aware", band.l2_aware),
+                            ("no_reuse", band.no_reuse),
+                        ):
+                            kc = next((x for x in cost.kernels if x.name == k.name), None)
+                            if kc is not None:
+                                row[f"kernel_dram_model_{key}_bytes"] = kc.hbm_bytes
+                rows.append(row)
+    return rows
+
+
+def results_csv(panel: PlotsPanel, only: str | None = None) -> str:
+    """The results the plots show as a tidy CSV: one row per result and kernel, named columns
+    with their unit in the name (RESULT_COLUMNS), config and device on every row. `only` is
+    accepted for symmetry with the other plot exports (every plot shows the same results)."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=RESULT_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in result_rows(panel.results_shown(), panel.target_gpu()):
+        writer.writerow({k: _cell(v) for k, v in row.items()})
+    return buf.getvalue()
+
+
+def _cell(value: object) -> object:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    return value
+
+
 def plots_csv(panel: PlotsPanel, only: str | None = None) -> str:
-    """Every plotted series as two columns (x, y), side by side; the header names the plot, the
+    """Every plotted series as two columns (x, y), side by side (a wide table of the plots'
+    series, not of results: `results_csv` is the tidy one); the header names the plot, the
     series, the quantity and its unit in brackets, then the legend label:
     `timingPlot/measured_naive y: time per forward pass [ms] | naive`. Shorter series leave
     their cells empty below their last point. Numbers are written exactly (repr)."""

@@ -64,7 +64,20 @@ class ExportKind:
 EXPORT_KINDS: tuple[ExportKind, ...] = (
     ExportKind("plots_png", "Plots as PNG image", ".png", "PNG image (*.png)", (1600, 1000)),
     ExportKind("plots_svg", "Plots as SVG (vector)", ".svg", "SVG image (*.svg)", (1600, 1000)),
-    ExportKind("plots_csv", "Plotted data as CSV", ".csv", "CSV table (*.csv)", None),
+    ExportKind(
+        "results_csv",
+        "Results as CSV (one row per result and kernel)",
+        ".csv",
+        "CSV table (*.csv)",
+        None,
+    ),
+    ExportKind(
+        "plots_csv",
+        "Plotted series as CSV (wide: x and y columns per series)",
+        ".csv",
+        "CSV table (*.csv)",
+        None,
+    ),
     ExportKind("screenshot", "Window screenshot (PNG)", ".png", "PNG image (*.png)", None),
     ExportKind("gif", "Tile animation as GIF", ".gif", "GIF animation (*.gif)", (960, 544)),
     ExportKind("mp4", "Tile animation as MP4 video", ".mp4", "MP4 video (*.mp4)", (960, 544)),
@@ -164,7 +177,7 @@ class ExportDialog(QDialog):
         plots = kind.key.startswith("plots_")
         animation = kind.key in ("gif", "mp4")
         self.plot.setEnabled(plots)
-        self.width_spin.setEnabled(kind.default_size is not None and kind.key != "plots_csv")
+        self.width_spin.setEnabled(kind.default_size is not None)
         self.height_spin.setEnabled(self.width_spin.isEnabled())
         if kind.default_size is not None:
             self.width_spin.setValue(kind.default_size[0])
@@ -358,6 +371,8 @@ class FileMenu(QObject):
                 )
             elif request.kind == "plots_csv":
                 data = exports.plots_csv(panel, request.only).encode()
+            elif request.kind == "results_csv":
+                data = exports.results_csv(panel).encode()
             else:
                 data = exports.window_png(self.window)
             exports.write_file(path, data, overwrite=True)

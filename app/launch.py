@@ -127,6 +127,7 @@ def render_window(
             if sweep and not open_path:  # a recording holds what it holds: nothing to sweep
                 window.sweep()
             _spin(app, lambda: not window.runner.busy, timeout_s)
+            window.plots.flush_model()  # the model curves of the config shown, not a pending one
             window.resize(*size)
             _spin(app, lambda: False, 0.3)  # let the last results paint
             if window.banner.message:

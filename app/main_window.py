@@ -296,6 +296,31 @@ class MainWindow(QMainWindow):
             lambda: self.controls.step_seq(1),
             "Step N up along the slider's scale.",
         )
+        self.remeasure_action = self._action(
+            "Re-measure this N",
+            "Ctrl+Shift+R",
+            self.remeasure,
+            "Measure the current N again for the selected algorithms (a noisy point, say); the "
+            "new result replaces the old one.",
+        )
+        self.clear_results_action = self._action(
+            "Clear results",
+            None,
+            self.clear_results,
+            "Forget every result measured on this backend this session (the plots keep the model).",
+        )
+        self.reset_plots_action = self._action(
+            "Reset plots",
+            "Ctrl+0",
+            lambda: self.plots.reset_views(),
+            "Fit every plot to its data again after zooming or panning (double-click a plot: "
+            "that one).",
+        )
+        self.legends_action = QAction("Plot legends", self)
+        self.legends_action.setCheckable(True)
+        self.legends_action.setChecked(True)
+        self.legends_action.setToolTip("Show the legend above each plot (the key stays).")
+        self.legends_action.toggled.connect(self.plots.set_legends_visible)
         self.explain_action = self.explain_dock.toggleViewAction()
         self.explain_action.setText("Explain pane")
         self.explain_action.setShortcut(QKeySequence("F1"))
@@ -315,11 +340,15 @@ class MainWindow(QMainWindow):
         run_menu = menu.addMenu("&Run")
         run_menu.addAction(self.sweep_action)
         run_menu.addAction(self.cancel_action)
+        run_menu.addAction(self.remeasure_action)
+        run_menu.addAction(self.clear_results_action)
         run_menu.addSeparator()
         run_menu.addAction(self.step_left_action)
         run_menu.addAction(self.step_right_action)
         view_menu = menu.addMenu("&View")
         view_menu.addAction(self.explain_action)
+        view_menu.addAction(self.reset_plots_action)
+        view_menu.addAction(self.legends_action)
         view_menu.addAction(self.dark_action)
         for m in (file_menu, run_menu, view_menu):
             m.setToolTipsVisible(True)
@@ -365,14 +394,41 @@ class MainWindow(QMainWindow):
         items = []
         for n in powers_of_two_up_to(s.config.seq_len):
             config = s.config.with_(seq_len=n)
-            for algo in self.store.missing(config, s.algorithms, s.backend.key, s.run_budget):
-                items.append((config, algo))
-        total = self.runner.start_sweep(items, s.run_budget)
+            missing = self.store.missing(
+                config, s.algorithms, s.backend.key, s.run_budget, s.profile_runs
+            )
+            items += [(config, algo) for algo in missing]
+        total = self.runner.start_sweep(items, s.run_budget, s.profile_runs)
         if total == 0:
             self.statusBar().showMessage(
                 f"Sweep: every N up to {s.config.seq_len} is already measured.", 4000
             )
         return total
+
+    def remeasure(self) -> int:
+        """Measure the current N again for the selected algorithms (the newest result replaces
+        the stored one); a recorded run cannot be measured again."""
+        s = self.state.value
+        if s.backend is None or s.replay:
+            self.statusBar().showMessage(
+                "A recorded run cannot be measured again: switch to a live backend.", 5000
+            )
+            return 0
+        self.runner.request(s.config, list(s.algorithms), s.run_budget, s.profile_runs)
+        return len(s.algorithms)
+
+    def clear_results(self) -> None:
+        """Forget the live backend's results (a recorded run's are its file's: kept)."""
+        s = self.state.value
+        if s.backend is None or s.replay:
+            self.statusBar().showMessage("A recorded run's results stay: they are the file.", 5000)
+            return
+        self.runner.cancel_sweep()
+        self.runner.cancel()
+        self.store.clear(s.backend.key)
+        self._refresh_measured()
+        self.statusBar().showMessage("Results cleared; the current N is measured again.", 4000)
+        self._request()
 
     def cancel(self) -> None:
         self.runner.cancel_sweep()
@@ -429,7 +485,7 @@ class MainWindow(QMainWindow):
         if self._started_choice != "recorded":
             self._fallback_choice = self._started_choice
         self._started_choice = choice
-        self.state.update(backend_choice=choice, backend=None, **changes)
+        self.state.update(backend_choice=choice, backend=None, bytes_refused="", **changes)
         if choice == "recorded":
             path = self.state.value.recorded_path
             preloaded, self._preloaded = self._preloaded, None
@@ -555,7 +611,7 @@ class MainWindow(QMainWindow):
         """The window's own share of a state change: measured series and runner requests."""
         if change.changed("family", "algorithms", "backend", "run_budget"):
             self._redraw_measured()  # with any results arriving meanwhile, in its own event
-        if change.changed("config", "algorithms", "backend", "run_budget"):
+        if change.changed("config", "algorithms", "backend", "run_budget", "profile_runs"):
             self._request()
         if change.changed("config"):
             self._animation_stale = True
@@ -584,9 +640,11 @@ class MainWindow(QMainWindow):
         s = self.state.value
         if s.backend is None or self._closing:
             return
-        missing = self.store.missing(s.config, s.algorithms, s.backend.key, s.run_budget)
+        missing = self.store.missing(
+            s.config, s.algorithms, s.backend.key, s.run_budget, s.profile_runs
+        )
         if missing:
-            self.runner.request(s.config, missing, s.run_budget)
+            self.runner.request(s.config, missing, s.run_budget, s.profile_runs)
         else:
             self.runner.cancel()
 
@@ -597,11 +655,14 @@ class MainWindow(QMainWindow):
         self.plots.set_reference(self._reference_series(s))
         if s.backend is None:
             self.plots.set_measured({})
+            self.explain.set_measured({})
             return
         key, budget = s.backend.key, s.run_budget
-        self.plots.set_measured(
-            {a: self.store.series(s.config, a, key, budget) for a in ALGOS if a in s.algorithms}
-        )
+        series = {
+            a: self.store.series(s.config, a, key, budget) for a in ALGOS if a in s.algorithms
+        }
+        self.plots.set_measured(series)
+        self.explain.set_measured(series)
 
     def _reference_series(self, s: AppState) -> dict[str, list]:
         """Peers recorded beside ours (PyTorch SDPA): reference series, never our algorithms."""
@@ -632,7 +693,9 @@ class MainWindow(QMainWindow):
             return
         if outcome.result is not None:
             result = outcome.result
-            self.store.add(result, outcome.backend_key, job.budget_bytes)
+            self.store.add(result, outcome.backend_key, job.budget_bytes, job.profile)
+            if job.profile and not result.oom and not result.traffic:
+                self._bytes_not_measured(result)
             if family_of(job.config, job.algorithm) == family_of(s.config, job.algorithm):
                 self._redraw_measured()
             self.readouts.set_last(result)
@@ -663,6 +726,20 @@ class MainWindow(QMainWindow):
             self.banner.show_message(
                 f"{job.algorithm} at N = {job.config.seq_len} failed: {outcome.error}"
             )
+
+    def _bytes_not_measured(self, result) -> None:  # type: ignore[no-untyped-def]
+        """A sampled run came back without counters (no CUPTI, no permission, ...): say why
+        once, and measure without sampling from now on (the figures stay the model's)."""
+        if self.state.value.bytes_refused:
+            return
+        why = next(
+            (m for m in result.message.split("; ") if "not measured" in m),
+            "the counters gave nothing",
+        )
+        self.statusBar().showMessage(
+            f"Measure bytes: {why} — the traffic stays the model's.", 15000
+        )
+        self.state.update(bytes_refused=why)
 
     def _note(self, job: Job, text: str) -> None:
         """Show `text` in the run status. Notes about one config of one request add up (naive's

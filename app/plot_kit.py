@@ -3,8 +3,11 @@
 Generic parts, with no lesson in them: axes that tick log10 coordinates at powers of two or
 decades and print real values; `Style` (how an item is drawn, by palette key, so a theme switch
 restyles in place); `RingMarkers` (cheap hollow markers that follow the slider); `MetricPlot`
-(named items, one cursor, a hover read-out, legends, a cached grid); `LabelledLine` (a labelled
-horizontal or vertical line, such as a memory budget or a ridge point).
+(named items, error bars, one cursor, a hover read-out that stays inside the data area, a legend
+strip above the data, a cached grid, ranges that fit the data until the user zooms and come
+back on a double-click); `SeriesKey` (one key to the colours and symbols all plots share);
+`LabelledLine` (a labelled horizontal or vertical line, such as a memory budget or a ridge
+point).
 
 Every item is created once and updated with `setData`/`setValue`. Data are plotted in log10
 coordinates by us (not pyqtgraph's log mode) so cursors, labels and markers share one coordinate
@@ -19,9 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, Qt
-from PySide6.QtGui import QPen
-from PySide6.QtWidgets import QGraphicsEllipseItem, QGraphicsItem
+from pyqtgraph.graphicsItems.ScatterPlotItem import drawSymbol
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen
+from PySide6.QtWidgets import QGraphicsEllipseItem, QGraphicsItem, QSizePolicy, QWidget
 
 from .state.units import fmt_int
 from .theme import Palette
@@ -135,6 +139,7 @@ class Style:
     symbol_size: float = 8.0
     line: bool = True
     hollow: bool = False
+    fill: int = 0  # alpha (0..255) of a fill below the line, for a legend sample of a band
 
 
 class RingMarkers:
@@ -190,8 +195,94 @@ class RingMarkers:
         self.legend_sample.setBrush(None)
 
 
+class _Sample(pg.ItemSample):
+    """A compact legend sample that only shows: a click does not hide the series (the legend
+    is a key to the plot's encodings, not a switch)."""
+
+    def __init__(self, item) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(item)
+        self.setFixedHeight(SAMPLE_PX)
+
+    def boundingRect(self):  # type: ignore[no-untyped-def]
+        return QRectF(0, 0, 20, SAMPLE_PX)
+
+    def paint(self, p, *args) -> None:  # type: ignore[no-untyped-def]
+        p.translate(0, (SAMPLE_PX - 20) / 2)
+        super().paint(p, *args)
+
+    def mouseClickEvent(self, event) -> None:  # type: ignore[no-untyped-def]
+        event.ignore()
+
+
+#: Height of a legend row, and of its sample.
+ROW_PX = 15
+SAMPLE_PX = 14
+
+
+class LegendStrip(pg.LegendItem):
+    """A legend laid out above the data area (in the plot's own layout, where a top axis would
+    go), so it never covers data: entries flow left to right and wrap at the plot's width."""
+
+    def __init__(self) -> None:
+        super().__init__(offset=None, labelTextSize="8pt", verSpacing=0, horSpacing=6)
+        self.sampleType = _Sample
+        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations, False)
+        self.layout.setContentsMargins(0, 0, 0, 0)  # entries are placed by hand (relayout)
+        self.width_px = 400.0
+        self.height_px = 0
+        self._placed: tuple = ()
+
+    def relayout(self, width_px: float | None = None) -> bool:
+        """Place the entries in reading order, wrapping at `width_px`; True when that changed
+        the strip (the plot then lays its data area out again)."""
+        if width_px is not None:
+            self.width_px = width_px
+        widths = [20 + label.itemRect().width() + ENTRY_GAP_PX for _, label in self.items]
+        places = flow(widths, self.width_px)
+        placed = (tuple(places), tuple(id(s) for s, _ in self.items))
+        if placed == self._placed:
+            return False
+        self._placed = placed
+        for (sample, label), (x, row) in zip(self.items, places, strict=True):
+            y = row * ROW_PX
+            sample.setPos(x, y + (ROW_PX - SAMPLE_PX) / 2)
+            label.setPos(x + 20, y + (ROW_PX - label.itemRect().height()) / 2)
+        rows = max((row for _, row in places), default=-1) + 1
+        self.height_px = rows * ROW_PX
+        return True
+
+    def updateSize(self) -> None:
+        """Sized by the plot's layout (see relayout), never by pyqtgraph's own rule."""
+        return
+
+    def paint(self, p, *args) -> None:  # type: ignore[no-untyped-def]
+        return  # no frame: a strip, not a box over data
+
+
+#: Space after each legend entry.
+ENTRY_GAP_PX = 12
+
+
+def flow(widths: Sequence[float], available: float) -> list[tuple[float, int]]:
+    """(x, row) of entries of these widths placed left to right, wrapping at `available`."""
+    x, row, out = 0.0, 0, []
+    for w in widths:
+        if x > 0 and x + w > available:
+            x, row = 0.0, row + 1
+        out.append((x, row))
+        x += w
+    return out
+
+
 class MetricPlot(pg.PlotWidget):
-    """One plot: named items, a cursor, a hover read-out; data in log10 coordinates."""
+    """One plot: named items, a cursor, a hover read-out, a legend strip above the data;
+    data in log10 coordinates.
+
+    Ranges: the plot fits its data (x: a fixed span or the data, y: the data) whenever the
+    data change, until the user zooms or pans (wheel, drag); from then on it keeps the user's
+    view, panning only to keep the cursor in sight, until `reset_view` (a double-click, or the
+    window's View ▸ Reset plots).
+    """
 
     def __init__(
         self,
@@ -201,9 +292,7 @@ class MetricPlot(pg.PlotWidget):
         y_format: Callable[[float], str],
         x_label: str = "sequence length N",
         x_format: Callable[[float], str] | None = None,
-        legend_cols: int = 1,
         cursor_label: bool = True,
-        legend_at: tuple[int, int] = (6, 4),
     ) -> None:
         bottom = Log2NAxis("bottom") if x_format is None else LogValueAxis("bottom", x_format)
         self._n_axis = x_format is None
@@ -212,6 +301,7 @@ class MetricPlot(pg.PlotWidget):
             axisItems={"bottom": bottom, "left": LogValueAxis("left", y_format)}, enableMenu=False
         )
         self.setObjectName(object_name)
+        self.setAccessibleName(title)
         self.title = title
         self.plotItem.setMenuEnabled(False)
         self.plotItem.hideButtons()
@@ -219,18 +309,24 @@ class MetricPlot(pg.PlotWidget):
         self.setLabel("left", y_label)
         self.getAxis("left").setWidth(62)
         self.plotItem.setTitle(title, size="10pt")
-        self.legend = self.plotItem.addLegend(
-            offset=legend_at, labelTextSize="8pt", colCount=legend_cols, verSpacing=-6
-        )
+        self.plotItem.layout.setRowFixedHeight(0, 22)
+        # The legend takes the top axis's place in the plot's layout (the axis is never shown).
+        layout = self.plotItem.layout
+        layout.removeItem(self.plotItem.getAxis("top"))
+        self.legend = LegendStrip()
+        self.legend_shown = True
+        layout.addItem(self.legend, 1, 1)
         self.legend.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
-        #: A second legend (top left) for reference series, made on first use: peers get their
-        #: own box instead of lengthening the main one over the data.
-        self.side_legend: pg.LegendItem | None = None
         self.items: dict[str, pg.PlotDataItem] = {}
         self.styles: dict[str, Style] = {}
         self.labels: dict[str, str] = {}
+        #: Legend-only samples (a key to an encoding, such as "hollow: model bytes"): name ->
+        #: (label, style, sample item that is never drawn in the plot).
+        self.keys: dict[str, tuple[str, Style, pg.PlotDataItem]] = {}
         #: Linear data of every item, as last set: name -> (x, y).
         self.series: dict[str, tuple[list[float], list[float]]] = {}
+        #: Error bars (linear low, high per point) of items drawn with `add_error_bars`.
+        self.spreads: dict[str, tuple[list[float], list[float]]] = {}
         # The grid is a cached line item of ours: pyqtgraph's axis grid repaints both axes
         # (a QPicture replay each) in every strip the cursor exposes.
         self.grid = pg.PlotCurveItem(connect="pairs")
@@ -239,6 +335,7 @@ class MetricPlot(pg.PlotWidget):
         self.addItem(self.grid, ignoreBounds=True)
         self.x_ticks: Callable[[float, float], list[float]] = octaves if self._n_axis else decades
         self.plotItem.vb.sigRangeChanged.connect(self._update_grid)
+        self.plotItem.vb.sigRangeChangedManually.connect(self._zoomed_by_user)
         self.cursor = pg.InfiniteLine(angle=90, movable=False)
         self.cursor_label = pg.InfLineLabel(
             self.cursor, text="", position=0.04, anchors=[(0, 1), (0, 1)]
@@ -247,7 +344,10 @@ class MetricPlot(pg.PlotWidget):
         self._show_cursor_label = cursor_label
         self.addItem(self.cursor, ignoreBounds=True)
         self.cursor_n: int | None = None
-        self.hover = pg.TextItem(anchor=(0, 1))
+        self.hover = pg.TextItem(anchor=(0, 0))
+        hover_font = QFont(self.font())
+        hover_font.setPointSizeF(8.5)
+        self.hover.setFont(hover_font)
         self.hover.setZValue(100)
         self.hover.setVisible(False)
         self.addItem(self.hover, ignoreBounds=True)
@@ -255,15 +355,26 @@ class MetricPlot(pg.PlotWidget):
         self._proxy = pg.SignalProxy(self.scene().sigMouseMoved, rateLimit=30, slot=self._on_mouse)
         self._palette: Palette | None = None
         self._visible_names: list[str] = []
-        #: Legend rows made so far, kept while hidden: id(legend) -> name -> (sample, label).
-        self._legend_rows: dict[int, dict[str, tuple]] = {}
-        # Ranges are set by fit_y when data change, never by pyqtgraph's auto-range: it
+        self._legend_names: list[str] = []
+        #: Legend rows made so far, kept while hidden: name -> (sample, label).
+        self._legend_rows: dict[str, tuple] = {}
+        # Ranges are set by fit_y / fit_x when data change, never by pyqtgraph's auto-range: it
         # re-ranges (and repaints the whole plot) whenever any item moves, cursors included.
         self.plotItem.vb.disableAutoRange()
         self._bounded: set[str] = set()
         self._spot_colors: dict[str, list[str]] = {}
         self._y_range: tuple[float, float] | None = None
+        self._y_extra: list[float] = []
+        self._x_span: tuple[float, float] | None = None  # log10; None: fit x to the data
+        self._x_extra: list[float] = []
+        self._x_range: tuple[float, float] | None = None
         self.default_y = (0.0, 1.0)
+        self.default_x = (0.0, 4.0)
+        #: True once the user zoomed or panned, until reset_view.
+        self.user_zoomed = False
+        self._setting_range = False
+
+    # ------------------------------------------------------------------ items
 
     def add(self, name: str, label: str, style: Style, bounds: bool = True):  # type: ignore[no-untyped-def]
         """A named item; `bounds=False` keeps it out of auto-range (markers that follow the
@@ -276,33 +387,37 @@ class MetricPlot(pg.PlotWidget):
             return self.items[name]
         # Markers alone are plain ScatterPlotItems: a PlotDataItem costs twice as much per setData.
         item = pg.PlotDataItem() if style.line else pg.ScatterPlotItem(pxMode=True)
+        self._register(name, item, bounds)
+        return item
+
+    def add_error_bars(self, name: str, label: str, style: Style) -> pg.ErrorBarItem:
+        """Vertical bars (set_error_bars) from each point's low to its high value."""
+        self.styles[name] = style
+        self.labels[name] = label
+        self.series[name] = ([], [])
+        self.spreads[name] = ([], [])
+        item = pg.ErrorBarItem(x=np.zeros(0), y=np.zeros(0), beam=0.0)
+        self._register(name, item, bounds=False)
+        return item
+
+    def _register(self, name: str, item, bounds: bool) -> None:  # type: ignore[no-untyped-def]
         self.items[name] = item
         self.addItem(item, ignoreBounds=not bounds)
         if bounds:
             self._bounded.add(name)
-            # Data items change only with data; cached as pixmaps, the strips a slider move
-            # exposes are blitted instead of repainted in Python (measured: -25% per move).
-            for part in (
-                (item,) if isinstance(item, pg.ScatterPlotItem) else (item.curve, item.scatter)
-            ):
-                part.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
-        return item
+        # Data items change only with data; cached as pixmaps, the strips a slider move
+        # exposes are blitted instead of repainted in Python (measured: -25% per move).
+        parts = (item.curve, item.scatter) if isinstance(item, pg.PlotDataItem) else (item,)
+        for part in parts:
+            part.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
 
-    def fit_y(self, extra: Sequence[float] = ()) -> None:
-        """Range y over the visible data items (and `extra` values), in log10 units."""
-        ys = [y for y in extra if y and y > 0]
-        for name in self._bounded:
-            if self.items[name].isVisible():
-                ys.extend(self.series[name][1])
-        if ys:
-            lo, hi = math.log10(min(ys)), math.log10(max(ys))
-        else:
-            lo, hi = self.default_y
-        pad = max(0.08 * (hi - lo), 0.3)
-        target = (lo - pad, hi + pad)
-        if target != self._y_range:
-            self._y_range = target
-            self.setYRange(*target, padding=0)
+    def key(self, name: str, label: str, style: Style) -> None:
+        """A legend-only entry: a sample of `style` with `label`, for an encoding that several
+        items share (filled vs hollow markers, a model's line style)."""
+        sample = pg.PlotDataItem()
+        self.keys[name] = (label, style, sample)
+        if self._palette is not None:
+            self._restyle(sample, style, self._palette)
 
     def set_series(self, name: str, xs: Sequence[float], ys: Sequence[float], log_x: bool = True):
         """Plot linear (x, y); non-positive or missing values are left out (log axes)."""
@@ -320,6 +435,30 @@ class MetricPlot(pg.PlotWidget):
         x = np.log10(arr[:, 0]) if log_x else arr[:, 0]
         item.setData(x=x, y=np.log10(arr[:, 1]), **self._spot_style(name, len(pts)))
 
+    def set_error_bars(
+        self,
+        name: str,
+        xs: Sequence[float],
+        ys: Sequence[float],
+        lows: Sequence[float],
+        highs: Sequence[float],
+    ) -> None:
+        """Bars from `lows` to `highs` at (xs, ys), linear values; points without a positive
+        spread are left out."""
+        pts = [
+            p
+            for p in zip(xs, ys, lows, highs, strict=True)
+            if all(v is not None and v > 0 for v in p) and p[3] > p[2]
+        ]
+        self.series[name] = ([p[0] for p in pts], [p[1] for p in pts])
+        self.spreads[name] = ([p[2] for p in pts], [p[3] for p in pts])
+        item = self.items[name]
+        if not pts:
+            item.setData(x=np.zeros(0), y=np.zeros(0), top=None, bottom=None)
+            return
+        x, y, lo, hi = np.log10(np.asarray(pts, dtype=float)).T
+        item.setData(x=x, y=y, top=hi - y, bottom=y - lo, beam=0.035)
+
     def _spot_style(self, name: str, count: int) -> dict:
         """Per-point colours of a multi-colour marker item (set_colors), else nothing."""
         colors = self._spot_colors.get(name)
@@ -332,15 +471,43 @@ class MetricPlot(pg.PlotWidget):
         """Colour the points of `name` one by one (palette keys), for the next set_series."""
         self._spot_colors[name] = list(color_keys)
 
+    def set_title(self, title: str) -> None:
+        self.title = title
+        self._show_title()
+
+    def _show_title(self) -> None:
+        """The title, elided to the plot's width (a title wider than the plot would widen the
+        plot's scene past its view and push the right of the plot out of sight)."""
+        text = self.title + (" · zoomed: double-click resets" if self.user_zoomed else "")
+        font = QFont(self.font())
+        font.setPointSizeF(10)
+        shown = QFontMetrics(font).elidedText(
+            text, Qt.TextElideMode.ElideRight, max(60, self.width() - 24)
+        )
+        if (shown, self._palette) == getattr(self, "_title_shown", None):
+            return
+        self._title_shown = (shown, self._palette)
+        color = self._palette.foreground if self._palette else None
+        label = self.plotItem.titleLabel
+        label.setText(shown, color=color, size="10pt")
+        label.setMinimumWidth(0)
+        self.setToolTip(text if shown != text else "")
+
+    # ------------------------------------------------------------------ cursor, ranges
+
     def set_cursor(self, n: int) -> None:
         self.cursor_n = n
         x = math.log10(n)
         self.cursor.setValue(x)
+        (x0, x1), _ = self.plotItem.vb.viewRange()
+        if self.user_zoomed and not x0 <= x <= x1:  # keep the user's zoom, bring N in sight
+            half = (x1 - x0) / 2
+            self._apply_x(x - half, x + half)
+            (x0, x1), _ = self.plotItem.vb.viewRange()
         if not self._show_cursor_label:
             return
         self.cursor_label.setFormat(f"N = {fmt_int(n)}")
         # Text on the right of the line, or on its left near the right edge (never clipped).
-        (x0, x1), _ = self.plotItem.vb.viewRange()
         side = 1.0 if x1 > x0 and (x - x0) / (x1 - x0) > 0.7 else 0.0
         if self.cursor_label.anchors[0][0] != side:
             self.cursor_label.anchors = [(side, 1), (side, 1)]
@@ -349,51 +516,140 @@ class MetricPlot(pg.PlotWidget):
     def _update_grid(self, *_: object) -> None:
         (x0, x1), (y0, y1) = self.plotItem.vb.viewRange()
         xs, ys = [], []
+        # Exactly the view's extent: an SVG export has no clipping, so nothing may reach past it.
         for x in self.x_ticks(x0, x1):
             xs += [x, x]
-            ys += [y0 - 1, y1 + 1]
+            ys += [y0, y1]
         for y in decades(y0, y1):
-            xs += [x0 - 1, x1 + 1]
+            xs += [x0, x1]
             ys += [y, y]
         self.grid.setData(np.asarray(xs, dtype=float), np.asarray(ys, dtype=float))
 
     def set_x_span(self, lo: float, hi: float) -> None:
         """Fix the x range (linear units) so the cursor never leaves the view."""
+        self._x_span = (math.log10(lo), math.log10(hi))
         self.plotItem.vb.enableAutoRange(x=False)
-        self.setXRange(math.log10(lo), math.log10(hi), padding=0.06)
+        if not self.user_zoomed:
+            self._fit_x_now()
 
-    def set_visible_items(self, names: Sequence[str], force: bool = False) -> None:
-        """Show these items (legend in this order); hide the others."""
+    def fit_x(self, extra: Sequence[float] = ()) -> None:
+        """Range x over the visible data (and `extra` linear values), for a plot whose x is
+        not N (no fixed span): a decade of margin, never narrower than two decades."""
+        self._x_extra = [v for v in extra if v and v > 0]
+        if not self.user_zoomed:
+            self._fit_x_now()
+
+    def _fit_x_now(self) -> None:
+        if self._x_span is not None:
+            lo, hi = self._x_span
+            pad = 0.06 * (hi - lo)
+            self._apply_x(lo - pad, hi + pad)
+            return
+        xs = list(self._x_extra)
+        for name in self._bounded:
+            if self.items[name].isVisible():
+                xs.extend(self.series[name][0])
+        if xs:
+            lo, hi = math.floor(math.log10(min(xs)) - 0.3), math.ceil(math.log10(max(xs)) + 0.3)
+            lo, hi = min(lo, hi - 2), max(hi, lo + 2)
+        else:
+            lo, hi = self.default_x
+        self._apply_x(lo - 0.02, hi + 0.02)
+
+    def _apply_x(self, lo: float, hi: float) -> None:
+        if (lo, hi) == self._x_range and not self.user_zoomed:
+            return
+        self._x_range = (lo, hi)
+        self._setting_range = True
+        try:
+            self.setXRange(lo, hi, padding=0)
+        finally:
+            self._setting_range = False
+
+    def fit_y(self, extra: Sequence[float] = ()) -> None:
+        """Range y over the visible data items (and `extra` values), in log10 units; the user's
+        zoom, if any, is kept (the fit applies at reset_view)."""
+        self._y_extra = [y for y in extra if y and y > 0]
+        if not self.user_zoomed:
+            self._fit_y_now()
+
+    def _fit_y_now(self) -> None:
+        ys = list(self._y_extra)
+        for name in self._bounded:
+            if self.items[name].isVisible():
+                ys.extend(self.series[name][1])
+        for name, (lows, highs) in self.spreads.items():
+            if self.items[name].isVisible():
+                ys.extend(lows + highs)
+        if ys:
+            lo, hi = math.log10(min(ys)), math.log10(max(ys))
+        else:
+            lo, hi = self.default_y
+        pad = max(0.08 * (hi - lo), 0.3)
+        target = (lo - pad, hi + pad)
+        if target != self._y_range:
+            self._y_range = target
+            self._setting_range = True
+            try:
+                self.setYRange(*target, padding=0)
+            finally:
+                self._setting_range = False
+
+    def _zoomed_by_user(self, *_: object) -> None:
+        if self._setting_range or self.user_zoomed:
+            return
+        self.user_zoomed = True
+        self._show_title()
+
+    def reset_view(self) -> None:
+        """Back to the fitted view: x span (or data) and y over the data, as data change."""
+        was = self.user_zoomed
+        self.user_zoomed = False
+        self._y_range = self._x_range = None
+        self._fit_x_now()
+        self._fit_y_now()
+        if was:
+            self._show_title()
+
+    def mouseDoubleClickEvent(self, event) -> None:  # type: ignore[no-untyped-def]
+        self.reset_view()
+        event.accept()
+
+    # ------------------------------------------------------------------ legend
+
+    def set_visible_items(
+        self, names: Sequence[str], force: bool = False, legend: Sequence[str] | None = None
+    ) -> None:
+        """Show these items and hide the others; the legend lists `legend` (keys or items, in
+        this order), by default the shown items that have a label."""
         names = [n for n in names if n in self.items]
         for name, item in self.items.items():
             item.setVisible(name in names)
-        if force or names != self._visible_names:
+        if legend is None:
+            legend = [n for n in names if self.labels.get(n)]
+        legend = [n for n in legend if n in self.keys or self.labels.get(n)]
+        if force or names != self._visible_names or legend != self._legend_names:
             self._visible_names = list(names)
-            side = [n for n in names if n.startswith("reference_") and self.labels.get(n)]
-            if side and self.side_legend is None:
-                self._make_side_legend()
-            self._fill_legend(self.legend, [n for n in names if n not in side])
-            if self.side_legend is not None:
-                self._fill_legend(self.side_legend, side)
-                self.side_legend.setVisible(bool(side))
+            self._legend_names = list(legend)
+            self._fill_legend(legend)
 
-    def _fill_legend(self, legend: pg.LegendItem, names: Sequence[str]) -> None:
-        """Lay out the rows of `names` (those with a label). A row's sample and label are made
-        once per item and kept while hidden: making a label costs a text layout (~2 ms), and a
-        recording's legends hold thirty of them."""
-        rows = self._legend_rows.setdefault(id(legend), {})
+    def _fill_legend(self, names: Sequence[str]) -> None:
+        """Lay out the rows of `names`. A row's sample and label are made once per entry and
+        kept while hidden: making a label costs a text layout (~2 ms), and a recording's
+        legends hold many of them."""
+        legend = self.legend
         for sample, label in legend.items:
-            for part in (sample, label):
-                legend.layout.removeItem(part)
-                part.hide()
+            sample.hide()
+            label.hide()
         legend.items = []
         for name in names:
-            text = self.labels.get(name)
-            if not text:
-                continue
-            item = self.items[name]
-            source = item.legend_sample if isinstance(item, RingMarkers) else item
-            row = rows.get(name)
+            if name in self.keys:
+                text, _, source = self.keys[name]
+            else:
+                text = self.labels[name]
+                item = self.items[name]
+                source = item.legend_sample if isinstance(item, RingMarkers) else item
+            row = self._legend_rows.get(name)
             if row is None or row[0].item is not source:
                 label = pg.LabelItem(
                     text,
@@ -401,37 +657,57 @@ class MetricPlot(pg.PlotWidget):
                     justify="left",
                     size=legend.opts["labelTextSize"],
                 )
-                row = rows[name] = (legend.sampleType(source), label)
+                label.setParentItem(legend)
+                row = self._legend_rows[name] = (_Sample(source), label)
+                row[0].setParentItem(legend)
             elif row[1].text != text:
                 row[1].setText(text)
             for part in row:
                 part.show()
             legend.items.append(row)
-            legend._addItemToLayout(*row)
-        legend.updateSize()
+        self._relayout_legend(force=True)
+
+    def _relayout_legend(self, force: bool = False) -> None:
+        width = max(120.0, self.width() - 70.0)
+        if force:
+            self.legend._placed = ()
+        if self.legend.relayout(width) or force:
+            shown = self.legend_shown and bool(self.legend.items)
+            height = self.legend.height_px if shown else 0
+            self.legend.setVisible(shown)
+            # A graphics layout keeps room for hidden items: the strip's own size says it.
+            self.legend.setMinimumHeight(height)
+            self.legend.setMaximumHeight(height)
+            self.plotItem.layout.setRowFixedHeight(1, height)
+
+    def set_legend_visible(self, visible: bool) -> None:
+        """Show or hide the legend strip (its rows go back to the data when hidden)."""
+        if visible != self.legend_shown:
+            self.legend_shown = visible
+            self._relayout_legend(force=True)
+
+    def resizeEvent(self, event) -> None:  # type: ignore[no-untyped-def]
+        super().resizeEvent(event)
+        if "legend" in self.__dict__:  # pyqtgraph resizes the view before __init__ is done
+            self._relayout_legend()
+            self._show_title()
+
+    def legend_texts(self) -> list[str]:
+        """The legend's entries as shown (tests, exports)."""
+        return [label.text for _, label in self.legend.items]
 
     def _drop_legend_rows(self) -> None:
         """Forget the kept rows (their look is cached: a new palette needs new ones)."""
-        for legend in (self.legend, self.side_legend):
-            if legend is None:
-                continue
-            for row in self._legend_rows.pop(id(legend), {}).values():
-                legend._removeItemFromLayout(*row)
-            legend.items = []
-            legend.updateSize()
+        for sample, label in self._legend_rows.values():
+            for part in (sample, label):
+                part.setParentItem(None)
+                if part.scene() is not None:
+                    part.scene().removeItem(part)
+        self._legend_rows = {}
+        self.legend.items = []
+        self.legend._placed = ()
 
-    def _make_side_legend(self) -> None:
-        legend = pg.LegendItem(offset=(6, 4), labelTextSize="8pt", verSpacing=-6)
-        legend.setParentItem(self.plotItem.vb)
-        legend.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
-        self.side_legend = legend
-        if self._palette is not None:
-            self._style_legend(legend, self._palette)
-
-    def _style_legend(self, legend: pg.LegendItem, p: Palette) -> None:
-        legend.setLabelTextColor(p.foreground)
-        legend.setBrush(pg.mkBrush(with_alpha(p.background, 200)))
-        legend.setPen(pg.mkPen(with_alpha(p.muted, 120)))
+    # ------------------------------------------------------------------ style
 
     def apply_palette(self, p: Palette) -> None:
         self._palette = p
@@ -442,24 +718,23 @@ class MetricPlot(pg.PlotWidget):
             ax.setTextPen(pg.mkPen(p.foreground))
             ax.setGrid(False)
         self.grid.setPen(pg.mkPen(with_alpha(p.foreground, int(255 * p.grid_alpha)), width=1))
-        self.plotItem.titleLabel.setText(self.title, color=p.foreground, size="10pt")
+        self._show_title()
         for axis in ("left", "bottom"):
             label = self.getAxis(axis).labelText
             self.setLabel(axis, label, color=p.muted)
         for name, style in self.styles.items():
             self._restyle(self.items[name], style, p)
+        for _, style, sample in self.keys.values():
+            self._restyle(sample, style, p)
         self.cursor.setPen(pg.mkPen(p.cursor, width=1.2, style=Qt.PenStyle.DashLine))
         self.cursor_label.setColor(p.cursor)
         self.hover.setColor(p.foreground)
-        self.hover.fill = pg.mkBrush(with_alpha(p.background, 225))
+        self.hover.fill = pg.mkBrush(with_alpha(p.background, 235))
         self.hover.border = pg.mkPen(p.muted)
-        for legend in (self.legend, self.side_legend):
-            if legend is not None:
-                self._style_legend(legend, p)
+        self.legend.setLabelTextColor(p.foreground)
         # Legend samples cache their look; new rows pick up the new pens.
         self._drop_legend_rows()
-        names, self._visible_names = self._visible_names, []
-        self.set_visible_items(names)
+        self._fill_legend(self._legend_names)
 
     @staticmethod
     def _color(p: Palette, key: str) -> str:
@@ -477,6 +752,9 @@ class MetricPlot(pg.PlotWidget):
         if isinstance(item, RingMarkers):
             item.setPen(pg.mkPen(color, width=2))
             return
+        if isinstance(item, pg.ErrorBarItem):
+            item.setData(pen=pg.mkPen(with_alpha(color, 170), width=style.width))
+            return
         if isinstance(item, pg.ScatterPlotItem):
             item.setSymbol(style.symbol or "o")
             item.setSize(style.symbol_size)
@@ -489,6 +767,9 @@ class MetricPlot(pg.PlotWidget):
             return
         pen = pg.mkPen(color, width=style.width, style=style.dash) if style.line else None
         item.setPen(pen)
+        if style.fill:
+            item.setFillLevel(0)
+            item.setFillBrush(pg.mkBrush(with_alpha(color, style.fill)))
         if style.symbol:
             item.setSymbol(style.symbol)
             item.setSymbolSize(style.symbol_size)
@@ -500,6 +781,8 @@ class MetricPlot(pg.PlotWidget):
                 item.setSymbolPen(pg.mkPen(p.background, width=1))
         else:
             item.setSymbol(None)
+
+    # ------------------------------------------------------------------ hover
 
     def _on_mouse(self, event: tuple[QPointF]) -> None:
         pos = event[0]
@@ -513,13 +796,119 @@ class MetricPlot(pg.PlotWidget):
             self.hover.setVisible(False)
             return
         self.hover.setText(text)
-        # Keep the box inside the view: flip to the left/below in the right/top half.
-        (x0, x1), (y0, y1) = vb.viewRange()
-        ax = 1.0 if point.x() > (x0 + x1) / 2 else 0.0
-        ay = 0.0 if point.y() > (y0 + y1) / 2 else 1.0
-        self.hover.setAnchor((ax, ay))
-        self.hover.setPos(point)
+        # Wider than the data area: wrap (the box never reaches past the plot).
+        area = vb.sceneBoundingRect().width() - 4
+        item = self.hover.textItem
+        item.setTextWidth(-1)
+        if item.boundingRect().width() > area:
+            item.setTextWidth(max(80.0, area))
+        self.hover.updateTextPos()
+        self.hover.setPos(vb.mapSceneToView(self._hover_corner(pos)))
         self.hover.setVisible(True)
+
+    def _hover_corner(self, pos: QPointF) -> QPointF:
+        """Where the read-out's top-left corner goes (scene pixels): beside the pointer,
+        flipped to the other side near an edge, and always inside the data area."""
+        area = self.plotItem.vb.sceneBoundingRect()
+        box = self.hover.textItem.boundingRect()
+        w, h, gap = box.width() + 2, box.height() + 2, 14
+        x = pos.x() + gap if pos.x() + gap + w <= area.right() else pos.x() - gap - w
+        y = pos.y() + gap if pos.y() + gap + h <= area.bottom() else pos.y() - gap - h
+        x = min(max(x, area.left()), max(area.left(), area.right() - w))
+        y = min(max(y, area.top()), max(area.top(), area.bottom() - h))
+        return QPointF(x, y)
+
+    def leaveEvent(self, event) -> None:  # type: ignore[no-untyped-def]
+        self.hover.setVisible(False)
+        super().leaveEvent(event)
+
+
+class SeriesKey(QWidget):
+    """One key to the colours and symbols every plot shares (an algorithm looks the same in
+    all of them): entries flow left to right and wrap. Painted by hand, once per change."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("seriesKey")
+        self.setAccessibleName("Key to the plots' series")
+        self.entries: list[tuple[str, Style]] = []
+        self._palette: Palette | None = None
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        self.setFixedHeight(ROW_PX + 6)
+
+    def set_entries(self, entries: Sequence[tuple[str, Style]]) -> None:
+        entries = list(entries)
+        if entries != self.entries:
+            self.entries = entries
+            self._fit_height()
+            self.update()
+
+    def apply_palette(self, p: Palette) -> None:
+        self._palette = p
+        self.update()
+
+    def texts(self) -> list[str]:
+        return [text for text, _ in self.entries]
+
+    def _places(self, width: int) -> list[tuple[int, int, int]]:
+        """(x, y, text width) of each entry, wrapping at `width`."""
+        fm = QFontMetrics(self._font())
+        x, y, out = 4, 3, []
+        for text, _ in self.entries:
+            w = fm.horizontalAdvance(text)
+            if x > 4 and x + 26 + w > width:
+                x, y = 4, y + ROW_PX + 2
+            out.append((x, y, w))
+            x += 26 + w + 16
+        return out
+
+    def _fit_height(self) -> None:
+        places = self._places(max(200, self.width()))
+        rows = len({y for _, y, _ in places}) or 1
+        height = rows * (ROW_PX + 2) + 4
+        if height != self.height():
+            self.setFixedHeight(height)
+
+    def resizeEvent(self, event) -> None:  # type: ignore[no-untyped-def]
+        super().resizeEvent(event)
+        self._fit_height()
+
+    def _font(self) -> QFont:
+        font = QFont(self.font())
+        font.setPointSizeF(8.5)
+        return font
+
+    def paintEvent(self, event) -> None:  # type: ignore[no-untyped-def]
+        p = self._palette
+        if p is None:
+            return
+        painter = QPainter(self)
+        try:
+            painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+            painter.setFont(self._font())
+            for (text, style), (x, y, w) in zip(
+                self.entries, self._places(self.width()), strict=True
+            ):
+                color = MetricPlot._color(p, style.color)
+                mid = y + ROW_PX / 2
+                if style.line:
+                    painter.setPen(pg.mkPen(color, width=min(style.width, 2.0), style=style.dash))
+                    painter.drawLine(QPointF(x, mid), QPointF(x + 22, mid))
+                if style.symbol:
+                    painter.save()
+                    painter.translate(x + 11, mid)
+                    brush = pg.mkBrush(None if style.hollow else color)
+                    pen = pg.mkPen(color, width=2) if style.hollow else pg.mkPen(p.background)
+                    drawSymbol(painter, style.symbol, min(style.symbol_size, 10), pen, brush)
+                    painter.restore()
+                painter.setPen(QColor(p.foreground))
+                painter.drawText(
+                    QRectF(x + 26, y, w + 2, ROW_PX),
+                    int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter),
+                    text,
+                )
+        finally:
+            painter.end()
 
 
 def decades(lo: float, hi: float) -> list[float]:
@@ -537,22 +926,29 @@ def with_alpha(color: str, alpha: int) -> tuple[int, int, int, int]:
 
 class LabelledLine:
     """A labelled line at a linear value on a log10 axis: horizontal (a memory budget) or
-    vertical (a ridge point); hidden while it has no value."""
+    vertical (a ridge point); hidden while it has no value. The label sits on a patch of the
+    background, above the data, so no marker crosses it."""
 
     def __init__(self, plot: MetricPlot, angle: int, position: float, anchors: list) -> None:
         self.line = pg.InfiniteLine(angle=angle, movable=False)
+        self.line.setZValue(40)
         self.label = pg.InfLineLabel(self.line, text="", position=position, anchors=anchors)
         plot.addItem(self.line, ignoreBounds=True)
         self.line.setVisible(False)
+        self.text = ""
 
     def set(self, value: float | None, text: str) -> None:
+        self.text = text if value and value > 0 else ""
         if value and value > 0:
             self.line.setValue(math.log10(value))
+            self.line.setVisible(True)  # first: a hidden label ignores its new text
             self.label.setFormat(text)
-            self.line.setVisible(True)
         else:
             self.line.setVisible(False)
 
-    def set_style(self, color: str, width: float, dash: Qt.PenStyle) -> None:
+    def set_style(
+        self, color: str, width: float, dash: Qt.PenStyle, background: str | None = None
+    ) -> None:
         self.line.setPen(pg.mkPen(color, width=width, style=dash))
         self.label.setColor(color)
+        self.label.fill = pg.mkBrush(with_alpha(background, 230)) if background else None

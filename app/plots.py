@@ -1,45 +1,63 @@
-"""The lesson's four plots: peak memory, time, HBM traffic over N, and a roofline.
+"""The lesson's plots: peak memory, time, DRAM traffic over N, a hierarchical roofline, and the
+measured samples of the current point.
 
-Built from the plotting kit (app/plot_kit.py). The panel follows the app state (`on_state`):
-the cursor and the "you are here" markers move with the slider at once; the model curves of a
-new family are computed off the GUI thread (app/state/model_curves.py, through a LatestOnly
-worker) and drawn in one step when they arrive. Measurements (markers) come from the result
-store through `set_measured`; an out-of-memory run is a red ✕ at the memory it would have
-needed.
+Built from the plotting kit (app/plot_kit.py). One key above the plots names the algorithms (an
+algorithm has the same colour and symbol everywhere); each plot's own legend strip, above its
+data, names what its line styles and markers mean. The panel follows the app state
+(`on_state`): the cursor and the "you are here" markers move with the slider at once; the model
+curves of a new family are computed off the GUI thread (app/state/model_curves.py, through a
+LatestOnly worker) and drawn in one step when they arrive. Measurements (markers) come from the
+result store through `set_measured`:
+
+- memory: the CuPy pool's peak (filled) and the whole device's (hollow: cudaMemGetInfo, which
+  also sees the cuBLAS workspace and the context); an out-of-memory run is a red ✕ at the
+  memory it would have needed;
+- time: the median of the repeats, with a bar from the fastest to the slowest;
+- traffic: the model's band per algorithm (compulsory bytes … no reuse, the L2-aware estimate
+  as the line) with the DRAM bytes the hardware counters measured as points;
+- roofline: HBM and L2 roofs, a roof per compute unit (tensor cores, fp32 CUDA cores, the
+  exponential unit); a point sits at measured intensity (filled) where its bytes were
+  measured, at the model's (hollow) otherwise.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 
-import numpy as np
+import pyqtgraph as pg
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QPixmapCache
 from PySide6.QtWidgets import QGridLayout, QWidget
 
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED, TILED_MMA, TILED_WGMMA
 from gpu.config import AttentionConfig
-from gpu.costmodel import GpuSpec
+from gpu.costmodel import FP32, TENSOR, GpuSpec
 from gpu.results import RunResult
+from gpu.roofline import HBM, L2, MEASURED, XU, roofs
 
 from .background import LatestOnly, in_process
 from .pacing import coalesced
 from .plot_kit import (
     LabelledLine,
     MetricPlot,
+    SeriesKey,
     Style,
     fmt_bytes_axis,
     fmt_flops_axis,
     fmt_ms_axis,
     fmt_plain,
+    with_alpha,
 )
 from .state.app_state import AppState, Change
-from .state.family import family
-from .state.model_cache import cost, known, prime
+from .state.family import cache_config, family
+from .state.model_cache import band, cost, known, known_band, known_verdict, prime, verdict
 from .state.model_curves import MODEL_GRID, ModelCurves, model_curves
 from .state.recorded_run import reference_label
 from .state.seq_scale import SEQ_MAX, SEQ_MIN
-from .state.units import fmt_bytes, fmt_int, fmt_ms, fmt_rate
+from .state.units import fmt_bytes, fmt_int, fmt_intensity, fmt_ms, fmt_rate
+from .strip_chart import TrafficStripChart
 from .theme import Palette
 
 ALGOS = tuple(ALGORITHMS)  # naive first, then the fused (tiled) kernels
@@ -53,17 +71,36 @@ REFERENCE_STYLES: dict[str, tuple[str, Qt.PenStyle, str]] = {
     "sdpa_math": ("muted", Qt.PenStyle.DashDotDotLine, "+"),
 }
 _DEFAULT_REFERENCE_STYLE = ("muted", Qt.PenStyle.DashLine, "+")
+#: Roofs: (name, legend label prefix, line style).
+ROOF_STYLES: dict[str, Style] = {
+    HBM: Style("roof", 2.0),
+    L2: Style("roof", 1.4, Qt.PenStyle.DashLine),
+    TENSOR: Style("roof", 2.0),
+    FP32: Style("muted", 1.4, Qt.PenStyle.DashDotLine),
+    XU: Style("muted", 1.4, Qt.PenStyle.DotLine),
+}
+#: Band fill opacity (0..255) on the traffic plot.
+BAND_ALPHA = 38
+#: The strip chart follows the slider at most this often (ms).
+STRIP_MS = 120
+#: Qt's pixmap cache (KiB) that the plots' cached items share. Every data item is cached as a
+#: pixmap of its extent, so a slider move blits the strips it exposes instead of repainting
+#: them; at Qt's default of 10 MiB the four plots' items outgrow the cache, evict each other
+#: and repaint on every move (bench/bench_gui.py: the GUI thread's CPU per move fell by a
+#: third with 64 MiB).
+PIXMAP_CACHE_KIB = 64 * 1024
 
 
-def _reference_intensity(config: AttentionConfig, peer: str) -> float:
-    """Roofline x of a peer: its FLOPs over the HBM bytes our model gives the same algorithm
-    (our tensor-core tiled kernel for the fused SDPA backends, naive for the math backend,
-    which writes S and P); the peer's own traffic is not measured."""
-    return cost(config, NAIVE if peer == "sdpa_math" else TILED_MMA).arithmetic_intensity
+def _symbol(a: str) -> str:
+    return SYMBOLS.get(a, "h")
+
+
+def _label(a: str) -> str:
+    return ALGORITHMS[a].label if a in ALGORITHMS else a
 
 
 class PlotsPanel(QWidget):
-    """The four plots; follows the app state (`on_state`) and the results (`set_measured`)."""
+    """The plots; follows the app state (`on_state`) and the results (`set_measured`)."""
 
     def __init__(self, parent: QWidget | None = None, staged: bool = False) -> None:
         """`staged`: build nothing yet; `build_steps()` builds it a piece at a time (an export
@@ -79,21 +116,19 @@ class PlotsPanel(QWidget):
         return self._steps
 
     def _construct(self) -> Iterator[None]:
+        if QPixmapCache.cacheLimit() < PIXMAP_CACHE_KIB:
+            QPixmapCache.setCacheLimit(PIXMAP_CACHE_KIB)
+        self.key = SeriesKey()
         self.memory = MetricPlot("memoryPlot", "Peak memory", "peak memory", fmt_bytes_axis)
         yield
         # One N label (on the memory plot) is enough; each costs a text layout per move.
         self.timing = MetricPlot(
-            "timingPlot",
-            "Time per forward pass",
-            "time",
-            fmt_ms_axis,
-            cursor_label=False,
-            legend_at=(-6, -4),  # nothing is ever fast at large N: the bottom right stays empty
+            "timingPlot", "Time per forward pass", "time", fmt_ms_axis, cursor_label=False
         )
         yield
         self.traffic = MetricPlot(
             "trafficPlot",
-            "HBM traffic (model)",
+            "DRAM (HBM) traffic",
             "bytes moved",
             fmt_bytes_axis,
             cursor_label=False,
@@ -104,28 +139,36 @@ class PlotsPanel(QWidget):
             "Roofline",
             "achieved FLOP/s",
             fmt_flops_axis,
-            x_label="arithmetic intensity (FLOP/byte)",
+            x_label="arithmetic intensity (useful FLOP per DRAM byte)",
             x_format=fmt_plain,
-            legend_at=(-6, -4),  # under the flat roof, right of the points: stays empty
         )
+        self.strip = TrafficStripChart()
         yield
         self.roofline.cursor.setVisible(False)  # x is FLOP/byte here, not N
-        self.roofline.setXRange(0.0, 4.0, padding=0.02)  # 1 to 10 000 FLOP/byte
+        self.roofline.default_x = (0.0, 4.0)  # 1 to 10 000 FLOP/byte until points arrive
         self.timing.default_y = (-1.0, 3.0)  # 0.1 ms to 1 s until something is measured
         self.plots = (self.memory, self.timing, self.traffic, self.roofline)
         grid = QGridLayout(self)
-        grid.setContentsMargins(4, 4, 4, 4)
+        grid.setContentsMargins(4, 0, 4, 4)
         grid.setSpacing(6)
-        grid.addWidget(self.memory, 0, 0)
-        grid.addWidget(self.timing, 0, 1)
-        grid.addWidget(self.traffic, 1, 0)
-        grid.addWidget(self.roofline, 1, 1)
+        grid.addWidget(self.key, 0, 0, 1, 2)
+        grid.addWidget(self.memory, 1, 0)
+        grid.addWidget(self.timing, 1, 1)
+        grid.addWidget(self.traffic, 2, 0)
+        grid.addWidget(self.roofline, 2, 1)
+        grid.addWidget(self.strip, 3, 0, 1, 2)
+        grid.setRowStretch(1, 5)
+        grid.setRowStretch(2, 5)
+        self._grid = grid
+        self.strip.collapsedChanged.connect(self._strip_collapsed)
+        self.strip.set_collapsed(True)  # until some result carries samples
 
         self._config: AttentionConfig | None = None
         self._family: AttentionConfig | None = None
         self._algorithms: tuple[str, ...] = (NAIVE, TILED)
         self._measured: dict[str, list[RunResult]] = {a: [] for a in ALGOS}
         self._by_n: dict[str, dict[int, RunResult]] = {a: {} for a in ALGOS}
+        self._any_samples = False  # some result of the family carries counter samples
         self._gpu: GpuSpec | None = None
         self._gpu_label = ""
         self._time_model_gpu: GpuSpec | None = None
@@ -143,6 +186,7 @@ class PlotsPanel(QWidget):
         self._pending_reference: dict[str, list[RunResult]] | None = None
         self._relabel = False
         self._paced_visibility = coalesced(self._apply_visibility, 0, parent=self)
+        self._paced_strip = coalesced(self._show_strip, STRIP_MS, parent=self)
         #: Model curves are computed here, off the GUI thread; only the newest set is drawn.
         self.model_worker = LatestOnly(self)
         yield from self._build_items()
@@ -161,8 +205,13 @@ class PlotsPanel(QWidget):
         for a in ALGOS:
             m.add(
                 f"measured_{a}",
-                f"{ALGORITHMS[a].label}",
-                Style(a, symbol=SYMBOLS.get(a, "h"), line=False, symbol_size=9),
+                f"{_label(a)}: measured, CuPy pool",
+                Style(a, symbol=_symbol(a), line=False, symbol_size=9),
+            )
+            m.add(
+                f"device_{a}",
+                f"{_label(a)}: measured, whole device",
+                Style(a, symbol=_symbol(a), line=False, symbol_size=11, hollow=True),
             )
         m.add("oom", "out of memory", Style("oom", symbol="x", line=False, symbol_size=15))
         m.add(
@@ -171,70 +220,138 @@ class PlotsPanel(QWidget):
             Style("fg", symbol="o", line=False, symbol_size=15, hollow=True),
             bounds=False,
         )
-        self.budget_line = LabelledLine(m, angle=0, position=0.97, anchors=[(1, 1), (1, 1)])
+        m.key("k_model", "model", Style("fg", 2.0))
+        m.key("k_pool", "pool peak", Style("fg", symbol="o", line=False))
+        m.key(
+            "k_device",
+            "device peak",
+            Style("fg", symbol="o", line=False, symbol_size=10, hollow=True),
+        )
+        m.key("k_budget", "memory budget", Style("budget", 1.5, Qt.PenStyle.DashLine))
+        # Left end: the small-N corner stays clear of the markers that meet the budget.
+        self.budget_line = LabelledLine(m, angle=0, position=0.03, anchors=[(0, 1), (0, 1)])
         yield
 
         for a in ALGOS:
             t.add(
                 f"measured_{a}",
-                ALGORITHMS[a].label,
-                Style(a, 2.0, symbol=SYMBOLS.get(a, "h"), symbol_size=7),
+                f"{_label(a)}: measured (median)",
+                Style(a, 2.0, symbol=_symbol(a), symbol_size=7),
             )
+            t.add_error_bars(f"spread_{a}", f"{_label(a)}: fastest … slowest", Style(a, 1.2))
         for k in NAIVE_KERNELS:
-            t.add(
-                f"kernel_{k}",
-                f"naive: {k}",
-                Style(k, 1.5, Qt.PenStyle.DashLine),
-            )
+            t.add(f"kernel_{k}", f"naive: {k}", Style(k, 1.5, Qt.PenStyle.DashLine))
         for a in ALGOS:
-            t.add(f"roofline_{a}", "", Style(a, 1.2, Qt.PenStyle.DotLine))
+            t.add(
+                f"roofline_{a}", f"{_label(a)}: roofline model", Style(a, 1.2, Qt.PenStyle.DotLine)
+            )
         t.add(
             "current",
             "",
             Style("fg", symbol="o", line=False, symbol_size=15, hollow=True),
             bounds=False,
         )
+        t.key("k_measured", "median, bar: min…max", Style("fg", 2.0, symbol="o"))
+        t.key("k_roofline", "roofline model", Style("fg", 1.2, Qt.PenStyle.DotLine))
 
         yield
+        self.bands: dict[str, pg.FillBetweenItem] = {}
         for a in ALGOS:
-            h.add(f"model_{a}", f"{ALGORITHMS[a].label}", Style(a, 2.0))
+            thin = Style(a, 0.8)
+            lower = h.add(f"compulsory_{a}", f"{_label(a)}: compulsory bytes (model)", thin)
+            upper = h.add(f"noreuse_{a}", f"{_label(a)}: no reuse (model)", thin)
+            fill = pg.FillBetweenItem(lower, upper)
+            fill.setZValue(-10)
+            fill.setCacheMode(fill.CacheMode.DeviceCoordinateCache)
+            h.addItem(fill)
+            self.bands[a] = fill
+            h.add(f"model_{a}", f"{_label(a)}: L2-aware estimate (model)", Style(a, 2.0))
+            h.add(
+                f"measured_{a}",
+                f"{_label(a)}: measured (hardware counters)",
+                Style(a, symbol=_symbol(a), line=False, symbol_size=10),
+            )
         h.add(
             "current",
             "",
             Style("fg", symbol="o", line=False, symbol_size=13, hollow=True),
             bounds=False,
         )
+        h.key("k_l2", "model: L2-aware", Style("fg", 2.0))
+        h.key("k_band", "model: compulsory…no reuse", Style("fg", 0.8, fill=90))
+        h.key(
+            "k_measured",
+            "measured (hardware counters)",
+            Style("fg", symbol="o", line=False, symbol_size=9),
+        )
 
         yield
-        r.add("roof", "roofline", Style("roof", 2.0))
+        for name, style in ROOF_STYLES.items():
+            r.add(f"roof_{name}", name, style, bounds=False)
+        for a in ALGOS:
+            r.add(f"path_{a}", "", Style(a, 1.0, Qt.PenStyle.DotLine))
+            r.add(
+                f"at_measured_{a}",
+                f"{_label(a)}: at measured intensity",
+                Style(a, symbol=_symbol(a), line=False, symbol_size=9),
+            )
+            r.add(
+                f"at_model_{a}",
+                f"{_label(a)}: at model intensity",
+                Style(a, symbol=_symbol(a), line=False, symbol_size=9, hollow=True),
+            )
         # Where the roofline puts each algorithm at the current N: one item, a colour per point.
         r.add(
             "bounds",
-            "roofline bound",
+            "bound at this N",
             Style("muted", symbol="o", line=False, symbol_size=13, hollow=True),
             bounds=False,
         )
-        for a in ALGOS:
-            r.add(
-                f"measured_{a}",
-                f"{ALGORITHMS[a].label}",
-                Style(a, 1.0, Qt.PenStyle.DotLine, symbol=SYMBOLS.get(a, "h"), symbol_size=8),
-            )
         r.add(
             "current",
             "",
             Style("fg", symbol="o", line=False, symbol_size=16, hollow=True),
             bounds=False,
         )
-        self.ridge_line = LabelledLine(r, angle=90, position=0.55, anchors=[(0, 0.5), (0, 0.5)])
+        r.key("k_measured", "bytes measured", Style("fg", symbol="o", line=False))
+        r.key("k_model", "bytes: model", Style("fg", symbol="o", line=False, hollow=True))
+        self.ridge_line = LabelledLine(r, angle=90, position=0.04, anchors=[(0, 1), (0, 1)])
+        self._roofs: dict[str, float] = {}  # memory roofs: B/s
+        self._flat_roofs: dict[str, float] = {}  # compute roofs: FLOP/s
+        #: Each roof's name and peak, written along it (Nsight Compute's way): a roof is the
+        #: upper edge of where points can be, so its label never covers one.
+        self.roof_labels: dict[str, pg.TextItem] = {}
+        for name in ROOF_STYLES:
+            diagonal = name in (HBM, L2)
+            label = pg.TextItem(
+                anchor=(0, 1.25) if diagonal else (0, 0) if name == XU else (1, 1),
+                rotateAxis=(1, 1) if diagonal else None,
+            )
+            label.setVisible(False)
+            r.addItem(label, ignoreBounds=True)
+            self.roof_labels[name] = label
+        r.plotItem.vb.sigRangeChanged.connect(self._clip_roofs)
 
     # ------------------------------------------------------------------ inputs
 
     def apply_palette(self, p: Palette) -> None:
         for plot in self.plots:
             plot.apply_palette(p)
-        self.budget_line.set_style(p.budget, 1.5, Qt.PenStyle.DashLine)
-        self.ridge_line.set_style(p.muted, 1.0, Qt.PenStyle.DotLine)
+        self.key.apply_palette(p)
+        self.strip.apply_palette(p)
+        for a, fill in self.bands.items():
+            fill.setBrush(pg.mkBrush(with_alpha(p.color(a), BAND_ALPHA)))
+            fill.setPen(pg.mkPen(None))
+        self.budget_line.set_style(p.budget, 1.5, Qt.PenStyle.DashLine, background=p.background)
+        self.ridge_line.set_style(p.muted, 1.0, Qt.PenStyle.DotLine, background=p.background)
+        for name, label in self.roof_labels.items():
+            label.setColor(p.roof if name in (HBM, L2, TENSOR) else p.muted)
+
+    def set_legends_visible(self, visible: bool) -> None:
+        """Show or hide every plot's legend strip (View ▸ Plot legends): hidden, the data get
+        their rows; the key above the plots stays."""
+        for plot in self.plots:
+            plot.set_legend_visible(visible)
 
     def on_state(self, change: Change) -> None:
         """Show what changed in the app state (one call per change; see the module docstring).
@@ -272,7 +389,7 @@ class PlotsPanel(QWidget):
                 self.set_n_span(SEQ_MIN, SEQ_MAX)
         if change.changed("backend"):
             self.set_recorded_note(s.backend.backend.label() if s.replay else "")
-        if change.changed("budget"):
+        if change.changed("budget", "budget_line_label"):
             self.set_budget(s.budget.line_bytes, s.budget_line_label)
         if change.changed("target_gpu", "target_gpu_label", "on_gpu"):
             self.set_gpu(s.target_gpu, s.target_gpu_label, time_model=s.on_gpu)
@@ -300,6 +417,7 @@ class PlotsPanel(QWidget):
             self._family = fam
             self._algorithms = algorithms
             self._request_model((*warm, config.seq_len))
+            self._draw_roofs()
             self._update_visibility()
         self.set_seq_len(config)
 
@@ -312,6 +430,8 @@ class PlotsPanel(QWidget):
         self.roofline.cursor_n = n
         self._model_markers()
         self._measured_markers()
+        if self._any_samples or not self.strip.is_empty():
+            self._paced_strip()
 
     def _model_markers(self) -> None:
         """The "you are here" markers that show the model (memory, traffic, roofline bound)."""
@@ -324,17 +444,45 @@ class PlotsPanel(QWidget):
         model_algos = [a for a in algos if a == NAIVE] + fused[:1]
         # A shape whose model is still being worked out (off the GUI thread) gets its model
         # markers with its curves (_draw_model); the cursor moves now.
-        figure = cost if self._model_ready() else known
+        ready = self._model_ready()
+        figure = cost if ready else known
         mem = [(c.peak_bytes if (c := figure(config, a)) else None) for a in model_algos]
         self.memory.set_series("current", [n] * len(mem), mem)
-        hbm = [(c.hbm_bytes if (c := figure(config, a)) else None) for a in algos]
+        hbm = [
+            (b.l2_aware.hbm_bytes if (b := self._band(config, a, ready)) else None) for a in algos
+        ]
         self.traffic.set_series("current", [n] * len(hbm), hbm)
         self._draw_bounds()
+
+    def _verdict(self, result: RunResult, algorithm: str):  # type: ignore[no-untyped-def]
+        """The roofline verdict of a shown result (None until its model is worked out). A
+        result of an algorithm that ignores the tile sizes holds at the family's tiles too."""
+        if self._gpu is None:
+            return None
+        config = result.config
+        fam = self._family
+        if fam is not None and config != fam.with_(seq_len=config.seq_len):
+            shown = fam.with_(seq_len=config.seq_len)
+            if cache_config(shown, algorithm) == cache_config(config, algorithm):
+                config, result = shown, replace(result, config=shown)
+        return known_verdict(config, algorithm, self._gpu, result)
+
+    def _band(self, config: AttentionConfig, algorithm: str, compute: bool):  # type: ignore[no-untyped-def]
+        if self._gpu is None:
+            return None
+        if compute:
+            return band(config, algorithm, self._gpu)
+        return known_band(config, algorithm, self._gpu)
 
     def _model_ready(self) -> bool:
         """Whether the model curves drawn are the current family's."""
         m = self._model
-        return m is not None and m.family == self._family and m.algorithms == self._algorithms
+        return (
+            m is not None
+            and m.family == self._family
+            and m.algorithms == self._algorithms
+            and m.gpu == self._gpu
+        )
 
     def _measured_markers(self) -> None:
         """The "you are here" markers that show measurements (time, achieved FLOP/s)."""
@@ -349,8 +497,9 @@ class PlotsPanel(QWidget):
         xs, ys = [], []
         for a in algos:
             res = self._by_n[a].get(n)
-            if res is not None and res.tflops:
-                xs.append(cost(config, a).arithmetic_intensity)
+            v = self._verdict(res, a) if res is not None else None
+            if v is not None and v.intensity and res is not None and res.tflops:
+                xs.append(v.intensity)
                 ys.append(res.tflops * 1e12)
         self.roofline.set_series("current", xs, ys, log_x=True)
 
@@ -368,18 +517,26 @@ class PlotsPanel(QWidget):
             self._measured[a] = results
             self._by_n[a] = {r.config.seq_len: r for r in results}
             ok = [r for r in results if not r.oom]
-            self.memory.set_series(
-                f"measured_{a}", [r.config.seq_len for r in ok], [r.peak_bytes for r in ok]
-            )
+            ns = [r.config.seq_len for r in ok]
+            self.memory.set_series(f"measured_{a}", ns, [r.peak_bytes for r in ok])
+            self.memory.set_series(f"device_{a}", ns, [r.device_peak_bytes for r in ok])
             timed = [r for r in ok if r.total_ms]
-            self.timing.set_series(
-                f"measured_{a}", [r.config.seq_len for r in timed], [r.total_ms for r in timed]
+            tn = [r.config.seq_len for r in timed]
+            self.timing.set_series(f"measured_{a}", tn, [r.total_ms for r in timed])
+            spread = [_spread(r) for r in timed]
+            self.timing.set_error_bars(
+                f"spread_{a}",
+                tn,
+                [r.total_ms for r in timed],
+                [lo for lo, _ in spread],
+                [hi for _, hi in spread],
             )
-            self.roofline.set_series(
-                f"measured_{a}",
-                [cost(r.config, a).arithmetic_intensity for r in timed],
-                [r.tflops * 1e12 for r in timed],
-            )
+            self.traffic.set_series(f"measured_{a}", ns, [r.measured_dram_bytes for r in ok])
+        self._any_samples = any(
+            t.strip.t_us for a in ALGOS for r in self._measured[a] for t in r.traffic
+        )
+        self.strip.set_collapsed(not self._any_samples)
+        self._draw_points()
         naive_timed = [r for r in self._measured[NAIVE] if not r.oom and r.kernel_times]
         for k in NAIVE_KERNELS:
             xs, ys = [], []
@@ -395,36 +552,133 @@ class PlotsPanel(QWidget):
         )
         self._update_visibility()
         self._measured_markers()
+        self._paced_strip()
+
+    def _draw_points(self) -> None:
+        """The measured points on the roofline: at measured intensity where the result's bytes
+        were counted (filled), at the model's otherwise (hollow), joined in N order. A point
+        whose model is still being worked out (off the GUI thread) comes with the curves."""
+        gpu = self._gpu
+        for a in ALGOS:
+            timed = [r for r in self._measured[a] if not r.oom and r.tflops]
+            placed = [(self._verdict(r, a), r) for r in timed] if gpu else []
+            placed = [(v, r) for v, r in placed if v is not None and v.intensity]
+            self.roofline.set_series(
+                f"path_{a}", [v.intensity for v, _ in placed], [r.tflops * 1e12 for _, r in placed]
+            )
+            for source, name in ((True, f"at_measured_{a}"), (False, f"at_model_{a}")):
+                pts = [(v, r) for v, r in placed if (v.bytes_source == MEASURED) == source]
+                self.roofline.set_series(
+                    name, [v.intensity for v, _ in pts], [r.tflops * 1e12 for _, r in pts]
+                )
 
     def set_budget(self, budget_bytes: int | None, label: str) -> None:
         self._budget = budget_bytes
         self._budget_label = label
-        text = label if "GB" in label else f"{label}: {fmt_bytes(budget_bytes)}"
+        figure = fmt_bytes(budget_bytes)
+        text = label if label.endswith(figure) else f"{label}: {figure}"
         self.budget_line.set(budget_bytes, text)
+        self.memory.keys["k_budget"] = (
+            "budget",
+            *self.memory.keys["k_budget"][1:],
+        )
         self.memory.fit_y(extra=[budget_bytes] if budget_bytes else [])
+        self._update_visibility(force=True)
 
     def set_gpu(self, gpu: GpuSpec, label: str, time_model: bool) -> None:
         """The GPU whose roofline is drawn; `time_model` also draws its roofline times."""
+        changed = gpu != self._gpu
         self._gpu = gpu
         self._gpu_label = label
         self._time_model_gpu = gpu if time_model else None
-        ai = np.logspace(0, 4, 60)
-        roof = np.minimum(gpu.fp16_tensor_flops, gpu.bandwidth_bytes_s * ai)
-        self.roofline.set_series("roof", ai, roof)
-        ridge = gpu.ridge_flops_per_byte
-        self.ridge_line.set(ridge, f"ridge {ridge:.0f} FLOP/B")
-        self.roofline.title = f"Roofline: {label}"
-        self.roofline.plotItem.titleLabel.setText(
-            self.roofline.title,
-            color=self.roofline._palette.foreground if self.roofline._palette else None,
-            size="10pt",
-        )
+        self._draw_roofs()
+        self.roofline.set_title(f"Roofline: {label}")
         if self._family is not None and (
-            self._model is None or self._model.time_gpu != self._time_model_gpu
+            self._model is None
+            or self._model.time_gpu != self._time_model_gpu
+            or self._model.gpu != gpu
         ):
             self._request_model()
+        if changed:
+            self._draw_points()
         self._draw_bounds()
-        self._update_visibility()
+        self._update_visibility(force=True)
+
+    def _draw_roofs(self) -> None:
+        """HBM and L2 roofs up to the tensor cores' peak, and a flat roof per compute unit
+        (the exponential unit's in FLOP/s at this shape's 4·d FLOPs per exponential)."""
+        gpu = self._gpu
+        if gpu is None:
+            return
+        r = self.roofline
+        peaks = roofs(gpu)
+        top = peaks[TENSOR].peak
+        d = self._family.head_dim if self._family is not None else 64
+        self._roofs = {n: peaks[n].peak for n in (HBM, L2) if n in peaks}
+        self._flat_roofs = {TENSOR: top}
+        if FP32 in peaks:
+            self._flat_roofs[FP32] = peaks[FP32].peak
+            r.labels[f"roof_{FP32}"] = f"fp32 {peaks[FP32].peak / 1e12:.0f} TFLOP/s"
+        if XU in peaks:
+            self._flat_roofs[XU] = peaks[XU].peak * 4 * d
+            r.labels[f"roof_{XU}"] = f"exp unit {peaks[XU].peak / 1e12:.2f} Texp/s × 4d"
+        for name, bandwidth in self._roofs.items():
+            r.labels[f"roof_{name}"] = f"{name.upper()} {bandwidth / 1e12:.3g} TB/s"
+        r.labels[f"roof_{TENSOR}"] = f"tensor {top / 1e12:.0f} TFLOP/s"
+        self._clip_roofs()
+        ridge = gpu.ridge_flops_per_byte
+        self.ridge_line.set(ridge, f"ridge {ridge:.0f}")
+
+    def _clip_roofs(self, *_: object) -> None:
+        """The roofs drawn within the roofline's view only (an SVG export has no clipping):
+        again whenever the view's range changes."""
+        if not self._flat_roofs:
+            return
+        r = self.roofline
+        (x0, x1), (y0, y1) = r.plotItem.vb.viewRange()
+        top = math.log10(self._flat_roofs[TENSOR])
+        for name in (HBM, L2):
+            bandwidth = self._roofs.get(name)
+            if bandwidth is None:
+                r.set_series(f"roof_{name}", [], [])
+                continue
+            b = math.log10(bandwidth)  # log y = b + log x
+            lo, hi = max(x0, y0 - b), min(x1, top - b, y1 - b)
+            xs = [10**lo, 10**hi] if lo < hi else []
+            r.set_series(f"roof_{name}", xs, [10 ** (b + x) for x in (lo, hi)][: len(xs)])
+        fastest = max(self._roofs.values(), default=0.0)
+        for name in ROOF_STYLES:
+            value = self._flat_roofs.get(name)
+            if value is None or name in (HBM, L2):
+                continue
+            v = math.log10(value)
+            start = max(x0, v - math.log10(fastest)) if fastest else x0
+            inside = y0 <= v <= y1 and start < x1
+            r.set_series(
+                f"roof_{name}", [10**start, 10**x1] if inside else [], [value] * 2 if inside else []
+            )
+        self._place_roof_labels()
+
+    def _place_roof_labels(self) -> None:
+        """Diagonal roofs: the label along the line near its lower end; flat roofs: above the
+        line at its right end (the exponential unit's below, near its knee: at d = 64 it
+        coincides with the tensor cores')."""
+        r = self.roofline
+        for name, label in self.roof_labels.items():
+            xs, ys = r.series.get(f"roof_{name}", ([], []))
+            label.setText(r.labels.get(f"roof_{name}", ""))
+            label.setVisible(bool(xs))
+            if not xs:
+                continue
+            lx, hx = math.log10(xs[0]), math.log10(xs[-1])
+            ly = math.log10(ys[0])
+            if name in (HBM, L2):
+                x = lx + 0.15 * (hx - lx)
+                label.setPos(x, ly + (x - lx))
+            elif name == XU:
+                label.setPos(lx + 0.05 * (hx - lx), ly)
+            else:
+                label.setPos(hx, ly)
 
     def set_reference(self, series: dict[str, list[RunResult]]) -> None:
         """See `_show_reference`; noted only while the panel is hidden."""
@@ -456,12 +710,21 @@ class PlotsPanel(QWidget):
             self.timing.set_series(
                 name, [r.config.seq_len for r in timed], [r.total_ms for r in timed]
             )
+            placed = [(self._reference_intensity(r.config, peer), r) for r in timed]
             self.roofline.set_series(
-                name,
-                [_reference_intensity(r.config, peer) for r in timed],
-                [r.tflops * 1e12 for r in timed],
+                name, [x for x, _ in placed], [r.tflops * 1e12 for _, r in placed]
             )
         self._update_visibility(force=relabel)
+
+    def _reference_intensity(self, config: AttentionConfig, peer: str) -> float | None:
+        """Roofline x of a peer: its FLOPs over the DRAM bytes our model gives the same
+        algorithm (our tensor-core tiled kernel for the fused SDPA backends, naive for the math
+        backend, which writes S and P); the peer's own traffic is not measured."""
+        if self._gpu is None:
+            return None
+        ours = NAIVE if peer == "sdpa_math" else TILED_MMA
+        v = known_verdict(config, ours, self._gpu)
+        return v.intensity if v is not None else None
 
     def _ensure_reference(self, peer: str) -> None:
         name = f"reference_{peer}"
@@ -485,23 +748,38 @@ class PlotsPanel(QWidget):
         ("NVIDIA H200, recorded 2025-06-01"); '' for live measurements."""
         self._recorded_note = note
         base = "Time per forward pass"
-        self.timing.title = f"{base} · {note}" if note else base
-        pal = self.timing._palette
-        self.timing.plotItem.titleLabel.setText(
-            self.timing.title, color=pal.foreground if pal else None, size="10pt"
-        )
+        self.timing.set_title(f"{base} · {note}" if note else base)
 
-    def replicate(self) -> PlotsPanel:
+    def replicate(self, keep_zoom: bool = True) -> PlotsPanel:
         """A new panel showing the same data and style: exports render it offscreen at the size
-        asked for, leaving the live panel (and its caches) alone."""
-        steps = self.replicate_steps()
+        asked for, leaving the live panel (and its caches) alone. `keep_zoom`: plots the user
+        zoomed show the same ranges (an SVG, which cannot clip, gets the fitted views)."""
+        steps = self.replicate_steps(keep_zoom)
         for _ in steps:
             pass
         return steps.panel  # type: ignore[attr-defined]
 
-    def replicate_steps(self) -> _Replication:
+    def replicate_steps(self, keep_zoom: bool = True) -> _Replication:
         """`replicate` a piece per step (see `build_steps`); the panel is `.panel`."""
-        return _Replication(self)
+        return _Replication(self, keep_zoom)
+
+    def views(self) -> tuple[QWidget, ...]:
+        """Every part of the panel, top to bottom: the key, the four plots, the strip chart."""
+        return (self.key, *self.plots, self.strip)
+
+    def graphics_views(self) -> tuple[pg.PlotWidget, ...]:
+        """The pyqtgraph views (exports switch their caches off and draw them as vectors)."""
+        return (*self.plots, self.strip.plot)
+
+    def show_only(self, only: str | None) -> None:
+        """Show one plot (by objectName) and the key, or everything (None)."""
+        for view in (*self.plots, self.strip):
+            view.setVisible(only is None or view.objectName() == only)
+
+    def reset_views(self) -> None:
+        """Every plot back to its fitted view (View ▸ Reset plots)."""
+        for plot in self.plots:
+            plot.reset_view()
 
     # ------------------------------------------------------------------ drawing
 
@@ -512,50 +790,70 @@ class PlotsPanel(QWidget):
             return
         warm = tuple(warm)
         self.model_worker.submit(
-            in_process(model_curves, fam, algos, gpu, warm),
+            in_process(model_curves, fam, algos, gpu, warm, self._gpu),
             self._draw_model,
             failed=self._model_failed,
         )
 
     def _model_failed(self, exc: BaseException) -> None:
+        fam, algos, gpu, band_gpu = self._family, self._algorithms, self._time_model_gpu, self._gpu
         self.model_worker.submit(
-            lambda: model_curves(self._family, self._algorithms, self._time_model_gpu),
-            self._draw_model,
+            lambda: model_curves(fam, algos, gpu, (), band_gpu), self._draw_model
         )
 
     def _draw_model(self, curves: ModelCurves) -> None:
         """Draw a finished set of model curves, all in one step."""
-        prime(curves.costs)
+        prime(curves.costs, curves.bands)
         self._model = curves
         plots = {"memory": self.memory, "traffic": self.traffic, "timing": self.timing}
         for (plot, name), (xs, ys) in curves.series.items():
             plots[plot].set_series(name, xs, ys)
         self._model_markers()  # those of a shape just worked out
+        self._draw_points()
+        self._measured_markers()
+        if self._references:
+            self._show_reference(self._references)
         self._update_visibility()
 
     def flush_model(self) -> None:
         """Show the newest state and its model curves now (tests, exports)."""
         self.catch_up()
         self.model_worker.flush()
+        self._paced_strip.flush()
 
     def _draw_bounds(self) -> None:
-        """Where the roofline puts each algorithm at the current N (hollow markers on the roof)."""
+        """Where the roofline puts each algorithm at the current N (hollow markers on the
+        roof that binds): its intensity, and its useful FLOPs over its roofline time."""
         gpu, config = self._gpu, self._config
         if gpu is None or config is None:
             self.roofline.set_series("bounds", [], [])
             return
         xs, ys, keys = [], [], []
-        figure = cost if self._model_ready() else known
+        ready = self._model_ready()
         for a in self._algorithms:
-            c = figure(config, a)
-            if c is None:
+            if not ready and known_band(config, a, gpu) is None:
+                continue  # worked out with the curves, off the GUI thread
+            res = self._by_n[a].get(config.seq_len)
+            v = verdict(config, a, gpu, res if res is not None and res.config == config else None)
+            if not v.intensity or not v.roofline_ms:
                 continue
-            ai = c.arithmetic_intensity
-            xs.append(ai)
-            ys.append(min(gpu.fp16_tensor_flops, gpu.bandwidth_bytes_s * ai))
+            xs.append(v.intensity)
+            ys.append(v.flops / (v.roofline_ms * 1e-3))
             keys.append(a)
         self.roofline.set_colors("bounds", keys)
         self.roofline.set_series("bounds", xs, ys)
+
+    def _strip_collapsed(self, collapsed: bool) -> None:
+        self._grid.setRowStretch(3, 0 if collapsed else 2)
+
+    def _show_strip(self) -> None:
+        """The counters' samples at the current N, per algorithm (paced)."""
+        config = self._config
+        if config is None:
+            return
+        n = config.seq_len
+        results = {a: r for a in self._algorithms if (r := self._by_n[a].get(n)) is not None}
+        self.strip.show_point(n, results)
 
     def _update_visibility(self, force: bool = False) -> None:
         """Legends and y ranges follow at the end of this turn of the event loop: a state
@@ -566,47 +864,85 @@ class PlotsPanel(QWidget):
     def flush_visibility(self) -> None:
         self._paced_visibility.flush()
 
+    def _has(self, plot: MetricPlot, name: str) -> bool:
+        return bool(plot.series.get(name, ((), ()))[0])
+
     def _apply_visibility(self) -> None:
         force, self._relabel = self._relabel, False
         algos = self._algorithms
         refs = [
             f"reference_{p}" for p in self._reference_ids if self.timing.series[f"reference_{p}"][0]
         ]
+        key = [(_label(a), Style(a, 2.0, symbol=_symbol(a), symbol_size=8)) for a in algos]
+        if NAIVE in algos:  # naive's kernels on the time plot: in its colours, so named here
+            key += [(f"naive: {k}", self.timing.styles[f"kernel_{k}"]) for k in NAIVE_KERNELS]
+        for name in refs:
+            style = self.timing.styles[name]
+            key.append((self.timing.labels[name], style))
+        self.key.set_entries(key)
+
+        m = self.memory
         tiled_any = any(a != NAIVE for a in algos)
-        mem = []
-        if NAIVE in algos:
-            mem.append("model_naive")
-        if tiled_any:
-            mem.append("model_tiled")
-        mem += [f"measured_{a}" for a in algos]
-        if self.memory.series["oom"][0]:
+        mem = (["model_naive"] if NAIVE in algos else []) + (["model_tiled"] if tiled_any else [])
+        mem += [f"measured_{a}" for a in algos] + [f"device_{a}" for a in algos]
+        if self._has(m, "oom"):
             mem.append("oom")
         mem.append("current")
-        self.memory.set_visible_items(mem)
-        tim = [f"measured_{a}" for a in algos]
-        if NAIVE in algos:  # listed whether or not measured yet: the legend stays put
-            tim += [f"kernel_{k}" for k in NAIVE_KERNELS]
-        relabel = False
+        legend = ["k_model", "k_pool"]
+        if any(self._has(m, f"device_{a}") for a in algos):
+            legend.append("k_device")
+        if self._has(m, "oom"):
+            legend.append("oom")
+        if self.budget_line.text:
+            legend.append("k_budget")
+        m.set_visible_items(mem, force=force, legend=legend)
+
+        t = self.timing
+        tim = [f"measured_{a}" for a in algos] + [f"spread_{a}" for a in algos]
+        kernels = [f"kernel_{k}" for k in NAIVE_KERNELS] if NAIVE in algos else []
+        tim += kernels  # listed whether or not measured yet: the legend stays put
+        legend = ["k_measured"]
         if self._time_model_gpu is not None:
             tim += [f"roofline_{a}" for a in algos]
-            for i, a in enumerate(algos):
-                label = f"roofline model ({self._gpu_label})" if i == 0 else ""
-                relabel |= self.timing.labels[f"roofline_{a}"] != label
-                self.timing.labels[f"roofline_{a}"] = label
-        tim += refs
-        tim.append("current")
-        self.timing.set_visible_items(tim, force=relabel or force)
-        self.traffic.set_visible_items([f"model_{a}" for a in algos] + ["current"])
-        roof = ["roof", *[f"measured_{a}" for a in algos], *refs, "bounds", "current"]
-        self.roofline.set_visible_items(roof, force=force)
+            legend.append("k_roofline")
+        tim += [*refs, "current"]
+        t.set_visible_items(tim, force=force, legend=legend)
+
+        h = self.traffic
+        traffic = []
+        for a in algos:
+            traffic += [f"compulsory_{a}", f"noreuse_{a}", f"model_{a}", f"measured_{a}"]
+        for a, fill in self.bands.items():
+            fill.setVisible(a in algos and self._has(h, f"noreuse_{a}"))
+        legend = ["k_l2"] + (["k_band"] if any(f.isVisible() for f in self.bands.values()) else [])
+        if any(self._has(h, f"measured_{a}") for a in algos):
+            legend.append("k_measured")
+        h.set_visible_items([*traffic, "current"], force=force, legend=legend)
+
+        r = self.roofline
+        known = {**self._roofs, **self._flat_roofs}
+        roof_items = [f"roof_{n}" for n in ROOF_STYLES if n in known]
+        points = []
+        for a in algos:
+            points += [f"path_{a}", f"at_measured_{a}", f"at_model_{a}"]
+        legend = []  # the roofs are labelled along their lines
+        if any(self._has(r, f"at_measured_{a}") for a in algos):
+            legend.append("k_measured")
+        if any(self._has(r, f"at_model_{a}") for a in algos):
+            legend.append("k_model")
+        legend.append("bounds")
+        r.set_visible_items([*roof_items, *points, *refs, "bounds", "current"], force, legend)
         self.fit()
 
     def fit(self) -> None:
-        """Re-range every plot's y axis to its visible data (after data, not cursor, changes)."""
+        """Re-range every plot to its visible data (after data, not cursor, changes)."""
         self.memory.fit_y(extra=[self._budget] if self._budget else [])
         self.timing.fit_y()
         self.traffic.fit_y()
-        self.roofline.fit_y()
+        ridge = self._gpu.ridge_flops_per_byte if self._gpu is not None else None
+        self.roofline.fit_x(extra=[ridge] if ridge else [])
+        top = self._gpu.fp16_tensor_flops * 1.5 if self._gpu is not None else None
+        self.roofline.fit_y(extra=[top] if top else [])
 
     # ------------------------------------------------------------------ hover read-outs
 
@@ -629,12 +965,22 @@ class PlotsPanel(QWidget):
         lines = [f"N = {fmt_int(n)}"]
         for a in self._algorithms:
             res = self._by_n[a].get(n)
-            line = f"{ALGORITHMS[a].label}: model {fmt_bytes(cost(config, a).peak_bytes)}"
+            line = f"{_label(a)}: model {fmt_bytes(cost(config, a).peak_bytes)}"
             if res is not None:
-                line += ", OOM" if res.oom else f", measured {fmt_bytes(res.peak_bytes)}"
+                if res.oom:
+                    line += ", OOM"
+                else:
+                    line += f", measured {fmt_bytes(res.peak_bytes)} (CuPy pool)"
+                    if res.device_peak_bytes is not None:
+                        line += f", {fmt_bytes(res.device_peak_bytes)} (whole device)"
             lines.append(line)
         if self._budget:
             lines.append(f"budget {fmt_bytes(self._budget)}")
+        if any(
+            r.device_peak_bytes is not None for a in self._algorithms for r in self._measured[a]
+        ):
+            lines.append("pool: the buffers the run allocated")
+            lines.append("whole device: the drop in free memory (+ cuBLAS workspace, context)")
         return "\n".join(lines)
 
     def _hover_timing(self, x: float, _y: float) -> str | None:
@@ -643,16 +989,18 @@ class PlotsPanel(QWidget):
         for a in self._algorithms:
             res = self._by_n[a].get(n)
             if res is None:
-                lines.append(f"{ALGORITHMS[a].label}: not measured")
+                lines.append(f"{_label(a)}: not measured")
             elif res.oom:
-                lines.append(f"{ALGORITHMS[a].label}: out of memory")
+                lines.append(f"{_label(a)}: out of memory")
             else:
-                parts = ", ".join(f"{k.name} {fmt_ms(k.ms)}" for k in res.kernel_times)
-                extra = f" ({parts})" if len(res.kernel_times) > 1 else ""
-                lines.append(f"{ALGORITHMS[a].label}: {fmt_ms(res.total_ms)}{extra}")
+                lines.append(f"{_label(a)}: {fmt_ms(res.total_ms)}{_spread_text(res)}")
+                if len(res.kernel_times) > 1:
+                    parts = ", ".join(f"{k.name} {fmt_ms(k.ms)}" for k in res.kernel_times)
+                    lines.append(f"   {parts}")
             if self._time_model_gpu is not None and self._family is not None:
-                s = cost(self._family.with_(seq_len=n), a).modeled_seconds(self._time_model_gpu)
-                lines.append(f"   roofline {fmt_ms(s * 1e3)}")
+                config = self._family.with_(seq_len=n)
+                ms = verdict(config, a, self._time_model_gpu).roofline_ms
+                lines.append(f"   roofline {fmt_ms(ms)}")
         for peer, by_n in self._reference_by_n.items():
             res = by_n.get(n)
             if res is not None and res.total_ms:
@@ -660,62 +1008,131 @@ class PlotsPanel(QWidget):
         return "\n".join(lines)
 
     def _hover_traffic(self, x: float, _y: float) -> str | None:
-        if self._family is None:
+        if self._family is None or self._gpu is None:
             return None
         n = self._nearest_n(x)
         config = self._family.with_(seq_len=n)
         lines = [f"N = {fmt_int(n)}"]
         for a in self._algorithms:
-            c = cost(config, a)
+            b = band(config, a, self._gpu)
             lines.append(
-                f"{ALGORITHMS[a].label}: {fmt_bytes(c.hbm_bytes)} "
-                f"({c.arithmetic_intensity:.3g} FLOP/B)"
+                f"{_label(a)}: model {fmt_bytes(b.l2_aware.hbm_bytes)} L2-aware "
+                f"({fmt_bytes(b.compulsory.hbm_bytes)} … {fmt_bytes(b.no_reuse.hbm_bytes)})"
             )
+            res = self._by_n[a].get(n)
+            if res is not None and res.measured_dram_bytes is not None:
+                read = sum(t.dram_read_bytes for t in res.traffic)
+                lines.append(
+                    f"   measured {fmt_bytes(res.measured_dram_bytes)} (hardware counters: read "
+                    f"{fmt_bytes(read)}, written {fmt_bytes(res.measured_dram_bytes - read)})"
+                )
+            if res is not None and res.total_ms:
+                lines.append(f"   {_bandwidth_text(res)}")
         return "\n".join(lines)
 
     def _hover_roofline(self, x: float, y: float) -> str | None:
         best, best_d = None, 0.12  # within ~0.12 decades of a marker
+        gpu = self._gpu
+        if gpu is None:
+            return None
         for a in self._algorithms:
             for r in self._measured[a]:
                 if r.oom or not r.tflops:
                     continue
-                ai = cost(r.config, a).arithmetic_intensity
-                d = math.hypot(math.log10(ai) - x, math.log10(r.tflops * 1e12) - y)
+                v = self._verdict(r, a)
+                if v is None or not v.intensity:
+                    continue
+                d = math.hypot(math.log10(v.intensity) - x, math.log10(r.tflops * 1e12) - y)
                 if d < best_d:
-                    best, best_d = (a, r, ai), d
+                    best, best_d = (a, r, v.intensity, v.bytes_source, v), d
         for peer, results in self._references.items():
             for r in results:
-                if r.oom or not r.tflops:
+                ai = self._reference_intensity(r.config, peer) if r.tflops else None
+                if r.oom or not ai:
                     continue
-                ai = _reference_intensity(r.config, peer)
                 d = math.hypot(math.log10(ai) - x, math.log10(r.tflops * 1e12) - y)
                 if d < best_d:
-                    best, best_d = (peer, r, ai), d
+                    best, best_d = (peer, r, ai, "model", None), d
         if best is None:
-            if self._gpu is None:
-                return None
             ai = 10.0**x
-            roof = min(self._gpu.fp16_tensor_flops, self._gpu.bandwidth_bytes_s * ai)
-            return f"{ai:.3g} FLOP/B: roof {fmt_rate(roof, 'FLOP/s')} on {self._gpu_label}"
-        a, r, ai = best
-        name = ALGORITHMS[a].label if a in ALGORITHMS else reference_label(a, r.recorded)
-        return (
-            f"{name}, N = {fmt_int(r.config.seq_len)}\n"
-            f"{ai:.3g} FLOP/B · {fmt_rate(r.tflops * 1e12, 'FLOP/s')} · "
-            f"{fmt_rate((r.bandwidth_gbs or 0) * 1e9, 'B/s')}"
-        )
+            peaks = roofs(gpu)
+            top = peaks[TENSOR].peak
+            parts = [
+                f"{n.upper()} roof {fmt_rate(min(top, peaks[n].peak * ai), 'FLOP/s')}"
+                for n in (HBM, L2)
+                if n in peaks
+            ]
+            return f"{fmt_intensity(ai)} FLOP/B on {self._gpu_label}: " + ", ".join(parts)
+        a, r, ai, source, v = best
+        name = _label(a) if a in ALGORITHMS else reference_label(a, r.recorded)
+        how = "measured DRAM bytes" if source == MEASURED else "model DRAM bytes (L2-aware)"
+        lines = [
+            f"{name}, N = {fmt_int(r.config.seq_len)}",
+            f"{fmt_intensity(ai)} FLOP/B ({how}) · {fmt_rate(r.tflops * 1e12, 'FLOP/s')} achieved",
+            _bandwidth_text(r),
+        ]
+        if v is not None:
+            roof = roofs(gpu)[v.roof].label if v.roof in roofs(gpu) else v.roof
+            lines.append(f"{v.bound}-bound: {roof} binds (roofline {fmt_ms(v.roofline_ms)})")
+        return "\n".join(lines)
 
     # ------------------------------------------------------------------ for tests and exports
 
     def measured_ns(self, plot: MetricPlot, algorithm: str) -> list[float]:
         return list(plot.series.get(f"measured_{algorithm}", ([], []))[0])
 
+    def results_shown(self) -> dict[str, list[RunResult]]:
+        """The results drawn now: ours per algorithm shown, and the reference peers."""
+        out = {a: list(self._measured[a]) for a in self._algorithms if self._measured[a]}
+        out.update({p: list(rs) for p, rs in self._references.items() if rs})
+        return out
+
+    def target_gpu(self) -> GpuSpec | None:
+        return self._gpu
+
+    def current_results(self) -> Mapping[str, RunResult]:
+        if self._config is None:
+            return {}
+        n = self._config.seq_len
+        return {a: r for a in self._algorithms if (r := self._by_n[a].get(n)) is not None}
+
+
+def _spread(result: RunResult) -> tuple[float | None, float | None]:
+    """(fastest, slowest) total time of a result: the sum of its kernels' min (max) times."""
+    times = result.kernel_times
+    if not times or any(k.min_ms is None or k.max_ms is None for k in times):
+        return None, None
+    return sum(k.min_ms for k in times), sum(k.max_ms for k in times)  # type: ignore[misc]
+
+
+def _spread_text(result: RunResult) -> str:
+    lo, hi = _spread(result)
+    samples = max((k.count for k in result.kernel_times), default=0)
+    if lo is None or hi is None:
+        return ""
+    return f", median of {samples}\n   fastest {fmt_ms(lo)}, slowest {fmt_ms(hi)}"
+
+
+def _bandwidth_text(result: RunResult) -> str:
+    """DRAM bandwidth, measured where the counters were read, and the model's figure named as
+    such (the model's bytes over the measured time: what the run would need if every modeled
+    byte went to DRAM)."""
+    model = result.model_bandwidth_gbs
+    measured = result.measured_bandwidth_gbs
+    parts = []
+    if measured is not None:
+        parts.append(f"DRAM {fmt_rate(measured * 1e9, 'B/s')} measured")
+    if model is not None:
+        parts.append(f"{fmt_rate(model * 1e9, 'B/s')} model (no-reuse bytes ÷ time)")
+    return "bandwidth: " + ", ".join(parts) if parts else ""
+
 
 class _Replication:
     """Iterates the steps of PlotsPanel.replicate; `panel` is the copy being made."""
 
-    def __init__(self, source: PlotsPanel) -> None:
+    def __init__(self, source: PlotsPanel, keep_zoom: bool = True) -> None:
         self.source = source
+        self.keep_zoom = keep_zoom
         self.panel = PlotsPanel(staged=True)
         self._steps = self._run()
 
@@ -738,6 +1155,7 @@ class _Replication:
         yield
         if src._config is not None:
             other._family, other._algorithms = src._family, src._algorithms
+            other._draw_roofs()
             if src._model is not None:
                 other._draw_model(src._model)
             other.set_seq_len(src._config)
@@ -745,3 +1163,10 @@ class _Replication:
         other.set_measured(src._measured)
         other.set_reference(src._references)
         other.flush_visibility()
+        other._paced_strip.flush()
+        for mine, theirs in zip(other.plots, src.plots, strict=True):
+            if theirs.user_zoomed and self.keep_zoom:  # the export shows what the user sees
+                (x0, x1), (y0, y1) = theirs.plotItem.vb.viewRange()
+                mine.user_zoomed = True
+                mine.setXRange(x0, x1, padding=0)
+                mine.setYRange(y0, y1, padding=0)

@@ -159,15 +159,27 @@ class Runner(QObject):
             return self._backend_generation
 
     def request(
-        self, config: AttentionConfig, algorithms: list[str], budget_bytes: int | None
+        self,
+        config: AttentionConfig,
+        algorithms: list[str],
+        budget_bytes: int | None,
+        profile: bool = False,
     ) -> int:
-        """Measure `config` with `algorithms`, replacing any live work still waiting."""
+        """Measure `config` with `algorithms`, replacing any live work still waiting;
+        `profile`: also sample the kernels' counters (RunOptions.profile)."""
         with self._cond:
             self._request_id += 1
             self.stats.requests += 1
             self._drop_locked(live=True, sweep=False)
             self._live = [
-                Job(self._request_id, self._backend_generation, config, a, budget_bytes)
+                Job(
+                    self._request_id,
+                    self._backend_generation,
+                    config,
+                    a,
+                    budget_bytes,
+                    profile=profile,
+                )
                 for a in algorithms
             ]
             self._cond.notify()
@@ -180,13 +192,17 @@ class Runner(QObject):
             self._drop_locked(live=True, sweep=False)
 
     def start_sweep(
-        self, items: list[tuple[AttentionConfig, str]], budget_bytes: int | None
+        self,
+        items: list[tuple[AttentionConfig, str]],
+        budget_bytes: int | None,
+        profile: bool = False,
     ) -> int:
         """Queue (config, algorithm) measurements behind live work; returns how many."""
         with self._cond:
             self._drop_locked(live=False, sweep=True)
             self._sweep = [
-                Job(0, self._backend_generation, c, a, budget_bytes, sweep=True) for c, a in items
+                Job(0, self._backend_generation, c, a, budget_bytes, sweep=True, profile=profile)
+                for c, a in items
             ]
             self._sweep_total = len(self._sweep)
             self._sweep_done = 0
@@ -365,7 +381,9 @@ class Runner(QObject):
             off = self._unavailable.get((key, job.algorithm))
         if off is not None:
             return RunOutcome(job, key, error=off, skipped=True, unavailable=True)
-        options = replace(self.options_for(name), budget_bytes=job.budget_bytes)
+        options = replace(
+            self.options_for(name), budget_bytes=job.budget_bytes, profile=job.profile
+        )
         limit = self.sweep_time_limit_s if job.sweep else self.live_time_limit_s
         estimate = self._estimate_s(name, key, job, options)
         # A run that cannot fit is refused (OOM) by the backend at once: let it say so, the

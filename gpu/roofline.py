@@ -33,7 +33,7 @@ from typing import Any
 from . import costmodel
 from .algorithms import ALGORITHMS, NAIVE
 from .config import AttentionConfig
-from .costmodel import FP32, TENSOR, GpuSpec, KernelCost
+from .costmodel import FP32, TENSOR, GpuSpec, KernelCost, TrafficBand
 from .results import DeviceInfo, RunResult
 
 HBM, L2, XU = "hbm", "l2", "xu"
@@ -328,12 +328,15 @@ def algorithm_verdict(
     gpu: GpuSpec,
     result: RunResult | None = None,
     smem_limit_bytes: int | None = None,
+    band: TrafficBand | None = None,
 ) -> AlgorithmVerdict:
     """One algorithm's kernels on `gpu`'s roofline; `result` (same config) supplies measured
-    times and, when profiled, measured bytes."""
+    times and, when profiled, measured bytes. `band`: the model's traffic_band for this config,
+    algorithm and GPU when the caller has it already (it is the costly part)."""
     if result is not None and (result.oom or result.config != config):
         result = None  # another config's figures, or no figures at all
-    band = costmodel.traffic_band(config, algorithm, gpu, smem_limit_bytes)
+    if band is None:
+        band = costmodel.traffic_band(config, algorithm, gpu, smem_limit_bytes)
     gpu_roofs = roofs(gpu)
     no_reuse = band.no_reuse
     kernels = tuple(
@@ -374,12 +377,16 @@ def explain(
     gpu: GpuSpec,
     results: Mapping[str, RunResult] | None = None,
     smem_limit_bytes: int | None = None,
+    bands: Mapping[str, TrafficBand] | None = None,
 ) -> Explanation:
     """Verdicts for `algorithms` at `config`; `results` maps an algorithm to its result for this
-    config (measured or recorded), when there is one."""
+    config (measured or recorded), when there is one; `bands` the traffic bands the caller has
+    already worked out (see algorithm_verdict)."""
     results = results or {}
+    bands = bands or {}
     verdicts = tuple(
-        algorithm_verdict(config, a, gpu, results.get(a), smem_limit_bytes) for a in algorithms
+        algorithm_verdict(config, a, gpu, results.get(a), smem_limit_bytes, bands.get(a))
+        for a in algorithms
     )
     ratios: dict[str, dict[str, float | None]] = {}
     naive = next((v for v in verdicts if v.algorithm == NAIVE), None)

@@ -104,7 +104,7 @@ def test_the_budget_follows_the_preset_and_the_device():
     assert s.target_gpu == gpu_for_device_name("NVIDIA H200") and s.on_gpu
     rtx = AppState(budget_preset="RTX 4090 24 GB", backend=_ready(gpu))
     assert rtx.budget.run_bytes == GPUS["RTX 4090 24 GB"].memory_bytes
-    assert rtx.target_gpu == GPUS["RTX 4090 24 GB"] and rtx.budget_name == "an RTX 4090 24 GB"
+    assert rtx.target_gpu == GPUS["RTX 4090 24 GB"] and rtx.budget_name == "an RTX 4090"
     custom = AppState(budget_preset=CUSTOM_PRESET, custom_budget_gb=2.5)
     assert custom.budget.run_bytes == 2_500_000_000
     assert custom.target_gpu == GPUS[DEFAULT_GPU] and "reference" in custom.target_gpu_label

@@ -4,9 +4,12 @@ The state model (app_state.py)
 - `AppState` is one immutable snapshot of every input of the window: `config`, `checked` and
   `available` algorithms (`disabled` ones with why), `budget_preset`/`custom_budget_gb`,
   `backend_choice` and the ready `backend` (None while one starts), `recorded_path`,
-  `seq_scale`. Derived values are properties computed from those: `algorithms` (enabled),
-  `family`, `device`, `budget`, `run_budget`, `target_gpu`/`target_gpu_label` (the roofline
-  GPU), `on_gpu`, `budget_name`, `scale`, `snap(n)`.
+  `seq_scale`, `measure_bytes` (sample the counters after timing) and `bytes_refused` (why the
+  running backend's counters refused). Derived values are properties computed from those:
+  `algorithms` (enabled), `family`, `device`, `budget`, `run_budget`,
+  `target_gpu`/`target_gpu_label` (the roofline GPU, with an L2 bandwidth measured on the
+  recorded device where the recording has one), `on_gpu`, `budget_name`, `profile_runs` and
+  `bytes_unmeasurable` (whether runs sample the counters, and why not), `scale`, `snap(n)`.
 - `StateModel.update(**changes)` applies the changes atomically and calls each subscriber once
   with a `Change(old, new, fields)`; `change.changed("config", "target_gpu")` works for fields
   and derived values alike. An update that changes nothing calls nobody; an update made by a

@@ -19,6 +19,7 @@ from functools import cached_property
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED
 from gpu.config import AttentionConfig
 from gpu.costmodel import DEFAULT_GPU, GPUS, GpuSpec, gpu_for_device_name
+from gpu.roofline import device_gpu
 
 from .budget import CUSTOM_PRESET, DEVICE_PRESET, Budget, Device, budget_for
 from .family import Family, family
@@ -51,6 +52,12 @@ class AppState:
     recorded_path: str = ""
     #: The slider's stops when they are a recorded run's N; None: the log scale, any N.
     seq_scale: tuple[int, ...] | None = None
+    #: Sample each kernel's hardware counters after timing it (CUDA: DRAM/L2 bytes, tensor
+    #: and exponential-unit activity); timing runs stay unsampled.
+    measure_bytes: bool = False
+    #: Why the running backend cannot measure bytes after all (the counters refused: no
+    #: permission, no CUPTI); '' while it may. Cleared when another backend starts.
+    bytes_refused: str = ""
 
     # ------------------------------------------------------------------ derived
 
@@ -76,6 +83,26 @@ class AppState:
         return self.backend_name == REPLAY
 
     @property
+    def bytes_unmeasurable(self) -> str:
+        """Why "Measure bytes" cannot work on the running backend, '' when it can."""
+        name = self.backend_name
+        if name == "cuda":
+            return self.bytes_refused
+        if name == REPLAY:
+            return "a recorded run shows the bytes it was recorded with (measured if profiled)"
+        if not name:
+            return "no backend is running yet"
+        return (
+            f"the {name} backend has no hardware counters: measuring bytes needs the CUDA "
+            "backend on an NVIDIA GPU (CUPTI); the figures stay the model's"
+        )
+
+    @property
+    def profile_runs(self) -> bool:
+        """Whether runs sample the counters: asked for, and possible here."""
+        return self.measure_bytes and self.backend_name == "cuda" and not self.bytes_refused
+
+    @property
     def on_gpu(self) -> bool:
         """Whether the results come from a GPU (live or recorded): roofline times apply."""
         return self.backend_name in GPU_BACKENDS
@@ -86,7 +113,9 @@ class AppState:
         if ready is None:
             return Device()
         info = ready.info
-        gpu = gpu_for_device_name(info.name) if info.backend in GPU_BACKENDS else None
+        known = info.backend in GPU_BACKENDS and gpu_for_device_name(info.name) is not None
+        # The table's entry, with the L2 bandwidth measured on this device where it says so.
+        gpu = device_gpu(info) if known else None
         label = {"cpu": "CPU RAM"}.get(info.backend, info.name)
         return Device(info.memory_total_bytes or None, label, gpu)
 
@@ -106,8 +135,9 @@ class AppState:
 
     @property
     def target_gpu_label(self) -> str:
+        """'H200 SXM, 141 GiB' (GpuSpec.label: the capacity in the unit it is sold in)."""
         gpu = self.budget.gpu
-        return gpu.name if gpu is not None else f"{GPUS[DEFAULT_GPU].name} (reference)"
+        return gpu.label if gpu is not None else f"{GPUS[DEFAULT_GPU].label} (reference)"
 
     @property
     def budget_name(self) -> str:
@@ -120,7 +150,8 @@ class AppState:
         if b.preset == CUSTOM_PRESET:
             return "the custom budget"
         # Read as letters: "an RTX 4090", "an H100", "a GTX 1080", "a T4".
-        return f"an {b.label}" if b.label[:1] in "AEFHILMNORSX" else f"a {b.label}"
+        name = b.gpu.label.split(",")[0] if b.gpu is not None else b.label
+        return f"an {name}" if name[:1] in "AEFHILMNORSX" else f"a {name}"
 
     @property
     def budget_line_label(self) -> str:

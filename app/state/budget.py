@@ -42,7 +42,7 @@ class Budget:
     run_bytes: int | None
     #: Where to draw the line: the budget, or the device's memory for "this device".
     line_bytes: int | None
-    label: str  # "RTX 4090 24 GB", "this device (23.4 GB RAM)"
+    label: str  # "RTX 4090, 24 GiB", "this device (23.4 GB RAM)"
     gpu: GpuSpec | None  # the GPU whose roofline and ridge point the verdicts use
 
 
@@ -53,6 +53,6 @@ def budget_for(preset: str, custom_gb: float, device: Device) -> Budget:
         return Budget(preset, b, b, f"custom {fmt_bytes_short(b)}", device.gpu)
     spec = GPUS.get(preset)
     if spec is not None:
-        return Budget(preset, spec.memory_bytes, spec.memory_bytes, spec.name, spec)
+        return Budget(preset, spec.memory_bytes, spec.memory_bytes, spec.label, spec)
     label = f"this device ({device.label})"
     return Budget(DEVICE_PRESET, None, device.memory_bytes, label, device.gpu)

@@ -1,8 +1,11 @@
 """Cost-model figures, memoized: the slider asks for the same configs again and again, and the
 tiled model walks every query tile (16 384 of them at N = 131072 with 8-row tiles).
 
-The memo can be primed with figures computed elsewhere (the model curves are computed in a
-separate process, which hands back every cost it worked out).
+Three memos: the no-reuse cost (`cost`), the three-figure traffic band on a GPU (`band`:
+compulsory, L2-aware, no reuse; the L2-aware figure walks the cache model too), and the
+roofline verdict of one algorithm at one config (`verdict`), measured figures included when a
+result is given. The first two can be primed with figures computed elsewhere (the model curves
+are computed in a separate process, which hands back every figure it worked out).
 """
 
 from __future__ import annotations
@@ -10,10 +13,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gpu.config import AttentionConfig
-from gpu.costmodel import AlgorithmCost, algorithm_cost
+from gpu.costmodel import AlgorithmCost, GpuSpec, TrafficBand, algorithm_cost, traffic_band
+from gpu.results import RunResult
+from gpu.roofline import AlgorithmVerdict, algorithm_verdict
 
 MAX_ENTRIES = 8192
 _memo: dict[tuple[AttentionConfig, str], AlgorithmCost] = {}
+_bands: dict[tuple[AttentionConfig, str, GpuSpec], TrafficBand] = {}
+_verdicts: dict[tuple[AttentionConfig, str, GpuSpec, RunResult | None], AlgorithmVerdict] = {}
+
+BandKey = tuple[AttentionConfig, str, GpuSpec]
+
+
+def _put(memo: dict, key: object, value: object) -> None:
+    if len(memo) >= MAX_ENTRIES:
+        memo.clear()  # a long session's shapes: start afresh rather than grow
+    memo[key] = value
 
 
 def cost(config: AttentionConfig, algorithm: str) -> AlgorithmCost:
@@ -21,9 +36,7 @@ def cost(config: AttentionConfig, algorithm: str) -> AlgorithmCost:
     hit = _memo.get(key)
     if hit is None:
         hit = algorithm_cost(config, algorithm)
-        if len(_memo) >= MAX_ENTRIES:
-            _memo.clear()  # a long session's shapes: start afresh rather than grow
-        _memo[key] = hit
+        _put(_memo, key, hit)
     return hit
 
 
@@ -32,15 +45,66 @@ def known(config: AttentionConfig, algorithm: str) -> AlgorithmCost | None:
     return _memo.get((config, algorithm))
 
 
-def prime(costs: Mapping[tuple[AttentionConfig, str], AlgorithmCost]) -> None:
+def band(config: AttentionConfig, algorithm: str, gpu: GpuSpec) -> TrafficBand:
+    """Compulsory ≤ L2-aware ≤ no-reuse DRAM traffic of `algorithm` at `config` on `gpu`."""
+    key = (config, algorithm, gpu)
+    hit = _bands.get(key)
+    if hit is None:
+        hit = traffic_band(config, algorithm, gpu)
+        _put(_bands, key, hit)
+    return hit
+
+
+def known_band(config: AttentionConfig, algorithm: str, gpu: GpuSpec) -> TrafficBand | None:
+    return _bands.get((config, algorithm, gpu))
+
+
+def verdict(
+    config: AttentionConfig, algorithm: str, gpu: GpuSpec, result: RunResult | None = None
+) -> AlgorithmVerdict:
+    """gpu.roofline's verdict for `algorithm` at `config` on `gpu`, from `result`'s measured
+    times and bytes where it has them (a result of another config counts as none)."""
+    if result is not None and (result.oom or result.config != config):
+        result = None
+    key = (config, algorithm, gpu, result)
+    try:
+        hit = _verdicts.get(key)
+    except TypeError:  # a result built with lists instead of tuples: not hashable, not memoized
+        return algorithm_verdict(config, algorithm, gpu, result, band=band(config, algorithm, gpu))
+    if hit is None:
+        hit = algorithm_verdict(config, algorithm, gpu, result, band=band(config, algorithm, gpu))
+        _put(_verdicts, key, hit)
+    return hit
+
+
+def known_verdict(
+    config: AttentionConfig, algorithm: str, gpu: GpuSpec, result: RunResult | None = None
+) -> AlgorithmVerdict | None:
+    """`verdict` if its traffic band is worked out already (the GUI thread never walks a
+    tiled model), else None."""
+    if known_band(config, algorithm, gpu) is None:
+        return None
+    return verdict(config, algorithm, gpu, result)
+
+
+def prime(
+    costs: Mapping[tuple[AttentionConfig, str], AlgorithmCost],
+    bands: Mapping[BandKey, TrafficBand] | None = None,
+) -> None:
     """Add figures computed elsewhere."""
     if len(_memo) + len(costs) > MAX_ENTRIES:
         _memo.clear()
     _memo.update(costs)
+    if bands:
+        if len(_bands) + len(bands) > MAX_ENTRIES:
+            _bands.clear()
+        _bands.update(bands)
 
 
 def clear() -> None:
     _memo.clear()
+    _bands.clear()
+    _verdicts.clear()
 
 
 cost.cache_clear = clear  # type: ignore[attr-defined]  # the functools.lru_cache spelling

@@ -10,6 +10,9 @@ Two rules keep the cache honest:
 - A memory budget changes outcomes, so every result remembers the budget it ran under. A success
   under budget B also holds for any larger budget; an out-of-memory under B also holds for any
   smaller one. Anything else is measured again rather than guessed.
+- A result remembers whether its run sampled the counters (`profiled`): while bytes are to be
+  measured, a result from an unsampled run counts as missing (a sampled run whose counters
+  came back empty does not: running it again would not change that).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ def _covers(ran_under: int | None, wanted: int | None, oom: bool) -> bool:
 class StoredResult:
     result: RunResult
     budget_bytes: int | None
+    profiled: bool = False
 
     def holds_for(self, budget_bytes: int | None) -> bool:
         return _covers(self.budget_bytes, budget_bytes, self.result.oom)
@@ -52,14 +56,23 @@ class ResultStore:
     def __len__(self) -> int:
         return self._count
 
-    def add(self, result: RunResult, backend_key: str, budget_bytes: int | None = None) -> None:
+    def add(
+        self,
+        result: RunResult,
+        backend_key: str,
+        budget_bytes: int | None = None,
+        profiled: bool = False,
+    ) -> None:
+        """Keep `result` (run under `budget_bytes`; `profiled`: its run sampled the counters),
+        replacing an older outcome under the same budget."""
         key = (backend_key, family_of(result.config, result.algorithm), result.algorithm)
         entries = self._data.setdefault(key, {}).setdefault(result.config.seq_len, [])
-        for i, stored in enumerate(entries):
-            if stored.budget_bytes == budget_bytes:
-                entries[i] = StoredResult(result, budget_bytes)
+        stored = StoredResult(result, budget_bytes, profiled or bool(result.traffic))
+        for i, old in enumerate(entries):
+            if old.budget_bytes == budget_bytes:
+                entries[i] = stored
                 return
-        entries.append(StoredResult(result, budget_bytes))
+        entries.append(stored)
         self._count += 1
 
     def get(
@@ -69,6 +82,12 @@ class ResultStore:
         backend_key: str,
         budget_bytes: int | None = None,
     ) -> RunResult | None:
+        stored = self._stored(config, algorithm, backend_key, budget_bytes)
+        return stored.result if stored is not None else None
+
+    def _stored(
+        self, config: AttentionConfig, algorithm: str, backend_key: str, budget_bytes: int | None
+    ) -> StoredResult | None:
         key = (backend_key, family_of(config, algorithm), algorithm)
         entries = self._data.get(key, {}).get(config.seq_len, ())
         return _pick(entries, budget_bytes)
@@ -79,9 +98,17 @@ class ResultStore:
         algorithms: Iterable[str],
         backend_key: str,
         budget_bytes: int | None = None,
+        need_traffic: bool = False,
     ) -> list[str]:
-        """The algorithms that still need a measurement for this config and budget."""
-        return [a for a in algorithms if self.get(config, a, backend_key, budget_bytes) is None]
+        """The algorithms that still need a measurement for this config and budget;
+        `need_traffic`: also those measured without sampling the counters (out of memory
+        aside)."""
+        out = []
+        for a in algorithms:
+            stored = self._stored(config, a, backend_key, budget_bytes)
+            if stored is None or (need_traffic and not stored.profiled and not stored.result.oom):
+                out.append(a)
+        return out
 
     def series(
         self,
@@ -97,7 +124,7 @@ class ResultStore:
         for n in sorted(by_n):
             picked = _pick(by_n[n], budget_bytes)
             if picked is not None:
-                out.append(picked)
+                out.append(picked.result)
         return out
 
     def seq_lens(self, backend_key: str) -> list[int]:
@@ -135,11 +162,11 @@ class ResultStore:
         self._count = sum(len(e) for by_n in self._data.values() for e in by_n.values())
 
 
-def _pick(entries: Sequence[StoredResult], budget_bytes: int | None) -> RunResult | None:
+def _pick(entries: Sequence[StoredResult], budget_bytes: int | None) -> StoredResult | None:
     exact = [s for s in entries if s.budget_bytes == budget_bytes]
     if exact:
-        return exact[-1].result
+        return exact[-1]
     for stored in reversed(entries):
         if stored.holds_for(budget_bytes):
-            return stored.result
+            return stored
     return None

@@ -38,6 +38,8 @@ class Job:
     algorithm: str
     budget_bytes: int | None
     sweep: bool = False
+    #: Sample the kernels' hardware counters after timing them (RunOptions.profile).
+    profile: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,13 @@
-"""Human-readable numbers for labels, tooltips and the explain pane.
+"""Human-readable numbers for labels, tooltips and the explain pane, in one unit convention.
 
-Bytes are decimal (SI: 1 GB = 10⁹ B) like GPU datasheets, so "24 GB RTX 4090" and the figures
-we print compare directly.
+Every byte figure the app prints is decimal (SI): 1 kB = 10³ B, 1 MB = 10⁶ B, 1 GB = 10⁹ B, like
+the bandwidths of datasheets (TB/s) and Nsight Compute's byte counts, so sizes, traffic and
+rates compare directly ("S alone: 6.44 GB", "this device: 150 GB", "35 GB/s").
+
+Binary units are always written as such (KiB, MiB, GiB = 2¹⁰, 2²⁰, 2³⁰ B) and appear in one place
+only: a GPU's capacity as NVIDIA names it, which is binary (GpuSpec.label / memory_label: the
+H200's "141 GB" are 141 GiB = 151 GB; the device reports 150,109,880,320 B = 150 GB = 139.8 GiB
+usable). "GB" never stands for a binary figure.
 """
 
 from __future__ import annotations
@@ -70,6 +76,13 @@ def fmt_rate(value: float | None, unit: str) -> str:
     if value is None:
         return "—"
     return _si(float(value), unit)
+
+
+def fmt_intensity(value: float) -> str:
+    """FLOP per byte: '2 712' (thin-space thousands), '63.5' below a hundred, '0.52' below one."""
+    if value >= 100:
+        return fmt_int(round(value))
+    return f"{value:.1f}" if value >= 1 else f"{value:.2g}"
 
 
 def fmt_int(n: int) -> str:

@@ -1,0 +1,503 @@
+"""The Measurements tab: measured bytes beside the model's, a hierarchical roofline whose points
+say where their bytes come from, verdicts that follow the measurements, the timing spread, both
+peak-memory figures, one unit convention, plots that come back from a zoom, and legends and
+read-outs that never cover the data."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+from profiled_results import NCU, profiled_result, write_profiled
+from PySide6.QtCore import QEvent, QPointF, Qt
+from PySide6.QtWidgets import QApplication
+
+from app.explain import ExplainInputs, ExplainPane, explain_html
+from app.state.app_state import AppState, Change
+from app.state.cost_model_backend import CostModelBackend
+from gpu.algorithms import NAIVE, TILED, TILED_MMA
+from gpu.backend import RunOptions
+from gpu.config import AttentionConfig
+from gpu.costmodel import DEFAULT_GPU, GPUS, algorithm_cost
+from gpu.roofline import algorithm_verdict
+
+H200 = GPUS[DEFAULT_GPU]
+LOG_4096 = math.log10(4096)
+
+
+class ProfilingBackend(CostModelBackend):
+    """A fake CUDA backend: the cost model's times, and when asked to profile, counters that
+    say the DRAM saw `dram_share` of the model's bytes (or a refusal, like CUPTI's)."""
+
+    def __init__(self, refuse: str = "", dram_share: float = 0.5, **kwargs) -> None:
+        kwargs.setdefault("device", "NVIDIA H200")
+        kwargs.setdefault("memory_bytes", 150_109_880_320)
+        super().__init__(name="cuda", algorithms=(NAIVE, TILED, TILED_MMA), **kwargs)
+        self.refuse = refuse
+        self.dram_share = dram_share
+        self.profiled: list[bool] = []
+
+    def run(self, config, algorithm, options=None):  # type: ignore[no-untyped-def]
+        options = options or RunOptions()
+        result = super().run(config, algorithm, options)
+        self.profiled.append(options.profile)
+        if not options.profile or result.oom:
+            return result
+        if self.refuse:
+            return replace(result, message=f"traffic not measured: {self.refuse}")
+        from profiled_results import traffic
+
+        model = {k.name: k for k in algorithm_cost(config, algorithm).kernels}
+        counted = tuple(
+            traffic(
+                k.name,
+                int(model[k.name].bytes_read * self.dram_share),
+                int(model[k.name].bytes_written * self.dram_share),
+                k.ms,
+                model[k.name].hbm_bytes,
+                0.4,
+            )
+            for k in result.kernel_times
+        )
+        return replace(result, traffic=counted)
+
+
+@pytest.fixture
+def profiled_window(make_window, tmp_path, window_settings):
+    """A window replaying profiled results (test data, see tests/profiled_results.py) at N=4096."""
+    window_settings.setValue("controls/seq_len", 4096)
+    window_settings.setValue("controls/algorithms", f"{NAIVE},{TILED},{TILED_MMA}")
+    return make_window(open_path=str(write_profiled(tmp_path / "profiled.json")))
+
+
+def _settled(qtbot, window) -> None:
+    """The runner idle and every result of the current point in the store."""
+    s = window.state.value
+
+    def done() -> bool:
+        missing = window.store.missing(s.config, s.algorithms, s.backend.key, s.run_budget)
+        return not window.runner.busy and not missing
+
+    qtbot.waitUntil(done, timeout=5000)
+
+
+def _drawn(qtbot, window) -> None:
+    window.plots.flush_model()
+    qtbot.waitUntil(lambda: bool(window.plots.memory.series["measured_naive"][0]), timeout=5000)
+    window.plots.flush_visibility()
+    window.plots.flush_model()
+
+
+# ------------------------------------------------------------------------- measure bytes
+
+
+def test_measure_bytes_makes_cuda_runs_sample_the_counters_and_persists(
+    qtbot, make_window, window_settings
+):
+    backend = ProfilingBackend()
+    window = make_window(backend)
+    check = window.controls.measure_bytes
+    _settled(qtbot, window)
+    assert check.isEnabled() and not check.isChecked()
+    assert backend.profiled and not any(backend.profiled)  # timing runs are not sampled
+    store, key = window.store, window.backend.key
+    assert store.get(window.config, NAIVE, key).traffic == ()
+    check.click()
+    assert window.state.value.measure_bytes
+    # The cached, unsampled results count as missing: the current point is measured again.
+    qtbot.waitUntil(lambda: store.get(window.config, NAIVE, key).traffic != (), timeout=5000)
+    qtbot.waitUntil(lambda: not window.runner.busy, timeout=5000)
+    assert backend.profiled[-1] is True
+    assert store.missing(window.config, (NAIVE, TILED), key, None, need_traffic=True) == []
+    window.save_settings()
+    assert str(window_settings.value("controls/measure_bytes")).lower() == "true"
+    window.close()
+    again = make_window(ProfilingBackend())
+    assert again.controls.measure_bytes.isChecked() and again.state.value.profile_runs
+
+
+def test_measure_bytes_is_off_on_the_cpu_backend_and_says_why(make_window):
+    window = make_window(CostModelBackend(name="cpu", device="CPU (fake)"))
+    check = window.controls.measure_bytes
+    assert not check.isEnabled()
+    assert "CUDA" in check.toolTip() and "hardware counters" in check.toolTip()
+
+
+def test_refused_counters_are_said_once_and_runs_go_on_unsampled(qtbot, make_window):
+    backend = ProfilingBackend(refuse="no permission to read the GPU's counters (permission)")
+    window = make_window(backend)
+    _settled(qtbot, window)
+    shown = []
+    window.statusBar().messageChanged.connect(lambda text: text and shown.append(text))
+    window.controls.measure_bytes.click()
+    qtbot.waitUntil(lambda: bool(window.state.value.bytes_refused), timeout=5000)
+    qtbot.waitUntil(lambda: not window.runner.busy, timeout=5000)
+    said = [t for t in shown if "Measure bytes" in t]
+    assert len(said) == 1 and "permission" in said[0] and "model" in said[0]
+    assert not window.state.value.profile_runs
+    check = window.controls.measure_bytes
+    assert not check.isEnabled() and "permission" in check.toolTip()
+    runs = len(backend.profiled)
+    window.controls.set_seq_len(2048)
+    qtbot.waitUntil(lambda: not window.runner.busy and len(backend.profiled) > runs, timeout=5000)
+    assert not any(backend.profiled[runs:])  # no more sampling, no more messages
+    assert len([t for t in shown if "Measure bytes" in t]) == 1
+
+
+# ------------------------------------------------------------------------- roofline
+
+
+def test_a_measured_result_puts_its_roofline_point_at_measured_intensity(qtbot, profiled_window):
+    _drawn(qtbot, profiled_window)
+    roofline = profiled_window.plots.roofline
+    xs, _ = roofline.series[f"at_measured_{TILED_MMA}"]
+    expected = []
+    for n in (4096, 16384):
+        read, write, _ = NCU[(n, TILED_MMA)]["flash_fwd"]
+        flops = algorithm_cost(AttentionConfig(seq_len=n), TILED_MMA).flops
+        expected.append(flops / (read + write))
+    assert sorted(xs) == pytest.approx(sorted(expected))
+    assert max(xs) > 8000  # thousands of useful FLOP per DRAM byte, measured
+    assert roofline.series[f"at_model_{TILED_MMA}"] == ([], [])  # every point was measured
+    assert "bytes measured" in roofline.legend_texts()
+    plots = profiled_window.plots
+    labels = {n: lab.toPlainText() for n, lab in plots.roof_labels.items() if lab.isVisible()}
+    assert labels["hbm"].startswith("HBM") and labels["l2"].startswith("L2")
+    assert "tensor" in labels["tensor"] and "fp32" in labels["fp32"] and "exp" in labels["xu"]
+
+
+def test_unmeasured_results_sit_at_model_intensity_and_say_so(qtbot, make_window):
+    window = make_window(ProfilingBackend())
+    _settled(qtbot, window)
+    window.plots.flush_model()
+    window.plots.flush_visibility()
+    roofline = window.plots.roofline
+    qtbot.waitUntil(lambda: bool(roofline.series[f"at_model_{TILED_MMA}"][0]), timeout=5000)
+    (x,) = roofline.series[f"at_model_{TILED_MMA}"][0]
+    model = algorithm_verdict(window.config, TILED_MMA, window.state.value.target_gpu)
+    assert x == pytest.approx(model.intensity)
+    assert roofline.series[f"at_measured_{TILED_MMA}"] == ([], [])
+    assert "bytes: model" in roofline.legend_texts()
+    assert "bytes measured" not in roofline.legend_texts()
+
+
+# ------------------------------------------------------------------------- explain
+
+
+def _pane(qtbot, config, results=()):
+    pane = ExplainPane()
+    qtbot.addWidget(pane)
+    state = AppState(
+        config=config, checked=(NAIVE, TILED, TILED_MMA), available=(NAIVE, TILED, TILED_MMA)
+    )
+    pane.on_state(Change.initial(state))
+    pane.set_measured({r.algorithm: [r] for r in results})
+    return pane
+
+
+def test_the_explain_verdict_flips_when_a_measurement_arrives(qtbot):
+    config = AttentionConfig(seq_len=16384)
+    pane = _pane(qtbot, config)
+    before = pane.plain_text()
+    line = next(ln for ln in before.splitlines() if ln.startswith("tiled (tensor cores):"))
+    assert "compute-bound" in line and "tensor cores bind" in line and "the model's" in line
+    # Counters that saw every K/V re-read miss L2: the no-reuse bytes, timed at 2.6 ms.
+    no_reuse = algorithm_cost(config, TILED_MMA)
+    measured = replace(
+        profiled_result(16384, TILED_MMA),
+        traffic=(
+            replace(
+                profiled_result(16384, TILED_MMA).traffic[0],
+                dram_read_bytes=no_reuse.bytes_read,
+                dram_write_bytes=no_reuse.bytes_written,
+            ),
+        ),
+    )
+    pane.set_measured({TILED_MMA: [measured]})
+    after = pane.plain_text()
+    line = next(ln for ln in after.splitlines() if ln.startswith("tiled (tensor cores):"))
+    assert "memory-bound" in line and "HBM bandwidth binds" in line
+    assert "measured by the hardware counters" in line
+
+
+def test_explain_gives_the_measured_naive_to_tiled_ratio_beside_the_models(qtbot):
+    results = [profiled_result(4096, a) for a in (NAIVE, TILED, TILED_MMA)]
+    text = _pane(qtbot, AttentionConfig(seq_len=4096), results).plain_text()
+    line = next(ln for ln in text.splitlines() if "naive ÷ tiled (readable)" in ln)
+    assert "83× less, measured" in line and "model" in line and "2.7× without" in line
+    rows = [ln for ln in text.splitlines() if "measured" in ln and "MB" in ln]
+    assert rows  # bytes say where they come from
+    unmeasured = _pane(qtbot, AttentionConfig(seq_len=4096)).plain_text()
+    assert "not measured here" in unmeasured and "83×" not in unmeasured
+
+
+def test_explain_names_useful_and_executed_flops_under_the_causal_mask(qtbot):
+    config = AttentionConfig(seq_len=4096, causal=True)
+    html = explain_html(
+        ExplainInputs(config, (NAIVE, TILED), H200, H200.label, H200.memory_bytes, "an H200")
+    )
+    assert "Useful FLOPs" in html and "execute more" in html
+    assert "useful FLOP/B (executed " in html
+    plain = explain_html(
+        ExplainInputs(config.with_(causal=False), (NAIVE, TILED), H200, H200.label, None, "")
+    )
+    assert "useful FLOP/B" in plain and "(executed " not in plain  # one where they agree
+
+
+# ------------------------------------------------------------------------- traffic, strip
+
+
+def test_the_traffic_plot_shows_the_model_band_and_measured_points(qtbot, profiled_window):
+    _drawn(qtbot, profiled_window)
+    plots = profiled_window.plots
+    traffic = plots.traffic
+    lo = dict(zip(*traffic.series[f"compulsory_{TILED}"], strict=True))
+    mid = dict(zip(*traffic.series[f"model_{TILED}"], strict=True))
+    hi = dict(zip(*traffic.series[f"noreuse_{TILED}"], strict=True))
+    assert lo and all(lo[n] <= mid[n] <= hi[n] for n in lo)
+    assert plots.bands[TILED].isVisible()
+    ns, measured = traffic.series[f"measured_{NAIVE}"]
+    counted = sum(read + write for read, write, _ in NCU[(4096, NAIVE)].values())
+    assert dict(zip(ns, measured, strict=True))[4096] == counted
+    legend = traffic.legend_texts()
+    assert "measured (hardware counters)" in legend and "model: L2-aware" in legend
+    text = plots._hover_traffic(LOG_4096, 0)
+    assert "measured" in text and "hardware counters" in text
+    assert "model (no-reuse bytes ÷ time)" in text and "DRAM" in text
+
+
+def test_the_strip_chart_shows_the_current_points_samples(qtbot, profiled_window):
+    _drawn(qtbot, profiled_window)
+    strip = profiled_window.plots.strip
+    qtbot.waitUntil(lambda: not strip.is_empty(), timeout=3000)
+    assert strip.shown == NAIVE  # the first algorithm measured at this N
+    assert "hardware counters" in strip.title.text() and "4\u2009096" in strip.title.text()
+    xs, ys = strip.dram.getData()
+    assert len(xs) and max(y for y in ys if y == y) > 1000  # naive streams GB/s
+    strip.choice.setCurrentIndex(strip.choice.findData(TILED_MMA))
+    assert strip.shown == TILED_MMA
+    profiled_window.controls.set_seq_len(16384)  # the pick is kept at the next N
+    profiled_window.plots.flush_model()
+    assert strip.shown == TILED_MMA and "16 384" in strip.title.text()
+
+
+def test_the_strip_chart_says_not_measured_without_samples(qtbot, make_window):
+    window = make_window(ProfilingBackend())
+    _settled(qtbot, window)
+    window.plots.flush_model()
+    strip = window.plots.strip
+    # Nothing of the run has samples: one line that says so, no empty chart taking room.
+    assert strip.is_empty() and strip.plot.isHidden()
+    assert "not measured" in strip.title.text() and "Measure bytes" in strip.title.text()
+    window.controls.measure_bytes.click()
+    store, key = window.store, window.backend.key
+    qtbot.waitUntil(lambda: store.get(window.config, NAIVE, key).traffic != (), timeout=5000)
+    _settled(qtbot, window)
+    qtbot.waitUntil(lambda: not strip.is_empty(), timeout=3000)
+    assert strip.plot.isVisibleTo(window) and not strip.note.isVisible()
+    window.controls.measure_bytes.click()  # off: the next point is timed only
+    window.controls.set_seq_len(2048)
+    _settled(qtbot, window)
+    window.plots.flush_model()
+    assert strip.is_empty() and strip.note.isVisible() and strip.plot.isVisibleTo(window)
+    assert "not measured" in strip.title.text() and "2\u2009048" in strip.title.text()
+
+
+# ------------------------------------------------------------------------- memory, time
+
+
+def test_the_memory_plot_shows_the_pool_and_the_device_peak(qtbot, profiled_window):
+    _drawn(qtbot, profiled_window)
+    plots = profiled_window.plots
+    memory = plots.memory
+    pool = dict(zip(*memory.series[f"measured_{NAIVE}"], strict=True))
+    device = dict(zip(*memory.series[f"device_{NAIVE}"], strict=True))
+    assert device[4096] == pool[4096] + (8 << 20)
+    legend = memory.legend_texts()
+    assert "pool peak" in legend and "device peak" in legend
+    text = plots._hover_memory(LOG_4096, 0)
+    assert "(CuPy pool)" in text and "(whole device)" in text and "cuBLAS workspace" in text
+
+
+def test_the_time_plot_shows_the_spread_of_the_repeats(qtbot, profiled_window):
+    _drawn(qtbot, profiled_window)
+    plots = profiled_window.plots
+    ns, medians = plots.timing.series[f"spread_{TILED}"]
+    lows, highs = plots.timing.spreads[f"spread_{TILED}"]
+    assert ns == [4096, 16384]
+    for lo, mid, hi in zip(lows, medians, highs, strict=True):
+        assert lo == pytest.approx(mid * 0.97) and hi == pytest.approx(mid * 1.03)
+    assert plots.timing.items[f"spread_{TILED}"].isVisible()
+    text = plots._hover_timing(LOG_4096, 0)
+    assert "median of 5" in text and "fastest" in text and "slowest" in text
+
+
+def test_re_measure_and_clear_results_go_through_the_store(qtbot, make_window):
+    backend = ProfilingBackend()
+    window = make_window(backend)
+    _settled(qtbot, window)
+    runs = backend.runs_for(window.config.seq_len)
+    assert window.remeasure_action.isEnabled()
+    window.remeasure_action.trigger()
+    qtbot.waitUntil(
+        lambda: (
+            backend.runs_for(window.config.seq_len) == runs + len(window.state.value.algorithms)
+        ),
+        timeout=5000,
+    )
+    window.controls.set_seq_len(2048)
+    _settled(qtbot, window)
+    assert window.store.get(window.config.with_(seq_len=1024), NAIVE, window.backend.key)
+    window.clear_results_action.trigger()
+    assert window.store.get(window.config.with_(seq_len=1024), NAIVE, window.backend.key) is None
+    store, key = window.store, window.backend.key
+    qtbot.waitUntil(lambda: store.get(window.config, NAIVE, key) is not None, timeout=5000)
+    memory = window.plots.memory
+    qtbot.waitUntil(lambda: memory.series[f"measured_{NAIVE}"][0] == [2048], timeout=5000)
+
+
+def test_a_recorded_run_is_not_measured_again(qtbot, profiled_window):
+    before = len(profiled_window.store)
+    assert profiled_window.remeasure() == 0
+    profiled_window.clear_results()
+    assert len(profiled_window.store) == before
+    assert "recorded" in profiled_window.statusBar().currentMessage()
+
+
+# ------------------------------------------------------------------------- units
+
+
+def test_capacities_say_gib_and_device_bytes_say_gb(qtbot, profiled_window):
+    _drawn(qtbot, profiled_window)
+    plots = profiled_window.plots
+    assert plots.roofline.title == "Roofline: H200 SXM, 141 GiB"
+    assert "141 GB" not in plots.roofline.title
+    assert plots.budget_line.text == "this device: 150 GB"  # 150,109,880,320 B
+    combo = profiled_window.controls.budget
+    texts = [combo.itemText(i) for i in range(combo.count())]
+    assert "H200 SXM, 141 GiB" in texts and not any(t.endswith(" GB") and "," in t for t in texts)
+    spin = profiled_window.controls.custom_gb
+    assert spin.suffix().strip() == "GB" and "10⁹" in spin.toolTip()
+
+
+# ------------------------------------------------------------------------- ranges
+
+
+def _zoom_like_the_user(plot, factor=0.5) -> None:
+    vb = plot.plotItem.vb
+    vb.scaleBy((factor, factor))
+    vb.sigRangeChangedManually.emit(vb.state["mouseEnabled"])
+
+
+def test_a_zoomed_plot_keeps_the_users_view_until_a_double_click_resets_it(qtbot, profiled_window):
+    _drawn(qtbot, profiled_window)
+    memory = profiled_window.plots.memory
+    fitted = memory.plotItem.vb.viewRange()
+    _zoom_like_the_user(memory)
+    zoomed = memory.plotItem.vb.viewRange()
+    assert (
+        memory.user_zoomed
+        and zoomed != fitted
+        and "double-click" in memory.plotItem.titleLabel.text
+    )
+    profiled_window.plots.fit()  # new data: the user's view stays
+    assert memory.plotItem.vb.viewRange() == zoomed
+    qtbot.mouseDClick(
+        memory.viewport(), Qt.MouseButton.LeftButton, pos=memory.viewport().rect().center()
+    )
+    assert not memory.user_zoomed
+    (x0, x1), (y0, y1) = memory.plotItem.vb.viewRange()
+    assert [x0, x1, y0, y1] == pytest.approx([*fitted[0], *fitted[1]])
+    _zoom_like_the_user(profiled_window.plots.timing)
+    profiled_window.reset_plots_action.trigger()
+    assert not profiled_window.plots.timing.user_zoomed
+
+
+def test_the_cursor_pans_a_zoomed_plot_back_into_view(qtbot, profiled_window):
+    _drawn(qtbot, profiled_window)
+    memory = profiled_window.plots.memory
+    vb = memory.plotItem.vb
+    vb.setXRange(3.0, 3.3, padding=0)  # 1k to 2k: N = 4096 is off to the right
+    vb.sigRangeChangedManually.emit(vb.state["mouseEnabled"])
+    profiled_window.controls.set_seq_len(16384)
+    (lo, hi), _ = vb.viewRange()
+    assert lo <= math.log10(16384) <= hi and memory.user_zoomed
+    assert hi - lo == pytest.approx(0.3)  # the user's zoom level is kept
+
+
+# ------------------------------------------------------------------------- legends, hover
+
+
+@pytest.mark.parametrize("size", [(1600, 1000), (1280, 800)])
+def test_legends_sit_outside_the_data(qtbot, profiled_window, size):
+    profiled_window.resize(*size)
+    _drawn(qtbot, profiled_window)
+    qtbot.wait(50)
+    for plot in profiled_window.plots.plots:
+        legend, data = plot.legend.sceneBoundingRect(), plot.plotItem.vb.sceneBoundingRect()
+        assert plot.legend_texts(), plot.objectName()
+        assert legend.bottom() <= data.top() + 1, (plot.objectName(), legend, data)
+    label = profiled_window.plots.budget_line.label
+    assert label.fill is not None and profiled_window.plots.budget_line.line.zValue() > 10
+
+
+def test_a_hover_box_stays_inside_the_plot_and_leaves_with_the_mouse(qtbot, profiled_window):
+    _drawn(qtbot, profiled_window)
+    plot = profiled_window.plots.timing
+    area = plot.plotItem.vb.sceneBoundingRect()
+    for corner in (area.bottomRight(), area.topRight(), area.bottomLeft(), area.center()):
+        pos = QPointF(
+            min(max(corner.x(), area.left() + 2), area.right() - 2),
+            min(max(corner.y(), area.top() + 2), area.bottom() - 2),
+        )
+        plot._on_mouse((pos,))
+        assert plot.hover.isVisible()
+        box = plot.hover.sceneBoundingRect()
+        assert area.adjusted(-1, -1, 1, 1).contains(box), (corner, box, area)
+    QApplication.sendEvent(plot, QEvent(QEvent.Type.Leave))
+    assert not plot.hover.isVisible()
+
+
+def test_legends_can_be_hidden_and_the_key_names_every_series(qtbot, profiled_window):
+    _drawn(qtbot, profiled_window)
+    plots = profiled_window.plots
+    assert plots.key.texts()[:3] == ["naive", "tiled (readable)", "tiled (tensor cores)"]
+    assert "naive: softmax" in plots.key.texts()  # the kernels' colours on the time plot
+    memory = plots.memory
+    before = memory.plotItem.vb.sceneBoundingRect().height()
+    profiled_window.legends_action.trigger()  # View ▸ Plot legends: off
+    qtbot.waitUntil(lambda: memory.plotItem.vb.sceneBoundingRect().height() > before, timeout=2000)
+    assert not memory.legend.isVisible()
+    assert plots.key.isVisible()
+    profiled_window.legends_action.trigger()
+    qtbot.waitUntil(lambda: memory.legend.isVisible(), timeout=2000)
+
+
+@pytest.mark.gpu
+def test_measure_bytes_on_the_gpu_puts_measured_points_on_the_roofline(qtbot, make_window):
+    """On a CUDA device: the toggle samples the real counters (or says once why it cannot)."""
+    from gpu.backends import create_backend
+
+    window = make_window(factory=lambda name: create_backend("cuda"), seq_len=4096)
+    assert window.backend.info.backend == "cuda"
+    _settled(qtbot, window)
+    window.controls.measure_bytes.click()
+    store, key = window.store, window.backend.key
+
+    def sampled_or_refused() -> bool:
+        result = store.get(window.config, NAIVE, key)
+        return bool(window.state.value.bytes_refused) or bool(result and result.traffic)
+
+    qtbot.waitUntil(sampled_or_refused, timeout=120000)
+    _settled(qtbot, window)
+    if window.state.value.bytes_refused:
+        pytest.skip(f"counters not readable here: {window.state.value.bytes_refused}")
+    window.plots.flush_model()
+    window.plots.flush_visibility()
+    roofline = window.plots.roofline
+    qtbot.waitUntil(lambda: bool(roofline.series[f"at_measured_{NAIVE}"][0]), timeout=10000)
+    result = store.get(window.config, NAIVE, key)
+    (x,) = roofline.series[f"at_measured_{NAIVE}"][0]
+    assert x == pytest.approx(result.flops / result.measured_dram_bytes)
+    assert "DRAM bytes measured by the hardware counters" in window.explain.plain_text()
