@@ -51,6 +51,8 @@ class AppState:
     recorded_path: str = ""
     #: The slider's stops when they are a recorded run's N; None: the log scale, any N.
     seq_scale: tuple[int, ...] | None = None
+    #: Devices P the ring splits the sequence over (1: one device; app/state/ring_devices.py).
+    devices: int = 1
 
     # ------------------------------------------------------------------ derived
 
