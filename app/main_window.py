@@ -43,6 +43,7 @@ from .explain import ExplainPane
 from .file_menu import FileMenu
 from .pacing import RESULTS_MS, coalesced
 from .plots import ALGOS, PlotsPanel
+from .ring_panel import RingPanel
 from .runner import Runner
 from .state.app_state import AppState, Change, StateModel
 from .state.family import family_of
@@ -196,6 +197,9 @@ class MainWindow(QMainWindow):
         loading.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.tabs.addTab(loading, "Tiles")
         self.tabs.setTabToolTip(1, "The tiles moving between HBM and on-chip SRAM.")
+        self.ring_panel = RingPanel(self.state)
+        self.tabs.addTab(self.ring_panel, "Ring")
+        self.tabs.setTabToolTip(2, "Ring attention: the sequence split over P devices.")
         v.addWidget(self.tabs, 1)
         self.setCentralWidget(central)
         self.readouts = StatusBarReadouts(self.statusBar())
@@ -327,6 +331,10 @@ class MainWindow(QMainWindow):
         r.backendFailed.connect(self._on_backend_failed)
         r.backendLost.connect(self._on_backend_lost)
         r.outcome.connect(self._on_outcome)
+        r.outcome.connect(self.ring_panel.on_outcome)
+        self.ring_panel.openWanted.connect(
+            lambda path: self.file_menu.open_file(path) if path else self.file_menu.open_dialog()
+        )
         r.jobStarted.connect(self._on_job_started)
         r.idle.connect(self._on_idle)
         r.sweepProgress.connect(self.run_status.set_sweep)
@@ -402,6 +410,7 @@ class MainWindow(QMainWindow):
             widget.setStyleSheet(qss)
         self.plots.apply_palette(pal)
         self.explain.set_palette(pal)
+        self.ring_panel.set_palette(pal)
         self.dark_action.blockSignals(True)
         self.dark_action.setChecked(self.theme == "dark")
         self.dark_action.blockSignals(False)
