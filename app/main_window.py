@@ -49,6 +49,7 @@ from .state.app_state import AppState, Change, StateModel
 from .state.family import family_of
 from .state.recorded_run import REPLAY, RecordedBackend, is_reference, reference_config
 from .state.result_store import ResultStore
+from .state.ring_devices import backend_for, restart_needed
 from .state.runs import BackendFailure, BackendReady, Job, RunOutcome
 from .state.seq_scale import powers_of_two_up_to
 from .state_signal import StateSignal
@@ -438,10 +439,10 @@ class MainWindow(QMainWindow):
 
             what = f"Opening {path.rsplit('/', 1)[-1]}…"
         else:
-            make = self.backend_factory
+            make, devices = self.backend_factory, self.state.value.devices
 
             def factory() -> Backend:
-                return make(choice)
+                return backend_for(choice, devices, make)  # the ring's backend when P > 1
 
             what = f"Starting the {choice} backend…"
         self.run_status.set_text(what)
@@ -556,6 +557,8 @@ class MainWindow(QMainWindow):
             self._request()
         if change.changed("config"):
             self._animation_stale = True
+        if change.changed("devices") and self._backend_generation and restart_needed(change.new):
+            self._start_backend(change.new.backend_choice)
 
     def _follow_animation(self, change: Change | None) -> None:
         """The animation follows the config while its tab is shown, and the roofline GPU
