@@ -230,7 +230,9 @@ class RingPanel(QWidget):
         uv.addWidget(self.caption)
         uv.addWidget(self.split_label)
 
-        self.plots = RingPlots()
+        #: The plots (RingPlots), made when the tab is first shown: four pyqtgraph plots cost
+        #: tens of ms that the window's first frame does not need.
+        self.plots: RingPlots | None = None
         self.memory_caption = QLabel()
         self.memory_caption.setObjectName("ringMemoryCaption")
         self.memory_caption.setWordWrap(True)
@@ -238,7 +240,7 @@ class RingPanel(QWidget):
         lower = QWidget()
         lv = QVBoxLayout(lower)
         lv.setContentsMargins(0, 0, 0, 0)
-        lv.addWidget(self.plots, 1)
+        self._plots_box = lv
         lv.addWidget(self.memory_caption)
         outer = QSplitter(Qt.Orientation.Vertical)
         outer.addWidget(upper_box)
@@ -263,7 +265,8 @@ class RingPanel(QWidget):
         self._palette = pal
         self.view.set_palette(pal)
         self.timeline.set_palette(pal)
-        self.plots.apply_palette(pal)
+        if self.plots is not None:
+            self.plots.apply_palette(pal)
 
     # ------------------------------------------------------------------ inputs
 
@@ -376,7 +379,7 @@ class RingPanel(QWidget):
             clock = measured_clock(run.measurement) if run is not None else None
             self._set_clock(config, clock or self._model_clock(config, devices))
             self.split_label.setText(split_text(config, devices, self.word))
-            self.plots.show_memory(config, devices, run)
+            self._ensure_plots().show_memory(config, devices, run)
             self.memory_caption.setText(
                 memory_caption(config, devices, run, device_peak_bytes(config, devices))
             )
@@ -447,7 +450,7 @@ class RingPanel(QWidget):
 
     def _draw_plots(self) -> None:
         config, devices, _ = self.shown()
-        self.plots.set_data(
+        self._ensure_plots().set_data(
             config,
             devices,
             self.curves,
@@ -457,6 +460,13 @@ class RingPanel(QWidget):
             self.runs.single_at(config),
             self.topology,
         )
+
+    def _ensure_plots(self) -> RingPlots:
+        if self.plots is None:
+            self.plots = RingPlots()
+            self.plots.apply_palette(self._palette)
+            self._plots_box.insertWidget(0, self.plots, 1)
+        return self.plots
 
     # ------------------------------------------------------------------ playing
 

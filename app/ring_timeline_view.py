@@ -13,7 +13,16 @@ import math
 
 import numpy as np
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QMouseEvent, QPainter, QPaintEvent, QPen
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontMetricsF,
+    QMouseEvent,
+    QPainter,
+    QPaintEvent,
+    QPen,
+    QPixmap,
+)
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
 from gpu.ring_timeline import COMM, COMPUTE, RingMeasurement
@@ -26,7 +35,6 @@ from .theme import Palette, palette
 LANE_H = 15.0
 LANE_GAP = 3.0
 DEVICE_GAP = 7.0
-LABEL_W = 134.0
 AXIS_H = 22.0
 
 
@@ -58,6 +66,10 @@ class RingTimelineView(QWidget):
         self.bars = 0
         self._hidden: dict[tuple[int, int], float] = {}
         self._palette: Palette = palette("dark")
+        self._font = QFont(self.font())
+        self._font.setPointSizeF(8.0)
+        self.label_w = 120.0
+        self._cache: QPixmap | None = None
 
     def sizeHint(self) -> QSize:
         return QSize(600, int(AXIS_H + 4 * (LANE_H + LANE_GAP) + 2 * DEVICE_GAP + 8))
@@ -67,6 +79,7 @@ class RingTimelineView(QWidget):
 
     def set_palette(self, pal: Palette) -> None:
         self._palette = pal
+        self._cache = None
         self.update()
 
     def set_run(
@@ -74,6 +87,7 @@ class RingTimelineView(QWidget):
     ) -> None:
         """Draw `clock` (measured or modelled; None: nothing to draw)."""
         self.clock, self.measurement, self.word = clock, measurement, word
+        self._cache = None
         self._hidden = (
             {(d, s): f for d, s, f in measurement.hidden_fractions()}
             if measurement is not None and clock is not None and clock.rows > 1
@@ -86,6 +100,11 @@ class RingTimelineView(QWidget):
                 self.lanes.append((d, COMPUTE))
                 if clock.devices > 1:
                     self.lanes.append((d, COMM))
+        metrics = QFontMetricsF(self._font)
+        widest = max(
+            (metrics.horizontalAdvance(self._lane_label(d, k)) for d, k in self.lanes), default=0
+        )
+        self.label_w = max(96.0, widest + 14)
         rows = len(self.lanes)
         groups = len({d for d, _ in self.lanes})
         height = AXIS_H + rows * (LANE_H + LANE_GAP) + groups * DEVICE_GAP + 8
@@ -102,13 +121,13 @@ class RingTimelineView(QWidget):
 
     def _x(self, t: float) -> float:
         span = self.clock.span_ms if self.clock is not None else 1.0
-        width = max(self.width() - LABEL_W - 12, 10)
-        return LABEL_W + width * t / span if span > 0 else LABEL_W
+        width = max(self.width() - self.label_w - 12, 10)
+        return self.label_w + width * t / span if span > 0 else self.label_w
 
     def _t(self, x: float) -> float:
         span = self.clock.span_ms if self.clock is not None else 1.0
-        width = max(self.width() - LABEL_W - 12, 10)
-        return min(span, max(0.0, (x - LABEL_W) / width * span))
+        width = max(self.width() - self.label_w - 12, 10)
+        return min(span, max(0.0, (x - self.label_w) / width * span))
 
     def _lane_tops(self) -> list[float]:
         tops, y, last = [], 4.0, None
@@ -128,28 +147,43 @@ class RingTimelineView(QWidget):
     # ------------------------------------------------------------------ painting
 
     def paintEvent(self, event: QPaintEvent) -> None:
+        """The lanes come from a cached image (a 1024-step ring has two thousand bars); only
+        the cursor is drawn every frame."""
         p = QPainter(self)
-        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        ratio = self.devicePixelRatioF()
+        if self._cache is None or self._cache.size() != self.size() * ratio:
+            self._cache = self._render(ratio)
+        p.drawPixmap(0, 0, self._cache)
+        if self.lanes and self.clock is not None:
+            x = self._x(self.cursor_ms)
+            bottom = self._lane_tops()[-1] + LANE_H + 4
+            p.setPen(QPen(QColor(self._palette.cursor), 1.2, Qt.PenStyle.DashLine))
+            p.drawLine(QPointF(x, 2), QPointF(x, bottom))
+        p.end()
+
+    def _render(self, ratio: float) -> QPixmap:
+        pixmap = QPixmap(self.size() * ratio)
+        pixmap.setDevicePixelRatio(ratio)
         pal = self._palette
-        p.fillRect(self.rect(), QColor(pal.background))
-        font = QFont(self.font())
-        font.setPointSizeF(8.0)
-        p.setFont(font)
+        pixmap.fill(QColor(pal.background))
+        p = QPainter(pixmap)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        p.setFont(self._font)
         self.bars = 0
         if not self.lanes or self.clock is None:
             p.setPen(QColor(pal.muted))
             p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "No timeline to show.")
-            p.end()
-            return
-        clock = self.clock
-        tops = self._lane_tops()
-        for (device, stream), top in zip(self.lanes, tops, strict=True):
-            self._paint_lane(p, device, stream, top, clock)
-        self._paint_axis(p, tops[-1] + LANE_H + 6)
-        x = self._x(self.cursor_ms)
-        p.setPen(QPen(QColor(pal.cursor), 1.2, Qt.PenStyle.DashLine))
-        p.drawLine(QPointF(x, 2), QPointF(x, tops[-1] + LANE_H + 4))
+        else:
+            tops = self._lane_tops()
+            for (device, stream), top in zip(self.lanes, tops, strict=True):
+                self._paint_lane(p, device, stream, top, self.clock)
+            self._paint_axis(p, tops[-1] + LANE_H + 6)
         p.end()
+        return pixmap
+
+    def resizeEvent(self, event) -> None:  # type: ignore[no-untyped-def]
+        super().resizeEvent(event)
+        self._cache = None
 
     def _paint_lane(
         self, p: QPainter, device: int, stream: str, top: float, clock: RingClock
@@ -157,19 +191,20 @@ class RingTimelineView(QWidget):
         pal = self._palette
         dark = pal.name == "dark"
         everyone = device < 0
-        who = f"every {self.word}" if everyone else f"{self.word} {device}"
-        label = f"{who} · {'compute' if stream == COMPUTE else 'send/recv'}"
+        label = self._lane_label(device, stream)
         p.setPen(QColor(pal.foreground if stream == COMPUTE else pal.muted))
         p.drawText(
-            QRectF(4, top, LABEL_W - 8, LANE_H),
+            QRectF(4, top, self.label_w - 8, LANE_H),
             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
             label,
         )
         spans = self._spans(device, stream)
-        for step, (start, end) in enumerate(spans):
-            if not (np.isfinite(start) and np.isfinite(end)):
-                continue
-            x0, x1 = self._x(start), self._x(end)
+        width = max(self.width() - self.label_w - 12, 10)
+        scale = width / clock.span_ms if clock.span_ms > 0 else 0.0
+        xs = self.label_w + spans * scale  # (steps, 2): every bar's ends at once
+        metrics = p.fontMetrics()
+        for step in np.nonzero(np.isfinite(spans).all(axis=1))[0]:
+            x0, x1 = xs[step]
             rect = QRectF(x0, top, max(x1 - x0, 1.5), LANE_H)
             if stream == COMPUTE:
                 color = device_color(max(device, 0), clock.devices, dark)
@@ -179,20 +214,24 @@ class RingTimelineView(QWidget):
                 p.setPen(Qt.PenStyle.NoPen)
                 p.setBrush(color)
             else:
-                owner = (max(device, 0) - step) % clock.devices
-                color = (
-                    device_color(owner, clock.devices, dark) if not everyone else QColor(pal.muted)
-                )
+                owner = (max(device, 0) - int(step)) % clock.devices
+                color = QColor(pal.muted) if everyone else device_color(owner, clock.devices, dark)
                 fill = QColor(color)
                 fill.setAlphaF(0.35)
                 p.setPen(QPen(color, 1.2))
                 p.setBrush(fill)
             p.drawRect(rect)
             self.bars += 1
-            text = self._bar_text(device, stream, step)
-            if rect.width() > p.fontMetrics().horizontalAdvance(text) + 6:
+            if rect.width() < 30:
+                continue  # no room for words
+            text = self._bar_text(device, stream, int(step))
+            if rect.width() > metrics.horizontalAdvance(text) + 6:
                 p.setPen(QColor("#111318") if stream == COMPUTE else QColor(pal.foreground))
                 p.drawText(rect, Qt.AlignmentFlag.AlignCenter, text)
+
+    def _lane_label(self, device: int, stream: str) -> str:
+        who = f"every {self.word}" if device < 0 else f"{self.word} {device}"
+        return f"{who} · {'compute' if stream == COMPUTE else 'send/recv'}"
 
     def _bar_text(self, device: int, stream: str, step: int) -> str:
         if stream == COMPUTE:
@@ -205,7 +244,7 @@ class RingTimelineView(QWidget):
         pal = self._palette
         span = self.clock.span_ms
         p.setPen(QPen(QColor(pal.muted), 1))
-        p.drawLine(QPointF(LABEL_W, y), QPointF(self._x(span), y))
+        p.drawLine(QPointF(self.label_w, y), QPointF(self._x(span), y))
         step = nice_step(span)
         t = 0.0
         while t <= span * 1.0001:
@@ -215,7 +254,7 @@ class RingTimelineView(QWidget):
             t += step
         kind = "model" if self.clock.source == MODEL_CLOCK else "CUDA events"
         p.drawText(
-            QRectF(4, y + 2, LABEL_W - 8, 16),
+            QRectF(4, y + 2, self.label_w - 8, 16),
             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
             f"time ({kind})",
         )
@@ -266,6 +305,6 @@ class RingTimelineView(QWidget):
         super().mouseMoveEvent(event)
 
     def mousePressEvent(self, event: QMouseEvent) -> None:
-        if self.clock is not None and event.position().x() >= LABEL_W:
+        if self.clock is not None and event.position().x() >= self.label_w:
             self.seekRequested.emit(self._t(event.position().x()))
         super().mousePressEvent(event)

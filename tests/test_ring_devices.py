@@ -92,3 +92,25 @@ def test_devices_is_saved_and_restored(qtbot, make_window, window_settings):
     again = make_window(factory=lambda name: CpuBackend())
     assert again.state.value.devices == 128
     assert again.controls.devices.combo.currentData() == 128
+
+
+def test_a_shipped_two_gpu_ring_recording_is_offered_and_replays(qtbot, make_window, monkeypatch):
+    import app.state.ring_runs as ring_runs
+
+    monkeypatch.setattr(ring_runs, "SHIPPED_RING_RECORDING", RING_RECORDING)
+    window = make_window()
+    button = window.ring_panel.shipped_button
+    assert not button.isHidden() and button.toolTip()
+    with qtbot.waitSignal(window.file_menu.fileOpened, timeout=5000):
+        button.click()  # through File ▸ Open, like any recording
+    qtbot.waitUntil(lambda: window.state.value.replay, timeout=5000)
+    assert window.state.value.recorded_path == str(RING_RECORDING)
+    assert len(window.ring_panel.runs) > 0
+
+
+def test_without_a_shipped_ring_recording_nothing_is_offered(make_window, monkeypatch, tmp_path):
+    import app.state.ring_runs as ring_runs
+
+    monkeypatch.setattr(ring_runs, "SHIPPED_RING_RECORDING", tmp_path / "absent.json")
+    window = make_window()
+    assert window.ring_panel.shipped_button.isHidden()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from gpu.config import AttentionConfig
 from gpu.links import Topology
-from gpu.ring_model import DEVICE_COUNTS, RingPrediction, Throughput, predict
+from gpu.ring_model import DEVICE_COUNTS, RingPrediction, Throughput, curve, predict
 from gpu.ring_schedule import chunk_count
 
 #: Sequence lengths of the time-against-N curves: 1,024 … 1,048,576, two points per octave.
@@ -68,7 +68,7 @@ def ring_curves(
         for p in curve_ps
     }
     scaling_ps = sorted({*DEVICE_COUNTS, devices})
-    over_p = tuple(at(config, p) for p in scaling_ps if fits(config, p))
+    over_p = curve(config, scaling_ps, throughput=throughput, topology=topology)
     current = at(config, devices) if fits(config, devices) else None
     return RingCurves(
         config=config,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -125,7 +125,7 @@ class RingClock:
     def row(self, device: int) -> int:
         return device if self.rows > 1 else 0
 
-    @property
+    @cached_property
     def span_ms(self) -> float:
         ends = np.concatenate([self.compute[..., 1].ravel(), self.comm[..., 1].ravel()])
         ends = ends[np.isfinite(ends)]
