@@ -11,10 +11,11 @@ session). From it:
 - the plots (app/ring_plots.py) give time against N for each P, measured where measured and
   modelled elsewhere, time and efficiency against P = 1 … 1024 (model), and memory per device.
 
-The GUI thread only paints: the model's curves are computed by a LatestOnly worker, paced while
-the slider moves; a hidden tab only notes that it is out of date and catches up when shown; the
-animation ticks only while it plays and is visible, and a frame touches at most
-2·SUMMARY_SIDE devices and a MATRIX_MAX² image whatever P is.
+The GUI thread only paints: the model's curves are computed in the compute process (a
+LatestOnly worker waits for them), paced while the slider moves; a hidden tab only notes that it
+is out of date and catches up when shown; the animation ticks only while it plays and is
+visible, and a frame touches at most 2·SUMMARY_SIDE devices and a MATRIX_MAX² image whatever P
+is.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from gpu.links import DEFAULT_TOPOLOGY, TOPOLOGIES
 from gpu.results import RunResult
 from gpu.ring_model import RooflineThroughput, device_peak_bytes
 
-from .background import LatestOnly
+from .background import LatestOnly, in_process
 from .pacing import LANES_MS, RESULTS_MS, coalesced
 from .ring_plots import RingPlots
 from .ring_timeline_view import RingTimelineView
@@ -69,6 +70,7 @@ from .state.ring_story import (
     split_text,
     step_caption,
     timeline_summary,
+    too_short_text,
 )
 from .state.units import fmt_ms
 from .state_signal import StateSignal
@@ -242,11 +244,13 @@ class RingPanel(QWidget):
         lv.setContentsMargins(0, 0, 0, 0)
         self._plots_box = lv
         lv.addWidget(self.memory_caption)
+        lower.setMinimumHeight(200)
         outer = QSplitter(Qt.Orientation.Vertical)
         outer.addWidget(upper_box)
         outer.addWidget(lower)
         outer.setStretchFactor(0, 3)
         outer.setStretchFactor(1, 2)
+        self._splitter = outer
 
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
@@ -411,7 +415,9 @@ class RingPanel(QWidget):
             c.current if c is not None and (c.config, c.devices) == (config, devices) else None
         )
         measurement = self.run.measurement if self.run is not None else None
-        self.timeline_summary.setText(timeline_summary(measurement, self.player.clock, current))
+        short = too_short_text(config, devices)
+        text = timeline_summary(measurement, self.player.clock, current, short)
+        self.timeline_summary.setText(text)
 
     # ------------------------------------------------------------ the model, off the GUI thread
 
@@ -424,10 +430,8 @@ class RingPanel(QWidget):
         throughput = self.runs.throughput(fallback) or fallback
         topology = self.topology
         measured = tuple(self.runs.family_runs(config))
-
-        def work() -> RingCurves:
-            return ring_curves(config, devices, throughput, topology, measured)
-
+        # Mostly Python (a few hundred predictions): in the compute process, not a thread.
+        work = in_process(ring_curves, config, devices, throughput, topology, measured)
         self._worker.submit(work, self._apply_curves, self._curves_failed)
 
     def flush_curves(self) -> None:
@@ -466,6 +470,9 @@ class RingPanel(QWidget):
             self.plots = RingPlots()
             self.plots.apply_palette(self._palette)
             self._plots_box.insertWidget(0, self.plots, 1)
+            total = sum(self._splitter.sizes())
+            if total > 0:  # three fifths for the ring and its timeline, the rest for the plots
+                self._splitter.setSizes([total * 3 // 5, total - total * 3 // 5])
         return self.plots
 
     # ------------------------------------------------------------------ playing

@@ -16,9 +16,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from PySide6.QtCore import QPointF, QRectF, QSize, Qt
+from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QImage, QPainter, QPainterPath, QPaintEvent, QPen
-from PySide6.QtWidgets import QSizePolicy, QWidget
+from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
 from gpu.ring_schedule import DIAGONAL, SKIPPED
 
@@ -145,6 +145,43 @@ class RingView(QWidget):
         around = math.pi * (area.width() + area.height()) / 2 / slots
         w = max(46.0, min(150.0, around * 0.9))
         return w, max(34.0, min(84.0, w * 0.56))
+
+    def describe(self, device: int) -> str:
+        """A drawn device's tooltip: what it keeps, holds, computes and sends at this moment."""
+        assert self.frame is not None
+        node = next(n for n in self.frame.nodes if n.device == device)
+        held, w = node.held, self.word
+        pairs = ", ".join(f"Q{p.q_chunk}×K{p.k_chunk} {p.kind}" for p in held.pairs)
+        lines = [
+            f"{w} {device} at step {held.step + 1} of {self.frame.devices}",
+            f"keeps the queries of chunks {' · '.join(map(str, _q_chunks(held)))}",
+            f"holds the K/V block of {w} {held.block_owner} "
+            f"(chunks {' · '.join(map(str, held.kv_chunks))})",
+            f"chunk pairs: {pairs}",
+        ]
+        if node.finished:
+            lines.append("finished: its rows of the output are final")
+        elif node.compute is None:
+            lines.append("waiting for its next block")
+        else:
+            lines.append(f"fused kernel {node.compute:.0%} done")
+        if node.sending is not None:
+            lines.append(
+                f"sending {w} {node.sending.block_owner}'s block to {w} "
+                f"{node.sending.sends_to} ({node.send_progress:.0%})"
+            )
+        return "\n".join(lines)
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ToolTip and self.frame is not None:
+            pos = QPointF(event.pos())
+            hit = next((d for d, r in self.node_rects.items() if r.contains(pos)), None)
+            if hit is None:
+                QToolTip.hideText()
+            else:
+                QToolTip.showText(event.globalPos(), self.describe(hit), self)
+            return True
+        return super().event(event)
 
     # ------------------------------------------------------------------ painting
 

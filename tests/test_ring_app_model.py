@@ -326,3 +326,13 @@ def test_model_curves_from_recorded_one_gpu_results_say_so():
 def test_each_stream_event_of_the_recording_is_compute_or_comm():
     for r in ring_results():
         assert {e.stream for e in r.ring.timeline} <= {COMPUTE, COMM}
+
+
+def test_a_sequence_too_short_for_p_devices_is_said_so_instead_of_modelled():
+    from app.state.ring_story import too_short_text
+
+    config = AttentionConfig(seq_len=1024, causal=True)
+    assert too_short_text(config, 512) == ""
+    text = too_short_text(config, 1024)
+    assert "2048 chunks" in text
+    assert timeline_summary(None, schedule_clock(1024), None, text) == text

@@ -70,6 +70,8 @@ def test_the_ring_view_replays_the_recording_step_by_step(qtbot, panel):
         node = next(n for n in p.view.frame.nodes if n.device == e.device)
         assert node.sending is not None and node.sending.step == e.step
         assert node.sending.block_owner == (e.device - e.step) % devices
+        tip = p.view.describe(e.device)
+        assert f"sending {p.word} {node.sending.block_owner}'s block" in tip
         tokens += 1
     assert tokens == len(wide.ring.events(stream=COMM)) > 0
     paints = p.view.paints

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gpu.config import AttentionConfig
 from gpu.ring_model import RingPrediction
-from gpu.ring_schedule import DIAGONAL, FULL, SKIPPED, ZIGZAG, layout_for
+from gpu.ring_schedule import DIAGONAL, FULL, SKIPPED, ZIGZAG, chunk_count, layout_for
 from gpu.ring_timeline import RingMeasurement
 
 from .ring_playback import MEASURED_CLOCK, MODEL_CLOCK, RingClock, RingFrame
@@ -69,11 +69,26 @@ def step_caption(frame: RingFrame, config: AttentionConfig, word: str) -> str:
     )
 
 
+def too_short_text(config: AttentionConfig, devices: int) -> str:
+    """Why the model has nothing for (config, P), '' when it has."""
+    chunks = chunk_count(devices, config.causal)
+    if config.seq_len >= chunks:
+        return ""
+    return (
+        f"N = {fmt_int(config.seq_len)} is too short for the model at P = {devices}: the "
+        f"{'zigzag ' if config.causal else ''}split needs {chunks} chunks of at least one row. "
+        "The ring view plays the schedule's order only."
+    )
+
+
 def timeline_summary(
-    measurement: RingMeasurement | None, clock: RingClock | None, prediction: RingPrediction | None
+    measurement: RingMeasurement | None,
+    clock: RingClock | None,
+    prediction: RingPrediction | None,
+    too_short: str = "",
 ) -> str:
     """The timeline's figures: measured (hidden share, link speed against its peak) or the
-    model's (compute against transfer per step)."""
+    model's (compute against transfer per step); `too_short` when the model has none."""
     if clock is not None and clock.source == MEASURED_CLOCK and measurement is not None:
         return measured_summary(measurement)
     parts = []
@@ -84,6 +99,8 @@ def timeline_summary(
         )
     if clock is not None and clock.source == MODEL_CLOCK and prediction is not None:
         parts.append(model_summary(prediction))
+    elif too_short:
+        parts.append(too_short)
     elif prediction is None:
         parts.append("Working out the model's timeline…")
     return " ".join(parts)
