@@ -169,8 +169,8 @@ def test_after_each_step_the_matrix_shows_exactly_the_pairs_computed_so_far(caus
 
 
 def test_the_player_steps_through_every_step_and_stops_at_the_end():
-    config = AttentionConfig(seq_len=3072, causal=True)
-    player = RingPlayer(config, measured_clock(widest_ring().ring))
+    wide = widest_ring()
+    player = RingPlayer(wide.config, measured_clock(wide.ring))
     steps = []
     while not player.at_end:
         player.step_forward()
