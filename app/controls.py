@@ -47,8 +47,10 @@ from gpu.config import (
 )
 from gpu.costmodel import GPUS
 
+from .devices_control import DevicesControl
 from .state.app_state import AppState, Change
 from .state.budget import BUDGET_PRESETS, CUSTOM_PRESET, DEVICE_PRESET, Budget
+from .state.ring_devices import parse_devices
 from .state.seq_scale import SEQ_MAX, SEQ_MIN, default_scale, nearest_index
 from .state.units import fmt_bytes_short, fmt_int
 from .state_signal import StateSignal
@@ -353,6 +355,8 @@ class ControlsPanel(QWidget):
         self.backend.currentIndexChanged.connect(self._on_backend)
         form.addRow("Backend", self.backend)
         form.addRow("", self._error_label("backend"))
+        self.devices = DevicesControl(self.state)
+        form.addRow("Devices", self.devices)
 
         self.budget = QComboBox()
         self.budget.setObjectName("budgetCombo")
@@ -742,6 +746,7 @@ class ControlsPanel(QWidget):
         s.setValue("budget", st.budget_preset)
         s.setValue("custom_gb", st.custom_budget_gb)
         s.setValue("measure_bytes", st.measure_bytes)
+        s.setValue("devices", st.devices)
         s.endGroup()
 
     def restore(self, s: QSettings) -> None:
@@ -785,6 +790,9 @@ class ControlsPanel(QWidget):
             path = s.value("recorded_path")
             if isinstance(path, str) and path:
                 changes["recorded_path"] = path
+            devices = parse_devices(s.value("devices"))
+            if devices is not None:
+                changes["devices"] = devices
             backend = s.value("backend")
             if isinstance(backend, str) and self.backend.findData(backend) >= 0:
                 changes["backend_choice"] = backend

@@ -44,11 +44,13 @@ from .explain import ExplainPane
 from .file_menu import FileMenu
 from .pacing import RESULTS_MS, coalesced
 from .plots import ALGOS, PlotsPanel
+from .ring_panel import RingPanel
 from .runner import Runner
 from .state.app_state import AppState, Change, StateModel
 from .state.family import family_of
 from .state.recorded_run import REPLAY, RecordedBackend, is_reference, reference_config
 from .state.result_store import ResultStore
+from .state.ring_devices import backend_for, restart_needed
 from .state.runs import BackendFailure, BackendReady, Job, RunOutcome
 from .state.seq_scale import powers_of_two_up_to
 from .state_signal import StateSignal
@@ -197,6 +199,9 @@ class MainWindow(QMainWindow):
         loading.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.tabs.addTab(loading, "Tiles")
         self.tabs.setTabToolTip(1, "The tiles moving between HBM and on-chip SRAM.")
+        self.ring_panel = RingPanel(self.state)
+        self.tabs.addTab(self.ring_panel, "Ring")
+        self.tabs.setTabToolTip(2, "Ring attention: the sequence split over P devices.")
         v.addWidget(self.tabs, 1)
         self.setCentralWidget(central)
         self.readouts = StatusBarReadouts(self.statusBar())
@@ -366,6 +371,10 @@ class MainWindow(QMainWindow):
         r.backendFailed.connect(self._on_backend_failed)
         r.backendLost.connect(self._on_backend_lost)
         r.outcome.connect(self._on_outcome)
+        r.outcome.connect(self.ring_panel.on_outcome)
+        self.ring_panel.openWanted.connect(
+            lambda path: self.file_menu.open_file(path) if path else self.file_menu.open_dialog()
+        )
         r.jobStarted.connect(self._on_job_started)
         r.idle.connect(self._on_idle)
         r.sweepProgress.connect(self.run_status.set_sweep)
@@ -470,6 +479,7 @@ class MainWindow(QMainWindow):
         self.explain.set_palette(pal)
         if self.animation is not None:
             self.animation.set_theme(self.theme)
+        self.ring_panel.set_palette(pal)
         self.dark_action.blockSignals(True)
         self.dark_action.setChecked(self.theme == "dark")
         self.dark_action.blockSignals(False)
@@ -497,10 +507,10 @@ class MainWindow(QMainWindow):
 
             what = f"Opening {path.rsplit('/', 1)[-1]}…"
         else:
-            make = self.backend_factory
+            make, devices = self.backend_factory, self.state.value.devices
 
             def factory() -> Backend:
-                return make(choice)
+                return backend_for(choice, devices, make)  # the ring's backend when P > 1
 
             what = f"Starting the {choice} backend…"
         self.run_status.set_text(what)
@@ -615,6 +625,8 @@ class MainWindow(QMainWindow):
             self._request()
         if change.changed("config"):
             self._animation_stale = True
+        if change.changed("devices") and self._backend_generation and restart_needed(change.new):
+            self._start_backend(change.new.backend_choice)
 
     def _follow_animation(self, change: Change | None) -> None:
         """The animation follows the config while its tab is shown, and the roofline GPU

@@ -51,7 +51,7 @@ def test_an_update_that_changes_nothing_tells_nobody():
 def test_unknown_fields_and_wrong_types_are_refused_before_anything_changes():
     model = StateModel()
     with pytest.raises(TypeError, match="no field"):
-        model.update(devices=8)
+        model.update(no_such_field=8)
     with pytest.raises(TypeError, match="config"):
         model.update(config=1024, budget_preset="custom")
     assert model.value == AppState()

@@ -58,6 +58,8 @@ class AppState:
     #: Why the running backend cannot measure bytes after all (the counters refused: no
     #: permission, no CUPTI); '' while it may. Cleared when another backend starts.
     bytes_refused: str = ""
+    #: Devices P the ring splits the sequence over (1: one device; app/state/ring_devices.py).
+    devices: int = 1
 
     # ------------------------------------------------------------------ derived
 

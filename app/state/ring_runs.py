@@ -1,0 +1,198 @@
+"""The ring runs the Ring tab can show, and the one-device results measured beside them.
+
+A ring run is a `RunResult` of the `ring` algorithm with its `RingMeasurement`: recorded (from a
+results file, e.g. `bench/bench_ring.py --out`), measured on GPUs this session, or simulated in
+NumPy. The one-GPU results of the fused kernel (recorded beside the ring, or measured live on a
+GPU) calibrate the model's throughput (`ring_model.MeasuredThroughput`) and are the measured
+P = 1 points. CPU results of single-device algorithms are kept out: NumPy's speed says nothing
+about a GPU's. No Qt here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from gpu.algorithms import ALGORITHMS, RING, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
+from gpu.config import AttentionConfig
+from gpu.recording import Recording
+from gpu.results import RunResult
+from gpu.ring_model import MeasuredThroughput, Throughput
+from gpu.ring_timeline import RingMeasurement
+
+from .family import cache_config, family, family_of
+from .recorded_run import RECORDED_DIR
+from .units import fmt_int
+
+#: The two-H200 ring run shipped with the app (`bench/bench_ring.py --out …`), when present.
+SHIPPED_RING_RECORDING = RECORDED_DIR / "h200x2_ring.json"
+
+#: Fused kernels whose one-GPU results may calibrate the model, best first (the ring runs the
+#: best one the GPU has).
+FUSED_KERNELS = (TILED_WS, TILED_WGMMA, TILED_MMA, TILED)
+
+RECORDED, MEASURED, SIMULATED = "recorded", "measured", "simulated"
+
+
+def shipped_ring_recording() -> Path | None:
+    return SHIPPED_RING_RECORDING if SHIPPED_RING_RECORDING.is_file() else None
+
+
+@dataclass(frozen=True)
+class RingRun:
+    """One ring result and where it came from (`source`: the file's name; '' when live)."""
+
+    result: RunResult
+    source: str = ""
+
+    @property
+    def measurement(self) -> RingMeasurement:
+        assert self.result.ring is not None
+        return self.result.ring
+
+    @property
+    def devices(self) -> int:
+        return self.measurement.devices
+
+    @property
+    def config(self) -> AttentionConfig:
+        return cache_config(self.result.config, RING)
+
+    @property
+    def kind(self) -> str:
+        """RECORDED (from a file), SIMULATED (the NumPy ring) or MEASURED (GPUs, this session)."""
+        if self.source or self.result.recorded:
+            return RECORDED
+        return SIMULATED if self.measurement.transport == "simulated" else MEASURED
+
+    @property
+    def total_ms(self) -> float | None:
+        return self.result.total_ms
+
+    def label(self) -> str:
+        """'P = 2 · N = 65 536 · h=12 d=64 fp16 causal · recorded (nccl)'."""
+        c = self.config
+        mask = " causal" if c.causal else ""
+        how = f"{self.kind} ({self.measurement.transport})"
+        if self.source:
+            how += f", {self.source}"
+        return (
+            f"P = {self.devices} · N = {fmt_int(c.seq_len)} · h={c.heads} d={c.head_dim} "
+            f"{c.dtype}{mask} · {how}"
+        )
+
+
+def _ring_key(config: AttentionConfig, devices: int) -> tuple[AttentionConfig, int]:
+    return cache_config(config, RING), devices
+
+
+class RingRuns:
+    """Ring runs and one-GPU fused results, newest last; see the module docstring."""
+
+    def __init__(self) -> None:
+        self._runs: dict[tuple[AttentionConfig, int, str], RingRun] = {}
+        self._singles: dict[tuple[AttentionConfig, str], RunResult] = {}
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def add(self, result: RunResult, source: str = "") -> bool:
+        """Keep `result` if it is a ring run or a one-GPU fused result; True when kept."""
+        if result.oom or result.total_ms is None:
+            return False
+        if result.ring is not None:
+            run = RingRun(result, source)
+            key = (*_ring_key(result.config, run.devices), run.kind)
+            self._runs.pop(key, None)  # the newest goes last
+            self._runs[key] = run
+            return True
+        info = ALGORITHMS.get(result.algorithm)
+        if info is None or not info.fused or result.backend != "cuda":
+            return False
+        self._singles[(cache_config(result.config, result.algorithm), result.algorithm)] = result
+        return True
+
+    def add_all(self, results: Iterable[RunResult], source: str = "") -> int:
+        return sum(self.add(r, source) for r in results)
+
+    def add_recording(self, recording: Recording, path: str = "") -> int:
+        results = (replace(r, recorded=True) for r in recording.results)
+        return self.add_all(results, os.path.basename(path) or "recorded run")
+
+    def runs(self) -> tuple[RingRun, ...]:
+        return tuple(self._runs.values())
+
+    def find(self, config: AttentionConfig, devices: int) -> RingRun | None:
+        """The newest run of exactly this config on `devices` devices, if any."""
+        want = _ring_key(config, devices)
+        found = None
+        for (c, p, _kind), run in self._runs.items():
+            if (c, p) == want:
+                found = run
+        return found
+
+    def recorded_devices(self) -> tuple[int, ...]:
+        """Every P a recorded ring run holds (P = 1 too when one-GPU results were recorded)."""
+        ps = {run.devices for run in self._runs.values() if run.kind == RECORDED}
+        if any(r.recorded for r in self._singles.values()):
+            ps.add(1)
+        return tuple(sorted(ps))
+
+    def family_runs(self, config: AttentionConfig) -> dict[int, list[RingRun]]:
+        """Runs in `config`'s family (any N) by P, each list by N."""
+        fam = family_of(config, RING)
+        out: dict[int, list[RingRun]] = {}
+        for run in self._runs.values():
+            if family(run.config) == fam:
+                out.setdefault(run.devices, []).append(run)
+        for runs in out.values():
+            runs.sort(key=lambda r: r.config.seq_len)
+        return out
+
+    def at_config(self, config: AttentionConfig) -> dict[int, RingRun]:
+        """The newest run of exactly `config` (this N) per P."""
+        want = cache_config(config, RING)
+        out: dict[int, RingRun] = {}
+        for (c, p, _kind), run in self._runs.items():
+            if c == want:
+                out[p] = run
+        return out
+
+    # ---------------------------------------------------------------- one GPU
+
+    def kernel(self) -> str | None:
+        """The fused kernel the model is calibrated with: the one the newest GPU ring ran, else
+        the best one measured on one GPU."""
+        for run in reversed(self._runs.values()):
+            k = run.measurement.kernel
+            if any(a == k for _, a in self._singles):
+                return k
+        measured = {a for _, a in self._singles}
+        return next((k for k in FUSED_KERNELS if k in measured), None)
+
+    def singles(self, config: AttentionConfig) -> list[RunResult]:
+        """One-GPU results of the calibrating kernel in `config`'s family, by N."""
+        kernel = self.kernel()
+        fam = family_of(config, RING)
+        out = [
+            r
+            for (c, a), r in self._singles.items()
+            if a == kernel and family(cache_config(c, RING)) == fam
+        ]
+        return sorted(out, key=lambda r: r.config.seq_len)
+
+    def single_at(self, config: AttentionConfig) -> RunResult | None:
+        want = cache_config(config, RING)
+        return next((r for r in self.singles(config) if r.config.seq_len == want.seq_len), None)
+
+    def throughput(self, fallback: Throughput) -> MeasuredThroughput | None:
+        """The calibrating kernel's measured throughput (None without one-GPU results)."""
+        kernel = self.kernel()
+        if kernel is None:
+            return None
+        results = [r for (_, a), r in self._singles.items() if a == kernel]
+        recorded = any(r.recorded for r in results)
+        source = f"{kernel} on one GPU, {'recorded' if recorded else 'measured'}"
+        return MeasuredThroughput.from_results(results, kernel, source, fallback=fallback)
