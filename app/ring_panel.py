@@ -131,7 +131,7 @@ class RingPanel(QWidget):
         self.run_combo.setSizeAdjustPolicy(
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
         )
-        self.run_combo.setMinimumContentsLength(40)
+        self.run_combo.setMinimumContentsLength(12)
         self.run_combo.currentIndexChanged.connect(self._on_run_combo)
         top.addWidget(self.run_combo, 1)
         top.addWidget(QLabel("Cluster"))
@@ -140,20 +140,24 @@ class RingPanel(QWidget):
         for name in TOPOLOGIES:
             self.topology_combo.addItem(name, name)
         self.topology_combo.setCurrentIndex(self.topology_combo.findData(DEFAULT_TOPOLOGY.name))
+        self.topology_combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.topology_combo.setMinimumContentsLength(10)
         self.topology_combo.setToolTip(
             "The links the model assumes: GPUs per node on a fast link, nodes joined by a slower "
             "one. A ring runs at its slowest hop (gpu/links.py: every figure with its source)."
         )
         self.topology_combo.currentIndexChanged.connect(self._on_topology)
         top.addWidget(self.topology_combo)
-        self.open_button = QPushButton("Open recording…")
+        self.open_button = QPushButton("Open…")
         self.open_button.setObjectName("ringOpenButton")
         self.open_button.setToolTip(
             "Replay a recorded run (bench/bench_ring.py --out FILE) through File ▸ Open."
         )
         self.open_button.clicked.connect(lambda: self.openWanted.emit(""))
         top.addWidget(self.open_button)
-        self.shipped_button = QPushButton("Replay the two-H200 run")
+        self.shipped_button = QPushButton("Two-H200 run")
         self.shipped_button.setObjectName("ringShippedButton")
         self.shipped_button.setToolTip(
             "The ring measured on two H200s joined by NVLink, shipped with the app."
@@ -170,12 +174,12 @@ class RingPanel(QWidget):
         self.timeline_summary.setWordWrap(True)
         scroll = QScrollArea()
         scroll.setWidget(self.timeline)
-        scroll.setWidgetResizable(True)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setWidgetResizable(True)  # scrolls sideways only in a narrow window
         right = QWidget()
         rv = QVBoxLayout(right)
         rv.setContentsMargins(0, 0, 0, 0)
         title = QLabel("<b>Per-device timeline</b>: compute and communication streams")
+        title.setWordWrap(True)
         rv.addWidget(title)
         rv.addWidget(self.timeline_summary)
         rv.addWidget(scroll, 1)

@@ -93,8 +93,6 @@ class RingPlots(QWidget):
             "Time against N for each P",
             "time",
             fmt_ms_axis,
-            legend_cols=2,
-            legend_at=(-6, -6),
         )
         self.scaling_plot = MetricPlot(
             "ringScalingPlot",
@@ -103,7 +101,6 @@ class RingPlots(QWidget):
             fmt_ms_axis,
             x_label="devices P",
             cursor_label=False,
-            legend_at=(-6, 4),
         )
         self.scaling_plot.add("model", "", Style("fg", 2.0, Qt.PenStyle.DashLine))
         self.scaling_plot.add("measured", "", Style("fg", 0, symbol=MEASURED_SYMBOL, line=False))

@@ -48,7 +48,7 @@ class RingView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("ringView")
-        self.setMinimumSize(420, 300)
+        self.setMinimumSize(320, 240)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.frame: RingFrame | None = None
         self.matrix: ScoreMatrix | None = None
