@@ -103,7 +103,8 @@ def recording_from_document(data: Any, where: str) -> Recording:
     found = data.get("schema") if isinstance(data, dict) else None
     if found != SCHEMA:
         kind, _, version = str(found).rpartition("/")
-        if kind == SCHEMA.rpartition("/")[0] and version.isdigit() and int(version) > 1:
+        newer = version.isascii() and version.isdigit() and len(version) <= 9 and int(version) > 1
+        if kind == SCHEMA.rpartition("/")[0] and newer:
             raise RecordingError(
                 f"{where} was written by a newer Tilescope (schema {found}); this version reads "
                 f"{SCHEMA}"

@@ -84,6 +84,9 @@ INT64_MAX = 2**63 - 1
 MAX_TEXT, MAX_NAME = 1 << 20, 256
 #: Most GPUs a result may span (ring attention).
 MAX_DEVICES = 1 << 16
+#: Deepest nesting inside free-form objects (a recording's meta, a device's details): they are
+#: written back with an indented JSON writer that recurses once per level.
+MAX_FREE_FORM_DEPTH = 32
 
 Name = Annotated[str, Meta(min_length=1, max_length=MAX_NAME)]
 Text = Annotated[str, Meta(max_length=MAX_TEXT)]
@@ -101,6 +104,27 @@ def _field_error(field: str, reason: str) -> ValueError:
     """A rule broken at `field` (a path inside the document being checked); `check` puts the
     document's own path in front of it."""
     return ValueError(f"@{field}: {reason}")
+
+
+def free_form_depth(value: Any) -> int:
+    """How deeply lists and objects nest in `value` (parsed JSON); 0 for a scalar."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            node = list(node.values())
+        if isinstance(node, list):
+            deepest = max(deepest, depth + 1)
+            if depth + 1 <= MAX_FREE_FORM_DEPTH:  # deeper is refused anyway: stop counting
+                stack.extend((child, depth + 1) for child in node)
+    return deepest
+
+
+def check_free_form(name: str, value: Any) -> None:
+    """For a document type's `__post_init__`: refuse a free-form field (`name`) nested deeper
+    than MAX_FREE_FORM_DEPTH (the message names the field, as every rule here does)."""
+    if free_form_depth(value) > MAX_FREE_FORM_DEPTH:
+        raise _field_error(name, f"nested deeper than {MAX_FREE_FORM_DEPTH} levels")
 
 
 def _config_default(name: str) -> Any:
@@ -265,6 +289,10 @@ class DeviceDoc(_Doc):
     memory_free_bytes: Bytes
     details: dict[str, Any] = {}
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_free_form("details", self.details)
+
 
 TraceNs = Annotated[int, Meta(ge=0, le=MAX_TRACE_NS)]
 #: [block, sm, start_ns, end_ns, kernel index, flat phases (code, j, t - start_ns)*]
@@ -391,6 +419,10 @@ class RecordingDoc(_Doc):
     meta: dict[str, Any] = {}
     traces: list[TraceDoc] = []
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_free_form("meta", self.meta)
+
 
 class TracesFileDoc(_Doc):
     """A traces file (bench/trace_h200.py, `save_traces`)."""
@@ -398,6 +430,10 @@ class TracesFileDoc(_Doc):
     schema: Literal[TRACES_FILE_SCHEMA]  # type: ignore[valid-type]
     traces: list[TraceDoc]
     meta: dict[str, Any] = {}
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_free_form("meta", self.meta)
 
 
 # --------------------------------------------------------------------------------- checking
