@@ -13,8 +13,10 @@ and paints. The window never calls a backend itself.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 
 from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence
@@ -48,15 +50,27 @@ from .state.app_state import AppState, Change, StateModel
 from .state.family import family_of
 from .state.recorded_run import REPLAY, RecordedBackend, is_reference, reference_config
 from .state.result_store import ResultStore
-from .state.runs import BackendFailure, BackendReady, Job, RunOutcome
+from .state.runs import BackendFailure, BackendReady, Job, RunOutcome, backend_key
 from .state.seq_scale import powers_of_two_up_to
 from .state_signal import StateSignal
-from .status import ErrorBanner, RunStatus, StatusBarReadouts, describe_result
+from .status import ConfigNotes, ErrorBanner, RunStatus, StatusBarReadouts, describe_result
 from .theme import THEMES, icon_path, palette, qt_palette, style_sheet
 
 BackendFactory = Callable[[str], Backend]
 ORGANIZATION = APPLICATION = "Tilescope"
 NO_CUDA_MESSAGE = "No CUDA device: using the CPU backend (NumPy)"
+SWEEP_TIP = (
+    "Measure every power of two N up to the current one, and the current N, for the "
+    "selected algorithms (Ctrl+R). Cached results are not measured again."
+)
+CONTINUE_TIP = (
+    "Measure on here what a session or recording made with the cpu or cuda backend lacks: its "
+    "results are kept, labelled as recorded, and only the missing points are measured."
+)
+RECORDED_SWEEP_TIP = (
+    "A recorded run has nothing to measure: the plots already show every N it holds. "
+    "To measure more, pick a live backend or use Run ▸ Continue measuring."
+)
 
 
 #: How long a thread may hold the GIL while another waits for it. Workers compute in Python
@@ -105,13 +119,16 @@ class MainWindow(QMainWindow):
         self._fallback_choice = "auto"
         self._failed_backend = ""
         self._fell_back_from = ""  # "cuda" after a CUDA error made the window switch to cpu
-        self._notes_key: tuple | None = None  # the (request, config) the run-status notes are about
-        self._notes: list[str] = []
+        #: What the run status says about the config shown (dropped when another is shown).
+        self.notes = ConfigNotes()
+        self._idle_text = ""  # the run status when nothing runs and nothing is noted
         self._lost_job: Job | None = None  # the run during which a backend failed
         self._closing = False
         self._animation_stale = True  # the animation has not seen the latest config
         self.animation = None
         self._preloaded: tuple[str, RecordedBackend] | None = None  # checked by File ▸ Open
+        #: (source key, results kept, file) while Continue measuring starts its backend
+        self._continuing: tuple[str, int, str] | None = None
         #: Results arriving in a burst are drawn once (at most once a frame).
         self._redraw_measured = coalesced(self._refresh_measured, RESULTS_MS, parent=self)
 
@@ -182,10 +199,7 @@ class MainWindow(QMainWindow):
         header.addWidget(self.run_status, 1)
         self.sweep_button = QPushButton("Sweep")
         self.sweep_button.setObjectName("sweepButton")
-        self.sweep_button.setToolTip(
-            "Measure every power of two N up to the current one, and the current N, for the "
-            "selected algorithms (Ctrl+R). Cached results are not measured again."
-        )
+        self.sweep_button.setToolTip(SWEEP_TIP)
         header.addWidget(self.sweep_button)
         self.tabs = QTabWidget()
         self.tabs.setObjectName("mainTabs")
@@ -272,7 +286,13 @@ class MainWindow(QMainWindow):
             "Measure every power of two N up to the current one (and the current N).",
         )
         self.cancel_action = self._action(
-            "Cancel", "Esc", self.cancel, "Cancel the sweep and any waiting measurement."
+            "Cancel", "Esc", self.cancel, "Stop the measurement in flight and the sweep."
+        )
+        self.continue_action = self._action(
+            "Continue measuring",
+            None,
+            self.continue_measuring,
+            CONTINUE_TIP,
         )
         self.step_left_action = self._action(
             "Smaller N",
@@ -305,6 +325,7 @@ class MainWindow(QMainWindow):
         run_menu = menu.addMenu("&Run")
         run_menu.addAction(self.sweep_action)
         run_menu.addAction(self.cancel_action)
+        run_menu.addAction(self.continue_action)
         run_menu.addSeparator()
         run_menu.addAction(self.step_left_action)
         run_menu.addAction(self.step_right_action)
@@ -352,6 +373,9 @@ class MainWindow(QMainWindow):
         if s.backend is None:
             self.statusBar().showMessage("The backend is still starting; try again.", 4000)
             return 0
+        if s.replay:
+            self.statusBar().showMessage(RECORDED_SWEEP_TIP, 6000)
+            return 0
         items = []
         for n in powers_of_two_up_to(s.config.seq_len):
             config = s.config.with_(seq_len=n)
@@ -365,9 +389,39 @@ class MainWindow(QMainWindow):
         return total
 
     def cancel(self) -> None:
+        """Stop the sweep and the measurement in flight (Esc)."""
         self.runner.cancel_sweep()
         self.runner.cancel()
         self.run_status.sweep_finished()
+        self.run_status.set_idle(self._status_text())
+
+    def continue_measuring(self) -> bool:
+        """Leave a replayed session or recording for the backend it was measured with: its
+        results stay in the store, marked recorded, as that device's, so only what they lack
+        is measured (on another machine the device differs, and everything is measured)."""
+        s = self.state.value
+        ready = s.backend
+        recorded = ready.backend if ready is not None and s.replay else None
+        target = recorded.measured_on if isinstance(recorded, RecordedBackend) else ""
+        if not target:
+            self.statusBar().showMessage(CONTINUE_TIP, 6000)
+            return False
+        assert isinstance(recorded, RecordedBackend)
+        source = backend_key(recorded.recording.device)
+        session = recorded.session
+        if session is not None:
+            kept = [
+                (replace(e.result, recorded=True), e.budget_bytes)
+                for e in session.entries
+                if e.backend_key == session.backend_key
+            ]
+        else:
+            kept = [(r, None) for r in recorded.results() if not is_reference(r.algorithm)]
+        for result, budget in kept:
+            self.store.add(result, source, budget)
+        self._continuing = (source, len(kept), os.path.basename(recorded.path) or "the file")
+        self._start_backend(target)
+        return True
 
     def export(self) -> None:
         """The export dialog (Ctrl+E): plots, data, a screenshot, the animation."""
@@ -465,9 +519,13 @@ class MainWindow(QMainWindow):
         self.readouts.set_backend(text)
         self.readouts.set_device(info)
         s = self.state.value
-        config, scale = s.config, None
+        wanted, config, scale = s.config, s.config, None
         if name == REPLAY:
             recorded: RecordedBackend = ready.backend  # type: ignore[assignment]
+            # A recording is one source: opening another replaces the last one's results.
+            for key in self.store.backend_keys():
+                if key.startswith(f"{REPLAY}:") and key != ready.key:
+                    self.store.clear(key)
             for result in recorded.results():  # cached before the views ask for them
                 self.store.add(result, ready.key, None)
             scale = recorded.seq_lens() or None
@@ -475,6 +533,29 @@ class MainWindow(QMainWindow):
             if first is not None and not recorded.has_family(config):
                 config = first.with_(seq_len=config.seq_len)
         config = config.with_(seq_len=AppState(seq_scale=scale).snap(config.seq_len))
+        if name == REPLAY:
+            self._idle_text = (
+                f"Recorded run: {ready.backend.label()} — replayed from the file, not measured now"
+            )
+            if config != wanted:  # say what is shown instead of what was asked for
+                self.notes.add(
+                    config,
+                    f"Showing {config.label()}: the recorded run ({ready.backend.label()}) "
+                    f"holds no results for {wanted.label()}",
+                )
+        else:
+            self._idle_text = f"Ready: {info.name} (started in {ready.seconds:.1f} s)"
+            continuing, self._continuing = self._continuing, None
+            if continuing is not None:
+                source, kept, file = continuing
+                self.notes.add(
+                    config,
+                    f"Continuing {file}: {kept} results kept from it, the missing points are "
+                    f"measured on {info.name}"
+                    if source == ready.key
+                    else f"{file} was measured on another device ({source.partition(':')[2]}): "
+                    f"its results stay with it, and every point is measured on {info.name}",
+                )
         off = self.runner.unavailable(ready.key)
         self.state.update(
             backend=ready,
@@ -482,11 +563,6 @@ class MainWindow(QMainWindow):
             seq_scale=scale,
             available=tuple(a for a in ready.algorithms if a not in off),
             disabled=tuple(off.items()),
-        )
-        self.run_status.set_idle(
-            f"Recorded run: {ready.backend.label()} — replayed from the file, not measured now"
-            if name == REPLAY
-            else f"Ready: {info.name} (started in {ready.seconds:.1f} s)"
         )
 
     def _on_backend_failed(self, failure: BackendFailure) -> None:
@@ -526,6 +602,21 @@ class MainWindow(QMainWindow):
         self._fell_back_from = lost
         self.readouts.set_backend(f"backend: cpu (starting, after a {lost} error)")
 
+    def _sync_run_actions(self) -> None:
+        """Sweep measures nothing on a recording; Continue measuring offers its backend."""
+        s = self.state.value
+        replay = s.replay
+        self.sweep_action.setEnabled(not replay)
+        self.sweep_button.setEnabled(not replay)
+        self.sweep_button.setToolTip(RECORDED_SWEEP_TIP if replay else SWEEP_TIP)
+        self.sweep_action.setToolTip(RECORDED_SWEEP_TIP if replay else SWEEP_TIP)
+        recorded = s.backend.backend if s.backend is not None and replay else None
+        target = recorded.measured_on if isinstance(recorded, RecordedBackend) else ""
+        self.continue_action.setEnabled(bool(target))
+        self.continue_action.setText(
+            f"Continue measuring on {target}" if target else "Continue measuring"
+        )
+
     def _apply_available(self) -> None:
         """The backend's algorithms minus those switched off this session (won't compile)."""
         ready = self.state.value.backend
@@ -544,9 +635,11 @@ class MainWindow(QMainWindow):
         if change.changed("family", "algorithms", "backend", "run_budget"):
             self._redraw_measured()  # with any results arriving meanwhile, in its own event
         if change.changed("config", "algorithms", "backend", "run_budget"):
-            self._request()
+            self._show_run_status(measuring=self._request())
         if change.changed("config"):
             self._animation_stale = True
+        if change.changed("backend"):
+            self._sync_run_actions()
 
     def _follow_animation(self, change: Change | None) -> None:
         """The animation follows the config while its tab is shown, and the roofline GPU
@@ -567,16 +660,35 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------ measurements
 
-    def _request(self) -> None:
-        """Ask the runner for whatever the current config lacks; drop stale waiting work."""
+    def _request(self) -> bool:
+        """Ask the runner for whatever the current config lacks (True), else stop stale work."""
         s = self.state.value
         if s.backend is None or self._closing:
-            return
+            return False
         missing = self.store.missing(s.config, s.algorithms, s.backend.key, s.run_budget)
         if missing:
             self.runner.request(s.config, missing, s.run_budget)
+            return True
+        self.runner.cancel()
+        return False
+
+    def _show_run_status(self, measuring: bool) -> None:
+        """The run status and banner, derived from the config shown now: notes and errors about
+        another config go, and Cancel is offered only while something runs."""
+        s = self.state.value
+        if s.backend is None:
+            return  # "Starting…" / "Opening…" stays until the backend is ready
+        self.notes.follow(s.config)
+        self.banner.follow(s.config)
+        if measuring:
+            self.run_status.set_running(f"N = {s.config.seq_len}")
         else:
-            self.runner.cancel()
+            self.run_status.set_idle(self._status_text())
+
+    def _status_text(self) -> str:
+        """Notes about the config shown, else what the backend is ready for."""
+        notes = self.notes.about(self.state.value.config)
+        return " · ".join(notes) if notes else self._idle_text
 
     def _refresh_measured(self) -> None:
         s = self.state.value
@@ -616,12 +728,16 @@ class MainWindow(QMainWindow):
         s = self.state.value
         if job.backend_generation != self._backend_generation or s.backend is None:
             return
+        if outcome.cancelled:  # stopped for a newer request or Esc: nothing to show
+            return
         if outcome.result is not None:
             result = outcome.result
             self.store.add(result, outcome.backend_key, job.budget_bytes)
             if family_of(job.config, job.algorithm) == family_of(s.config, job.algorithm):
                 self._redraw_measured()
             self.readouts.set_last(result)
+            if not s.replay:
+                self._idle_text = f"Idle · {len(self.store)} results cached"
             if result.oom:
                 self._note(job, f"{describe_result(result)}: {result.message}")
         elif outcome.backend_lost:
@@ -647,24 +763,24 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(outcome.error, 6000)
         elif outcome.error:
             self.banner.show_message(
-                f"{job.algorithm} at N = {job.config.seq_len} failed: {outcome.error}"
+                f"{job.algorithm} at N = {job.config.seq_len} failed: {outcome.error}",
+                about=job.config,
             )
 
     def _note(self, job: Job, text: str) -> None:
-        """Show `text` in the run status. Notes about one config of one request add up (naive's
-        out-of-memory message is not wiped by tiled's "too slow" a moment later)."""
-        key = (job.request_id, job.sweep, job.config)
-        if key != self._notes_key:
-            self._notes_key, self._notes = key, []
-        self._notes.append(text)
-        self.run_status.set_text(" · ".join(self._notes))
+        """Note `text` about the job's config. Notes about one config add up (naive's
+        out-of-memory message is not wiped by tiled's "too slow" a moment later); they are
+        shown while that config is, and a note about a config no longer shown is dropped."""
+        config = self.state.value.config
+        if job.config != config:
+            return  # the window has moved on: the status bar said it, that is enough
+        self.notes.add(config, text)
+        self.run_status.set_text(self._status_text())
 
     def _on_idle(self) -> None:
         if self.state.value.backend is None:
             return
-        text = self.run_status.text()
-        if text.startswith("Running"):
-            self.run_status.set_idle(f"Idle · {len(self.store)} results cached")
+        self.run_status.set_idle(self._status_text())
 
     def _on_sweep_finished(self, cancelled: bool) -> None:
         self.run_status.sweep_finished()

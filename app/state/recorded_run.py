@@ -7,6 +7,7 @@ numbers, labelled as recorded, and never numbers made up to fill a gap. No Qt he
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 from gpu.algorithms import ALGORITHMS
 from gpu.backend import RunOptions
 from gpu.config import AttentionConfig
+from gpu.errors import printable
 from gpu.recording import Recording, recording_from_document
 from gpu.results import DeviceInfo, RunResult
 
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
     from .session import Session
 
 REPLAY = "replay"
+#: Backends that measure now (a recording made with one can be continued on it).
+LIVE_BACKENDS = ("cpu", "cuda")
 
 #: The H200 sweep shipped with the app: what "recorded run" opens when no file was chosen.
 RECORDED_DIR = Path(__file__).resolve().parents[2] / "resources" / "recorded"
@@ -81,9 +85,12 @@ class RecordedBackend:
         path: str = "",
         preferred_config: AttentionConfig | None = None,
         session: Session | None = None,
+        source_id: str = "",
     ) -> None:
         self.recording = recording
         self.path = path
+        #: Identifies the file replayed (its contents): results of two files never mix.
+        self.source_id = source_id
         #: The config to show on opening (a session's), when it has results.
         self.preferred_config = preferred_config
         #: The app.state.session.Session this replays, when opened from a session file.
@@ -100,22 +107,40 @@ class RecordedBackend:
     def from_file(cls, path: str | os.PathLike[str]) -> RecordedBackend:
         """Load and validate a recording or a saved session; raises gpu.recording.RecordingError
         or app.state.session.SessionError with the file and the cause."""
-        from .session import Session, SessionError, is_session_file, parse_json_file
+        from .session import (
+            Session,
+            SessionError,
+            is_session_file,
+            parse_json_bytes,
+            read_file_bytes,
+        )
 
-        data = parse_json_file(path)
+        where = printable(os.fspath(path))
+        raw = read_file_bytes(path)
+        source_id = hashlib.blake2b(raw, digest_size=8).hexdigest()
+        data = parse_json_bytes(raw, where)
+        del raw
         if is_session_file(data):
-            return cls.from_session(Session.from_dict(data, os.fspath(path)), path)
+            return cls.from_session(Session.from_dict(data, where), path, source_id)
         schema = data.get("schema") if isinstance(data, dict) else None
         if not str(schema).startswith("tilescope.results/"):
             raise SessionError(
-                f"{path} is not a Tilescope session or recorded run (schema {schema!r})"
+                f"{where} is not a Tilescope session or recorded run (schema {schema!r:.80})"
             )
-        return cls(recording_from_document(data, os.fspath(path)), os.fspath(path))
+        return cls(recording_from_document(data, where), os.fspath(path), source_id=source_id)
 
     @classmethod
-    def from_session(cls, session: Session, path: str | os.PathLike[str] = "") -> RecordedBackend:
+    def from_session(
+        cls, session: Session, path: str | os.PathLike[str] = "", source_id: str = ""
+    ) -> RecordedBackend:
         """Replay the results a session showed, opening on the session's config."""
-        return cls(session.recording(), os.fspath(path), session.config, session)
+        return cls(session.recording(), os.fspath(path), session.config, session, source_id)
+
+    @property
+    def measured_on(self) -> str:
+        """The live backend the results were measured with ("cpu", "cuda"), '' if none."""
+        backend = self.recording.device.backend
+        return backend if backend in LIVE_BACKENDS else ""
 
     @property
     def date(self) -> str:
@@ -132,6 +157,7 @@ class RecordedBackend:
         dev = self.recording.device
         details = dict(dev.details)
         details.update(
+            source_id=self.source_id,
             recorded_backend=dev.backend,
             file=os.path.basename(self.path),
             recorded_date=self.date,
