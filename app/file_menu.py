@@ -39,7 +39,7 @@ from PySide6.QtWidgets import (
 from gpu.algorithms import ALGORITHMS
 from gpu.recording import RecordingError
 
-from . import exports
+from . import exports, settings
 from .background import LatestOnly, run_once
 from .state.budget import BUDGET_PRESETS
 from .state.recorded_run import RECORDED_DIR, REPLAY, RecordedBackend, shipped_recording
@@ -47,6 +47,8 @@ from .state.session import Session, SessionError, make_session, save_session
 from .theme import THEMES
 
 RECENT_KEY = "recent/files"
+FILES_FOLDER_KEY = "files/folder"  # sessions and recordings, opened or saved
+EXPORT_FOLDER_KEY = "export/folder"
 MAX_RECENT = 8
 OPEN_FILTERS = "Tilescope sessions and recorded runs (*.json);;All files (*)"
 SESSION_FILTERS = "Tilescope session (*.json)"
@@ -77,6 +79,13 @@ PLOT_CHOICES = (
     ("trafficPlot", "HBM traffic"),
     ("rooflinePlot", "Roofline"),
 )
+#: How a one-plot export's file name says which plot it holds.
+PLOT_STEMS = {
+    "memoryPlot": "memory",
+    "timingPlot": "time",
+    "trafficPlot": "traffic",
+    "rooflinePlot": "roofline",
+}
 
 
 @dataclass(frozen=True)
@@ -145,7 +154,9 @@ class ExportDialog(QDialog):
         buttons.accepted.connect(self._accept)
         buttons.rejected.connect(self.reject)
         form.addRow(buttons)
+        self._suggested = ""  # the name last suggested, replaced while the user keeps it
         self.kind.currentIndexChanged.connect(self._on_kind)
+        self.plot.currentIndexChanged.connect(self._suggest_name)
         self.kind.setCurrentIndex(max(0, self.kind.findData(kind)))
         self._on_kind()
 
@@ -171,7 +182,18 @@ class ExportDialog(QDialog):
             self.height_spin.setValue(kind.default_size[1])
         self.frames.setEnabled(animation)
         self.fps.setEnabled(animation)
-        text = self.path.text().strip() or self.menu.suggested_name(kind)
+        self._suggest_name()
+
+    def _suggest_name(self, *_: object) -> None:
+        """A name that says the config and what is exported; a name the user typed keeps its
+        stem and gets the kind's suffix."""
+        kind = self.current_kind()
+        text = self.path.text().strip()
+        if not text or text == self._suggested:
+            only = self.plot.currentData() if self.plot.isEnabled() else None
+            self._suggested = self.menu.suggested_name(kind, only)
+            self.path.setText(self._suggested)
+            return
         known = {k.suffix for k in EXPORT_KINDS}
         stem = text[: -len(Path(text).suffix)] if Path(text).suffix.lower() in known else text
         self.path.setText(stem + kind.suffix)
@@ -229,8 +251,6 @@ class FileMenu(QObject):
         self.plot_export: exports.PlotImageExport | None = None
         #: Files are read here, off the GUI thread; opening another supersedes a slow read.
         self.reader = LatestOnly(self)
-        self._last_folder = ""  # of the last session or recording opened or saved
-        self._export_folder = ""  # of the last export
 
         self.save_action = self._action(
             "Save session…",
@@ -313,15 +333,48 @@ class FileMenu(QObject):
         self.window.banner.show_message(text)
         self.exportFailed.emit(text)
 
-    def suggested_name(self, kind: ExportKind) -> str:
+    # ------------------------------------------------------------------ folders and names
+
+    def _folder(self, key: str) -> str:
+        """The folder remembered under `key` (files/folder, export/folder) if it still exists."""
+        folder = settings.read(self.settings, key, "")
+        return folder if folder and os.path.isdir(folder) else ""
+
+    def _remember_folder(self, key: str, path: str) -> None:
+        self.settings.setValue(key, os.path.dirname(os.path.abspath(path)))
+
+    @property
+    def files_folder(self) -> str:
+        """Where sessions and recordings were last opened or saved ('' if never)."""
+        return self._folder(FILES_FOLDER_KEY)
+
+    @property
+    def export_folder(self) -> str:
+        """Where the last export went; else the files' folder, else the home folder."""
+        return self._folder(EXPORT_FOLDER_KEY) or self.files_folder or os.path.expanduser("~")
+
+    def config_stem(self) -> str:
+        """The config in a file name: tilescope_h12_d64_fp16_N16384 (batch and mask when not
+        the defaults, e.g. _B4_causal)."""
         c = self.window.config
-        stem = f"tilescope_N{c.seq_len}_h{c.heads}_d{c.head_dim}_{c.dtype}"
+        stem = f"tilescope_h{c.heads}_d{c.head_dim}_{c.dtype}_N{c.seq_len}"
+        if c.batch != 1:
+            stem += f"_B{c.batch}"
+        if c.causal:
+            stem += "_causal"
+        return stem
+
+    def suggested_name(self, kind: ExportKind, only: str | None = None) -> str:
+        """A path in the last export folder whose name says the config and what it holds
+        (`only`: the one plot a plot export holds)."""
+        stem = self.config_stem()
         if kind.key in ("gif", "mp4"):
             stem += "_tiles"
         elif kind.key == "screenshot":
             stem += "_window"
-        folder = self._export_folder or os.getcwd()
-        return os.path.join(folder, stem + kind.suffix)
+        elif only in PLOT_STEMS:
+            stem += f"_{PLOT_STEMS[only]}"
+        return os.path.join(self.export_folder, stem + kind.suffix)
 
     # ------------------------------------------------------------------ exports
 
@@ -345,7 +398,7 @@ class FileMenu(QObject):
             return False
         if not self._may_write(path):
             return False
-        self._export_folder = os.path.dirname(os.path.abspath(path))
+        self._remember_folder(EXPORT_FOLDER_KEY, path)
         if request.kind in ("gif", "mp4"):
             return self._export_animation(request)
         panel = self.window.plots
@@ -496,7 +549,8 @@ class FileMenu(QObject):
         return make_session(w.config, controls, w.store.entries(), key, device, meta, traces)
 
     def save_session_dialog(self) -> bool:
-        suggested = os.path.join(self._last_folder or os.getcwd(), "tilescope_session.json")
+        folder = self.files_folder or os.path.expanduser("~")
+        suggested = os.path.join(folder, f"{self.config_stem()}_session.json")
         path = self.ask_save_path("Save session", SESSION_FILTERS, suggested)
         if not path:
             return False
@@ -507,7 +561,11 @@ class FileMenu(QObject):
         written off the GUI thread. True when the save started; `sessionSaved` follows."""
         if not self._may_write(path):
             return False
-        session = self.build_session()
+        try:
+            session = self.build_session()
+        except Exception as exc:  # never out of the File menu: a message instead
+            self._save_failed(exc)
+            return False
 
         def write() -> str:
             save_session(session, path, overwrite=True)
@@ -518,7 +576,7 @@ class FileMenu(QObject):
         return True
 
     def _saved(self, path: str) -> None:
-        self._last_folder = os.path.dirname(os.path.abspath(path))
+        self._remember_folder(FILES_FOLDER_KEY, path)
         self.add_recent(path)
         self._status(f"Saved the session to {path}")
         self.sessionSaved.emit(path)
@@ -527,7 +585,7 @@ class FileMenu(QObject):
         self._error(f"Could not save the session: {exc}")
 
     def open_dialog(self) -> bool:
-        folder = self._last_folder or (str(RECORDED_DIR) if RECORDED_DIR.is_dir() else "")
+        folder = self.files_folder or (str(RECORDED_DIR) if RECORDED_DIR.is_dir() else "")
         path = self.ask_open_path("Open a session or recorded run", OPEN_FILTERS, folder)
         return self.open_file(path) if path else False
 
@@ -568,7 +626,7 @@ class FileMenu(QObject):
         self.window.open_recorded(path, preloaded=backend)
         if backend.session is not None:
             self._apply_session(backend.session)
-        self._last_folder = os.path.dirname(os.path.abspath(path))
+        self._remember_folder(FILES_FOLDER_KEY, path)
         self.add_recent(path)
         what = "session" if backend.session is not None else "recorded run"
         self._status(f"Opened the {what} {name} ({backend.label()})")
@@ -600,10 +658,7 @@ class FileMenu(QObject):
         return self.window.settings
 
     def recent_files(self) -> list[str]:
-        value = self.settings.value(RECENT_KEY)
-        if isinstance(value, str):
-            value = [value] if value else []
-        return [str(v) for v in value or [] if v][:MAX_RECENT]
+        return [p for p in settings.read(self.settings, RECENT_KEY, []) if p][:MAX_RECENT]
 
     def add_recent(self, path: str) -> None:
         path = os.path.abspath(path)

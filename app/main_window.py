@@ -39,6 +39,7 @@ from gpu.backend import Backend
 from gpu.backends import create_backend
 from gpu.config import AttentionConfig
 
+from . import settings
 from .background import LatestOnly
 from .controls import ControlsPanel
 from .explain import ExplainPane
@@ -794,20 +795,20 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ settings, lifecycle
 
     def _restore_settings(self) -> None:
+        """Saved settings, each type-checked (app/settings.py): a damaged file costs a log line
+        per bad value, never the start."""
         s = self.settings
         self.controls.restore(s)
-        theme = s.value("view/theme")
-        if isinstance(theme, str):
-            self.theme = theme
-        geometry = s.value("window/geometry")
-        if geometry is not None:
-            self.restoreGeometry(geometry)
-        state = s.value("window/state")
-        if state is not None:
-            self.restoreState(state)
-        explain = s.value("view/explain")
+        self.theme = settings.read_in(s, "view/theme", THEMES, self.theme)
+        geometry = settings.read(s, "window/geometry")
+        if geometry is not None and not self.restoreGeometry(geometry):
+            settings.log.warning("ignored the setting window/geometry: not a window geometry")
+        state = settings.read(s, "window/state")
+        if state is not None and not self.restoreState(state):
+            settings.log.warning("ignored the setting window/state: not a window layout")
+        explain = settings.read(s, "view/explain")
         if explain is not None:
-            self.explain_dock.setVisible(str(explain).lower() in ("true", "1"))
+            self.explain_dock.setVisible(explain)
 
     def save_settings(self) -> None:
         s = self.settings
