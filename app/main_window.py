@@ -527,8 +527,7 @@ class MainWindow(QMainWindow):
             for key in self.store.backend_keys():
                 if key.startswith(f"{REPLAY}:") and key != ready.key:
                     self.store.clear(key)
-            for result in recorded.results():  # cached before the views ask for them
-                self.store.add(result, ready.key, None)
+            self.store.take_over(recorded.store)  # cached before the views ask for them
             scale = recorded.seq_lens() or None
             first = recorded.first_config()
             if first is not None and not recorded.has_family(config):

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
+from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
@@ -50,7 +51,8 @@ from .config import (
     ConfigError,
     ceil_div,
 )
-from .errors import SchemaError
+from .errors import FileReadError, SchemaError
+from .fileio import decode_member
 from .results import STRIP_MAX_POINTS, DeviceInfo, KernelTime, KernelTraffic, RunResult
 
 RESULTS_SCHEMA = "tilescope.results/1"
@@ -439,6 +441,7 @@ class TracesFileDoc(_Doc):
 # --------------------------------------------------------------------------------- checking
 
 D = TypeVar("D")
+T = TypeVar("T")
 
 
 def check(data: Any, doc: type[D] | Any, where: str, path: str = "") -> D:
@@ -463,6 +466,31 @@ def _schema_error(exc: msgspec.ValidationError, where: str, prefix: str) -> Sche
         inner = f"{inner}.{sub}" if not sub.startswith("[") else inner + sub
     field = (prefix + inner).lstrip(".") or "the document"
     return SchemaError(where, field, message[:1].lower() + message[1:])
+
+
+def check_each(
+    items: Any, doc: type[Any], where: str, path: str, build: Callable[[Any], T]
+) -> list[T]:
+    """The items of a JSON array (parsed, or raw from gpu.fileio.decode_json_members), each
+    checked as `doc` and built with `build`, one at a time: a large file's thousands of results
+    are never one long call, so a reading thread leaves the GUI thread room to paint. A bad
+    item raises SchemaError naming its path (``results[3].peak_bytes``)."""
+    if isinstance(items, msgspec.Raw):
+        try:
+            items = msgspec.json.decode(items, type=list[msgspec.Raw])
+        except msgspec.ValidationError as exc:
+            raise _schema_error(exc, where, path) from None
+    else:
+        check(items, list[Any], where, path)
+    out = []
+    for i, item in enumerate(items):
+        try:
+            data = decode_member(item, where)
+        except FileReadError as exc:
+            raise SchemaError(where, f"{path}[{i}]", str(exc).rpartition(": ")[2]) from None
+        check(data, doc, where, f"{path}[{i}]")
+        out.append(build(data))
+    return out
 
 
 def check_config(data: Any, where: str, path: str = "config") -> AttentionConfig:

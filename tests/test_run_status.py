@@ -84,11 +84,13 @@ def test_a_failed_run_banner_goes_with_its_config_and_backend_banners_stay(qtbot
 
 
 def test_a_fast_drag_down_shows_the_small_n_without_waiting_for_the_stale_run(qtbot, make_window):
-    window = make_window(CpuBackend(), seq_len=2048)
+    window = make_window(CpuBackend(), seq_len=256)
     window.runner.live_time_limit_s = None  # the long run starts instead of being skipped
     window.controls.set_checked_algorithms((TILED,))
     settle(qtbot, window)
-    big = window.config.with_(seq_len=32768, heads=4)
+    window.controls.set_config(window.config.with_(seq_len=2048, heads=4))
+    settle(qtbot, window)
+    big = window.config.with_(seq_len=32768)
     window.controls.set_config(big)
     qtbot.waitUntil(lambda: noted(window, "at N = 32768"), timeout=5000)  # the job started
     qtbot.wait(1000)  # past making its inputs, into the tiles (it takes minutes on a CPU)
@@ -107,7 +109,7 @@ def test_a_fast_drag_down_shows_the_small_n_without_waiting_for_the_stale_run(qt
 
 
 def test_esc_stops_a_run_in_flight(qtbot, make_window):
-    window = make_window(CpuBackend())
+    window = make_window(CpuBackend(), seq_len=256)
     window.runner.live_time_limit_s = None
     window.controls.set_checked_algorithms((TILED,))
     settle(qtbot, window)
@@ -226,3 +228,26 @@ def test_saving_a_session_never_raises_out_of_the_file_menu(qtbot, make_window, 
     window.file_menu.save_session(str(tmp_path / "missing_folder" / "s.json"))
     qtbot.waitUntil(lambda: bool(failed), timeout=5000)
     assert "Could not save the session" in window.banner.message
+
+
+def test_render_of_a_substituted_config_shows_the_substitution_in_the_picture(
+    tmp_path, monkeypatch, capsys
+):
+    import app.exports
+    from app.launch import render_window
+
+    seen = []
+    real = app.exports.render_image
+
+    def render_image(widget, size=None):
+        seen.append(widget.run_status.text())
+        return real(widget, size)
+
+    monkeypatch.setattr(app.exports, "render_image", render_image)
+    out = tmp_path / "shot.png"
+    code = render_window(AttentionConfig(seq_len=1, heads=1), backend="replay", out=str(out))
+    assert code == 0 and out.exists()
+    err = capsys.readouterr().err
+    assert "the window shows B=1 h=12 N=256" in err  # the CLI says it on stderr ...
+    assert seen and "Showing B=1 h=12 N=256" in seen[0]  # ... and the window in the picture
+    assert "no results for B=1 h=1 " in seen[0]

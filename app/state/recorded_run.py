@@ -7,8 +7,12 @@ numbers, labelled as recorded, and never numbers made up to fill a gap. No Qt he
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import os
+import threading
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,11 +20,14 @@ from typing import TYPE_CHECKING
 from gpu.algorithms import ALGORITHMS
 from gpu.backend import RunOptions
 from gpu.config import AttentionConfig
-from gpu.errors import printable
-from gpu.recording import Recording, recording_from_document
+from gpu.errors import FileReadError, printable
+from gpu.fileio import decode_member
+from gpu.recording import Recording, recording_from_members
 from gpu.results import DeviceInfo, RunResult
 
 from .family import cache_config, family, family_of
+from .result_store import ResultStore
+from .runs import backend_key
 
 if TYPE_CHECKING:
     from .session import Session
@@ -70,6 +77,36 @@ def short_date(date: str) -> str:
     return date[:10] if len(date) >= 10 and date[4:5] == "-" and date[7:8] == "-" else date
 
 
+_collector_lock = threading.Lock()
+_collector_users = 0
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a recording is built, then move what was
+    built out of its reach (gc.freeze).
+
+    Why: a recording of 60,000 results is millions of objects, and each full collection walks
+    every object while holding the interpreter: during a 55 MB open they ran for 30-140 ms
+    each, on the reading thread, and the GUI thread stalled as long. The results live as long
+    as the recording is shown and hold no reference cycles (reference counting frees them), so
+    later collections need not walk them again (cyclic garbage made meanwhile, if any, is kept:
+    collecting it first would walk everything once more)."""
+    global _collector_users
+    with _collector_lock:
+        _collector_users += 1
+        if _collector_users == 1:
+            gc.disable()
+    try:
+        yield
+    finally:
+        with _collector_lock:
+            _collector_users -= 1
+            if _collector_users == 0:
+                gc.freeze()
+                gc.enable()
+
+
 class NotRecorded(LookupError):
     """The recorded run holds no result for this (config, algorithm)."""
 
@@ -102,32 +139,51 @@ class RecordedBackend:
             self._by_key[(cache_config(r.config, r.algorithm), r.algorithm)] = replace(
                 r, recorded=True
             )
+        # Everything the window asks of a recording, worked out here (on the thread that
+        # opened it), so that a recording of tens of thousands of results costs the GUI thread
+        # nothing proportional to its size.
+        self._seq_lens = tuple(sorted({r.config.seq_len for r in recording.results}))
+        self._families = frozenset(
+            (r.algorithm, family_of(r.config, r.algorithm))
+            for r in recording.results
+            if not is_reference(r.algorithm)
+        )
+        self._algorithms = tuple(dict.fromkeys(r.algorithm for r in recording.results))
+        self._first_config = self._most_shown_config()
+        #: The results, filed under this recording's key: the window's store takes them over.
+        self.store = ResultStore()
+        self.key = backend_key(self.device_info())
+        for result in self._by_key.values():
+            self.store.add(result, self.key, None)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> RecordedBackend:
         """Load and validate a recording or a saved session; raises gpu.recording.RecordingError
-        or app.state.session.SessionError with the file and the cause."""
-        from .session import (
-            Session,
-            SessionError,
-            is_session_file,
-            parse_json_bytes,
-            read_file_bytes,
-        )
+        or app.state.session.SessionError with the file and the cause. Called off the GUI
+        thread; see `collector_paused` for why it pauses the garbage collector."""
+        with collector_paused():
+            return cls._from_file(path)
+
+    @classmethod
+    def _from_file(cls, path: str | os.PathLike[str]) -> RecordedBackend:
+        from .session import Session, SessionError, parse_json_members, read_file_bytes
 
         where = printable(os.fspath(path))
         raw = read_file_bytes(path)
         source_id = hashlib.blake2b(raw, digest_size=8).hexdigest()
-        data = parse_json_bytes(raw, where)
+        members = parse_json_members(raw, where)
         del raw
-        if is_session_file(data):
-            return cls.from_session(Session.from_dict(data, where), path, source_id)
-        schema = data.get("schema") if isinstance(data, dict) else None
+        try:
+            schema = decode_member(members.get("schema"), where)
+        except FileReadError as exc:
+            raise SessionError(str(exc)) from exc
+        if str(schema).startswith("tilescope.session/"):
+            return cls.from_session(Session.from_members(members, where), path, source_id)
         if not str(schema).startswith("tilescope.results/"):
             raise SessionError(
                 f"{where} is not a Tilescope session or recorded run (schema {schema!r:.80})"
             )
-        return cls(recording_from_document(data, where), os.fspath(path), source_id=source_id)
+        return cls(recording_from_members(members, where), os.fspath(path), source_id=source_id)
 
     @classmethod
     def from_session(
@@ -173,16 +229,13 @@ class RecordedBackend:
         )
 
     def algorithms(self) -> tuple[str, ...]:
-        seen: dict[str, None] = {}
-        for r in self.recording.results:
-            seen.setdefault(r.algorithm)
-        return tuple(seen)
+        return self._algorithms
 
     def results(self) -> tuple[RunResult, ...]:
         return tuple(self._by_key.values())
 
     def seq_lens(self) -> tuple[int, ...]:
-        return tuple(sorted({r.config.seq_len for r in self.recording.results}))
+        return self._seq_lens
 
     def reference_algorithms(self) -> tuple[str, ...]:
         """Peers recorded beside ours (PyTorch SDPA...): drawn as reference series only."""
@@ -191,14 +244,17 @@ class RecordedBackend:
     def has_family(self, config: AttentionConfig) -> bool:
         """Whether any of our algorithms was recorded in `config`'s family (any N)."""
         return any(
-            family_of(r.config, r.algorithm) == family_of(config, r.algorithm)
-            for r in self.recording.results
-            if not is_reference(r.algorithm)
+            (a, family_of(config, a)) in self._families
+            for a in self._algorithms
+            if not is_reference(a)
         )
 
     def first_config(self) -> AttentionConfig | None:
         """The config the app should show on opening: a session's own config, else the
         recording's most common family."""
+        return self._first_config
+
+    def _most_shown_config(self) -> AttentionConfig | None:
         if self.preferred_config is not None and self.has_family(self.preferred_config):
             return self.preferred_config
         if not self.recording.results:

@@ -130,6 +130,15 @@ class ResultStore:
             for stored in entries
         ]
 
+    def take_over(self, other: ResultStore) -> None:
+        """Hold every entry of `other` (a store filled off the GUI thread: a recording's), in
+        steps proportional to its series, not its results; `other` must not be used after."""
+        for key, by_n in other._data.items():
+            mine = self._data.setdefault(key, {})
+            for n, entries in by_n.items():
+                self._count += len(entries) - len(mine.get(n, ()))
+                mine[n] = entries
+
     def backend_keys(self) -> list[str]:
         """Every source held: a backend (device) key, or a recording's own key."""
         return sorted({bk for bk, _, _ in self._data})

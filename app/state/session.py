@@ -29,7 +29,13 @@ from msgspec import Meta
 
 from gpu.config import AttentionConfig
 from gpu.errors import FileReadError, FileWriteError, SchemaError, printable
-from gpu.fileio import atomic_write_bytes, decode_json, read_bytes
+from gpu.fileio import (
+    atomic_write_bytes,
+    decode_json,
+    decode_json_members,
+    decode_member,
+    read_bytes,
+)
 from gpu.recording import Recording, RecordingError
 from gpu.results import DeviceInfo, RunResult
 from gpu.schema import (
@@ -43,6 +49,7 @@ from gpu.schema import (
     TraceDoc,
     check,
     check_config,
+    check_each,
     check_free_form,
     device_from_checked,
     finite_result,
@@ -192,7 +199,18 @@ class Session:
         """Validate and build; any problem is a SessionError naming `where` and the cause."""
         if not isinstance(data, dict):
             raise SessionError(f"{where} is not a Tilescope session (not a JSON object)")
-        found = data.get("schema")
+        return cls.from_members(data, where)
+
+    @classmethod
+    def from_members(cls, members: Mapping[str, Any], where: str = "session") -> Session:
+        """`from_dict` for a session's members, parsed or raw (gpu.fileio's
+        decode_json_members): the envelope is checked first, then each result and trace, one
+        at a time, before anything is built (a large file never holds the interpreter long)."""
+        try:
+            envelope = {k: decode_member(v, where) for k, v in members.items() if k not in _LISTS}
+        except FileReadError as exc:
+            raise SessionError(str(exc)) from exc
+        found = envelope.get("schema")
         if found != SESSION_SCHEMA:
             kind, _, version = str(found).rpartition("/")
             if kind == _KIND and _version_number(version) > int(_VERSION):
@@ -200,26 +218,31 @@ class Session:
                     f"{where} was written by a newer Tilescope (schema {found}); this version "
                     f"({app_version()}) reads {SESSION_SCHEMA}"
                 )
-            raise SessionError(f"{where} is not a Tilescope session (schema {found!r})")
+            raise SessionError(f"{where} is not a Tilescope session (schema {found!r:.80})")
         try:
-            check(data, SessionDoc, where)
-            config = check_config(data["config"], where)
+            check(envelope | {key: [] for key in _LISTS}, SessionDoc, where)
+            config = check_config(envelope["config"], where)
+            entries = check_each(members.get("results", []), EntryDoc, where, "results", _entry)
+            traces = check_each(
+                members.get("traces", []), TraceDoc, where, "traces", Trace.from_checked
+            )
         except SchemaError as exc:
             raise SessionError(f"{where}: malformed session ({exc.where}: {exc.reason})") from exc
-        entries = tuple(_entry(r) for r in data.get("results", ()))
-        raw_device = data.get("device")
-        device = None if raw_device is None else device_from_checked(raw_device)
-        traces = tuple(Trace.from_checked(t) for t in data.get("traces", ()))
+        raw_device = envelope.get("device")
         return cls(
             config,
-            _controls(data.get("controls") or {}),
-            entries,
-            data.get("backend_key", ""),
-            device,
-            dict(data.get("meta", {})),
-            traces,
-            data.get("app_version", "unknown"),
+            _controls(envelope.get("controls") or {}),
+            tuple(entries),
+            envelope.get("backend_key", ""),
+            None if raw_device is None else device_from_checked(raw_device),
+            dict(envelope.get("meta", {})),
+            tuple(traces),
+            envelope.get("app_version", "unknown"),
         )
+
+
+#: A session's lists, checked item by item.
+_LISTS = ("results", "traces")
 
 
 def _version_number(text: str) -> int:
@@ -304,6 +327,18 @@ def parse_json_bytes(data: bytes, where: str) -> Any:
         return decode_json(data, where)
     except FileReadError as exc:
         raise SessionError(str(exc)) from exc
+
+
+def parse_json_members(data: bytes, where: str) -> dict[str, Any]:
+    """The members of the JSON object in `data`, each still raw (see Session.from_members); a
+    SessionError for bytes that are not a JSON object (the message says what they are)."""
+    try:
+        members = decode_json_members(data, where)
+    except FileReadError as exc:
+        raise SessionError(str(exc)) from exc
+    if members is None:
+        raise SessionError(f"{where} is not a Tilescope session or recorded run (not an object)")
+    return members
 
 
 def read_file_bytes(path: str | os.PathLike[str]) -> bytes:
