@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QFormLayout,
     QHBoxLayout,
+    QLabel,
     QLineEdit,
     QMenu,
     QMessageBox,
@@ -54,6 +55,22 @@ OPEN_FILTERS = "Tilescope sessions and recorded runs (*.json);;All files (*)"
 SESSION_FILTERS = "Tilescope session (*.json)"
 
 
+#: What the export dialog says about an animation's limits (README's, too).
+ANIMATION_LIMITS = (
+    "The animation is the tile canvas alone, at least "
+    "{0}×{1} pixels so that every label fits. At most {2:,} frames and "
+    "{3} in all (frames × width × height: 2000 frames at 1920×1080, 500 at "
+    "3840×2160); frames are written as they are painted, so memory holds a few of them, never "
+    "the whole animation (a size whose frames would not fit in half the free memory is "
+    "refused)."
+)
+
+
+def animation_limits() -> str:
+    w, h = exports.canvas_minimum_size()
+    return ANIMATION_LIMITS.format(w, h, exports.MAX_FRAMES, exports.MAX_ANIMATION_PIXELS_LABEL)
+
+
 @dataclass(frozen=True)
 class ExportKind:
     key: str
@@ -63,13 +80,14 @@ class ExportKind:
     default_size: tuple[int, int] | None  # None: no size to choose
 
 
+_ANIMATION_SIZE = exports.ANIMATION_SIZE
 EXPORT_KINDS: tuple[ExportKind, ...] = (
     ExportKind("plots_png", "Plots as PNG image", ".png", "PNG image (*.png)", (1600, 1000)),
     ExportKind("plots_svg", "Plots as SVG (vector)", ".svg", "SVG image (*.svg)", (1600, 1000)),
     ExportKind("plots_csv", "Plotted data as CSV", ".csv", "CSV table (*.csv)", None),
     ExportKind("screenshot", "Window screenshot (PNG)", ".png", "PNG image (*.png)", None),
-    ExportKind("gif", "Tile animation as GIF", ".gif", "GIF animation (*.gif)", (960, 544)),
-    ExportKind("mp4", "Tile animation as MP4 video", ".mp4", "MP4 video (*.mp4)", (960, 544)),
+    ExportKind("gif", "Tile animation as GIF", ".gif", "GIF animation (*.gif)", _ANIMATION_SIZE),
+    ExportKind("mp4", "Tile animation as MP4 video", ".mp4", "MP4 video (*.mp4)", _ANIMATION_SIZE),
 )
 KINDS = {k.key: k for k in EXPORT_KINDS}
 PLOT_CHOICES = (
@@ -130,7 +148,7 @@ class ExportDialog(QDialog):
         size_row.addWidget(self.height_spin)
         form.addRow("Size (w × h)", size_row)
         anim_row = QHBoxLayout()
-        self.frames = self._spin("exportFrames", 2, 2000, 60)
+        self.frames = self._spin("exportFrames", 2, exports.MAX_FRAMES, 60)
         self.frames.setSuffix(" frames")
         self.frames.setToolTip("Frames over one pass of the animation's clock.")
         self.fps = self._spin("exportFps", 1, 60, 12)
@@ -138,6 +156,11 @@ class ExportDialog(QDialog):
         anim_row.addWidget(self.frames)
         anim_row.addWidget(self.fps)
         form.addRow("Animation", anim_row)
+        self.limits = QLabel(animation_limits())
+        self.limits.setObjectName("exportLimits")
+        self.limits.setWordWrap(True)
+        self.limits.setProperty("role", "hint")
+        form.addRow("", self.limits)
         path_row = QHBoxLayout()
         self.path = QLineEdit()
         self.path.setObjectName("exportPath")
@@ -177,6 +200,10 @@ class ExportDialog(QDialog):
         self.plot.setEnabled(plots)
         self.width_spin.setEnabled(kind.default_size is not None and kind.key != "plots_csv")
         self.height_spin.setEnabled(self.width_spin.isEnabled())
+        lowest = exports.canvas_minimum_size() if animation else (exports.MIN_SIZE,) * 2
+        self.width_spin.setMinimum(lowest[0])
+        self.height_spin.setMinimum(lowest[1])
+        self.limits.setVisible(animation)
         if kind.default_size is not None:
             self.width_spin.setValue(kind.default_size[0])
             self.height_spin.setValue(kind.default_size[1])
@@ -470,7 +497,7 @@ class FileMenu(QObject):
                 request.path,
                 frames=request.frames,
                 fps=request.fps,
-                size=request.size or KINDS[request.kind].default_size or (960, 544),
+                size=request.size or KINDS[request.kind].default_size or exports.ANIMATION_SIZE,
                 overwrite=True,
                 gpu=getattr(player, "gpu", None),
                 duration_s=getattr(player, "duration_s", None),
@@ -504,6 +531,15 @@ class FileMenu(QObject):
             self.progress_dialog = dialog
         self._status(f"Rendering the animation to {request.path}…", 0)
         return True
+
+    def shutdown(self) -> None:
+        """The window is closing: an animation export stops at once (its partial file
+        removed) and the dialogs close, so nothing keeps the app running after its window."""
+        if self.exporter is not None:
+            self.exporter.abort()
+        self._close_progress()
+        if self.dialog is not None:
+            self.dialog.close()
 
     def _close_progress(self) -> None:
         if self.progress_dialog is not None:

@@ -22,6 +22,7 @@ from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
+    QDialog,
     QDockWidget,
     QHBoxLayout,
     QLabel,
@@ -823,6 +824,9 @@ class MainWindow(QMainWindow):
             self._closing = True
             with contextlib.suppress(Exception):
                 self.save_settings()
+            self.file_menu.shutdown()  # an export in flight stops, its partial file goes
+            for dialog in self.findChildren(QDialog):  # error details, export progress...
+                dialog.close()
             self.runner.shutdown()
             self.state.detach()
             self.wait_for_background()
