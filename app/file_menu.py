@@ -41,6 +41,8 @@ from gpu.algorithms import ALGORITHMS
 from gpu.recording import RecordingError
 
 from . import exports, settings
+from .accessibility import name_widgets
+from .actions import make_action
 from .background import LatestOnly, run_once
 from .state.budget import BUDGET_PRESETS
 from .state.recorded_run import RECORDED_DIR, REPLAY, RecordedBackend, shipped_recording
@@ -53,6 +55,8 @@ EXPORT_FOLDER_KEY = "export/folder"
 MAX_RECENT = 8
 OPEN_FILTERS = "Tilescope sessions and recorded runs (*.json);;All files (*)"
 SESSION_FILTERS = "Tilescope session (*.json)"
+TRACE_FILTERS = "Tilescope traces and recorded runs (*.json);;All files (*)"
+TRACES_DIR = RECORDED_DIR.parent / "traces"
 
 
 #: What the export dialog says about an animation's limits (README's, too).
@@ -291,24 +295,25 @@ class FileMenu(QObject):
             )
             for k in EXPORT_KINDS
         }
+        self.trace_action = self._action(
+            "Open trace…",
+            None,
+            self.open_trace_dialog,
+            "Open an execution trace recorded on a GPU (bench/trace_h200.py, or a recorded run "
+            "with traces) in the Tiles tab's real-trace mode.",
+        )
         self.recent_menu = QMenu("Open recent")
         self.recent_menu.setObjectName("recentMenu")
         self.recent_menu.setToolTipsVisible(True)
         self.recent_menu.aboutToShow.connect(self.fill_recent_menu)
 
     def _action(self, text, shortcut, slot, tip) -> QAction:  # type: ignore[no-untyped-def]
-        action = QAction(text, self.window)
-        if shortcut is not None:
-            action.setShortcut(QKeySequence(shortcut))
-        action.setToolTip(tip)
-        action.setStatusTip(tip)
-        action.triggered.connect(lambda *_: slot())
-        self.window.addAction(action)
-        return action
+        return make_action(self.window, text, shortcut, slot, tip)
 
     def populate(self, menu: QMenu, open_action: QAction, export_action: QAction) -> None:
         """Fill the File menu (the window owns Open…, Export… and Quit and their shortcuts)."""
         menu.addAction(open_action)
+        menu.addAction(self.trace_action)
         menu.addMenu(self.recent_menu)
         menu.addAction(self.save_action)
         menu.addSeparator()
@@ -411,6 +416,7 @@ class FileMenu(QObject):
             self.dialog.close()
             self.dialog.deleteLater()
         dialog = ExportDialog(self, kind)
+        name_widgets(dialog)
         dialog.accepted.connect(lambda: self.export(dialog.request()))
         self.dialog = dialog
         dialog.open()
@@ -624,6 +630,15 @@ class FileMenu(QObject):
         folder = self.files_folder or (str(RECORDED_DIR) if RECORDED_DIR.is_dir() else "")
         path = self.ask_open_path("Open a session or recorded run", OPEN_FILTERS, folder)
         return self.open_file(path) if path else False
+
+    def open_trace_dialog(self) -> bool:
+        """File ▸ Open trace…: ask for a file, then the Tiles tab's trace panel opens it."""
+        folder = self.files_folder or (str(TRACES_DIR) if TRACES_DIR.is_dir() else "")
+        path = self.ask_open_path("Open a trace", TRACE_FILTERS, folder)
+        if not path:
+            return False
+        self._remember_folder(FILES_FOLDER_KEY, path)
+        return self.window.show_trace(path)
 
     def recorded_run_wanted(self) -> bool:
         """The backend list's "recorded run" with no file yet: the shipped H200 sweep if this

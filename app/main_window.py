@@ -41,10 +41,13 @@ from gpu.backends import create_backend
 from gpu.config import AttentionConfig
 
 from . import settings
+from .accessibility import name_widgets
+from .actions import make_action
 from .background import LatestOnly
 from .controls import ControlsPanel
 from .explain import ExplainPane
 from .file_menu import FileMenu
+from .help_menu import HelpMenu
 from .pacing import RESULTS_MS, coalesced
 from .plots import ALGOS, PlotsPanel
 from .runner import Runner
@@ -160,12 +163,14 @@ class MainWindow(QMainWindow):
         self._deferred.setSingleShot(True)
         self._deferred.timeout.connect(self._install_animation)
         self._deferred.start(30)
+        name_widgets(self)  # every control and plot has an accessible name and description
 
     # ------------------------------------------------------------------ construction
 
     def _build_ui(self) -> None:
         self.controls = ControlsPanel(self.state)
         scroll = QScrollArea()
+        scroll.setObjectName("controlsScroll")
         scroll.setWidget(self.controls)
         scroll.setWidgetResizable(True)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -205,6 +210,7 @@ class MainWindow(QMainWindow):
         header.addWidget(self.sweep_button)
         self.tabs = QTabWidget()
         self.tabs.setObjectName("mainTabs")
+        self.tabs.tabBar().setAccessibleName("Views: measurements or tiles")
         self.plots = PlotsPanel()
         self.tabs.addTab(self.plots, "Measurements")
         self.tabs.setTabToolTip(0, "Peak memory, time, HBM traffic and roofline, live over N.")
@@ -237,6 +243,9 @@ class MainWindow(QMainWindow):
             self.state.changed.connect(self._follow_animation)
             self._animation_stale = True
             self._follow_animation(Change.initial(self.state.value))
+            # Its real-trace page is made when first shown: named then.
+            self.animation.modeChanged.connect(lambda *_: name_widgets(self.animation))
+        name_widgets(widget)
 
     def _build_animation(self) -> QWidget:
         try:
@@ -261,14 +270,7 @@ class MainWindow(QMainWindow):
     def _action(
         self, text: str, shortcut: QKeySequence | str | None, slot: Callable[[], object], tip: str
     ) -> QAction:
-        action = QAction(text, self)
-        if shortcut is not None:
-            action.setShortcut(QKeySequence(shortcut))
-        action.setToolTip(tip)
-        action.setStatusTip(tip)
-        action.triggered.connect(lambda *_: slot())
-        self.addAction(action)
-        return action
+        return make_action(self, text, shortcut, slot, tip)
 
     def _build_actions(self) -> None:
         self.open_action = self._action(
@@ -334,7 +336,10 @@ class MainWindow(QMainWindow):
         view_menu = menu.addMenu("&View")
         view_menu.addAction(self.explain_action)
         view_menu.addAction(self.dark_action)
-        for m in (file_menu, run_menu, view_menu):
+        help_menu = menu.addMenu("&Help")
+        self.help_menu = HelpMenu(self)
+        self.help_menu.populate(help_menu)
+        for m in (file_menu, run_menu, view_menu, help_menu):
             m.setToolTipsVisible(True)
 
     def _connect(self) -> None:
@@ -428,6 +433,20 @@ class MainWindow(QMainWindow):
     def export(self) -> None:
         """The export dialog (Ctrl+E): plots, data, a screenshot, the animation."""
         self.file_menu.export_dialog()
+
+    def show_trace(self, path: str) -> bool:
+        """Show the trace file at `path` in the Tiles tab's real-trace mode (File ▸ Open
+        trace…): the trace panel opens it and says there if it cannot. False when the tile
+        animation is not available in this build."""
+        self._install_animation()
+        animation = self.animation
+        if animation is None:
+            self.banner.show_message("Open trace: the tile animation is not available.")
+            return False
+        self.tabs.setCurrentWidget(animation)
+        animation.set_mode(animation.TRACE_MODE)
+        animation.trace_panel.load_file(path)
+        return True
 
     def open_recorded(self, path: str, preloaded: RecordedBackend | None = None) -> None:
         """Replay a results file (main.py bench --out) or session; loading happens on the runner
