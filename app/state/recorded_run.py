@@ -77,6 +77,9 @@ def short_date(date: str) -> str:
     return date[:10] if len(date) >= 10 and date[4:5] == "-" and date[7:8] == "-" else date
 
 
+#: New objects a load must leave behind to be frozen out of the collector's reach (a young
+#: collection over fewer takes a few milliseconds).
+FREEZE_AFTER = 200_000
 _collector_lock = threading.Lock()
 _collector_users = 0
 
@@ -90,8 +93,10 @@ def collector_paused() -> Iterator[None]:
     every object while holding the interpreter: during a 55 MB open they ran for 30-140 ms
     each, on the reading thread, and the GUI thread stalled as long. The results live as long
     as the recording is shown and hold no reference cycles (reference counting frees them), so
-    later collections need not walk them again (cyclic garbage made meanwhile, if any, is kept:
-    collecting it first would walk everything once more)."""
+    later collections need not walk them again. Only a large load is frozen (more than
+    FREEZE_AFTER new objects): the objects alive then stay out of the collector's reach for
+    good, and cyclic garbage among them is never collected; for a small file the next young
+    collection is quick, and nothing is frozen."""
     global _collector_users
     with _collector_lock:
         _collector_users += 1
@@ -103,7 +108,8 @@ def collector_paused() -> Iterator[None]:
         with _collector_lock:
             _collector_users -= 1
             if _collector_users == 0:
-                gc.freeze()
+                if gc.get_count()[0] > FREEZE_AFTER:
+                    gc.freeze()
                 gc.enable()
 
 
