@@ -5,6 +5,10 @@ File ▸ Open or `main.py --open FILE`. It reuses gpu.recording's pieces: the sa
 DeviceInfo and Trace dictionaries, the same atomic write (temporary file, then rename; never a
 partial file, never a silent overwrite) and the same rules for bad files (corrupt, truncated or
 newer-version JSON is a SessionError naming the file and the cause, before anything is applied).
+Every field is checked by one document type, `SessionDoc`, made of gpu/schema.py's types (its
+envelope first, then each result and trace one at a time, so a reading thread never holds the
+interpreter long); a session is checked against it before it is written, too, and holds no NaN
+or infinity.
 
 Opening a session replays it: the results of the backend the window was showing become a
 recorded run (app/recorded_run.py), labelled with their device and date, so a session saved on a
@@ -31,7 +35,6 @@ from gpu.config import AttentionConfig
 from gpu.errors import FileReadError, FileWriteError, SchemaError, printable
 from gpu.fileio import (
     atomic_write_bytes,
-    decode_json,
     decode_json_members,
     decode_member,
     read_bytes,
@@ -124,11 +127,6 @@ def app_version() -> str:
         return str(data["project"]["version"])
     except (ImportError, OSError, KeyError, ValueError):
         return "unknown"
-
-
-def is_session_file(data: Any) -> bool:
-    """Whether parsed JSON claims to be a session (of any version)."""
-    return isinstance(data, dict) and str(data.get("schema", "")).startswith(_KIND + "/")
 
 
 @dataclass(frozen=True)
@@ -320,15 +318,6 @@ def save_session(
         raise SessionError(str(exc)) from exc
 
 
-def parse_json_bytes(data: bytes, where: str) -> Any:
-    """Parse the bytes of a session or recording; a SessionError for empty, non-UTF-8,
-    too deeply nested or corrupt JSON."""
-    try:
-        return decode_json(data, where)
-    except FileReadError as exc:
-        raise SessionError(str(exc)) from exc
-
-
 def parse_json_members(data: bytes, where: str) -> dict[str, Any]:
     """The members of the JSON object in `data`, each still raw (see Session.from_members); a
     SessionError for bytes that are not a JSON object (the message says what they are)."""
@@ -350,15 +339,11 @@ def read_file_bytes(path: str | os.PathLike[str]) -> bytes:
         raise SessionError(str(exc)) from exc
 
 
-def parse_json_file(path: str | os.PathLike[str]) -> Any:
-    """Read and parse a JSON file through gpu.fileio's safe read path; a SessionError for an
-    unreadable, empty, oversized, non-regular or corrupt one."""
-    return parse_json_bytes(read_file_bytes(path), printable(os.fspath(path)))
-
-
 def load_session(path: str | os.PathLike[str]) -> Session:
     """Read a session file; any problem becomes a SessionError naming the file and the cause."""
-    return Session.from_dict(parse_json_file(path), os.fspath(path))
+    where = printable(os.fspath(path))
+    members = parse_json_members(read_file_bytes(path), where)
+    return Session.from_members(members, where)
 
 
 def without_recorded_flag(results: Iterable[RunResult]) -> list[RunResult]:
