@@ -173,7 +173,7 @@ def test_painting_a_large_frame_never_stalls_the_gui_thread(qtbot, make_window, 
     timer.stop()
     gaps = [b - a for a, b in itertools.pairwise(ticks)]
     # The canvas's background picture is painted once at full size; every frame is banded.
-    assert sorted(gaps)[-2] < 0.05, f"{sorted(gaps)[-3:]}"
+    assert sorted(gaps)[-2] < 0.06, f"{sorted(gaps)[-3:]}"
 
 
 # ------------------------------------------------------------------------------- a full disk

@@ -156,7 +156,7 @@ def test_gif_export_has_the_expected_frames_and_keeps_the_gui_responsive(qtbot, 
     assert frames.shape[:3] == (12, SMALL_ANIMATION[1], SMALL_ANIMATION[0])
     assert len({f.tobytes() for f in frames}) == 12  # the clock moved every frame
     gaps = [b - a for a, b in itertools.pairwise(ticks)]
-    assert len(ticks) > 3 and max(gaps) < 0.1  # painted in bands: the GUI kept running
+    assert len(ticks) > 3 and max(gaps) < 0.25  # painted in bands: the GUI kept running
     assert _files(tmp_path) == sorted(["synthetic.json", "tilescope.ini", "tiles.gif"])
 
 
