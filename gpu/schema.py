@@ -78,6 +78,9 @@ MAX_TRACE_BLOCKS = 1 << 20
 MAX_TRACE_NS = 1 << 53
 #: Longest kernel time in a result, ms (11.6 days).
 MAX_MS = 1e9
+#: Shortest kernel time in a result, ms (a picosecond: clocks resolve nanoseconds). A time
+#: closer to zero is no measurement, and a rate derived from it (TFLOP/s) is not finite.
+MIN_MS = 1e-9
 #: Largest byte or FLOP count: the largest config (B=1024, h=256, N=2^20, d=256) needs ~3e20
 #: FLOPs, so anything beyond 10^24 is corrupt.
 MAX_COUNT = 10**24
@@ -92,7 +95,7 @@ MAX_FREE_FORM_DEPTH = 32
 
 Name = Annotated[str, Meta(min_length=1, max_length=MAX_NAME)]
 Text = Annotated[str, Meta(max_length=MAX_TEXT)]
-Ms = Annotated[float, Meta(gt=0.0, le=MAX_MS)]
+Ms = Annotated[float, Meta(ge=MIN_MS, le=MAX_MS)]
 #: A finite float >= 0 (NaN and infinity fail the bounds).
 NonNegative = Annotated[float, Meta(ge=0.0, le=sys.float_info.max)]
 #: Bytes of memory: fits int64 (checked natively).
