@@ -47,6 +47,7 @@ from gpu.config import (
 )
 from gpu.costmodel import GPUS
 
+from . import settings
 from .devices_control import DevicesControl
 from .state.app_state import AppState, Change
 from .state.budget import BUDGET_PRESETS, CUSTOM_PRESET, DEVICE_PRESET, Budget
@@ -750,58 +751,45 @@ class ControlsPanel(QWidget):
         s.endGroup()
 
     def restore(self, s: QSettings) -> None:
-        """Apply saved values in one update, ignoring any that are missing or no longer valid."""
-        s.beginGroup("controls")
-        try:
-            state = self.state.value
-            values = {}
-            for field, kind in (
-                ("seq_len", int),
-                ("heads", int),
-                ("head_dim", int),
-                ("batch", int),
-                ("dtype", str),
-                ("block_m", int),
-                ("block_n", int),
-            ):
-                raw = s.value(field)
-                if raw is not None:
-                    with contextlib.suppress(TypeError, ValueError):
-                        values[field] = kind(raw)
-            causal = s.value("causal")
-            if causal is not None:
-                values["causal"] = str(causal).lower() in ("true", "1")
-            changes: dict[str, object] = {}
-            with contextlib.suppress(ConfigError):
-                config = state.config.with_(**values)
-                changes["config"] = config.with_(seq_len=state.snap(config.seq_len))
-            algos = s.value("algorithms")
-            if isinstance(algos, str):
-                changes["checked"] = tuple(a for a in ALGORITHM_ORDER if a in algos.split(","))
-            custom = s.value("custom_gb")
-            if custom is not None:
-                with contextlib.suppress(TypeError, ValueError):
-                    gb = float(custom)
-                    if self.custom_gb.minimum() <= gb <= self.custom_gb.maximum():
-                        changes["custom_budget_gb"] = gb
-            preset = s.value("budget")
-            if isinstance(preset, str) and preset in BUDGET_PRESETS:
-                changes["budget_preset"] = preset
-            path = s.value("recorded_path")
-            if isinstance(path, str) and path:
-                changes["recorded_path"] = path
-            devices = parse_devices(s.value("devices"))
-            if devices is not None:
-                changes["devices"] = devices
-            backend = s.value("backend")
-            if isinstance(backend, str) and self.backend.findData(backend) >= 0:
-                changes["backend_choice"] = backend
-            measure = s.value("measure_bytes")
-            if measure is not None:
-                changes["measure_bytes"] = str(measure).lower() in ("true", "1")
-            self.state.update(**changes)
-        finally:
-            s.endGroup()
+        """Apply saved values in one update; each is type-checked (app/settings.py), and one
+        that is missing, of the wrong type or no longer valid is ignored on its own."""
+        state = self.state.value
+        config = state.config
+        for field in ("seq_len", "heads", "head_dim", "batch", "dtype", "causal"):
+            value = settings.read(s, f"controls/{field}")
+            if value is not None:
+                try:
+                    config = config.with_(**{field: value})
+                except ConfigError as exc:
+                    settings.log.warning("ignored the setting controls/%s: %s", field, exc)
+        tiles = {f: settings.read(s, f"controls/{f}") for f in ("block_m", "block_n")}
+        with contextlib.suppress(ConfigError):  # a pair: valid together or not at all
+            config = config.with_(**{f: v for f, v in tiles.items() if v is not None})
+        changes: dict[str, object] = {"config": config.with_(seq_len=state.snap(config.seq_len))}
+        algos = settings.read(s, "controls/algorithms")
+        if algos is not None:
+            changes["checked"] = tuple(a for a in ALGORITHM_ORDER if a in algos.split(","))
+        lo, hi = self.custom_gb.minimum(), self.custom_gb.maximum()
+        gb = settings.read(s, "controls/custom_gb")
+        if gb is not None and lo <= gb <= hi:
+            changes["custom_budget_gb"] = gb
+        preset = settings.read_in(s, "controls/budget", BUDGET_PRESETS)
+        if preset is not None:
+            changes["budget_preset"] = preset
+        path = settings.read(s, "controls/recorded_path")
+        if path:
+            changes["recorded_path"] = path
+        choices = [self.backend.itemData(i) for i in range(self.backend.count())]
+        backend = settings.read_in(s, "controls/backend", choices)
+        if backend is not None:
+            changes["backend_choice"] = backend
+        devices = parse_devices(settings.read(s, "controls/devices"))
+        if devices is not None:
+            changes["devices"] = devices
+        measure = settings.read(s, "controls/measure_bytes")
+        if measure is not None:
+            changes["measure_bytes"] = measure
+        self.state.update(**changes)
 
     def sizeHint(self):
         hint = super().sizeHint()

@@ -14,32 +14,37 @@ enough values to unpack" on a 'Z' path command), and ours also keeps markers as 
 (pyqtgraph blits them from a pixmap atlas on screen). Its strokes are then rewritten in output
 coordinates (app/svg_coordinates.py), so librsvg and cairo draw it as browsers and Qt do.
 
-Every file is written atomically (gpu.fileio.atomic_write_bytes, or a temporary file beside
-the target that is renamed at the end for the animation writers), so an unwritable folder, a
-full disk or a cancelled export never leaves a partial file. Overwriting is the caller's
-decision: these functions refuse an existing file unless `overwrite` is True.
+Every file is written atomically (gpu.fileio.atomic_write_bytes, or for the animation a
+temporary file beside the target from gpu.fileio.new_partial_file, renamed at the end), so an
+unwritable folder, a full disk, a cancelled export or a signal never leaves a partial file.
+Overwriting is the caller's decision: these functions refuse an existing file unless
+`overwrite` is True.
 
-The animation is rendered frame by frame from a second, offscreen TileAnimationWidget whose
-clock is stepped (not played), in chunks on a QTimer, so the window stays responsive and the
-user's own animation is not disturbed.
+The animation is the canvas of a second, offscreen TileAnimationWidget whose clock is stepped
+(not played): the canvas alone (no buttons or side panels), at the size asked for and no
+smaller than the canvas's minimum, so that every label fits. Frames are painted a band of rows
+at a time on a QTimer and encoded and written one by one on a worker thread, so the window
+stays responsive, memory holds a few frames whatever their count, and the user's own
+animation is not disturbed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import io
 import os
 import queue
 import re
-import tempfile
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+import psutil
 from PySide6.QtCore import (
     QBuffer,
     QByteArray,
@@ -59,9 +64,15 @@ from gpu.algorithms import ALGORITHMS
 from gpu.config import AttentionConfig
 from gpu.costmodel import GpuSpec
 from gpu.errors import FileWriteError
-from gpu.fileio import atomic_write_bytes
+from gpu.fileio import (
+    atomic_write_bytes,
+    commit_partial_file,
+    discard_partial_file,
+    new_partial_file,
+)
 from gpu.results import RunResult
 
+from .animation_writers import AnimationWriteError, AnimationWriter, disk_error, open_writer
 from .background import LatestOnly
 from .plot_kit import MetricPlot
 from .plots import PlotsPanel
@@ -80,8 +91,21 @@ AXES: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {
 }
 MIN_SIZE, MAX_SIZE = 64, 8192
 ANIMATION_FORMATS = (".gif", ".mp4")
-#: Seconds of rendering per timer tick: the GUI gets the rest.
-CHUNK_S = 0.04
+#: The animation's default size: the canvas alone, every label of it whole, HD video.
+ANIMATION_SIZE = (1280, 720)
+MAX_FRAMES = 2000
+#: Most pixels one animation export renders in all (frames × width × height): 2000 frames at
+#: 1920×1080, 500 at 3840×2160. It bounds the time an export takes and the size of its file.
+MAX_ANIMATION_PIXELS = 2**32
+MAX_ANIMATION_PIXELS_LABEL = "4.29 gigapixels"
+#: Bytes of frames painted ahead of the encoder (6 frames at most, fewer when large).
+IN_FLIGHT_BYTES = 256 * 2**20
+#: Share of the free memory an animation export may need (`animation_memory_bytes`).
+MEMORY_SHARE = 0.5
+#: Seconds of painting per timer tick: the GUI gets the rest.
+CHUNK_S = 0.008
+#: Pixels of a frame painted per step (a band of rows: a few milliseconds each).
+BAND_PIXELS = 1 << 20
 #: Rows of pixels a PNG export of the plots renders per step (~10 ms each at 2000 px wide).
 RENDER_BAND_PX = 300
 
@@ -104,23 +128,15 @@ def write_file(path: str | os.PathLike[str], data: bytes, *, overwrite: bool = F
         raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
-def _temp_beside(path: Path, suffix: str) -> str:
-    """A temporary file in `path`'s folder (so the final rename is atomic)."""
-    folder = path.parent if str(path.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".part{suffix}", dir=folder)
-    except OSError as exc:
-        raise ExportError(f"cannot write in {folder}: {exc.strerror or exc}") from exc
-    os.close(fd)
-    return tmp
-
-
 def check_writable(path: str | os.PathLike[str]) -> None:
     """ExportError now if `path`'s folder cannot take a file (before any work is spent on it)."""
     target = Path(path)
     if target.is_dir():
         raise ExportError(f"{target} is a folder")
-    os.unlink(_temp_beside(target, target.suffix))
+    try:
+        discard_partial_file(new_partial_file(target, target.suffix))
+    except FileWriteError as exc:
+        raise ExportError(str(exc)) from exc
 
 
 def _check_target(path: Path, overwrite: bool) -> None:
@@ -572,9 +588,20 @@ def read_plots_csv(text: str) -> dict[tuple[str, str], tuple[list[float], list[f
 # ----------------------------------------------------------------------------------- animation
 
 
+#: Where R, G and B sit in the bytes of a 32-bit QImage pixel (0xffRRGGBB in native order).
+_RGB32_CHANNELS = slice(2, None, -1) if sys.byteorder == "little" else slice(1, 4)
+
+
 def _frame_array(image: QImage) -> np.ndarray:
-    image = image.convertToFormat(QImage.Format.Format_RGB888)
+    """`image` as an (h, w, 3) RGB array. A 32-bit image (what the exports paint) is rearranged
+    by NumPy, which lets other threads run meanwhile (Qt's conversion would hold the
+    interpreter for 12 ms at 3840×2160, stalling the GUI thread from an encoding thread)."""
     w, h, stride = image.width(), image.height(), image.bytesPerLine()
+    if image.format() in (QImage.Format.Format_RGB32, QImage.Format.Format_ARGB32):
+        raw = np.frombuffer(image.constBits(), dtype=np.uint8, count=stride * h)
+        return raw.reshape(h, stride // 4, 4)[:, :w, _RGB32_CHANNELS].copy()
+    image = image.convertToFormat(QImage.Format.Format_RGB888)
+    stride = image.bytesPerLine()
     raw = np.frombuffer(image.constBits(), dtype=np.uint8, count=stride * h)
     return raw.reshape(h, stride)[:, : w * 3].reshape(h, w, 3).copy()
 
@@ -584,16 +611,73 @@ def even_size(size: tuple[int, int], block: int = 16) -> tuple[int, int]:
     return tuple(max(block, int(v) // block * block) for v in size)  # type: ignore[return-value]
 
 
-class AnimationExporter(QObject):
-    """Renders the tile animation of `config` to a GIF or MP4 (by `path`'s extension).
+def animation_memory_bytes(size: tuple[int, int]) -> int:
+    """Memory an animation export of `size` holds at most, whatever its frame count: the frames
+    waiting for the encoder, the one being painted, the one being encoded (its RGB copy and
+    palette image) and the canvas's own background picture, at 4 bytes a pixel each."""
+    return (frames_in_flight(size) + 4) * size[0] * size[1] * 4
 
-    `start()` checks the target and opens the writer (raising FileExistsError or ExportError at
-    once). Then, on a timer, the GUI thread renders frames in short chunks (a frame is a widget
-    paint, which must happen there) and a worker thread encodes them (GIF palettes, the ffmpeg
-    pipe, the final compression), so the window keeps repainting throughout.
-    `progress(done, total)` follows each chunk, then exactly one of `finished(path)`,
-    `failed(message)` or `cancelled()`. The frames are `frames` equally spaced instants of one
-    pass of the modeled clock, first to last.
+
+def frames_in_flight(size: tuple[int, int]) -> int:
+    """Frames painted ahead of the encoder: up to 6, fewer for large frames (at most
+    IN_FLIGHT_BYTES of them)."""
+    return max(1, min(6, IN_FLIGHT_BYTES // (size[0] * size[1] * 4)))
+
+
+@functools.cache
+def canvas_minimum_size() -> tuple[int, int]:
+    """The smallest canvas the tile animation lays its labels out in (the canvas's own minimum
+    size): an animation is exported at this size or larger."""
+    from .animation.canvas import TileCanvas
+
+    canvas = TileCanvas()
+    try:
+        return canvas.minimumSize().width(), canvas.minimumSize().height()
+    finally:
+        canvas.deleteLater()
+
+
+def check_animation_request(frames: int, size: tuple[int, int]) -> None:
+    """ExportError when an animation of `frames` frames of `size` is beyond the limits: the
+    canvas's minimum size, MAX_ANIMATION_PIXELS in all, or more memory than half of what is
+    free now (see `animation_memory_bytes`)."""
+    w, h = size
+    min_w, min_h = canvas_minimum_size()
+    if w < min_w or h < min_h:
+        raise ExportError(
+            f"the tile animation needs at least {min_w}×{min_h} pixels for its labels, not {w}×{h}"
+        )
+    if frames * w * h > MAX_ANIMATION_PIXELS:
+        most = MAX_ANIMATION_PIXELS // (w * h)
+        raise ExportError(
+            f"{frames} frames of {w}×{h} are more than {MAX_ANIMATION_PIXELS_LABEL} in all "
+            f"(frames × width × height): at most {most} frames at this size"
+        )
+    need = animation_memory_bytes(size)
+    free = psutil.virtual_memory().available
+    if need > free * MEMORY_SHARE:
+        raise ExportError(
+            f"a {w}×{h} animation needs about {need / 2**20:,.0f} MiB of memory while it "
+            f"renders, and {free / 2**20:,.0f} MiB are free: choose a smaller size"
+        )
+
+
+class AnimationExporter(QObject):
+    """Renders the tile animation of `config` to a GIF or MP4 (by `path`'s extension): the
+    animation's canvas only (no buttons, no side panels), at `size`.
+
+    `start()` checks the request and the target and opens the writer (raising
+    FileExistsError or ExportError at once). Then, on a timer, the GUI thread paints frames a
+    band of rows at a time (a paint must happen there; a band takes a few milliseconds, so a
+    4K or 8K frame never stalls the window), and a worker thread converts, encodes and writes
+    each frame as it comes (app/animation_writers.py): memory holds a few frames, never the
+    whole animation. `progress(done, total)` follows each chunk, then exactly one of
+    `finished(path)`, `failed(message)` or `cancelled()`. The frames are `frames` equally
+    spaced instants of one pass of the modeled clock, first to last.
+
+    The file is written to a temporary file beside the target (gpu.fileio.new_partial_file,
+    removed on SIGTERM and SIGINT too) and renamed over it at the end; `abort()` stops at once
+    and removes it (the window closing).
     """
 
     progress = Signal(int, int)
@@ -608,7 +692,7 @@ class AnimationExporter(QObject):
         *,
         frames: int = 60,
         fps: float = 12.0,
-        size: tuple[int, int] = (960, 544),
+        size: tuple[int, int] = ANIMATION_SIZE,
         overwrite: bool = False,
         gpu: GpuSpec | None = None,
         duration_s: float | None = None,
@@ -620,8 +704,8 @@ class AnimationExporter(QObject):
         self.kind = self.path.suffix.lower()
         if self.kind not in ANIMATION_FORMATS:
             raise ExportError(f"{self.path.name}: the animation exports to .gif or .mp4")
-        if not 2 <= int(frames) <= 2000:
-            raise ExportError("frames must be between 2 and 2000")
+        if not 2 <= int(frames) <= MAX_FRAMES:
+            raise ExportError(f"frames must be between 2 and {MAX_FRAMES}")
         if not 1 <= fps <= 60:
             raise ExportError("fps must be between 1 and 60")
         self.frames = int(frames)
@@ -630,12 +714,15 @@ class AnimationExporter(QObject):
         self.overwrite = overwrite
         self.gpu = gpu
         self.duration_s = duration_s
-        self.done = 0  # frames rendered
+        self.done = 0  # frames painted
         self.state = "idle"  # -> running -> finished | failed | cancelled
         self._tmp = ""
-        self._writer: Any = None
+        self._writer: AnimationWriter | None = None
         self._widget: QWidget | None = None
-        self._queue: queue.Queue[np.ndarray | None] = queue.Queue(maxsize=6)
+        self._canvas: QWidget | None = None
+        self._frame: QImage | None = None  # being painted, band by band
+        self._band_top = 0
+        self._queue: queue.Queue[QImage | None] = queue.Queue(maxsize=frames_in_flight(self.size))
         self._worker: threading.Thread | None = None
         self._worker_error: BaseException | None = None
         self._abort = threading.Event()
@@ -647,13 +734,19 @@ class AnimationExporter(QObject):
     # ---- public
 
     def start(self) -> None:
+        check_animation_request(self.frames, self.size)
         _check_target(self.path, self.overwrite)
-        self._tmp = _temp_beside(self.path, self.kind)
         try:
-            self._writer = self._open_writer(self._tmp)
-            self._widget = self._make_widget()
+            self._tmp = new_partial_file(self.path, self.kind)
+        except FileWriteError as exc:
+            raise ExportError(str(exc)) from exc
+        try:
+            self._writer = open_writer(self.kind, self._tmp, self.size, self.fps)
+            self._widget, self._canvas = self._make_canvas()
+        except AnimationWriteError as exc:
+            self._cleanup()
+            raise ExportError(str(exc)) from exc
         except BaseException:
-            self._close_writer(discard=True)
             self._cleanup()
             raise
         self.state = "running"
@@ -670,37 +763,35 @@ class AnimationExporter(QObject):
         with contextlib.suppress(queue.Full):
             self._queue.put_nowait(None)  # wake the worker if it waits for a frame
 
-    # ---- the worker thread: encode frames as they come, then close the writer
+    def abort(self, timeout_s: float = 10.0) -> None:
+        """Stop now and wind up before returning (the window is closing): the encoder is
+        stopped, the partial file removed, the offscreen canvas dropped; `cancelled` follows."""
+        if self.state != "running":
+            return
+        self.cancel()
+        if self._worker is not None:
+            self._worker.join(timeout_s)
+        self._wind_up()
+
+    # ---- the worker thread: convert, encode and write frames as they come
 
     def _encode(self) -> None:
+        writer = self._writer
+        assert writer is not None
         try:
             while not self._abort.is_set():
-                frame = self._queue.get()
-                if frame is None or self._abort.is_set():
+                image = self._queue.get()
+                if image is None or self._abort.is_set():
                     break
-                if self.kind == ".gif":
-                    # Quantized as it comes (1 byte a pixel), each frame its own palette.
-                    self._writer.write(
-                        frame, is_batch=False, duration=round(1000 / self.fps), loop=0, bits=8
-                    )
-                else:
-                    self._writer.append_data(frame)
+                writer.append(_frame_array(image))
+            if not self._abort.is_set():
+                writer.close()
         except BaseException as exc:  # reported by the GUI thread
             self._worker_error = exc
             self._abort.set()
-        self._close_writer(discard=self._abort.is_set())
-
-    def _close_writer(self, discard: bool) -> None:
-        writer, self._writer = self._writer, None
-        if writer is None:
-            return
-        try:
-            if discard and self.kind == ".gif":
-                writer.images_to_write.clear()  # nothing to flush into a file to be deleted
-            writer.close()
-        except BaseException as exc:
-            if not discard and self._worker_error is None:
-                self._worker_error = exc
+        finally:
+            if self._abort.is_set():
+                writer.discard()  # nothing to flush into a file to be deleted
 
     # ---- the GUI thread
 
@@ -708,15 +799,17 @@ class AnimationExporter(QObject):
         if self._ending or self._worker_error is not None:
             self._wind_up()
             return
-        assert self._widget is not None
         t0 = time.monotonic()
         try:
             while self.done < self.frames and time.monotonic() - t0 < CHUNK_S:
-                if self._queue.full():
-                    break  # the encoder is behind: let it catch up, keep the GUI free
-                self._widget.seek_fraction(self.done / (self.frames - 1))  # type: ignore[attr-defined]
-                self._queue.put_nowait(_frame_array(render_image(self._widget, self.size)))
-                self.done += 1
+                if self._frame is None:
+                    if self._queue.full():
+                        break  # the encoder is behind: let it catch up, keep the GUI free
+                    self._begin_frame()
+                if self._paint_band():  # the frame is whole: to the encoder
+                    self._queue.put_nowait(self._frame)
+                    self._frame = None
+                    self.done += 1
         except Exception as exc:
             self._worker_error = exc
             self._abort.set()
@@ -730,10 +823,34 @@ class AnimationExporter(QObject):
             self._queue.put(None)  # the worker drains the queue, then closes the file
             self._timer.setInterval(15)
 
+    def _begin_frame(self) -> None:
+        assert self._widget is not None and self._canvas is not None
+        self._widget.seek_fraction(self.done / (self.frames - 1))  # type: ignore[attr-defined]
+        # Not filled: the canvas paints every pixel (an opaque widget), and a fill would touch
+        # every page of a large frame at once; painting touches them a band at a time.
+        self._frame = QImage(*self.size, QImage.Format.Format_RGB32)
+        self._band_top = 0
+
+    def _paint_band(self) -> bool:
+        """Paint the next band of rows of the frame; True once the frame is whole."""
+        assert self._canvas is not None and self._frame is not None
+        w, h = self.size
+        rows = max(8, BAND_PIXELS // w)
+        band = QRect(0, self._band_top, w, min(rows, h - self._band_top))
+        painter = QPainter(self._frame)
+        try:
+            self._canvas.render(painter, band.topLeft(), QRegion(band))
+        finally:
+            painter.end()
+        self._band_top += band.height()
+        return self._band_top >= h
+
     def _wind_up(self) -> None:
         if self._worker is not None and self._worker.is_alive():
             return  # still encoding or closing: look again at the next tick
         self._timer.stop()
+        if self.state != "running":
+            return
         if self._ending == "cancel":
             self._cleanup()
             self.state = "cancelled"
@@ -742,54 +859,21 @@ class AnimationExporter(QObject):
         error = self._worker_error
         if error is None:
             try:
-                self._publish()
-            except OSError as exc:
+                commit_partial_file(self._tmp, self.path, overwrite=self.overwrite)
+                self._tmp = ""
+            except (FileWriteError, FileExistsError) as exc:
                 error = exc
         if error is not None:
             self._cleanup()
             self.state = "failed"
-            why = getattr(error, "strerror", None) or error
-            self.failed.emit(f"could not write {self.path}: {why}")
+            self.failed.emit(_write_failure(error, self.path))
             return
         self.state = "finished"
         self.finished.emit(str(self.path))
 
-    def _publish(self) -> None:
-        """Give the finished file its usual mode and its name (an atomic rename)."""
-        mask = os.umask(0o22)
-        os.umask(mask)
-        os.chmod(self._tmp, 0o666 & ~mask)
-        if self.path.exists() and not self.overwrite:
-            raise FileExistsError(f"{self.path} appeared while exporting; not replaced")
-        os.replace(self._tmp, self.path)
-        self._tmp = ""
-
-    def _open_writer(self, tmp: str) -> Any:
-        try:
-            if self.kind == ".gif":
-                import imageio.v3 as iio
-
-                return iio.imopen(tmp, "w", extension=".gif", plugin="pillow")
-            import imageio.v2 as imageio
-
-            return imageio.get_writer(
-                tmp,
-                format="FFMPEG",
-                mode="I",
-                fps=self.fps,
-                codec="libx264",
-                pixelformat="yuv420p",
-                quality=7,
-                macro_block_size=16,
-                ffmpeg_log_level="error",
-            )
-        except ImportError as exc:
-            need = "imageio" if self.kind == ".gif" else "imageio imageio-ffmpeg"
-            raise ExportError(f"exporting {self.kind} needs: pip install {need}") from exc
-        except (RuntimeError, ValueError, OSError) as exc:
-            raise ExportError(f"cannot open a {self.kind} writer: {exc}") from exc
-
-    def _make_widget(self) -> QWidget:
+    def _make_canvas(self) -> tuple[QWidget, QWidget]:
+        """An offscreen animation of the config and its canvas, laid out alone at the export
+        size (the buttons and side panels are not part of the picture)."""
         from .animation.widget import TileAnimationWidget
         from .state.animation.player import DEFAULT_DURATION_S
 
@@ -799,18 +883,34 @@ class AnimationExporter(QObject):
             duration_s=self.duration_s or DEFAULT_DURATION_S,
         )
         widget.glide_s = 0.0
-        _lay_out(widget, self.size)
-        return widget
+        canvas = widget.canvas
+        canvas.setParent(None)  # drawn on its own: the widget keeps feeding it frames
+        _lay_out(canvas, self.size)
+        if (canvas.width(), canvas.height()) != self.size:
+            raise ExportError(
+                f"the tile animation's canvas cannot be laid out at {self.size[0]}×{self.size[1]}"
+            )
+        return widget, canvas
 
     def _cleanup(self) -> None:
+        if self._writer is not None and self.state != "finished":
+            self._writer.discard()
         if self._tmp:
-            with contextlib.suppress(OSError):
-                os.unlink(self._tmp)
+            discard_partial_file(self._tmp)
             self._tmp = ""
         self._drop_widget()
 
     def _drop_widget(self) -> None:
-        if self._widget is not None:
-            self._widget.hide()
-            self._widget.deleteLater()
-            self._widget = None
+        for widget in (self._canvas, self._widget):
+            if widget is not None:
+                widget.hide()
+                widget.deleteLater()
+        self._widget = self._canvas = None
+        self._frame = None
+
+
+def _write_failure(error: BaseException, path: Path) -> str:
+    """One line for the banner: why the animation could not be written."""
+    if isinstance(error, (AnimationWriteError, FileWriteError, FileExistsError, ExportError)):
+        return str(error).splitlines()[0] if str(error) else type(error).__name__
+    return f"could not write {path}: {disk_error(error, str(path))}"

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QFormLayout,
     QHBoxLayout,
+    QLabel,
     QLineEdit,
     QMenu,
     QMessageBox,
@@ -39,7 +40,9 @@ from PySide6.QtWidgets import (
 from gpu.algorithms import ALGORITHMS
 from gpu.recording import RecordingError
 
-from . import exports
+from . import exports, settings
+from .accessibility import name_widgets
+from .actions import make_action
 from .background import LatestOnly, run_once
 from .state.budget import BUDGET_PRESETS
 from .state.recorded_run import RECORDED_DIR, REPLAY, RecordedBackend, shipped_recording
@@ -47,9 +50,29 @@ from .state.session import Session, SessionError, make_session, save_session
 from .theme import THEMES
 
 RECENT_KEY = "recent/files"
+FILES_FOLDER_KEY = "files/folder"  # sessions and recordings, opened or saved
+EXPORT_FOLDER_KEY = "export/folder"
 MAX_RECENT = 8
 OPEN_FILTERS = "Tilescope sessions and recorded runs (*.json);;All files (*)"
 SESSION_FILTERS = "Tilescope session (*.json)"
+TRACE_FILTERS = "Tilescope traces and recorded runs (*.json);;All files (*)"
+TRACES_DIR = RECORDED_DIR.parent / "traces"
+
+
+#: What the export dialog says about an animation's limits (README's, too).
+ANIMATION_LIMITS = (
+    "The animation is the tile canvas alone, at least "
+    "{0}×{1} pixels so that every label fits. At most {2:,} frames and "
+    "{3} in all (frames × width × height: 2000 frames at 1920×1080, 500 at "
+    "3840×2160); frames are written as they are painted, so memory holds a few of them, never "
+    "the whole animation (a size whose frames would not fit in half the free memory is "
+    "refused)."
+)
+
+
+def animation_limits() -> str:
+    w, h = exports.canvas_minimum_size()
+    return ANIMATION_LIMITS.format(w, h, exports.MAX_FRAMES, exports.MAX_ANIMATION_PIXELS_LABEL)
 
 
 @dataclass(frozen=True)
@@ -61,6 +84,7 @@ class ExportKind:
     default_size: tuple[int, int] | None  # None: no size to choose
 
 
+_ANIMATION_SIZE = exports.ANIMATION_SIZE
 EXPORT_KINDS: tuple[ExportKind, ...] = (
     ExportKind("plots_png", "Plots as PNG image", ".png", "PNG image (*.png)", (1600, 1000)),
     ExportKind("plots_svg", "Plots as SVG (vector)", ".svg", "SVG image (*.svg)", (1600, 1000)),
@@ -79,8 +103,8 @@ EXPORT_KINDS: tuple[ExportKind, ...] = (
         None,
     ),
     ExportKind("screenshot", "Window screenshot (PNG)", ".png", "PNG image (*.png)", None),
-    ExportKind("gif", "Tile animation as GIF", ".gif", "GIF animation (*.gif)", (960, 544)),
-    ExportKind("mp4", "Tile animation as MP4 video", ".mp4", "MP4 video (*.mp4)", (960, 544)),
+    ExportKind("gif", "Tile animation as GIF", ".gif", "GIF animation (*.gif)", _ANIMATION_SIZE),
+    ExportKind("mp4", "Tile animation as MP4 video", ".mp4", "MP4 video (*.mp4)", _ANIMATION_SIZE),
 )
 KINDS = {k.key: k for k in EXPORT_KINDS}
 PLOT_CHOICES = (
@@ -90,6 +114,13 @@ PLOT_CHOICES = (
     ("trafficPlot", "HBM traffic"),
     ("rooflinePlot", "Roofline"),
 )
+#: How a one-plot export's file name says which plot it holds.
+PLOT_STEMS = {
+    "memoryPlot": "memory",
+    "timingPlot": "time",
+    "trafficPlot": "traffic",
+    "rooflinePlot": "roofline",
+}
 
 
 @dataclass(frozen=True)
@@ -134,7 +165,7 @@ class ExportDialog(QDialog):
         size_row.addWidget(self.height_spin)
         form.addRow("Size (w × h)", size_row)
         anim_row = QHBoxLayout()
-        self.frames = self._spin("exportFrames", 2, 2000, 60)
+        self.frames = self._spin("exportFrames", 2, exports.MAX_FRAMES, 60)
         self.frames.setSuffix(" frames")
         self.frames.setToolTip("Frames over one pass of the animation's clock.")
         self.fps = self._spin("exportFps", 1, 60, 12)
@@ -142,6 +173,11 @@ class ExportDialog(QDialog):
         anim_row.addWidget(self.frames)
         anim_row.addWidget(self.fps)
         form.addRow("Animation", anim_row)
+        self.limits = QLabel(animation_limits())
+        self.limits.setObjectName("exportLimits")
+        self.limits.setWordWrap(True)
+        self.limits.setProperty("role", "hint")
+        form.addRow("", self.limits)
         path_row = QHBoxLayout()
         self.path = QLineEdit()
         self.path.setObjectName("exportPath")
@@ -158,7 +194,9 @@ class ExportDialog(QDialog):
         buttons.accepted.connect(self._accept)
         buttons.rejected.connect(self.reject)
         form.addRow(buttons)
+        self._suggested = ""  # the name last suggested, replaced while the user keeps it
         self.kind.currentIndexChanged.connect(self._on_kind)
+        self.plot.currentIndexChanged.connect(self._suggest_name)
         self.kind.setCurrentIndex(max(0, self.kind.findData(kind)))
         self._on_kind()
 
@@ -179,12 +217,27 @@ class ExportDialog(QDialog):
         self.plot.setEnabled(plots)
         self.width_spin.setEnabled(kind.default_size is not None)
         self.height_spin.setEnabled(self.width_spin.isEnabled())
+        lowest = exports.canvas_minimum_size() if animation else (exports.MIN_SIZE,) * 2
+        self.width_spin.setMinimum(lowest[0])
+        self.height_spin.setMinimum(lowest[1])
+        self.limits.setVisible(animation)
         if kind.default_size is not None:
             self.width_spin.setValue(kind.default_size[0])
             self.height_spin.setValue(kind.default_size[1])
         self.frames.setEnabled(animation)
         self.fps.setEnabled(animation)
-        text = self.path.text().strip() or self.menu.suggested_name(kind)
+        self._suggest_name()
+
+    def _suggest_name(self, *_: object) -> None:
+        """A name that says the config and what is exported; a name the user typed keeps its
+        stem and gets the kind's suffix."""
+        kind = self.current_kind()
+        text = self.path.text().strip()
+        if not text or text == self._suggested:
+            only = self.plot.currentData() if self.plot.isEnabled() else None
+            self._suggested = self.menu.suggested_name(kind, only)
+            self.path.setText(self._suggested)
+            return
         known = {k.suffix for k in EXPORT_KINDS}
         stem = text[: -len(Path(text).suffix)] if Path(text).suffix.lower() in known else text
         self.path.setText(stem + kind.suffix)
@@ -242,8 +295,6 @@ class FileMenu(QObject):
         self.plot_export: exports.PlotImageExport | None = None
         #: Files are read here, off the GUI thread; opening another supersedes a slow read.
         self.reader = LatestOnly(self)
-        self._last_folder = ""  # of the last session or recording opened or saved
-        self._export_folder = ""  # of the last export
 
         self.save_action = self._action(
             "Save session…",
@@ -257,24 +308,25 @@ class FileMenu(QObject):
             )
             for k in EXPORT_KINDS
         }
+        self.trace_action = self._action(
+            "Open trace…",
+            None,
+            self.open_trace_dialog,
+            "Open an execution trace recorded on a GPU (bench/trace_h200.py, or a recorded run "
+            "with traces) in the Tiles tab's real-trace mode.",
+        )
         self.recent_menu = QMenu("Open recent")
         self.recent_menu.setObjectName("recentMenu")
         self.recent_menu.setToolTipsVisible(True)
         self.recent_menu.aboutToShow.connect(self.fill_recent_menu)
 
     def _action(self, text, shortcut, slot, tip) -> QAction:  # type: ignore[no-untyped-def]
-        action = QAction(text, self.window)
-        if shortcut is not None:
-            action.setShortcut(QKeySequence(shortcut))
-        action.setToolTip(tip)
-        action.setStatusTip(tip)
-        action.triggered.connect(lambda *_: slot())
-        self.window.addAction(action)
-        return action
+        return make_action(self.window, text, shortcut, slot, tip)
 
     def populate(self, menu: QMenu, open_action: QAction, export_action: QAction) -> None:
         """Fill the File menu (the window owns Open…, Export… and Quit and their shortcuts)."""
         menu.addAction(open_action)
+        menu.addAction(self.trace_action)
         menu.addMenu(self.recent_menu)
         menu.addAction(self.save_action)
         menu.addSeparator()
@@ -326,15 +378,48 @@ class FileMenu(QObject):
         self.window.banner.show_message(text)
         self.exportFailed.emit(text)
 
-    def suggested_name(self, kind: ExportKind) -> str:
+    # ------------------------------------------------------------------ folders and names
+
+    def _folder(self, key: str) -> str:
+        """The folder remembered under `key` (files/folder, export/folder) if it still exists."""
+        folder = settings.read(self.settings, key, "")
+        return folder if folder and os.path.isdir(folder) else ""
+
+    def _remember_folder(self, key: str, path: str) -> None:
+        self.settings.setValue(key, os.path.dirname(os.path.abspath(path)))
+
+    @property
+    def files_folder(self) -> str:
+        """Where sessions and recordings were last opened or saved ('' if never)."""
+        return self._folder(FILES_FOLDER_KEY)
+
+    @property
+    def export_folder(self) -> str:
+        """Where the last export went; else the files' folder, else the home folder."""
+        return self._folder(EXPORT_FOLDER_KEY) or self.files_folder or os.path.expanduser("~")
+
+    def config_stem(self) -> str:
+        """The config in a file name: tilescope_h12_d64_fp16_N16384 (batch and mask when not
+        the defaults, e.g. _B4_causal)."""
         c = self.window.config
-        stem = f"tilescope_N{c.seq_len}_h{c.heads}_d{c.head_dim}_{c.dtype}"
+        stem = f"tilescope_h{c.heads}_d{c.head_dim}_{c.dtype}_N{c.seq_len}"
+        if c.batch != 1:
+            stem += f"_B{c.batch}"
+        if c.causal:
+            stem += "_causal"
+        return stem
+
+    def suggested_name(self, kind: ExportKind, only: str | None = None) -> str:
+        """A path in the last export folder whose name says the config and what it holds
+        (`only`: the one plot a plot export holds)."""
+        stem = self.config_stem()
         if kind.key in ("gif", "mp4"):
             stem += "_tiles"
         elif kind.key == "screenshot":
             stem += "_window"
-        folder = self._export_folder or os.getcwd()
-        return os.path.join(folder, stem + kind.suffix)
+        elif only in PLOT_STEMS:
+            stem += f"_{PLOT_STEMS[only]}"
+        return os.path.join(self.export_folder, stem + kind.suffix)
 
     # ------------------------------------------------------------------ exports
 
@@ -344,6 +429,7 @@ class FileMenu(QObject):
             self.dialog.close()
             self.dialog.deleteLater()
         dialog = ExportDialog(self, kind)
+        name_widgets(dialog)
         dialog.accepted.connect(lambda: self.export(dialog.request()))
         self.dialog = dialog
         dialog.open()
@@ -358,7 +444,7 @@ class FileMenu(QObject):
             return False
         if not self._may_write(path):
             return False
-        self._export_folder = os.path.dirname(os.path.abspath(path))
+        self._remember_folder(EXPORT_FOLDER_KEY, path)
         if request.kind in ("gif", "mp4"):
             return self._export_animation(request)
         panel = self.window.plots
@@ -432,7 +518,7 @@ class FileMenu(QObject):
                 request.path,
                 frames=request.frames,
                 fps=request.fps,
-                size=request.size or KINDS[request.kind].default_size or (960, 544),
+                size=request.size or KINDS[request.kind].default_size or exports.ANIMATION_SIZE,
                 overwrite=True,
                 gpu=getattr(player, "gpu", None),
                 duration_s=getattr(player, "duration_s", None),
@@ -466,6 +552,15 @@ class FileMenu(QObject):
             self.progress_dialog = dialog
         self._status(f"Rendering the animation to {request.path}…", 0)
         return True
+
+    def shutdown(self) -> None:
+        """The window is closing: an animation export stops at once (its partial file
+        removed) and the dialogs close, so nothing keeps the app running after its window."""
+        if self.exporter is not None:
+            self.exporter.abort()
+        self._close_progress()
+        if self.dialog is not None:
+            self.dialog.close()
 
     def _close_progress(self) -> None:
         if self.progress_dialog is not None:
@@ -511,7 +606,8 @@ class FileMenu(QObject):
         return make_session(w.config, controls, w.store.entries(), key, device, meta, traces)
 
     def save_session_dialog(self) -> bool:
-        suggested = os.path.join(self._last_folder or os.getcwd(), "tilescope_session.json")
+        folder = self.files_folder or os.path.expanduser("~")
+        suggested = os.path.join(folder, f"{self.config_stem()}_session.json")
         path = self.ask_save_path("Save session", SESSION_FILTERS, suggested)
         if not path:
             return False
@@ -522,7 +618,11 @@ class FileMenu(QObject):
         written off the GUI thread. True when the save started; `sessionSaved` follows."""
         if not self._may_write(path):
             return False
-        session = self.build_session()
+        try:
+            session = self.build_session()
+        except Exception as exc:  # never out of the File menu: a message instead
+            self._save_failed(exc)
+            return False
 
         def write() -> str:
             save_session(session, path, overwrite=True)
@@ -533,7 +633,7 @@ class FileMenu(QObject):
         return True
 
     def _saved(self, path: str) -> None:
-        self._last_folder = os.path.dirname(os.path.abspath(path))
+        self._remember_folder(FILES_FOLDER_KEY, path)
         self.add_recent(path)
         self._status(f"Saved the session to {path}")
         self.sessionSaved.emit(path)
@@ -542,9 +642,18 @@ class FileMenu(QObject):
         self._error(f"Could not save the session: {exc}")
 
     def open_dialog(self) -> bool:
-        folder = self._last_folder or (str(RECORDED_DIR) if RECORDED_DIR.is_dir() else "")
+        folder = self.files_folder or (str(RECORDED_DIR) if RECORDED_DIR.is_dir() else "")
         path = self.ask_open_path("Open a session or recorded run", OPEN_FILTERS, folder)
         return self.open_file(path) if path else False
+
+    def open_trace_dialog(self) -> bool:
+        """File ▸ Open trace…: ask for a file, then the Tiles tab's trace panel opens it."""
+        folder = self.files_folder or (str(TRACES_DIR) if TRACES_DIR.is_dir() else "")
+        path = self.ask_open_path("Open a trace", TRACE_FILTERS, folder)
+        if not path:
+            return False
+        self._remember_folder(FILES_FOLDER_KEY, path)
+        return self.window.show_trace(path)
 
     def recorded_run_wanted(self) -> bool:
         """The backend list's "recorded run" with no file yet: the shipped H200 sweep if this
@@ -583,7 +692,7 @@ class FileMenu(QObject):
         self.window.open_recorded(path, preloaded=backend)
         if backend.session is not None:
             self._apply_session(backend.session)
-        self._last_folder = os.path.dirname(os.path.abspath(path))
+        self._remember_folder(FILES_FOLDER_KEY, path)
         self.add_recent(path)
         what = "session" if backend.session is not None else "recorded run"
         self._status(f"Opened the {what} {name} ({backend.label()})")
@@ -615,10 +724,7 @@ class FileMenu(QObject):
         return self.window.settings
 
     def recent_files(self) -> list[str]:
-        value = self.settings.value(RECENT_KEY)
-        if isinstance(value, str):
-            value = [value] if value else []
-        return [str(v) for v in value or [] if v][:MAX_RECENT]
+        return [p for p in settings.read(self.settings, RECENT_KEY, []) if p][:MAX_RECENT]
 
     def add_recent(self, path: str) -> None:
         path = os.path.abspath(path)

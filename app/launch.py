@@ -32,11 +32,52 @@ def _application():  # type: ignore[no-untyped-def]
 def run_gui(open_path: str | None = None) -> int:
     """Open the main window (on a recorded run when `open_path` is given); returns exit code."""
     app = _application()
+    quit_on_signals(app)
     from .main_window import MainWindow
 
     window = MainWindow(open_path=open_path)
     window.show()
     return app.exec()
+
+
+#: How often the event loop hands control to Python, so a signal is handled while Qt is idle.
+SIGNAL_CHECK_MS = 250
+
+
+def quit_on_signals(app) -> bool:  # type: ignore[no-untyped-def]
+    """SIGTERM and SIGINT end the app promptly and leave no partial file behind: the handler
+    removes every temporary file being written (gpu.fileio's registry: an animation export's,
+    a session's) at once, then closes the windows from the event loop (an export in flight
+    stops, the runner and background work wind up) and ends it with 128 + the signal's number
+    (143, 130). Ending the interpreter from inside the handler instead would tear Qt down under
+    running threads. Python runs a handler only between bytecodes and Qt's event loop is C++:
+    a timer gives Python a turn every SIGNAL_CHECK_MS. False where handlers cannot be installed
+    (not the main thread)."""
+    import signal
+
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from gpu.fileio import remove_partial_files, remove_partial_files_on_signals
+
+    if not remove_partial_files_on_signals():  # also removes them at exit
+        return False
+
+    def quit_app(code: int) -> None:
+        app.setQuitOnLastWindowClosed(False)  # the exit status is the signal's, not 0
+        QApplication.closeAllWindows()
+        app.exit(code)
+
+    def on_signal(signum: int, frame: object) -> None:
+        remove_partial_files()
+        QTimer.singleShot(0, lambda: quit_app(128 + signum))
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    timer = QTimer(app)
+    timer.timeout.connect(lambda: None)
+    timer.start(SIGNAL_CHECK_MS)
+    return True
 
 
 def _spin(app, until: Callable[[], bool], timeout_s: float) -> bool:  # type: ignore[no-untyped-def]

@@ -13,13 +13,16 @@ and paints. The window never calls a backend itself.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 
 from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
+    QDialog,
     QDockWidget,
     QHBoxLayout,
     QLabel,
@@ -38,10 +41,14 @@ from gpu.backends import create_backend
 from gpu.config import AttentionConfig
 from gpu.results import RunResult
 
+from . import settings
+from .accessibility import name_widgets
+from .actions import make_action
 from .background import LatestOnly
 from .controls import ControlsPanel
 from .explain import ExplainPane
 from .file_menu import FileMenu
+from .help_menu import HelpMenu
 from .pacing import RESULTS_MS, coalesced
 from .plots import ALGOS, PlotsPanel
 from .ring_panel import RingPanel
@@ -51,15 +58,27 @@ from .state.family import family_of
 from .state.recorded_run import REPLAY, RecordedBackend, is_reference, reference_config
 from .state.result_store import ResultStore
 from .state.ring_devices import backend_for, restart_needed
-from .state.runs import BackendFailure, BackendReady, Job, RunOutcome
+from .state.runs import BackendFailure, BackendReady, Job, RunOutcome, backend_key
 from .state.seq_scale import powers_of_two_up_to
 from .state_signal import StateSignal
-from .status import ErrorBanner, RunStatus, StatusBarReadouts, describe_result
+from .status import ConfigNotes, ErrorBanner, RunStatus, StatusBarReadouts, describe_result
 from .theme import THEMES, icon_path, palette, qt_palette, style_sheet
 
 BackendFactory = Callable[[str], Backend]
 ORGANIZATION = APPLICATION = "Tilescope"
 NO_CUDA_MESSAGE = "No CUDA device: using the CPU backend (NumPy)"
+SWEEP_TIP = (
+    "Measure every power of two N up to the current one, and the current N, for the "
+    "selected algorithms (Ctrl+R). Cached results are not measured again."
+)
+CONTINUE_TIP = (
+    "Measure on here what a session or recording made with the cpu or cuda backend lacks: its "
+    "results are kept, labelled as recorded, and only the missing points are measured."
+)
+RECORDED_SWEEP_TIP = (
+    "A recorded run has nothing to measure: the plots already show every N it holds. "
+    "To measure more, pick a live backend or use Run ▸ Continue measuring."
+)
 
 
 #: How long a thread may hold the GIL while another waits for it. Workers compute in Python
@@ -108,13 +127,16 @@ class MainWindow(QMainWindow):
         self._fallback_choice = "auto"
         self._failed_backend = ""
         self._fell_back_from = ""  # "cuda" after a CUDA error made the window switch to cpu
-        self._notes_key: tuple | None = None  # the (request, config) the run-status notes are about
-        self._notes: list[str] = []
+        #: What the run status says about the config shown (dropped when another is shown).
+        self.notes = ConfigNotes()
+        self._idle_text = ""  # the run status when nothing runs and nothing is noted
         self._lost_job: Job | None = None  # the run during which a backend failed
         self._closing = False
         self._animation_stale = True  # the animation has not seen the latest config
         self.animation = None
         self._preloaded: tuple[str, RecordedBackend] | None = None  # checked by File ▸ Open
+        #: (source key, results kept, file) while Continue measuring starts its backend
+        self._continuing: tuple[str, int, str] | None = None
         #: Results arriving in a burst are drawn once (at most once a frame).
         self._redraw_measured = coalesced(self._refresh_measured, RESULTS_MS, parent=self)
 
@@ -144,12 +166,14 @@ class MainWindow(QMainWindow):
         self._deferred.setSingleShot(True)
         self._deferred.timeout.connect(self._install_animation)
         self._deferred.start(30)
+        name_widgets(self)  # every control and plot has an accessible name and description
 
     # ------------------------------------------------------------------ construction
 
     def _build_ui(self) -> None:
         self.controls = ControlsPanel(self.state)
         scroll = QScrollArea()
+        scroll.setObjectName("controlsScroll")
         scroll.setWidget(self.controls)
         scroll.setWidgetResizable(True)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -185,13 +209,11 @@ class MainWindow(QMainWindow):
         header.addWidget(self.run_status, 1)
         self.sweep_button = QPushButton("Sweep")
         self.sweep_button.setObjectName("sweepButton")
-        self.sweep_button.setToolTip(
-            "Measure every power of two N up to the current one, and the current N, for the "
-            "selected algorithms (Ctrl+R). Cached results are not measured again."
-        )
+        self.sweep_button.setToolTip(SWEEP_TIP)
         header.addWidget(self.sweep_button)
         self.tabs = QTabWidget()
         self.tabs.setObjectName("mainTabs")
+        self.tabs.tabBar().setAccessibleName("Views: measurements or tiles")
         self.plots = PlotsPanel()
         self.tabs.addTab(self.plots, "Measurements")
         self.tabs.setTabToolTip(0, "Peak memory, time, HBM traffic and roofline, live over N.")
@@ -229,6 +251,9 @@ class MainWindow(QMainWindow):
             self.state.changed.connect(self._follow_animation)
             self._animation_stale = True
             self._follow_animation(Change.initial(self.state.value))
+            # Its real-trace page is made when first shown: named then.
+            self.animation.modeChanged.connect(lambda *_: name_widgets(self.animation))
+        name_widgets(widget)
 
     def _animation_result(self, config: AttentionConfig, algorithm: str) -> RunResult | None:
         """The stored result of `config` for the animation's measured clock (None if none)."""
@@ -260,14 +285,7 @@ class MainWindow(QMainWindow):
     def _action(
         self, text: str, shortcut: QKeySequence | str | None, slot: Callable[[], object], tip: str
     ) -> QAction:
-        action = QAction(text, self)
-        if shortcut is not None:
-            action.setShortcut(QKeySequence(shortcut))
-        action.setToolTip(tip)
-        action.setStatusTip(tip)
-        action.triggered.connect(lambda *_: slot())
-        self.addAction(action)
-        return action
+        return make_action(self, text, shortcut, slot, tip)
 
     def _build_actions(self) -> None:
         self.open_action = self._action(
@@ -287,7 +305,13 @@ class MainWindow(QMainWindow):
             "Measure every power of two N up to the current one (and the current N).",
         )
         self.cancel_action = self._action(
-            "Cancel", "Esc", self.cancel, "Cancel the sweep and any waiting measurement."
+            "Cancel", "Esc", self.cancel, "Stop the measurement in flight and the sweep."
+        )
+        self.continue_action = self._action(
+            "Continue measuring",
+            None,
+            self.continue_measuring,
+            CONTINUE_TIP,
         )
         self.step_left_action = self._action(
             "Smaller N",
@@ -347,6 +371,7 @@ class MainWindow(QMainWindow):
         run_menu.addAction(self.cancel_action)
         run_menu.addAction(self.remeasure_action)
         run_menu.addAction(self.clear_results_action)
+        run_menu.addAction(self.continue_action)
         run_menu.addSeparator()
         run_menu.addAction(self.step_left_action)
         run_menu.addAction(self.step_right_action)
@@ -355,7 +380,10 @@ class MainWindow(QMainWindow):
         view_menu.addAction(self.reset_plots_action)
         view_menu.addAction(self.legends_action)
         view_menu.addAction(self.dark_action)
-        for m in (file_menu, run_menu, view_menu):
+        help_menu = menu.addMenu("&Help")
+        self.help_menu = HelpMenu(self)
+        self.help_menu.populate(help_menu)
+        for m in (file_menu, run_menu, view_menu, help_menu):
             m.setToolTipsVisible(True)
 
     def _connect(self) -> None:
@@ -400,6 +428,9 @@ class MainWindow(QMainWindow):
         if s.backend is None:
             self.statusBar().showMessage("The backend is still starting; try again.", 4000)
             return 0
+        if s.replay:
+            self.statusBar().showMessage(RECORDED_SWEEP_TIP, 6000)
+            return 0
         items = []
         for n in powers_of_two_up_to(s.config.seq_len):
             config = s.config.with_(seq_len=n)
@@ -440,13 +471,57 @@ class MainWindow(QMainWindow):
         self._request()
 
     def cancel(self) -> None:
+        """Stop the sweep and the measurement in flight (Esc)."""
         self.runner.cancel_sweep()
         self.runner.cancel()
         self.run_status.sweep_finished()
+        self.run_status.set_idle(self._status_text())
+
+    def continue_measuring(self) -> bool:
+        """Leave a replayed session or recording for the backend it was measured with: its
+        results stay in the store, marked recorded, as that device's, so only what they lack
+        is measured (on another machine the device differs, and everything is measured)."""
+        s = self.state.value
+        ready = s.backend
+        recorded = ready.backend if ready is not None and s.replay else None
+        target = recorded.measured_on if isinstance(recorded, RecordedBackend) else ""
+        if not target:
+            self.statusBar().showMessage(CONTINUE_TIP, 6000)
+            return False
+        assert isinstance(recorded, RecordedBackend)
+        source = backend_key(recorded.recording.device)
+        session = recorded.session
+        if session is not None:
+            kept = [
+                (replace(e.result, recorded=True), e.budget_bytes)
+                for e in session.entries
+                if e.backend_key == session.backend_key
+            ]
+        else:
+            kept = [(r, None) for r in recorded.results() if not is_reference(r.algorithm)]
+        for result, budget in kept:
+            self.store.add(result, source, budget)
+        self._continuing = (source, len(kept), os.path.basename(recorded.path) or "the file")
+        self._start_backend(target)
+        return True
 
     def export(self) -> None:
         """The export dialog (Ctrl+E): plots, data, a screenshot, the animation."""
         self.file_menu.export_dialog()
+
+    def show_trace(self, path: str) -> bool:
+        """Show the trace file at `path` in the Tiles tab's real-trace mode (File ▸ Open
+        trace…): the trace panel opens it and says there if it cannot. False when the tile
+        animation is not available in this build."""
+        self._install_animation()
+        animation = self.animation
+        if animation is None:
+            self.banner.show_message("Open trace: the tile animation is not available.")
+            return False
+        self.tabs.setCurrentWidget(animation)
+        animation.set_mode(animation.TRACE_MODE)
+        animation.trace_panel.load_file(path)
+        return True
 
     def open_recorded(self, path: str, preloaded: RecordedBackend | None = None) -> None:
         """Replay a results file (main.py bench --out) or session; loading happens on the runner
@@ -543,16 +618,42 @@ class MainWindow(QMainWindow):
         self.readouts.set_backend(text)
         self.readouts.set_device(info)
         s = self.state.value
-        config, scale = s.config, None
+        wanted, config, scale = s.config, s.config, None
         if name == REPLAY:
             recorded: RecordedBackend = ready.backend  # type: ignore[assignment]
-            for result in recorded.results():  # cached before the views ask for them
-                self.store.add(result, ready.key, None)
+            # A recording is one source: opening another replaces the last one's results.
+            for key in self.store.backend_keys():
+                if key.startswith(f"{REPLAY}:") and key != ready.key:
+                    self.store.clear(key)
+            self.store.take_over(recorded.store)  # cached before the views ask for them
             scale = recorded.seq_lens() or None
             first = recorded.first_config()
             if first is not None and not recorded.has_family(config):
                 config = first.with_(seq_len=config.seq_len)
         config = config.with_(seq_len=AppState(seq_scale=scale).snap(config.seq_len))
+        if name == REPLAY:
+            self._idle_text = (
+                f"Recorded run: {ready.backend.label()} — replayed from the file, not measured now"
+            )
+            if config != wanted:  # say what is shown instead of what was asked for
+                self.notes.add(
+                    config,
+                    f"Showing {config.label()}: the recorded run ({ready.backend.label()}) "
+                    f"holds no results for {wanted.label()}",
+                )
+        else:
+            self._idle_text = f"Ready: {info.name} (started in {ready.seconds:.1f} s)"
+            continuing, self._continuing = self._continuing, None
+            if continuing is not None:
+                source, kept, file = continuing
+                self.notes.add(
+                    config,
+                    f"Continuing {file}: {kept} results kept from it, the missing points are "
+                    f"measured on {info.name}"
+                    if source == ready.key
+                    else f"{file} was measured on another device ({source.partition(':')[2]}): "
+                    f"its results stay with it, and every point is measured on {info.name}",
+                )
         off = self.runner.unavailable(ready.key)
         self.state.update(
             backend=ready,
@@ -560,11 +661,6 @@ class MainWindow(QMainWindow):
             seq_scale=scale,
             available=tuple(a for a in ready.algorithms if a not in off),
             disabled=tuple(off.items()),
-        )
-        self.run_status.set_idle(
-            f"Recorded run: {ready.backend.label()} — replayed from the file, not measured now"
-            if name == REPLAY
-            else f"Ready: {info.name} (started in {ready.seconds:.1f} s)"
         )
 
     def _on_backend_failed(self, failure: BackendFailure) -> None:
@@ -604,6 +700,21 @@ class MainWindow(QMainWindow):
         self._fell_back_from = lost
         self.readouts.set_backend(f"backend: cpu (starting, after a {lost} error)")
 
+    def _sync_run_actions(self) -> None:
+        """Sweep measures nothing on a recording; Continue measuring offers its backend."""
+        s = self.state.value
+        replay = s.replay
+        self.sweep_action.setEnabled(not replay)
+        self.sweep_button.setEnabled(not replay)
+        self.sweep_button.setToolTip(RECORDED_SWEEP_TIP if replay else SWEEP_TIP)
+        self.sweep_action.setToolTip(RECORDED_SWEEP_TIP if replay else SWEEP_TIP)
+        recorded = s.backend.backend if s.backend is not None and replay else None
+        target = recorded.measured_on if isinstance(recorded, RecordedBackend) else ""
+        self.continue_action.setEnabled(bool(target))
+        self.continue_action.setText(
+            f"Continue measuring on {target}" if target else "Continue measuring"
+        )
+
     def _apply_available(self) -> None:
         """The backend's algorithms minus those switched off this session (won't compile)."""
         ready = self.state.value.backend
@@ -622,9 +733,11 @@ class MainWindow(QMainWindow):
         if change.changed("family", "algorithms", "backend", "run_budget"):
             self._redraw_measured()  # with any results arriving meanwhile, in its own event
         if change.changed("config", "algorithms", "backend", "run_budget", "profile_runs"):
-            self._request()
+            self._show_run_status(measuring=self._request())
         if change.changed("config"):
             self._animation_stale = True
+        if change.changed("backend"):
+            self._sync_run_actions()
         if change.changed("devices") and self._backend_generation and restart_needed(change.new):
             self._start_backend(change.new.backend_choice)
 
@@ -647,18 +760,37 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------ measurements
 
-    def _request(self) -> None:
-        """Ask the runner for whatever the current config lacks; drop stale waiting work."""
+    def _request(self) -> bool:
+        """Ask the runner for whatever the current config lacks (True), else stop stale work."""
         s = self.state.value
         if s.backend is None or self._closing:
-            return
+            return False
         missing = self.store.missing(
             s.config, s.algorithms, s.backend.key, s.run_budget, s.profile_runs
         )
         if missing:
             self.runner.request(s.config, missing, s.run_budget, s.profile_runs)
+            return True
+        self.runner.cancel()
+        return False
+
+    def _show_run_status(self, measuring: bool) -> None:
+        """The run status and banner, derived from the config shown now: notes and errors about
+        another config go, and Cancel is offered only while something runs."""
+        s = self.state.value
+        if s.backend is None:
+            return  # "Starting…" / "Opening…" stays until the backend is ready
+        self.notes.follow(s.config)
+        self.banner.follow(s.config)
+        if measuring:
+            self.run_status.set_running(f"N = {s.config.seq_len}")
         else:
-            self.runner.cancel()
+            self.run_status.set_idle(self._status_text())
+
+    def _status_text(self) -> str:
+        """Notes about the config shown, else what the backend is ready for."""
+        notes = self.notes.about(self.state.value.config)
+        return " · ".join(notes) if notes else self._idle_text
 
     def _refresh_measured(self) -> None:
         if self.animation is not None:
@@ -703,6 +835,8 @@ class MainWindow(QMainWindow):
         s = self.state.value
         if job.backend_generation != self._backend_generation or s.backend is None:
             return
+        if outcome.cancelled:  # stopped for a newer request or Esc: nothing to show
+            return
         if outcome.result is not None:
             result = outcome.result
             self.store.add(result, outcome.backend_key, job.budget_bytes, job.profile)
@@ -711,6 +845,8 @@ class MainWindow(QMainWindow):
             if family_of(job.config, job.algorithm) == family_of(s.config, job.algorithm):
                 self._redraw_measured()
             self.readouts.set_last(result)
+            if not s.replay:
+                self._idle_text = f"Idle · {len(self.store)} results cached"
             if result.oom:
                 self._note(job, f"{describe_result(result)}: {result.message}")
         elif outcome.backend_lost:
@@ -736,7 +872,8 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(outcome.error, 6000)
         elif outcome.error:
             self.banner.show_message(
-                f"{job.algorithm} at N = {job.config.seq_len} failed: {outcome.error}"
+                f"{job.algorithm} at N = {job.config.seq_len} failed: {outcome.error}",
+                about=job.config,
             )
 
     def _bytes_not_measured(self, result) -> None:  # type: ignore[no-untyped-def]
@@ -754,20 +891,19 @@ class MainWindow(QMainWindow):
         self.state.update(bytes_refused=why)
 
     def _note(self, job: Job, text: str) -> None:
-        """Show `text` in the run status. Notes about one config of one request add up (naive's
-        out-of-memory message is not wiped by tiled's "too slow" a moment later)."""
-        key = (job.request_id, job.sweep, job.config)
-        if key != self._notes_key:
-            self._notes_key, self._notes = key, []
-        self._notes.append(text)
-        self.run_status.set_text(" · ".join(self._notes))
+        """Note `text` about the job's config. Notes about one config add up (naive's
+        out-of-memory message is not wiped by tiled's "too slow" a moment later); they are
+        shown while that config is, and a note about a config no longer shown is dropped."""
+        config = self.state.value.config
+        if job.config != config:
+            return  # the window has moved on: the status bar said it, that is enough
+        self.notes.add(config, text)
+        self.run_status.set_text(self._status_text())
 
     def _on_idle(self) -> None:
         if self.state.value.backend is None:
             return
-        text = self.run_status.text()
-        if text.startswith("Running"):
-            self.run_status.set_idle(f"Idle · {len(self.store)} results cached")
+        self.run_status.set_idle(self._status_text())
 
     def _on_sweep_finished(self, cancelled: bool) -> None:
         self.run_status.sweep_finished()
@@ -781,20 +917,20 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ settings, lifecycle
 
     def _restore_settings(self) -> None:
+        """Saved settings, each type-checked (app/settings.py): a damaged file costs a log line
+        per bad value, never the start."""
         s = self.settings
         self.controls.restore(s)
-        theme = s.value("view/theme")
-        if isinstance(theme, str):
-            self.theme = theme
-        geometry = s.value("window/geometry")
-        if geometry is not None:
-            self.restoreGeometry(geometry)
-        state = s.value("window/state")
-        if state is not None:
-            self.restoreState(state)
-        explain = s.value("view/explain")
+        self.theme = settings.read_in(s, "view/theme", THEMES, self.theme)
+        geometry = settings.read(s, "window/geometry")
+        if geometry is not None and not self.restoreGeometry(geometry):
+            settings.log.warning("ignored the setting window/geometry: not a window geometry")
+        state = settings.read(s, "window/state")
+        if state is not None and not self.restoreState(state):
+            settings.log.warning("ignored the setting window/state: not a window layout")
+        explain = settings.read(s, "view/explain")
         if explain is not None:
-            self.explain_dock.setVisible(str(explain).lower() in ("true", "1"))
+            self.explain_dock.setVisible(explain)
 
     def save_settings(self) -> None:
         s = self.settings
@@ -810,6 +946,9 @@ class MainWindow(QMainWindow):
             self._closing = True
             with contextlib.suppress(Exception):
                 self.save_settings()
+            self.file_menu.shutdown()  # an export in flight stops, its partial file goes
+            for dialog in self.findChildren(QDialog):  # error details, export progress...
+                dialog.close()
             self.runner.shutdown()
             self.state.detach()
             self.wait_for_background()

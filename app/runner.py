@@ -4,10 +4,13 @@ Why one thread: a GPU runs one measurement at a time anyway, and a CUDA context 
 thread that made it. The GUI thread only ever enqueues work and receives queued signals.
 
 Coalescing: `request()` replaces whatever live work is still waiting, so while the slider moves
-only the newest configuration runs. A measurement already inside a kernel cannot be interrupted;
-it finishes, its (still true) result is cached and flagged `stale`, and the newest request runs
-next. Between the algorithms of one request the worker checks for a newer request and drops the
-rest. A sweep is a second, lower-priority queue: live requests overtake it, cancel empties it.
+only the newest configuration runs. A run in flight for an older request is cancelled through
+the engine's cancel hook (`RunOptions.cancel`): the CPU backend stops between tiles, the CUDA
+backend between kernels, and the run ends with `RunCancelled` (an outcome flagged `cancelled`,
+not an error). A backend that cannot stop mid-run finishes; its (still true) result is cached
+and flagged `stale`. Either way the newest request runs next. A sweep is a second,
+lower-priority queue: live requests overtake it (a sweep item in flight is stopped and queued
+again), cancel empties it and stops the item in flight.
 
 On a CPU a large N can take hours, and nothing can interrupt NumPy, so the worker estimates each
 run from the throughput it has seen on this backend and skips (with a message saying so) runs
@@ -44,7 +47,7 @@ from gpu.backend import Backend, RunOptions, oom_result
 from gpu.config import AttentionConfig, ConfigError
 from gpu.costmodel import algorithm_cost, useful_flops
 from gpu.cuda_kernels import KernelCompileError
-from gpu.errors import UnsupportedConfig
+from gpu.errors import RunCancelled, UnsupportedConfig
 from gpu.results import RunResult
 
 from .state.recorded_run import NotRecorded
@@ -61,6 +64,7 @@ class RunnerStats:
     runs_started: int = 0
     runs_finished: int = 0
     jobs_dropped: int = 0  # waiting jobs replaced by a newer request or cancelled
+    runs_cancelled: int = 0  # runs stopped mid-way through the cancel hook
     skipped: int = 0
     by_algorithm: dict[str, int] = field(default_factory=dict)
 
@@ -127,6 +131,11 @@ class Runner(QObject):
         self._request_id = 0
         self._backend_generation = 0
         self._busy = False
+        #: The job the worker runs now, and the event its cancel hook reads.
+        self._running: Job | None = None
+        self._running_cancel = threading.Event()
+        #: The running sweep job goes back to the front of the sweep queue when it stops.
+        self._requeue_running = False
         self._rates: dict[tuple[str, str], float] = {}
         #: (backend key, algorithm) -> why it is off for this session (a kernel that won't build)
         self._unavailable: dict[tuple[str, str], str] = {}
@@ -155,6 +164,7 @@ class Runner(QObject):
             self._backend_generation += 1
             self._backend_spec = (self._backend_generation, requested, factory)
             self._drop_locked(live=True, sweep=True)
+            self._cancel_running_locked(live=True, sweep=True, force=True)
             self._cond.notify()
             return self._backend_generation
 
@@ -171,6 +181,13 @@ class Runner(QObject):
             self._request_id += 1
             self.stats.requests += 1
             self._drop_locked(live=True, sweep=False)
+            running = self._running
+            if self._still_wanted(running, config, algorithms, budget_bytes):
+                algorithms = [a for a in algorithms if a != running.algorithm]  # running now
+            else:
+                # Nothing stale may delay the newest point: an older request's run stops, and
+                # a sweep item in flight stops and waits for its turn again.
+                self._cancel_running_locked(live=True, sweep=bool(algorithms), requeue=True)
             self._live = [
                 Job(
                     self._request_id,
@@ -186,10 +203,11 @@ class Runner(QObject):
             return self._request_id
 
     def cancel(self) -> None:
-        """Drop waiting live work; a run in flight finishes and is flagged stale."""
+        """Drop waiting live work and stop a live run in flight (Esc)."""
         with self._cond:
             self._request_id += 1
             self._drop_locked(live=True, sweep=False)
+            self._cancel_running_locked(live=True, sweep=False)
 
     def start_sweep(
         self,
@@ -216,8 +234,9 @@ class Runner(QObject):
 
     def cancel_sweep(self) -> None:
         with self._cond:
-            had = bool(self._sweep)
+            had = bool(self._sweep) or (self._running is not None and self._running.sweep)
             self._drop_locked(live=False, sweep=True)
+            self._cancel_running_locked(live=False, sweep=True)
             self._sweep_total = 0
         if had:
             self.sweepFinished.emit(True)
@@ -243,10 +262,45 @@ class Runner(QObject):
         with self._cond:
             self._stop = True
             self._drop_locked(live=True, sweep=True)
+            self._cancel_running_locked(live=True, sweep=True, force=True)
             self._cond.notify_all()
         self._thread.join(timeout)
 
     # ---------------------------------------------------------------- internals
+
+    def _cancel_running_locked(
+        self, live: bool, sweep: bool, requeue: bool = False, force: bool = False
+    ) -> None:
+        """Ask the run in flight to stop (its backend checks between tiles or kernels): a live
+        run of an older request when `live`, a sweep item when `sweep` (queued again when
+        `requeue`), any run when `force` (another backend, shutdown)."""
+        job = self._running
+        if job is None or self._running_cancel.is_set():
+            return
+        if force:
+            self._running_cancel.set()
+        elif job.sweep and sweep:
+            self._requeue_running = requeue
+            self._running_cancel.set()
+        elif not job.sweep and live and job.request_id != self._request_id:
+            self._running_cancel.set()
+
+    def _still_wanted(
+        self,
+        job: Job | None,
+        config: AttentionConfig,
+        algorithms: list[str],
+        budget_bytes: int | None,
+    ) -> bool:
+        """Whether the run in flight measures what a new request asks for (keep it going)."""
+        return (
+            job is not None
+            and not self._running_cancel.is_set()
+            and job.backend_generation == self._backend_generation
+            and job.config == config
+            and job.algorithm in algorithms
+            and job.budget_bytes == budget_bytes
+        )
 
     def _drop_locked(self, live: bool, sweep: bool) -> None:
         if live:
@@ -303,6 +357,9 @@ class Runner(QObject):
                 self._backend_spec = None
                 if spec is None:
                     job = self._live.pop(0) if self._live else self._sweep.pop(0)
+                    self._running = job
+                    self._running_cancel = threading.Event()
+                    self._requeue_running = False
             if spec is not None:
                 backend, key, generation = self._create(spec) or (None, "", spec[0])
                 requested = spec[1]
@@ -312,7 +369,9 @@ class Runner(QObject):
                 self._finish(job, RunOutcome(job, key, error="no backend is ready", skipped=True))
                 continue
             self._emit(self._bridge.started, job)
-            outcome = self._run(backend, key, job)
+            outcome = self._run(backend, key, job, self._running_cancel)
+            with self._cond:
+                self._running = None
             self._finish(job, outcome)
             if outcome.backend_lost:
                 backend = None  # never touch it again: a CUDA error can poison the context
@@ -349,6 +408,9 @@ class Runner(QObject):
             with self._cond:
                 if self._sweep_total == 0:  # cancelled meanwhile
                     return
+                if outcome.cancelled and self._requeue_running:  # overtaken: its turn comes
+                    self._sweep.insert(0, job)
+                    return
                 self._sweep_done += 1
                 done, total = self._sweep_done, self._sweep_total
                 finished = not self._sweep
@@ -375,14 +437,17 @@ class Runner(QObject):
         self._emit(self._bridge.ready, ready)
         return backend, key, generation
 
-    def _run(self, backend: Backend, key: str, job: Job) -> RunOutcome:
+    def _run(self, backend: Backend, key: str, job: Job, cancel: threading.Event) -> RunOutcome:
         name = getattr(backend, "name", "?")
         with self._cond:
             off = self._unavailable.get((key, job.algorithm))
         if off is not None:
             return RunOutcome(job, key, error=off, skipped=True, unavailable=True)
         options = replace(
-            self.options_for(name), budget_bytes=job.budget_bytes, profile=job.profile
+            self.options_for(name),
+            budget_bytes=job.budget_bytes,
+            profile=job.profile,
+            cancel=cancel.is_set,
         )
         limit = self.sweep_time_limit_s if job.sweep else self.live_time_limit_s
         estimate = self._estimate_s(name, key, job, options)
@@ -410,6 +475,9 @@ class Runner(QObject):
             return RunOutcome(job, key, error=str(exc), error_field=exc.field)
         except NotRecorded as exc:
             return RunOutcome(job, key, error=str(exc), skipped=True)
+        except RunCancelled:  # asked for (a newer request, Esc): not a fault of the backend
+            self.stats.runs_cancelled += 1
+            return RunOutcome(job, key, error="cancelled", cancelled=True)
         except KernelCompileError as exc:
             reason = compile_summary(exc)
             with self._cond:

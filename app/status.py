@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gpu.config import AttentionConfig
 from gpu.results import DeviceInfo, RunResult
 
 from .state.units import fmt_bytes, fmt_ms
@@ -79,8 +80,14 @@ class RunStatus(QWidget):
         self.cancel.setVisible(True)
 
     def set_idle(self, text: str) -> None:
+        """Nothing runs: `text`, and Cancel only while a sweep is still under way."""
         self.set_text(text)
         self.cancel.setVisible(self.progress.isVisible())
+
+    @property
+    def cancellable(self) -> bool:
+        """Whether the Cancel button is offered."""
+        return not self.cancel.isHidden()
 
     def set_sweep(self, done: int, total: int) -> None:
         self.progress.setVisible(True)
@@ -92,6 +99,31 @@ class RunStatus(QWidget):
     def sweep_finished(self) -> None:
         self.progress.setVisible(False)
         self.cancel.setVisible(False)
+
+
+class ConfigNotes:
+    """What the run status says about one config (a run skipped as too slow, an out-of-memory,
+    a recording that lacks it): kept while that config is shown, dropped as soon as another is,
+    so a note never outlives the config it was about."""
+
+    def __init__(self) -> None:
+        self.config: AttentionConfig | None = None
+        self._notes: list[str] = []
+
+    def add(self, config: AttentionConfig, text: str) -> None:
+        if config != self.config:
+            self.config, self._notes = config, []
+        if text not in self._notes:
+            self._notes.append(text)
+
+    def about(self, config: AttentionConfig) -> list[str]:
+        """The notes about `config` (none once another config was noted or shown)."""
+        return list(self._notes) if config == self.config else []
+
+    def follow(self, config: AttentionConfig) -> None:
+        """The window shows `config` now: notes about any other are dropped."""
+        if config != self.config:
+            self.config, self._notes = None, []
 
 
 def _retain_size(widget: QWidget) -> None:
@@ -163,6 +195,7 @@ class ErrorBanner(QFrame):
         self._message = ""
         self._details = ""
         self._count = 0
+        self._about: AttentionConfig | None = None
         self.details_dialog: ErrorDetails | None = None
         self.setVisible(False)
 
@@ -176,12 +209,18 @@ class ErrorBanner(QFrame):
         """The full text behind the message ("" when there is none)."""
         return self._details
 
-    def show_message(self, message: str, details: str = "") -> None:
+    def show_message(
+        self, message: str, details: str = "", about: AttentionConfig | None = None
+    ) -> None:
+        """Show `message`; `about`: the config it concerns (a run that failed), so that it goes
+        when the window shows another (`follow`). Messages about no config stay until
+        dismissed."""
         if message == self._message and not self.isHidden():
             self._count += 1
         else:
             self._message, self._count = message, 1
         self._details = details
+        self._about = about
         suffix = f"  (×{self._count})" if self._count > 1 else ""
         self.label.setText(message + suffix)
         self.setToolTip(message)
@@ -201,9 +240,15 @@ class ErrorBanner(QFrame):
         self.details_dialog.raise_()
         return self.details_dialog
 
+    def follow(self, config: AttentionConfig) -> None:
+        """The window shows `config` now: a message about another config is moot."""
+        if self._about is not None and self._about != config and self._message:
+            self.dismiss()
+
     def dismiss(self) -> None:
         self.setVisible(False)
         self._message, self._details, self._count = "", "", 0
+        self._about = None
         self.details_button.setVisible(False)
 
 

@@ -19,6 +19,7 @@ UTF-8 JSON; everything else raises `FileReadError` with one clear line.
 from __future__ import annotations
 
 import atexit
+import codecs
 import contextlib
 import os
 import signal
@@ -99,6 +100,33 @@ def decode_json(data: bytes, where: str) -> Any:
         raise FileReadError(f"{where} is not valid JSON (truncated or corrupt?): {exc}") from None
 
 
+def decode_json_members(data: bytes, where: str) -> dict[str, msgspec.Raw] | None:
+    """The members of a JSON object, each kept as raw JSON for `decode_member`; None when the
+    document is JSON but not an object. One quick pass checks the whole document's syntax
+    (and the same rules as `decode_json`); the members are decoded when asked for, so a
+    reader can decode and check a large file's parts one at a time, and a thread doing so
+    never holds the interpreter long (the GUI thread keeps painting)."""
+    data = _utf8_body(data, where)
+    try:
+        return msgspec.json.decode(data, type=dict[str, msgspec.Raw])
+    except RecursionError:
+        raise FileReadError(f"{where} is nested too deeply to be a Tilescope file") from None
+    except msgspec.ValidationError:
+        return None  # valid JSON, but an array or a scalar
+    except msgspec.DecodeError as exc:
+        raise FileReadError(f"{where} is not valid JSON (truncated or corrupt?): {exc}") from None
+
+
+def decode_member(value: Any, where: str) -> Any:
+    """A member from `decode_json_members` decoded (any other value is already parsed)."""
+    if not isinstance(value, msgspec.Raw):
+        return value
+    try:
+        return msgspec.json.decode(value)
+    except msgspec.DecodeError as exc:  # a number beyond any float, say
+        raise FileReadError(f"{where} is not valid JSON (truncated or corrupt?): {exc}") from None
+
+
 def read_json(path: str | os.PathLike[str], *, limit: int = MAX_READ_BYTES) -> Any:
     """`read_bytes` then `decode_json`: the one way the program opens a JSON file."""
     return decode_json(read_bytes(path, limit=limit), printable(os.fspath(path)))
@@ -115,14 +143,25 @@ def _utf8_body(data: bytes, where: str) -> bytes:
         raise FileReadError(f"{where} is empty")
     if data.startswith(_UTF16_32_BOMS) or _utf16_without_bom(data[:2]):
         raise FileReadError(f"{where} is UTF-16 or UTF-32 text, not UTF-8 JSON")
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise FileReadError(
-            f"{where} is not UTF-8 text (a binary file?): "
-            f"byte {exc.start} is 0x{data[exc.start]:02x}"
-        ) from None
+    # Checked a slice at a time: one call over a large file would hold the interpreter for
+    # tens of milliseconds (a reading thread would stall the GUI thread as long).
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    view = memoryview(data)
+    for start in range(0, len(data), _UTF8_SLICE):
+        pending = len(decoder.getstate()[0])  # bytes of a character cut by the last slice
+        end = start + _UTF8_SLICE
+        try:
+            decoder.decode(view[start:end], final=end >= len(data))
+        except UnicodeDecodeError as exc:
+            at = start - pending + exc.start
+            raise FileReadError(
+                f"{where} is not UTF-8 text (a binary file?): byte {at} is 0x{data[at]:02x}"
+            ) from None
     return data
+
+
+#: Bytes of UTF-8 checked per step (about a millisecond each).
+_UTF8_SLICE = 1 << 20
 
 
 def _utf16_without_bom(head: bytes) -> bool:

@@ -13,16 +13,20 @@ import csv
 import io
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .errors import FileReadError, FileWriteError, RecordingError, SchemaError
-from .fileio import atomic_write_text, read_json
+from .errors import FileReadError, FileWriteError, RecordingError, SchemaError, printable
+from .fileio import atomic_write_text, decode_json_members, decode_member, read_bytes
 from .results import DeviceInfo, RunResult
 from .schema import (
     RESULTS_SCHEMA,
     RecordingDoc,
+    ResultDoc,
+    TraceDoc,
     check,
+    check_each,
     device_from_checked,
     finite_result,
     result_from_checked,
@@ -90,38 +94,64 @@ def _recording_json(data: dict[str, Any]) -> str:
 def load_recording(path: str | os.PathLike[str]) -> Recording:
     """Read a results JSON; any problem becomes a RecordingError naming the file and the cause
     (unreadable, not a regular file, too large, not JSON, a field of the wrong type or range)."""
+    where = printable(os.fspath(path))
     try:
-        data = read_json(path)
+        members = decode_json_members(read_bytes(path), where)
     except FileReadError as exc:
         raise RecordingError(str(exc)) from exc
-    return recording_from_document(data, os.fspath(path))
+    if members is None:
+        raise RecordingError(f"{where} is not a Tilescope results file (schema None)")
+    return recording_from_members(members, where)
 
 
 def recording_from_document(data: Any, where: str) -> Recording:
     """A Recording from parsed JSON (`where` names its source in messages), checked in full
     against the results format before anything is built; RecordingError if anything is off."""
-    found = data.get("schema") if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        raise RecordingError(f"{where} is not a Tilescope results file (schema None)")
+    return recording_from_members(data, where)
+
+
+def recording_from_members(members: Mapping[str, Any], where: str) -> Recording:
+    """A Recording from a results document's members, parsed or raw (gpu.fileio's
+    decode_json_members): the envelope (schema, device, meta) is checked first, then each
+    result and trace, one at a time (gpu.schema.check_each), before the Recording is built;
+    RecordingError if anything is off."""
+    try:
+        envelope = {k: decode_member(v, where) for k, v in members.items() if k not in _LISTS}
+    except FileReadError as exc:
+        raise RecordingError(str(exc)) from exc
+    found = envelope.get("schema")
     if found != SCHEMA:
         kind, _, version = str(found).rpartition("/")
-        if kind == SCHEMA.rpartition("/")[0] and version.isdigit() and int(version) > 1:
+        newer = version.isascii() and version.isdigit() and len(version) <= 9 and int(version) > 1
+        if kind == SCHEMA.rpartition("/")[0] and newer:
             raise RecordingError(
                 f"{where} was written by a newer Tilescope (schema {found}); this version reads "
                 f"{SCHEMA}"
             )
-        raise RecordingError(f"{where} is not a Tilescope results file (schema {found!r})")
+        raise RecordingError(f"{where} is not a Tilescope results file (schema {found!r:.80})")
+    if "results" in members:
+        envelope["results"] = []  # checked one by one below
     try:
-        check(data, RecordingDoc, where)
+        check(envelope, RecordingDoc, where)
+        results = check_each(members["results"], ResultDoc, where, "results", result_from_checked)
+        raw_traces = members.get("traces", [])
+        traces = check_each(raw_traces, TraceDoc, where, "traces", Trace.from_checked)
+        return Recording(
+            device_from_checked(envelope["device"]),
+            tuple(results),
+            dict(envelope.get("meta", {})),
+            tuple(traces),
+        )
     except SchemaError as exc:
         raise RecordingError(str(exc)) from exc
-    try:
-        return Recording(
-            device_from_checked(data["device"]),
-            tuple(result_from_checked(r) for r in data["results"]),
-            dict(data.get("meta", {})),
-            tuple(Trace.from_checked(t) for t in data.get("traces", [])),
-        )
     except (TypeError, ValueError, KeyError) as exc:  # a rule the format does not express
         raise RecordingError(f"{where}: malformed results ({exc})") from exc
+
+
+#: A results document's lists, checked item by item.
+_LISTS = ("results", "traces")
 
 
 CSV_COLUMNS = (

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
+from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
@@ -50,7 +51,8 @@ from .config import (
     ConfigError,
     ceil_div,
 )
-from .errors import SchemaError
+from .errors import FileReadError, SchemaError
+from .fileio import decode_member
 from .results import STRIP_MAX_POINTS, DeviceInfo, KernelTime, KernelTraffic, RunResult
 
 RESULTS_SCHEMA = "tilescope.results/1"
@@ -91,6 +93,9 @@ MAX_TRACE_BLOCKS = 1 << 20
 MAX_TRACE_NS = 1 << 53
 #: Longest kernel time in a result, ms (11.6 days).
 MAX_MS = 1e9
+#: Shortest kernel time in a result, ms (a picosecond: clocks resolve nanoseconds). A time
+#: closer to zero is no measurement, and a rate derived from it (TFLOP/s) is not finite.
+MIN_MS = 1e-9
 #: Largest byte or FLOP count: the largest config (B=1024, h=256, N=2^20, d=256) needs ~3e20
 #: FLOPs, so anything beyond 10^24 is corrupt.
 MAX_COUNT = 10**24
@@ -103,10 +108,13 @@ MAX_ROLE_MARKS = 1 << 18
 MAX_TEXT, MAX_NAME = 1 << 20, 256
 #: Most GPUs a result may span (ring attention).
 MAX_DEVICES = 1 << 16
+#: Deepest nesting inside free-form objects (a recording's meta, a device's details): they are
+#: written back with an indented JSON writer that recurses once per level.
+MAX_FREE_FORM_DEPTH = 32
 
 Name = Annotated[str, Meta(min_length=1, max_length=MAX_NAME)]
 Text = Annotated[str, Meta(max_length=MAX_TEXT)]
-Ms = Annotated[float, Meta(gt=0.0, le=MAX_MS)]
+Ms = Annotated[float, Meta(ge=MIN_MS, le=MAX_MS)]
 #: A finite float >= 0 (NaN and infinity fail the bounds).
 NonNegative = Annotated[float, Meta(ge=0.0, le=sys.float_info.max)]
 #: Bytes of memory: fits int64 (checked natively).
@@ -120,6 +128,27 @@ def _field_error(field: str, reason: str) -> ValueError:
     """A rule broken at `field` (a path inside the document being checked); `check` puts the
     document's own path in front of it."""
     return ValueError(f"@{field}: {reason}")
+
+
+def free_form_depth(value: Any) -> int:
+    """How deeply lists and objects nest in `value` (parsed JSON); 0 for a scalar."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            node = list(node.values())
+        if isinstance(node, list):
+            deepest = max(deepest, depth + 1)
+            if depth + 1 <= MAX_FREE_FORM_DEPTH:  # deeper is refused anyway: stop counting
+                stack.extend((child, depth + 1) for child in node)
+    return deepest
+
+
+def check_free_form(name: str, value: Any) -> None:
+    """For a document type's `__post_init__`: refuse a free-form field (`name`) nested deeper
+    than MAX_FREE_FORM_DEPTH (the message names the field, as every rule here does)."""
+    if free_form_depth(value) > MAX_FREE_FORM_DEPTH:
+        raise _field_error(name, f"nested deeper than {MAX_FREE_FORM_DEPTH} levels")
 
 
 def _config_default(name: str) -> Any:
@@ -283,6 +312,10 @@ class DeviceDoc(_Doc):
     memory_total_bytes: Bytes
     memory_free_bytes: Bytes
     details: dict[str, Any] = {}
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_free_form("details", self.details)
 
 
 TraceNs = Annotated[int, Meta(ge=0, le=MAX_TRACE_NS)]
@@ -470,6 +503,10 @@ class RecordingDoc(_Doc):
     meta: dict[str, Any] = {}
     traces: list[TraceDoc] = []
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_free_form("meta", self.meta)
+
 
 class TracesFileDoc(_Doc):
     """A traces file (bench/trace_h200.py, `save_traces`)."""
@@ -478,10 +515,15 @@ class TracesFileDoc(_Doc):
     traces: list[TraceDoc]
     meta: dict[str, Any] = {}
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_free_form("meta", self.meta)
+
 
 # --------------------------------------------------------------------------------- checking
 
 D = TypeVar("D")
+T = TypeVar("T")
 
 
 def check(data: Any, doc: type[D] | Any, where: str, path: str = "") -> D:
@@ -506,6 +548,31 @@ def _schema_error(exc: msgspec.ValidationError, where: str, prefix: str) -> Sche
         inner = f"{inner}.{sub}" if not sub.startswith("[") else inner + sub
     field = (prefix + inner).lstrip(".") or "the document"
     return SchemaError(where, field, message[:1].lower() + message[1:])
+
+
+def check_each(
+    items: Any, doc: type[Any], where: str, path: str, build: Callable[[Any], T]
+) -> list[T]:
+    """The items of a JSON array (parsed, or raw from gpu.fileio.decode_json_members), each
+    checked as `doc` and built with `build`, one at a time: a large file's thousands of results
+    are never one long call, so a reading thread leaves the GUI thread room to paint. A bad
+    item raises SchemaError naming its path (``results[3].peak_bytes``)."""
+    if isinstance(items, msgspec.Raw):
+        try:
+            items = msgspec.json.decode(items, type=list[msgspec.Raw])
+        except msgspec.ValidationError as exc:
+            raise _schema_error(exc, where, path) from None
+    else:
+        check(items, list[Any], where, path)
+    out = []
+    for i, item in enumerate(items):
+        try:
+            data = decode_member(item, where)
+        except FileReadError as exc:
+            raise SchemaError(where, f"{path}[{i}]", str(exc).rpartition(": ")[2]) from None
+        check(data, doc, where, f"{path}[{i}]")
+        out.append(build(data))
+    return out
 
 
 def check_config(data: Any, where: str, path: str = "config") -> AttentionConfig:

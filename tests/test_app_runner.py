@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from app.state.cost_model_backend import CostModelBackend
 from gpu.algorithms import NAIVE, TILED
@@ -99,3 +100,80 @@ def test_a_failing_backend_factory_reports_instead_of_raising(qtbot, runner):
     with qtbot.waitSignal(runner.backendFailed, timeout=5000) as blocker:
         runner.set_backend("cuda", factory)
     assert "no device here" in blocker.args[0].message
+
+
+# ------------------------------------------------------------------ cancelling a run in flight
+
+#: A CPU run of half a minute or more (tiled, so it checks its cancel hook between key tiles).
+LONG = AttentionConfig(seq_len=16384, heads=4)
+SHORT = AttentionConfig(seq_len=256, heads=1)
+
+
+def _cpu_runner(qtbot, runner, start_backend):
+    from gpu.cpu_backend import CpuBackend
+
+    runner.live_time_limit_s = runner.sweep_time_limit_s = None  # never skipped as too slow
+    start_backend(CpuBackend(), requested="cpu")
+    started = []
+    runner.jobStarted.connect(started.append)
+    return started
+
+
+def test_a_newer_request_abandons_a_long_cpu_run_at_once_and_runs_promptly(
+    qtbot, runner, start_backend, outcomes
+):
+    started = _cpu_runner(qtbot, runner, start_backend)
+    arrived = {}
+    runner.outcome.connect(lambda o: arrived.setdefault(o.job.config, time.perf_counter()))
+    runner.request(LONG, [TILED], None)
+    qtbot.waitUntil(lambda: bool(started), timeout=5000)
+    qtbot.wait(1000)  # past making its inputs (not cancellable), well into the tiles
+    t0 = time.perf_counter()
+    runner.request(SHORT, [TILED], None)
+    qtbot.waitUntil(lambda: SHORT in arrived, timeout=10_000)
+    long = next(o for o in outcomes if o.job.config == LONG)
+    short = next(o for o in outcomes if o.job.config == SHORT)
+    assert long.cancelled and long.result is None and not long.backend_lost and long.stale
+    assert arrived[LONG] - t0 < 0.25, f"abandoned after {arrived[LONG] - t0:.3f} s"
+    assert short.result is not None and not short.cancelled
+    assert arrived[SHORT] - t0 < 0.25 + 10 * short.seconds  # nothing stale in its way
+    assert runner.stats.runs_cancelled == 1
+
+
+def test_cancel_stops_the_run_in_flight_and_a_sweep_item_resumes_after_live_work(
+    qtbot, runner, start_backend, outcomes
+):
+    started = _cpu_runner(qtbot, runner, start_backend)
+    runner.request(LONG, [TILED], None)
+    qtbot.waitUntil(lambda: bool(started), timeout=5000)
+    qtbot.wait(1000)
+    t0 = time.perf_counter()
+    runner.cancel()  # Esc
+    qtbot.waitUntil(lambda: bool(outcomes), timeout=5000)
+    assert outcomes[0].cancelled and time.perf_counter() - t0 < 0.5
+    qtbot.waitUntil(lambda: not runner.busy, timeout=5000)
+
+    # A live request overtakes a sweep item in flight; the item runs again afterwards.
+    finished = []
+    runner.sweepFinished.connect(finished.append)
+    del outcomes[:]
+    runner.start_sweep([(SHORT.with_(seq_len=4096, heads=2), TILED)], None)
+    qtbot.waitUntil(lambda: len(started) >= 2, timeout=5000)
+    runner.request(SHORT, [TILED], None)
+    qtbot.waitUntil(lambda: bool(finished), timeout=20_000)
+    assert finished == [False]
+    done = [(o.job.config.seq_len, o.job.sweep, o.cancelled) for o in outcomes]
+    assert done[-1] == (4096, True, False), done
+    assert (4096, True, True) in done  # stopped for the live request, then run again
+    assert (256, False, False) in done
+
+
+def test_a_request_for_the_config_in_flight_keeps_that_run(qtbot, runner, start_backend, outcomes):
+    backend = CostModelBackend(delay_s=0.3)
+    start_backend(backend)
+    runner.request(BASE, [NAIVE], None)
+    qtbot.waitUntil(lambda: bool(backend.calls), timeout=5000)
+    runner.request(BASE, [NAIVE, TILED], None)  # another algorithm ticked meanwhile
+    qtbot.waitUntil(lambda: not runner.busy, timeout=5000)
+    assert [a for _, a, _ in backend.calls] == [NAIVE, TILED]  # naive was not run twice
+    assert runner.stats.runs_cancelled == 0

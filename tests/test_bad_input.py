@@ -5,7 +5,6 @@ refused with one line, through the engine's loader and through `render --open`."
 from __future__ import annotations
 
 import contextlib
-import copy
 import io
 import json
 import os
@@ -35,8 +34,8 @@ from gpu.recording import (
     results_csv,
     save_recording,
 )
-from gpu.trace import layout, trace_from_rows, trace_problems
-from tests.trace_fakes import fake_rows
+from gpu.trace import layout, trace_problems
+from tests.document_mutations import BASE_TEXT, FILES, SESSION_TEXT, mutated_documents
 
 INT_FIELDS = {
     "seq_len": (1, SEQ_LEN_MAX),
@@ -166,104 +165,6 @@ def test_a_bare_double_dash_as_a_value_is_refused_naming_the_option(argv):
 # nesting. Whatever a file holds, opening it either gives a Recording that can be used and
 # written back, or a RecordingError with one line; never another exception.
 
-ROOT = Path(__file__).resolve().parents[1]
-SHIPPED = ROOT / "resources" / "recorded" / "h200_sweep.json"
-DEEP = "\x00deep\x00"  # replaced by 3000 nested lists after encoding
-
-# One profile for CI (fast), one for a longer hunt: HYPOTHESIS_PROFILE=long.
-settings.register_profile(
-    "files", max_examples=2000, deadline=None, suppress_health_check=list(HealthCheck)
-)
-settings.register_profile(
-    "files-long", max_examples=50_000, deadline=None, suppress_health_check=list(HealthCheck)
-)
-FILES = settings.get_profile(
-    "files-long" if os.environ.get("HYPOTHESIS_PROFILE") == "long" else "files"
-)
-
-
-def _base_document() -> dict:
-    """A small valid recording: two measured results, an OOM result, a reference peer and a
-    real trace (its first two blocks' worth of structure is what mutations reach)."""
-    data = json.loads(SHIPPED.read_text())
-    results = data["results"]
-    oom = next(r for r in results if r["oom"])
-    peer = next(r for r in results if r["algorithm"].startswith("sdpa"))
-    data["results"] = [results[0], results[1], oom, peer]
-    config = AttentionConfig(seq_len=256, heads=1)
-    trace = trace_from_rows(
-        fake_rows(config, "tiled", sm_count=8), config=config, algorithm="tiled",
-        device="fake", sm_count=8,
-    )  # fmt: skip
-    data["traces"] = [trace.to_dict()]
-    return data
-
-
-BASE = _base_document()
-BASE_TEXT = json.dumps(BASE)
-
-
-def _paths(node, prefix=()) -> list[tuple]:
-    """Every place in a document a mutation can reach (the first two items of each list)."""
-    out = [prefix]
-    if isinstance(node, dict):
-        for k, v in node.items():
-            out += _paths(v, (*prefix, k))
-    elif isinstance(node, list):
-        for i, v in enumerate(node[:2]):
-            out += _paths(v, (*prefix, i))
-    return out
-
-
-PATHS = _paths(BASE)
-
-junk_values = st.one_of(
-    st.sampled_from(
-        [None, True, False, "", "12", "fp8", -1, 0, 1, -1.5, 0.0, 2**63, 10**400, -(10**400),
-         1e308, float("nan"), float("inf"), float("-inf"), [], {}, [1, "a"], {"a": 1}, DEEP]
-    ),
-    st.integers(),
-    st.floats(),
-    st.text(max_size=12),
-    st.lists(st.integers(), max_size=3),
-)  # fmt: skip
-
-
-@st.composite
-def mutated_documents(draw) -> str:
-    doc = json.loads(BASE_TEXT)  # a fresh copy, much faster than deepcopy
-    for _ in range(draw(st.integers(1, 3))):
-        path = draw(st.sampled_from(PATHS))
-        parent, key = _locate(doc, path)
-        if parent is None:
-            continue
-        how = draw(st.sampled_from(["replace", "replace", "replace", "delete", "add"]))
-        value = copy.deepcopy(draw(junk_values))  # a fresh object: no shared or circular parts
-        if how == "replace":
-            parent[key] = value
-        elif how == "delete":
-            del parent[key]
-        elif isinstance(parent[key], dict):
-            parent[key][draw(st.text(min_size=1, max_size=6))] = value
-        else:
-            parent[key] = [parent[key], value]
-    text = json.dumps(doc)  # NaN and Infinity become the literals some writers emit
-    return text.replace(json.dumps(DEEP), "[" * 3000 + "]" * 3000)
-
-
-def _locate(doc, path):
-    """(container, key) of `path` in `doc`, or (None, None) when an earlier mutation moved it."""
-    node = doc
-    try:
-        for k in path[:-1]:
-            node = node[k]
-        if not path or not isinstance(node, (dict, list)):
-            return None, None
-        node[path[-1]]
-    except (KeyError, IndexError, TypeError):
-        return None, None
-    return node, path[-1]
-
 
 @pytest.fixture(scope="module")
 def scratch():
@@ -303,9 +204,11 @@ def test_the_unmutated_base_document_loads():
     assert len(recording_from_document(json.loads(BASE_TEXT), "base").results) == 4
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
-@given(mutated_documents())
-def test_render_open_of_a_mutated_recording_exits_cleanly(scratch, capsys, monkeypatch, text):
+@settings(max_examples=24, deadline=None, suppress_health_check=list(HealthCheck))
+@given(mutated_documents((BASE_TEXT, SESSION_TEXT)))
+def test_render_open_of_a_mutated_recording_or_session_exits_cleanly(
+    scratch, capsys, monkeypatch, text
+):
     monkeypatch.setenv("QT_QPA_PLATFORM", "offscreen")
     capsys.readouterr()
     path = scratch / "mutated.json"

@@ -178,8 +178,10 @@ def _set(path: str, value):
 # What a user's hand-edited or corrupted recording holds, and the field each message names.
 BAD_FIELDS = [
     ("results[3].kernel_times[0].ms", "0.25", "expected `float`, got `str`"),
-    ("results[3].kernel_times[0].ms", 0, "expected `float` > 0.0"),
-    ("results[3].kernel_times[0].ms", -1.5, "expected `float` > 0.0"),
+    ("results[3].kernel_times[0].ms", 0, "expected `float` >= 1e-09"),
+    ("results[3].kernel_times[0].ms", -1.5, "expected `float` >= 1e-09"),
+    # A time of no duration would make the derived TFLOP/s infinite (it could not be written).
+    ("results[3].kernel_times[0].ms", 1.1e-308, "expected `float` >= 1e-09"),
     ("results[3].kernel_times[0].ms", 1e300, "expected `float` <= "),
     ("results[3].peak_bytes", "4718592", "expected `int | null`, got `str`"),
     ("results[3].peak_bytes", -4, "expected `int` >= 0"),

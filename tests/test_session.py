@@ -134,6 +134,11 @@ def _bad_files(good: str) -> list[tuple[str, str]]:
     bad_result = json.loads(good)
     bad_result["results"][0]["kernel_times"] = 7
     bad_trace = dict(data, traces=[{"schema": "nope"}])
+    deep_meta = dict(
+        data, meta={"a": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}
+    )
+    negative_budget = json.loads(good)
+    negative_budget["results"][0]["budget_bytes"] = -5
     return [
         ("", "empty"),
         ("{", "not valid JSON"),
@@ -143,7 +148,15 @@ def _bad_files(good: str) -> list[tuple[str, str]]:
         (json.dumps({"schema": "tilescope.results/1"}), "not a Tilescope session"),
         (json.dumps(future), "newer Tilescope"),
         (json.dumps(bad_config), "heads"),
-        (json.dumps(bad_results), "results is not a list"),
+        (json.dumps(bad_results), "results: expected `array`"),
+        (json.dumps(dict(data, meta=[1, 2])), "meta: expected `object`"),
+        (json.dumps(dict(data, meta=None)), "meta: expected `object`"),
+        (json.dumps(deep_meta), "meta: nested deeper than 32 levels"),
+        (json.dumps(dict(data, controls={"custom_gb": 10**400})), "controls.custom_gb"),
+        (json.dumps(dict(data, controls={"algorithms": "naive"})), "controls.algorithms"),
+        (json.dumps(dict(data, device={**data["device"], "name": 7})), "device.name"),
+        (json.dumps(negative_budget), r"results\[0\].budget_bytes"),
+        (json.dumps(dict(data, schema="tilescope.session/²")), "not a Tilescope session"),
         (json.dumps(bad_result), "malformed"),
         (json.dumps(bad_trace), "trace"),
     ]

@@ -7,7 +7,12 @@ numbers, labelled as recorded, and never numbers made up to fill a gap. No Qt he
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import hashlib
 import os
+import threading
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,15 +20,21 @@ from typing import TYPE_CHECKING
 from gpu.algorithms import ALGORITHMS
 from gpu.backend import RunOptions
 from gpu.config import AttentionConfig
-from gpu.recording import Recording, recording_from_document
+from gpu.errors import FileReadError, printable
+from gpu.fileio import decode_member
+from gpu.recording import Recording, recording_from_members
 from gpu.results import DeviceInfo, RunResult
 
 from .family import cache_config, family, family_of
+from .result_store import ResultStore
+from .runs import backend_key
 
 if TYPE_CHECKING:
     from .session import Session
 
 REPLAY = "replay"
+#: Backends that measure now (a recording made with one can be continued on it).
+LIVE_BACKENDS = ("cpu", "cuda")
 
 #: The H200 sweep shipped with the app: what "recorded run" opens when no file was chosen.
 RECORDED_DIR = Path(__file__).resolve().parents[2] / "resources" / "recorded"
@@ -66,6 +77,42 @@ def short_date(date: str) -> str:
     return date[:10] if len(date) >= 10 and date[4:5] == "-" and date[7:8] == "-" else date
 
 
+#: New objects a load must leave behind to be frozen out of the collector's reach (a young
+#: collection over fewer takes a few milliseconds).
+FREEZE_AFTER = 200_000
+_collector_lock = threading.Lock()
+_collector_users = 0
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a recording is built, then move what was
+    built out of its reach (gc.freeze).
+
+    Why: a recording of 60,000 results is millions of objects, and each full collection walks
+    every object while holding the interpreter: during a 55 MB open they ran for 30-140 ms
+    each, on the reading thread, and the GUI thread stalled as long. The results live as long
+    as the recording is shown and hold no reference cycles (reference counting frees them), so
+    later collections need not walk them again. Only a large load is frozen (more than
+    FREEZE_AFTER new objects): the objects alive then stay out of the collector's reach for
+    good, and cyclic garbage among them is never collected; for a small file the next young
+    collection is quick, and nothing is frozen."""
+    global _collector_users
+    with _collector_lock:
+        _collector_users += 1
+        if _collector_users == 1:
+            gc.disable()
+    try:
+        yield
+    finally:
+        with _collector_lock:
+            _collector_users -= 1
+            if _collector_users == 0:
+                if gc.get_count()[0] > FREEZE_AFTER:
+                    gc.freeze()
+                gc.enable()
+
+
 class NotRecorded(LookupError):
     """The recorded run holds no result for this (config, algorithm)."""
 
@@ -81,9 +128,12 @@ class RecordedBackend:
         path: str = "",
         preferred_config: AttentionConfig | None = None,
         session: Session | None = None,
+        source_id: str = "",
     ) -> None:
         self.recording = recording
         self.path = path
+        #: Identifies the file replayed (its contents): results of two files never mix.
+        self.source_id = source_id
         #: The config to show on opening (a session's), when it has results.
         self.preferred_config = preferred_config
         #: The app.state.session.Session this replays, when opened from a session file.
@@ -95,27 +145,64 @@ class RecordedBackend:
             self._by_key[(cache_config(r.config, r.algorithm), r.algorithm)] = replace(
                 r, recorded=True
             )
+        # Everything the window asks of a recording, worked out here (on the thread that
+        # opened it), so that a recording of tens of thousands of results costs the GUI thread
+        # nothing proportional to its size.
+        self._seq_lens = tuple(sorted({r.config.seq_len for r in recording.results}))
+        self._families = frozenset(
+            (r.algorithm, family_of(r.config, r.algorithm))
+            for r in recording.results
+            if not is_reference(r.algorithm)
+        )
+        self._algorithms = tuple(dict.fromkeys(r.algorithm for r in recording.results))
+        self._first_config = self._most_shown_config()
+        #: The results, filed under this recording's key: the window's store takes them over.
+        self.store = ResultStore()
+        self.key = backend_key(self.device_info())
+        for result in self._by_key.values():
+            self.store.add(result, self.key, None)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> RecordedBackend:
         """Load and validate a recording or a saved session; raises gpu.recording.RecordingError
-        or app.state.session.SessionError with the file and the cause."""
-        from .session import Session, SessionError, is_session_file, parse_json_file
-
-        data = parse_json_file(path)
-        if is_session_file(data):
-            return cls.from_session(Session.from_dict(data, os.fspath(path)), path)
-        schema = data.get("schema") if isinstance(data, dict) else None
-        if not str(schema).startswith("tilescope.results/"):
-            raise SessionError(
-                f"{path} is not a Tilescope session or recorded run (schema {schema!r})"
-            )
-        return cls(recording_from_document(data, os.fspath(path)), os.fspath(path))
+        or app.state.session.SessionError with the file and the cause. Called off the GUI
+        thread; see `collector_paused` for why it pauses the garbage collector."""
+        with collector_paused():
+            return cls._from_file(path)
 
     @classmethod
-    def from_session(cls, session: Session, path: str | os.PathLike[str] = "") -> RecordedBackend:
+    def _from_file(cls, path: str | os.PathLike[str]) -> RecordedBackend:
+        from .session import Session, SessionError, parse_json_members, read_file_bytes
+
+        where = printable(os.fspath(path))
+        raw = read_file_bytes(path)
+        source_id = hashlib.blake2b(raw, digest_size=8).hexdigest()
+        members = parse_json_members(raw, where)
+        del raw
+        try:
+            schema = decode_member(members.get("schema"), where)
+        except FileReadError as exc:
+            raise SessionError(str(exc)) from exc
+        if str(schema).startswith("tilescope.session/"):
+            return cls.from_session(Session.from_members(members, where), path, source_id)
+        if not str(schema).startswith("tilescope.results/"):
+            raise SessionError(
+                f"{where} is not a Tilescope session or recorded run (schema {schema!r:.80})"
+            )
+        return cls(recording_from_members(members, where), os.fspath(path), source_id=source_id)
+
+    @classmethod
+    def from_session(
+        cls, session: Session, path: str | os.PathLike[str] = "", source_id: str = ""
+    ) -> RecordedBackend:
         """Replay the results a session showed, opening on the session's config."""
-        return cls(session.recording(), os.fspath(path), session.config, session)
+        return cls(session.recording(), os.fspath(path), session.config, session, source_id)
+
+    @property
+    def measured_on(self) -> str:
+        """The live backend the results were measured with ("cpu", "cuda"), '' if none."""
+        backend = self.recording.device.backend
+        return backend if backend in LIVE_BACKENDS else ""
 
     @property
     def date(self) -> str:
@@ -132,6 +219,7 @@ class RecordedBackend:
         dev = self.recording.device
         details = dict(dev.details)
         details.update(
+            source_id=self.source_id,
             recorded_backend=dev.backend,
             file=os.path.basename(self.path),
             recorded_date=self.date,
@@ -147,16 +235,13 @@ class RecordedBackend:
         )
 
     def algorithms(self) -> tuple[str, ...]:
-        seen: dict[str, None] = {}
-        for r in self.recording.results:
-            seen.setdefault(r.algorithm)
-        return tuple(seen)
+        return self._algorithms
 
     def results(self) -> tuple[RunResult, ...]:
         return tuple(self._by_key.values())
 
     def seq_lens(self) -> tuple[int, ...]:
-        return tuple(sorted({r.config.seq_len for r in self.recording.results}))
+        return self._seq_lens
 
     def reference_algorithms(self) -> tuple[str, ...]:
         """Peers recorded beside ours (PyTorch SDPA...): drawn as reference series only."""
@@ -165,14 +250,17 @@ class RecordedBackend:
     def has_family(self, config: AttentionConfig) -> bool:
         """Whether any of our algorithms was recorded in `config`'s family (any N)."""
         return any(
-            family_of(r.config, r.algorithm) == family_of(config, r.algorithm)
-            for r in self.recording.results
-            if not is_reference(r.algorithm)
+            (a, family_of(config, a)) in self._families
+            for a in self._algorithms
+            if not is_reference(a)
         )
 
     def first_config(self) -> AttentionConfig | None:
         """The config the app should show on opening: a session's own config, else the
         recording's most common family."""
+        return self._first_config
+
+    def _most_shown_config(self) -> AttentionConfig | None:
         if self.preferred_config is not None and self.has_family(self.preferred_config):
             return self.preferred_config
         if not self.recording.results:

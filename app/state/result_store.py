@@ -1,4 +1,8 @@
-"""Measured results, cached by (configuration, algorithm, backend), and their series over N.
+"""Measured results, cached by (configuration, algorithm, source), and their series over N.
+
+A source is where results come from: a live backend on one device (its key names the device),
+or one recording or session file (its key names the file and its contents), so two recordings
+of the same GPU never share a series, and a series is never a mix of sources.
 
 Plain Python (no Qt), so it is testable on its own and the runner's thread never touches it: the
 GUI thread adds results as they arrive and asks for series when it redraws.
@@ -152,6 +156,19 @@ class ResultStore:
             for entries in by_n.values()
             for stored in entries
         ]
+
+    def take_over(self, other: ResultStore) -> None:
+        """Hold every entry of `other` (a store filled off the GUI thread: a recording's), in
+        steps proportional to its series, not its results; `other` must not be used after."""
+        for key, by_n in other._data.items():
+            mine = self._data.setdefault(key, {})
+            for n, entries in by_n.items():
+                self._count += len(entries) - len(mine.get(n, ()))
+                mine[n] = entries
+
+    def backend_keys(self) -> list[str]:
+        """Every source held: a backend (device) key, or a recording's own key."""
+        return sorted({bk for bk, _, _ in self._data})
 
     def clear(self, backend_key: str | None = None) -> None:
         if backend_key is None:

@@ -58,7 +58,12 @@ class RunOutcome:
     unsupported: bool = False  # this algorithm cannot run this config on this device
     unavailable: bool = False  # the algorithm is off for this session (its kernel won't build)
     backend_lost: bool = False  # the backend failed mid-run; the worker stopped using it
+    cancelled: bool = False  # stopped mid-run through the cancel hook (a newer request, Esc)
 
 
 def backend_key(info: DeviceInfo) -> str:
-    return f"{info.backend}:{info.name}"
+    """The result store's key for a backend's results: its device, and for a recording also
+    the file it replays (`details["source_id"]`), so each recording is a source of its own."""
+    key = f"{info.backend}:{info.name}"
+    source = info.details.get("source_id") if isinstance(info.details, dict) else None
+    return f"{key}@{source}" if source else key

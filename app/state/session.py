@@ -5,6 +5,10 @@ File ▸ Open or `main.py --open FILE`. It reuses gpu.recording's pieces: the sa
 DeviceInfo and Trace dictionaries, the same atomic write (temporary file, then rename; never a
 partial file, never a silent overwrite) and the same rules for bad files (corrupt, truncated or
 newer-version JSON is a SessionError naming the file and the cause, before anything is applied).
+Every field is checked by one document type, `SessionDoc`, made of gpu/schema.py's types (its
+envelope first, then each result and trace one at a time, so a reading thread never holds the
+interpreter long); a session is checked against it before it is written, too, and holds no NaN
+or infinity.
 
 Opening a session replays it: the results of the backend the window was showing become a
 recorded run (app/recorded_run.py), labelled with their device and date, so a session saved on a
@@ -22,28 +26,84 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import Meta
 
 from gpu.config import AttentionConfig
-from gpu.errors import FileReadError, FileWriteError, SchemaError
-from gpu.fileio import atomic_write_bytes, read_json
+from gpu.errors import FileReadError, FileWriteError, SchemaError, printable
+from gpu.fileio import (
+    atomic_write_bytes,
+    decode_json_members,
+    decode_member,
+    read_bytes,
+)
 from gpu.recording import Recording, RecordingError
 from gpu.results import DeviceInfo, RunResult
-from gpu.schema import check_config, check_device, check_result
-from gpu.trace import Trace, TraceError
+from gpu.schema import (
+    INT64_MAX,
+    MAX_NAME,
+    ConfigDoc,
+    DeviceDoc,
+    Name,
+    ResultDoc,
+    Text,
+    TraceDoc,
+    check,
+    check_config,
+    check_each,
+    check_free_form,
+    device_from_checked,
+    finite_result,
+    result_from_checked,
+)
+from gpu.trace import Trace
 
 SESSION_SCHEMA = "tilescope.session/1"
 _KIND, _, _VERSION = SESSION_SCHEMA.rpartition("/")
 
-#: Control-state keys a session keeps, with the type each must have (others are ignored).
-CONTROL_TYPES: dict[str, type | tuple[type, ...]] = {
-    "algorithms": list,
-    "backend": str,
-    "recorded_path": str,
-    "budget": str,
-    "custom_gb": (int, float),
-    "theme": str,
-}
+#: Control-state keys a session keeps (others are ignored).
+CONTROL_KEYS = ("algorithms", "backend", "recorded_path", "budget", "custom_gb", "theme")
+#: The custom memory budget's range, GB (the control's own).
+CUSTOM_GB_RANGE = (0.1, 4096.0)
+
+
+class ControlsDoc(msgspec.Struct):
+    """The controls a session keeps, each optional; a value of the wrong type or range refuses
+    the file (a later version's extra keys are ignored)."""
+
+    algorithms: Annotated[list[Name], Meta(max_length=256)] | None = None
+    backend: Name | None = None
+    recorded_path: Text | None = None
+    budget: Name | None = None
+    custom_gb: Annotated[float, Meta(ge=CUSTOM_GB_RANGE[0], le=CUSTOM_GB_RANGE[1])] | None = None
+    theme: Name | None = None
+
+
+class EntryDoc(ResultDoc):
+    """A cached result with the backend it came from and the budget it ran under."""
+
+    backend_key: Annotated[str, Meta(max_length=4 * MAX_NAME)] = ""
+    budget_bytes: Annotated[int, Meta(ge=1, le=INT64_MAX)] | None = None
+
+
+class SessionDoc(msgspec.Struct):
+    """A session file as `Session.to_dict` writes it, checked field by field (gpu/schema.py's
+    types for its config, device, results and traces) before anything is built from it."""
+
+    schema: Name
+    config: ConfigDoc
+    app_version: Name = "unknown"
+    meta: dict[str, Any] = {}
+    controls: ControlsDoc = msgspec.field(default_factory=ControlsDoc)
+    backend_key: Annotated[str, Meta(max_length=4 * MAX_NAME)] = ""
+    device: DeviceDoc | None = None
+    results: list[EntryDoc] = []
+    traces: list[TraceDoc] = []
+
+    def __post_init__(self) -> None:
+        check_free_form("meta", self.meta)
 
 
 class SessionError(RecordingError):
@@ -67,11 +127,6 @@ def app_version() -> str:
         return str(data["project"]["version"])
     except (ImportError, OSError, KeyError, ValueError):
         return "unknown"
-
-
-def is_session_file(data: Any) -> bool:
-    """Whether parsed JSON claims to be a session (of any version)."""
-    return isinstance(data, dict) and str(data.get("schema", "")).startswith(_KIND + "/")
 
 
 @dataclass(frozen=True)
@@ -142,79 +197,68 @@ class Session:
         """Validate and build; any problem is a SessionError naming `where` and the cause."""
         if not isinstance(data, dict):
             raise SessionError(f"{where} is not a Tilescope session (not a JSON object)")
-        found = data.get("schema")
+        return cls.from_members(data, where)
+
+    @classmethod
+    def from_members(cls, members: Mapping[str, Any], where: str = "session") -> Session:
+        """`from_dict` for a session's members, parsed or raw (gpu.fileio's
+        decode_json_members): the envelope is checked first, then each result and trace, one
+        at a time, before anything is built (a large file never holds the interpreter long)."""
+        try:
+            envelope = {k: decode_member(v, where) for k, v in members.items() if k not in _LISTS}
+        except FileReadError as exc:
+            raise SessionError(str(exc)) from exc
+        found = envelope.get("schema")
         if found != SESSION_SCHEMA:
             kind, _, version = str(found).rpartition("/")
-            if kind == _KIND and version.isdigit() and int(version) > int(_VERSION):
+            if kind == _KIND and _version_number(version) > int(_VERSION):
                 raise SessionError(
                     f"{where} was written by a newer Tilescope (schema {found}); this version "
                     f"({app_version()}) reads {SESSION_SCHEMA}"
                 )
-            raise SessionError(f"{where} is not a Tilescope session (schema {found!r})")
+            raise SessionError(f"{where} is not a Tilescope session (schema {found!r:.80})")
         try:
-            config = check_config(data["config"], where)
-            results = _list(data.get("results", []), "results")
-            entries = tuple(_entry(r, where, f"results[{i}]") for i, r in enumerate(results))
-            raw_device = data.get("device")
-            device = None if raw_device is None else check_device(raw_device, where)
-            backend_key = data.get("backend_key", "")
-            if not isinstance(backend_key, str):
-                raise TypeError("backend_key is not a string")
-            meta = dict(_mapping(data.get("meta", {}), "meta"))
-            controls = _controls(_mapping(data.get("controls", {}), "controls"))
-            version = str(data.get("app_version", "unknown"))
+            check(envelope | {key: [] for key in _LISTS}, SessionDoc, where)
+            config = check_config(envelope["config"], where)
+            entries = check_each(members.get("results", []), EntryDoc, where, "results", _entry)
+            traces = check_each(
+                members.get("traces", []), TraceDoc, where, "traces", Trace.from_checked
+            )
         except SchemaError as exc:
             raise SessionError(f"{where}: malformed session ({exc.where}: {exc.reason})") from exc
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise SessionError(f"{where}: malformed session ({_why(exc)})") from exc
-        try:
-            raw_traces = _list(data.get("traces", []), "traces")
-            traces = tuple(
-                Trace.from_dict(t, where, f"traces[{i}]") for i, t in enumerate(raw_traces)
-            )
-        except (TraceError, TypeError) as exc:
-            raise SessionError(f"{where}: {exc}") from exc
-        return cls(config, controls, entries, backend_key, device, meta, traces, version)
+        raw_device = envelope.get("device")
+        return cls(
+            config,
+            _controls(envelope.get("controls") or {}),
+            tuple(entries),
+            envelope.get("backend_key", ""),
+            None if raw_device is None else device_from_checked(raw_device),
+            dict(envelope.get("meta", {})),
+            tuple(traces),
+            envelope.get("app_version", "unknown"),
+        )
 
 
-def _why(exc: BaseException) -> str:
-    return f"missing {exc}" if isinstance(exc, KeyError) else str(exc) or type(exc).__name__
+#: A session's lists, checked item by item.
+_LISTS = ("results", "traces")
 
 
-def _mapping(value: Any, what: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise TypeError(f"{what} is not an object")
-    return value
+def _version_number(text: str) -> int:
+    """A schema's version ("1" of "tilescope.session/1"); -1 for anything but a short number."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else -1
 
 
-def _list(value: Any, what: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise TypeError(f"{what} is not a list")
-    return value
-
-
-def _entry(raw: Any, where: str, path: str) -> StoredEntry:
-    data = dict(_mapping(raw, path))
-    key = data.pop("backend_key", "")
-    budget = data.pop("budget_bytes", None)
-    if not isinstance(key, str):
-        raise TypeError("a result's backend_key is not a string")
-    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
-        raise TypeError("a result's budget_bytes is not an integer")
-    return StoredEntry(key, budget, check_result(data, where, path))
+def _entry(data: dict[str, Any]) -> StoredEntry:
+    """A checked result entry (EntryDoc) as a StoredEntry."""
+    result = {k: v for k, v in data.items() if k not in ("backend_key", "budget_bytes")}
+    return StoredEntry(
+        data.get("backend_key", ""), data.get("budget_bytes"), result_from_checked(result)
+    )
 
 
 def _controls(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """Known keys with the right types; unknown keys are dropped (a later 1.x may add some)."""
-    out: dict[str, Any] = {}
-    for key, kind in CONTROL_TYPES.items():
-        value = raw.get(key)
-        if value is None or isinstance(value, bool) or not isinstance(value, kind):
-            continue
-        if key == "algorithms":
-            value = [a for a in value if isinstance(a, str)]
-        out[key] = value
-    return out
+    """The known keys that hold a value (a checked ControlsDoc, or the window's own)."""
+    return {k: raw[k] for k in CONTROL_KEYS if raw.get(k) is not None}
 
 
 def make_session(
@@ -238,7 +282,7 @@ def make_session(
     return Session(
         config=config,
         controls=_controls(controls),
-        entries=tuple(StoredEntry(k, b, r) for k, b, r in entries),
+        entries=tuple(StoredEntry(k, b, finite_result(r)) for k, b, r in entries),
         backend_key=backend_key,
         device=device,
         meta=meta,
@@ -247,11 +291,12 @@ def make_session(
 
 
 def session_json(session: Session) -> str:
-    """Indented JSON, except the traces: one compact line each (thousands of small arrays)."""
+    """Indented JSON, except the traces: one compact line each (thousands of small arrays).
+    NaN and infinity are refused (a session holds finite numbers only: `finite_result`)."""
     data = session.to_dict()
     traces = data.pop("traces")
-    text = json.dumps(data, indent=1)
-    body = ",\n".join(json.dumps(t, separators=(",", ":")) for t in traces)
+    text = json.dumps(data, indent=1, allow_nan=False)
+    body = ",\n".join(json.dumps(t, separators=(",", ":"), allow_nan=False) for t in traces)
     return f'{text[:-2]},\n "traces": [{chr(10) + body + chr(10) if body else ""}]\n}}\n'
 
 
@@ -259,25 +304,46 @@ def save_session(
     session: Session, path: str | os.PathLike[str], *, overwrite: bool = False
 ) -> None:
     """Atomic write; FileExistsError if `path` exists and not `overwrite`; SessionError when
-    the folder cannot be written."""
+    the folder cannot be written or the session holds what the format refuses (checked against
+    it first, so the app never writes a session it would not open)."""
+    where = os.fspath(path)
     try:
-        atomic_write_bytes(path, session_json(session).encode(), overwrite=overwrite)
+        check(session.to_dict(), SessionDoc, where)
+        text = session_json(session)
+    except (SchemaError, ValueError, RecursionError) as exc:
+        raise SessionError(f"cannot write {where}: {exc}") from exc
+    try:
+        atomic_write_bytes(path, text.encode(), overwrite=overwrite)
     except FileWriteError as exc:
         raise SessionError(str(exc)) from exc
 
 
-def parse_json_file(path: str | os.PathLike[str]) -> Any:
-    """Read and parse a JSON file through gpu.fileio's safe read path; a SessionError for an
-    unreadable, empty, oversized, non-regular or corrupt one."""
+def parse_json_members(data: bytes, where: str) -> dict[str, Any]:
+    """The members of the JSON object in `data`, each still raw (see Session.from_members); a
+    SessionError for bytes that are not a JSON object (the message says what they are)."""
     try:
-        return read_json(path)
+        members = decode_json_members(data, where)
+    except FileReadError as exc:
+        raise SessionError(str(exc)) from exc
+    if members is None:
+        raise SessionError(f"{where} is not a Tilescope session or recorded run (not an object)")
+    return members
+
+
+def read_file_bytes(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of a file to open, through gpu.fileio's safe read (regular files up to its
+    size limit); a SessionError for anything else."""
+    try:
+        return read_bytes(path)
     except FileReadError as exc:
         raise SessionError(str(exc)) from exc
 
 
 def load_session(path: str | os.PathLike[str]) -> Session:
     """Read a session file; any problem becomes a SessionError naming the file and the cause."""
-    return Session.from_dict(parse_json_file(path), os.fspath(path))
+    where = printable(os.fspath(path))
+    members = parse_json_members(read_file_bytes(path), where)
+    return Session.from_members(members, where)
 
 
 def without_recorded_flag(results: Iterable[RunResult]) -> list[RunResult]:

@@ -1,0 +1,302 @@
+"""GIF and MP4 exports of the tile animation: the canvas alone with every label whole, frames
+streamed to the file (memory holds a few, never the whole animation), limits stated, one clear
+message for a full disk, and nothing left behind by a closed window or a signal."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QTimer
+from PySide6.QtGui import QFontMetrics
+from PySide6.QtWidgets import QApplication
+
+from app import exports
+from app.animation.canvas import BG
+from app.animation_writers import GifStreamWriter, open_writer
+from app.file_menu import ExportRequest
+from app.state.units import fmt_bytes
+from gpu.config import AttentionConfig
+from gpu.costmodel import attention_matrix_bytes
+
+imageio = pytest.importorskip("imageio.v3")
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = (864, 448)
+
+
+def leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if ".part" in p.name)
+
+
+def exported(qtbot, window, path: Path, frames: int, size=SMALL):
+    fm = window.file_menu
+    with qtbot.waitSignal(fm.exported, timeout=60_000):
+        assert fm.export(ExportRequest(path.suffix[1:], str(path), size=size, frames=frames))
+
+
+# ------------------------------------------------------------------------------- the picture
+
+
+def test_the_export_is_the_canvas_alone_not_the_buttons_and_panels(qtbot, make_window, tmp_path):
+    window = make_window()
+    path = tmp_path / "tiles.gif"
+    exported(qtbot, window, path, frames=3)
+    first = imageio.imread(path, index=0)[..., :3].astype(int)
+    # The same canvas painted directly, at the first instant of the clock.
+    from app.animation.widget import TileAnimationWidget
+
+    widget = TileAnimationWidget(config=window.config)
+    qtbot.addWidget(widget)
+    widget.seek_fraction(0.0)
+    canvas = widget.canvas
+    canvas.setParent(None)
+    qtbot.addWidget(canvas)
+    exports._lay_out(canvas, SMALL)
+    direct = exports._frame_array(exports.render_image(canvas, SMALL)).astype(int)
+    assert first.shape == direct.shape
+    assert np.abs(first - direct).mean() < 3  # only the GIF palette's rounding differs
+    # The whole widget would start with its mode tabs and buttons on the window's colour.
+    assert tuple(first[2, 2]) == pytest.approx((BG.red(), BG.green(), BG.blue()), abs=4)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        AttentionConfig(seq_len=256),
+        AttentionConfig(seq_len=1024),
+        AttentionConfig(seq_len=16384, head_dim=128),
+        AttentionConfig(seq_len=131072, heads=32, batch=8),
+    ],
+    ids=lambda c: c.label(),
+)
+def test_the_default_size_fits_the_s_and_p_labels(qtbot, config):
+    from app.animation.widget import TileAnimationWidget
+
+    widget = TileAnimationWidget(config=config)
+    qtbot.addWidget(widget)
+    canvas = widget.canvas
+    canvas.setParent(None)
+    qtbot.addWidget(canvas)
+    exports._lay_out(canvas, exports.ANIMATION_SIZE)
+    metrics = QFontMetrics(canvas.f_bold)
+    label = f"S  N×N   {fmt_bytes(attention_matrix_bytes(config))}"  # the naive lane's
+    for matrix in ("S", "P"):
+        rect = canvas.matrix_rect(0, matrix)
+        assert metrics.horizontalAdvance(label) <= rect.width(), (matrix, rect.width())
+
+
+def test_sizes_below_the_canvas_minimum_are_refused_naming_it(make_window, tmp_path):
+    window = make_window()
+    fm = window.file_menu
+    path = tmp_path / "x.gif"
+    assert not fm.export(ExportRequest("gif", str(path), size=(960, 300), frames=2))
+    w, h = exports.canvas_minimum_size()
+    assert f"at least {w}×{h} pixels" in window.banner.message
+    assert not path.exists() and leftovers(tmp_path) == []
+
+
+def test_the_dialog_defaults_to_a_size_that_fits_and_states_the_limits(make_window):
+    window = make_window()
+    dialog = window.file_menu.export_dialog("gif")
+    assert (dialog.width_spin.value(), dialog.height_spin.value()) == exports.ANIMATION_SIZE
+    assert dialog.width_spin.minimum() == exports.canvas_minimum_size()[0]
+    assert dialog.limits.isVisibleTo(dialog) and "4.29 gigapixels" in dialog.limits.text()
+    dialog.kind.setCurrentIndex(dialog.kind.findData("plots_png"))
+    assert not dialog.limits.isVisibleTo(dialog) and dialog.width_spin.minimum() == 64
+    dialog.close()
+
+
+# ------------------------------------------------------------------------------- limits
+
+
+def test_frames_times_size_beyond_the_limit_is_refused_with_the_most_frames(make_window, tmp_path):
+    window = make_window()
+    path = tmp_path / "huge.gif"
+    assert not window.file_menu.export(
+        ExportRequest("gif", str(path), size=(3840, 2160), frames=2000)
+    )
+    message = window.banner.message
+    assert "more than 4.29 gigapixels" in message and "at most 517 frames" in message
+
+
+def test_a_size_whose_frames_would_not_fit_in_memory_is_refused(make_window, tmp_path, monkeypatch):
+    class Little:
+        available = 200 * 2**20
+
+    monkeypatch.setattr(exports.psutil, "virtual_memory", lambda: Little)
+    window = make_window()
+    path = tmp_path / "a.gif"
+    assert not window.file_menu.export(
+        ExportRequest("gif", str(path), size=(3840, 2160), frames=10)
+    )
+    assert "MiB of memory while it renders, and 200 MiB are free" in window.banner.message
+    assert not path.exists() and leftovers(tmp_path) == []
+
+
+def test_memory_holds_a_few_frames_whatever_the_count():
+    assert exports.frames_in_flight((1280, 720)) == 6
+    assert exports.frames_in_flight((8192, 8192)) == 1
+    big = exports.animation_memory_bytes((8192, 8192))
+    assert big == 5 * 8192 * 8192 * 4  # one in flight, four being painted or encoded
+
+
+def test_a_gif_is_written_as_its_frames_come(tmp_path):
+    path = tmp_path / "stream.gif"
+    writer = open_writer(".gif", str(path), (640, 360), 12)
+    assert isinstance(writer, GifStreamWriter)
+    rng = np.random.default_rng(0)
+    sizes = []
+    for _ in range(4):
+        writer.append(rng.integers(0, 255, (360, 640, 3), dtype=np.uint8))
+        sizes.append(path.stat().st_size)
+    writer.close()
+    assert sizes == sorted(sizes) and sizes[0] > 100_000  # on disk at once, frame by frame
+    frames = imageio.imread(path, index=None)
+    assert frames.shape[:3] == (4, 360, 640)
+
+
+def test_painting_a_large_frame_never_stalls_the_gui_thread(qtbot, make_window, tmp_path):
+    window = make_window()
+    ticks = []
+    timer = QTimer()
+    timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
+    timer.start(5)
+    exported(qtbot, window, tmp_path / "big.mp4", frames=4, size=(3840, 2160))
+    timer.stop()
+    gaps = [b - a for a, b in itertools.pairwise(ticks)]
+    # The canvas's background picture is painted once at full size; every frame is banded.
+    assert sorted(gaps)[-2] < 0.06, f"{sorted(gaps)[-3:]}"
+
+
+# ------------------------------------------------------------------------------- a full disk
+
+
+@pytest.fixture
+def full_disk(monkeypatch):
+    """Every partial file the exporter opens is a link to /dev/full: writes fail with ENOSPC,
+    as on a full disk."""
+    real = exports.new_partial_file
+
+    def on_full_disk(target, suffix=""):
+        tmp = real(target, suffix)
+        os.unlink(tmp)
+        os.symlink("/dev/full", tmp)
+        return tmp
+
+    monkeypatch.setattr(exports, "new_partial_file", on_full_disk)
+
+
+@pytest.mark.parametrize("suffix", [".gif", ".mp4"])
+def test_a_full_disk_gives_one_clear_line_and_no_file(
+    qtbot, make_window, tmp_path, full_disk, capfd, suffix
+):
+    if suffix == ".mp4":
+        pytest.importorskip("imageio_ffmpeg")
+    window = make_window()
+    fm = window.file_menu
+    path = tmp_path / f"tiles{suffix}"
+    with qtbot.waitSignal(fm.exportFailed, timeout=60_000) as failed:
+        assert fm.export(ExportRequest(suffix[1:], str(path), size=SMALL, frames=40))
+    message = failed.args[0]
+    assert message == "Could not export the animation: the disk is full (no space left on device)"
+    assert not path.exists() and leftovers(tmp_path) == []
+    QApplication.processEvents()
+    import gc
+
+    gc.collect()  # an unclosed file would complain here
+    err = capfd.readouterr().err
+    for noise in ("Exception ignored", "Broken pipe", "FFMPEG COMMAND", "Traceback"):
+        assert noise not in err
+
+
+# ------------------------------------------------------------------------------- endings
+
+
+def test_closing_the_window_mid_export_stops_it_and_the_event_loop_returns(
+    qtbot, make_window, tmp_path
+):
+    app = QApplication.instance()
+    window = make_window()
+    fm = window.file_menu
+    path = tmp_path / "long.gif"
+    assert fm.export(ExportRequest("gif", str(path), size=SMALL, frames=2000))
+    exporter = fm.exporter
+    qtbot.waitUntil(lambda: exporter.done >= 2, timeout=20_000)
+    assert leftovers(tmp_path)  # the partial file exists while it runs
+    others = [w for w in app.topLevelWidgets() if w.isVisible() and w.window() is not window]
+    assert all(w.parent() is window for w in others)  # only our own dialogs (the progress)
+    quit_on_close = app.quitOnLastWindowClosed()
+    app.setQuitOnLastWindowClosed(True)
+    safety = QTimer()  # a safety net: never hang the suite (stopped before the next test)
+    safety.setSingleShot(True)
+    safety.timeout.connect(lambda: app.exit(99))
+    try:
+        QTimer.singleShot(50, window.close)
+        safety.start(20_000)
+        started = time.monotonic()
+        code = app.exec()
+    finally:
+        safety.stop()
+        app.setQuitOnLastWindowClosed(quit_on_close)
+    assert code == 0, "the event loop did not return when the window closed"
+    assert time.monotonic() - started < 10
+    assert exporter.state == "cancelled"
+    assert not path.exists() and leftovers(tmp_path) == []
+    assert fm.progress_dialog is None
+
+
+SIGNAL_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    from PySide6.QtCore import QSettings
+    from app.launch import _application, quit_on_signals
+    from app.file_menu import ExportRequest
+    from app.main_window import MainWindow
+    from app.state.cost_model_backend import CostModelBackend
+
+    app = _application()
+    assert quit_on_signals(app)  # as run_gui does
+    settings = QSettings(sys.argv[2], QSettings.Format.IniFormat)
+    window = MainWindow(backend_factory=lambda name: CostModelBackend(), settings=settings)
+    window.show()
+    fm = window.file_menu
+    assert fm.export(ExportRequest("gif", sys.argv[1], size=(864, 448), frames=2000))
+    fm.exporter.progress.connect(lambda done, total: print(done, flush=True))
+    sys.exit(app.exec())
+    """
+)
+
+
+def test_sigterm_mid_export_leaves_no_partial_file(tmp_path):
+    """(SIGINT goes through the same handler.)"""
+    signum = signal.SIGTERM
+    path = tmp_path / "anim.gif"
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONPATH=str(ROOT))
+    process = subprocess.Popen(
+        [sys.executable, "-c", SIGNAL_SCRIPT, str(path), str(tmp_path / "settings.ini")],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for line in process.stdout:  # frames are being written
+            if int(line) >= 3:
+                break
+        assert leftovers(tmp_path)
+        process.send_signal(signum)
+        code = process.wait(20)
+    finally:
+        process.kill()
+    assert code == 128 + signum, process.stderr.read()
+    assert leftovers(tmp_path) == [] and not path.exists()
+    assert "Traceback" not in process.stderr.read()

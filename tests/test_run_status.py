@@ -1,0 +1,253 @@
+"""The run status says what the window does now: notes about a config go with it, Cancel is
+offered only while something runs, a stale run never delays the current point, and a recording
+says what it shows and that it has nothing to measure."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from PySide6.QtWidgets import QPushButton
+
+from app.state.cost_model_backend import CostModelBackend
+from app.state.session import make_session, save_session
+from gpu.algorithms import NAIVE, TILED
+from gpu.config import AttentionConfig
+from gpu.cpu_backend import CpuBackend
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "resources" / "recorded" / "h200_sweep.json"
+
+
+def settle(qtbot, window) -> None:
+    qtbot.waitUntil(lambda: not window.runner.busy, timeout=10_000)
+    qtbot.wait(30)  # the runner's idle signal is queued behind its last outcome
+
+
+def noted(window, *words: str) -> bool:
+    return any(w in window.run_status.text() for w in words)
+
+
+def test_a_note_about_a_huge_batch_goes_when_the_batch_comes_back(qtbot, make_window):
+    window = make_window(CpuBackend(), seq_len=512)
+    window.controls.set_checked_algorithms((NAIVE, TILED))
+    small = window.config.with_(heads=2)
+    window.controls.set_config(small)
+    settle(qtbot, window)
+    window.controls.set_config(small.with_(batch=1024))
+    qtbot.waitUntil(lambda: noted(window, "not run", "out of memory"), timeout=10_000)
+    window.controls.set_config(small)  # back to a cached config
+    assert not noted(window, "not run", "out of memory", "N=512 ")
+    settle(qtbot, window)
+    assert not noted(window, "not run", "out of memory")
+    assert not window.run_status.cancellable  # idle: nothing to cancel
+    assert window.run_status.text().startswith(("Idle", "Ready"))
+
+
+def test_notes_from_n_131072_are_gone_at_n_1024(qtbot, make_window):
+    window = make_window(CostModelBackend(name="cpu"))  # the CPU's prior throughput applies
+    settle(qtbot, window)
+    window.controls.set_seq_len(131072)
+    qtbot.waitUntil(lambda: noted(window, "not run"), timeout=10_000)
+    assert "131072" in window.run_status.text()
+    window.controls.set_seq_len(1024)
+    settle(qtbot, window)
+    assert "131072" not in window.run_status.text() and not noted(window, "not run")
+    assert not window.run_status.cancellable
+
+
+def test_a_note_that_a_dtype_is_not_recorded_goes_back_to_fp16(qtbot, make_window):
+    window = make_window(open_path=str(SHIPPED))
+    settle(qtbot, window)
+    fp16 = window.config.with_(seq_len=65536)
+    window.controls.set_config(fp16)
+    settle(qtbot, window)
+    window.controls.set_config(fp16.with_(dtype="bf16"))
+    qtbot.waitUntil(lambda: noted(window, "not in the recorded run"), timeout=10_000)
+    assert "bf16" in window.run_status.text()
+    window.controls.set_config(fp16)
+    settle(qtbot, window)
+    assert not noted(window, "not in the recorded run", "bf16")
+    assert window.run_status.text().startswith("Recorded run: NVIDIA H200")
+    assert not window.run_status.cancellable
+
+
+def test_a_failed_run_banner_goes_with_its_config_and_backend_banners_stay(qtbot, make_window):
+    window = make_window()
+    other = window.config.with_(seq_len=2048)
+    window.banner.show_message("tiled at N = 2048 failed: boom", about=other)
+    window.controls.set_seq_len(512)
+    assert window.banner.message == ""
+    window.banner.show_message("Could not start the cuda backend: no GPU")  # about no config
+    window.controls.set_seq_len(1024)
+    assert window.banner.message.startswith("Could not start")
+
+
+def test_a_fast_drag_down_shows_the_small_n_without_waiting_for_the_stale_run(qtbot, make_window):
+    window = make_window(CpuBackend(), seq_len=256)
+    window.runner.live_time_limit_s = None  # the long run starts instead of being skipped
+    window.controls.set_checked_algorithms((TILED,))
+    settle(qtbot, window)
+    window.controls.set_config(window.config.with_(seq_len=2048, heads=4))
+    settle(qtbot, window)
+    big = window.config.with_(seq_len=32768)
+    window.controls.set_config(big)
+    qtbot.waitUntil(lambda: noted(window, "at N = 32768"), timeout=5000)  # the job started
+    qtbot.wait(1000)  # past making its inputs, into the tiles (it takes minutes on a CPU)
+    t0 = time.perf_counter()
+    for n in (16384, 4096, 1024, 256):  # the drag: each newer config stops the last
+        window.controls.set_config(big.with_(seq_len=n))
+    small = window.config
+    qtbot.waitUntil(
+        lambda: window.store.get(small, TILED, window.backend.key) is not None, timeout=10_000
+    )
+    shown_after = time.perf_counter() - t0
+    run_s = window.store.get(small, TILED, window.backend.key).total_ms / 1e3 * 4  # + repeats
+    assert shown_after < 0.5 + 5 * run_s, f"{shown_after:.2f} s"
+    assert window.runner.stats.runs_cancelled >= 1
+    assert window.store.get(big, TILED, window.backend.key) is None  # abandoned, not finished
+
+
+def test_esc_stops_a_run_in_flight(qtbot, make_window):
+    window = make_window(CpuBackend(), seq_len=256)
+    window.runner.live_time_limit_s = None
+    window.controls.set_checked_algorithms((TILED,))
+    settle(qtbot, window)
+    window.controls.set_config(window.config.with_(seq_len=32768, heads=4))
+    qtbot.waitUntil(lambda: noted(window, "at N = 32768"), timeout=5000)  # the job started
+    qtbot.wait(1000)  # past making its inputs, into the tiles
+    assert window.run_status.cancellable
+    before = window.runner.stats.runs_cancelled
+    t0 = time.perf_counter()
+    window.cancel_action.trigger()
+    qtbot.waitUntil(lambda: not window.runner.busy, timeout=5000)
+    assert time.perf_counter() - t0 < 0.5
+    assert window.runner.stats.runs_cancelled == before + 1
+    qtbot.wait(30)
+    assert not window.run_status.cancellable and not noted(window, "Running")
+
+
+# ------------------------------------------------------------------------------ recordings
+
+
+def test_sweep_on_a_recording_is_off_and_says_why(qtbot, make_window):
+    window = make_window(open_path=str(SHIPPED))
+    button = window.findChild(QPushButton, "sweepButton")
+    assert not button.isEnabled() and not window.sweep_action.isEnabled()
+    assert "nothing to measure" in button.toolTip()
+    assert window.sweep() == 0  # a script calling it anyway: no queue, no "Sweep done."
+    assert "nothing to measure" in window.statusBar().currentMessage()
+    assert not window.runner.busy or window.runner.stats.requests >= 0
+    window.controls.set_backend_choice("auto")
+    qtbot.waitUntil(lambda: window.backend is not None and not window.state.value.replay)
+    assert button.isEnabled() and window.sweep_action.isEnabled()
+
+
+def test_a_recording_that_lacks_the_config_says_what_it_shows(qtbot, make_window):
+    window = make_window()
+    window.controls.set_config(AttentionConfig(seq_len=1024, heads=1))
+    with qtbot.waitSignal(window.file_menu.fileOpened, timeout=5000):
+        window.file_menu.open_file(str(SHIPPED))
+    qtbot.waitUntil(lambda: window.state.value.replay, timeout=5000)
+    assert window.config.heads == 12
+    text = window.run_status.text()
+    assert f"Showing {window.config.label()}" in text and "h=1 " in text
+    window.controls.set_seq_len(4096)  # a config of its own now: the note is moot
+    assert "Showing" not in window.run_status.text()
+
+
+def _cpu_session(qtbot, make_window, tmp_path):
+    """A session measured on the (fake) CPU backend at N = 512 and 1024."""
+    window = make_window(CostModelBackend(name="cpu", device="the test CPU"))
+    for n in (512, 1024):
+        window.controls.set_seq_len(n)
+        settle(qtbot, window)
+    path = tmp_path / "cpu_session.json"
+    with qtbot.waitSignal(window.file_menu.sessionSaved, timeout=5000):
+        window.file_menu.save_session(str(path))
+    return window, path
+
+
+def test_a_reopened_cpu_session_can_continue_measuring_only_what_it_lacks(
+    qtbot, make_window, tmp_path
+):
+    first, path = _cpu_session(qtbot, make_window, tmp_path)
+    saved = len(first.store)
+    backend = CostModelBackend(name="cpu", device="the test CPU")
+    window = make_window(backend, open_path=str(path))
+    assert window.state.value.replay
+    assert window.continue_action.isEnabled()
+    assert window.continue_action.text() == "Continue measuring on cpu"
+    assert window.continue_measuring()
+    qtbot.waitUntil(
+        lambda: window.backend is not None and window.backend.info.backend == "cpu", timeout=5000
+    )
+    settle(qtbot, window)
+    assert backend.calls == []  # N = 1024 is the session's: nothing measured again
+    assert "Continuing cpu_session.json" in window.run_status.text()
+    kept = window.store.results(window.backend.key)
+    assert len(kept) == saved and all(r.recorded for r in kept)  # labelled as from the file
+    window.controls.set_seq_len(2048)  # what the session lacks is measured now
+    settle(qtbot, window)
+    assert {n for n, _, _ in backend.calls} == {2048}
+    assert not window.store.get(window.config, NAIVE, window.backend.key).recorded
+
+
+def test_a_session_from_another_device_is_not_mixed_into_this_ones_series(
+    qtbot, make_window, tmp_path
+):
+    _, path = _cpu_session(qtbot, make_window, tmp_path)
+    backend = CostModelBackend(name="cpu", device="another CPU")
+    window = make_window(backend, open_path=str(path))
+    window.continue_measuring()
+    qtbot.waitUntil(
+        lambda: window.backend is not None and window.backend.info.backend == "cpu", timeout=5000
+    )
+    settle(qtbot, window)
+    assert "measured on another device" in window.run_status.text()
+    assert {n for n, _, _ in backend.calls} == {1024}  # measured here, from scratch
+    assert not any(r.recorded for r in window.store.results(window.backend.key))
+
+
+def test_continue_measuring_is_off_for_a_recording_of_no_live_backend(qtbot, make_window):
+    window = make_window(open_path=str(SHIPPED))
+    assert window.continue_action.text() == "Continue measuring on cuda"  # an H200 run
+    rec = make_session(AttentionConfig(seq_len=256), {}, [], "", None)
+    assert rec.device is None
+    window.controls.set_backend_choice("auto")
+    qtbot.waitUntil(lambda: window.backend is not None and not window.state.value.replay)
+    assert not window.continue_action.isEnabled()
+    assert not window.continue_measuring()
+
+
+def test_saving_a_session_never_raises_out_of_the_file_menu(qtbot, make_window, tmp_path):
+    window = make_window()
+    save_session(make_session(window.config, {}, [], "", None), tmp_path / "ok.json")
+    failed = []
+    window.file_menu.exportFailed.connect(failed.append)
+    window.file_menu.save_session(str(tmp_path / "missing_folder" / "s.json"))
+    qtbot.waitUntil(lambda: bool(failed), timeout=5000)
+    assert "Could not save the session" in window.banner.message
+
+
+def test_render_of_a_substituted_config_shows_the_substitution_in_the_picture(
+    tmp_path, monkeypatch, capsys
+):
+    import app.exports
+    from app.launch import render_window
+
+    seen = []
+    real = app.exports.render_image
+
+    def render_image(widget, size=None):
+        seen.append(widget.run_status.text())
+        return real(widget, size)
+
+    monkeypatch.setattr(app.exports, "render_image", render_image)
+    out = tmp_path / "shot.png"
+    code = render_window(AttentionConfig(seq_len=1, heads=1), backend="replay", out=str(out))
+    assert code == 0 and out.exists()
+    err = capsys.readouterr().err
+    assert "the window shows B=1 h=12 N=256" in err  # the CLI says it on stderr ...
+    assert seen and "Showing B=1 h=12 N=256" in seen[0]  # ... and the window in the picture
+    assert "no results for B=1 h=1 " in seen[0]
