@@ -123,7 +123,11 @@ def name_widgets(root: QWidget) -> int:
     for widget in [root, *root.findChildren(QWidget)]:
         if not is_interactive(widget) and widget.objectName() not in NAMES:
             continue
-        if not widget.accessibleName():
+        explicit = NAMES.get(widget.objectName(), "")
+        if explicit and widget.accessibleName() != explicit:  # the window's own names win
+            widget.setAccessibleName(explicit)
+            named += 1
+        elif not widget.accessibleName():
             name = accessible_name(widget)
             if name:
                 widget.setAccessibleName(name)

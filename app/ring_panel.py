@@ -175,6 +175,7 @@ class RingPanel(QWidget):
         scroll = QScrollArea()
         scroll.setWidget(self.timeline)
         scroll.setWidgetResizable(True)  # scrolls sideways only in a narrow window
+        scroll.setAccessibleName("Per-device timeline")
         right = QWidget()
         rv = QVBoxLayout(right)
         rv.setContentsMargins(0, 0, 0, 0)

@@ -15,17 +15,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QTimer
-from PySide6.QtGui import QFontMetrics
+from PySide6.QtCore import QSize, QTimer
 from PySide6.QtWidgets import QApplication
 
 from app import exports
-from app.animation.canvas import BG
 from app.animation_writers import GifStreamWriter, open_writer
 from app.file_menu import ExportRequest
-from app.state.units import fmt_bytes
 from gpu.config import AttentionConfig
-from gpu.costmodel import attention_matrix_bytes
 
 imageio = pytest.importorskip("imageio.v3")
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +60,8 @@ def test_the_export_is_the_canvas_alone_not_the_buttons_and_panels(qtbot, make_w
     assert first.shape == direct.shape
     assert np.abs(first - direct).mean() < 3  # only the GIF palette's rounding differs
     # The whole widget would start with its mode tabs and buttons on the window's colour.
-    assert tuple(first[2, 2]) == pytest.approx((BG.red(), BG.green(), BG.blue()), abs=4)
+    bg = canvas.c.bg
+    assert tuple(first[2, 2]) == pytest.approx((bg.red(), bg.green(), bg.blue()), abs=4)
 
 
 @pytest.mark.parametrize(
@@ -82,15 +79,10 @@ def test_the_default_size_fits_the_s_and_p_labels(qtbot, config):
 
     widget = TileAnimationWidget(config=config)
     qtbot.addWidget(widget)
-    canvas = widget.canvas
-    canvas.setParent(None)
-    qtbot.addWidget(canvas)
-    exports._lay_out(canvas, exports.ANIMATION_SIZE)
-    metrics = QFontMetrics(canvas.f_bold)
-    label = f"S  N×N   {fmt_bytes(attention_matrix_bytes(config))}"  # the naive lane's
-    for matrix in ("S", "P"):
-        rect = canvas.matrix_rect(0, matrix)
-        assert metrics.horizontalAdvance(label) <= rect.width(), (matrix, rect.width())
+    size = QSize(*exports.ANIMATION_SIZE)
+    assert widget.canvas_problems(size) == []  # no label cut or overlapping
+    keys = {item.key for item in widget.canvas.text_items(size)}
+    assert {"lane0.name.S", "lane0.name.P"} <= keys  # the N×N matrices keep their names
 
 
 def test_sizes_below_the_canvas_minimum_are_refused_naming_it(make_window, tmp_path):

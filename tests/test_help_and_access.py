@@ -78,7 +78,7 @@ def test_open_trace_is_in_the_file_menu_and_opens_the_tiles_trace_mode(qtbot, ma
     animation = window.animation
     assert window.tabs.currentWidget() is animation
     assert animation.mode == animation.TRACE_MODE
-    assert animation.trace_panel.traces  # the file's traces are shown
+    qtbot.waitUntil(lambda: bool(animation.trace_panel.traces), timeout=10_000)  # read off-thread
     assert "Cannot open" not in animation.trace_panel.info.text()
 
 

@@ -88,38 +88,69 @@ def _ring_key(config: AttentionConfig, devices: int) -> tuple[AttentionConfig, i
     return cache_config(config, RING), devices
 
 
+def _is_single(result: RunResult) -> bool:
+    """A one-GPU result of a fused kernel on a GPU (what calibrates the ring's model)."""
+    info = ALGORITHMS.get(result.algorithm)
+    return info is not None and info.fused and result.backend == "cuda" and result.ring is None
+
+
 class RingRuns:
     """Ring runs and one-GPU fused results, newest last; see the module docstring."""
 
     def __init__(self) -> None:
         self._runs: dict[tuple[AttentionConfig, int, str], RingRun] = {}
         self._singles: dict[tuple[AttentionConfig, str], RunResult] = {}
+        #: Keys of one-GPU results that came from a recording (kept as they are: copying tens
+        #: of thousands of results to flag them would stall the GUI thread on opening).
+        self._recorded_singles: set[tuple[AttentionConfig, str]] = set()
+        #: Recordings whose one-GPU results are not sorted in yet: a recording can hold tens of
+        #: thousands, so opening one takes only its ring runs; the rest waits until asked for.
+        self._pending: list[tuple[tuple[RunResult, ...], str]] = []
 
     def __len__(self) -> int:
         return len(self._runs)
 
-    def add(self, result: RunResult, source: str = "") -> bool:
-        """Keep `result` if it is a ring run or a one-GPU fused result; True when kept."""
+    def add(self, result: RunResult, source: str = "", recorded: bool = False) -> bool:
+        """Keep `result` if it is a ring run or a one-GPU fused result; True when kept.
+        `recorded`: it comes from a recorded run (file), whatever its own flag says."""
         if result.oom or result.total_ms is None:
             return False
         if result.ring is not None:
-            run = RingRun(result, source)
+            run = RingRun(replace(result, recorded=True) if recorded else result, source)
             key = (*_ring_key(result.config, run.devices), run.kind)
             self._runs.pop(key, None)  # the newest goes last
             self._runs[key] = run
             return True
-        info = ALGORITHMS.get(result.algorithm)
-        if info is None or not info.fused or result.backend != "cuda":
+        if not _is_single(result):
             return False
-        self._singles[(cache_config(result.config, result.algorithm), result.algorithm)] = result
+        key = (cache_config(result.config, result.algorithm), result.algorithm)
+        self._singles[key] = result
+        if recorded or result.recorded:
+            self._recorded_singles.add(key)
+        else:
+            self._recorded_singles.discard(key)
         return True
 
-    def add_all(self, results: Iterable[RunResult], source: str = "") -> int:
-        return sum(self.add(r, source) for r in results)
+    def add_all(
+        self, results: Iterable[RunResult], source: str = "", recorded: bool = False
+    ) -> int:
+        return sum(self.add(r, source, recorded) for r in results)
 
     def add_recording(self, recording: Recording, path: str = "") -> int:
-        results = (replace(r, recorded=True) for r in recording.results)
-        return self.add_all(results, os.path.basename(path) or "recorded run")
+        source = os.path.basename(path) or "recorded run"
+        rings = sum(
+            self.add(r, source, recorded=True) for r in recording.results if r.ring is not None
+        )
+        self._pending.append((recording.results, source))
+        return rings
+
+    def _settle(self) -> None:
+        """Sort in the one-GPU results of recordings added since the last call."""
+        pending, self._pending = self._pending, []
+        for results, source in pending:
+            for r in results:
+                if r.ring is None:
+                    self.add(r, source, recorded=True)
 
     def runs(self) -> tuple[RingRun, ...]:
         return tuple(self._runs.values())
@@ -136,7 +167,8 @@ class RingRuns:
     def recorded_devices(self) -> tuple[int, ...]:
         """Every P a recorded ring run holds (P = 1 too when one-GPU results were recorded)."""
         ps = {run.devices for run in self._runs.values() if run.kind == RECORDED}
-        if any(r.recorded for r in self._singles.values()):
+        pending = (r for results, _ in self._pending for r in results)
+        if self._recorded_singles or any(_is_single(r) for r in pending):
             ps.add(1)
         return tuple(sorted(ps))
 
@@ -165,6 +197,7 @@ class RingRuns:
     def kernel(self) -> str | None:
         """The fused kernel the model is calibrated with: the one the newest GPU ring ran, else
         the best one measured on one GPU."""
+        self._settle()
         for run in reversed(self._runs.values()):
             k = run.measurement.kernel
             if any(a == k for _, a in self._singles):
@@ -174,7 +207,7 @@ class RingRuns:
 
     def singles(self, config: AttentionConfig) -> list[RunResult]:
         """One-GPU results of the calibrating kernel in `config`'s family, by N."""
-        kernel = self.kernel()
+        kernel = self.kernel()  # settles pending recordings
         fam = family_of(config, RING)
         out = [
             r
@@ -193,6 +226,6 @@ class RingRuns:
         if kernel is None:
             return None
         results = [r for (_, a), r in self._singles.items() if a == kernel]
-        recorded = any(r.recorded for r in results)
+        recorded = any(key[1] == kernel for key in self._recorded_singles)
         source = f"{kernel} on one GPU, {'recorded' if recorded else 'measured'}"
         return MeasuredThroughput.from_results(results, kernel, source, fallback=fallback)
