@@ -89,7 +89,7 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
 #: stages of K and V take 192 KiB of the 227 KiB.
 WS_DEFAULTS: dict[int, str] = {
     64: "d64-128x2-c3-po-r24",
-    128: "d128-128x2-c2-o-r24",
+    128: "d128-128x2-c2-po-r24",
     256: "d256-64x2-c2-po-r24",
 }
 
