@@ -193,3 +193,12 @@ def in_process(func: Callable[..., Any], *args: Any) -> Callable[[], Any]:
             return func(*args)
 
     return work
+
+
+def read_elsewhere(path: str) -> Any:
+    """app.state.recorded_run.read_members in the compute process: reading and splitting a
+    large file makes long calls that would hold the interpreter from the GUI thread; the
+    thread that waits here then checks the pieces one short call at a time."""
+    from .state.recorded_run import read_members
+
+    return in_process(read_members, path)()

@@ -43,7 +43,7 @@ from gpu.recording import RecordingError
 from . import exports, settings
 from .accessibility import name_widgets
 from .actions import make_action
-from .background import LatestOnly, run_once
+from .background import LatestOnly, read_elsewhere, run_once
 from .state.budget import BUDGET_PRESETS
 from .state.recorded_run import RECORDED_DIR, REPLAY, RecordedBackend, shipped_recording
 from .state.session import Session, SessionError, make_session, save_session
@@ -668,7 +668,7 @@ class FileMenu(QObject):
         thread first: a corrupt, truncated or newer-version file gives a message and changes
         nothing. True when the read started; `fileOpened` or `openFailed` follows."""
         self.reader.submit(
-            lambda: RecordedBackend.from_file(path),
+            lambda: RecordedBackend.from_file(path, read_elsewhere),
             lambda backend: self._opened(path, backend),
             lambda exc: self._open_failed(path, exc),
         )

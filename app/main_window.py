@@ -44,7 +44,7 @@ from gpu.results import RunResult
 from . import settings
 from .accessibility import name_widgets
 from .actions import make_action
-from .background import LatestOnly
+from .background import LatestOnly, read_elsewhere
 from .controls import ControlsPanel
 from .explain import ExplainPane
 from .file_menu import FileMenu
@@ -578,7 +578,7 @@ class MainWindow(QMainWindow):
             def factory() -> Backend:
                 if preloaded is not None and preloaded[0] == path:
                     return preloaded[1]
-                return RecordedBackend.from_file(path)
+                return RecordedBackend.from_file(path, read_elsewhere)
 
             what = f"Opening {path.rsplit('/', 1)[-1]}…"
         else:
@@ -621,9 +621,10 @@ class MainWindow(QMainWindow):
         wanted, config, scale = s.config, s.config, None
         if name == REPLAY:
             recorded: RecordedBackend = ready.backend  # type: ignore[assignment]
-            # A recording is one source: opening another replaces the last one's results.
+            # A recording is one source: opening one (again, or another) replaces the last
+            # one's results, and its own are then taken over whole, in one step.
             for key in self.store.backend_keys():
-                if key.startswith(f"{REPLAY}:") and key != ready.key:
+                if key.startswith(f"{REPLAY}:"):
                     self.store.clear(key)
             self.store.take_over(recorded.store)  # cached before the views ask for them
             scale = recorded.seq_lens() or None

@@ -315,7 +315,7 @@ class RingPanel(QWidget):
         self.runs.add_recording(recording, getattr(backend, "path", ""))
         self.pinned = None
         self._fill_run_combo()
-        target = ring_run_to_show(recording.results, s.config, s.devices)
+        target = ring_run_to_show(recording.ring_results, s.config, s.devices)
         if target is not None:
             config = target.config.with_(block_m=s.config.block_m, block_n=s.config.block_n)
             self.state.update(config=config, devices=target.ring.devices)

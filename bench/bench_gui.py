@@ -32,9 +32,12 @@ Prints a short table last; `--out` also writes every sample as JSON.
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import json
 import os
 import platform
+import pstats
 import statistics
 import subprocess
 import sys
@@ -360,7 +363,12 @@ def gui_cost(app, window, change, settle_s: float = 0.4) -> tuple[float, float, 
         cpu = (time.thread_time() - c0) * 1e3
         wall = time.perf_counter() - t0
         paint = paint_cpu_ms(app) - p0
+    CHANGE_WALL_S.append(wall)
     return max(0.0, cpu - idle_rate * wall), paint, beat.max_gap
+
+
+#: Wall seconds of each change measured by gui_cost, from the change until the runner is idle.
+CHANGE_WALL_S: list[float] = []
 
 
 def bench_changes(app, window, count: int, n: int) -> dict:  # type: ignore[no-untyped-def]
@@ -403,6 +411,7 @@ def bench_changes(app, window, count: int, n: int) -> dict:  # type: ignore[no-u
         "dtype_max_heartbeat_gap_ms": max(dtype_gap),
         "heads_samples_ms": heads,
         "dtype_samples_ms": dtype,
+        "wall_s": list(CHANGE_WALL_S),
     }
 
 
@@ -592,6 +601,9 @@ def main() -> int:
     parser.add_argument("--starts", type=int, default=5)
     parser.add_argument("--only", default=",".join(SCENARIOS), help=f"of {','.join(SCENARIOS)}")
     parser.add_argument("--out", default="", help="write every sample as JSON here")
+    parser.add_argument(
+        "--profile-changes", default="", help="write a cProfile of the GUI thread over the changes"
+    )
     args = parser.parse_args()
     if os.environ.get("TILESCOPE_BENCH_CHILD"):
         return _child_first_paint()
@@ -615,7 +627,17 @@ def main() -> int:
             )
             results["slider_tiles"] = bench_slider(app, window, args.moves, args.seq_max, tab=1)
         if "changes" in only:
+            profiler = cProfile.Profile() if args.profile_changes else None
+            if profiler is not None:
+                profiler.enable()  # the GUI thread's Python calls only
             results["changes"] = bench_changes(app, window, args.changes, args.change_n)
+            if profiler is not None:
+                profiler.disable()
+                text = io.StringIO()
+                stats = pstats.Stats(profiler, stream=text)
+                stats.sort_stats("tottime").print_stats(40)
+                stats.sort_stats("cumulative").print_stats(60)
+                Path(args.profile_changes).write_text(text.getvalue())
         if "stalls" in only:
             results["stall_drag"] = stall_drag(app, window, args.seq_max)
             results["stall_sweep"] = stall_sweep(app, window, args.sweep_max or args.seq_max)

@@ -27,6 +27,7 @@ import stat
 import tempfile
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -117,8 +118,56 @@ def decode_json_members(data: bytes, where: str) -> dict[str, msgspec.Raw] | Non
         raise FileReadError(f"{where} is not valid JSON (truncated or corrupt?): {exc}") from None
 
 
+@dataclass(frozen=True)
+class RawArray:
+    """A large JSON array kept raw, as consecutive pieces that are each a JSON array of some of
+    its items: decoding one piece is a short call, whatever the size of the whole."""
+
+    pieces: tuple[msgspec.Raw, ...]
+
+
+def split_json_members(
+    data: bytes, where: str, piece_bytes: int = 1 << 20
+) -> dict[str, msgspec.Raw | RawArray] | None:
+    """`decode_json_members`, with every array member larger than `piece_bytes` split into a
+    RawArray. It makes a few long calls over the whole document: run it where a long call
+    stalls nobody (a process of its own), and send what it returns back to be decoded piece by
+    piece."""
+    members = decode_json_members(data, where)
+    if members is None:
+        return None
+    out: dict[str, msgspec.Raw | RawArray] = {}
+    for key, raw in members.items():
+        items = _array_items(raw) if len(raw) > piece_bytes else None
+        out[key] = raw if items is None else RawArray(_pieces(items, piece_bytes))
+    return out
+
+
+def _array_items(raw: msgspec.Raw) -> list[msgspec.Raw] | None:
+    try:
+        return msgspec.json.decode(raw, type=list[msgspec.Raw])
+    except msgspec.ValidationError:
+        return None  # not an array
+
+
+def _pieces(items: list[msgspec.Raw], piece_bytes: int) -> tuple[msgspec.Raw, ...]:
+    pieces, group, size = [], [], 0
+    for item in items:
+        group.append(item)
+        size += len(item) + 1
+        if size >= piece_bytes:
+            pieces.append(msgspec.Raw(b"[" + b",".join(group) + b"]"))
+            group, size = [], 0
+    if group or not pieces:
+        pieces.append(msgspec.Raw(b"[" + b",".join(group) + b"]"))
+    return tuple(pieces)
+
+
 def decode_member(value: Any, where: str) -> Any:
-    """A member from `decode_json_members` decoded (any other value is already parsed)."""
+    """A member from `decode_json_members` or `split_json_members` decoded (any other value is
+    already parsed)."""
+    if isinstance(value, RawArray):
+        return [item for piece in value.pieces for item in decode_member(piece, where)]
     if not isinstance(value, msgspec.Raw):
         return value
     try:

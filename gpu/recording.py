@@ -14,7 +14,7 @@ import io
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import FileReadError, FileWriteError, RecordingError, SchemaError, printable
@@ -48,6 +48,18 @@ class Recording:
     results: tuple[RunResult, ...]
     meta: dict[str, Any]
     traces: tuple[Trace, ...] = ()
+    #: Its ring results and the device counts P it holds (1 for one-device results), found
+    #: once where the recording is built, so a viewer never scans every result for them.
+    ring_results: tuple[RunResult, ...] = field(init=False, repr=False, compare=False)
+    devices: tuple[int, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        rings = tuple(r for r in self.results if r.ring is not None)
+        counts = {r.ring.devices for r in rings}
+        if len(rings) < len(self.results):
+            counts.add(1)
+        object.__setattr__(self, "ring_results", rings)
+        object.__setattr__(self, "devices", tuple(sorted(counts)))
 
     def to_dict(self) -> dict[str, Any]:
         data = {

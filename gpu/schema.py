@@ -52,7 +52,7 @@ from .config import (
     ceil_div,
 )
 from .errors import FileReadError, SchemaError
-from .fileio import decode_member
+from .fileio import RawArray, decode_member
 from .results import STRIP_MAX_POINTS, DeviceInfo, KernelTime, KernelTraffic, RunResult
 
 RESULTS_SCHEMA = "tilescope.results/1"
@@ -316,6 +316,20 @@ class DeviceDoc(_Doc):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_free_form("details", self.details)
+        for key, kind in _NUMERIC_DETAILS.items():
+            if self.details.get(key) is not None:
+                try:
+                    msgspec.convert(self.details[key], kind, strict=True)
+                except msgspec.ValidationError as exc:
+                    raise _field_error(f"details.{key}", str(exc)) from None
+
+
+#: Device details that the program computes with (the rest are shown as text): their types.
+_NUMERIC_DETAILS: dict[str, Any] = {
+    "l2_peak_bandwidth_bytes_s": Annotated[float, Meta(gt=0.0, le=sys.float_info.max)],
+    "l2_read_bandwidth_bytes_s": Annotated[float, Meta(gt=0.0, le=sys.float_info.max)],
+    "smem_per_block_optin_bytes": Annotated[int, Meta(gt=0, le=INT64_MAX)],
+}
 
 
 TraceNs = Annotated[int, Meta(ge=0, le=MAX_TRACE_NS)]
@@ -553,26 +567,34 @@ def _schema_error(exc: msgspec.ValidationError, where: str, prefix: str) -> Sche
 def check_each(
     items: Any, doc: type[Any], where: str, path: str, build: Callable[[Any], T]
 ) -> list[T]:
-    """The items of a JSON array (parsed, or raw from gpu.fileio.decode_json_members), each
-    checked as `doc` and built with `build`, one at a time: a large file's thousands of results
-    are never one long call, so a reading thread leaves the GUI thread room to paint. A bad
-    item raises SchemaError naming its path (``results[3].peak_bytes``)."""
+    """The items of a JSON array (parsed, raw from gpu.fileio.decode_json_members, or a
+    gpu.fileio.RawArray), each checked as `doc` and built with `build`, one at a time: a large
+    file's thousands of results are never one long call, so a reading thread leaves the GUI
+    thread room to paint. A bad item raises SchemaError naming its path
+    (``results[3].peak_bytes``)."""
+    pieces = items.pieces if isinstance(items, RawArray) else (items,)
+    out: list[T] = []
+    for piece in pieces:
+        for item in _array(piece, where, path):
+            i = len(out)
+            try:
+                data = decode_member(item, where)
+            except FileReadError as exc:
+                raise SchemaError(where, f"{path}[{i}]", str(exc).rpartition(": ")[2]) from None
+            check(data, doc, where, f"{path}[{i}]")
+            out.append(build(data))
+    return out
+
+
+def _array(items: Any, where: str, path: str) -> list[Any]:
+    """A JSON array's items, raw when it is raw; SchemaError when it is not an array."""
     if isinstance(items, msgspec.Raw):
         try:
-            items = msgspec.json.decode(items, type=list[msgspec.Raw])
+            return msgspec.json.decode(items, type=list[msgspec.Raw])
         except msgspec.ValidationError as exc:
             raise _schema_error(exc, where, path) from None
-    else:
-        check(items, list[Any], where, path)
-    out = []
-    for i, item in enumerate(items):
-        try:
-            data = decode_member(item, where)
-        except FileReadError as exc:
-            raise SchemaError(where, f"{path}[{i}]", str(exc).rpartition(": ")[2]) from None
-        check(data, doc, where, f"{path}[{i}]")
-        out.append(build(data))
-    return out
+    check(items, list[Any], where, path)
+    return items
 
 
 def check_config(data: Any, where: str, path: str = "config") -> AttentionConfig:

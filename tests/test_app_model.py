@@ -75,6 +75,31 @@ def test_a_success_holds_for_larger_budgets_and_an_oom_for_smaller_ones():
     assert store.get(big, NAIVE, KEY, budget_bytes=None) is None
 
 
+def test_a_source_taken_over_is_held_whole_and_cleared_alone():
+    mine, theirs = ResultStore(), ResultStore()
+    kept = result(512)
+    mine.add(kept, KEY)
+    for n in (512, 1024, 2048):
+        theirs.add(result(n), "replay:recording")
+    mine.take_over(theirs)
+    assert len(mine) == 4 and mine.backend_keys() == [KEY, "replay:recording"]
+    assert [r.config.seq_len for r in mine.series(BASE, NAIVE, "replay:recording")] == [
+        512, 1024, 2048,
+    ]  # fmt: skip
+    mine.clear("replay:recording")
+    assert len(mine) == 1 and mine.results() == [kept] and mine.backend_keys() == [KEY]
+
+
+def test_taking_over_a_source_already_held_merges_it_newest_first():
+    mine, theirs = ResultStore(), ResultStore()
+    mine.add(result(512), KEY)
+    newer = result(512, batch=1)
+    theirs.add(newer, KEY)
+    theirs.add(result(1024), KEY)
+    mine.take_over(theirs)
+    assert len(mine) == 2 and mine.get(BASE.with_(seq_len=512), NAIVE, KEY) is newer
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.sampled_from([128, 256, 512, 1024, 2048, 4096]), min_size=1, max_size=30))
 def test_store_series_is_sorted_and_unique_whatever_the_insertion_order(ns):

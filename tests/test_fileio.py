@@ -4,6 +4,7 @@ and refuse everything else at once, with one line."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import stat
@@ -13,6 +14,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from gpu import fileio
@@ -259,3 +261,30 @@ def test_a_utf8_byte_order_mark_is_accepted(tmp_path):
 
 def test_the_stated_limit_is_the_enforced_one():
     assert fileio.MAX_READ_LABEL == "256 MiB" and MAX_READ_BYTES == 256 * 2**20
+
+
+def test_a_large_array_member_is_split_into_pieces_that_hold_every_item_in_order():
+    items = [{"i": i, "pad": "x" * 50} for i in range(2000)]
+    data = json.dumps({"schema": "s", "results": items, "small": [1, 2]}).encode()
+    members = fileio.split_json_members(data, "f.json", piece_bytes=10_000)
+    assert isinstance(members["results"], fileio.RawArray)
+    assert len(members["results"].pieces) > 10
+    assert all(len(p) < 10_000 + 200 for p in members["results"].pieces)
+    assert fileio.decode_member(members["results"], "f.json") == items
+    assert fileio.decode_member(members["small"], "f.json") == [1, 2]  # small: kept whole
+
+
+def test_a_bad_item_of_a_split_array_is_named_by_its_index_in_the_whole_array():
+    from gpu.schema import SchemaError, check_each
+
+    items = [{"n": i} for i in range(3000)]
+    items[2500] = {"n": "two thousand five hundred"}
+    data = json.dumps({"results": items}).encode()
+    members = fileio.split_json_members(data, "f.json", piece_bytes=4_000)
+    assert len(members["results"].pieces) > 3
+
+    class Item(msgspec.Struct):
+        n: int
+
+    with pytest.raises(SchemaError, match=r"results\[2500\]"):
+        check_each(members["results"], Item, "f.json", "results", lambda d: d)

@@ -12,10 +12,10 @@ import gc
 import hashlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpu.algorithms import ALGORITHMS
 from gpu.backend import RunOptions
@@ -117,6 +117,21 @@ class NotRecorded(LookupError):
     """The recorded run holds no result for this (config, algorithm)."""
 
 
+#: A file's content id and its members, raw (gpu.fileio.split_json_members).
+FileMembers = tuple[str, dict[str, Any]]
+
+
+def read_members(path: str) -> FileMembers:
+    """Read a recording or session file: its content id (a hash of the bytes) and its members,
+    large arrays split into pieces; SessionError for a file that is not a JSON object. A few
+    long calls over the whole file, in whatever thread or process calls it."""
+    from .session import parse_json_members, read_file_bytes
+
+    raw = read_file_bytes(path)
+    source_id = hashlib.blake2b(raw, digest_size=8).hexdigest()
+    return source_id, parse_json_members(raw, printable(path))
+
+
 class RecordedBackend:
     """Replays a results file; see the module docstring."""
 
@@ -163,22 +178,23 @@ class RecordedBackend:
             self.store.add(result, self.key, None)
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str]) -> RecordedBackend:
+    def from_file(
+        cls, path: str | os.PathLike[str], read: Callable[[str], FileMembers] | None = None
+    ) -> RecordedBackend:
         """Load and validate a recording or a saved session; raises gpu.recording.RecordingError
         or app.state.session.SessionError with the file and the cause. Called off the GUI
-        thread; see `collector_paused` for why it pauses the garbage collector."""
+        thread; see `collector_paused` for why it pauses the garbage collector. `read` does
+        the reading and splitting (`read_members`; the app runs it in its compute process,
+        where its long calls over the whole file hold up no thread of the GUI's)."""
         with collector_paused():
-            return cls._from_file(path)
+            return cls._from_file(os.fspath(path), read or read_members)
 
     @classmethod
-    def _from_file(cls, path: str | os.PathLike[str]) -> RecordedBackend:
-        from .session import Session, SessionError, parse_json_members, read_file_bytes
+    def _from_file(cls, path: str, read: Callable[[str], FileMembers]) -> RecordedBackend:
+        from .session import Session, SessionError
 
-        where = printable(os.fspath(path))
-        raw = read_file_bytes(path)
-        source_id = hashlib.blake2b(raw, digest_size=8).hexdigest()
-        members = parse_json_members(raw, where)
-        del raw
+        where = printable(path)
+        source_id, members = read(path)
         try:
             schema = decode_member(members.get("schema"), where)
         except FileReadError as exc:
@@ -189,7 +205,7 @@ class RecordedBackend:
             raise SessionError(
                 f"{where} is not a Tilescope session or recorded run (schema {schema!r:.80})"
             )
-        return cls(recording_from_members(members, where), os.fspath(path), source_id=source_id)
+        return cls(recording_from_members(members, where), path, source_id=source_id)
 
     @classmethod
     def from_session(

@@ -54,11 +54,12 @@ class ResultStore:
     """RunResults by backend, family, algorithm and N; the newest outcome per budget wins."""
 
     def __init__(self) -> None:
-        self._data: dict[tuple[str, Family, str], dict[int, list[StoredResult]]] = {}
-        self._count = 0
+        # source key -> (family, algorithm) -> N -> outcomes: a source comes and goes whole.
+        self._data: dict[str, dict[tuple[Family, str], dict[int, list[StoredResult]]]] = {}
+        self._counts: dict[str, int] = {}
 
     def __len__(self) -> int:
-        return self._count
+        return sum(self._counts.values())
 
     def add(
         self,
@@ -69,15 +70,16 @@ class ResultStore:
     ) -> None:
         """Keep `result` (run under `budget_bytes`; `profiled`: its run sampled the counters),
         replacing an older outcome under the same budget."""
-        key = (backend_key, family_of(result.config, result.algorithm), result.algorithm)
-        entries = self._data.setdefault(key, {}).setdefault(result.config.seq_len, [])
+        key = (family_of(result.config, result.algorithm), result.algorithm)
+        series = self._data.setdefault(backend_key, {})
+        entries = series.setdefault(key, {}).setdefault(result.config.seq_len, [])
         stored = StoredResult(result, budget_bytes, profiled or bool(result.traffic))
         for i, old in enumerate(entries):
             if old.budget_bytes == budget_bytes:
                 entries[i] = stored
                 return
         entries.append(stored)
-        self._count += 1
+        self._counts[backend_key] = self._counts.get(backend_key, 0) + 1
 
     def get(
         self,
@@ -92,8 +94,8 @@ class ResultStore:
     def _stored(
         self, config: AttentionConfig, algorithm: str, backend_key: str, budget_bytes: int | None
     ) -> StoredResult | None:
-        key = (backend_key, family_of(config, algorithm), algorithm)
-        entries = self._data.get(key, {}).get(config.seq_len, ())
+        key = (family_of(config, algorithm), algorithm)
+        entries = self._data.get(backend_key, {}).get(key, {}).get(config.seq_len, ())
         return _pick(entries, budget_bytes)
 
     def missing(
@@ -122,8 +124,8 @@ class ResultStore:
         budget_bytes: int | None = None,
     ) -> list[RunResult]:
         """Every N measured for config's family (any seq_len), sorted by N."""
-        key = (backend_key, family_of(config, algorithm), algorithm)
-        by_n = self._data.get(key, {})
+        key = (family_of(config, algorithm), algorithm)
+        by_n = self._data.get(backend_key, {}).get(key, {})
         out = []
         for n in sorted(by_n):
             picked = _pick(by_n[n], budget_bytes)
@@ -134,17 +136,17 @@ class ResultStore:
     def seq_lens(self, backend_key: str) -> list[int]:
         """Every N held for a backend, in any family (a recorded run's slider stops)."""
         found: set[int] = set()
-        for (bk, _, _), by_n in self._data.items():
-            if bk == backend_key:
-                found.update(by_n)
+        for by_n in self._data.get(backend_key, {}).values():
+            found.update(by_n)
         return sorted(found)
 
     def results(self, backend_key: str | None = None) -> list[RunResult]:
         out = []
-        for (bk, _, _), by_n in self._data.items():
+        for bk, series in self._data.items():
             if backend_key is None or bk == backend_key:
-                for entries in by_n.values():
-                    out.extend(s.result for s in entries)
+                for by_n in series.values():
+                    for entries in by_n.values():
+                        out.extend(s.result for s in entries)
         return out
 
     def entries(self) -> list[tuple[str, int | None, RunResult]]:
@@ -152,31 +154,40 @@ class ResultStore:
         these and adds them back, so a reopened session has the same cache."""
         return [
             (bk, stored.budget_bytes, stored.result)
-            for (bk, _, _), by_n in self._data.items()
+            for bk, series in self._data.items()
+            for by_n in series.values()
             for entries in by_n.values()
             for stored in entries
         ]
 
     def take_over(self, other: ResultStore) -> None:
-        """Hold every entry of `other` (a store filled off the GUI thread: a recording's), in
-        steps proportional to its series, not its results; `other` must not be used after."""
-        for key, by_n in other._data.items():
-            mine = self._data.setdefault(key, {})
-            for n, entries in by_n.items():
-                self._count += len(entries) - len(mine.get(n, ()))
-                mine[n] = entries
+        """Hold every entry of `other` (a store filled off the GUI thread: a recording's); a
+        source this store does not hold yet is taken whole, in one step whatever its size.
+        `other` must not be used after."""
+        for bk, theirs in other._data.items():
+            mine = self._data.get(bk)
+            if mine is None:
+                self._data[bk] = theirs
+                self._counts[bk] = other._counts.get(bk, 0)
+                continue
+            for key, by_n in theirs.items():
+                mine_by_n = mine.setdefault(key, {})
+                for n, entries in by_n.items():
+                    gained = len(entries) - len(mine_by_n.get(n, ()))
+                    self._counts[bk] = self._counts.get(bk, 0) + gained
+                    mine_by_n[n] = entries
 
     def backend_keys(self) -> list[str]:
         """Every source held: a backend (device) key, or a recording's own key."""
-        return sorted({bk for bk, _, _ in self._data})
+        return sorted(self._data)
 
     def clear(self, backend_key: str | None = None) -> None:
         if backend_key is None:
             self._data.clear()
+            self._counts.clear()
         else:
-            for key in [k for k in self._data if k[0] == backend_key]:
-                del self._data[key]
-        self._count = sum(len(e) for by_n in self._data.values() for e in by_n.values())
+            self._data.pop(backend_key, None)
+            self._counts.pop(backend_key, None)
 
 
 def _pick(entries: Sequence[StoredResult], budget_bytes: int | None) -> StoredResult | None:

@@ -163,7 +163,7 @@ def recorded_devices(s: AppState) -> tuple[int, ...]:
     recording = getattr(s.backend.backend, "recording", None)
     if recording is None:
         return ()
-    return tuple(sorted({r.ring.devices if r.ring is not None else 1 for r in recording.results}))
+    return recording.devices
 
 
 def restart_needed(s: AppState) -> bool:

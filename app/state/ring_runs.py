@@ -138,9 +138,7 @@ class RingRuns:
 
     def add_recording(self, recording: Recording, path: str = "") -> int:
         source = os.path.basename(path) or "recorded run"
-        rings = sum(
-            self.add(r, source, recorded=True) for r in recording.results if r.ring is not None
-        )
+        rings = sum(self.add(r, source, recorded=True) for r in recording.ring_results)
         self._pending.append((recording.results, source))
         return rings
 

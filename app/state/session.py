@@ -35,9 +35,9 @@ from gpu.config import AttentionConfig
 from gpu.errors import FileReadError, FileWriteError, SchemaError, printable
 from gpu.fileio import (
     atomic_write_bytes,
-    decode_json_members,
     decode_member,
     read_bytes,
+    split_json_members,
 )
 from gpu.recording import Recording, RecordingError
 from gpu.results import DeviceInfo, RunResult
@@ -322,7 +322,7 @@ def parse_json_members(data: bytes, where: str) -> dict[str, Any]:
     """The members of the JSON object in `data`, each still raw (see Session.from_members); a
     SessionError for bytes that are not a JSON object (the message says what they are)."""
     try:
-        members = decode_json_members(data, where)
+        members = split_json_members(data, where)
     except FileReadError as exc:
         raise SessionError(str(exc)) from exc
     if members is None:
