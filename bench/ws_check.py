@@ -141,19 +141,6 @@ def correctness_cases(label: str, full: bool) -> list[AttentionConfig]:
                 )
     if full:  # more heads than one L2 group of the causal block order: the last group is short
         cases.append(AttentionConfig(seq_len=4096, heads=23, head_dim=v.head_dim, causal=True))
-    if v.persistent:  # several work tiles per block (more tiles than the H200's 132 SMs)
-        for dtype in ("fp16", "bf16"):
-            for causal in (False, True):
-                cases.append(
-                    AttentionConfig(
-                        seq_len=1000,
-                        heads=40,
-                        head_dim=v.head_dim,
-                        batch=2,
-                        dtype=dtype,
-                        causal=causal,
-                    )
-                )
     return cases
 
 

@@ -29,7 +29,7 @@ from typing import Any
 from . import flash_launch
 from .algorithms import WS_DEFAULTS
 from .config import AttentionConfig, ceil_div
-from .cuda_kernels import device_attribute, device_limits
+from .cuda_kernels import device_limits
 
 SOURCE = "flash_ws.cu"
 #: NVRTC options: wgmma and setmaxnreg need the architecture-specific target sm_90a.
@@ -47,8 +47,7 @@ L2_GROUP_BYTES = 40 * 2**20
 
 
 _LABEL = re.compile(
-    r"^d(?P<d>\d+)-(?P<bn>\d+)x(?P<ns>\d+)-c(?P<c>\d+)-(?P<flags>po|p|o|none)-r(?P<r>\d+)"
-    r"(?P<pers>-pers)?(?:-e(?P<emu>\d+))?$"
+    r"^d(?P<d>\d+)-(?P<bn>\d+)x(?P<ns>\d+)-c(?P<c>\d+)-(?P<flags>po|p|o|none)-r(?P<r>\d+)$"
 )
 
 
@@ -63,8 +62,6 @@ class WsLaunch:
     pingpong: bool = True
     overlap: bool = True
     producer_regs: int = 24
-    persistent: bool = False  # one block per SM loops over the work tiles
-    emulated_exp: int = 0  # exponentials of every 16 computed on the FMA pipe
 
     @property
     def block_m(self) -> int:
@@ -84,19 +81,16 @@ class WsLaunch:
     def smem_bytes(self) -> int:
         """1024 B alignment slack + Q tile + `stages` K and V tiles + the mbarriers."""
         tiles = (self.block_m + 2 * self.stages * self.block_n) * self.head_dim * 2
-        return 1024 + tiles + 8 * (2 + 4 * self.stages)
+        return 1024 + tiles + 8 * (1 + 4 * self.stages)
 
     @property
     def label(self) -> str:
-        """Short name: d, key tile × stages, consumers, ping-pong/overlap flags, producer regs,
-        then `-pers` for persistent blocks and `-eK` for K of every 16 exponentials on the FMA
-        pipe. `WsLaunch.from_label` reads it back (WS_DEFAULTS holds labels)."""
+        """Short name: d, key tile × stages, consumers, ping-pong/overlap flags, producer regs.
+        `WsLaunch.from_label` reads it back (WS_DEFAULTS holds labels)."""
         flags = ("p" if self.pingpong else "") + ("o" if self.overlap else "")
         return (
             f"d{self.head_dim}-{self.block_n}x{self.stages}-c{self.consumers}"
             f"-{flags or 'none'}-r{self.producer_regs}"
-            + ("-pers" if self.persistent else "")
-            + (f"-e{self.emulated_exp}" if self.emulated_exp else "")
         )
 
     @classmethod
@@ -114,8 +108,6 @@ class WsLaunch:
             pingpong="p" in flags,
             overlap="o" in flags,
             producer_regs=int(match["r"]),
-            persistent=match["pers"] is not None,
-            emulated_exp=int(match["emu"] or 0),
         )
 
     def template_name(self, causal: bool, bf16: bool) -> str:
@@ -123,18 +115,12 @@ class WsLaunch:
         return (
             f"flash_ws_fwd<{self.head_dim}, {self.block_n}, {self.consumers}, {self.stages}, "
             f"{b(self.pingpong)}, {b(self.overlap)}, {self.producer_regs}, "
-            f"{b(self.persistent)}, {self.emulated_exp}, {b(causal)}, {b(bf16)}>"
+            f"{b(causal)}, {b(bf16)}>"
         )
 
-    def work_tiles(self, config: AttentionConfig) -> int:
-        """Query tiles of all (batch, head) pairs: the blocks of a launch, or the work that
-        persistent blocks share."""
+    def grid_blocks(self, config: AttentionConfig) -> int:
+        """Blocks a launch runs: one per query tile of every (batch, head) pair."""
         return ceil_div(config.seq_len, self.block_m) * config.bh
-
-    def grid_blocks(self, config: AttentionConfig, sm_count: int) -> int:
-        """Blocks a launch runs: one per work tile, or at most one per SM when persistent."""
-        tiles = self.work_tiles(config)
-        return min(tiles, sm_count) if self.persistent else tiles
 
 
 def default_launch(head_dim: int) -> WsLaunch:
@@ -151,20 +137,11 @@ def default_launch(head_dim: int) -> WsLaunch:
 FIRST_RUN_DEFAULTS = ("d64-128x2-c2-po-r24", "d128-128x2-c2-po-r24", "d256-64x2-c2-po-r24")
 
 #: What the candidate timing (`bench/ws_check.py --candidates`) compares at d = 64 and 128,
-#: besides the defaults and FIRST_RUN_DEFAULTS: 3 consumers with and without ping-pong,
-#: persistent blocks, and a share of the exponentials on the FMA pipe (d = 64, where the MUFU
-#: unit is as busy as the tensor cores; one d = 128 probe).
+#: besides the defaults and FIRST_RUN_DEFAULTS: overlap without ping-pong, with 3 consumers at
+#: d = 64 and with 2 at d = 128.
 CANDIDATES = (
     "d64-128x2-c3-o-r24",
-    "d64-128x2-c3-po-r24-pers",
-    "d64-128x2-c3-po-r24-e2",
-    "d64-128x2-c3-po-r24-e4",
-    "d64-128x2-c3-po-r24-pers-e2",
-    "d64-128x2-c3-o-r24-pers-e2",
-    "d128-128x2-c2-o-r24-pers",
-    "d128-128x2-c2-po-r24-pers",
-    "d128-128x2-c2-o-r24-e2",
-    "d256-64x2-c2-po-r24-pers",
+    "d128-128x2-c2-o-r24",
 )
 
 #: Candidates of the first run that lost to their default there (kept so their template
@@ -215,8 +192,6 @@ def check_launch(launch: WsLaunch) -> None:
         raise ValueError(f"bad variant {launch}")
     if launch.producer_regs < 24 or launch.producer_regs % 8:
         raise ValueError(f"bad producer register count in {launch}")
-    if not 0 <= launch.emulated_exp <= 16:
-        raise ValueError(f"bad share of emulated exponentials in {launch}")
 
 
 def supports(config: AttentionConfig) -> str | None:
@@ -358,8 +333,7 @@ def prepare(
     config: AttentionConfig, launch: WsLaunch | None = None, extra_options: tuple[str, ...] = ()
 ) -> flash_launch.Prepared:
     """The compiled kernel for `config` (default variant unless `launch` names one): a 1-D grid
-    of ceil(N / block_m) · B·h blocks, or of at most one block per SM for a persistent variant.
-    Raises ValueError when the kernel cannot run `config`."""
+    of ceil(N / block_m) · B·h blocks. Raises ValueError when the kernel cannot run `config`."""
     import numpy as np
 
     reason = supports(config)
@@ -370,7 +344,7 @@ def prepare(
         raise ValueError("launch head_dim does not match the config")
     bf16 = config.dtype == "bf16"
     kernel = get_kernel(launch, config.causal, bf16, extra_options)
-    blocks = launch.grid_blocks(config, device_attribute("MultiProcessorCount"))
+    blocks = launch.grid_blocks(config)
     scalars = (
         np.int32(config.seq_len),
         np.int32(config.bh),
@@ -407,10 +381,9 @@ def flash_forward(q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, config: Attent
 
 # --------------------------------------------------------------------------------------------
 # Trace build (for the recorder): the kernel with TILESCOPE_TRACE takes one more argument, an
-# int64 buffer of rows [block, sm, phase word, j, t_ns], -1-filled by the host. Work tile b
-# (blockIdx.x, the launch order, unless the variant is persistent) owns `trace_rows_per_block`
-# rows; inside them the producer's rows
-# come first, then each consumer warpgroup's (`trace_segments`). The phase word is
+# int64 buffer of rows [block, sm, phase word, j, t_ns], -1-filled by the host. Block b
+# (blockIdx.x, the launch order) owns `trace_rows_per_block` rows; inside them the producer's
+# rows come first, then each consumer warpgroup's (`trace_segments`). The phase word is
 # role · 256 + code (`TRACE_ROLES`, `TRACE_CODES`).
 
 TRACE_ROLES = ("producer", "consumer 0", "consumer 1", "consumer 2")
@@ -443,15 +416,15 @@ def trace_buffer(config: AttentionConfig, prepared: flash_launch.Prepared,
                  launch: WsLaunch | None = None) -> Any:  # fmt: skip
     """The −1-filled int64 (rows, 5) buffer a trace build's launch writes into:
     `prepared(q, k, v, o, m, l, buffer)` with `prepared = prepare(config, launch,
-    extra_options=(TRACE_OPTION,))`. Rows go by work tile (`WsLaunch.work_tiles`), which is
-    the block of a launch without persistent blocks and more than the grid with them."""
+    extra_options=(TRACE_OPTION,))`: `trace_rows_per_block` rows for each of the launch's
+    blocks (`WsLaunch.grid_blocks`)."""
     import cupy
 
     launch = launch or default_launch(config.head_dim)
-    tiles = launch.work_tiles(config)
-    if prepared.blocks > tiles:
+    blocks = launch.grid_blocks(config)
+    if prepared.blocks > blocks:
         raise ValueError("the prepared launch is not one of this variant")
-    rows = tiles * trace_rows_per_block(config, launch)
+    rows = blocks * trace_rows_per_block(config, launch)
     return cupy.full((rows, 5), -1, dtype=cupy.int64)
 
 

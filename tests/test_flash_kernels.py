@@ -1,19 +1,16 @@
 """Every fused tensor-core kernel computes exact attention (to fp16/bf16 rounding) for every
 shape it accepts, and writes every output.
 
-One test, parametrized over the kernels (mma.sync, wgmma, warp-specialized, and the
-warp-specialized kernel's persistent-block variant with part of its exponentials on the FMA
-pipe), dtypes, head dims, masks and sequence lengths, against an fp32 reference computed with
-CuPy on the upcast inputs (gpu.attention_reference), after poisoning O, m and l with NaN. A
-kernel that does not accept a config here is skipped with its reason, except that a Hopper GPU
-must run the Hopper kernels.
+One test, parametrized over the kernels (mma.sync, wgmma, warp-specialized), dtypes, head dims,
+masks and sequence lengths, against an fp32 reference computed with CuPy on the upcast inputs
+(gpu.attention_reference), after poisoning O, m and l with NaN. A kernel that does not accept a
+config here is skipped with its reason, except that a Hopper GPU must run the Hopper kernels.
 """
 
 from __future__ import annotations
 
 import importlib
 import zlib
-from dataclasses import replace
 
 import pytest
 from flash_reference import assert_matches_reference, assert_rejects_a_wrong_shape
@@ -23,13 +20,8 @@ from gpu.config import AttentionConfig
 
 pytestmark = pytest.mark.gpu
 
-KERNELS = {
-    "mma": "gpu.flash_mma",
-    "wgmma": "gpu.flash_wgmma",
-    "ws": "gpu.flash_ws",
-    "ws-persistent-fma-exp": "gpu.flash_ws",
-}
-HOPPER_ONLY = {"wgmma", "ws", "ws-persistent-fma-exp"}
+KERNELS = {"mma": "gpu.flash_mma", "wgmma": "gpu.flash_wgmma", "ws": "gpu.flash_ws"}
+HOPPER_ONLY = {"wgmma", "ws"}
 SEQ_LENS = (1, 17, 113, 128, 1000, 1023, 4096)
 
 
@@ -66,28 +58,14 @@ def test_matches_fp32_reference_and_writes_every_output(
     )
     _skip_unless_supported(kernel, config)
     seed = zlib.crc32(f"{kernel}-{dtype}-{head_dim}-{causal}-{seq_len}".encode())
-    assert_matches_reference(_forward(kernel, head_dim), config, seed)
-
-
-def _forward(kernel: str, head_dim: int):
-    """The kernel's flash_forward; for "ws-persistent-fma-exp", the warp-specialized default's
-    tiles with persistent blocks and 4 of every 16 exponentials on the FMA pipe."""
-    module = _module(kernel)
-    if kernel != "ws-persistent-fma-exp":
-        return module.flash_forward
-    launch = replace(module.default_launch(head_dim), persistent=True, emulated_exp=4)
-
-    def forward(q, k, v, o, m, l, config):
-        module.launch_forward(q, k, v, o, m, l, config, launch)
-
-    return forward
+    assert_matches_reference(_module(kernel).flash_forward, config, seed)
 
 
 @pytest.mark.parametrize("kernel", list(KERNELS))
 def test_rejects_arrays_of_the_wrong_shape(kernel: str) -> None:
     config = AttentionConfig(seq_len=64, heads=2, head_dim=64)
     _skip_unless_supported(kernel, config)
-    assert_rejects_a_wrong_shape(_forward(kernel, config.head_dim))
+    assert_rejects_a_wrong_shape(_module(kernel).flash_forward)
 
 
 @pytest.mark.parametrize(("kernel", "algorithm"), [("wgmma", TILED_WGMMA), ("ws", TILED_WS)])

@@ -21,7 +21,6 @@ from gpu.flash_ws import SUPPORTED_HEAD_DIMS, WsLaunch, all_variants, default_la
 from gpu.schedule import build_schedule
 
 HOPPER = (90, 227 * 1024)  # (compute capability, opt-in shared memory) of an H100/H200
-H200_SMS = 132
 #: Raw rows of the d=128 trace build from the first H200 run (B=1, h=16, N=4096; variant
 #: d128-128x2-c2-po-r24, 330 rows a block): blocks 0 and 1 of the full run, blocks 0 (the
 #: longest, 32 key tiles) and 511 (one key tile) of the causal one.
@@ -66,8 +65,7 @@ def test_the_candidates_cover_every_head_dim_and_each_knob() -> None:
     )
     assert any(not v.pingpong for v in variants) and any(not v.overlap for v in variants)
     assert any(v.consumers == 3 for v in variants) and any(v.stages == 3 for v in variants)
-    assert any(v.persistent for v in variants) and any(v.emulated_exp for v in variants)
-    assert {v.head_dim for v in variants if v.persistent} == set(SUPPORTED_HEAD_DIMS)
+    assert any(v.block_n != 128 for v in variants) and any(v.producer_regs != 24 for v in variants)
     assert len({v.label for v in variants}) == len(variants)
 
 
@@ -80,18 +78,18 @@ def test_the_candidate_timing_compares_the_defaults_with_the_first_run_s_and_new
     assert set(timed) <= set(all_variants())
     for d in (64, 128):
         here = [v for v in timed if v.head_dim == d]
-        assert any(v.persistent for v in here) and any(v.emulated_exp for v in here), d
+        assert any(v.pingpong for v in here) and any(not v.pingpong for v in here), d
 
 
 def test_labels_name_every_template_parameter_and_read_back() -> None:
     for v in all_variants():
         assert WsLaunch.from_label(v.label) == v
-    v = WsLaunch(64, 128, 3, 2, pingpong=True, overlap=False, persistent=True, emulated_exp=4)
-    assert v.label == "d64-128x2-c3-p-r24-pers-e4"
+    v = WsLaunch(64, 128, 3, 2, pingpong=True, overlap=False)
+    assert v.label == "d64-128x2-c3-p-r24"
     assert WsLaunch.from_label("d256-64x2-c2-none-r40") == WsLaunch(
         256, 64, 2, 2, pingpong=False, overlap=False, producer_regs=40
     )
-    for bad in ("d64-128x2-c3-po", "d64-128x2-c3-xo-r24", "d64-128x2-c3-po-r24-e"):
+    for bad in ("d64-128x2-c3-po", "d64-128x2-c3-xo-r24", "d64-128x2-c3-po-r24-x"):
         with pytest.raises(ValueError):
             WsLaunch.from_label(bad)
 
@@ -105,25 +103,21 @@ def test_the_defaults_are_labels_of_variants_of_their_own_head_dim() -> None:
 def test_template_name_lists_every_parameter_in_kernel_order() -> None:
     v = WsLaunch(128, 64, 3, 4, pingpong=False, overlap=True, producer_regs=40)
     assert v.template_name(True, False) == (
-        "flash_ws_fwd<128, 64, 3, 4, false, true, 40, false, 0, true, false>"
+        "flash_ws_fwd<128, 64, 3, 4, false, true, 40, true, false>"
     )
     assert (v.block_m, v.threads) == (192, 512)
-    w = replace(v, persistent=True, emulated_exp=2)
+    w = replace(v, pingpong=True, producer_regs=24)
     assert w.template_name(False, True) == (
-        "flash_ws_fwd<128, 64, 3, 4, false, true, 40, true, 2, false, true>"
+        "flash_ws_fwd<128, 64, 3, 4, true, true, 24, false, true>"
     )
 
 
-def test_persistent_variants_launch_at_most_one_block_per_sm() -> None:
+def test_a_launch_runs_one_block_per_query_tile_of_every_head() -> None:
     config = AttentionConfig(seq_len=4096, heads=16, head_dim=128, batch=4)
-    plain = default_launch(128)
-    tiles = plain.work_tiles(config)
-    assert tiles == 4096 // plain.block_m * 64
-    assert plain.grid_blocks(config, H200_SMS) == tiles
-    persistent = replace(plain, persistent=True)
-    assert persistent.grid_blocks(config, H200_SMS) == H200_SMS
+    launch = default_launch(128)
+    assert launch.grid_blocks(config) == 4096 // launch.block_m * 64
     small = AttentionConfig(seq_len=300, heads=2, head_dim=128)
-    assert persistent.grid_blocks(small, H200_SMS) == persistent.work_tiles(small) == 6
+    assert launch.grid_blocks(small) == 6  # a ragged last query tile is a block too
 
 
 def test_launch_tiles_are_the_tiles_the_cost_model_and_schedule_use() -> None:
@@ -204,33 +198,6 @@ def test_every_variant_matches_the_fp32_reference(variant: WsLaunch, causal: boo
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(
-    "variant", [v for v in all_variants() if v.persistent], ids=lambda v: v.label
-)
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_persistent_blocks_do_every_work_tile_when_there_are_more_tiles_than_sms(
-    variant: WsLaunch, causal: bool
-) -> None:
-    import cupy as cp
-    from flash_reference import assert_matches_reference
-
-    if cp.cuda.Device().compute_capability != "90":
-        pytest.skip("the warp-specialized kernel runs on sm_90 only")
-    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-    for seq_len, dtype in ((1000, "fp16"), (1537, "bf16")):
-        config = AttentionConfig(
-            seq_len=seq_len, heads=40, batch=2, head_dim=variant.head_dim, dtype=dtype,
-            causal=causal,
-        )  # fmt: skip
-        assert variant.work_tiles(config) > 2 * sms  # every block does several tiles
-
-        def forward(q, k, v, o, m, l, config, variant=variant):
-            flash_ws.launch_forward(q, k, v, o, m, l, config, variant)
-
-        assert_matches_reference(forward, config, seed=seq_len + 3 * variant.head_dim)
-
-
-@pytest.mark.gpu
 @pytest.mark.parametrize("head_dim", [128, 256])
 def test_causal_blocks_cover_every_head_when_the_last_l2_group_is_short(head_dim: int) -> None:
     import cupy as cp
@@ -244,7 +211,7 @@ def test_causal_blocks_cover_every_head_when_the_last_l2_group_is_short(head_dim
 
 
 def _expected_phases(role: str, tiles: int) -> list[tuple[str, int]]:
-    """(phase, j) of one role's rows for a work tile that visits `tiles` key tiles, in the order
+    """(phase, j) of one role's rows for a block that visits `tiles` key tiles, in the order
     the kernel writes them (j of the Q, store and end rows is the query tile, left out: -1)."""
     if role == "producer":
         out = [("load_Q_i", -1), ("load_K_j", 0)]
@@ -265,7 +232,7 @@ def _check_block_rows(decoded: list[tuple], consumers: int) -> None:
     for block in sorted({r[0] for r in decoded}):
         mine = [r for r in decoded if r[0] == block]
         assert {r[2] for r in mine} == set(roles), block
-        assert len({r[1] for r in mine}) == 1, block  # one SM ran the whole work tile
+        assert len({r[1] for r in mine}) == 1, block  # one SM ran the whole block
         tiles = sum(1 for r in mine if r[2] == "producer" and r[3] == "load_V_j")
         for role in roles:
             rows = [r for r in mine if r[2] == role]
@@ -318,10 +285,9 @@ def test_trace_rows_decode_to_roles_and_phases() -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("persistent", [False, True], ids=["block-per-tile", "persistent"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_the_trace_build_records_every_role_in_order_and_computes_the_same_output(
-    causal: bool, persistent: bool
+    causal: bool,
 ) -> None:
     import cupy as cp
 
@@ -329,9 +295,9 @@ def test_the_trace_build_records_every_role_in_order_and_computes_the_same_outpu
 
     if cp.cuda.Device().compute_capability != "90":
         pytest.skip("the warp-specialized kernel runs on sm_90 only")
-    # 8 query tiles × 80 heads: more work tiles than SMs, so persistent blocks do several.
+    # 8 query tiles × 80 heads: more blocks than SMs, so every SM runs several in turn.
     config = AttentionConfig(seq_len=1000, heads=40, batch=2, head_dim=128, causal=causal)
-    launch = replace(default_launch(128), persistent=persistent)
+    launch = default_launch(128)
     (q, k, v), _ = random_inputs(config, seed=5)
     stats = (config.batch, config.heads, config.seq_len)
     outs = []
@@ -347,5 +313,5 @@ def test_the_trace_build_records_every_role_in_order_and_computes_the_same_outpu
         outs.append(o)
     assert bool((outs[0].view(cp.uint16) == outs[1].view(cp.uint16)).all())
     rows = flash_ws.decode_trace_rows(cp.asnumpy(buffer))
-    assert {r[0] for r in rows} == set(range(launch.work_tiles(config)))
+    assert {r[0] for r in rows} == set(range(launch.grid_blocks(config)))
     _check_block_rows(rows, launch.consumers)

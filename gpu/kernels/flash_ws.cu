@@ -3,7 +3,7 @@
 // The same algorithm as the animation and the other tiled kernels, split between warp roles the
 // way FlashAttention-3 does it on an H100/H200:
 //
-//   for each query tile Q_i (64·NCW rows)   — one thread block (PERSIST: one of its tiles)
+//   for each query tile Q_i (64·NCW rows)                  — one thread block
 //     producer warp:                                         — warpgroup 0, one thread issues
 //       Q_i -> smem once (TMA)                                 // STEP load_Q_i
 //       for each key/value tile j: K_j, V_j -> ring stage      // STEP load_K_j / load_V_j
@@ -34,13 +34,6 @@
 //     back, then does the softmax of S_j while P_{j-1} V_{j-1} is still running.
 //   * Causal: key tiles above the diagonal are never loaded; blocks start longest first, and
 //     heads are handed out in groups that share L2 (see "Block order").
-//   * Persistent blocks (PERSIST): one block per SM loops over query tiles, so the producer
-//     loads the next tile's Q, K_0 and V_0 while the consumers finish the last P·V and write O,
-//     and no block pays a launch, barrier set-up and cold pipeline per tile.
-//   * Exponentials on two pipes (EMU): the MUFU unit does 16 exp2 per clock per SM, which at
-//     d = 64 is as long as the tensor cores take for the GEMMs of the same tile. EMU of every 16
-//     exponentials are computed on the FMA pipe instead (exp2_fma: a cubic on the fraction and
-//     the integer part added to the exponent bits), so both pipes share the work.
 //
 // Warp roles (NT = 128·(NCW + 1) threads, __launch_bounds__(NT, 1): one block per SM):
 //   warpgroup 0       producer: warp 0, lane 0 issues every TMA copy; the rest exit at once
@@ -85,20 +78,10 @@
 // gets the first turn from itself, and takes the last pending turn at the end, so every barrier
 // is balanced when the block exits.
 //
-// Block order. Work tile w → (head, query tile): heads are handed out in groups of HG
-// (host-chosen so a group's K and V stay in L2), and inside a group causal tiles run longest
-// first (the last query tiles see the most key tiles), so short tiles fill the tail and SMs
-// finish together; non-causal tiles go in query-tile order. Without PERSIST, block b does tile
-// b. With PERSIST the grid is one block per SM (G blocks) and block b does, in round r, tile
-// r·G + b when r is even and r·G + G − 1 − b when r is odd: the "snake" gives the block that
-// got the longest causal tile of one round the shortest of the next.
-//
-// PERSIST ring and Q protocol. The ring position runs on across tiles (tile t of the ring is
-// the block's t-th K/V tile counted over all its work tiles). Q has its own pair of barriers:
-// `q_full` completes once per work tile (parity = the block's tile count & 1); `q_empty` gets
-// one arrival per consumer warp once its last S of the tile is complete, and the producer
-// waits for it before it loads the next Q over the old one. O is then written straight from
-// the accumulators (store_o_direct), since the Q tile may already hold the next rows.
+// Block order. blockIdx.x → (head, query tile): heads are handed out in groups of HG
+// (host-chosen so a group's K and V stay in L2), and inside a group causal blocks run longest
+// first (the last query tiles see the most key tiles), so short blocks fill the tail and SMs
+// finish together; non-causal blocks go in query-tile order.
 //
 // Row statistics written to M and L (fp32, one per query row), as in the other kernels:
 //   M = max_j (q·k_j · scale)   natural-log units;   L = Σ_j exp(q·k_j · scale − M)
@@ -109,8 +92,8 @@
 #include "online_softmax.cuh"
 #include "trace.cuh"
 
-// Trace build (trace.cuh, -DTILESCOPE_TRACE): one writer per role writes its own rows. Work
-// tile b (= the block without PERSIST) owns rows [b·R, (b+1)·R), R = RP + NCW·RC with T = ceil(N / BC), RP = 2·T + 2, RC = 4·T + 4;
+// Trace build (trace.cuh, -DTILESCOPE_TRACE): one writer per role writes its own rows. Block b
+// owns rows [b·R, (b+1)·R), R = RP + NCW·RC with T = ceil(N / BC), RP = 2·T + 2, RC = 4·T + 4;
 // the producer's rows come first, then consumer 0's, then consumer 1's ... The phase word is
 // role·256 + code, role 0 = producer, 1 + c = consumer c:
 //   producer (lane 0 of warp 0): 0 load_Q_i issued (j = query tile); 1 load_K_j issued (j);
@@ -119,40 +102,9 @@
 //     6 GEMMs issued (j: S_j with P_{j-1} V_{j-1}; j = T for the last P V), i.e. its turn on the
 //     tensor cores began; 7 S_j landed, softmax starts (j); 8 softmax done, waiting for P V (j);
 //     3 store_O_i (j = query tile); 4 end
-// `block` in a row is the work tile (blockIdx.x without PERSIST: the launch order), `j` as above.
+// `block` in a row is blockIdx.x (the launch order), `j` as above.
 #define WS_TRACE_ROWS_PRODUCER(T) (2 * (T) + 2)
 #define WS_TRACE_ROWS_CONSUMER(T) (4 * (T) + 4)
-
-// 2^x for x ≤ ~9 on the FMA pipe, as exact as ex2.approx for attention (relative error
-// 7.5e-5, below fp16's rounding of P). x is clamped at −125 (2^−125 ≈ 2e-38, nothing next to
-// l ≥ 2^−8); x + 1.5·2^23 rounds x to the nearest integer j, held in the low bits of t's
-// mantissa; f = x − j ∈ [−0.5, 0.5]; a degree-3 minimax polynomial gives 2^f ∈ [0.7, 1.42];
-// then j is added to its exponent field: bits(t) << 23 is exactly j·2^23 (mod 2^32).
-__device__ __forceinline__ float exp2_fma(float x) {
-    x = fmaxf(x, -125.f);
-    const float round_magic = 12582912.f;  // 1.5·2^23
-    const float t = __fadd_rn(x, round_magic);
-    const float f = __fadd_rn(x, -__fadd_rn(t, -round_magic));
-    float p = fmaf(0.05517132f, f, 0.24261054f);
-    p = fmaf(p, f, 0.69326099f);
-    p = fmaf(p, f, 0.99992811f);
-    return __uint_as_float(__float_as_uint(p) + (__float_as_uint(t) << 23));
-}
-
-// Persistent variants' epilogue: a warp's 16 rows of O / l straight from the accumulators to
-// HBM (rows row_a and row_a + 8 of this thread; 4 bytes per 8-column slice, a quad writing 16
-// contiguous bytes of a row), rows at or past N skipped.
-template <int D, bool BF16>
-__device__ __forceinline__ void store_o_direct(u16* __restrict__ O_rows, int row_a, int N, int t,
-                                               const float* o_acc, const float (&inv_l)[2]) {
-    u32* a = reinterpret_cast<u32*>(O_rows + (size_t)row_a * D + 2 * t);
-    u32* b = reinterpret_cast<u32*>(O_rows + (size_t)(row_a + 8) * D + 2 * t);
-#pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-        if (row_a < N) a[4 * dt] = pack2<BF16>(o_acc[4 * dt] * inv_l[0], o_acc[4 * dt + 1] * inv_l[0]);
-        if (row_a + 8 < N) b[4 * dt] = pack2<BF16>(o_acc[4 * dt + 2] * inv_l[1], o_acc[4 * dt + 3] * inv_l[1]);
-    }
-}
 
 // The kernel.
 //   D       head dim (64, 128 or 256)
@@ -162,17 +114,14 @@ __device__ __forceinline__ void store_o_direct(u16* __restrict__ O_rows, int row
 //   PINGPONG  consumers take turns on the tensor cores (named barriers)
 //   OVERLAP   softmax of S_j overlaps P_{j-1} V_{j-1} inside a warpgroup
 //   PREG    registers the producer warpgroup keeps (setmaxnreg.dec); consumers get the rest
-//   PERSIST one block per SM loops over the work tiles (grid: min(tiles, SMs))
-//   EMU     exponentials of every 16 computed on the FMA pipe (0, 2 or 4; the rest on MUFU)
 //   CAUSAL  key j may be seen by query i only when j <= i
 //   BF16    bf16 inputs/outputs (else fp16)
-// Work tiles: ceil(N / BR) · batch·heads. Grid: that many blocks, or min(that, SMs) with
-// PERSIST. Block: 128·(NCW + 1). Dynamic shared memory: see gpu/flash_ws.py
-// (`WsLaunch.smem_bytes`), the same sum as the carve-up below.
+// Grid: (ceil(N / BR) · batch·heads). Block: 128·(NCW + 1). Dynamic shared memory: see
+// gpu/flash_ws.py (`WsLaunch.smem_bytes`), the same sum as the carve-up below.
 // Arguments: tensor maps of Q, K, V; O (u16, [bh, N, D]); M, L (fp32, [bh, N]); N; the number of
 // (batch, head) pairs; heads per L2 group; log2(e)/√d.
-template <int D, int BC, int NCW, int NS, bool PINGPONG, bool OVERLAP, int PREG, bool PERSIST,
-          int EMU, bool CAUSAL, bool BF16>
+template <int D, int BC, int NCW, int NS, bool PINGPONG, bool OVERLAP, int PREG, bool CAUSAL,
+          bool BF16>
 __global__ void __launch_bounds__(128 * (NCW + 1), 1)
 flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap tm_k,
              const __grid_constant__ TmaMap tm_v, u16* __restrict__ O, float* __restrict__ M,
@@ -195,7 +144,6 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
     static_assert(NCW == 2 || NCW == 3, "2 or 3 consumer warpgroups");
     static_assert(NS >= 2, "at least double buffering");
     static_assert(PREG >= 24 && PREG % 8 == 0 && CREG >= PREG, "register split");
-    static_assert(EMU >= 0 && EMU <= 16, "EMU of every 16 exponentials");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const u32 sQ = (smem_addr(smem_raw) + 1023u) & ~1023u;  // swizzle atoms need 1024 B
@@ -203,44 +151,36 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
     const u32 sV = sK + NS * KV_BYTES;
     const u32 bars = sV + NS * KV_BYTES;  // 8-byte mbarriers after the tiles
     const u32 q_full = bars;
-    const u32 q_empty = bars + 8u;
-    auto k_full = [&](int s) { return bars + 8u * (2 + s); };
-    auto k_empty = [&](int s) { return bars + 8u * (2 + NS + s); };
-    auto v_full = [&](int s) { return bars + 8u * (2 + 2 * NS + s); };
-    auto v_empty = [&](int s) { return bars + 8u * (2 + 3 * NS + s); };
+    auto k_full = [&](int s) { return bars + 8u * (1 + s); };
+    auto k_empty = [&](int s) { return bars + 8u * (1 + NS + s); };
+    auto v_full = [&](int s) { return bars + 8u * (1 + 2 * NS + s); };
+    auto v_empty = [&](int s) { return bars + 8u * (1 + 3 * NS + s); };
 
     const int tid = threadIdx.x;
     const int wg = tid >> 7;          // 0: producer; 1..NCW: consumers
     const int warp = (tid >> 5) & 3;  // warp within its warpgroup
     const int lane = tid & 31;
 
-    // Work tiles, and this block's share of them (see "Block order").
+    // Block order: blockIdx.x -> (head group, then query tile and head within the group).
     const int q_tiles = (N + BR - 1) / BR;
-    const int tiles = q_tiles * bh_count;
-    const int grid = gridDim.x;
-    auto tile_of_round = [&](int round) {
-        const bool back = PERSIST && (round & 1);
-        return round * grid + (back ? grid - 1 - (int)blockIdx.x : (int)blockIdx.x);
-    };
-    // Work tile w -> (head, query tile): head groups, then query tile and head within a group.
-    int bh = 0, q_tile = 0, kv_tiles = 0;
-    auto locate = [&](int w) {
+    int bh, q_tile;
+    {
         const int per_group = group_heads * q_tiles;
-        const int group = w / per_group;
+        const int group = blockIdx.x / per_group;
         const int heads = min(group_heads, bh_count - group * group_heads);
-        const int r = w - group * per_group;
-        const int q_rank = r / heads;  // tiles of one query tile (all heads of the group) ...
+        const int r = blockIdx.x - group * per_group;
+        const int q_rank = r / heads;  // blocks of one query tile (all heads of the group) ...
         bh = group * group_heads + (r - q_rank * heads);
         q_tile = CAUSAL ? q_tiles - 1 - q_rank : q_rank;  // ... longest first when causal
-        // Key tiles this query tile visits (causal: up to the one holding its last row's
-        // diagonal).
-        kv_tiles = (N + BC - 1) / BC;
-        if (CAUSAL) kv_tiles = min(kv_tiles, (min((q_tile + 1) * BR, N) - 1) / BC + 1);
-    };
+    }
+    const int q0 = q_tile * BR;
+
+    // Key tiles this block visits (causal: up to the one holding its last row's diagonal).
+    int kv_tiles = (N + BC - 1) / BC;
+    if (CAUSAL) kv_tiles = min(kv_tiles, (min(q0 + BR, N) - 1) / BC + 1);
 
     if (tid == 0) {
         mbar_init(q_full, 1);
-        mbar_init(q_empty, 4 * NCW);
         for (int s = 0; s < NS; ++s) {
             mbar_init(k_full(s), 1);
             mbar_init(v_full(s), 1);
@@ -257,13 +197,8 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
     const int trace_first = wg == 0 ? 0
                                     : WS_TRACE_ROWS_PRODUCER(trace_t) +
                                           (wg - 1) * WS_TRACE_ROWS_CONSUMER(trace_t);
-    long long* trace_row = nullptr;  // this role's next row of the current work tile
-    long long trace_block = 0;
-#define WS_TRACE_TILE(w) \
-    do { trace_block = (w); trace_row = trace + ((long long)(w) * trace_rows + trace_first) * 5; } while (0)
-#else
-#define WS_TRACE_TILE(w) do { } while (0)
 #endif
+    TRACE_SEGMENT(blockIdx.x, trace_rows, trace_first);
 
     if (wg == 0) {
         // ---------------------------------------------------------------- producer warpgroup
@@ -272,48 +207,34 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
         tma_prefetch(tm_q);
         tma_prefetch(tm_k);
         tma_prefetch(tm_v);
-        int ring = 0;   // K/V tiles this block loaded before the current work tile
-        int done = 0;   // work tiles this block started
-        // STEP load_K_j / STEP load_V_j — ring tile t into stage t % NS once that stage is free.
-        auto load_kv = [&](const TmaMap& map, u32 s_ring, u32 full, u32 empty, int t, int j) {
+        // STEP load_Q_i — Q_i: HBM -> shared memory once, D/64 boxes of 64 columns × BR rows.
+        mbar_arrive_expect_tx(q_full, Q_BYTES);
+#pragma unroll
+        for (int h = 0; h < D / 64; ++h) tma_load_3d(sQ + h * (BR * 128), tm_q, q_full, 64 * h, q0, bh);
+        TRACE_MARK_IF(true, 0, q_tile);
+
+        // STEP load_K_j / STEP load_V_j — tile t into stage t % NS once that stage is free.
+        auto load_kv = [&](const TmaMap& map, u32 s_ring, u32 full, u32 empty, int t) {
             const int round = t / NS;
             if (round > 0) mbar_wait(empty, (round - 1) & 1);
             mbar_arrive_expect_tx(full, KV_BYTES);
             const u32 stage = s_ring + (t % NS) * KV_BYTES;
 #pragma unroll
-            for (int h = 0; h < D / 64; ++h) tma_load_3d(stage + h * (BC * 128), map, full, 64 * h, j * BC, bh);
+            for (int h = 0; h < D / 64; ++h) tma_load_3d(stage + h * (BC * 128), map, full, 64 * h, t * BC, bh);
         };
-        for (int round = 0; round * grid < tiles; ++round) {
-            const int w = tile_of_round(round);
-            if (w >= tiles) continue;
-            locate(w);
-            const int q0 = q_tile * BR;
-            WS_TRACE_TILE(w);
-            // STEP load_Q_i — Q_i: HBM -> shared memory once per work tile, D/64 boxes of 64
-            // columns × BR rows, over the previous tile's Q once every consumer warp is done
-            // with it.
-            if (done > 0) mbar_wait(q_empty, (done - 1) & 1);
-            mbar_arrive_expect_tx(q_full, Q_BYTES);
-#pragma unroll
-            for (int h = 0; h < D / 64; ++h) tma_load_3d(sQ + h * (BR * 128), tm_q, q_full, 64 * h, q0, bh);
-            TRACE_MARK_IF(true, 0, q_tile);
-            load_kv(tm_k, sK, k_full(ring % NS), k_empty(ring % NS), ring, 0);
-            TRACE_MARK_IF(true, 1, 0);
-            for (int j = 0; j < kv_tiles; ++j) {
-                if (j + 1 < kv_tiles) {
-                    const int t = ring + j + 1;
-                    load_kv(tm_k, sK, k_full(t % NS), k_empty(t % NS), t, j + 1);
-                    TRACE_MARK_IF(true, 1, j + 1);
-                }
-                const int t = ring + j;
-                load_kv(tm_v, sV, v_full(t % NS), v_empty(t % NS), t, j);
-                TRACE_MARK_IF(true, 2, j);
+        load_kv(tm_k, sK, k_full(0), k_empty(0), 0);
+        TRACE_MARK_IF(true, 1, 0);
+        for (int j = 0; j < kv_tiles; ++j) {
+            if (j + 1 < kv_tiles) {
+                const int s = (j + 1) % NS;
+                load_kv(tm_k, sK, k_full(s), k_empty(s), j + 1);
+                TRACE_MARK_IF(true, 1, j + 1);
             }
-            TRACE_MARK_IF(true, 4, q_tile);
-            ring += kv_tiles;
-            ++done;
-            if (!PERSIST) break;
+            const int s = j % NS;
+            load_kv(tm_v, sV, v_full(s), v_empty(s), j);
+            TRACE_MARK_IF(true, 2, j);
         }
+        TRACE_MARK_IF(true, 4, q_tile);
         return;
     }
 
@@ -322,14 +243,14 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
     const int c = wg - 1;              // consumer index: rows 64c .. 64c + 63 of the block
     const int g = lane >> 2;           // this thread's rows: g and g + 8 of its warp's 16
     const int t = lane & 3;            // its column pair in every 8-column slice: 2t, 2t + 1
+    const int warp_row0 = q0 + c * 64 + warp * 16;  // first query row of this warp
     const bool tracer = (tid & 127) == 0;
     (void)tracer;
     const int role = 1 + c;
     (void)role;
 
     // Ping-pong turns on named barriers 1..NCW (256 threads each: this warpgroup and the one
-    // before it in the round). Turns run on across work tiles: every consumer takes the same
-    // number per tile.
+    // before it in the round).
     auto my_turn = [&]() {
         if constexpr (PINGPONG) named_bar_sync(1 + c, 256);
     };
@@ -344,17 +265,17 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
         if (lane == 0) mbar_arrive(empty);
     };
 
-    int ring = 0;  // K/V tiles this block consumed before the current work tile
-    int done = 0;  // work tiles this block finished
-    // Ring stage and phase parity of key tile j of the current work tile.
-    auto stage = [&](int j) { return (ring + j) % NS; };
-    auto parity = [&](int j) { return ((ring + j) / NS) & 1; };
+    // Ring stage and phase parity of key tile j.
+    auto stage = [&](int j) { return j % NS; };
+    auto parity = [&](int j) { return (j / NS) & 1; };
 
     RowStats rows;  // running max, row sums and the lazy-rescaling reference of 2 rows
+    rows.init();
     float o_acc[O_REGS];
+#pragma unroll
+    for (int i = 0; i < O_REGS; ++i) o_acc[i] = 0.f;
     float s_acc[S_REGS];
     u32 p_frag[PV_STEPS][4];  // P as the A operand of the P V wgmma
-    int q0 = 0, warp_row0 = 0;
 
     // STEP compute_S_ij — issue S = Q_i K_jᵀ for this warpgroup's 64 rows × BC keys: D/16
     // wgmmas (A = Q rows of this warpgroup, B = K_j, both from smem), one commit group.
@@ -407,8 +328,7 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
 #pragma unroll
         for (int i = 0; i < S_REGS; ++i) {
             const int r = (i >> 1) & 1;
-            const float x = fmaf(s_acc[i], scale_log2, -rows.m_base[r]);
-            const float p = (i % 16 < EMU) ? exp2_fma(x) : fast_exp2(x);
+            const float p = fast_exp2(fmaf(s_acc[i], scale_log2, -rows.m_base[r]));
             rows.l_run[r] += p;
             s_acc[i] = p;
         }
@@ -511,65 +431,43 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
         finish_pv(last);
     };
 
-    for (int round = 0; round * grid < tiles; ++round) {
-        const int w = tile_of_round(round);
-        if (w >= tiles) continue;
-        locate(w);
-        q0 = q_tile * BR;
-        warp_row0 = q0 + c * 64 + warp * 16;  // first query row of this warp
-        WS_TRACE_TILE(w);
-        rows.init();
-#pragma unroll
-        for (int i = 0; i < O_REGS; ++i) o_acc[i] = 0.f;
+    // STEP load_Q_i — wait for Q_i (the producer's TMA copy).
+    mbar_wait(q_full, 0);
+    TRACE_MARK_IF(tracer, role * 256 + 0, q_tile);
 
-        // STEP load_Q_i — wait for Q_i (the producer's TMA copy).
-        mbar_wait(q_full, done & 1);
-        TRACE_MARK_IF(tracer, role * 256 + 0, q_tile);
+    // Tile 0: S_0, then its softmax (nothing to overlap with yet; O is still 0).
+    TRACE_MARK_IF(tracer, role * 256 + 5, 0);
+    mbar_wait(k_full(stage(0)), parity(0));
+    my_turn();
+    TRACE_MARK_IF(tracer, role * 256 + 6, 0);
+    issue_S(0);
+    pass_turn();
+    wgmma_wait<0>();
+    keep_regs(s_acc);
+    release(k_empty(stage(0)));
+    TRACE_MARK_IF(tracer, role * 256 + 7, 0);
+    softmax(0, alpha);
+    TRACE_MARK_IF(tracer, role * 256 + 8, 0);
+    pack_P(p_frag);
 
-        // Tile 0: S_0, then its softmax (nothing to overlap with yet; O is still 0).
-        TRACE_MARK_IF(tracer, role * 256 + 5, 0);
-        mbar_wait(k_full(stage(0)), parity(0));
-        my_turn();
-        TRACE_MARK_IF(tracer, role * 256 + 6, 0);
-        issue_S(0);
-        pass_turn();
-        wgmma_wait<0>();
-        keep_regs(s_acc);
-        release(k_empty(stage(0)));
-        TRACE_MARK_IF(tracer, role * 256 + 7, 0);
-        softmax(0, alpha);
-        TRACE_MARK_IF(tracer, role * 256 + 8, 0);
-        pack_P(p_frag);
-
-        for (int j = 1; j < kv_tiles; ++j) {
-            if constexpr (OVERLAP) overlap_step(j);
-            else plain_step(j);
-        }
-        // Every S of this tile is complete: the producer may load the next Q over this one.
-        if constexpr (PERSIST) release(q_empty);
-        last_pv();
-
-        // Finish the rows: full row sums (quad reduction), then O_i / l.
-        float inv_l[2];
-        rows.finish(inv_l);
-        TRACE_MARK_IF(tracer, role * 256 + 3, q_tile);
-
-        // STEP store_O_i — without PERSIST: stage this warp's 16×D rows in its own rows of the
-        // Q tile (only this warpgroup's wgmmas read them, all complete), then 16-byte coalesced
-        // stores to HBM; with PERSIST the Q tile is the next tile's: straight from registers.
-        if constexpr (PERSIST)
-            store_o_direct<D, BF16>(O + (size_t)bh * N * D, warp_row0 + g, N, t, o_acc, inv_l);
-        else
-            store_o_sw128<D, BR, BF16>(O + (size_t)bh * N * D, sQ, c * 64 + warp * 16, q0, N,
-                                       o_acc, inv_l, lane);
-
-        // STEP store_ml — m in natural-log units (m_run · ln 2), l as is.
-        store_row_stats(M, L, (size_t)bh * N, warp_row0 + g, N, t, rows.m_run, rows.l_run);
-        TRACE_MARK_IF(tracer, role * 256 + 4, q_tile);
-        ring += kv_tiles;
-        ++done;
-        if (!PERSIST) break;
+    for (int j = 1; j < kv_tiles; ++j) {
+        if constexpr (OVERLAP) overlap_step(j);
+        else plain_step(j);
     }
+    last_pv();
+
+    // Finish the rows: full row sums (quad reduction), then O_i / l.
+    float inv_l[2];
+    rows.finish(inv_l);
+    TRACE_MARK_IF(tracer, role * 256 + 3, q_tile);
+
+    // STEP store_O_i — stage this warp's 16×D rows in its own rows of the Q tile (only this
+    // warpgroup's wgmmas read them, all complete), then 16-byte coalesced stores to HBM.
+    store_o_sw128<D, BR, BF16>(O + (size_t)bh * N * D, sQ, c * 64 + warp * 16, q0, N, o_acc, inv_l,
+                               lane);
+
+    // STEP store_ml — m in natural-log units (m_run · ln 2), l as is.
+    store_row_stats(M, L, (size_t)bh * N, warp_row0 + g, N, t, rows.m_run, rows.l_run);
+    TRACE_MARK_IF(tracer, role * 256 + 4, q_tile);
     if (PINGPONG && c == 0) named_bar_sync(1, 256);  // the last turn passed to consumer 0
 }
-#undef WS_TRACE_TILE

@@ -289,7 +289,7 @@ def _warp_specialized(config: AttentionConfig, gpu: GpuSpec) -> ChipLayout:
         SlotSpec("align", 1024, "", ""),
         SlotSpec("Q_i", bm * d * eb, "Q", "load_Q_i"),
         *_ring(config, bn, stages),
-        SlotSpec("mbarriers", 8 * (2 + 4 * stages), "", ""),  # as WsLaunch.smem_bytes
+        SlotSpec("mbarriers", 8 * (1 + 4 * stages), "", ""),  # as WsLaunch.smem_bytes
         *_registers(config, bm, bn, q=False, two_s=False),
     ]
     smem = sum(s.bytes for s in slots if s.place == SMEM)
