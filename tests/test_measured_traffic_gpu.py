@@ -71,12 +71,12 @@ def test_a_profiled_tensor_core_run_reads_about_the_compulsory_bytes(backend):
     (t,) = result.traffic
     compulsory = costmodel.compulsory_cost(CONFIG, algorithm).kernels[0]
     assert 0.9 * compulsory.bytes_read <= t.dram_read_bytes <= 2 * compulsory.bytes_read
-    # the K/V tiles each block loads cross L2 (about the no-reuse model's bytes: the H200
-    # counted 0.73 of them for the warp-specialized kernel here), and the re-reads hit there:
-    # L2 traffic is many times the DRAM traffic
+    # the K/V tiles each block loads cross L2, and the re-reads hit there: L2 traffic is many
+    # times the DRAM traffic (for the warp-specialized kernel here the H200 counted 0.58 and
+    # 0.73 of the no-reuse model's bytes in two runs, 9 and 11 times its DRAM reads)
     no_reuse = costmodel.algorithm_cost(CONFIG, algorithm).kernels[0]
-    assert t.l2_bytes >= 0.6 * no_reuse.hbm_bytes
-    assert t.l2_bytes > 10 * t.dram_read_bytes
+    assert t.l2_bytes >= 0.4 * no_reuse.hbm_bytes
+    assert t.l2_bytes > 5 * t.dram_read_bytes
     assert t.tensor_active_cycles > 0 and t.xu_warp_instructions > 0
     assert 0 < len(t.strip.t_us) <= STRIP_MAX_POINTS
     assert result.kernel_times[0].count == 3 and result.total_ms > 0

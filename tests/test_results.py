@@ -4,7 +4,6 @@ JSON, and results written before those fields existed still load."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -12,7 +11,6 @@ from gpu.config import AttentionConfig
 from gpu.recording import Recording, RecordingError, load_recording, save_recording
 from gpu.results import DeviceInfo, KernelTime, KernelTraffic, RunResult, TrafficStrip
 
-ROOT = Path(__file__).resolve().parents[1]
 CONFIG = AttentionConfig(seq_len=4096)
 
 
@@ -77,9 +75,19 @@ def test_measured_and_model_bandwidth_are_named_apart():
     assert unmeasured.measured_bandwidth_gbs is None and unmeasured.measured_dram_bytes is None
 
 
+#: A result as the H200 sweep recorded it before traffic, timing spread and device peaks.
+RESULT_BEFORE_TRAFFIC = """{"config": {"seq_len": 256, "heads": 12, "head_dim": 64, "batch": 1,
+"dtype": "fp16", "causal": false, "block_m": 64, "block_n": 64}, "algorithm": "naive",
+"backend": "cuda", "device": "NVIDIA H200", "kernel_times": [{"name": "gemm_qk",
+"ms": 0.03920000046491623}, {"name": "softmax", "ms": 0.02236800082027912}, {"name": "gemm_pv",
+"ms": 0.03782400116324425}], "peak_bytes": 4718592, "model_peak_bytes": 4718592,
+"hbm_bytes": 9043968, "flops": 201326592, "max_abs_error": 0.001168370246887207, "oom": false,
+"message": "", "repeats": 5, "recorded": false, "total_ms": 0.0993920024484396,
+"tflops": 2.025581405349387}"""
+
+
 def test_results_written_before_the_new_fields_still_load():
-    data = json.loads((ROOT / "resources" / "recorded" / "h200_sweep.json").read_text())
-    old = data["results"][0]
+    old = json.loads(RESULT_BEFORE_TRAFFIC)
     assert "traffic" not in old and "min_ms" not in old["kernel_times"][0]
     r = RunResult.from_dict(old)
     assert r.traffic == () and r.device_peak_bytes is None and r.remeasured == 0
