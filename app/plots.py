@@ -23,7 +23,7 @@ result store through `set_measured`:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 
 import pyqtgraph as pg
@@ -512,8 +512,12 @@ class PlotsPanel(QWidget):
         self._show_measured(series)
 
     def _show_measured(self, series: dict[str, list[RunResult]]) -> None:
+        changed = set()
         for a in ALGOS:
             results = list(series.get(a, ()))
+            if _same_results(results, self._measured.get(a)):
+                continue  # a result of another algorithm arrived: this one's items stay
+            changed.add(a)
             self._measured[a] = results
             self._by_n[a] = {r.config.seq_len: r for r in results}
             ok = [r for r in results if not r.oom]
@@ -536,7 +540,11 @@ class PlotsPanel(QWidget):
             t.strip.t_us for a in ALGOS for r in self._measured[a] for t in r.traffic
         )
         self.strip.set_collapsed(not self._any_samples)
-        self._draw_points()
+        if not changed:  # nothing to redraw; the markers follow the config all the same
+            self._measured_markers()
+            self._paced_strip()
+            return
+        self._draw_points(changed)
         naive_timed = [r for r in self._measured[NAIVE] if not r.oom and r.kernel_times]
         for k in NAIVE_KERNELS:
             xs, ys = [], []
@@ -554,12 +562,12 @@ class PlotsPanel(QWidget):
         self._measured_markers()
         self._paced_strip()
 
-    def _draw_points(self) -> None:
+    def _draw_points(self, algorithms: Iterable[str] = ALGOS) -> None:
         """The measured points on the roofline: at measured intensity where the result's bytes
         were counted (filled), at the model's otherwise (hollow), joined in N order. A point
         whose model is still being worked out (off the GUI thread) comes with the curves."""
         gpu = self._gpu
-        for a in ALGOS:
+        for a in algorithms:
             timed = [r for r in self._measured[a] if not r.oom and r.tflops]
             placed = [(self._verdict(r, a), r) for r in timed] if gpu else []
             placed = [(v, r) for v, r in placed if v is not None and v.intensity]
@@ -1170,3 +1178,10 @@ class _Replication:
                 mine.user_zoomed = True
                 mine.setXRange(x0, x1, padding=0)
                 mine.setYRange(y0, y1, padding=0)
+
+
+def _same_results(new: list[RunResult], old: list[RunResult] | None) -> bool:
+    """The same results, object for object (the store hands out the objects it holds)."""
+    if old is None or len(new) != len(old):
+        return False
+    return all(a is b for a, b in zip(new, old, strict=True))

@@ -333,6 +333,23 @@ def test_the_time_plot_shows_the_spread_of_the_repeats(qtbot, profiled_window):
     assert "median of 5" in text and "fastest" in text and "slowest" in text
 
 
+def test_a_result_arriving_redraws_only_its_own_algorithms_series(qtbot, profiled_window):
+    _drawn(qtbot, profiled_window)
+    plots = profiled_window.plots
+    series = {a: list(rs) for a, rs in plots._measured.items()}
+    drawn = []
+    for plot in (plots.memory, plots.timing, plots.traffic, plots.roofline):
+        original = plot.set_series
+        plot.set_series = lambda name, *a, _f=original, **k: (drawn.append(name), _f(name, *a, **k))
+    plots.set_measured(series)  # the same results again: nothing of theirs is redrawn
+    assert not [n for n in drawn if n.endswith((NAIVE, TILED, TILED_MMA))]
+    series[TILED] = series[TILED][:1]  # one algorithm's series changes
+    plots.set_measured(series)
+    redrawn = {n for n in drawn if n.endswith((NAIVE, TILED, TILED_MMA))}
+    assert redrawn and all(n.endswith(TILED) for n in redrawn), redrawn
+    assert plots.timing.series[f"measured_{TILED}"][0] == [4096]
+
+
 def test_re_measure_and_clear_results_go_through_the_store(qtbot, make_window):
     backend = ProfilingBackend()
     window = make_window(backend)
