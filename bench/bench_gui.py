@@ -348,9 +348,10 @@ def idle_cpu_ms(app, seconds: float) -> float:  # type: ignore[no-untyped-def]
     return (time.thread_time() - c0) * 1e3
 
 
-def gui_cost(app, window, change, settle_s: float = 0.4) -> tuple[float, float, float]:  # type: ignore[no-untyped-def]
+def gui_cost(app, window, change, settle_s: float = 0.4) -> tuple[float, float, float, float]:  # type: ignore[no-untyped-def]
     """GUI-thread CPU ms of `change()` until idle again (minus what an idle loop costs over the
-    same wall time), the part of it spent painting, and the longest stall meanwhile."""
+    same wall time), the part of it spent painting, the longest stall meanwhile, and the wall
+    seconds from the change until the runner was idle."""
     clear_model_memo()
     wait_idle(app, window)
     idle_rate = idle_cpu_ms(app, settle_s) / settle_s  # ms of CPU per wall second, idle
@@ -363,12 +364,7 @@ def gui_cost(app, window, change, settle_s: float = 0.4) -> tuple[float, float, 
         cpu = (time.thread_time() - c0) * 1e3
         wall = time.perf_counter() - t0
         paint = paint_cpu_ms(app) - p0
-    CHANGE_WALL_S.append(wall)
-    return max(0.0, cpu - idle_rate * wall), paint, beat.max_gap
-
-
-#: Wall seconds of each change measured by gui_cost, from the change until the runner is idle.
-CHANGE_WALL_S: list[float] = []
+    return max(0.0, cpu - idle_rate * wall), paint, beat.max_gap, wall
 
 
 def bench_changes(app, window, count: int, n: int) -> dict:  # type: ignore[no-untyped-def]
@@ -377,18 +373,21 @@ def bench_changes(app, window, count: int, n: int) -> dict:  # type: ignore[no-u
     c.set_seq_len(n)
     wait_idle(app, window)
     heads, heads_paint, heads_gap, dtype, dtype_paint, dtype_gap = [], [], [], [], [], []
+    walls = []
     for i in range(count):
         value = 13 + i  # a shape never seen before each time
-        ms, paint, gap = gui_cost(app, window, lambda v=value: c.heads.setValue(v))
+        ms, paint, gap, wall = gui_cost(app, window, lambda v=value: c.heads.setValue(v))
+        walls.append(wall)
         heads.append(ms)
         heads_paint.append(paint)
         heads_gap.append(gap)
     dtypes = ["bf16", "fp32", "fp16"]
     for i in range(count):
         d = dtypes[i % len(dtypes)]
-        ms, paint, gap = gui_cost(
+        ms, paint, gap, wall = gui_cost(
             app, window, lambda d=d: c.dtype.setCurrentIndex(c.dtype.findData(d))
         )
+        walls.append(wall)
         dtype.append(ms)
         dtype_paint.append(paint)
         dtype_gap.append(gap)
@@ -411,7 +410,7 @@ def bench_changes(app, window, count: int, n: int) -> dict:  # type: ignore[no-u
         "dtype_max_heartbeat_gap_ms": max(dtype_gap),
         "heads_samples_ms": heads,
         "dtype_samples_ms": dtype,
-        "wall_s": list(CHANGE_WALL_S),
+        "wall_s": walls,  # heads changes, then dtype changes
     }
 
 
@@ -602,7 +601,9 @@ def main() -> int:
     parser.add_argument("--only", default=",".join(SCENARIOS), help=f"of {','.join(SCENARIOS)}")
     parser.add_argument("--out", default="", help="write every sample as JSON here")
     parser.add_argument(
-        "--profile-changes", default="", help="write a cProfile of the GUI thread over the changes"
+        "--profile-changes",
+        default="",
+        help="write a cProfile over the changes (other threads too on Python 3.12+)",
     )
     args = parser.parse_args()
     if os.environ.get("TILESCOPE_BENCH_CHILD"):
@@ -629,7 +630,7 @@ def main() -> int:
         if "changes" in only:
             profiler = cProfile.Profile() if args.profile_changes else None
             if profiler is not None:
-                profiler.enable()  # the GUI thread's Python calls only
+                profiler.enable()  # Python < 3.12 profiles this thread only, 3.12+ every thread
             results["changes"] = bench_changes(app, window, args.changes, args.change_n)
             if profiler is not None:
                 profiler.disable()
