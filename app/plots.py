@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import replace
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
@@ -461,10 +460,10 @@ class PlotsPanel(QWidget):
             return None
         config = result.config
         fam = self._family
-        if fam is not None and config != fam.with_(seq_len=config.seq_len):
+        if fam is not None:
             shown = fam.with_(seq_len=config.seq_len)
             if cache_config(shown, algorithm) == cache_config(config, algorithm):
-                config, result = shown, replace(result, config=shown)
+                config = shown  # the verdict rebases the result onto the shown tiles
         return known_verdict(config, algorithm, self._gpu, result)
 
     def _band(self, config: AttentionConfig, algorithm: str, compute: bool):  # type: ignore[no-untyped-def]
@@ -842,7 +841,7 @@ class PlotsPanel(QWidget):
             if not ready and known_band(config, a, gpu) is None:
                 continue  # worked out with the curves, off the GUI thread
             res = self._by_n[a].get(config.seq_len)
-            v = verdict(config, a, gpu, res if res is not None and res.config == config else None)
+            v = verdict(config, a, gpu, res)
             if not v.intensity or not v.roofline_ms:
                 continue
             xs.append(v.intensity)

@@ -182,7 +182,7 @@ class Runner(QObject):
             self.stats.requests += 1
             self._drop_locked(live=True, sweep=False)
             running = self._running
-            if self._still_wanted(running, config, algorithms, budget_bytes):
+            if self._still_wanted(running, config, algorithms, budget_bytes, profile):
                 algorithms = [a for a in algorithms if a != running.algorithm]  # running now
             else:
                 # Nothing stale may delay the newest point: an older request's run stops, and
@@ -291,8 +291,10 @@ class Runner(QObject):
         config: AttentionConfig,
         algorithms: list[str],
         budget_bytes: int | None,
+        profile: bool,
     ) -> bool:
-        """Whether the run in flight measures what a new request asks for (keep it going)."""
+        """Whether the run in flight measures what a new request asks for (keep it going): an
+        unsampled run does not stand in for a request to sample the counters."""
         return (
             job is not None
             and not self._running_cancel.is_set()
@@ -300,6 +302,7 @@ class Runner(QObject):
             and job.config == config
             and job.algorithm in algorithms
             and job.budget_bytes == budget_bytes
+            and (job.profile or not profile)
         )
 
     def _drop_locked(self, live: bool, sweep: bool) -> None:

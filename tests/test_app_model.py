@@ -183,3 +183,20 @@ def test_a_broken_results_file_is_a_recording_error(tmp_path):
     bad.write_text('{"schema": "something/else"}')
     with pytest.raises(RecordingError):
         RecordedBackend.from_file(bad)
+
+
+def test_a_verdict_judges_a_tile_agnostic_result_at_other_tiles_and_no_other_result():
+    from profiled_results import profiled_result
+
+    from app.state.model_cache import verdict
+    from gpu.roofline import MEASURED
+
+    measured = profiled_result(4096, TILED_MMA)  # at the config's default 64 × 64 tiles
+    other_tiles = measured.config.with_(block_m=128, block_n=128)
+    gpu = GPUS["H200 SXM 141 GB"]
+    assert verdict(other_tiles, TILED_MMA, gpu, measured).bytes_source == MEASURED
+    # the readable kernel uses the tiles: a result at other tiles is not this config's
+    readable = profiled_result(4096, TILED)
+    assert verdict(readable.config.with_(block_m=128), TILED, gpu, readable).bytes_source != (
+        MEASURED
+    )

@@ -177,3 +177,15 @@ def test_a_request_for_the_config_in_flight_keeps_that_run(qtbot, runner, start_
     qtbot.waitUntil(lambda: not runner.busy, timeout=5000)
     assert [a for _, a, _ in backend.calls] == [NAIVE, TILED]  # naive was not run twice
     assert runner.stats.runs_cancelled == 0
+
+
+def test_an_unsampled_run_in_flight_does_not_stand_in_for_a_sampled_request(
+    qtbot, runner, start_backend, outcomes
+):
+    backend = CostModelBackend(delay_s=0.3)
+    start_backend(backend)
+    runner.request(BASE, [NAIVE], None)
+    qtbot.waitUntil(lambda: bool(backend.calls), timeout=5000)
+    runner.request(BASE, [NAIVE], None, profile=True)  # Measure bytes switched on meanwhile
+    qtbot.waitUntil(lambda: not runner.busy and len(backend.calls) >= 2, timeout=5000)
+    assert [a for _, a, _ in backend.calls] == [NAIVE, NAIVE]

@@ -11,11 +11,14 @@ are computed in a separate process, which hands back every figure it worked out)
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from gpu.config import AttentionConfig
 from gpu.costmodel import AlgorithmCost, GpuSpec, TrafficBand, algorithm_cost, traffic_band
 from gpu.results import RunResult
 from gpu.roofline import AlgorithmVerdict, algorithm_verdict
+
+from .family import cache_config
 
 MAX_ENTRIES = 8192
 _memo: dict[tuple[AttentionConfig, str], AlgorithmCost] = {}
@@ -63,9 +66,14 @@ def verdict(
     config: AttentionConfig, algorithm: str, gpu: GpuSpec, result: RunResult | None = None
 ) -> AlgorithmVerdict:
     """gpu.roofline's verdict for `algorithm` at `config` on `gpu`, from `result`'s measured
-    times and bytes where it has them (a result of another config counts as none)."""
-    if result is not None and (result.oom or result.config != config):
+    times and bytes where it has them. A result of an algorithm that ignores the tile sizes
+    holds at `config`'s tiles too; a result of another config counts as none."""
+    if result is not None and (
+        result.oom or cache_config(result.config, algorithm) != cache_config(config, algorithm)
+    ):
         result = None
+    elif result is not None and result.config != config:
+        result = replace(result, config=config)
     key = (config, algorithm, gpu, result)
     try:
         hit = _verdicts.get(key)
