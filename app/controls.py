@@ -50,7 +50,7 @@ from gpu.costmodel import GPUS
 from . import settings
 from .devices_control import DevicesControl
 from .state.app_state import AppState, Change
-from .state.budget import BUDGET_PRESETS, CUSTOM_PRESET, DEVICE_PRESET, Budget
+from .state.budget import BUDGET_PRESETS, CUSTOM_GB_RANGE, CUSTOM_PRESET, DEVICE_PRESET, Budget
 from .state.ring_devices import parse_devices
 from .state.seq_scale import SEQ_MAX, SEQ_MIN, default_scale, nearest_index
 from .state.units import fmt_bytes_short, fmt_int
@@ -371,7 +371,7 @@ class ControlsPanel(QWidget):
         self.budget.currentIndexChanged.connect(self._on_budget)
         self.custom_gb = ValidatedDoubleSpinBox()
         self.custom_gb.setObjectName("customBudgetSpin")
-        self.custom_gb.setRange(0.1, 4096.0)
+        self.custom_gb.setRange(*CUSTOM_GB_RANGE)
         self.custom_gb.setDecimals(1)
         self.custom_gb.setValue(16.0)
         self.custom_gb.setSuffix(" GB")

@@ -44,7 +44,7 @@ from . import exports, settings
 from .accessibility import name_widgets
 from .actions import make_action
 from .background import LatestOnly, read_elsewhere, run_once
-from .state.budget import BUDGET_PRESETS
+from .state.budget import BUDGET_PRESETS, CUSTOM_GB_RANGE
 from .state.recorded_run import RECORDED_DIR, REPLAY, RecordedBackend, shipped_recording
 from .state.session import Session, SessionError, make_session, save_session
 from .theme import THEMES
@@ -705,7 +705,7 @@ class FileMenu(QObject):
         if algos:
             changes["checked"] = algos
         custom = session.controls.get("custom_gb")
-        if custom is not None and 0.1 <= float(custom) <= 4096.0:
+        if custom is not None and CUSTOM_GB_RANGE[0] <= float(custom) <= CUSTOM_GB_RANGE[1]:
             changes["custom_budget_gb"] = float(custom)
         budget = session.controls.get("budget")
         if budget in BUDGET_PRESETS:

@@ -85,8 +85,8 @@ STRIP_MS = 120
 #: Qt's pixmap cache (KiB) that the plots' cached items share. Every data item is cached as a
 #: pixmap of its extent, so a slider move blits the strips it exposes instead of repainting
 #: them; at Qt's default of 10 MiB the four plots' items outgrow the cache, evict each other
-#: and repaint on every move (bench/bench_gui.py: the GUI thread's CPU per move fell by a
-#: third with 64 MiB).
+#: and repaint on every move (docs/RESPONSIVENESS.md, "The pixmap cache": with this cache the
+#: GUI thread's CPU per move is a third of what the plots took before at Qt's default).
 PIXMAP_CACHE_KIB = 64 * 1024
 
 
@@ -226,7 +226,7 @@ class PlotsPanel(QWidget):
             "device peak",
             Style("fg", symbol="o", line=False, symbol_size=10, hollow=True),
         )
-        m.key("k_budget", "memory budget", Style("budget", 1.5, Qt.PenStyle.DashLine))
+        m.key("k_budget", "budget", Style("budget", 1.5, Qt.PenStyle.DashLine))
         # Left end: the small-N corner stays clear of the markers that meet the budget.
         self.budget_line = LabelledLine(m, angle=0, position=0.03, anchors=[(0, 1), (0, 1)])
         yield
@@ -585,10 +585,6 @@ class PlotsPanel(QWidget):
         figure = fmt_bytes(budget_bytes)
         text = label if label.endswith(figure) else f"{label}: {figure}"
         self.budget_line.set(budget_bytes, text)
-        self.memory.keys["k_budget"] = (
-            "budget",
-            *self.memory.keys["k_budget"][1:],
-        )
         self.memory.fit_y(extra=[budget_bytes] if budget_bytes else [])
         self._update_visibility(force=True)
 
@@ -858,9 +854,7 @@ class PlotsPanel(QWidget):
         config = self._config
         if config is None:
             return
-        n = config.seq_len
-        results = {a: r for a in self._algorithms if (r := self._by_n[a].get(n)) is not None}
-        self.strip.show_point(n, results)
+        self.strip.show_point(config.seq_len, self.current_results())
 
     def _update_visibility(self, force: bool = False) -> None:
         """Legends and y ranges follow at the end of this turn of the event loop: a state
@@ -1098,6 +1092,7 @@ class PlotsPanel(QWidget):
         return self._gpu
 
     def current_results(self) -> Mapping[str, RunResult]:
+        """The shown algorithms' results at the current N."""
         if self._config is None:
             return {}
         n = self._config.seq_len

@@ -34,13 +34,6 @@ def _text(raw: Any) -> str:
     return raw
 
 
-def _path(raw: Any) -> str:
-    text = _text(raw)
-    if "\x00" in text:
-        raise _Refused("not a file path")
-    return text
-
-
 def _int(raw: Any) -> int:
     """Ini files store numbers as text: "1024" is an int, "10.5", "ten" and "1e999" are not."""
     if isinstance(raw, bool):
@@ -89,10 +82,10 @@ def _bytes(raw: Any) -> QByteArray:
 def _paths(raw: Any) -> list[str]:
     """A list of file paths (an ini file stores one alone as text)."""
     if isinstance(raw, str):
-        return [_path(raw)] if raw else []
+        return [_text(raw)] if raw else []
     if not isinstance(raw, (list, tuple)):
         raise _Refused(f"not a list of files ({type(raw).__name__})")
-    return [_path(v) for v in raw]
+    return [_text(v) for v in raw]
 
 
 Kind = Callable[[Any], Any]
@@ -109,7 +102,7 @@ KEYS: dict[str, Kind] = {
     "controls/block_n": _int,
     "controls/algorithms": _text,
     "controls/backend": _text,
-    "controls/recorded_path": _path,
+    "controls/recorded_path": _text,
     "controls/budget": _text,
     "controls/custom_gb": _float,
     "controls/devices": _int,
@@ -119,8 +112,8 @@ KEYS: dict[str, Kind] = {
     "window/geometry": _bytes,
     "window/state": _bytes,
     "recent/files": _paths,
-    "files/folder": _path,
-    "export/folder": _path,
+    "files/folder": _text,
+    "export/folder": _text,
 }
 
 

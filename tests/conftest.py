@@ -79,6 +79,28 @@ def make_window(qtbot, window_settings):
     return make
 
 
+@pytest.fixture
+def wait_started(qtbot):
+    """wait(window): until the window's start-up work is done (first runs measured, the
+    animation's lanes, the model curves and the explain text made and applied)."""
+
+    def wait(window) -> None:
+        workers = (window.plots.model_worker, window.explain.html_worker)
+
+        def idle() -> bool:
+            return (
+                window.animation is not None
+                and not window.runner.busy
+                and not any(w.busy for w in workers)
+            )
+
+        qtbot.waitUntil(idle, timeout=10_000)
+        qtbot.wait(50)  # what those handed back is applied and painted
+        qtbot.waitUntil(idle, timeout=10_000)
+
+    return wait
+
+
 # ------------------------------------------------------------------- the runner, for runner tests
 
 

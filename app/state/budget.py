@@ -13,6 +13,9 @@ from gpu.costmodel import GPUS, GpuSpec
 
 from .units import fmt_bytes_short
 
+#: The custom memory budget's range, GB (the control's, and what a session may hold).
+CUSTOM_GB_RANGE = (0.1, 4096.0)
+
 DEVICE_PRESET = "device"
 CUSTOM_PRESET = "custom"
 

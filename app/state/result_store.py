@@ -56,10 +56,14 @@ class ResultStore:
     def __init__(self) -> None:
         # source key -> (family, algorithm) -> N -> outcomes: a source comes and goes whole.
         self._data: dict[str, dict[tuple[Family, str], dict[int, list[StoredResult]]]] = {}
-        self._counts: dict[str, int] = {}
 
     def __len__(self) -> int:
-        return sum(self._counts.values())
+        return sum(
+            len(e)
+            for series in self._data.values()
+            for by_n in series.values()
+            for e in by_n.values()
+        )
 
     def add(
         self,
@@ -79,7 +83,6 @@ class ResultStore:
                 entries[i] = stored
                 return
         entries.append(stored)
-        self._counts[backend_key] = self._counts.get(backend_key, 0) + 1
 
     def get(
         self,
@@ -165,17 +168,10 @@ class ResultStore:
         source this store does not hold yet is taken whole, in one step whatever its size.
         `other` must not be used after."""
         for bk, theirs in other._data.items():
-            mine = self._data.get(bk)
-            if mine is None:
-                self._data[bk] = theirs
-                self._counts[bk] = other._counts.get(bk, 0)
-                continue
-            for key, by_n in theirs.items():
-                mine_by_n = mine.setdefault(key, {})
-                for n, entries in by_n.items():
-                    gained = len(entries) - len(mine_by_n.get(n, ()))
-                    self._counts[bk] = self._counts.get(bk, 0) + gained
-                    mine_by_n[n] = entries
+            mine = self._data.setdefault(bk, theirs)
+            if mine is not theirs:
+                for key, by_n in theirs.items():
+                    mine.setdefault(key, {}).update(by_n)
 
     def backend_keys(self) -> list[str]:
         """Every source held: a backend (device) key, or a recording's own key."""
@@ -184,10 +180,8 @@ class ResultStore:
     def clear(self, backend_key: str | None = None) -> None:
         if backend_key is None:
             self._data.clear()
-            self._counts.clear()
         else:
             self._data.pop(backend_key, None)
-            self._counts.pop(backend_key, None)
 
 
 def _pick(entries: Sequence[StoredResult], budget_bytes: int | None) -> StoredResult | None:

@@ -60,13 +60,13 @@ from gpu.schema import (
 )
 from gpu.trace import Trace
 
+from .budget import CUSTOM_GB_RANGE
+
 SESSION_SCHEMA = "tilescope.session/1"
 _KIND, _, _VERSION = SESSION_SCHEMA.rpartition("/")
 
 #: Control-state keys a session keeps (others are ignored).
 CONTROL_KEYS = ("algorithms", "backend", "recorded_path", "budget", "custom_gb", "theme")
-#: The custom memory budget's range, GB (the control's own).
-CUSTOM_GB_RANGE = (0.1, 4096.0)
 
 
 class ControlsDoc(msgspec.Struct):
@@ -290,10 +290,11 @@ def make_session(
     )
 
 
-def session_json(session: Session) -> str:
+def session_json(session: Session, data: dict[str, Any] | None = None) -> str:
     """Indented JSON, except the traces: one compact line each (thousands of small arrays).
-    NaN and infinity are refused (a session holds finite numbers only: `finite_result`)."""
-    data = session.to_dict()
+    NaN and infinity are refused (a session holds finite numbers only: `finite_result`).
+    `data`: the session's `to_dict()` when the caller has it already."""
+    data = dict(data) if data is not None else session.to_dict()
     traces = data.pop("traces")
     text = json.dumps(data, indent=1, allow_nan=False)
     body = ",\n".join(json.dumps(t, separators=(",", ":"), allow_nan=False) for t in traces)
@@ -308,8 +309,9 @@ def save_session(
     it first, so the app never writes a session it would not open)."""
     where = os.fspath(path)
     try:
-        check(session.to_dict(), SessionDoc, where)
-        text = session_json(session)
+        data = session.to_dict()
+        check(data, SessionDoc, where)
+        text = session_json(session, data)
     except (SchemaError, ValueError, RecursionError) as exc:
         raise SessionError(f"cannot write {where}: {exc}") from exc
     try:
