@@ -451,6 +451,10 @@ def summarize(records: list[dict], elapsed: float) -> list[str]:
     return lines
 
 
+#: TFLOP/s targets at N = 16k, non-causal fp16, per head dim.
+TFLOPS_TARGETS = {64: 500, 128: 650}
+
+
 def candidate_lines(records: list[dict]) -> list[str]:
     """One table per shape, best first: TFLOP/s (median of the sweeps), × cuDNN, × the current
     default, and the spread of the sweeps ((max − min) / median: differences below it are
@@ -535,7 +539,7 @@ def candidate_lines(records: list[dict]) -> list[str]:
         "best variant of each shape >= 1.0x cuDNN: "
         + ("every shape" if not below else f"missed at {len(below)}: " + "; ".join(below))
     )
-    for d, goal in ((64, 500), (128, 650)):
+    for d, goal in TFLOPS_TARGETS.items():
         hit = [(label, tf) for dd, c, n, label, tf, _ in bests if (dd, c, n) == (d, False, 16384)]
         if hit:
             label, tf = hit[0]
@@ -574,7 +578,7 @@ def target_lines(timing: list[dict]) -> list[str]:
         "target >= 1.0x cuDNN at N >= 1024: "
         + ("met" if not below else f"missed at {len(below)}: " + "; ".join(below[:12]))
     )
-    for d, goal in ((64, 500), (128, 650)):
+    for d, goal in TFLOPS_TARGETS.items():
         r = next(
             (
                 r

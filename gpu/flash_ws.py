@@ -144,7 +144,7 @@ CANDIDATES = (
     "d128-128x2-c2-o-r24",
 )
 
-#: Candidates of the first run that lost to their default there (kept so their template
+#: Candidates of the first run that lost to their head dim's winner there (kept so their template
 #: parameters stay compiled and checked; not timed by --candidates).
 EARLIER_CANDIDATES = (
     "d64-128x3-c2-po-r24",

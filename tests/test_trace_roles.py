@@ -104,6 +104,15 @@ def _bad(mutate) -> str:
     return message
 
 
+def _as_kernel_level_with_roles(d: dict) -> None:
+    """A valid kernel-level trace (one record per kernel) that still carries warp roles."""
+    kernels = range(len(d["kernels"]))
+    start, end = d["blocks"][0][2:4]
+    d["blocks"] = [[k, -1, start, end, k, [0, 0, 0]] for k in kernels]
+    d["role_marks"] = [[[] for _ in d["roles"]] for _ in kernels]
+    d["level"] = "kernel"
+
+
 @pytest.mark.parametrize(
     ("mutate", "says"),
     [
@@ -117,7 +126,8 @@ def _bad(mutate) -> str:
         (lambda d: d["role_marks"][0][1].extend([5, 0, 10**12]), "after its block's end"),
         (lambda d: d["role_marks"][0][1].append(5), "triples"),
         (lambda d: d["role_marks"][0][1].extend([5, -1, 0]), ">= 0"),
-        (lambda d: d.update(level="kernel"), ""),
+        (lambda d: d.update(level="kernel"), "a block trace labelled kernel-level"),
+        (_as_kernel_level_with_roles, "only block-level traces have warp roles"),
         (lambda d: d.update(roles=[f"consumer {c}" for c in range(9)]), "length <= 8"),
     ],
 )

@@ -60,7 +60,7 @@ def fake_ws_rows(
     """(blocks · R, 5) int64 rows as the warp-specialized kernel's trace build leaves them
     (gpu/kernels/flash_ws.cu: per block the producer's 2T + 2 rows, then 4T + 4 per consumer;
     phase word role · 256 + code), with -1 in rows a causal block never reaches. One block per
-    SM at a time; the consumers alternate their GEMM turns."""
+    SM at a time; each consumer's phases are offset and jittered on their own."""
     from gpu import flash_ws
 
     rng = np.random.default_rng(seed)
