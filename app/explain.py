@@ -99,11 +99,16 @@ def s_formula(config: AttentionConfig) -> str:
     return " × ".join(parts)
 
 
+def _shown(inp: ExplainInputs) -> list[str]:
+    """The algorithms explained, in the app's order (naive and tiled when none is ticked)."""
+    return [a for a in ALGORITHMS if a in inp.algorithms] or [NAIVE, TILED]
+
+
 def explanation(inp: ExplainInputs) -> Explanation:
     """gpu.roofline's verdicts for the shown algorithms (naive always, for the DRAM ratios),
     from the results given for this config. A result of an algorithm that ignores the tile
     sizes holds for every tile size: it is judged at this config."""
-    shown = [a for a in ALGORITHMS if a in inp.algorithms] or [NAIVE, TILED]
+    shown = _shown(inp)
     algos = [NAIVE, *(a for a in shown if a != NAIVE)]
     results = {
         a: r if r.config == inp.config else replace(r, config=inp.config)
@@ -126,7 +131,7 @@ def explain_html(inp: ExplainInputs, palette: Palette = DARK) -> str:
         return f"<span style='color:{muted}'>{text}</span>"
 
     e = explanation(inp)
-    shown = [a for a in ALGORITHMS if a in inp.algorithms] or [NAIVE, TILED]
+    shown = _shown(inp)
     s_bytes = attention_matrix_bytes(c)
     qkvo = 4 * matrix_bytes(c)
     naive = cost(c, NAIVE)
@@ -140,7 +145,7 @@ def explain_html(inp: ExplainInputs, palette: Palette = DARK) -> str:
         "what TFLOP/s and the roofline's intensity count.",
     ]
     if c.causal:
-        executed = {a: e.algorithm(a).executed_flops for a in shown if a in ALGORITHMS}
+        executed = {a: e.algorithm(a).executed_flops for a in shown}
         parts = ", ".join(
             f"{escape(ALGORITHMS[a].label)} {fmt_flops(f)}" for a, f in executed.items()
         )

@@ -477,18 +477,23 @@ class MainWindow(QMainWindow):
         self.run_status.sweep_finished()
         self.run_status.set_idle(self._status_text())
 
+    def _continue_target(self) -> tuple[RecordedBackend | None, str]:
+        """The replayed recording and the live backend it was measured with, when there is
+        one to continue on; (None, "") otherwise."""
+        s = self.state.value
+        recorded = s.backend.backend if s.backend is not None and s.replay else None
+        if isinstance(recorded, RecordedBackend) and recorded.measured_on:
+            return recorded, recorded.measured_on
+        return None, ""
+
     def continue_measuring(self) -> bool:
         """Leave a replayed session or recording for the backend it was measured with: its
         results stay in the store, marked recorded, as that device's, so only what they lack
         is measured (on another machine the device differs, and everything is measured)."""
-        s = self.state.value
-        ready = s.backend
-        recorded = ready.backend if ready is not None and s.replay else None
-        target = recorded.measured_on if isinstance(recorded, RecordedBackend) else ""
-        if not target:
+        recorded, target = self._continue_target()
+        if recorded is None:
             self.statusBar().showMessage(CONTINUE_TIP, 6000)
             return False
-        assert isinstance(recorded, RecordedBackend)
         source = backend_key(recorded.recording.device)
         session = recorded.session
         if session is not None:
@@ -709,8 +714,7 @@ class MainWindow(QMainWindow):
         self.sweep_button.setEnabled(not replay)
         self.sweep_button.setToolTip(RECORDED_SWEEP_TIP if replay else SWEEP_TIP)
         self.sweep_action.setToolTip(RECORDED_SWEEP_TIP if replay else SWEEP_TIP)
-        recorded = s.backend.backend if s.backend is not None and replay else None
-        target = recorded.measured_on if isinstance(recorded, RecordedBackend) else ""
+        target = self._continue_target()[1]
         self.continue_action.setEnabled(bool(target))
         self.continue_action.setText(
             f"Continue measuring on {target}" if target else "Continue measuring"
