@@ -459,14 +459,16 @@ class RingPanel(QWidget):
 
     def _draw_plots(self) -> None:
         config, devices, _ = self.shown()
+        singles = self.runs.singles(config)
+        single_here = next((r for r in singles if r.config.seq_len == config.seq_len), None)
         self._ensure_plots().set_data(
             config,
             devices,
             self.curves,
             self.runs.family_runs(config),
-            self.runs.singles(config),
+            singles,
             self.runs.at_config(config),
-            self.runs.single_at(config),
+            single_here,
             self.topology,
         )
 

@@ -6,13 +6,16 @@ from __future__ import annotations
 import pytest
 from ring_recording import RING_RECORDING, recording, ring_results, widest_ring
 
+import app.state.ring_runs as ring_runs
 from app.ring_panel import RingPanel, ring_run_to_show
 from app.state.app_state import StateModel
 from app.state.ring_playback import FULL_RING_MAX, MEASURED_CLOCK, MODEL_CLOCK
 from app.state.ring_runs import RECORDED
 from app.state_signal import StateSignal
+from gpu.algorithms import TILED_WS
 from gpu.config import AttentionConfig
-from gpu.ring_model import DEVICE_COUNTS
+from gpu.results import KernelTime, RunResult
+from gpu.ring_model import DEVICE_COUNTS, MeasuredThroughput
 from gpu.ring_timeline import COMM
 
 
@@ -155,3 +158,42 @@ def test_a_just_opened_recording_moves_the_controls_to_one_of_its_rings():
     assert target is not None and target.ring is not None
     assert ring_run_to_show(recording().results, target.config, target.ring.devices) is None
     assert target in rings
+
+
+def test_a_refresh_looks_up_the_shown_family_without_touching_the_others(qtbot, panel, monkeypatch):
+    def single(config: AttentionConfig) -> RunResult:
+        times = (KernelTime("k", 1.0),)
+        return RunResult(config, TILED_WS, "cuda", "gpu", kernel_times=times, flops=10**12)
+
+    shown = AttentionConfig(seq_len=4096)
+    others = [
+        single(AttentionConfig(seq_len=1024 + 64 * k, heads=h, head_dim=d, batch=2, causal=c))
+        for h in range(1, 51)
+        for d in (32, 64, 128)
+        for c in (False, True)
+        for k in range(67)
+    ]
+    mine = [single(shown.with_(seq_len=n)) for n in (2048, 4096, 8192)]
+    p = panel(config=shown)
+    assert p.add_results([*others, *mine]) == len(others) + len(mine) > 20_000
+    p.refresh()
+    p.flush_curves()
+    calls = {"family": 0, "from_results": 0}
+
+    def counted(name, fn):
+        def call(*args, **kwargs):
+            calls[name] += 1
+            return fn(*args, **kwargs)
+
+        return call
+
+    for name in ("family", "family_of", "cache_config"):
+        monkeypatch.setattr(ring_runs, name, counted("family", getattr(ring_runs, name)))
+    from_results = counted("from_results", MeasuredThroughput.from_results)
+    monkeypatch.setattr(MeasuredThroughput, "from_results", from_results)
+    for _ in range(3):
+        p.refresh()
+        p.flush_curves()
+    # A handful of look-ups per refresh, however many results the other families hold.
+    assert calls["family"] <= 3 * 20 and calls["from_results"] == 0, calls
+    assert p.plots.time_plot.series["measured_p1"][0] == [2048, 4096, 8192]
