@@ -392,8 +392,7 @@ class RingPanel(QWidget):
             self.memory_caption.setText(
                 memory_caption(config, devices, run, device_peak_bytes(config, devices))
             )
-        self._draw_plots()
-        self._paced_curves()
+        self._paced_curves()  # the plots are drawn when the curves for this (config, P) come
 
     @property
     def word(self) -> str:
@@ -428,7 +427,8 @@ class RingPanel(QWidget):
 
     def _request_curves(self) -> None:
         if not self.isVisible() and self.curves is not None:
-            return  # caught up when shown
+            self._stale = True  # caught up when shown
+            return
         config, devices, _ = self.shown()
         s = self.state.value
         fallback = RooflineThroughput(gpu=s.target_gpu)
@@ -456,15 +456,16 @@ class RingPanel(QWidget):
 
     def _curves_failed(self, exc: BaseException) -> None:
         self.timeline_summary.setText(f"The model could not be computed: {exc}")
+        self._draw_plots(model=False)  # what was measured at the shown (config, P), no model
 
-    def _draw_plots(self) -> None:
+    def _draw_plots(self, model: bool = True) -> None:
         config, devices, _ = self.shown()
         singles = self.runs.singles(config)
         single_here = next((r for r in singles if r.config.seq_len == config.seq_len), None)
         self._ensure_plots().set_data(
             config,
             devices,
-            self.curves,
+            self.curves if model else None,
             self.runs.family_runs(config),
             singles,
             self.runs.at_config(config),

@@ -6,11 +6,13 @@ from __future__ import annotations
 import pytest
 from ring_recording import RING_RECORDING, recording, ring_results, widest_ring
 
+import app.ring_panel as ring_panel
 import app.state.ring_runs as ring_runs
 from app.ring_panel import RingPanel, ring_run_to_show
 from app.state.app_state import StateModel
 from app.state.ring_playback import FULL_RING_MAX, MEASURED_CLOCK, MODEL_CLOCK
 from app.state.ring_runs import RECORDED
+from app.state.units import fmt_int
 from app.state_signal import StateSignal
 from gpu.algorithms import TILED_WS
 from gpu.config import AttentionConfig
@@ -197,3 +199,31 @@ def test_a_refresh_looks_up_the_shown_family_without_touching_the_others(qtbot, 
     # A handful of look-ups per refresh, however many results the other families hold.
     assert calls["family"] <= 3 * 20 and calls["from_results"] == 0, calls
     assert p.plots.time_plot.series["measured_p1"][0] == [2048, 4096, 8192]
+
+
+def test_the_plots_wait_for_the_curves_of_what_is_shown(qtbot, panel, monkeypatch):
+    p = panel(devices=8, config=AttentionConfig(seq_len=1 << 16))
+    p.refresh()
+    p.flush_curves()
+    scaling = p.plots.scaling_plot
+
+    def drawn_for(n: int) -> bool:
+        return scaling.title == f"Time against P at N = {fmt_int(n)}"
+
+    assert drawn_for(1 << 16) and scaling.series["model"][0]
+    p.state.update(config=AttentionConfig(seq_len=1 << 18))
+    p.refresh()
+    assert drawn_for(1 << 16)  # nothing drawn with the old N's model under the new N
+    p.flush_curves()
+    assert drawn_for(1 << 18) and p.curves.config.seq_len == 1 << 18
+    assert scaling.series["model"][1] == [m.total_s * 1e3 for m in p.curves.over_p]
+
+    def fails():
+        raise ValueError("no model here")
+
+    monkeypatch.setattr(ring_panel, "in_process", lambda *args: fails)
+    p.state.update(config=AttentionConfig(seq_len=1 << 19))
+    p.refresh()
+    p.flush_curves()
+    assert "could not be computed: no model here" in p.timeline_summary.text()
+    assert drawn_for(1 << 19) and not scaling.series["model"][0]
