@@ -86,8 +86,6 @@ class RingPanel(QWidget):
     app state by itself. `openWanted(path)` asks the window to open a recording ('' : ask)."""
 
     openWanted = Signal(str)
-    frameChanged = Signal()
-    curvesApplied = Signal()
 
     def __init__(self, state: StateSignal, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -452,7 +450,6 @@ class RingPanel(QWidget):
             self._set_clock(config, model_clock(curves.current))
         self._update_summary()
         self._draw_plots()
-        self.curvesApplied.emit()
 
     def _curves_failed(self, exc: BaseException) -> None:
         self.timeline_summary.setText(f"The model could not be computed: {exc}")
@@ -505,7 +502,6 @@ class RingPanel(QWidget):
             self._caption_key = key
             self.caption.setText(step_caption(frame, player.config, self.word))
         self.play_button.setText("⏸ Pause" if player.playing else "▶ Play")
-        self.frameChanged.emit()
 
     def play(self) -> None:
         self.player.play()

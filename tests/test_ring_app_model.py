@@ -269,7 +269,6 @@ def test_a_recording_gives_its_ring_runs_and_the_one_gpu_results_beside_them():
     rings = ring_results()
     assert len(runs) == len({(r.config, r.ring.devices) for r in rings})
     assert all(run.kind == RUN_RECORDED and run.source == "ring.json" for run in runs.runs())
-    assert runs.recorded_devices() == tuple(sorted({1} | {r.ring.devices for r in rings}))
     wide = widest_ring()
     found = runs.find(wide.config.with_(block_m=128), wide.ring.devices)  # tiles do not matter
     assert found is not None and found.result.total_ms == wide.total_ms

@@ -60,11 +60,6 @@ class DeviceChoice:
     mode: str  # MEASURED, SIMULATED, RECORDED or MODEL
 
     @property
-    def runs(self) -> bool:
-        """Whether the runner runs the ring at this P here (live, not replayed or modelled)."""
-        return self.mode in (MEASURED, SIMULATED)
-
-    @property
     def label(self) -> str:
         if self.devices == 1 and self.mode != MODEL:
             return "1 (one device)"

@@ -170,15 +170,6 @@ class RingRuns:
                 found = run
         return found
 
-    def recorded_devices(self) -> tuple[int, ...]:
-        """Every P a recorded ring run holds (P = 1 too when one-GPU results were recorded)."""
-        ps = {run.devices for run in self._runs.values() if run.kind == RECORDED}
-        pending = (r for results, _ in self._pending for r in results)
-        recorded = any(rec for entries in self._singles.values() for _, rec in entries.values())
-        if recorded or any(_is_single(r) for r in pending):
-            ps.add(1)
-        return tuple(sorted(ps))
-
     def family_runs(self, config: AttentionConfig) -> dict[int, list[RingRun]]:
         """Runs in `config`'s family (any N) by P, each list by N."""
         fam = family_of(config, RING)
