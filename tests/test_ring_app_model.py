@@ -58,7 +58,6 @@ from gpu.results import DeviceInfo, KernelTime, RunResult
 from gpu.ring_backend import RingBackend
 from gpu.ring_model import DEVICE_COUNTS, MeasuredThroughput, RooflineThroughput, predict
 from gpu.ring_schedule import SKIPPED, ring_schedule
-from gpu.ring_timeline import COMM, COMPUTE
 
 # --------------------------------------------------------------------------------------------
 # The schedule on demand
@@ -444,11 +443,6 @@ def test_model_curves_from_recorded_one_gpu_results_say_so():
     curves = ring_curves(wide.config, wide.ring.devices, throughput, DEFAULT_TOPOLOGY)
     assert "measured throughput" in curves.throughput
     assert curves.current is not None and math.isfinite(curves.current.total_s)
-
-
-def test_each_stream_event_of_the_recording_is_compute_or_comm():
-    for r in ring_results():
-        assert {e.stream for e in r.ring.timeline} <= {COMPUTE, COMM}
 
 
 def test_a_sequence_too_short_for_p_devices_is_said_so_instead_of_modelled():
