@@ -55,6 +55,8 @@ from .state.family import cache_config, family_of
 from .state.ring_curves import RingCurves, ring_curves
 from .state.ring_playback import (
     MEASURED_CLOCK,
+    PASS_SECONDS,
+    STEP_SECONDS,
     RingClock,
     RingPlayer,
     cell_states,
@@ -214,7 +216,11 @@ class RingPanel(QWidget):
         for s in SPEEDS:
             self.speed.addItem(f"{s:g}×", s)
         self.speed.setCurrentIndex(SPEEDS.index(1.0))
-        self.speed.setToolTip("Playback speed: at 1× a step takes about 1.5 s of wall time.")
+        shortest, longest = PASS_SECONDS
+        self.speed.setToolTip(
+            f"Playback speed: at 1× a step takes about {STEP_SECONDS:g} s of wall time, a "
+            f"whole pass no less than {shortest:g} s and no more than {longest:g} s."
+        )
         self.speed.currentIndexChanged.connect(
             lambda _i: setattr(self.player, "speed", float(self.speed.currentData()))
         )
