@@ -424,7 +424,7 @@ class RingPanel(QWidget):
         )
         measurement = self.run.measurement if self.run is not None else None
         short = too_short_text(config, devices)
-        text = timeline_summary(measurement, self.player.clock, current, short)
+        text = timeline_summary(measurement, self.player.clock, current, self.word, short)
         self.timeline_summary.setText(text)
 
     # ------------------------------------------------------------ the model, off the GUI thread

@@ -44,10 +44,10 @@ from app.state.ring_playback import (
     score_matrix,
     shown_devices,
 )
-from app.state.ring_runs import FUSED_KERNELS, RingRuns
+from app.state.ring_runs import FUSED_KERNELS, RingRun, RingRuns
 from app.state.ring_runs import RECORDED as RUN_RECORDED
 from app.state.ring_runs import SIMULATED as RUN_SIMULATED
-from app.state.ring_story import step_caption, timeline_summary
+from app.state.ring_story import device_word, step_caption, timeline_summary
 from app.state.runs import BackendReady
 from gpu.algorithms import NAIVE, RING, TILED, TILED_WGMMA, TILED_WS
 from gpu.backend import RunOptions
@@ -410,12 +410,14 @@ def test_cpu_results_of_single_device_algorithms_never_calibrate_the_gpu_model()
 def test_the_words_say_what_was_measured_and_what_is_model():
     wide = widest_ring()
     clock = measured_clock(wide.ring)
-    text = timeline_summary(wide.ring, clock, None)
+    word = device_word(RingRun(wide))
+    text = timeline_summary(wide.ring, clock, None, word)
+    assert f"on each {word}'s compute and communication streams" in text
     assert f"{wide.ring.hidden_fraction:.0%}" in text
     assert f"{wide.ring.achieved_bytes_s / 1e9:.1f} GB/s" in text
     config = AttentionConfig(seq_len=1 << 20, causal=True)
     prediction = predict(config, 64)
-    text = timeline_summary(None, model_clock(prediction), prediction)
+    text = timeline_summary(None, model_clock(prediction), prediction, "GPU")
     assert text.startswith("Model")
     frame = ring_frame(config, model_clock(prediction), 0.0)
     assert step_caption(frame, config, "GPU").startswith("Step 1 of 64")
@@ -452,4 +454,4 @@ def test_a_sequence_too_short_for_p_devices_is_said_so_instead_of_modelled():
     assert too_short_text(config, 512) == ""
     text = too_short_text(config, 1024)
     assert "2048 chunks" in text
-    assert timeline_summary(None, schedule_clock(1024), None, text) == text
+    assert timeline_summary(None, schedule_clock(1024), None, "GPU", text) == text

@@ -131,12 +131,8 @@ def _resolve(choice: str) -> str:
     """The kind "auto" stands for here ("cuda" when CuPy sees a GPU), counting the GPUs."""
     if choice not in ("auto", "cuda"):
         return choice
-    from gpu.backends import cuda_available
-
-    if choice == "cuda" or cuda_available():
-        count_cuda_devices()
-        return "cuda"
-    return "cpu"
+    gpus = count_cuda_devices()
+    return "cuda" if choice == "cuda" or gpus else "cpu"
 
 
 _CHOICE_KINDS = {"cpu": "cpu", "cuda": "cuda", "recorded": REPLAY}
