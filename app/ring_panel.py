@@ -55,6 +55,8 @@ from .state.family import cache_config, family_of
 from .state.ring_curves import RingCurves, ring_curves
 from .state.ring_playback import (
     MEASURED_CLOCK,
+    PASS_SECONDS,
+    STEP_SECONDS,
     RingClock,
     RingPlayer,
     cell_states,
@@ -86,8 +88,6 @@ class RingPanel(QWidget):
     app state by itself. `openWanted(path)` asks the window to open a recording ('' : ask)."""
 
     openWanted = Signal(str)
-    frameChanged = Signal()
-    curvesApplied = Signal()
 
     def __init__(self, state: StateSignal, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -216,7 +216,11 @@ class RingPanel(QWidget):
         for s in SPEEDS:
             self.speed.addItem(f"{s:g}×", s)
         self.speed.setCurrentIndex(SPEEDS.index(1.0))
-        self.speed.setToolTip("Playback speed: at 1× a step takes about 1.5 s of wall time.")
+        shortest, longest = PASS_SECONDS
+        self.speed.setToolTip(
+            f"Playback speed: at 1× a step takes about {STEP_SECONDS:g} s of wall time, a "
+            f"whole pass no less than {shortest:g} s and no more than {longest:g} s."
+        )
         self.speed.currentIndexChanged.connect(
             lambda _i: setattr(self.player, "speed", float(self.speed.currentData()))
         )
@@ -392,8 +396,7 @@ class RingPanel(QWidget):
             self.memory_caption.setText(
                 memory_caption(config, devices, run, device_peak_bytes(config, devices))
             )
-        self._draw_plots()
-        self._paced_curves()
+        self._paced_curves()  # the plots are drawn when the curves for this (config, P) come
 
     @property
     def word(self) -> str:
@@ -421,14 +424,15 @@ class RingPanel(QWidget):
         )
         measurement = self.run.measurement if self.run is not None else None
         short = too_short_text(config, devices)
-        text = timeline_summary(measurement, self.player.clock, current, short)
+        text = timeline_summary(measurement, self.player.clock, current, self.word, short)
         self.timeline_summary.setText(text)
 
     # ------------------------------------------------------------ the model, off the GUI thread
 
     def _request_curves(self) -> None:
         if not self.isVisible() and self.curves is not None:
-            return  # caught up when shown
+            self._stale = True  # caught up when shown
+            return
         config, devices, _ = self.shown()
         s = self.state.value
         fallback = RooflineThroughput(gpu=s.target_gpu)
@@ -452,21 +456,23 @@ class RingPanel(QWidget):
             self._set_clock(config, model_clock(curves.current))
         self._update_summary()
         self._draw_plots()
-        self.curvesApplied.emit()
 
     def _curves_failed(self, exc: BaseException) -> None:
         self.timeline_summary.setText(f"The model could not be computed: {exc}")
+        self._draw_plots(model=False)  # what was measured at the shown (config, P), no model
 
-    def _draw_plots(self) -> None:
+    def _draw_plots(self, model: bool = True) -> None:
         config, devices, _ = self.shown()
+        singles = self.runs.singles(config)
+        single_here = next((r for r in singles if r.config.seq_len == config.seq_len), None)
         self._ensure_plots().set_data(
             config,
             devices,
-            self.curves,
+            self.curves if model else None,
             self.runs.family_runs(config),
-            self.runs.singles(config),
+            singles,
             self.runs.at_config(config),
-            self.runs.single_at(config),
+            single_here,
             self.topology,
         )
 
@@ -502,7 +508,6 @@ class RingPanel(QWidget):
             self._caption_key = key
             self.caption.setText(step_caption(frame, player.config, self.word))
         self.play_button.setText("⏸ Pause" if player.playing else "▶ Play")
-        self.frameChanged.emit()
 
     def play(self) -> None:
         self.player.play()

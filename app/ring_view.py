@@ -59,7 +59,6 @@ class RingView(QWidget):
         self._palette: Palette = palette("dark")
         self._image: QImage | None = None
         self._image_key: bytes = b""
-        self.paints = 0
 
     def sizeHint(self) -> QSize:
         return QSize(760, 420)
@@ -186,7 +185,6 @@ class RingView(QWidget):
     # ------------------------------------------------------------------ painting
 
     def paintEvent(self, event: QPaintEvent) -> None:
-        self.paints += 1
         p = QPainter(self)
         p.setRenderHint(QPainter.RenderHint.Antialiasing)
         pal = self._palette

@@ -4,12 +4,14 @@ Devices choices, the ring runs and the model's curves."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from ring_recording import recording, ring_results, widest_ring
 
 from app.state.app_state import AppState
+from app.state.family import cache_config, family
 from app.state.recorded_run import REPLAY
 from app.state.ring_curves import ring_curves
 from app.state.ring_devices import (
@@ -42,20 +44,20 @@ from app.state.ring_playback import (
     score_matrix,
     shown_devices,
 )
+from app.state.ring_runs import FUSED_KERNELS, RingRun, RingRuns
 from app.state.ring_runs import RECORDED as RUN_RECORDED
 from app.state.ring_runs import SIMULATED as RUN_SIMULATED
-from app.state.ring_runs import RingRuns
-from app.state.ring_story import step_caption, timeline_summary
+from app.state.ring_story import device_word, step_caption, timeline_summary
 from app.state.runs import BackendReady
+from gpu.algorithms import NAIVE, RING, TILED, TILED_WGMMA, TILED_WS
 from gpu.backend import RunOptions
 from gpu.config import AttentionConfig
 from gpu.cpu_backend import CpuBackend
 from gpu.links import DEFAULT_TOPOLOGY
-from gpu.results import DeviceInfo
+from gpu.results import DeviceInfo, KernelTime, RunResult
 from gpu.ring_backend import RingBackend
-from gpu.ring_model import DEVICE_COUNTS, RooflineThroughput, predict
+from gpu.ring_model import DEVICE_COUNTS, MeasuredThroughput, RooflineThroughput, predict
 from gpu.ring_schedule import SKIPPED, ring_schedule
-from gpu.ring_timeline import COMM, COMPUTE
 
 # --------------------------------------------------------------------------------------------
 # The schedule on demand
@@ -266,13 +268,133 @@ def test_a_recording_gives_its_ring_runs_and_the_one_gpu_results_beside_them():
     rings = ring_results()
     assert len(runs) == len({(r.config, r.ring.devices) for r in rings})
     assert all(run.kind == RUN_RECORDED and run.source == "ring.json" for run in runs.runs())
-    assert runs.recorded_devices() == tuple(sorted({1} | {r.ring.devices for r in rings}))
     wide = widest_ring()
     found = runs.find(wide.config.with_(block_m=128), wide.ring.devices)  # tiles do not matter
     assert found is not None and found.result.total_ms == wide.total_ms
     assert runs.kernel() == wide.ring.kernel
     throughput = runs.throughput(RooflineThroughput())
     assert throughput is not None and wide.ring.kernel in throughput.label
+
+
+def one_gpu(
+    algorithm: str,
+    n: int,
+    heads: int = 12,
+    head_dim: int = 64,
+    causal: bool = False,
+    tiles: int = 64,
+    ms: float = 1.0,
+    backend: str = "cuda",
+    batch: int = 1,
+) -> RunResult:
+    config = AttentionConfig(
+        seq_len=n,
+        heads=heads,
+        head_dim=head_dim,
+        batch=batch,
+        causal=causal,
+        block_m=tiles,
+        block_n=tiles,
+    )
+    return RunResult(
+        config, algorithm, backend, "gpu", kernel_times=(KernelTime("k", ms),), flops=10**12
+    )
+
+
+class LinearSingles:
+    """The one-GPU results kept as one list scanned in full at each question (what the ring
+    runs must answer alike, however they file them)."""
+
+    def __init__(self) -> None:
+        self.kept: dict[tuple[AttentionConfig, str], tuple[RunResult, bool]] = {}
+
+    def add(self, result: RunResult, recorded: bool = False) -> None:
+        if result.oom or result.total_ms is None or result.ring is not None:
+            return
+        if result.backend != "cuda" or result.algorithm not in FUSED_KERNELS:
+            return
+        key = (cache_config(result.config, result.algorithm), result.algorithm)
+        self.kept[key] = (result, recorded or result.recorded)
+
+    def kernel(self, runs: RingRuns) -> str | None:
+        measured = {a for _, a in self.kept}
+        for run in reversed(runs.runs()):
+            if run.measurement.kernel in measured:
+                return run.measurement.kernel
+        return next((k for k in FUSED_KERNELS if k in measured), None)
+
+    def singles(self, kernel: str | None, config: AttentionConfig) -> list[RunResult]:
+        fam = family(cache_config(config, RING))
+        out = [
+            r
+            for (c, a), (r, _) in self.kept.items()
+            if a == kernel and family(cache_config(c, RING)) == fam
+        ]
+        return sorted(out, key=lambda r: r.config.seq_len)
+
+    def throughput(self, kernel: str | None) -> MeasuredThroughput | None:
+        if kernel is None:
+            return None
+        mine = [(r, rec) for (_, a), (r, rec) in self.kept.items() if a == kernel]
+        how = "recorded" if any(rec for _, rec in mine) else "measured"
+        return MeasuredThroughput.from_results(
+            [r for r, _ in mine], kernel, f"{kernel} on one GPU, {how}"
+        )
+
+
+def test_one_gpu_results_filed_by_family_answer_as_a_full_scan_does():
+    runs, linear, rec = RingRuns(), LinearSingles(), recording()
+    runs.add_recording(rec, "ring.json")
+    runs.kernel()  # sorts the recording's one-GPU results in
+    for r in rec.results:
+        linear.add(r, recorded=True)
+    families = [
+        {"heads": 12, "head_dim": 64, "causal": False},
+        {"heads": 12, "head_dim": 64, "causal": True},
+        {"heads": 6, "head_dim": 128, "causal": False},
+        {"heads": 24, "head_dim": 64, "causal": True, "batch": 2},
+    ]
+    made = []
+    for i, fam in enumerate(families):
+        for algorithm in (TILED_WS, TILED_WGMMA, TILED):
+            for n in (1024, 3072, 2048, 8192):
+                made.append((one_gpu(algorithm, n, **fam, ms=1.0 + i), i % 2 == 0))
+        made.append((one_gpu(TILED, 2048, **fam, tiles=128, ms=0.5), False))  # other tiles
+    made.append((one_gpu(NAIVE, 1024), False))  # not fused
+    made.append((one_gpu(TILED_WS, 1024, backend="cpu"), False))  # not a GPU
+    for result, recorded in made:
+        kept = result.backend == "cuda" and result.algorithm != NAIVE
+        assert runs.add(result, recorded=recorded) == kept
+        linear.add(result, recorded)
+    asked = [AttentionConfig(seq_len=n, **fam) for fam in families for n in (1024, 2048)]
+    asked += [c.with_(block_m=128, block_n=128) for c in asked]
+    asked.append(AttentionConfig(heads=3))  # a family with nothing measured
+
+    def same() -> None:
+        kernel = linear.kernel(runs)
+        assert runs.kernel() == kernel
+        for config in asked:
+            singles = runs.singles(config)
+            assert [id(r) for r in singles] == [id(r) for r in linear.singles(kernel, config)]
+        got, want = runs.throughput(RooflineThroughput()), linear.throughput(kernel)
+        assert (got is None) == (want is None)
+        if got is not None:
+            assert (got.points, got.label) == (want.points, want.label)
+
+    same()
+    assert runs.kernel() == TILED_WS
+    wide = widest_ring()
+    for kernel in (TILED_WGMMA, TILED):  # the newest ring's kernel calibrates
+        runs.add(replace(wide, ring=replace(wide.ring, kernel=kernel)))
+        same()
+        assert runs.kernel() == kernel
+    assert "recorded" in runs.throughput(RooflineThroughput()).label
+    for result, _ in made:  # measured again here: the newest of each is kept, not recorded
+        again = replace(result, kernel_times=(KernelTime("k", 0.25),))
+        runs.add(again)
+        linear.add(again)
+    same()
+    assert "measured" in runs.throughput(RooflineThroughput()).label
 
 
 def test_cpu_results_of_single_device_algorithms_never_calibrate_the_gpu_model():
@@ -288,12 +410,14 @@ def test_cpu_results_of_single_device_algorithms_never_calibrate_the_gpu_model()
 def test_the_words_say_what_was_measured_and_what_is_model():
     wide = widest_ring()
     clock = measured_clock(wide.ring)
-    text = timeline_summary(wide.ring, clock, None)
+    word = device_word(RingRun(wide))
+    text = timeline_summary(wide.ring, clock, None, word)
+    assert f"on each {word}'s compute and communication streams" in text
     assert f"{wide.ring.hidden_fraction:.0%}" in text
     assert f"{wide.ring.achieved_bytes_s / 1e9:.1f} GB/s" in text
     config = AttentionConfig(seq_len=1 << 20, causal=True)
     prediction = predict(config, 64)
-    text = timeline_summary(None, model_clock(prediction), prediction)
+    text = timeline_summary(None, model_clock(prediction), prediction, "GPU")
     assert text.startswith("Model")
     frame = ring_frame(config, model_clock(prediction), 0.0)
     assert step_caption(frame, config, "GPU").startswith("Step 1 of 64")
@@ -323,11 +447,6 @@ def test_model_curves_from_recorded_one_gpu_results_say_so():
     assert curves.current is not None and math.isfinite(curves.current.total_s)
 
 
-def test_each_stream_event_of_the_recording_is_compute_or_comm():
-    for r in ring_results():
-        assert {e.stream for e in r.ring.timeline} <= {COMPUTE, COMM}
-
-
 def test_a_sequence_too_short_for_p_devices_is_said_so_instead_of_modelled():
     from app.state.ring_story import too_short_text
 
@@ -335,4 +454,4 @@ def test_a_sequence_too_short_for_p_devices_is_said_so_instead_of_modelled():
     assert too_short_text(config, 512) == ""
     text = too_short_text(config, 1024)
     assert "2048 chunks" in text
-    assert timeline_summary(None, schedule_clock(1024), None, text) == text
+    assert timeline_summary(None, schedule_clock(1024), None, "GPU", text) == text

@@ -6,13 +6,18 @@ from __future__ import annotations
 import pytest
 from ring_recording import RING_RECORDING, recording, ring_results, widest_ring
 
+import app.ring_panel as ring_panel
+import app.state.ring_runs as ring_runs
 from app.ring_panel import RingPanel, ring_run_to_show
 from app.state.app_state import StateModel
 from app.state.ring_playback import FULL_RING_MAX, MEASURED_CLOCK, MODEL_CLOCK
 from app.state.ring_runs import RECORDED
+from app.state.units import fmt_int
 from app.state_signal import StateSignal
+from gpu.algorithms import TILED_WS
 from gpu.config import AttentionConfig
-from gpu.ring_model import DEVICE_COUNTS
+from gpu.results import KernelTime, RunResult
+from gpu.ring_model import DEVICE_COUNTS, MeasuredThroughput
 from gpu.ring_timeline import COMM
 
 
@@ -74,9 +79,7 @@ def test_the_ring_view_replays_the_recording_step_by_step(qtbot, panel):
         assert f"sending {p.word} {node.sending.block_owner}'s block" in tip
         tokens += 1
     assert tokens == len(wide.ring.events(stream=COMM)) > 0
-    paints = p.view.paints
     p.view.grab()
-    assert p.view.paints > paints
 
 
 def test_the_timeline_draws_every_measured_event_and_what_was_hidden(qtbot, panel):
@@ -155,3 +158,70 @@ def test_a_just_opened_recording_moves_the_controls_to_one_of_its_rings():
     assert target is not None and target.ring is not None
     assert ring_run_to_show(recording().results, target.config, target.ring.devices) is None
     assert target in rings
+
+
+def test_a_refresh_looks_up_the_shown_family_without_touching_the_others(qtbot, panel, monkeypatch):
+    def single(config: AttentionConfig) -> RunResult:
+        times = (KernelTime("k", 1.0),)
+        return RunResult(config, TILED_WS, "cuda", "gpu", kernel_times=times, flops=10**12)
+
+    shown = AttentionConfig(seq_len=4096)
+    others = [
+        single(AttentionConfig(seq_len=1024 + 64 * k, heads=h, head_dim=d, batch=2, causal=c))
+        for h in range(1, 51)
+        for d in (32, 64, 128)
+        for c in (False, True)
+        for k in range(67)
+    ]
+    mine = [single(shown.with_(seq_len=n)) for n in (2048, 4096, 8192)]
+    p = panel(config=shown)
+    assert p.add_results([*others, *mine]) == len(others) + len(mine) > 20_000
+    p.refresh()
+    p.flush_curves()
+    calls = {"family": 0, "from_results": 0}
+
+    def counted(name, fn):
+        def call(*args, **kwargs):
+            calls[name] += 1
+            return fn(*args, **kwargs)
+
+        return call
+
+    for name in ("family", "family_of", "cache_config"):
+        monkeypatch.setattr(ring_runs, name, counted("family", getattr(ring_runs, name)))
+    from_results = counted("from_results", MeasuredThroughput.from_results)
+    monkeypatch.setattr(MeasuredThroughput, "from_results", from_results)
+    for _ in range(3):
+        p.refresh()
+        p.flush_curves()
+    # A handful of look-ups per refresh, however many results the other families hold.
+    assert calls["family"] <= 3 * 20 and calls["from_results"] == 0, calls
+    assert p.plots.time_plot.series["measured_p1"][0] == [2048, 4096, 8192]
+
+
+def test_the_plots_wait_for_the_curves_of_what_is_shown(qtbot, panel, monkeypatch):
+    p = panel(devices=8, config=AttentionConfig(seq_len=1 << 16))
+    p.refresh()
+    p.flush_curves()
+    scaling = p.plots.scaling_plot
+
+    def drawn_for(n: int) -> bool:
+        return scaling.title == f"Time against P at N = {fmt_int(n)}"
+
+    assert drawn_for(1 << 16) and scaling.series["model"][0]
+    p.state.update(config=AttentionConfig(seq_len=1 << 18))
+    p.refresh()
+    assert drawn_for(1 << 16)  # nothing drawn with the old N's model under the new N
+    p.flush_curves()
+    assert drawn_for(1 << 18) and p.curves.config.seq_len == 1 << 18
+    assert scaling.series["model"][1] == [m.total_s * 1e3 for m in p.curves.over_p]
+
+    def fails():
+        raise ValueError("no model here")
+
+    monkeypatch.setattr(ring_panel, "in_process", lambda *args: fails)
+    p.state.update(config=AttentionConfig(seq_len=1 << 19))
+    p.refresh()
+    p.flush_curves()
+    assert "could not be computed: no model here" in p.timeline_summary.text()
+    assert drawn_for(1 << 19) and not scaling.series["model"][0]

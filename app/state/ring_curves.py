@@ -31,7 +31,6 @@ class RingCurves:
     config: AttentionConfig
     devices: int
     throughput: str
-    topology: str
     #: P -> the predictions at each N of CURVE_SEQ that gives every device a row per chunk.
     over_n: dict[int, tuple[RingPrediction, ...]]
     #: P = 1, 2, 4 … 1024 (and `devices`) at `config`'s N.
@@ -74,7 +73,6 @@ def ring_curves(
         config=config,
         devices=devices,
         throughput=throughput.label,
-        topology=topology.name,
         over_n=over_n,
         over_p=over_p,
         current=current,

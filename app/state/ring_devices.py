@@ -60,11 +60,6 @@ class DeviceChoice:
     mode: str  # MEASURED, SIMULATED, RECORDED or MODEL
 
     @property
-    def runs(self) -> bool:
-        """Whether the runner runs the ring at this P here (live, not replayed or modelled)."""
-        return self.mode in (MEASURED, SIMULATED)
-
-    @property
     def label(self) -> str:
         if self.devices == 1 and self.mode != MODEL:
             return "1 (one device)"
@@ -136,12 +131,8 @@ def _resolve(choice: str) -> str:
     """The kind "auto" stands for here ("cuda" when CuPy sees a GPU), counting the GPUs."""
     if choice not in ("auto", "cuda"):
         return choice
-    from gpu.backends import cuda_available
-
-    if choice == "cuda" or cuda_available():
-        count_cuda_devices()
-        return "cuda"
-    return "cpu"
+    gpus = count_cuda_devices()
+    return "cuda" if choice == "cuda" or gpus else "cpu"
 
 
 _CHOICE_KINDS = {"cpu": "cpu", "cuda": "cuda", "recorded": REPLAY}

@@ -227,7 +227,6 @@ class NodeFrame:
 @dataclass(frozen=True)
 class RingFrame:
     t_ms: float
-    span_ms: float
     devices: int
     #: The step the ring is at: the lowest step any device still has to finish (P when done).
     step: int
@@ -259,7 +258,6 @@ def ring_frame(config: AttentionConfig, clock: RingClock, t: float) -> RingFrame
         )
     return RingFrame(
         t_ms=t,
-        span_ms=clock.span_ms,
         devices=p,
         step=int(done.min()),
         nodes=tuple(nodes),

@@ -99,10 +99,17 @@ class RingRuns:
 
     def __init__(self) -> None:
         self._runs: dict[tuple[AttentionConfig, int, str], RingRun] = {}
-        self._singles: dict[tuple[AttentionConfig, str], RunResult] = {}
-        #: Keys of one-GPU results that came from a recording (kept as they are: copying tens
-        #: of thousands of results to flag them would stall the GUI thread on opening).
-        self._recorded_singles: set[tuple[AttentionConfig, str]] = set()
+        #: One-GPU results by algorithm, each by its cache config, oldest first, with whether it
+        #: came from a recording (kept as they are: copying tens of thousands of results to flag
+        #: them would stall the GUI thread on opening).
+        self._singles: dict[str, dict[AttentionConfig, tuple[RunResult, bool]]] = {}
+        #: The same results filed by (ring family, algorithm): what the tab draws for one
+        #: family is a lookup, whatever the other families hold.
+        self._by_family: dict[tuple[AttentionConfig, str], dict[AttentionConfig, RunResult]] = {}
+        #: Bumped by every result kept: `kernel` and `throughput` are worked out again only then.
+        self._version = 0
+        self._kernel: tuple[int, str | None] | None = None
+        self._throughput: tuple[int, Throughput, MeasuredThroughput | None] | None = None
         #: Recordings whose one-GPU results are not sorted in yet: a recording can hold tens of
         #: thousands, so opening one takes only its ring runs; the rest waits until asked for.
         self._pending: list[tuple[tuple[RunResult, ...], str]] = []
@@ -120,15 +127,16 @@ class RingRuns:
             key = (*_ring_key(result.config, run.devices), run.kind)
             self._runs.pop(key, None)  # the newest goes last
             self._runs[key] = run
+            self._version += 1
             return True
         if not _is_single(result):
             return False
-        key = (cache_config(result.config, result.algorithm), result.algorithm)
-        self._singles[key] = result
-        if recorded or result.recorded:
-            self._recorded_singles.add(key)
-        else:
-            self._recorded_singles.discard(key)
+        algorithm = result.algorithm
+        key = cache_config(result.config, algorithm)
+        self._singles.setdefault(algorithm, {})[key] = (result, recorded or result.recorded)
+        fam = (family_of(result.config, RING), algorithm)
+        self._by_family.setdefault(fam, {})[key] = result
+        self._version += 1
         return True
 
     def add_all(
@@ -162,14 +170,6 @@ class RingRuns:
                 found = run
         return found
 
-    def recorded_devices(self) -> tuple[int, ...]:
-        """Every P a recorded ring run holds (P = 1 too when one-GPU results were recorded)."""
-        ps = {run.devices for run in self._runs.values() if run.kind == RECORDED}
-        pending = (r for results, _ in self._pending for r in results)
-        if self._recorded_singles or any(_is_single(r) for r in pending):
-            ps.add(1)
-        return tuple(sorted(ps))
-
     def family_runs(self, config: AttentionConfig) -> dict[int, list[RingRun]]:
         """Runs in `config`'s family (any N) by P, each list by N."""
         fam = family_of(config, RING)
@@ -196,34 +196,35 @@ class RingRuns:
         """The fused kernel the model is calibrated with: the one the newest GPU ring ran, else
         the best one measured on one GPU."""
         self._settle()
+        if self._kernel is None or self._kernel[0] != self._version:
+            self._kernel = (self._version, self._pick_kernel())
+        return self._kernel[1]
+
+    def _pick_kernel(self) -> str | None:
         for run in reversed(self._runs.values()):
             k = run.measurement.kernel
-            if any(a == k for _, a in self._singles):
+            if k in self._singles:
                 return k
-        measured = {a for _, a in self._singles}
-        return next((k for k in FUSED_KERNELS if k in measured), None)
+        return next((k for k in FUSED_KERNELS if k in self._singles), None)
 
     def singles(self, config: AttentionConfig) -> list[RunResult]:
         """One-GPU results of the calibrating kernel in `config`'s family, by N."""
         kernel = self.kernel()  # settles pending recordings
-        fam = family_of(config, RING)
-        out = [
-            r
-            for (c, a), r in self._singles.items()
-            if a == kernel and family(cache_config(c, RING)) == fam
-        ]
-        return sorted(out, key=lambda r: r.config.seq_len)
-
-    def single_at(self, config: AttentionConfig) -> RunResult | None:
-        want = cache_config(config, RING)
-        return next((r for r in self.singles(config) if r.config.seq_len == want.seq_len), None)
+        found = self._by_family.get((family_of(config, RING), kernel or ""), {})
+        return sorted(found.values(), key=lambda r: r.config.seq_len)
 
     def throughput(self, fallback: Throughput) -> MeasuredThroughput | None:
         """The calibrating kernel's measured throughput (None without one-GPU results)."""
         kernel = self.kernel()
-        if kernel is None:
-            return None
-        results = [r for (_, a), r in self._singles.items() if a == kernel]
-        recorded = any(key[1] == kernel for key in self._recorded_singles)
-        source = f"{kernel} on one GPU, {'recorded' if recorded else 'measured'}"
-        return MeasuredThroughput.from_results(results, kernel, source, fallback=fallback)
+        cached = self._throughput
+        if cached is not None and cached[0] == self._version and cached[1] == fallback:
+            return cached[2]
+        measured = None
+        if kernel is not None:
+            entries = self._singles[kernel].values()
+            results = [r for r, _ in entries]
+            recorded = any(rec for _, rec in entries)
+            source = f"{kernel} on one GPU, {'recorded' if recorded else 'measured'}"
+            measured = MeasuredThroughput.from_results(results, kernel, source, fallback=fallback)
+        self._throughput = (self._version, fallback, measured)
+        return measured

@@ -85,12 +85,14 @@ def timeline_summary(
     measurement: RingMeasurement | None,
     clock: RingClock | None,
     prediction: RingPrediction | None,
+    word: str,
     too_short: str = "",
 ) -> str:
     """The timeline's figures: measured (hidden share, link speed against its peak) or the
-    model's (compute against transfer per step); `too_short` when the model has none."""
+    model's (compute against transfer per step); `too_short` when the model has none. `word`:
+    what a device is called (`device_word`)."""
     if clock is not None and clock.source == MEASURED_CLOCK and measurement is not None:
-        return measured_summary(measurement)
+        return measured_summary(measurement, word)
     parts = []
     if measurement is not None and measurement.transport == "simulated":
         parts.append(
@@ -106,11 +108,8 @@ def timeline_summary(
     return " ".join(parts)
 
 
-def measured_summary(m: RingMeasurement) -> str:
-    parts = [
-        f"Measured with CUDA events on each {'GPU' if m.transport == 'nccl' else 'rank'}'s "
-        "compute and communication streams"
-    ]
+def measured_summary(m: RingMeasurement, word: str) -> str:
+    parts = [f"Measured with CUDA events on each {word}'s compute and communication streams"]
     hidden = m.hidden_fraction
     if hidden is None:
         parts.append("nothing sent (one device)")
