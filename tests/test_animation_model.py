@@ -214,6 +214,24 @@ def test_the_readable_lanes_modeled_clock_uses_the_fp32_peak():
     assert lane.total_time >= flops / H200.fp32_flops * (1 - 1e-9)
 
 
+def test_the_readable_lanes_steps_share_a_block_at_the_fp32_peak():
+    config = AttentionConfig(seq_len=4096, head_dim=64)
+    lane = build_lanes(config, H200, (TILED,))[0]
+    timing = lane.timing(0, 0)
+    det = timing.detail
+    names = np.array(det.names)[det.name_ids]
+    loads = np.isin(names, ["load_K_j", "load_V_j"])
+    memory_s = (det.read + det.written) / H200.bandwidth_bytes_s
+    compute_s = det.flops / H200.fp32_flops
+    assert compute_s.sum() > memory_s.sum()  # the block is bound by the fp32 CUDA cores
+    load_share = float(np.diff(timing.cum_share)[loads].sum())
+    assert load_share < 0.5  # the K/V loads overlap the math; they do not take most of the block
+    # each step's share is its serial cost at the fp32 peak; the zero-cost online_softmax steps
+    # get a small share besides, so the loads' share is just under their part of the cost
+    expected = memory_s[loads].sum() / (memory_s.sum() + compute_s.sum())
+    assert 0.99 * expected < load_share <= expected
+
+
 # --------------------------------------------------------------------------------------------
 # Warp roles
 
