@@ -28,7 +28,7 @@ from gpu.schedule import READ, WRITE
 
 from ..state.animation.chip import REGISTERS, SMEM, explain_layout
 from ..state.animation.player import KERNEL_TITLES, LaneFrame
-from ..state.animation.warp_roles import GEMM, ISSUE, PV, RoleTimeline
+from ..state.animation.warp_roles import GEMM, ISSUE, PV, RoleTimeline, ws_launch
 from .canvas_layout import (
     CENTER,
     LEFT,
@@ -72,7 +72,7 @@ def scene_for(config: AttentionConfig, gpu: GpuSpec, lanes: list) -> Scene:
                 lane.totals(),
                 lane.layouts,
                 lane.clock,
-                roles=lane.algorithm == TILED_WS,
+                consumers=ws_launch(config).consumers if lane.algorithm == TILED_WS else 0,
             )
         )
     total = max((x.total_time_s for x in out), default=0.0)

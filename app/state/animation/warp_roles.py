@@ -3,8 +3,8 @@
 flash_ws.cu splits a block into a producer (one thread issuing TMA copies of K_j and V_j into a
 ring of NS shared-memory stages) and consumer warpgroups of 64 query rows each. A consumer
 waits for K_j, takes its turn on the tensor cores (issues S_j = Q K_jᵀ and P_{j-1} V_{j-1}),
-does the softmax of S_j when it lands while its P·V still runs, then waits for the P·V. The two
-consumers take turns (ping-pong), so one's softmax runs under the other's GEMMs. A
+does the softmax of S_j when it lands while its P·V still runs, then waits for the P·V. The
+consumers take turns (ping-pong), so one's softmax runs under the others' GEMMs. A
 `RoleTimeline` says when each of those moments happened in one block:
 
 - `modeled_roles`: from per-SM rates of the cost model's GPU (tensor cores, exponential unit,
@@ -19,7 +19,7 @@ P·V; the producer's copy landings are NaN when unknown (a trace records issues 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -198,10 +198,15 @@ def role_rates(config: AttentionConfig, gpu: GpuSpec) -> RoleRates:
 
 
 def ws_launch(config: AttentionConfig):  # -> gpu.flash_ws.WsLaunch
-    """The variant the app launches for `config` (WS_DEFAULTS; d=128's for other head dims)."""
+    """The variant the app launches for `config` (WS_DEFAULTS, as `ws_tile_shape` reads it). A
+    head dim the kernel does not run gets d=128's variant at the config's head dim: the tiles,
+    ring and warpgroups the schedule models, with its own shared memory."""
     from gpu.flash_ws import WsLaunch
 
-    return WsLaunch.from_label(WS_DEFAULTS.get(config.head_dim, WS_DEFAULTS[128]))
+    launch = WsLaunch.from_label(WS_DEFAULTS.get(config.head_dim, WS_DEFAULTS[128]))
+    if launch.head_dim != config.head_dim:
+        launch = replace(launch, head_dim=config.head_dim)
+    return launch
 
 
 def ws_shape(config: AttentionConfig) -> tuple[int, int, int, int]:
@@ -216,10 +221,10 @@ def modeled_roles(config: AttentionConfig, gpu: GpuSpec, query_tile: int) -> Rol
 
     The producer issues K_0, then K_{j+1} before V_j, each into stage t % NS once every consumer
     has released that stage's previous tile; copies go one after the other through the SM's
-    share of bandwidth. With ping-pong the consumers take turns in a fixed round (0, 1, 0, 1,
-    ...; named barriers in the kernel); without it each issues as soon as it is ready; the tensor
-    cores run the GEMMs in issue order; a consumer releases K_j when S_j lands and V_{j-1} when
-    P_{j-1} V_{j-1} completes."""
+    share of bandwidth. With ping-pong the consumers take turns in a fixed round (0, 1, ...,
+    C-1, 0, 1, ...; named barriers in the kernel); without it each issues as soon as it is
+    ready; the tensor cores run the GEMMs in issue order; a consumer releases K_j when S_j lands
+    and V_{j-1} when P_{j-1} V_{j-1} completes."""
     bm, bn, cons, ns = ws_shape(config)
     pingpong = ws_launch(config).pingpong
     r = role_rates(config, gpu)
