@@ -231,7 +231,6 @@ class LaneGeo:
     roles: QRectF | None  # the warp roles strip
     role_rows: list[QRectF] = field(default_factory=list)
     role_axis: QRectF | None = None
-    role_label_w: float = 0.0
 
 
 @dataclass
@@ -968,7 +967,6 @@ def _roles(
     axis_h = fh
     rows_top = rect.y() + fh + 2
     row_h = max(8.0, (rect.bottom() - axis_h - rows_top) / len(labels))
-    geo.role_label_w = label_w
     geo.role_rows = []
     for k, label in enumerate(labels):
         r = QRectF(rect.x() + label_w, rows_top + k * row_h, rect.width() - label_w, row_h - 2)

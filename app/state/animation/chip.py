@@ -108,17 +108,12 @@ class Occupancy:
         """The limits that allow exactly `blocks` (what a bigger tile or more registers hits)."""
         return tuple(k for k, v in self.limits.items() if v == self.blocks)
 
-    def describe(self) -> str:
-        """'2 blocks/SM (shared memory, registers)'."""
-        unit = "block" if self.blocks == 1 else "blocks"
-        return f"{self.blocks} {unit}/SM ({', '.join(self.binding)})"
-
 
 def explain_layout(layout: ChipLayout) -> str:
     """Several lines on one block's chip use and the blocks per SM, with where the register
     count comes from (the canvas's tooltip over the SRAM box)."""
     lines = [f"One block: {layout.smem_bytes:,} B of shared memory ({layout.note})"]
-    regs = [s for s in layout.register_slots]
+    regs = layout.register_slots
     if regs:
         parts = ", ".join(f"{s.name} {s.bytes:,} B" for s in regs)
         lines.append(f"In registers (summed over the block's threads): {parts}")

@@ -339,10 +339,6 @@ class Lane:
         self.clock = clock
         self._apply_clock()
 
-    @property
-    def modeled_total_time(self) -> float:
-        return float(self.modeled_u_time.sum())
-
     def _apply_clock(self) -> None:
         self.u_time = self.modeled_u_time
         if self.clock.measured:

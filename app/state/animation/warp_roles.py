@@ -52,7 +52,8 @@ class RoleSpan:
 
 @dataclass(frozen=True)
 class RoleTimeline:
-    """When each role of one block did what (seconds or ns from the block's start, see `unit`)."""
+    """When each role of one block did what, from the block's start: seconds in the model,
+    nanoseconds in a trace."""
 
     tiles: int
     stages: int
@@ -67,8 +68,6 @@ class RoleTimeline:
     k_land: np.ndarray  # (T,) NaN where unknown
     v_land: np.ndarray  # (T,)
     end: float
-    source: str
-    unit: str = "s"
     #: The model only (None for traces): when a consumer's S_j started on the tensor cores
     #: (after any GEMM queued before it) and when its P_{j-1} V_{j-1} finished, (C, T+1).
     s_start: np.ndarray | None = None
@@ -161,7 +160,7 @@ def _filled(a: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class RoleRates:
-    """Per-SM times of one tile's work (seconds) and where the copy rate comes from."""
+    """Per-SM times of one tile's work (seconds)."""
 
     gemm_s: float  # S_j = Q K_jᵀ of one consumer's 64 rows
     gemm_pv: float  # P_j V_j of one consumer
@@ -169,7 +168,6 @@ class RoleRates:
     copy_kv: float  # one K or V tile
     copy_q: float
     store: float  # one consumer's O rows out
-    copy_source: str
 
 
 def role_rates(config: AttentionConfig, gpu: GpuSpec) -> RoleRates:
@@ -177,13 +175,8 @@ def role_rates(config: AttentionConfig, gpu: GpuSpec) -> RoleRates:
     bm, bn = tile_shape(config, TILED_WS)
     tensor = gpu.fp16_tensor_flops / gpu.sms
     xu = gpu.xu_ops_s / gpu.sms if gpu.xu_ops_s > 0 else tensor / 64
-    if gpu.l2_bandwidth_bytes_s:
-        rate, source = (
-            gpu.l2_bandwidth_bytes_s / gpu.sms,
-            "the L2's bandwidth (K/V re-reads hit L2)",
-        )
-    else:
-        rate, source = gpu.bandwidth_bytes_s / gpu.sms, "HBM bandwidth"
+    # copies at the SM's share of the L2's bandwidth (K/V re-reads hit L2), else of HBM's
+    rate = (gpu.l2_bandwidth_bytes_s or gpu.bandwidth_bytes_s) / gpu.sms
     gemm = 2 * CONSUMER_ROWS * bn * d / tensor
     return RoleRates(
         gemm_s=gemm,
@@ -192,8 +185,6 @@ def role_rates(config: AttentionConfig, gpu: GpuSpec) -> RoleRates:
         copy_kv=bn * d * eb / rate,
         copy_q=bm * d * eb / rate,
         store=CONSUMER_ROWS * d * eb / rate,
-        copy_source=f"{gpu.name.rsplit(' ', 2)[0]} per SM: tensor cores, exponential unit, "
-        f"copies at {source}",
     )
 
 
@@ -313,7 +304,6 @@ def modeled_roles(config: AttentionConfig, gpu: GpuSpec, query_tile: int) -> Rol
         k_land=k_land,
         v_land=v_land,
         end=float(end_c.max()),
-        source=f"modeled: {r.copy_source}",
         s_start=s_start,
         pv_end=pv_end,
     )
@@ -323,7 +313,7 @@ def modeled_roles(config: AttentionConfig, gpu: GpuSpec, query_tile: int) -> Rol
 # Traced
 
 
-def traced_roles(block: BlockTrace, stages: int = 2) -> RoleTimeline | None:
+def traced_roles(block: BlockTrace) -> RoleTimeline | None:
     """The roles of a traced warp-specialized block (ns from the block's start), or None when
     the block carries no role marks."""
     if not block.roles:
@@ -380,7 +370,7 @@ def traced_roles(block: BlockTrace, stages: int = 2) -> RoleTimeline | None:
     epilogue = np.where(np.isnan(epilogue), end_c, epilogue)
     return RoleTimeline(
         tiles=tiles,
-        stages=stages,
+        stages=2,  # not in the trace: every default launch (WS_DEFAULTS) rings two stages
         wait=wait,
         issue=issue,
         s_done=s_done,
@@ -392,8 +382,6 @@ def traced_roles(block: BlockTrace, stages: int = 2) -> RoleTimeline | None:
         k_land=np.full(tiles, nan),
         v_land=np.full(tiles, nan),
         end=end,
-        source="traced: the kernel's own marks (%globaltimer)",
-        unit="ns",
     )
 
 
