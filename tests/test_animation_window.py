@@ -1,6 +1,6 @@
 """The Tiles tab in the main window: every label whole from 1280×800 up (checked on the canvas's
-layout model), icons instead of glyphs, the light theme, the step keys, measured clocks from a
-recorded run, the canvas alone for exports, traces read off the GUI thread."""
+layout model), the play buttons drawn as icons, the light theme, the step keys, measured clocks
+from a recorded run, the canvas alone for exports, traces read off the GUI thread."""
 
 from __future__ import annotations
 

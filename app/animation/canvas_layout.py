@@ -1,7 +1,7 @@
 """Where every box and text of the lanes canvas goes at one size: the layout model the canvas
 paints from and tests inspect.
 
-Rules the layout keeps at every size from a 1280×800 window up (tests/test_animation_layout.py
+Rules the layout keeps at every size from a 1280×800 window up (tests/test_animation_window.py
 checks them on this model, not on pixels):
 - no two texts overlap, and every text fits the rectangle it is drawn in;
 - a text that carries quantities ("1.08 GB", "233 kB", "2.7×") is never cut: the layout picks
