@@ -522,10 +522,10 @@ def result_rows(
     return rows
 
 
-def results_csv(panel: PlotsPanel, only: str | None = None) -> str:
+def results_csv(panel: PlotsPanel) -> str:
     """The results the plots show as a tidy CSV: one row per result and kernel, named columns
-    with their unit in the name (RESULT_COLUMNS), config and device on every row. `only` is
-    accepted for symmetry with the other plot exports (every plot shows the same results)."""
+    with their unit in the name (RESULT_COLUMNS), config and device on every row (every plot
+    shows the same results)."""
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=RESULT_COLUMNS, lineterminator="\n")
     writer.writeheader()

@@ -14,6 +14,8 @@ from app.state.animation.chip import SMEM, chip_layout
 from app.state.animation.kernel_source import KERNEL_DIR, SOURCE_FILES, parse_step_tags
 from app.state.animation.online_softmax import online_softmax_trace, toy_trace
 from app.state.animation.player import Player, cost_model_seconds, sram_slots
+from app.state.animation.warp_roles import ws_launch
+from gpu import flash_readable
 from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WS
 from gpu.config import AttentionConfig
 from gpu.costmodel import GPUS, algorithm_cost
@@ -102,11 +104,15 @@ def test_sram_slots_add_up_to_each_kernels_on_chip_bytes(config):
     for a in ALGOS:
         for kernel in build_schedule(config, a).kernels:
             slots = sram_slots(config, a, kernel)
+            smem = sum(s.bytes for s in slots if s.place == SMEM)
             if a == NAIVE:
                 assert sum(s.bytes for s in slots) == kernel.sram_bytes
+            elif a == TILED:
+                assert smem == flash_readable.smem_bytes(config)
+            elif a == TILED_WS:  # Q, the K/V ring and its mbarriers: WsLaunch.smem_bytes
+                assert smem == ws_launch(config).smem_bytes
             else:
-                lay = chip_layout(config, a, kernel, GPUS["H200 SXM 141 GB"])
-                assert sum(s.bytes for s in slots if s.place == SMEM) == lay.smem_bytes
+                assert smem == chip_layout(config, a, kernel, GPUS["H200 SXM 141 GB"]).smem_bytes
 
 
 def test_stepping_walks_the_tiled_schedule_step_by_step_and_back():

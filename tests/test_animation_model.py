@@ -20,6 +20,7 @@ from app.state.animation.warp_roles import (
     modeled_roles,
     overlap_share,
     traced_roles,
+    ws_launch,
 )
 from gpu import flash_mma, flash_readable, flash_wgmma, flash_ws
 from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
@@ -103,11 +104,17 @@ def test_tensor_core_kernels_keep_a_two_stage_ring_in_smem_and_s_o_in_registers(
 
 @pytest.mark.parametrize("head_dim", [64, 128, 256])
 def test_the_warp_specialized_layout_is_its_launchs_shared_memory(head_dim):
-    lay = _layout(AttentionConfig(seq_len=4096, head_dim=head_dim), TILED_WS)
+    config = AttentionConfig(seq_len=4096, head_dim=head_dim)
+    lay = _layout(config, TILED_WS)
     launch = flash_ws.default_launch(head_dim)
+    assert ws_launch(config) == launch
     assert lay.smem_bytes == launch.smem_bytes
+    assert sum(s.bytes for s in lay.smem_slots) == launch.smem_bytes  # Q, the ring, mbarriers
     assert sum(1 for s in lay.smem_slots if s.stages > 1) == 2 * launch.stages
     assert lay.threads == launch.threads and lay.occupancy.blocks == 1
+    # 384 threads at d = 128 and 256, 512 at d = 64 (three consumer warpgroups)
+    assert f"__launch_bounds__({launch.threads}, 1)" in lay.occupancy.register_source
+    assert lay.occupancy.registers * launch.threads <= 65536  # one block fills the register file
 
 
 def test_naive_kernels_keep_the_models_tiles_and_claim_no_occupancy():
@@ -212,6 +219,24 @@ def test_the_readable_lanes_modeled_clock_uses_the_fp32_peak():
     lane = build_lanes(config, H200, (TILED,))[0]
     flops = algorithm_cost(config, TILED).executed_flops
     assert lane.total_time >= flops / H200.fp32_flops * (1 - 1e-9)
+
+
+def test_the_readable_lanes_steps_share_a_block_at_the_fp32_peak():
+    config = AttentionConfig(seq_len=4096, head_dim=64)
+    lane = build_lanes(config, H200, (TILED,))[0]
+    timing = lane.timing(0, 0)
+    det = timing.detail
+    names = np.array(det.names)[det.name_ids]
+    loads = np.isin(names, ["load_K_j", "load_V_j"])
+    memory_s = (det.read + det.written) / H200.bandwidth_bytes_s
+    compute_s = det.flops / H200.fp32_flops
+    assert compute_s.sum() > memory_s.sum()  # the block is bound by the fp32 CUDA cores
+    load_share = float(np.diff(timing.cum_share)[loads].sum())
+    assert load_share < 0.5  # the K/V loads overlap the math; they do not take most of the block
+    # each step's share is its serial cost at the fp32 peak; the zero-cost online_softmax steps
+    # get a small share besides, so the loads' share is just under their part of the cost
+    expected = memory_s[loads].sum() / (memory_s.sum() + compute_s.sum())
+    assert 0.99 * expected < load_share <= expected
 
 
 # --------------------------------------------------------------------------------------------

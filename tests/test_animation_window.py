@@ -1,6 +1,6 @@
 """The Tiles tab in the main window: every label whole from 1280×800 up (checked on the canvas's
-layout model), icons instead of glyphs, the light theme, the step keys, measured clocks from a
-recorded run, the canvas alone for exports, traces read off the GUI thread."""
+layout model), the play buttons drawn as icons, the light theme, the step keys, measured clocks
+from a recorded run, the canvas alone for exports, traces read off the GUI thread."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from PySide6.QtTest import QTest
 
 from app.animation.canvas_layout import layout_problems
 from app.animation.widget import FUSED
+from gpu import flash_ws
 from gpu.algorithms import NAIVE, TILED, TILED_WS
 from gpu.config import AttentionConfig
 
@@ -104,6 +105,30 @@ def test_the_sram_legend_rows_never_overlap_in_any_kernel(qtbot):
         legend = [it for it in w.canvas.text_items() if ".legend" in it.key]
         assert legend
         assert layout_problems(w.canvas.fonts, legend, w.canvas.width(), w.canvas.height()) == []
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_the_warp_specialized_lane_draws_the_producer_and_each_consumer_of_its_launch(
+    qtbot, head_dim
+):
+    from app.animation import TileAnimationWidget
+
+    config = AttentionConfig(seq_len=4096, head_dim=head_dim)
+    consumers = flash_ws.default_launch(head_dim).consumers  # 3 at d = 64, 2 at d = 128
+    w = TileAnimationWidget(config=config, algorithms=(NAIVE, TILED_WS))
+    qtbot.addWidget(w)
+    w.resize(1256, 975)
+    w.show()
+    w.seek_fraction(0.5)
+    frame = w.player.frames()[1]
+    assert frame.roles is not None and frame.roles.consumers == consumers
+    geo = w.canvas.current_layout().lanes[1]
+    assert len(geo.role_rows) == 1 + consumers
+    items = {it.key: it.text for it in w.canvas.text_items()}
+    labels = [items.get(f"lane1.roles.label{k}") for k in range(1 + consumers + 1)]
+    assert labels == ["producer (TMA)", *(f"consumer {c}" for c in range(consumers)), None]
+    canvas = w.canvas
+    assert layout_problems(canvas.fonts, canvas.text_items(), canvas.width(), canvas.height()) == []
 
 
 def test_matrices_drawn_wider_say_by_how_much_and_nothing_at_1x(qtbot):
@@ -226,13 +251,14 @@ def test_the_canvas_alone_renders_at_any_export_size(qtbot):
     qtbot.addWidget(w)
     w.resize(800, 600)
     w.seek_fraction(0.3)
+    before = w.canvas.size()
     for size in (QSize(960, 544), QSize(1280, 720), QSize(640, 400)):
         image = w.canvas_image(size)
         assert image.size() == size
         assert len({image.pixel(x, y) for x in range(0, size.width(), 37)
                     for y in range(0, size.height(), 23)}) > 8  # fmt: skip
         assert w.canvas_problems(size) == []
-    assert w.canvas.size() == QSize(w.canvas.width(), w.canvas.height())  # untouched
+    assert w.canvas.size() == before  # rendering at another size leaves the canvas as it was
     assert w.canvas_problems(QSize(300, 200))  # too small: it says what would not fit
 
 

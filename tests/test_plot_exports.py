@@ -173,7 +173,7 @@ def test_results_csv_is_one_row_per_result_and_kernel_with_units_config_and_devi
     )
 
 
-def test_the_wide_series_csv_is_still_there_and_says_what_it_is(window, tmp_path):
+def test_the_wide_series_csv_labels_each_series_and_reads_back(window, tmp_path):
     path = tmp_path / "series.csv"
     assert window.file_menu.export(ExportRequest("plots_csv", str(path)))
     header = path.read_text().splitlines()[0]

@@ -15,6 +15,7 @@ import itertools
 import math
 import time
 from collections import deque
+from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, QLineF, QPointF, QRectF, QSize, QSizeF, Qt
 from PySide6.QtGui import QColor, QHelpEvent, QPainter, QPaintEvent, QPen, QPixmap
@@ -27,8 +28,8 @@ from gpu.costmodel import GpuSpec
 from gpu.schedule import READ, WRITE
 
 from ..state.animation.chip import REGISTERS, SMEM, explain_layout
-from ..state.animation.player import KERNEL_TITLES, LaneFrame
-from ..state.animation.warp_roles import GEMM, ISSUE, PV, RoleTimeline
+from ..state.animation.player import KERNEL_TITLES, LaneFrame, SlotState
+from ..state.animation.warp_roles import GEMM, ISSUE, PV, RoleTimeline, ws_launch
 from .canvas_layout import (
     CENTER,
     LEFT,
@@ -38,6 +39,7 @@ from .canvas_layout import (
     Fonts,
     LaneGeo,
     LaneScene,
+    LegendEntry,
     Scene,
     TextItem,
     fit_legend,
@@ -53,6 +55,17 @@ GRID_MIN_PX = 4.0
 ROLE_WINDOW = (1, 3)
 
 __all__ = ["LaneScene", "Scene", "TileCanvas", "scene_for"]
+
+SlotKey = tuple[str, str]  # (SMEM or REGISTERS, the buffer's name)
+
+
+@dataclass(frozen=True)
+class _LaneParts:
+    """What one lane's frame needs for both its painting and its texts, worked out once."""
+
+    slots: dict[SlotKey, SlotState]  # the current kernel's on-chip buffers
+    legend: list[LegendEntry]  # the legend rows that fit the lane's legend column
+    bands: dict[SlotKey, QRectF]  # where each buffer is drawn (`TileCanvas._slot_rects`)
 
 
 def scene_for(config: AttentionConfig, gpu: GpuSpec, lanes: list) -> Scene:
@@ -72,7 +85,7 @@ def scene_for(config: AttentionConfig, gpu: GpuSpec, lanes: list) -> Scene:
                 lane.totals(),
                 lane.layouts,
                 lane.clock,
-                roles=lane.algorithm == TILED_WS,
+                consumers=ws_launch(config).consumers if lane.algorithm == TILED_WS else 0,
             )
         )
     total = max((x.total_time_s for x in out), default=0.0)
@@ -348,8 +361,11 @@ class TileCanvas(QWidget):
 
     # ---- per frame
 
-    def _frame_texts(self, lay: CanvasLayout) -> list[TextItem]:
-        """The frame's own texts: the clock, each lane's status, counter values, legend."""
+    def _frame_texts(
+        self, lay: CanvasLayout, parts: list[_LaneParts] | None = None
+    ) -> list[TextItem]:
+        """The frame's own texts: the clock, each lane's status, counter values, legend
+        (`parts`: each lane's, where the caller has them already)."""
         scene = self._scene
         assert scene is not None
         fonts = self.fonts
@@ -377,11 +393,19 @@ class TileCanvas(QWidget):
             )
         if item is not None:
             out.append(item)
-        for i, (f, g) in enumerate(zip(self._frames, lay.lanes, strict=False)):
-            out += self._lane_texts(i, f, g)
+        lanes = list(zip(self._frames, lay.lanes, strict=False))
+        if parts is None:
+            parts = [self._lane_parts(f, g) for f, g in lanes]
+        for i, ((f, g), lp) in enumerate(zip(lanes, parts, strict=True)):
+            out += self._lane_texts(i, f, g, lp)
         return out
 
-    def _lane_texts(self, i: int, f: LaneFrame, g: LaneGeo) -> list[TextItem]:
+    def _lane_parts(self, f: LaneFrame, g: LaneGeo) -> _LaneParts:
+        layout = f.layout
+        legend = fit_legend(legend_entries(layout), len(g.legend)) if layout is not None else []
+        return _LaneParts({(s.place, s.name): s for s in f.slots}, legend, self._slot_rects(f, g))
+
+    def _lane_texts(self, i: int, f: LaneFrame, g: LaneGeo, lp: _LaneParts) -> list[TextItem]:
         fonts = self.fonts
         key = f"lane{i}"
         out: list[TextItem] = []
@@ -445,27 +469,22 @@ class TileCanvas(QWidget):
                 )
             )
         # legend of the current kernel's on-chip buffers
-        if f.layout is not None:
-            entries = fit_legend(legend_entries(f.layout), len(g.legend))
-            state = {(s.place, s.name): s for s in f.slots}
-            for k, (row, entry) in enumerate(zip(g.legend, entries, strict=False)):
-                s = state.get((entry[3], entry[0]))
-                if s is not None and s.active and not f.done:
-                    color = {READ: "read", WRITE: "write"}.get(f.step.kind, "compute")
-                elif s is None or s.resident:
-                    color = "text"
-                else:
-                    color = "faint"
-                text = legend_text(entry)
-                size = fmt_bytes(entry[1])
-                out.append(
-                    TextItem(
-                        f"{key}.legend{k}", row.text, text, g.legend_font, LEFT, color, (size,)
-                    )
-                )
+        for k, (row, entry) in enumerate(zip(g.legend, lp.legend, strict=False)):
+            s = lp.slots.get((entry[3], entry[0]))
+            if s is not None and s.active and not f.done:
+                color = {READ: "read", WRITE: "write"}.get(f.step.kind, "compute")
+            elif s is None or s.resident:
+                color = "text"
+            else:
+                color = "faint"
+            text = legend_text(entry)
+            size = fmt_bytes(entry[1])
+            out.append(
+                TextItem(f"{key}.legend{k}", row.text, text, g.legend_font, LEFT, color, (size,))
+            )
         # which tile each ring stage holds, inside its band
-        for (where, name), rect in self._slot_rects(f, g).items():
-            s = next((x for x in f.slots if (x.place, x.name) == (where, name)), None)
+        for (where, name), rect in lp.bands.items():
+            s = lp.slots.get((where, name))
             if s is None or s.tile < 0 or not s.resident:
                 continue
             label = place(
@@ -488,12 +507,14 @@ class TileCanvas(QWidget):
     def _paint_frame(self, p: QPainter, lay: CanvasLayout) -> None:
         p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
         p.setRenderHint(QPainter.RenderHint.TextAntialiasing, True)
-        for f, g in zip(self._frames, lay.lanes, strict=False):
-            self._paint_lane(p, f, g)
-        for item in self._frame_texts(lay):
+        lanes = list(zip(self._frames, lay.lanes, strict=False))
+        parts = [self._lane_parts(f, g) for f, g in lanes]
+        for (f, g), lp in zip(lanes, parts, strict=True):
+            self._paint_lane(p, f, g, lp)
+        for item in self._frame_texts(lay, parts):
             self._text(p, item)
 
-    def _paint_lane(self, p: QPainter, f: LaneFrame, g: LaneGeo) -> None:
+    def _paint_lane(self, p: QPainter, f: LaneFrame, g: LaneGeo, lp: _LaneParts) -> None:
         scene = self._scene
         assert scene is not None
         c = self.c
@@ -567,7 +588,8 @@ class TileCanvas(QWidget):
                 x = lk.x() + 8 + span * u
                 p.fillRect(QRectF(x - 4, cy + dy - 4, 8, 8), col)
         # SRAM and registers, to scale
-        slot_rects = self._paint_sram(p, f, g)
+        slot_rects = lp.bands
+        self._paint_sram(p, f, g, lp)
         kind_c = c.kind.get(st.kind, c.compute)
         active = [s for s in f.slots if s.active and (s.place, s.name) in slot_rects]
         if not f.done:
@@ -604,18 +626,15 @@ class TileCanvas(QWidget):
             p.setPen(QPen(c.text, 1))
             p.drawRect(QRectF(pos.x() - 7, pos.y() - 7, 14, 14))
         # legend swatches
-        if f.layout is not None:
-            entries = fit_legend(legend_entries(f.layout), len(g.legend))
-            state = {(s.place, s.name): s for s in f.slots}
-            for row, entry in zip(g.legend, entries, strict=False):
-                fill = c.slot.get(entry[2], c.slot[""])
-                s = state.get((entry[3], entry[0]))
-                if entry[3] == REGISTERS:
-                    p.setPen(QPen(fill, 2))
-                    p.setBrush(Qt.BrushStyle.NoBrush)
-                    p.drawRect(row.swatch.adjusted(1, 1, -1, -1))
-                else:
-                    p.fillRect(row.swatch, fill if s is None or s.resident else c.slot_empty)
+        for row, entry in zip(g.legend, lp.legend, strict=False):
+            fill = c.slot.get(entry[2], c.slot[""])
+            s = lp.slots.get((entry[3], entry[0]))
+            if entry[3] == REGISTERS:
+                p.setPen(QPen(fill, 2))
+                p.setBrush(Qt.BrushStyle.NoBrush)
+                p.drawRect(row.swatch.adjusted(1, 1, -1, -1))
+            else:
+                p.fillRect(row.swatch, fill if s is None or s.resident else c.slot_empty)
         # counter bar: read and written so far, to one scale across lanes
         if not g.bar.isEmpty():
             tot = f.totals
@@ -632,10 +651,10 @@ class TileCanvas(QWidget):
         if g.roles is not None and f.roles is not None:
             self._paint_roles(p, f, g)
 
-    def _slot_rects(self, f: LaneFrame, g: LaneGeo) -> dict[tuple[str, str], QRectF]:
+    def _slot_rects(self, f: LaneFrame, g: LaneGeo) -> dict[SlotKey, QRectF]:
         """Each on-chip buffer's band: shared memory in the SRAM box (top down, height ∝ bytes
         of the SM's capacity), registers in the register file box."""
-        out: dict[tuple[str, str], QRectF] = {}
+        out: dict[SlotKey, QRectF] = {}
         for place_, box, cap in (
             (SMEM, g.box, max(1, f.sram_capacity)),
             (REGISTERS, g.regs, REGISTER_FILE_BYTES),
@@ -652,12 +671,10 @@ class TileCanvas(QWidget):
                 y += h
         return out
 
-    def _paint_sram(self, p: QPainter, f: LaneFrame, g: LaneGeo) -> dict[tuple[str, str], QRectF]:
+    def _paint_sram(self, p: QPainter, f: LaneFrame, g: LaneGeo, lp: _LaneParts) -> None:
         c = self.c
-        rects = self._slot_rects(f, g)
-        state = {(s.place, s.name): s for s in f.slots}
-        for key, r in rects.items():
-            s = state[key]
+        for key, r in lp.bands.items():
+            s = lp.slots[key]
             fill = c.slot.get(s.matrix, c.slot[""]) if s.resident else c.slot_empty
             p.fillRect(r, fill)
             p.setPen(QPen(c.box, 1))
@@ -683,7 +700,6 @@ class TileCanvas(QWidget):
                 y += per
         if used > cap:
             p.fillRect(QRectF(box.x(), box.bottom() - 4, box.width(), 4), c.error)
-        return rects
 
     # ---- warp roles
 

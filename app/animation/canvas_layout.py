@@ -1,7 +1,7 @@
 """Where every box and text of the lanes canvas goes at one size: the layout model the canvas
 paints from and tests inspect.
 
-Rules the layout keeps at every size from a 1280×800 window up (tests/test_animation_layout.py
+Rules the layout keeps at every size from a 1280×800 window up (tests/test_animation_window.py
 checks them on this model, not on pixels):
 - no two texts overlap, and every text fits the rectangle it is drawn in;
 - a text that carries quantities ("1.08 GB", "233 kB", "2.7×") is never cut: the layout picks
@@ -50,10 +50,14 @@ LANE_TITLES = {
     TILED: "tiled, readable (FlashAttention-style): one fused kernel, S and P never leave the chip",
     TILED_MMA: "tiled on tensor cores (mma.sync): one fused kernel, S and P stay in registers",
     TILED_WGMMA: "tiled, Hopper wgmma: one fused kernel, S of the next tile overlaps the softmax",
-    TILED_WS: "tiled, warp-specialized: a producer warp fills a K/V ring, two consumer "
+    TILED_WS: "tiled, warp-specialized: a producer warp fills a K/V ring, consumer "
     "warpgroups take turns on the tensor cores",
 }
-ROLE_LABELS = ("producer (TMA)", "consumer 0", "consumer 1", "consumer 2")
+
+
+def role_labels(consumers: int) -> tuple[str, ...]:
+    """The roles strip's row labels: the producer, then each consumer warpgroup."""
+    return ("producer (TMA)", *(f"consumer {c}" for c in range(consumers)))
 
 
 class Fonts:
@@ -178,7 +182,9 @@ class LaneScene:
     totals: Counters  # end-of-play counters
     layouts: tuple[ChipLayout, ...]  # per kernel
     clock: LaneClock
-    roles: bool = False  # the warp-specialized kernel: draw its roles
+    #: The warp-specialized kernel's consumer warpgroups (its launch's): the roles strip draws
+    #: the producer and each consumer; 0 for the other kernels (no strip).
+    consumers: int = 0
 
 
 @dataclass(frozen=True)
@@ -225,7 +231,6 @@ class LaneGeo:
     roles: QRectF | None  # the warp roles strip
     role_rows: list[QRectF] = field(default_factory=list)
     role_axis: QRectF | None = None
-    role_label_w: float = 0.0
 
 
 @dataclass
@@ -345,7 +350,7 @@ def lay_out(fonts: Fonts, scene: Scene, width: float, height: float) -> CanvasLa
     swatches: list[tuple[QRectF, str]] = []
     header = QRectF(0, 0, width, 30)
     clock_rect = _header(fonts, scene, header, texts, swatches)
-    weights = [1.35 if ls.roles else 1.0 for ls in scene.lanes] or [1.0]
+    weights = [1.35 if ls.consumers else 1.0 for ls in scene.lanes] or [1.0]
     total_w = sum(weights)
     y = header.bottom()
     avail = height - y - 4
@@ -461,8 +466,10 @@ def _lane(
         rect.x() + 8, status.bottom() + 4, rect.width() - 16, rect.bottom() - status.bottom() - 8
     )
     roles = None
-    if ls.roles:
-        rh = min(max(52.0, body.height() * 0.36), 84.0)
+    if ls.consumers:
+        rows = 1 + ls.consumers  # the producer and each consumer, a text line each at least
+        need = (rows + 2) * fh_small + 4  # with the heading and the tiles' axis
+        rh = min(max(need, body.height() * 0.36), max(need, 28.0 * rows))
         roles = QRectF(body.x(), body.bottom() - rh, body.width(), rh)
         body.setBottom(roles.top() - 6)
     # columns: counters and SRAM take what their texts need, the link a little, HBM the rest
@@ -495,7 +502,7 @@ def _lane(
         roles,
     )
     if roles is not None:
-        _roles(fonts, key, geo, roles, texts, swatches)
+        _roles(fonts, key, geo, roles, role_labels(ls.consumers), texts, swatches)
     return geo
 
 
@@ -939,9 +946,12 @@ def _roles(
     key: str,
     geo: LaneGeo,
     rect: QRectF,
+    labels: tuple[str, ...],
     texts: list[TextItem],
     swatches: list[tuple[QRectF, str]],
 ) -> None:
+    """The roles strip: one row per role (`labels`, producer first), the tiles' axis under
+    them and the colours' legend beside the heading."""
     fh = fonts.height(fonts.small)
     head = place(
         fonts,
@@ -953,13 +963,12 @@ def _roles(
     )
     if head is not None:
         texts.append(head)
-    label_w = max(fonts.width(t, fonts.small) for t in ROLE_LABELS[:3]) + 8
+    label_w = max(fonts.width(t, fonts.small) for t in labels) + 8
     axis_h = fh
     rows_top = rect.y() + fh + 2
-    row_h = max(8.0, (rect.bottom() - axis_h - rows_top) / 3)
-    geo.role_label_w = label_w
+    row_h = max(8.0, (rect.bottom() - axis_h - rows_top) / len(labels))
     geo.role_rows = []
-    for k in range(3):
+    for k, label in enumerate(labels):
         r = QRectF(rect.x() + label_w, rows_top + k * row_h, rect.width() - label_w, row_h - 2)
         geo.role_rows.append(r)
         lab = QRectF(rect.x(), r.y() - 1, label_w - 4, row_h)
@@ -967,14 +976,16 @@ def _roles(
             fonts,
             f"{key}.roles.label{k}",
             lab,
-            [(ROLE_LABELS[k], ()), (ROLE_LABELS[k].split(" ")[0], ())],
+            [(label, ()), (label.split(" ")[0], ())],
             fonts.small,
             RIGHT,
             "dim",
         )
         if item is not None:
             texts.append(item)
-    geo.role_axis = QRectF(rect.x() + label_w, rows_top + 3 * row_h, rect.width() - label_w, axis_h)
+    geo.role_axis = QRectF(
+        rect.x() + label_w, rows_top + len(labels) * row_h, rect.width() - label_w, axis_h
+    )
     x = (head.rect.right() + 16) if head is not None else rect.x()
     for name, variants in (
         ("gemm", ("GEMMs on the tensor cores", "GEMMs")),

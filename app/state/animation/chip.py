@@ -28,6 +28,8 @@ from gpu.config import STAT_BYTES, AttentionConfig
 from gpu.costmodel import GpuSpec
 from gpu.schedule import KernelSchedule
 
+from .warp_roles import ws_launch
+
 SMEM, REGISTERS = "smem", "registers"
 FLOAT = 4  # bytes of the fp32 values the kernels keep on chip
 HALF = 2  # the tensor-core kernels' 16-bit elements (fp16 or bf16; they take no other dtype)
@@ -106,17 +108,12 @@ class Occupancy:
         """The limits that allow exactly `blocks` (what a bigger tile or more registers hits)."""
         return tuple(k for k, v in self.limits.items() if v == self.blocks)
 
-    def describe(self) -> str:
-        """'2 blocks/SM (shared memory, registers)'."""
-        unit = "block" if self.blocks == 1 else "blocks"
-        return f"{self.blocks} {unit}/SM ({', '.join(self.binding)})"
-
 
 def explain_layout(layout: ChipLayout) -> str:
     """Several lines on one block's chip use and the blocks per SM, with where the register
     count comes from (the canvas's tooltip over the SRAM box)."""
     lines = [f"One block: {layout.smem_bytes:,} B of shared memory ({layout.note})"]
-    regs = [s for s in layout.register_slots]
+    regs = layout.register_slots
     if regs:
         parts = ", ".join(f"{s.name} {s.bytes:,} B" for s in regs)
         lines.append(f"In registers (summed over the block's threads): {parts}")
@@ -280,30 +277,29 @@ def _two_stage(config: AttentionConfig, algorithm: str, gpu: GpuSpec) -> ChipLay
 def _warp_specialized(config: AttentionConfig, gpu: GpuSpec) -> ChipLayout:
     """flash_ws.cu: Q and an NS-stage K/V ring filled by TMA, guarded by mbarriers; each
     consumer warpgroup's S, P and O in its registers (setmaxnreg)."""
-    d = config.head_dim
-    launch = flash_ws.default_launch(d) if d in flash_ws.SUPPORTED_HEAD_DIMS else None
+    launch = ws_launch(config)
+    runs = config.head_dim in flash_ws.SUPPORTED_HEAD_DIMS
     bm, bn = tile_shape(config, TILED_WS)
-    stages = launch.stages if launch is not None else 2
-    eb = HALF
-    slots = [
+    stages, threads = launch.stages, launch.threads
+    slots = (
         SlotSpec("align", 1024, "", ""),
-        SlotSpec("Q_i", bm * d * eb, "Q", "load_Q_i"),
+        SlotSpec("Q_i", bm * config.head_dim * HALF, "Q", "load_Q_i"),
         *_ring(config, bn, stages),
-        SlotSpec("mbarriers", 8 * (1 + 4 * stages), "", ""),  # as WsLaunch.smem_bytes
+        SlotSpec("mbarriers", 8 * (1 + 4 * stages), "", ""),
         *_registers(config, bm, bn, q=False, two_s=False),
-    ]
-    smem = sum(s.bytes for s in slots if s.place == SMEM)
-    threads = launch.threads if launch is not None else 384
+    )
     occ = None
-    if launch is not None:
+    if runs:
         # __launch_bounds__(threads, 1) caps every thread at 65536 / threads registers at
-        # launch (168 with 384 threads); setmaxnreg then moves them from producer to consumers.
+        # launch (168 with 384 threads, 128 with 512); setmaxnreg then moves them from the
+        # producer to the consumers.
         cap = 65536 // threads // 8 * 8
-        occ = _occupancy(gpu, smem, threads, cap, "the launch's cap, __launch_bounds__(384, 1)")
+        source = f"the launch's cap, __launch_bounds__({threads}, 1)"
+        occ = _occupancy(gpu, launch.smem_bytes, threads, cap, source)
     note = f"TMA ring of {stages} K/V stages (mbarriers); S, P, O in consumer registers"
-    if launch is None or config.dtype not in flash_ws.SUPPORTED_DTYPES:
+    if not runs or config.dtype not in flash_ws.SUPPORTED_DTYPES:
         note += " (the kernel runs d = 64, 128 or 256, fp16 or bf16)"
-    return ChipLayout(tuple(slots), smem, threads, occ, note)
+    return ChipLayout(slots, launch.smem_bytes, threads, occ, note)
 
 
 def _modeled(config: AttentionConfig, kernel: KernelSchedule) -> ChipLayout:

@@ -106,6 +106,12 @@ _RING_LOAD = {"K": 1, "V": 2}
 ROLE_CACHE_SIZE = 64
 
 
+def unit_peak(gpu: GpuSpec, unit: str) -> float:
+    """FLOP/s of the unit a kernel multiplies on (`KernelCost.unit`); the tensor cores' peak
+    where the unit is unknown or the kernel does no matmul."""
+    return gpu.compute_peaks.get(unit, gpu.fp16_tensor_flops)
+
+
 def sram_slots(
     config: AttentionConfig, algorithm: str, kernel, gpu: GpuSpec | None = None
 ) -> tuple[SlotSpec, ...]:
@@ -313,16 +319,16 @@ class Lane:
         self._roles.clear()
         bh = self.config.bh
         by_name = {k.name: k for k in self.cost.kernels}
-        peaks = gpu.compute_peaks
-        kernel_peak = np.array(
+        # FLOP/s of the unit each kernel multiplies on: its blocks and their steps are timed at it
+        self._kernel_peak = np.array(
             [
-                peaks.get(by_name[k.name].unit if k.name in by_name else "", gpu.fp16_tensor_flops)
+                unit_peak(gpu, by_name[k.name].unit if k.name in by_name else "")
                 for k in self.kernels
             ]
         )
         self.modeled_u_time = bh * np.maximum(
             (self.u_read + self.u_written) / gpu.bandwidth_bytes_s,
-            self.u_flops / kernel_peak[self.u_kernel],
+            self.u_flops / self._kernel_peak[self.u_kernel],
         )
         self._apply_clock()
 
@@ -332,10 +338,6 @@ class Lane:
             return
         self.clock = clock
         self._apply_clock()
-
-    @property
-    def modeled_total_time(self) -> float:
-        return float(self.modeled_u_time.sum())
 
     def _apply_clock(self) -> None:
         self.u_time = self.modeled_u_time
@@ -428,9 +430,8 @@ class Lane:
             else:  # cannot happen for a schedule the role model mirrors; stay safe
                 w = np.ones(det.count)
         else:
-            w = (
-                det.read + det.written
-            ) / self.gpu.bandwidth_bytes_s + det.flops / self.gpu.fp16_tensor_flops
+            peak = float(self._kernel_peak[k])  # the unit this kernel multiplies on
+            w = (det.read + det.written) / self.gpu.bandwidth_bytes_s + det.flops / peak
         positive = w[w > 0]
         eps = 0.5 * float(positive.min()) if positive.size else 1.0
         w = np.where(w > 0, w, eps)
@@ -972,9 +973,8 @@ def cost_model_seconds(lane: Lane) -> float:
     """The cost model's roofline time for the lane's config, each kernel at the peak of the
     unit it multiplies on (for comparisons in tests and labels)."""
     gpu = lane.gpu
-    peaks = gpu.compute_peaks
     return sum(
-        max(k.hbm_bytes / gpu.bandwidth_bytes_s, k.flops / peaks.get(k.unit, gpu.fp16_tensor_flops))
+        max(k.hbm_bytes / gpu.bandwidth_bytes_s, k.flops / unit_peak(gpu, k.unit))
         for k in algorithm_cost(lane.config, lane.algorithm).kernels
     )
 

@@ -3,8 +3,8 @@
 flash_ws.cu splits a block into a producer (one thread issuing TMA copies of K_j and V_j into a
 ring of NS shared-memory stages) and consumer warpgroups of 64 query rows each. A consumer
 waits for K_j, takes its turn on the tensor cores (issues S_j = Q K_jᵀ and P_{j-1} V_{j-1}),
-does the softmax of S_j when it lands while its P·V still runs, then waits for the P·V. The two
-consumers take turns (ping-pong), so one's softmax runs under the other's GEMMs. A
+does the softmax of S_j when it lands while its P·V still runs, then waits for the P·V. The
+consumers take turns (ping-pong), so one's softmax runs under the others' GEMMs. A
 `RoleTimeline` says when each of those moments happened in one block:
 
 - `modeled_roles`: from per-SM rates of the cost model's GPU (tensor cores, exponential unit,
@@ -19,7 +19,7 @@ P·V; the producer's copy landings are NaN when unknown (a trace records issues 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -52,7 +52,8 @@ class RoleSpan:
 
 @dataclass(frozen=True)
 class RoleTimeline:
-    """When each role of one block did what (seconds or ns from the block's start, see `unit`)."""
+    """When each role of one block did what, from the block's start: seconds in the model,
+    nanoseconds in a trace."""
 
     tiles: int
     stages: int
@@ -67,8 +68,6 @@ class RoleTimeline:
     k_land: np.ndarray  # (T,) NaN where unknown
     v_land: np.ndarray  # (T,)
     end: float
-    source: str
-    unit: str = "s"
     #: The model only (None for traces): when a consumer's S_j started on the tensor cores
     #: (after any GEMM queued before it) and when its P_{j-1} V_{j-1} finished, (C, T+1).
     s_start: np.ndarray | None = None
@@ -161,7 +160,7 @@ def _filled(a: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class RoleRates:
-    """Per-SM times of one tile's work (seconds) and where the copy rate comes from."""
+    """Per-SM times of one tile's work (seconds)."""
 
     gemm_s: float  # S_j = Q K_jᵀ of one consumer's 64 rows
     gemm_pv: float  # P_j V_j of one consumer
@@ -169,7 +168,6 @@ class RoleRates:
     copy_kv: float  # one K or V tile
     copy_q: float
     store: float  # one consumer's O rows out
-    copy_source: str
 
 
 def role_rates(config: AttentionConfig, gpu: GpuSpec) -> RoleRates:
@@ -177,13 +175,8 @@ def role_rates(config: AttentionConfig, gpu: GpuSpec) -> RoleRates:
     bm, bn = tile_shape(config, TILED_WS)
     tensor = gpu.fp16_tensor_flops / gpu.sms
     xu = gpu.xu_ops_s / gpu.sms if gpu.xu_ops_s > 0 else tensor / 64
-    if gpu.l2_bandwidth_bytes_s:
-        rate, source = (
-            gpu.l2_bandwidth_bytes_s / gpu.sms,
-            "the L2's bandwidth (K/V re-reads hit L2)",
-        )
-    else:
-        rate, source = gpu.bandwidth_bytes_s / gpu.sms, "HBM bandwidth"
+    # copies at the SM's share of the L2's bandwidth (K/V re-reads hit L2), else of HBM's
+    rate = (gpu.l2_bandwidth_bytes_s or gpu.bandwidth_bytes_s) / gpu.sms
     gemm = 2 * CONSUMER_ROWS * bn * d / tensor
     return RoleRates(
         gemm_s=gemm,
@@ -192,16 +185,19 @@ def role_rates(config: AttentionConfig, gpu: GpuSpec) -> RoleRates:
         copy_kv=bn * d * eb / rate,
         copy_q=bm * d * eb / rate,
         store=CONSUMER_ROWS * d * eb / rate,
-        copy_source=f"{gpu.name.rsplit(' ', 2)[0]} per SM: tensor cores, exponential unit, "
-        f"copies at {source}",
     )
 
 
 def ws_launch(config: AttentionConfig):  # -> gpu.flash_ws.WsLaunch
-    """The variant the app launches for `config` (WS_DEFAULTS; d=128's for other head dims)."""
+    """The variant the app launches for `config` (WS_DEFAULTS, as `ws_tile_shape` reads it). A
+    head dim the kernel does not run gets d=128's variant at the config's head dim: the tiles,
+    ring and warpgroups the schedule models, with its own shared memory."""
     from gpu.flash_ws import WsLaunch
 
-    return WsLaunch.from_label(WS_DEFAULTS.get(config.head_dim, WS_DEFAULTS[128]))
+    launch = WsLaunch.from_label(WS_DEFAULTS.get(config.head_dim, WS_DEFAULTS[128]))
+    if launch.head_dim != config.head_dim:
+        launch = replace(launch, head_dim=config.head_dim)
+    return launch
 
 
 def ws_shape(config: AttentionConfig) -> tuple[int, int, int, int]:
@@ -216,10 +212,10 @@ def modeled_roles(config: AttentionConfig, gpu: GpuSpec, query_tile: int) -> Rol
 
     The producer issues K_0, then K_{j+1} before V_j, each into stage t % NS once every consumer
     has released that stage's previous tile; copies go one after the other through the SM's
-    share of bandwidth. With ping-pong the consumers take turns in a fixed round (0, 1, 0, 1,
-    ...; named barriers in the kernel); without it each issues as soon as it is ready; the tensor
-    cores run the GEMMs in issue order; a consumer releases K_j when S_j lands and V_{j-1} when
-    P_{j-1} V_{j-1} completes."""
+    share of bandwidth. With ping-pong the consumers take turns in a fixed round (0, 1, ...,
+    C-1, 0, 1, ...; named barriers in the kernel); without it each issues as soon as it is
+    ready; the tensor cores run the GEMMs in issue order; a consumer releases K_j when S_j lands
+    and V_{j-1} when P_{j-1} V_{j-1} completes."""
     bm, bn, cons, ns = ws_shape(config)
     pingpong = ws_launch(config).pingpong
     r = role_rates(config, gpu)
@@ -308,7 +304,6 @@ def modeled_roles(config: AttentionConfig, gpu: GpuSpec, query_tile: int) -> Rol
         k_land=k_land,
         v_land=v_land,
         end=float(end_c.max()),
-        source=f"modeled: {r.copy_source}",
         s_start=s_start,
         pv_end=pv_end,
     )
@@ -318,7 +313,7 @@ def modeled_roles(config: AttentionConfig, gpu: GpuSpec, query_tile: int) -> Rol
 # Traced
 
 
-def traced_roles(block: BlockTrace, stages: int = 2) -> RoleTimeline | None:
+def traced_roles(block: BlockTrace) -> RoleTimeline | None:
     """The roles of a traced warp-specialized block (ns from the block's start), or None when
     the block carries no role marks."""
     if not block.roles:
@@ -375,7 +370,7 @@ def traced_roles(block: BlockTrace, stages: int = 2) -> RoleTimeline | None:
     epilogue = np.where(np.isnan(epilogue), end_c, epilogue)
     return RoleTimeline(
         tiles=tiles,
-        stages=stages,
+        stages=2,  # not in the trace: every default launch (WS_DEFAULTS) rings two stages
         wait=wait,
         issue=issue,
         s_done=s_done,
@@ -387,8 +382,6 @@ def traced_roles(block: BlockTrace, stages: int = 2) -> RoleTimeline | None:
         k_land=np.full(tiles, nan),
         v_land=np.full(tiles, nan),
         end=end,
-        source="traced: the kernel's own marks (%globaltimer)",
-        unit="ns",
     )
 
 
