@@ -153,29 +153,34 @@ class RecordedBackend:
         self.preferred_config = preferred_config
         #: The app.state.session.Session this replays, when opened from a session file.
         self.session = session
+        # Everything the window asks of a recording is worked out here, in one pass, on the
+        # thread that opened it: a recording of tens of thousands of results then costs the GUI
+        # thread nothing proportional to its size. Each result's family is computed once.
         self._by_key: dict[tuple[AttentionConfig, str], RunResult] = {}
-        for r in recording.results:
-            if is_reference(r.algorithm):  # a peer's kernel ignores our tile sizes
-                r = replace(r, config=reference_config(r.config))
-            self._by_key[(cache_config(r.config, r.algorithm), r.algorithm)] = replace(
-                r, recorded=True
-            )
-        # Everything the window asks of a recording, worked out here (on the thread that
-        # opened it), so that a recording of tens of thousands of results costs the GUI thread
-        # nothing proportional to its size.
-        self._seq_lens = tuple(sorted({r.config.seq_len for r in recording.results}))
-        self._families = frozenset(
-            (r.algorithm, family_of(r.config, r.algorithm))
-            for r in recording.results
-            if not is_reference(r.algorithm)
-        )
-        self._algorithms = tuple(dict.fromkeys(r.algorithm for r in recording.results))
-        self._first_config = self._most_shown_config()
-        #: The results, filed under this recording's key: the window's store takes them over.
         self.store = ResultStore()
         self.key = backend_key(self.device_info())
-        for result in self._by_key.values():
-            self.store.add(result, self.key, None)
+        filed: dict[tuple[AttentionConfig, str], tuple[RunResult, AttentionConfig]] = {}
+        # N of each family shown, ours (True) and peers' (False), for the config to open on.
+        shown: dict[bool, dict[AttentionConfig, list[int]]] = {True: {}, False: {}}
+        for r in recording.results:
+            ours = not is_reference(r.algorithm)
+            if not ours:  # a peer's kernel ignores our tile sizes
+                r = replace(r, config=reference_config(r.config))
+            fam = family_of(r.config, r.algorithm)
+            filed[(cache_config(r.config, r.algorithm), r.algorithm)] = (
+                r if r.recorded else replace(r, recorded=True),
+                fam,
+            )
+            shown[ours].setdefault(family(r.config), []).append(r.config.seq_len)
+        for key, (r, fam) in filed.items():  # the window's store takes these over
+            self._by_key[key] = r
+            self.store.add(r, self.key, None, family=fam)
+        self._families = frozenset(
+            (r.algorithm, fam) for r, fam in filed.values() if not is_reference(r.algorithm)
+        )
+        self._seq_lens = tuple(sorted({r.config.seq_len for r in recording.results}))
+        self._algorithms = tuple(dict.fromkeys(r.algorithm for r in recording.results))
+        self._first_config = self._most_shown_config(shown[True] or shown[False])
 
     @classmethod
     def from_file(
@@ -276,19 +281,16 @@ class RecordedBackend:
         recording's most common family."""
         return self._first_config
 
-    def _most_shown_config(self) -> AttentionConfig | None:
+    def _most_shown_config(
+        self, lens_by_family: dict[AttentionConfig, list[int]]
+    ) -> AttentionConfig | None:
+        """The preferred config if recorded, else the most common family at its median N."""
         if self.preferred_config is not None and self.has_family(self.preferred_config):
             return self.preferred_config
-        if not self.recording.results:
+        if not lens_by_family:
             return None
-        ours = [r for r in self.recording.results if not is_reference(r.algorithm)]
-        pool = ours or list(self.recording.results)
-        counts: dict[AttentionConfig, int] = {}
-        for r in pool:
-            fam = family(r.config)
-            counts[fam] = counts.get(fam, 0) + 1
-        best = max(counts, key=lambda c: counts[c])
-        lens = sorted(r.config.seq_len for r in pool if family(r.config) == best)
+        best = max(lens_by_family, key=lambda c: len(lens_by_family[c]))
+        lens = sorted(lens_by_family[best])
         return best.with_(seq_len=lens[len(lens) // 2])
 
     def run(

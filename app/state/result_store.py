@@ -71,10 +71,13 @@ class ResultStore:
         backend_key: str,
         budget_bytes: int | None = None,
         profiled: bool = False,
+        family: Family | None = None,
     ) -> None:
         """Keep `result` (run under `budget_bytes`; `profiled`: its run sampled the counters),
-        replacing an older outcome under the same budget."""
-        key = (family_of(result.config, result.algorithm), result.algorithm)
+        replacing an older outcome under the same budget. `family`: its family_of, where the
+        caller has worked it out already (filing a whole recording)."""
+        fam = family if family is not None else family_of(result.config, result.algorithm)
+        key = (fam, result.algorithm)
         series = self._data.setdefault(backend_key, {})
         entries = series.setdefault(key, {}).setdefault(result.config.seq_len, [])
         stored = StoredResult(result, budget_bytes, profiled or bool(result.traffic))
