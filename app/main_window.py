@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 
-from PySide6.QtCore import QSettings, Qt, QTimer
+from PySide6.QtCore import QCoreApplication, QEvent, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -812,6 +812,10 @@ class MainWindow(QMainWindow):
         }
         self.plots.set_measured(series)
         self.explain.set_measured(series)
+        # Legends, ranges and the layout they change now, not in a later turn: the window then
+        # repaints once for the results, not again for their legends and plot sizes.
+        self.plots.flush_visibility()
+        QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
 
     def _reference_series(self, s: AppState) -> dict[str, list]:
         """Peers recorded beside ours (PyTorch SDPA): reference series, never our algorithms."""

@@ -304,6 +304,33 @@ def test_the_strip_chart_says_not_measured_without_samples(qtbot, make_window):
     assert "not measured" in strip.title.text() and "2\u2009048" in strip.title.text()
 
 
+def test_arriving_results_are_drawn_with_their_legends_and_layout_in_one_turn(
+    qtbot, make_window, window_settings
+):
+    window_settings.setValue("controls/seq_len", 4096)
+    window = make_window(ProfilingBackend())
+    _settled(qtbot, window)
+    window.plots.flush_model()
+    qtbot.wait(50)
+    traffic = window.plots.traffic
+    assert "measured (hardware counters)" not in traffic.legend_texts()
+    s = window.state.value
+    result = profiled_result(4096, NAIVE)
+    assert result.config == s.config
+    window.store.add(result, s.backend.key, s.run_budget)
+    window._refresh_measured()  # what a result's arrival runs; no event is processed after it
+    # Legends, ranges and the layout they change are settled before the window next paints:
+    # one repaint for the results, not a second one for their legends and plot sizes.
+    assert window.plots.strip.plot.isVisibleTo(window)
+    assert "measured (hardware counters)" in traffic.legend_texts()
+    for plot in window.plots.plots:
+        legend, data = plot.legend.sceneBoundingRect(), plot.plotItem.vb.sceneBoundingRect()
+        assert legend.bottom() <= data.top() + 1, (plot.objectName(), legend, data)
+    placed = [view.geometry() for view in window.plots.views()]
+    qtbot.wait(100)  # whatever was left for later turns
+    assert [view.geometry() for view in window.plots.views()] == placed
+
+
 # ------------------------------------------------------------------------- memory, time
 
 
