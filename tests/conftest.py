@@ -14,6 +14,18 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import app  # noqa: F401
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Jobs still running on Qt's thread pool (a widget's worker, the widget closed by its test)
+    finish while Python's objects are alive: at interpreter exit their report would go to a
+    collected object and print a traceback. The app's own windows wait for theirs on close."""
+    import sys
+
+    if "PySide6.QtCore" in sys.modules:
+        from PySide6.QtCore import QThreadPool
+
+        QThreadPool.globalInstance().waitForDone(30_000)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     _skip_multigpu_without_two_devices(items)
     if not any("gpu" in item.keywords for item in items):
