@@ -156,13 +156,20 @@ class AnimationPalette:
     dim: str
     faint: str
     read: str
+    #: Second and third shades of `read`: K's tile load beside Q's, V's copy beside K's.
+    read_second: str
+    read_third: str
     write: str
     compute: str
+    softmax: str  # a warp role's softmax
+    cursor: str  # the time cursor in the trace views
+    label_on_fill: str  # text drawn on a filled bar
     input_matrix: str  # Q, K, V in HBM
     big_matrix: str  # S, P once materialised: the memory wall
     out_matrix: str  # O, m, l once written
     grid: str  # #rrggbbaa
     slot_fills: dict[str, str]  # matrix -> SRAM band colour
+    slot_edges: dict[str, str]  # matrix -> outline of the HBM region a band came from
     slot_empty: str  # #rrggbbaa
     box: str  # the SRAM box's fill
     box_edge: str
@@ -188,8 +195,13 @@ ANIMATION_DARK = AnimationPalette(
     dim="#8a93a3",
     faint="#59616e",
     read="#43a6ff",
+    read_second="#9cd0ff",
+    read_third="#8fcaff",
     write="#ff9838",
     compute="#c18cff",
+    softmax="#ffcf5a",
+    cursor="#ffe066",
+    label_on_fill="#15181d",
     input_matrix="#2f5e78",
     big_matrix="#b8405a",
     out_matrix="#3f8f5a",
@@ -203,6 +215,16 @@ ANIMATION_DARK = AnimationPalette(
         "O": "#4fa86c",
         "ml": "#8fc46a",
         "": "#7a7f8a",
+    },
+    slot_edges={
+        "Q": "#5ebdf4",
+        "K": "#7bd2ff",
+        "V": "#9ce1ff",
+        "S": "#ff98af",
+        "P": "#ff98af",
+        "O": "#76fca2",
+        "ml": "#d1ffb1",
+        "": "#b7bfcf",
     },
     slot_empty="#ffffff0e",
     box="#101317",
@@ -229,8 +251,13 @@ ANIMATION_LIGHT = AnimationPalette(
     dim="#555c69",
     faint="#8d95a3",
     read="#1f6fc4",
+    read_second="#1a5ca3",
+    read_third="#19599d",
     write="#c8650f",
     compute="#7a3fc8",
+    softmax="#e0a23a",
+    cursor="#b08800",
+    label_on_fill="#ffffff",
     input_matrix="#8cbad3",
     big_matrix="#d77b8f",
     out_matrix="#7cc493",
@@ -244,6 +271,16 @@ ANIMATION_LIGHT = AnimationPalette(
         "O": "#79c08f",
         "ml": "#a9d27f",
         "": "#a3a8b2",
+    },
+    slot_edges={
+        "Q": "#55809b",
+        "K": "#628aa1",
+        "V": "#7194a8",
+        "S": "#aa6a78",
+        "P": "#aa6a78",
+        "O": "#5d946e",
+        "ml": "#82a262",
+        "": "#7d8189",
     },
     slot_empty="#0000000f",
     box="#fbfcfd",

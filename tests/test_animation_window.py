@@ -188,6 +188,21 @@ def test_the_light_theme_reaches_the_canvas_the_traces_and_the_kernel_source(mak
     assert _lightness(panel.view.c.bg) < 80 and _lightness(anim.canvas.c.bg) < 80
 
 
+def test_each_theme_outlines_the_sram_bands_origins_so_they_stand_out_from_its_background():
+    from app.theme import ANIMATION_DARK, ANIMATION_LIGHT, ANIMATION_PALETTES
+
+    for palette in ANIMATION_PALETTES.values():
+        assert set(palette.slot_edges) == set(palette.slot_fills), palette.name
+    # Outlines are drawn away from the background: lighter than the band on dark, darker on
+    # light; text on a filled bar takes the background's side.
+    for theme, brighter in ((ANIMATION_DARK, True), (ANIMATION_LIGHT, False)):
+        for matrix, fill in theme.slot_fills.items():
+            edge = _lightness(QColor(theme.slot_edges[matrix]))
+            assert (edge > _lightness(QColor(fill))) == brighter, (theme.name, matrix)
+        on_bar, bg = QColor(theme.label_on_fill), QColor(theme.background)
+        assert (_lightness(on_bar) < 128) == (_lightness(bg) < 128), theme.name
+
+
 def test_arrows_step_the_animation_on_the_focused_canvas_and_change_n_elsewhere(
     make_window, qtbot, qtlog
 ):

@@ -557,8 +557,7 @@ class TileCanvas(QWidget):
         for mark in f.origins:
             if mark.matrix not in mats:
                 continue
-            col = QColor(c.slot.get(mark.matrix, c.text))
-            p.setPen(QPen(col.lighter(150) if c.name == "dark" else col.darker(130), 2))
+            p.setPen(QPen(c.slot_edge.get(mark.matrix, c.text), 2))
             p.drawRect(_region(mats[mark.matrix], mark.matrix, mark.region, cfg, 3.0))
         st = f.step
         hbm_rect = None

@@ -41,6 +41,7 @@ class AnimColors:
 
     name: str
     bg: QColor
+    label_on_fill: QColor
     panel: QColor
     panel_edge: QColor
     hbm_panel: QColor
@@ -53,6 +54,7 @@ class AnimColors:
     compute: QColor
     grid: QColor
     slot: dict[str, QColor]
+    slot_edge: dict[str, QColor]
     slot_empty: QColor
     box: QColor
     box_edge: QColor
@@ -78,13 +80,12 @@ class AnimColors:
         p = palette
         read, write, compute = _q(p.read), _q(p.write), _q(p.compute)
         inp, big, out = _q(p.input_matrix), _q(p.big_matrix), _q(p.out_matrix)
-        light = p.name == "light"
-        soft = _q("#e0a23a" if light else "#ffcf5a")
         wait = _q(p.faint)
         wait.setAlpha(110)
         return cls(
             name=p.name,
             bg=_q(p.background),
+            label_on_fill=_q(p.label_on_fill),
             panel=_q(p.panel),
             panel_edge=_q(p.panel_edge),
             hbm_panel=_q(p.hbm_panel),
@@ -97,6 +98,7 @@ class AnimColors:
             compute=compute,
             grid=_q(p.grid),
             slot={k: _q(v) for k, v in p.slot_fills.items()},
+            slot_edge={k: _q(v) for k, v in p.slot_edges.items()},
             slot_empty=_q(p.slot_empty),
             box=_q(p.box),
             box_edge=_q(p.box_edge),
@@ -111,7 +113,7 @@ class AnimColors:
             kind={READ: read, WRITE: write, COMPUTE: compute},
             phase={
                 "load_Q_i": read,
-                "load_K_j": read.lighter(135) if not light else read.darker(120),
+                "load_K_j": _q(p.read_second),
                 "compute_S_ij": compute,
                 "store_O_i": write,
             },
@@ -119,18 +121,18 @@ class AnimColors:
             role={
                 WAIT: wait,
                 GEMM: compute,
-                SOFTMAX: soft,
+                SOFTMAX: _q(p.softmax),
                 WAIT_PV: _q(p.dim),
                 EPILOGUE: write,
                 PV: compute,
                 COPY_K: read,
-                COPY_V: read.lighter(130) if not light else read.darker(125),
+                COPY_V: _q(p.read_third),
                 ISSUE: _q(p.text),
             },
             highlight=_q(p.source_highlight),
             highlight_tag=_q(p.source_highlight_tag),
             select=_q(p.text),
-            cursor=_q("#b08800" if light else "#ffe066"),
+            cursor=_q(p.cursor),
         )
 
     def wave(self, k: int) -> QColor:

@@ -469,7 +469,7 @@ class TraceView(QWidget):
             fm = QFontMetrics(self.f_norm)
             lane = self.lane_rect(int(self.lay.lane[k])) if self.lay is not None else r
             if fm.horizontalAdvance(text) + 12 < r.width():
-                p.setPen(self.c.bg if self.c.name == "dark" else QColor("#ffffff"))
+                p.setPen(self.c.label_on_fill)
                 p.drawText(r.adjusted(6, 0, -4, 0), Qt.AlignmentFlag.AlignVCenter, text)
             else:
                 p.setPen(self.c.text)
