@@ -703,7 +703,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _ms(value) -> str:
-    return "" if value is None else f"{value:.4g}"
+    """Four significant digits, trailing zeros kept (1.530, not 1.53), and whole milliseconds
+    with separators from 1 s up: the column reads evenly from microsecond kernels to a
+    minute-long naive pass, never in exponent notation."""
+    if value is None:
+        return ""
+    return f"{value:,.0f}" if value >= 999.95 else f"{value:#.4g}"  # 999.96 is not "1000."
 
 
 def _print_explanation(e, source: str | None) -> None:
@@ -740,7 +745,7 @@ def _print_explanation(e, source: str | None) -> None:
 
 
 def _fmt_bytes(n: int) -> str:
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+    for unit, size in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if n >= size:
             return f"{n / size:.2f} {unit}"
     return f"{n} B"
