@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import pytest
 from profiled_results import NCU, profiled_result, write_profiled
-from PySide6.QtCore import QEvent, QPointF, Qt
-from PySide6.QtWidgets import QApplication
+from PySide6.QtCore import QEvent, QObject, QPointF, Qt
+from PySide6.QtWidgets import QApplication, QWidget
 
 from app.explain import ExplainInputs, ExplainPane, explain_html
 from app.state.app_state import AppState, Change
@@ -327,8 +327,31 @@ def test_arriving_results_are_drawn_with_their_legends_and_layout_in_one_turn(
         legend, data = plot.legend.sceneBoundingRect(), plot.plotItem.vb.sceneBoundingRect()
         assert legend.bottom() <= data.top() + 1, (plot.objectName(), legend, data)
     placed = [view.geometry() for view in window.plots.views()]
-    qtbot.wait(100)  # whatever was left for later turns
+    left = _LayoutRequests(window.plots)
+    QApplication.instance().installEventFilter(left)
+    try:
+        QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)  # only those already due
+    finally:
+        QApplication.instance().removeEventFilter(left)
+    assert left.seen == [], "the plots' layout left for a later turn (and a second repaint)"
     assert [view.geometry() for view in window.plots.views()] == placed
+
+
+class _LayoutRequests(QObject):
+    """Notes the layout requests, while it filters the application, of the plots panel's
+    widgets and of the plots' own items (legends, axes: pyqtgraph lays them out by request)."""
+
+    def __init__(self, panel: QWidget) -> None:
+        super().__init__()
+        self.panel = panel
+        self.seen: list[str] = []
+
+    def eventFilter(self, watched, event) -> bool:  # type: ignore[no-untyped-def]
+        if event.type() == QEvent.Type.LayoutRequest:
+            widget = isinstance(watched, QWidget)
+            if not widget or watched is self.panel or self.panel.isAncestorOf(watched):
+                self.seen.append(type(watched).__name__)
+        return False
 
 
 # ------------------------------------------------------------------------- memory, time
