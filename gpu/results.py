@@ -127,12 +127,13 @@ class KernelTraffic:
     dram_read_bytes: int
     dram_write_bytes: int
     l2_bytes: int
-    tensor_active_cycles: int
-    xu_warp_instructions: int
-    elapsed_cycles: int
-    window_ns: int  # sampled time per launch, idle edges of the window included
-    sample_interval_ns: int
-    launches: int
+    # A file may leave the rest out (gpu.schema.KernelTrafficDoc): the same defaults here.
+    tensor_active_cycles: int = 0
+    xu_warp_instructions: int = 0
+    elapsed_cycles: int = 0
+    window_ns: int = 0  # sampled time per launch, idle edges of the window included
+    sample_interval_ns: int = 20_000
+    launches: int = 1
     strip: TrafficStrip = field(default_factory=TrafficStrip)
 
     @property

@@ -302,6 +302,53 @@ def test_every_field_the_dataclasses_write_is_checked_by_the_format():
         assert not missing, f"add {sorted(missing)} to gpu.schema.{doc.__name__}"
 
 
+def test_every_field_a_file_may_leave_out_takes_the_same_default_in_the_program():
+    """A field the format lets a file leave out (a default in gpu/schema.py) needs the same
+    default in the dataclass it builds, or a file the check accepted fails to load."""
+    from dataclasses import MISSING, fields
+
+    import msgspec
+
+    from gpu.results import KernelTraffic, RunResult, TrafficStrip
+    from gpu.ring_timeline import RingEvent, RingMeasurement
+    from gpu.schema import (
+        KernelTimeDoc,
+        KernelTrafficDoc,
+        ResultDoc,
+        RingDoc,
+        RingEventDoc,
+        TrafficStripDoc,
+    )
+
+    for cls, doc in (
+        (RunResult, ResultDoc),
+        (KernelTime, KernelTimeDoc),
+        (KernelTraffic, KernelTrafficDoc),
+        (TrafficStrip, TrafficStripDoc),
+        (RingMeasurement, RingDoc),
+        (RingEvent, RingEventDoc),
+    ):
+        ours = {f.name: f for f in fields(cls)}
+        for field in msgspec.inspect.type_info(doc).fields:
+            if field.required or field.name not in ours:
+                continue
+            mine = ours[field.name]
+            assert mine.default is not MISSING or mine.default_factory is not MISSING, (
+                f"{cls.__name__}.{field.name} needs a default: a file may leave it out"
+            )
+            if mine.default is not MISSING and field.default is not msgspec.NODEFAULT:
+                assert mine.default == field.default, f"{cls.__name__}.{field.name}"
+
+
+def test_a_traffic_entry_with_only_its_byte_counts_loads():
+    data = _shipped_data()
+    data["results"][0]["traffic"] = [
+        {"name": "flash_fwd", "dram_read_bytes": 1, "dram_write_bytes": 2, "l2_bytes": 3}
+    ]
+    traffic = recording_from_document(data, "doc").results[0].traffic[0]
+    assert (traffic.dram_bytes, traffic.l2_bytes, traffic.launches) == (3, 3, 1)
+
+
 def test_a_nan_error_from_a_backend_is_written_as_a_finite_disagreement(tmp_path, recording):
     bad = replace(recording, results=(replace(recording.results[1], max_abs_error=float("nan")),))
     path = tmp_path / "run.json"
