@@ -27,6 +27,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from .plain_text import shown_text
+
 #: Names for the window's own controls and views, by objectName.
 NAMES: dict[str, str] = {
     "seqLenSlider": "Sequence length N",
@@ -134,7 +136,7 @@ def name_widgets(root: QWidget) -> int:
                 named += 1
         tip = widget.toolTip()
         if tip and not widget.accessibleDescription():
-            widget.setAccessibleDescription(_plain(tip))
+            widget.setAccessibleDescription(_tip_text(tip))
     return named
 
 
@@ -150,7 +152,7 @@ def accessible_name(widget: QWidget) -> str:
     label = _form_label(widget)
     if label:
         return label
-    tip = _plain(widget.toolTip())
+    tip = _tip_text(widget.toolTip())
     if tip:
         first = re.split(r"(?<=[.:])\s", tip, maxsplit=1)[0].rstrip(".:")
         return re.sub(r"\s*\([^)]*\)$", "", first)  # without "(Space)", "(Ctrl+R)"
@@ -179,6 +181,11 @@ def _plain(text: str) -> str:
     text = text.replace("\0", "&").replace("…", "").strip()
     text = re.sub(r"^[^\w(]+\s*", "", text)  # a leading glyph ("▶ Play", "✕")
     return " ".join(text.split())
+
+
+def _tip_text(tip: str) -> str:
+    """A tooltip as the reader sees it (tooltips may be HTML), without decorations."""
+    return _plain(shown_text(tip).replace("&", "&&")) if tip else ""
 
 
 def _words(name: str) -> str:

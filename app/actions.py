@@ -9,6 +9,8 @@ from collections.abc import Callable
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QWidget
 
+from .plain_text import tooltip
+
 
 def make_action(
     window: QWidget,
@@ -20,7 +22,7 @@ def make_action(
     action = QAction(text, window)
     if shortcut is not None:
         action.setShortcut(QKeySequence(shortcut))
-    action.setToolTip(tip)
+    action.setToolTip(tooltip(tip))
     action.setStatusTip(tip)
     action.triggered.connect(lambda *_: slot())
     window.addAction(action)

@@ -49,6 +49,7 @@ from gpu.costmodel import GPUS
 
 from . import settings
 from .devices_control import DevicesControl
+from .plain_text import PlainLabel, tooltip
 from .state.app_state import AppState, Change
 from .state.budget import BUDGET_PRESETS, CUSTOM_GB_RANGE, CUSTOM_PRESET, DEVICE_PRESET, Budget
 from .state.ring_devices import parse_devices
@@ -171,7 +172,7 @@ class ControlsPanel(QWidget):
     # ------------------------------------------------------------------ construction
 
     def _error_label(self, field: str) -> QLabel:
-        label = QLabel()
+        label = PlainLabel()
         label.setObjectName("fieldError")
         label.setProperty("role", "error")
         label.setWordWrap(True)
@@ -183,7 +184,7 @@ class ControlsPanel(QWidget):
         box = QGroupBox("Sequence length N")
         v = QVBoxLayout(box)
         row = QHBoxLayout()
-        self.seq_value = QLabel()
+        self.seq_value = PlainLabel()
         self.seq_value.setObjectName("seqLenValue")
         self.seq_value.setToolTip("The sequence length of this run: N tokens of Q, K and V.")
         row.addWidget(self.seq_value, 1)
@@ -210,8 +211,8 @@ class ControlsPanel(QWidget):
         self.slider.valueChanged.connect(self._on_slider)
         v.addWidget(self.slider)
         ends = QHBoxLayout()
-        self.seq_lo = QLabel()
-        self.seq_hi = QLabel()
+        self.seq_lo = PlainLabel()
+        self.seq_hi = PlainLabel()
         for lab in (self.seq_lo, self.seq_hi):
             lab.setProperty("role", "hint")
         ends.addWidget(self.seq_lo)
@@ -232,7 +233,7 @@ class ControlsPanel(QWidget):
             s.setRange(lo, hi)
             s.setValue(value)
             s.setKeyboardTracking(False)
-            s.setToolTip(tip)
+            s.setToolTip(tooltip(tip))
             s.valueChanged.connect(self._emit_config)
             return s
 
@@ -278,7 +279,7 @@ class ControlsPanel(QWidget):
             for t in TILE_CHOICES:
                 c.addItem(str(t), t)
             c.setCurrentIndex(TILE_CHOICES.index(64))
-            c.setToolTip(tip)
+            c.setToolTip(tooltip(tip))
             c.currentIndexChanged.connect(self._emit_config)
             return c
 
@@ -309,9 +310,9 @@ class ControlsPanel(QWidget):
             form.addRow(label, widget)
             form.addRow("", self._error_label(field))
         tiles = QHBoxLayout()
-        tiles.addWidget(QLabel("Br"))
+        tiles.addWidget(PlainLabel("Br"))
         tiles.addWidget(self.block_m, 1)
-        tiles.addWidget(QLabel("Bc"))
+        tiles.addWidget(PlainLabel("Bc"))
         tiles.addWidget(self.block_n, 1)
         tiles_w = QWidget()
         tiles_w.setLayout(tiles)
@@ -333,7 +334,7 @@ class ControlsPanel(QWidget):
             check = QCheckBox(info.label)
             check.setObjectName(f"algo_{algo}")
             check.setChecked(True)
-            check.setToolTip(info.description)
+            check.setToolTip(tooltip(info.description))
             check.toggled.connect(self._emit_algorithms)
             self.algo_checks[algo] = check
             v.addWidget(check)
@@ -514,7 +515,7 @@ class ControlsPanel(QWidget):
                     if why
                     else "\n\nNot available on the current backend."
                 )
-            check.setToolTip(tip)
+            check.setToolTip(tooltip(tip))
         if not s.algorithms:
             self.show_error("algorithms", "Pick at least one algorithm to measure.")
         else:
@@ -568,7 +569,9 @@ class ControlsPanel(QWidget):
             "runs stay unsampled; each kernel runs a few more times, with a cold L2, to be "
             "counted. The traffic plot, the roofline and the verdicts then use measured bytes."
         )
-        self.measure_bytes.setToolTip(f"{tip}\n\nNot available now: {why}." if why else tip)
+        self.measure_bytes.setToolTip(
+            tooltip(f"{tip}\n\nNot available now: {why}." if why else tip)
+        )
 
     def _on_measure_bytes(self, on: bool) -> None:
         if not self._building:
@@ -683,7 +686,7 @@ class ControlsPanel(QWidget):
         if label is None:
             label = self._errors["seq_len"]
         label.setText(message)
-        label.setToolTip(message)
+        label.setToolTip(tooltip(message))
         label.setVisible(True)
 
     def clear_error(self, field: str) -> None:

@@ -8,10 +8,11 @@ something to run) and shows the state's value with its signals blocked, like eve
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QComboBox, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QVBoxLayout, QWidget
 
 from gpu.algorithms import ALGORITHMS, RING
 
+from .plain_text import PlainLabel
 from .state.app_state import Change
 from .state.recorded_run import REPLAY
 from .state.ring_devices import (
@@ -68,7 +69,7 @@ class DevicesControl(QWidget):
             "(the CPU backend simulates it), a recorded run replays its P, and larger P up to "
             "1024 are model only."
         )
-        self.hint = QLabel()
+        self.hint = PlainLabel()
         self.hint.setObjectName("devicesHint")
         self.hint.setProperty("role", "hint")
         self.hint.setWordWrap(True)

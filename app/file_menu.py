@@ -27,10 +27,8 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QFormLayout,
     QHBoxLayout,
-    QLabel,
     QLineEdit,
     QMenu,
-    QMessageBox,
     QProgressDialog,
     QPushButton,
     QSpinBox,
@@ -44,6 +42,7 @@ from . import exports, settings
 from .accessibility import name_widgets
 from .actions import make_action
 from .background import LatestOnly, read_elsewhere, run_once
+from .plain_text import PlainLabel, ask, menu_text, tooltip
 from .state.budget import BUDGET_PRESETS, CUSTOM_GB_RANGE
 from .state.recorded_run import RECORDED_DIR, REPLAY, RecordedBackend, shipped_recording
 from .state.session import Session, SessionError, make_session, save_session
@@ -173,7 +172,7 @@ class ExportDialog(QDialog):
         anim_row.addWidget(self.frames)
         anim_row.addWidget(self.fps)
         form.addRow("Animation", anim_row)
-        self.limits = QLabel(animation_limits())
+        self.limits = PlainLabel(animation_limits())
         self.limits.setObjectName("exportLimits")
         self.limits.setWordWrap(True)
         self.limits.setProperty("role", "hint")
@@ -354,14 +353,7 @@ class FileMenu(QObject):
         return path
 
     def _confirm_overwrite(self, path: str) -> bool:
-        answer = QMessageBox.question(
-            self.window,
-            "Replace the file?",
-            f"{path} exists. Replace it?",
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-            QMessageBox.StandardButton.No,
-        )
-        return answer == QMessageBox.StandardButton.Yes
+        return ask(self.window, "Replace the file?", f"{path} exists. Replace it?")
 
     def _may_write(self, path: str) -> bool:
         """True to go on: the file is new, or the user agreed to replace it."""
@@ -739,9 +731,9 @@ class FileMenu(QObject):
         menu.clear()
         files = self.recent_files()
         for i, path in enumerate(files, 1):
-            action = menu.addAction(f"&{i} {os.path.basename(path)}")
+            action = menu.addAction(f"&{i} {menu_text(os.path.basename(path))}")
             exists = os.path.isfile(path)
-            action.setToolTip(path if exists else f"{path} (missing)")
+            action.setToolTip(tooltip(path if exists else f"{path} (missing)"))
             action.setEnabled(exists)
             action.triggered.connect(lambda *_, p=path: self.open_file(p))
         if files:

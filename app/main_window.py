@@ -25,7 +25,6 @@ from PySide6.QtWidgets import (
     QDialog,
     QDockWidget,
     QHBoxLayout,
-    QLabel,
     QMainWindow,
     QPushButton,
     QScrollArea,
@@ -50,6 +49,7 @@ from .explain import ExplainPane
 from .file_menu import FileMenu
 from .help_menu import HelpMenu
 from .pacing import RESULTS_MS, coalesced
+from .plain_text import PlainLabel, tooltip
 from .plots import ALGOS, PlotsPanel
 from .ring_panel import RingPanel
 from .runner import Runner
@@ -209,7 +209,7 @@ class MainWindow(QMainWindow):
         header.addWidget(self.run_status, 1)
         self.sweep_button = QPushButton("Sweep")
         self.sweep_button.setObjectName("sweepButton")
-        self.sweep_button.setToolTip(SWEEP_TIP)
+        self.sweep_button.setToolTip(tooltip(SWEEP_TIP))
         header.addWidget(self.sweep_button)
         self.tabs = QTabWidget()
         self.tabs.setObjectName("mainTabs")
@@ -217,7 +217,7 @@ class MainWindow(QMainWindow):
         self.plots = PlotsPanel()
         self.tabs.addTab(self.plots, "Measurements")
         self.tabs.setTabToolTip(0, "Peak memory, time, HBM traffic and roofline, live over N.")
-        loading = QLabel("Loading the tile animation…")
+        loading = PlainLabel("Loading the tile animation…")
         loading.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.tabs.addTab(loading, "Tiles")
         self.tabs.setTabToolTip(1, "The tiles moving between HBM and on-chip SRAM.")
@@ -272,7 +272,7 @@ class MainWindow(QMainWindow):
             return self.animation
         except Exception as exc:  # ImportError while it is being written; any bug inside it
             self.animation = None
-            label = QLabel(
+            label = PlainLabel(
                 f"The tile animation is not available in this build.\n({type(exc).__name__}: {exc})"
                 if not isinstance(exc, ImportError)
                 else "The tile animation is not available in this build yet."
@@ -712,8 +712,8 @@ class MainWindow(QMainWindow):
         replay = s.replay
         self.sweep_action.setEnabled(not replay)
         self.sweep_button.setEnabled(not replay)
-        self.sweep_button.setToolTip(RECORDED_SWEEP_TIP if replay else SWEEP_TIP)
-        self.sweep_action.setToolTip(RECORDED_SWEEP_TIP if replay else SWEEP_TIP)
+        self.sweep_button.setToolTip(tooltip(RECORDED_SWEEP_TIP if replay else SWEEP_TIP))
+        self.sweep_action.setToolTip(tooltip(RECORDED_SWEEP_TIP if replay else SWEEP_TIP))
         target = self._continue_target()[1]
         self.continue_action.setEnabled(bool(target))
         self.continue_action.setText(

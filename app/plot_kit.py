@@ -27,6 +27,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen
 from PySide6.QtWidgets import QGraphicsEllipseItem, QGraphicsItem, QSizePolicy, QWidget
 
+from .plain_text import html_text, tooltip
 from .state.units import fmt_int
 from .theme import Palette
 
@@ -489,9 +490,9 @@ class MetricPlot(pg.PlotWidget):
         self._title_shown = (shown, self._palette)
         color = self._palette.foreground if self._palette else None
         label = self.plotItem.titleLabel
-        label.setText(shown, color=color, size="10pt")
+        label.setText(html_text(shown), color=color, size="10pt")  # pyqtgraph reads HTML
         label.setMinimumWidth(0)
-        self.setToolTip(text if shown != text else "")
+        self.setToolTip(tooltip(text if shown != text else ""))
 
     # ------------------------------------------------------------------ cursor, ranges
 
@@ -652,7 +653,7 @@ class MetricPlot(pg.PlotWidget):
             row = self._legend_rows.get(name)
             if row is None or row[0].item is not source:
                 label = pg.LabelItem(
-                    text,
+                    html_text(text),  # a label is HTML to pyqtgraph
                     color=legend.opts["labelTextColor"],
                     justify="left",
                     size=legend.opts["labelTextSize"],
@@ -660,8 +661,8 @@ class MetricPlot(pg.PlotWidget):
                 label.setParentItem(legend)
                 row = self._legend_rows[name] = (_Sample(source), label)
                 row[0].setParentItem(legend)
-            elif row[1].text != text:
-                row[1].setText(text)
+            elif row[1].text != html_text(text):
+                row[1].setText(html_text(text))
             for part in row:
                 part.show()
             legend.items.append(row)
@@ -694,7 +695,7 @@ class MetricPlot(pg.PlotWidget):
 
     def legend_texts(self) -> list[str]:
         """The legend's entries as shown (tests, exports)."""
-        return [label.text for _, label in self.legend.items]
+        return [label.item.toPlainText() for _, label in self.legend.items]
 
     def _drop_legend_rows(self) -> None:
         """Forget the kept rows (their look is cached: a new palette needs new ones)."""

@@ -47,6 +47,7 @@ from gpu.ring_model import RooflineThroughput, device_peak_bytes
 
 from .background import LatestOnly, in_process
 from .pacing import LANES_MS, RESULTS_MS, coalesced
+from .plain_text import PlainLabel, tooltip
 from .ring_plots import RingPlots
 from .ring_timeline_view import RingTimelineView
 from .ring_view import RingView
@@ -121,7 +122,7 @@ class RingPanel(QWidget):
 
     def _build(self) -> None:
         top = QHBoxLayout()
-        top.addWidget(QLabel("Run"))
+        top.addWidget(PlainLabel("Run"))
         self.run_combo = QComboBox()
         self.run_combo.setObjectName("ringRunCombo")
         self.run_combo.setToolTip(
@@ -134,7 +135,7 @@ class RingPanel(QWidget):
         self.run_combo.setMinimumContentsLength(12)
         self.run_combo.currentIndexChanged.connect(self._on_run_combo)
         top.addWidget(self.run_combo, 1)
-        top.addWidget(QLabel("Cluster"))
+        top.addWidget(PlainLabel("Cluster"))
         self.topology_combo = QComboBox()
         self.topology_combo.setObjectName("ringTopologyCombo")
         for name in TOPOLOGIES:
@@ -169,7 +170,7 @@ class RingPanel(QWidget):
         self.view = RingView()
         self.timeline = RingTimelineView()
         self.timeline.seekRequested.connect(self._seek_ms)
-        self.timeline_summary = QLabel()
+        self.timeline_summary = PlainLabel()
         self.timeline_summary.setObjectName("ringTimelineSummary")
         self.timeline_summary.setWordWrap(True)
         scroll = QScrollArea()
@@ -180,6 +181,7 @@ class RingPanel(QWidget):
         rv = QVBoxLayout(right)
         rv.setContentsMargins(0, 0, 0, 0)
         title = QLabel("<b>Per-device timeline</b>: compute and communication streams")
+        title.setTextFormat(Qt.TextFormat.RichText)  # our own markup, no outside text
         title.setWordWrap(True)
         rv.addWidget(title)
         rv.addWidget(self.timeline_summary)
@@ -207,7 +209,7 @@ class RingPanel(QWidget):
         self.position.setToolTip("Where in the ring's run the picture is; drag to scrub.")
         self.position.valueChanged.connect(self._on_position)
         controls.addWidget(self.position, 1)
-        self.time_label = QLabel()
+        self.time_label = PlainLabel()
         self.time_label.setObjectName("ringTime")
         self.time_label.setMinimumWidth(150)
         controls.addWidget(self.time_label)
@@ -225,10 +227,10 @@ class RingPanel(QWidget):
             lambda _i: setattr(self.player, "speed", float(self.speed.currentData()))
         )
         controls.addWidget(self.speed)
-        self.caption = QLabel()
+        self.caption = PlainLabel()
         self.caption.setObjectName("ringCaption")
         self.caption.setWordWrap(True)
-        self.split_label = QLabel()
+        self.split_label = PlainLabel()
         self.split_label.setObjectName("ringSplit")
         self.split_label.setWordWrap(True)
         self.split_label.setProperty("role", "hint")
@@ -244,7 +246,7 @@ class RingPanel(QWidget):
         #: The plots (RingPlots), made when the tab is first shown: four pyqtgraph plots cost
         #: tens of ms that the window's first frame does not need.
         self.plots: RingPlots | None = None
-        self.memory_caption = QLabel()
+        self.memory_caption = PlainLabel()
         self.memory_caption.setObjectName("ringMemoryCaption")
         self.memory_caption.setWordWrap(True)
         self.memory_caption.setProperty("role", "hint")
@@ -271,7 +273,7 @@ class RingPanel(QWidget):
         b = QToolButton(self)
         b.setObjectName(name)
         b.setText(text)
-        b.setToolTip(tip)
+        b.setToolTip(tooltip(tip))
         return b
 
     def set_palette(self, pal: Palette) -> None:

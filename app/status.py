@@ -15,7 +15,6 @@ from PySide6.QtWidgets import (
     QDialogButtonBox,
     QFrame,
     QHBoxLayout,
-    QLabel,
     QPlainTextEdit,
     QProgressBar,
     QSizePolicy,
@@ -28,6 +27,7 @@ from PySide6.QtWidgets import (
 from gpu.config import AttentionConfig
 from gpu.results import DeviceInfo, RunResult
 
+from .plain_text import PlainLabel, tooltip
 from .state.units import fmt_bytes, fmt_ms
 
 
@@ -42,7 +42,7 @@ class RunStatus(QWidget):
         row = QHBoxLayout(self)
         row.setContentsMargins(6, 0, 6, 0)
         row.setSpacing(6)
-        self.label = QLabel("Starting…")
+        self.label = PlainLabel("Starting…")
         self.label.setObjectName("runStatusLabel")
         self.label.setToolTip("What the background runner is doing.")
         # Nothing here may change size with its text or with the sweep: a header that grows by
@@ -73,7 +73,7 @@ class RunStatus(QWidget):
     def set_text(self, text: str) -> None:
         if text != self.label.text():
             self.label.setText(text)
-            self.label.setToolTip(text)
+            self.label.setToolTip(tooltip(text))
 
     def set_running(self, what: str) -> None:
         self.set_text(f"Running {what}…")
@@ -142,7 +142,7 @@ class ErrorDetails(QDialog):
         self.setModal(False)
         self.setWindowModality(Qt.WindowModality.NonModal)
         v = QVBoxLayout(self)
-        self.summary = QLabel()
+        self.summary = PlainLabel()
         self.summary.setObjectName("errorDetailsSummary")
         self.summary.setWordWrap(True)
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -174,7 +174,7 @@ class ErrorBanner(QFrame):
         self.setObjectName("errorBanner")
         row = QHBoxLayout(self)
         row.setContentsMargins(10, 4, 4, 4)
-        self.label = QLabel()
+        self.label = PlainLabel()
         self.label.setObjectName("errorBannerText")
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -223,7 +223,7 @@ class ErrorBanner(QFrame):
         self._about = about
         suffix = f"  (×{self._count})" if self._count > 1 else ""
         self.label.setText(message + suffix)
-        self.setToolTip(message)
+        self.setToolTip(tooltip(message))
         self.details_button.setVisible(bool(details))
         if self.details_dialog is not None and self.details_dialog.isVisible() and details:
             self.details_dialog.set_details(message, details)  # an open window follows along
@@ -257,16 +257,16 @@ class StatusBarReadouts:
 
     def __init__(self, bar: QStatusBar) -> None:
         self.bar = bar
-        self.backend = QLabel("backend: —")
+        self.backend = PlainLabel("backend: —")
         self.backend.setObjectName("statusBackend")
         self.backend.setToolTip("The backend in use, and why.")
-        self.device = QLabel("device: —")
+        self.device = PlainLabel("device: —")
         self.device.setObjectName("statusDevice")
         self.device.setToolTip("The device the measurements run on.")
-        self.memory = QLabel("memory: —")
+        self.memory = PlainLabel("memory: —")
         self.memory.setObjectName("statusMemory")
         self.memory.setToolTip("Device memory free / total, after the last run.")
-        self.last = QLabel("last run: —")
+        self.last = PlainLabel("last run: —")
         self.last.setObjectName("statusLastRun")
         self.last.setToolTip("The most recent measurement.")
         for w in (self.backend, self.device, self.memory, self.last):
@@ -274,11 +274,11 @@ class StatusBarReadouts:
 
     def set_backend(self, text: str) -> None:
         self.backend.setText(text)
-        self.backend.setToolTip(text)
+        self.backend.setToolTip(tooltip(text))
 
     def set_device(self, info: DeviceInfo) -> None:
         self.device.setText(info.name)
-        self.device.setToolTip(f"{info.backend}: {info.name}")
+        self.device.setToolTip(tooltip(f"{info.backend}: {info.name}"))
         self.set_memory(info)
 
     def set_memory(self, info: DeviceInfo) -> None:
@@ -289,7 +289,7 @@ class StatusBarReadouts:
     def set_last(self, result: RunResult) -> None:
         self.last.setText(f"last: {describe_result(result)}")
         # An out-of-memory result's why (needs X, the budget or free RAM allows Y) on hover.
-        self.last.setToolTip(result.message or "The most recent measurement.")
+        self.last.setToolTip(tooltip(result.message or "The most recent measurement."))
 
 
 def describe_result(r: RunResult) -> str:

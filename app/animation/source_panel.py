@@ -13,13 +13,13 @@ from PySide6.QtGui import QFont, QPalette, QTextCursor, QTextFormat
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
-    QLabel,
     QPlainTextEdit,
     QTextEdit,
     QVBoxLayout,
     QWidget,
 )
 
+from ..plain_text import PlainLabel
 from ..state.animation.kernel_source import (
     KERNEL_DIR,
     SOURCE_FILES,
@@ -79,7 +79,7 @@ class SourcePanel(QWidget):
         for algo, fname in SOURCE_FILES.items():
             self.lane.addItem(f"{algo} lane: {fname}", algo)
         self.lane.currentIndexChanged.connect(lambda _i: self._render(force=True))
-        self.status = QLabel(self)
+        self.status = PlainLabel(self)
         self.status.setObjectName("sourceStatus")
         self.status.setWordWrap(True)
         self.text = QPlainTextEdit(self)
@@ -90,7 +90,7 @@ class SourcePanel(QWidget):
         font.setStyleHint(QFont.StyleHint.Monospace)
         self.text.setFont(font)
         top = QHBoxLayout()
-        top.addWidget(QLabel("Kernel source:", self))
+        top.addWidget(PlainLabel("Kernel source:", self))
         top.addWidget(self.lane, 1)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)

@@ -20,7 +20,6 @@ from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
     QHBoxLayout,
-    QLabel,
     QSplitter,
     QStyle,
     QToolButton,
@@ -38,6 +37,7 @@ from gpu.trace import (
 )
 
 from ..background import LatestOnly
+from ..plain_text import PlainLabel
 from ..state.animation.player import Player
 from ..state.animation.trace_replay import BlockReplay
 from .block_strip import BlockStrip
@@ -126,12 +126,12 @@ class TracePanel(QWidget):
         self.open_button.setText("Open trace…")
         self.open_button.setToolTip("A traces file or a recorded run with traces")
         self.open_button.clicked.connect(self._open_dialog)
-        self.info = QLabel(self)
+        self.info = PlainLabel(self)
         self.info.setObjectName("traceInfo")
         self.info.setWordWrap(True)
         self.info.setTextFormat(Qt.TextFormat.PlainText)
         bar = QHBoxLayout()
-        bar.addWidget(QLabel("trace:", self))
+        bar.addWidget(PlainLabel("trace:", self))
         bar.addWidget(self.chooser, 1)
         bar.addWidget(self.replay_button)
         bar.addWidget(self.speed_box)
@@ -143,7 +143,7 @@ class TracePanel(QWidget):
         self.strip = BlockStrip(self)
         self.canvas = TileCanvas(self)
         self.canvas.setMinimumSize(560, 250)
-        self.canvas_caption = QLabel(self)
+        self.canvas_caption = PlainLabel(self)
         self.canvas_caption.setObjectName("traceCanvasCaption")
         self.canvas_caption.setWordWrap(True)
         lower = QWidget(self)

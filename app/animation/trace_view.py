@@ -52,6 +52,7 @@ from gpu.trace import (
 )
 
 from ..background import LatestOnly
+from ..plain_text import tooltip
 from ..state.animation.player import Lane, build_lanes
 from ..state.animation.warp_roles import (
     EPILOGUE,
@@ -259,7 +260,7 @@ class TraceView(QWidget):
         k = self.block_at(event.position())
         if k != self.hovered:
             self.hovered = k
-            self.setToolTip(self._tooltip(k) if k is not None else "")
+            self.setToolTip(tooltip(self._tooltip(k) if k is not None else ""))
             self.update()
         super().mouseMoveEvent(event)
 

@@ -24,7 +24,6 @@ from PySide6.QtWidgets import (
     QApplication,
     QComboBox,
     QHBoxLayout,
-    QLabel,
     QLineEdit,
     QSlider,
     QSplitter,
@@ -43,6 +42,7 @@ from gpu.results import RunResult
 
 from ..background import LatestOnly
 from ..pacing import LANES_MS, SOURCE_MS, coalesced
+from ..plain_text import PlainLabel, tooltip
 from ..state.animation.clock import LaneClock, clock_for
 from ..state.animation.player import (
     DEFAULT_DURATION_S,
@@ -198,7 +198,7 @@ class TileAnimationWidget(QWidget):
         self.timeline.sliderPressed.connect(self._on_scrub_start)
         self.timeline.sliderReleased.connect(self._on_scrub_end)
         self._resume_after_scrub = False
-        self.time_label = QLabel(self)
+        self.time_label = PlainLabel(self)
         self.time_label.setObjectName("animTime")
         self.time_label.setMinimumWidth(
             self.time_label.fontMetrics().horizontalAdvance("888 µs / 888 µs") + 6
@@ -299,7 +299,7 @@ class TileAnimationWidget(QWidget):
         b = QToolButton(self)
         b.setObjectName(name)
         b.setText(text)
-        b.setToolTip(tip)
+        b.setToolTip(tooltip(tip))
         b.setAccessibleName(tip.split(" (")[0])
         b.setIcon(self.style().standardIcon(icon))
         b.setIconSize(QSize(14, 14))
