@@ -18,7 +18,9 @@ thread only waits for it (a wait releases the GIL).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import multiprocessing
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -28,6 +30,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 from superqt.utils import create_worker
+
+from .child_process import KeeperThread, die_with_parent
 
 
 @dataclass
@@ -166,31 +170,79 @@ def run_once(
 
 _pool: ProcessPoolExecutor | None = None
 _pool_lock = threading.Lock()
+_keeper: KeeperThread | None = None
+_stops = 0  # how many times the process was stopped on purpose
+_jobs_in_process = 0  # jobs waiting on the process now
+
+
+class ComputeStopped(RuntimeError):
+    """The compute process was stopped under a job (its window closed): the result is moot."""
 
 
 def compute_process() -> ProcessPoolExecutor:
     """One process for the app's Python-heavy jobs, started on first use ("spawn": a fork of a
-    process with Qt threads is not safe)."""
-    global _pool
+    process with Qt threads is not safe). It ends with the app however the app ends
+    (app.child_process): started from the keeper thread, watching its parent."""
+    global _pool, _keeper
     with _pool_lock:
         if _pool is None:
-            _pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
-            atexit.register(_pool.shutdown, wait=True, cancel_futures=True)
+            if _keeper is None:
+                _keeper = KeeperThread()
+            _pool = _keeper.call(_start_pool)
         return _pool
+
+
+def _start_pool() -> ProcessPoolExecutor:
+    pool = ProcessPoolExecutor(
+        1,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=die_with_parent,
+        initargs=(os.getpid(),),
+    )
+    pool.submit(int)  # the process starts here, on the keeper thread
+    atexit.register(pool.shutdown, wait=True, cancel_futures=True)
+    return pool
+
+
+def stop_compute_process() -> bool:
+    """End the compute process now if a job is running in it (a window closes during a large
+    open): the job fails at once with ComputeStopped instead of holding the close for seconds.
+    An idle process stays for the next job. True if one was stopped."""
+    global _pool, _stops
+    with _pool_lock:
+        if _pool is None or _jobs_in_process == 0:
+            return False
+        pool, _pool = _pool, None
+        _stops += 1
+    for process in list(getattr(pool, "_processes", {}).values()):
+        with contextlib.suppress(OSError, AttributeError, ValueError):
+            process.kill()
+    with contextlib.suppress(Exception):
+        pool.shutdown(wait=False, cancel_futures=True)
+    return True
 
 
 def in_process(func: Callable[..., Any], *args: Any) -> Callable[[], Any]:
     """A job for LatestOnly.submit that runs `func(*args)` (picklable) in the compute process;
-    where that process cannot run, in the worker thread itself."""
+    where that process cannot run, in the worker thread itself (not when it was stopped on
+    purpose under this job: then ComputeStopped)."""
 
     def work() -> Any:
-        global _pool
+        global _pool, _jobs_in_process
+        with _pool_lock:
+            stops = _stops
+            _jobs_in_process += 1
         try:
             return compute_process().submit(func, *args).result()
-        except (BrokenProcessPool, OSError, RuntimeError):
+        except (BrokenProcessPool, OSError, RuntimeError) as exc:
             with _pool_lock:
+                if _stops != stops:
+                    raise ComputeStopped("the compute process was stopped") from exc
                 _pool = None  # a later job tries a fresh process
             return func(*args)
+        finally:
+            with _pool_lock:
+                _jobs_in_process -= 1
 
     return work
 

@@ -43,7 +43,7 @@ from gpu.results import RunResult
 from . import settings
 from .accessibility import name_widgets
 from .actions import make_action
-from .background import LatestOnly, read_elsewhere
+from .background import LatestOnly, read_elsewhere, stop_compute_process
 from .controls import ControlsPanel
 from .explain import ExplainPane
 from .file_menu import FileMenu
@@ -960,6 +960,7 @@ class MainWindow(QMainWindow):
                 dialog.close()
             self.runner.shutdown()
             self.state.detach()
+            stop_compute_process()  # a large open in flight would hold the close for seconds
             self.wait_for_background()
         super().closeEvent(event)
 

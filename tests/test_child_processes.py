@@ -1,0 +1,202 @@
+"""Every process the app starts dies with it, however the app ends: SIGKILL of the window or of
+`main.py render`, idle, with a run in flight and during a large open, leaves no descendant
+alive 5 s later, and no child keeps the parent's stdout open."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = ROOT / "resources" / "recorded" / "h200_sweep.json"
+DEADLINE_S = 5.0
+
+
+@pytest.fixture(scope="module")
+def large_file(tmp_path_factory) -> Path:
+    """A recording of about 27 MB: its open keeps the compute process parsing for a while."""
+    base = json.loads(SHIPPED.read_text())
+    measured = [r for r in base["results"] if not r["oom"]]
+    results = []
+    for batch in range(1, 31):
+        for heads in range(1, 46):
+            for dtype in ("fp16", "bf16"):
+                for causal in (False, True):
+                    for n in (256, 512, 1024, 2048, 4096):
+                        r = dict(measured[(batch + heads) % len(measured)])
+                        r["config"] = dict(
+                            r["config"], batch=batch, heads=heads, dtype=dtype, causal=causal,
+                            seq_len=n,
+                        )  # fmt: skip
+                        r["traffic"] = []
+                        results.append(r)
+    path = tmp_path_factory.mktemp("large") / "large.json"
+    path.write_text(json.dumps(dict(base, results=results, traces=[]), indent=1))
+    return path
+
+
+def _start(args: list[str], tmp_path: Path, settings: dict[str, object] | None = None):
+    config = tmp_path / "config"
+    (config / "Tilescope").mkdir(parents=True, exist_ok=True)
+    lines = ["[controls]", *(f"{k}={v}" for k, v in (settings or {}).items())]
+    (config / "Tilescope" / "Tilescope.conf").write_text("\n".join(lines) + "\n")
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", XDG_CONFIG_HOME=str(config))
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "main.py"), *args],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def _wait_for_children(proc: subprocess.Popen, count: int, timeout_s: float = 120.0):
+    parent = psutil.Process(proc.pid)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"the app ended early with {proc.returncode}"
+        kids = parent.children(recursive=True)
+        if len(kids) >= count:
+            return kids
+        time.sleep(0.05)
+    raise AssertionError(f"fewer than {count} children after {timeout_s} s")
+
+
+def _busy(process: psutil.Process, cpu_s: float, timeout_s: float = 60.0) -> None:
+    """Until `process` has used `cpu_s` of CPU time (it is at work, not starting)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        times = process.cpu_times()
+        if times.user + times.system >= cpu_s:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{process.pid} did not get to work")
+
+
+def _reading(process: psutil.Process, timeout_s: float = 120.0) -> None:
+    """Until `process` holds 40 MB more than when first seen: it is parsing the large file."""
+    start = process.memory_info().rss
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.memory_info().rss > start + 40e6:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{process.pid} did not start reading")
+
+
+def _alive(processes: list[psutil.Process]) -> list[psutil.Process]:
+    out = []
+    for p in processes:
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def _kill_and_check(proc: subprocess.Popen, kids: list[psutil.Process]) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    deadline = time.monotonic() + DEADLINE_S
+    while _alive(kids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = _alive(kids)
+    for p in left:  # the test never leaves them behind, whatever it finds
+        p.kill()
+    assert not left, [" ".join(p.cmdline())[:90] for p in left]
+    # nothing holds the stdout pipe: reading it ends
+    os.set_blocking(proc.stdout.fileno(), False)
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        try:
+            if proc.stdout.read() == b"":
+                return
+        except BlockingIOError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError("the app's stdout is still held open")
+
+
+def _compute_child(kids: list[psutil.Process]) -> psutil.Process:
+    return next(k for k in kids if "spawn_main" in " ".join(k.cmdline()))
+
+
+def test_sigkill_of_the_idle_window_leaves_no_child(tmp_path):
+    proc = _start([], tmp_path, {"seq_len": 512, "backend": "cpu"})
+    kids = _wait_for_children(proc, 2)  # the compute process and multiprocessing's tracker
+    time.sleep(1.0)
+    _kill_and_check(proc, kids)
+
+
+def test_sigkill_of_the_window_with_a_run_in_flight_leaves_no_child(tmp_path):
+    proc = _start([], tmp_path, {"seq_len": 2048, "backend": "cpu", "heads": 12})
+    kids = _wait_for_children(proc, 2)
+    _busy(psutil.Process(proc.pid), 4.0)  # past start-up: measuring
+    _kill_and_check(proc, kids)
+
+
+def test_sigkill_of_the_window_during_a_large_open_leaves_no_child(tmp_path, large_file):
+    proc = _start(["--open", str(large_file)], tmp_path, {"seq_len": 1024})
+    kids = _wait_for_children(proc, 2)
+    _reading(_compute_child(kids))
+    _kill_and_check(proc, kids)
+
+
+def test_sigkill_of_render_mid_sweep_leaves_no_child(tmp_path):
+    out = tmp_path / "r.png"
+    proc = _start(["render", "--seq", "8192", "--backend", "cpu", "--out", str(out)], tmp_path)
+    kids = _wait_for_children(proc, 2)
+    _busy(psutil.Process(proc.pid), 5.0)
+    _kill_and_check(proc, kids)
+    assert not out.exists()
+
+
+def test_sigkill_of_render_during_a_large_open_leaves_no_child(tmp_path, large_file):
+    out = tmp_path / "r.png"
+    args = ["render", "--seq", "1024", "--open", str(large_file), "--out", str(out)]
+    proc = _start(args, tmp_path)
+    kids = _wait_for_children(proc, 2, timeout_s=180.0)
+    _reading(_compute_child(kids))
+    _kill_and_check(proc, kids)
+
+
+def test_a_child_ends_when_its_parent_is_gone_even_in_a_long_c_call(tmp_path):
+    """The child itself, without the app: its parent (a bare Python) ends by os._exit while
+    the child is inside one long call that holds the interpreter."""
+    script = f"""
+import multiprocessing, os, sys, time
+sys.path.insert(0, {str(ROOT)!r})
+from app.child_process import die_with_parent
+from concurrent.futures import ProcessPoolExecutor
+
+def hold():
+    sum(range(10**11))  # one C loop, minutes long, holding the GIL
+
+if __name__ == "__main__":
+    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=die_with_parent, initargs=(os.getpid(),))
+    pool.submit(hold)
+    time.sleep(3)
+    os._exit(3)
+"""
+    path = tmp_path / "parent.py"
+    path.write_text(script)
+    proc = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE)
+    kids = _wait_for_children(proc, 2, timeout_s=30.0)
+    assert proc.wait(30) == 3
+    deadline = time.monotonic() + DEADLINE_S
+    while _alive(kids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = _alive(kids)
+    for p in left:
+        p.kill()
+    assert not left
