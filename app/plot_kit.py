@@ -46,6 +46,17 @@ def short_n(n: float) -> str:
 # ------------------------------------------------------------------------------------- axes
 
 
+#: What a log axis can draw: positive values from 1e-200 to 1e200 (pyqtgraph refuses a range
+#: that is not finite, and 1e308 overflows the padding around it). A figure outside is left
+#: out of the plot, never drawn as a range error.
+DRAWABLE = (1e-200, 1e200)
+
+
+def drawable(value: float | None) -> bool:
+    """Whether a log axis can draw `value` (see DRAWABLE)."""
+    return value is not None and DRAWABLE[0] <= value <= DRAWABLE[1]
+
+
 class Log2NAxis(pg.AxisItem):
     """x axis of N in log10 coordinates, ticked at powers of two (128, 512, 2k, ... 128k)."""
 
@@ -421,11 +432,12 @@ class MetricPlot(pg.PlotWidget):
             self._restyle(sample, style, self._palette)
 
     def set_series(self, name: str, xs: Sequence[float], ys: Sequence[float], log_x: bool = True):
-        """Plot linear (x, y); non-positive or missing values are left out (log axes)."""
+        """Plot linear (x, y); missing values and values a log axis cannot draw (not positive,
+        not finite, beyond DRAWABLE) are left out."""
         pts = [
             (x, y)
             for x, y in zip(xs, ys, strict=True)
-            if x is not None and y is not None and x > 0 and y > 0
+            if drawable(y) and (drawable(x) if log_x else x is not None and math.isfinite(x))
         ]
         self.series[name] = ([p[0] for p in pts], [p[1] for p in pts])
         item = self.items[name]
@@ -449,7 +461,7 @@ class MetricPlot(pg.PlotWidget):
         pts = [
             p
             for p in zip(xs, ys, lows, highs, strict=True)
-            if all(v is not None and v > 0 for v in p) and p[3] > p[2]
+            if all(drawable(v) for v in p) and p[3] > p[2]
         ]
         self.series[name] = ([p[0] for p in pts], [p[1] for p in pts])
         self.spreads[name] = ([p[2] for p in pts], [p[3] for p in pts])
@@ -536,7 +548,7 @@ class MetricPlot(pg.PlotWidget):
     def fit_x(self, extra: Sequence[float] = ()) -> None:
         """Range x over the visible data (and `extra` linear values), for a plot whose x is
         not N (no fixed span): a decade of margin, never narrower than two decades."""
-        self._x_extra = [v for v in extra if v and v > 0]
+        self._x_extra = [v for v in extra if drawable(v)]
         if not self.user_zoomed:
             self._fit_x_now()
 
@@ -570,7 +582,7 @@ class MetricPlot(pg.PlotWidget):
     def fit_y(self, extra: Sequence[float] = ()) -> None:
         """Range y over the visible data items (and `extra` values), in log10 units; the user's
         zoom, if any, is kept (the fit applies at reset_view)."""
-        self._y_extra = [y for y in extra if y and y > 0]
+        self._y_extra = [y for y in extra if drawable(y)]
         if not self.user_zoomed:
             self._fit_y_now()
 

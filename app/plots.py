@@ -43,6 +43,7 @@ from .plot_kit import (
     MetricPlot,
     SeriesKey,
     Style,
+    drawable,
     fmt_bytes_axis,
     fmt_flops_axis,
     fmt_ms_axis,
@@ -614,7 +615,10 @@ class PlotsPanel(QWidget):
         if gpu is None:
             return
         r = self.roofline
-        peaks = roofs(gpu)
+        peaks = {n: roof for n, roof in roofs(gpu).items() if drawable(roof.peak)}
+        if TENSOR not in peaks:  # no roof to draw the others against (the check refuses it)
+            self._roofs, self._flat_roofs = {}, {}
+            return
         top = peaks[TENSOR].peak
         d = self._family.head_dim if self._family is not None else 64
         self._roofs = {n: peaks[n].peak for n in (HBM, L2) if n in peaks}

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -115,8 +114,19 @@ MAX_FREE_FORM_DEPTH = 32
 Name = Annotated[str, Meta(min_length=1, max_length=MAX_NAME)]
 Text = Annotated[str, Meta(max_length=MAX_TEXT)]
 Ms = Annotated[float, Meta(ge=MIN_MS, le=MAX_MS)]
-#: A finite float >= 0 (NaN and infinity fail the bounds).
-NonNegative = Annotated[float, Meta(ge=0.0, le=sys.float_info.max)]
+#: Largest float a result may hold (a rate, an error, a counter sample): far above any measured
+#: quantity in its unit, and small enough that the sums, products and logarithms the plots and
+#: verdicts take of it stay finite (1.8e308 overflowed them).
+MAX_FLOAT = 1e30
+#: A float >= 0 and <= MAX_FLOAT (NaN and infinity fail the bounds).
+NonNegative = Annotated[float, Meta(ge=0.0, le=MAX_FLOAT)]
+#: A bandwidth a device or link may have, B/s: 1 MB/s to 10 PB/s (an H200's L2 moves about
+#: 15 TB/s). Beyond them a roofline or a modeled time drawn from it is not finite (5e-324 B/s
+#: made every time infinite).
+MIN_BANDWIDTH, MAX_BANDWIDTH = 1e6, 1e16
+Bandwidth = Annotated[float, Meta(ge=MIN_BANDWIDTH, le=MAX_BANDWIDTH)]
+#: Shared memory a block may have, bytes (today's GPUs: 227 KiB).
+MAX_SMEM_BYTES = 1 << 30
 #: Bytes of memory: fits int64 (checked natively).
 Bytes = Annotated[int, Meta(ge=0, le=INT64_MAX)]
 #: Bytes or FLOPs a model counts: >= 0 here, <= MAX_COUNT in `_Doc.__post_init__`.
@@ -253,7 +263,7 @@ class RingDoc(_Doc):
     device_peak_bytes: Annotated[list[Bytes], Meta(max_length=MAX_DEVICES)] = []
     step_bytes: Bytes = 0
     link: Text = ""
-    link_peak_bytes_s: Annotated[float, Meta(gt=0.0, le=sys.float_info.max)] | None = None
+    link_peak_bytes_s: Bandwidth | None = None
     timeline: Annotated[list[RingEventDoc], Meta(max_length=1 << 20)] = []
     max_abs_diff_vs_single: NonNegative | None = None
     # derived by to_dict, dropped on load
@@ -326,9 +336,9 @@ class DeviceDoc(_Doc):
 
 #: Device details that the program computes with (the rest are shown as text): their types.
 _NUMERIC_DETAILS: dict[str, Any] = {
-    "l2_peak_bandwidth_bytes_s": Annotated[float, Meta(gt=0.0, le=sys.float_info.max)],
-    "l2_read_bandwidth_bytes_s": Annotated[float, Meta(gt=0.0, le=sys.float_info.max)],
-    "smem_per_block_optin_bytes": Annotated[int, Meta(gt=0, le=INT64_MAX)],
+    "l2_peak_bandwidth_bytes_s": Bandwidth,
+    "l2_read_bandwidth_bytes_s": Bandwidth,
+    "smem_per_block_optin_bytes": Annotated[int, Meta(gt=0, le=MAX_SMEM_BYTES)],
 }
 
 
@@ -644,13 +654,16 @@ def result_from_checked(data: dict[str, Any]) -> RunResult:
 
 def finite_result(result: RunResult) -> RunResult:
     """`result` as a file can hold it: a NaN or infinite error (an output that is not finite)
-    becomes the largest float, which still disagrees, and the message says why."""
+    becomes MAX_FLOAT, which still disagrees, and the message says why; a finite error beyond
+    MAX_FLOAT (an fp32 output gone astray) is held as MAX_FLOAT."""
     error = result.max_abs_error
-    if error is None or math.isfinite(error):
+    if error is None or (math.isfinite(error) and error <= MAX_FLOAT):
         return result
+    if math.isfinite(error):
+        return dataclasses.replace(result, max_abs_error=MAX_FLOAT)
     note = "the output holds NaN or infinity"
     message = f"{result.message}; {note}" if result.message else note
-    return dataclasses.replace(result, max_abs_error=sys.float_info.max, message=message)
+    return dataclasses.replace(result, max_abs_error=MAX_FLOAT, message=message)
 
 
 def device_from_checked(data: dict[str, Any]) -> DeviceInfo:
