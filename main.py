@@ -134,6 +134,21 @@ def _bytes(text: str) -> int:
     return round(value)
 
 
+#: Longest run `bench` starts by default when it can estimate it (the simulated ring on P
+#: virtual devices: P² block pairs of NumPy calls).
+BENCH_TIME_LIMIT_S = 600.0
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive, finite number of seconds")
+    return value
+
+
 def _shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--heads", type=int, default=12, help="attention heads h (default 12)")
     p.add_argument("--head-dim", type=int, default=64, help="head dimension d (default 64)")
@@ -199,6 +214,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--devices", type=int, default=None, help="ring attention over P devices (--algo ring)"
     )
     bench.add_argument("--force", action="store_true", help="replace an existing --out file")
+    bench.add_argument(
+        "--time-limit",
+        type=_seconds,
+        default=BENCH_TIME_LIMIT_S,
+        metavar="SECONDS",
+        help="refuse, before measuring, a run estimated to take longer (the simulated ring on "
+        f"the CPU; default {BENCH_TIME_LIMIT_S:g})",
+    )
     bench.add_argument(
         "--profile",
         action="store_true",
@@ -416,6 +439,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         warmup=args.warmup, repeats=args.repeats, check=args.check, budget_bytes=args.budget,
         profile=_profile_available(args, backend),
     )  # fmt: skip
+    _refuse_long_runs(backend, configs, options, args.time_limit)
     device = backend.device_info()
     table = BenchTable(algos, "GFLOP/s" if backend.name == "cpu" else "TFLOP/s")
     print(f"# {backend.name} backend on {device.name}", flush=True)
@@ -484,6 +508,37 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print("tilescope: check incomplete, not run: " + "; ".join(skipped), file=sys.stderr)
         status = EXIT_CHECK_FAILED
     return status
+
+
+def _refuse_long_runs(backend, configs: list[AttentionConfig], options, limit_s: float) -> None:
+    """Say up front how long the runs will take where the backend can tell (the simulated
+    ring), and refuse, before anything is built, one estimated past `limit_s`."""
+    estimate = getattr(backend, "estimate_s", None)
+    if estimate is None:
+        return
+    seconds = [(cfg, estimate(cfg, options)) for cfg in configs]
+    known = [(cfg, s) for cfg, s in seconds if s is not None]
+    if not known:
+        return
+    cfg, worst = max(known, key=lambda cs: cs[1])
+    if worst > limit_s:
+        raise UsageError(
+            f"{backend.name} ring on {backend.devices} devices at N={cfg.seq_len}: about "
+            f"{_fmt_duration(worst)} by the estimate, beyond --time-limit {limit_s:g} s; fewer "
+            f"devices or a GPU ring, or `main.py model --seq {cfg.seq_len} --devices "
+            f"{backend.devices}` for the model's figures at once"
+        )
+    total = sum(s for _, s in known)
+    if total >= 10:
+        print(f"# about {_fmt_duration(total)} by the estimate", flush=True)
+
+
+def _fmt_duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _save_fallback(recording: Any, suffix: str) -> str | None:

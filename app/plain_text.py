@@ -25,7 +25,9 @@ from PySide6.QtWidgets import QLabel, QMessageBox, QWidget
 class PlainLabel(QLabel):
     """A QLabel whose text is always shown as typed (Qt.PlainText), whatever it holds."""
 
-    def __init__(self, text: str = "", parent: QWidget | None = None) -> None:
+    def __init__(self, text: str | QWidget | None = "", parent: QWidget | None = None) -> None:
+        if isinstance(text, QWidget) or text is None:  # PlainLabel(parent), as QLabel(parent)
+            text, parent = "", text
         super().__init__(parent)
         self.setTextFormat(Qt.TextFormat.PlainText)  # before the text: AutoText would parse it
         if text:

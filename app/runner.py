@@ -453,7 +453,7 @@ class Runner(QObject):
             cancel=cancel.is_set,
         )
         limit = self.sweep_time_limit_s if job.sweep else self.live_time_limit_s
-        estimate = self._estimate_s(name, key, job, options)
+        estimate = self._estimate_s(backend, name, key, job, options)
         # A run that cannot fit is refused (OOM) by the backend at once: let it say so, the
         # out-of-memory point is the lesson.
         too_slow = limit is not None and estimate is not None and estimate > limit
@@ -512,7 +512,14 @@ class Runner(QObject):
             return False
         return bool(limit) and algorithm_cost(job.config, job.algorithm).peak_bytes > limit
 
-    def _estimate_s(self, name: str, key: str, job: Job, options: RunOptions) -> float | None:
+    def _estimate_s(
+        self, backend: Backend, name: str, key: str, job: Job, options: RunOptions
+    ) -> float | None:
+        own = getattr(backend, "estimate_s", None)
+        if own is not None:  # a backend that knows its cost (the CPU ring: P² steps)
+            seconds = own(job.config, options)
+            if seconds is not None:
+                return seconds
         rate = self._rates.get((key, job.algorithm), PRIOR_FLOPS_PER_S.get(name))
         if not rate:
             return None

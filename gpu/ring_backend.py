@@ -65,6 +65,15 @@ class RingBackend:
         if self.name == "cuda":
             check_equal_chunks(config, self.devices)
 
+    def estimate_s(self, config: AttentionConfig, options: RunOptions) -> float | None:
+        """About how long `run` takes: the CPU simulation's estimate (gpu.ring_sim), worked out
+        before anything is built; None on GPUs, where the ring's time is the model's to say."""
+        if self.name != "cpu":
+            return None
+        from .ring_sim import estimate_seconds
+
+        return estimate_seconds(config, self.devices, 1 + options.warmup + max(1, options.repeats))
+
     def device_info(self) -> DeviceInfo:
         if self.name == "cpu":
             from .cpu_backend import CpuBackend

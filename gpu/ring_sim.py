@@ -28,9 +28,28 @@ from .backend import RunOptions
 from .config import AttentionConfig
 from .cpu_backend import RAM_HEADROOM, ROW_CHUNK, random_inputs, reference_attention
 from .results import KernelTime, RunResult
-from .ring_model import ring_cost
+from .ring_model import pair_counts, ring_cost
 from .ring_schedule import DIAGONAL, RingSchedule, ring_schedule
 from .ring_timeline import RingMeasurement
+
+#: What the simulation costs on a CPU, for an estimate before it starts (a 2-core x86 machine,
+#: idle): building the schedule takes about SCHEDULE_PAIR_S per chunk pair, each pair's NumPy
+#: calls (score, softmax, merge, copies) PAIR_OVERHEAD_S beyond their arithmetic, which runs at
+#: about SIM_FLOPS_PER_S. Past a few hundred devices the pairs (P² of them) dominate: the ring
+#: on 1024 simulated devices is hours of Python whatever N is.
+SCHEDULE_PAIR_S = 3e-5
+PAIR_OVERHEAD_S = 3e-4
+SIM_FLOPS_PER_S = 8e9
+
+
+def estimate_seconds(config: AttentionConfig, devices: int, runs: int = 1) -> float:
+    """About how long `runs` simulations of the ring take here, schedule included; worked
+    out without building anything (instant for any P)."""
+    full, diagonal = pair_counts(devices, config.causal)
+    pairs = full + diagonal
+    per_run = pairs * PAIR_OVERHEAD_S + ring_cost(config, devices).executed_flops / SIM_FLOPS_PER_S
+    return pairs * SCHEDULE_PAIR_S + runs * per_run
+
 
 #: Compute dtypes the simulation offers: float32 like the GPU's accumulators, float64 to check
 #: the algebra to rounding.

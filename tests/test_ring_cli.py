@@ -4,6 +4,7 @@ the CPU with --check and --out, and one-line refusals (exit 2) for what cannot r
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -83,3 +84,36 @@ def test_model_adds_the_ring_prediction_for_p_devices(capsys):
     assert 7 < ring["speedup"] <= 8 and ring["link"].startswith("NVLink 4")
     code, stdout, _ = run(capsys, "model", "--seq", "1048576", "--devices", "8")
     assert code == 0 and "ring on 8 GPUs" in stdout
+
+
+def test_the_cpu_ring_on_1024_devices_is_refused_with_its_estimate_within_2_s(capsys):
+    t0 = time.perf_counter()
+    code, out, err = run(
+        capsys, "bench", "--backend", "cpu", "--algo", "ring", "--devices", "1024", "--seq", "1024",
+        "--heads", "1",
+    )  # fmt: skip
+    assert time.perf_counter() - t0 < 2.0
+    assert code == 2 and not out
+    assert "by the estimate" in err and "--time-limit" in err and err.count("\n") == 1
+
+
+def test_a_long_cpu_ring_says_its_estimate_before_it_starts(capsys, monkeypatch):
+    from gpu import ring_sim
+
+    monkeypatch.setattr(ring_sim, "PAIR_OVERHEAD_S", 1.0)  # every pair a second: 16 s at P = 4
+    code, out, _ = run(
+        capsys, "bench", "--backend", "cpu", "--algo", "ring", "--devices", "4", "--seq", "64",
+        "--heads", "1", "--repeats", "1", "--warmup", "0", "--time-limit", "100",
+    )  # fmt: skip
+    assert code == 0
+    assert out.splitlines()[0].startswith("# about ") and "by the estimate" in out.splitlines()[0]
+
+
+def test_the_estimate_of_the_simulated_ring_grows_as_its_block_pairs():
+    from gpu.config import AttentionConfig
+    from gpu.ring_sim import estimate_seconds
+
+    cfg = AttentionConfig(seq_len=1024, heads=1)
+    small, large = estimate_seconds(cfg, 32), estimate_seconds(cfg, 1024)
+    assert large / small > 0.5 * (1024 / 32) ** 2
+    assert estimate_seconds(cfg, 64, runs=7) > estimate_seconds(cfg, 64, runs=1)
