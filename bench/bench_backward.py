@@ -25,6 +25,7 @@ Shapes (FlashAttention-3, section 4.1): 16k tokens in all (batch = 16384 / N), h
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import statistics
@@ -138,6 +139,15 @@ class FusedSetup:
 
         return call
 
+    def kernel_calls(self, deterministic: bool) -> list[Callable[[int], None]]:
+        """One call per kernel of our default backward (each alone, for a breakdown)."""
+        self.ours(deterministic)
+        per_set = self._plans[(deterministic, self._variant)]
+        return [functools.partial(_run_kernel, per_set, k) for k in range(len(per_set[0]))]
+
+    def kernel_names(self, deterministic: bool) -> tuple[str, ...]:
+        return self._flash_bwd.prepare_backward(self.config, deterministic).kernel_names
+
     def grads_of(self, deterministic: bool, variant: Any = None) -> tuple[Any, Any, Any]:
         self.ours(deterministic, variant)(0)
         a = self.sets[0]
@@ -175,6 +185,10 @@ class FusedSetup:
         self.torch_call(backend)
         o, inputs, do = self._graphs[backend][0]
         return tuple(g.float() for g in torch.autograd.grad(o, inputs, do, retain_graph=True))
+
+
+def _run_kernel(per_set: list[list[Callable[[], None]]], k: int, i: int) -> None:
+    per_set[i][k]()
 
 
 def _max_diff(ours: Any, theirs: Any, dtype: str) -> float:
@@ -234,7 +248,14 @@ def bench_fused_shape(config: AttentionConfig, args: argparse.Namespace) -> list
     for variant in args.variants.get(config.head_dim, []):
         call = setup.ours(False, variant)
         ms = [time_batch(call, setup.nsets, args.samples, 20.0) for _ in range(args.rounds)]
-        rows.append(_row(config, f"variant {variant.block_n}x{variant.block_m}", ms, ""))
+        label = f"variant {variant.block_n}x{variant.block_m}s{variant.ds_stages}"
+        rows.append(_row(config, label, ms, ""))
+    if args.breakdown:
+        for det in (False, True):
+            for k, call in enumerate(setup.kernel_calls(det)):
+                ms = [time_batch(call, setup.nsets, args.samples, 20.0)]
+                name = ("det " if det else "") + setup.kernel_names(det)[k]
+                rows.append(_row(config, f"kernel {name}", ms, ""))
     del setup
     cp.get_default_memory_pool().free_all_blocks()
     return rows
@@ -388,16 +409,20 @@ def print_table(rows: list[dict]) -> None:
 
 
 def parse_variants(spec: str) -> dict[int, list[Any]]:
-    """'64:128x64,128x128;128:64x64' -> {64: [BwdLaunch(64, 128, 64), ...], ...}
-    (keys per block × queries per step; 2 blocks per SM for 64-key blocks)."""
+    """'64:128x64s1,128x128;128:64x64' -> {64: [BwdLaunch(64, 128, 64, 1, 1), ...], ...}
+    (keys per block × queries per step, optional sN dS stages; 2 blocks per SM for 64-key
+    blocks)."""
     from gpu.flash_bwd import BwdLaunch
 
     out: dict[int, list[Any]] = {}
     for part in filter(None, spec.split(";")):
         d, shapes = part.split(":")
         for s in shapes.split(","):
+            s, _, stages = s.partition("s")
             bc, br = (int(x) for x in s.split("x"))
-            out.setdefault(int(d), []).append(BwdLaunch(int(d), bc, br, 2 if bc == 64 else 1))
+            out.setdefault(int(d), []).append(
+                BwdLaunch(int(d), bc, br, 2 if bc == 64 else 1, int(stages or 2))
+            )
     return out
 
 
@@ -414,6 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--naive-max-n", type=int, default=8192)
     p.add_argument("--no-naive", action="store_true")
     p.add_argument("--variants", default="", help="extra fused variants, e.g. 64:128x128;128:64x64")
+    p.add_argument("--breakdown", action="store_true", help="time each of our kernels alone")
     p.add_argument("--json", default="")
     args = p.parse_args(argv)
     args.seq = [int(x) for x in args.seq.split(",")]

@@ -46,9 +46,9 @@ def test_shared_memory_fits_the_hopper_opt_in_limit() -> None:
 
 
 def test_shared_memory_counts_kv_two_query_stages_ds_and_the_row_statistics() -> None:
-    launch = BwdLaunch(64, 128, 64)
     kv, q_do, ds, stats = 2 * 128 * 64 * 2, 4 * 64 * 64 * 2, 128 * 64 * 2, 4 * 64 * 4
-    assert launch.smem_bytes == kv + q_do + ds + stats
+    assert BwdLaunch(64, 128, 64, ds_stages=1).smem_bytes == kv + q_do + ds + stats
+    assert BwdLaunch(64, 128, 64, ds_stages=2).smem_bytes == kv + q_do + 2 * ds + stats
 
 
 def test_statistics_rows_are_padded_to_whole_query_tiles() -> None:
@@ -59,5 +59,6 @@ def test_statistics_rows_are_padded_to_whole_query_tiles() -> None:
 
 def test_template_names_carry_the_dq_mode() -> None:
     launch = default_launch(64)
-    assert launch.template_name(True, False, True).endswith("true, false, true>")
-    assert launch.template_name(False, True, False).endswith("false, true, false>")
+    stages = launch.ds_stages
+    assert launch.template_name(True, False, True).endswith(f"true, false, true, {stages}>")
+    assert launch.template_name(False, True, False).endswith(f"false, true, false, {stages}>")

@@ -126,8 +126,16 @@ __device__ __forceinline__ float b16_to_float(u16 x, bool bf16) {
     return f;
 }
 
-__device__ __forceinline__ void red_add_f32(float* p, float x) {
-    asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(p), "f"(x) : "memory");
+// p[0] += a, p[1] += b as fp32 reductions resolved in L2 (no value returned). On sm_90 one
+// vector instruction covers both (p must be 8-byte aligned): half the instructions, and every
+// 32-byte sector a warp touches is filled.
+__device__ __forceinline__ void red_add_f32x2(float* p, float a, float b) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(a), "f"(b) : "memory");
+#else
+    asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(p), "f"(a) : "memory");
+    asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(p + 1), "f"(b) : "memory");
+#endif
 }
 
 // ------------------------------------------------------------------------------------------
@@ -203,11 +211,15 @@ flash_bwd_dq_convert(const float* __restrict__ dQacc, u16* __restrict__ dQ, long
 //   CAUSAL     query q sees key k only when k <= q
 //   BF16       bf16 inputs/outputs (else fp16)
 //   DQ_ATOMIC  accumulate dQ here with fp32 atomics (else flash_bwd_dq computes it)
+//   DS_STAGES  1: dQ_i right after dSᵀ_i is in sdS (one more barrier per tile);
+//              2: sdS double-buffered and dQ_{i-1} done at the start of step i, behind the
+//              barrier that step needs anyway, so one barrier per tile
 // Grid: (ceil(N / BC), batch·heads); block 32·NWARPS threads; dynamic shared memory
 // flash_bwd_smem_bytes below (computed on the host too).
 // Arrays: Q, K, V, dO (BH, N, D) b16; LSE2, Dsum (BH, n_pad) fp32 from the preprocess; dQacc
 // (BH, N, D) fp32; dK, dV (BH, N, D) b16 outputs. scale_log2 = log2(e)/√d, scale = 1/√d.
-template <int D, int BC, int BR, int NWARPS, int MINB, bool CAUSAL, bool BF16, bool DQ_ATOMIC>
+template <int D, int BC, int BR, int NWARPS, int MINB, bool CAUSAL, bool BF16, bool DQ_ATOMIC,
+          int DS_STAGES>
 __global__ void __launch_bounds__(NWARPS * 32, MINB)
 flash_bwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restrict__ V,
           const u16* __restrict__ dO, const float* __restrict__ LSE2,
@@ -228,6 +240,7 @@ flash_bwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __res
     static_assert(BC == 16 * NWARPS, "one warp owns 16 keys");
     static_assert(D % 64 == 0 && DS_ROW_BYTES >= 128, "the XOR swizzle needs 8 chunks per row");
     static_assert(NWARPS % RG == 0 && DQ_COLS % 16 == 0, "dQ tile does not split over warps");
+    static_assert(DS_STAGES == 1 || DS_STAGES == 2, "one or two dS stages");
 
     extern __shared__ __align__(128) unsigned char smem[];
     const u32 sK = smem_addr(smem);
@@ -235,8 +248,9 @@ flash_bwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __res
     const u32 sQ = sV + BC * ROW_BYTES;                // stage s at sQ + s · Q_STAGE
     constexpr u32 Q_STAGE = BR * ROW_BYTES;
     const u32 sdO = sQ + 2 * Q_STAGE;                  // likewise
-    const u32 sdS = sdO + 2 * Q_STAGE;                 // BC × BR b16
-    float* sStats = reinterpret_cast<float*>(smem + (sdS - sK) + BC * DS_ROW_BYTES);
+    const u32 sdS = sdO + 2 * Q_STAGE;                 // BC × BR b16, DS_STAGES of them
+    constexpr u32 DS_STAGE = BC * DS_ROW_BYTES;
+    float* sStats = reinterpret_cast<float*>(smem + (sdS - sK) + DS_STAGES * DS_STAGE);
     // sStats: stage s holds LSE2 at [s · 2BR, s · 2BR + BR) and D at [s · 2BR + BR, (s+1) · 2BR)
     const u32 sStats_addr = smem_addr(sStats);
 
@@ -295,6 +309,49 @@ flash_bwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __res
     const u32 bk_lane = ((lane & 7) + (((lane >> 3) & 1) << 3)) * ROW_BYTES;
     const int bk_xor = (lane >> 4) ^ (lane & 7);
 
+    // STEP accumulate_dQ — dQ_i += dS K_j over all BC keys of the block. sdS holds dSᵀ (key
+    // rows); ldmatrix.trans hands out dS (query rows) as the A operand, K_j (key rows, k-major)
+    // is the B operand. This warp: queries rg·16.., columns cg·DQ_COLS.. of tile i. Called
+    // once every warp's dSᵀ_i is in sdS (a barrier after it was written).
+    auto accumulate_dq = [&](int i) {
+        const u32 sdS_i = sdS + (DS_STAGES == 2 ? ((i - i_first) & 1) : 0) * DS_STAGE;
+        const int rg = warp % RG;
+        const int cg = warp / RG;
+        float dq[DQ_TILES][4];
+#pragma unroll
+        for (int n = 0; n < DQ_TILES; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.f;
+        // A from sdS: matrix mi = lane / 8 (a0..a3), row lane % 8 of it; keys + 8 for a2, a3;
+        // queries + 8 for a1, a3.
+        const int mi = lane >> 3;
+        const int a_key = (lane & 7) + ((mi >> 1) << 3);
+        const int a_qchunk = 2 * rg + (mi & 1);
+#pragma unroll
+        for (int kk = 0; kk < BC / 16; ++kk) {
+            const int key = kk * 16 + a_key;
+            u32 a[4];
+            ldmatrix_x4_trans(sdS_i + key * DS_ROW_BYTES + ((a_qchunk ^ (key & 7)) << 4), a[0],
+                              a[1], a[2], a[3]);
+#pragma unroll
+            for (int dpair = 0; dpair < DQ_TILES / 2; ++dpair) {
+                const int chunk = cg * (DQ_COLS / 8) + 2 * dpair;
+                u32 b0, b1, b2, b3;
+                ldmatrix_x4_trans(sK + kk * 16 * ROW_BYTES + bk_lane + ((chunk ^ bk_xor) << 4),
+                                  b0, b1, b2, b3);
+                mma_16816<BF16>(dq[2 * dpair], a, b0, b1);
+                mma_16816<BF16>(dq[2 * dpair + 1], a, b2, b3);
+            }
+        }
+        // fp32 reductions into the accumulator (resolved in L2); the scale comes at convert.
+        const int row_a = i * BR + rg * 16 + g;
+#pragma unroll
+        for (int n = 0; n < DQ_TILES; ++n) {
+            const int col = cg * DQ_COLS + n * 8 + 2 * t;
+            if (row_a < N) red_add_f32x2(dQh + (size_t)row_a * D + col, dq[n][0], dq[n][1]);
+            if (row_a + 8 < N)
+                red_add_f32x2(dQh + (size_t)(row_a + 8) * D + col, dq[n][2], dq[n][3]);
+        }
+    };
+
     float dk_acc[D_TILES][4], dv_acc[D_TILES][4];
 #pragma unroll
     for (int i = 0; i < D_TILES; ++i)
@@ -310,6 +367,8 @@ flash_bwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __res
         __syncthreads();
         if (i + 1 < q_tiles) load_query_tile(i + 1, st ^ 1);
         cp_async_commit();
+        // DS_STAGES == 2: the previous tile's dQ, its dSᵀ made visible by the barrier above.
+        if (DQ_ATOMIC && DS_STAGES == 2 && i > i_first) accumulate_dq(i - 1);
 
         const u32 sQi = sQ + st * Q_STAGE;
         const u32 sdOi = sdO + st * Q_STAGE;
@@ -383,7 +442,8 @@ flash_bwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __res
                 // Rows warp·16 + g and + 8; query columns kk·16 + 2t (chunk 2kk) and + 8
                 // (chunk 2kk + 1).
                 const int r_lo = warp * 16 + g;
-                const u32 base = sdS + r_lo * DS_ROW_BYTES + 4 * t;
+                const u32 base = sdS + (DS_STAGES == 2 ? st : 0) * DS_STAGE +
+                                 r_lo * DS_ROW_BYTES + 4 * t;
                 const u32 c0 = ((2 * kk) ^ (r_lo & 7)) << 4;
                 const u32 c1 = ((2 * kk + 1) ^ (r_lo & 7)) << 4;
                 asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(base + c0), "r"(dsa[0]) : "memory");
@@ -406,54 +466,14 @@ flash_bwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __res
             }
         }
 
-        if (DQ_ATOMIC) {
-            // STEP accumulate_dQ — dQ_i += dS K_j over all BC keys of the block. sdS holds dSᵀ
-            // (key rows); ldmatrix.trans hands out dS (query rows) as the A operand, K_j (key
-            // rows, k-major) is the B operand. This warp: queries rg·16.., columns cg·DQ_COLS..
+        if (DQ_ATOMIC && DS_STAGES == 1) {
             __syncthreads();  // every warp's part of sdS is written
-            const int rg = warp % RG;
-            const int cg = warp / RG;
-            float dq[DQ_TILES][4];
-#pragma unroll
-            for (int n = 0; n < DQ_TILES; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.f;
-            // A from sdS: matrix mi = lane / 8 (a0..a3), row lane % 8 of it; keys + 8 for
-            // a2, a3; queries + 8 for a1, a3.
-            const int mi = lane >> 3;
-            const int a_key = (lane & 7) + ((mi >> 1) << 3);
-            const int a_qchunk = 2 * rg + (mi & 1);
-#pragma unroll
-            for (int kk = 0; kk < BC / 16; ++kk) {
-                const int key = kk * 16 + a_key;
-                u32 a[4];
-                ldmatrix_x4_trans(sdS + key * DS_ROW_BYTES + ((a_qchunk ^ (key & 7)) << 4), a[0],
-                                  a[1], a[2], a[3]);
-#pragma unroll
-                for (int dpair = 0; dpair < DQ_TILES / 2; ++dpair) {
-                    const int chunk = cg * (DQ_COLS / 8) + 2 * dpair;
-                    u32 b0, b1, b2, b3;
-                    ldmatrix_x4_trans(sK + kk * 16 * ROW_BYTES + bk_lane + ((chunk ^ bk_xor) << 4),
-                                      b0, b1, b2, b3);
-                    mma_16816<BF16>(dq[2 * dpair], a, b0, b1);
-                    mma_16816<BF16>(dq[2 * dpair + 1], a, b2, b3);
-                }
-            }
-            // fp32 atomics (red.global.add, resolved in L2); the scale is applied at convert.
-            const int row_a = q0 + rg * 16 + g;
-#pragma unroll
-            for (int n = 0; n < DQ_TILES; ++n) {
-                const int col = cg * DQ_COLS + n * 8 + 2 * t;
-                if (row_a < N) {
-                    float* p = dQh + (size_t)row_a * D + col;
-                    red_add_f32(p, dq[n][0]);
-                    red_add_f32(p + 1, dq[n][1]);
-                }
-                if (row_a + 8 < N) {
-                    float* p = dQh + (size_t)(row_a + 8) * D + col;
-                    red_add_f32(p, dq[n][2]);
-                    red_add_f32(p + 1, dq[n][3]);
-                }
-            }
+            accumulate_dq(i);
         }
+    }
+    if (DQ_ATOMIC && DS_STAGES == 2) {  // the last tile's dQ
+        __syncthreads();
+        accumulate_dq(q_tiles - 1);
     }
 
     // STEP store_dK_dV — dK_j = scale · Σ dSᵀ Q, dV_j = Σ Pᵀ dO, staged in this warp's own rows
