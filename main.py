@@ -15,7 +15,9 @@ expected also gets one line, plus a hint: TILESCOPE_DEBUG=1 prints its traceback
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
+import decimal
 import json
 import math
 import os
@@ -27,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gpu import exit_status
 from gpu.algorithms import ALGORITHMS, NAIVE, RING, TILED
 from gpu.backend import RunOptions, oom_result
 from gpu.backends import BACKEND_NAMES, create_backend
@@ -40,7 +43,12 @@ from gpu.errors import (
     TilescopeError,
     UnsupportedConfig,
 )
-from gpu.fileio import MAX_READ_LABEL, check_writable, remove_partial_files_on_signals
+from gpu.fileio import (
+    MAX_READ_LABEL,
+    check_writable,
+    remove_partial_files,
+    remove_partial_files_on_signals,
+)
 from gpu.schema import MAX_SM_COUNT, MAX_TRACE_BLOCKS
 
 EXIT_OK = 0
@@ -112,7 +120,8 @@ _SIZE_UNITS = {
 
 def _bytes(text: str) -> int:
     """'24GB', '512MiB', '1e9' -> bytes: a finite, whole, positive number of bytes that fits in
-    64 bits (so 'inf', '1e400', '0.4B' and '-1GB' are refused rather than meaning no budget)."""
+    64 bits (so 'inf', '1e400', '1.5B' and '-1GB' are refused rather than meaning no budget or
+    rounded). Worked out in exact decimals: 9223372036854775807 is 2^63 - 1, not 2^63."""
     t = text.strip().upper().replace("_", "")
     scale = 1
     for suffix, mult in _SIZE_UNITS.items():
@@ -120,18 +129,18 @@ def _bytes(text: str) -> int:
             t, scale = t[: -len(suffix)].strip(), mult
             break
     try:
-        value = float(t) * scale
-    except (ValueError, OverflowError):
+        value = decimal.Decimal(t) * scale
+    except (decimal.InvalidOperation, ValueError):
         raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 24GB, 512MiB)") from None
-    if not math.isfinite(value):
+    if not value.is_finite():
         raise argparse.ArgumentTypeError(f"{text!r} is not a finite size")
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    if round(value) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is less than one byte")
     if value > MAX_BUDGET:
-        raise argparse.ArgumentTypeError(f"{text!r} is more than 2^63 bytes")
-    return round(value)
+        raise argparse.ArgumentTypeError(f"{text!r} is more than 2^63 - 1 bytes")
+    if value != value.to_integral_value():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes")
+    return int(value)
 
 
 #: Longest run `bench` starts by default when it can estimate it (the simulated ring on P
@@ -326,6 +335,7 @@ def _check_out(args: argparse.Namespace) -> None:
         return
     if not args.out.strip():
         raise UsageError("--out needs a file name (.json or .csv)")
+    _refuse_folder_names(args)
     if not args.out.lower().endswith((".json", ".csv")):
         raise UsageError(f"--out {args.out!r}: the file must end in .json or .csv")
     _check_writable_out(args)
@@ -627,7 +637,18 @@ def _print_ring_model(p: dict) -> None:
 # render
 
 
+def _refuse_folder_names(args: argparse.Namespace) -> None:
+    """An --out or --open that ends in a path separator names a folder, not a file: refused
+    (`--out r.png/` wrote r.png)."""
+    for flag, value in (("--out", args.out), ("--open", getattr(args, "render_open", None))):
+        if value is not None and value.endswith((os.sep, "/")):
+            raise UsageError(f"{flag} {value!r} ends in {value[-1]!r}: give a file, not a folder")
+        if value is not None and not value.strip():
+            raise UsageError(f"{flag} needs a file name")
+
+
 def cmd_render(args: argparse.Namespace) -> int:
+    _refuse_folder_names(args)
     cfg = _config(args, args.seq)
     suffix = Path(args.out).suffix.lower()
     if suffix not in RENDER_FORMATS:
@@ -721,7 +742,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     cfg = _config(args, args.seq)
     results: dict = {}
     device = None
-    if args.explain_open:
+    if args.explain_open is not None:
+        if not args.explain_open.strip():
+            raise UsageError("--open needs a file name")
         from gpu.recording import RecordingError, load_recording
 
         try:
@@ -763,7 +786,12 @@ def _ms(value) -> str:
     minute-long naive pass, never in exponent notation."""
     if value is None:
         return ""
-    return f"{value:,.0f}" if value >= 999.95 else f"{value:#.4g}"  # 999.96 is not "1000."
+    if value >= 999.95:  # 999.96 is not "1000."
+        return f"{value:,.0f}"
+    if value < 0.001:  # four significant digits in plain decimals (1e-9 ms: 0.000000001000)
+        digits = min(16, 3 - math.floor(math.log10(value))) if value > 0 else 3
+        return f"{value:.{digits}f}"
+    return f"{value:#.4g}"
 
 
 def _print_explanation(e, source: str | None) -> None:
@@ -868,6 +896,17 @@ def report_error(exc: BaseException) -> int:
     return EXIT_FAILED
 
 
+def _reader_gone() -> int:
+    """The reader of stdout went away (`main.py model ... | head -n1`): what it wanted was
+    written, so this is no error; stdout goes to the null device, so that flushing it at exit
+    does not raise again."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -887,6 +926,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("tilescope: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return _reader_gone()
     except Exception as exc:
         return report_error(exc)
     try:
@@ -900,4 +941,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_status.finish_at_exit(remove_partial_files)  # first: the hook that runs last
+    status = main()
+    exit_status.shutting_down(status)
+    sys.exit(status)

@@ -21,6 +21,7 @@ import atexit
 import contextlib
 import multiprocessing
 import os
+import signal
 import threading
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -28,10 +29,13 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QCoreApplication, QObject, Signal
 from superqt.utils import create_worker
 
 from .child_process import KeeperThread, die_with_parent
+
+#: LatestOnly objects whose owner went away while their job ran (see LatestOnly.abandon).
+_abandoned: set[LatestOnly] = set()
 
 
 @dataclass
@@ -95,6 +99,16 @@ class LatestOnly(QObject):
         self._waiting = None
         self._ticket += 1
 
+    def abandon(self) -> None:
+        """Drop the waiting job and the running one's result, and outlive the parent (a window
+        closing during a large open): the job finishes on its own thread, its report lands on
+        this object, kept by the application until then, and goes nowhere. Nobody waits."""
+        self.cancel()
+        if self._running is None:
+            return
+        self.setParent(QCoreApplication.instance())
+        _abandoned.add(self)
+
     def wait(self, timeout_s: float = 5.0) -> bool:
         """Block until the running job (if any) has finished; True if none is left running."""
         job = self._running
@@ -122,6 +136,10 @@ class LatestOnly(QObject):
 
     def _on_returned(self, outcome: tuple[Any, BaseException | None]) -> None:
         job, self._running, self._worker = self._running, None, None
+        if self in _abandoned:
+            _abandoned.discard(self)
+            self.deleteLater()
+            return
         if job is not None:
             if job.ticket == self._ticket:
                 self._deliver(job, *outcome)
@@ -190,6 +208,25 @@ def compute_process() -> ProcessPoolExecutor:
                 _keeper = KeeperThread()
             _pool = _keeper.call(_start_pool)
         return _pool
+
+
+def start_compute_process() -> None:
+    """Start the compute process now, from the main thread (the window's start): the thread
+    that lives longest (PDEATHSIG follows it), and the one that can have the child ignore
+    SIGINT from its first instruction. A Ctrl+C to the process group while the child still
+    imports would print its KeyboardInterrupt traceback; an ignored signal stays ignored
+    across exec, and Python leaves an ignored SIGINT ignored. Elsewhere a no-op."""
+    global _pool
+    if threading.current_thread() is not threading.main_thread():
+        return
+    with _pool_lock:
+        if _pool is not None:
+            return
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            _pool = _start_pool()
+        finally:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _start_pool() -> ProcessPoolExecutor:

@@ -131,12 +131,14 @@ def write_file(path: str | os.PathLike[str], data: bytes, *, overwrite: bool = F
 def check_writable(path: str | os.PathLike[str]) -> None:
     """ExportError now if `path`'s folder cannot take a file (before any work is spent on it)."""
     target = Path(path)
-    if target.is_dir():
-        raise ExportError(f"{target} is a folder")
     try:
+        if target.is_dir():
+            raise ExportError(f"{target} is a folder")
         discard_partial_file(new_partial_file(target, target.suffix))
     except FileWriteError as exc:
         raise ExportError(str(exc)) from exc
+    except OSError as exc:  # the system cannot look at the path at all
+        raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
 def _check_target(path: Path, overwrite: bool) -> None:

@@ -74,6 +74,10 @@ def animation_limits() -> str:
     return ANIMATION_LIMITS.format(w, h, exports.MAX_FRAMES, exports.MAX_ANIMATION_PIXELS_LABEL)
 
 
+#: How the banner's message about a file that could not be opened begins.
+OPEN_FAILED = "Could not open"
+
+
 @dataclass(frozen=True)
 class ExportKind:
     key: str
@@ -670,9 +674,9 @@ class FileMenu(QObject):
     def _open_failed(self, path: str, exc: BaseException) -> None:
         name = os.path.basename(path) or path
         if isinstance(exc, (SessionError, RecordingError)):
-            message = f"Could not open {name}: {exc}"
+            message = f"{OPEN_FAILED} {name}: {exc}"
         else:  # anything else a hostile file provokes: still a message
-            message = f"Could not open {name}: {type(exc).__name__}: {exc}"
+            message = f"{OPEN_FAILED} {name}: {type(exc).__name__}: {exc}"
         w = self.window
         w.banner.show_message(message)
         w.controls.show_backend_choice(w.state.value.backend_choice)
@@ -681,6 +685,8 @@ class FileMenu(QObject):
 
     def _opened(self, path: str, backend: RecordedBackend) -> None:
         name = os.path.basename(path) or path
+        if self.window.banner.message.startswith(OPEN_FAILED):  # an earlier file's refusal
+            self.window.banner.dismiss()
         self.window.open_recorded(path, preloaded=backend)
         if backend.session is not None:
             self._apply_session(backend.session)

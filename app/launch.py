@@ -45,11 +45,11 @@ SIGNAL_CHECK_MS = 250
 
 
 def quit_on_signals(app) -> bool:  # type: ignore[no-untyped-def]
-    """SIGTERM and SIGINT end the app promptly and leave no partial file behind: the handler
+    """SIGTERM, SIGHUP and SIGINT end the app promptly and leave no partial file behind: the handler
     removes every temporary file being written (gpu.fileio's registry: an animation export's,
     a session's) at once, then closes the windows from the event loop (an export in flight
     stops, the runner and background work wind up) and ends it with 128 + the signal's number
-    (143, 130). Ending the interpreter from inside the handler instead would tear Qt down under
+    (143, 129, 130). Ending the interpreter from inside the handler instead would tear Qt down under
     running threads. Python runs a handler only between bytecodes and Qt's event loop is C++:
     a timer gives Python a turn every SIGNAL_CHECK_MS. False where handlers cannot be installed
     (not the main thread)."""
@@ -74,6 +74,8 @@ def quit_on_signals(app) -> bool:  # type: ignore[no-untyped-def]
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    if hasattr(signal, "SIGHUP"):  # the terminal closed: an animation export in flight goes too
+        signal.signal(signal.SIGHUP, on_signal)
     timer = QTimer(app)
     timer.timeout.connect(lambda: None)
     timer.start(SIGNAL_CHECK_MS)

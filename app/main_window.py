@@ -43,7 +43,12 @@ from gpu.results import RunResult
 from . import settings
 from .accessibility import name_widgets
 from .actions import make_action
-from .background import LatestOnly, read_elsewhere, stop_compute_process
+from .background import (
+    LatestOnly,
+    read_elsewhere,
+    start_compute_process,
+    stop_compute_process,
+)
 from .controls import ControlsPanel
 from .explain import ExplainPane
 from .file_menu import FileMenu
@@ -111,6 +116,7 @@ class MainWindow(QMainWindow):
     ) -> None:
         super().__init__()
         sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_S))
+        start_compute_process()  # from this (the main) thread: see app.background
         self.setObjectName("mainWindow")
         self.setWindowTitle("Tilescope — the attention memory wall")
         self.setWindowIcon(QIcon(str(icon_path())))
@@ -960,7 +966,10 @@ class MainWindow(QMainWindow):
                 dialog.close()
             self.runner.shutdown()
             self.state.detach()
-            stop_compute_process()  # a large open in flight would hold the close for seconds
+            # A large open in flight would hold the close for seconds: its read stops (the
+            # compute process) and its result is moot (the reader is left to finish alone).
+            stop_compute_process()
+            self.file_menu.reader.abandon()
             self.wait_for_background()
         super().closeEvent(event)
 

@@ -23,7 +23,14 @@ open. `--backend model` (the default) answers from the cost model (app.state.cos
    (default --seq-max; the store is cleared first), a 4000×2500 PNG export of the plots, and
    opening the shipped recording (resources/recorded/h200_sweep.json). Target: no gap over
    50 ms. `slowest_events` in the JSON lists the longest events behind each stall.
-4. Cold start (--starts runs): a fresh process imports the app, builds and shows the window; the
+4. Longest GUI-thread stall under load (`--only storm,failed_export`), with the same heartbeat:
+   a config storm of --storm-s seconds (every 50–150 ms a random change of heads, dtype, N or
+   the tab shown, as a user trying things fast; on --backend cpu the runs are real NumPy work
+   competing for the machine's cores), and --failed-exports PNG exports of the plots at
+   4000×2500 that fail as on a full disk (the process may write files of 64 KiB at most, so the
+   write fails with EFBIG, the way ENOSPC does). Target: no gap over 50 ms; a failing export as
+   quiet as a succeeding one.
+5. Cold start (--starts runs): a fresh process imports the app, builds and shows the window; the
    sample is the wall time from launching it to the window's first paint. Target: ≤ 2 s.
 
 Prints a short table last; `--out` also writes every sample as JSON.
@@ -489,6 +496,88 @@ def stall_open(app, window) -> dict:  # type: ignore[no-untyped-def]
     }
 
 
+def stall_storm(app, window, seconds: float, seed: int = 1) -> dict:  # type: ignore[no-untyped-def]
+    """Random config changes every 50-150 ms for `seconds` (heads, dtype, N, the tab shown)."""
+    import random
+
+    rng = random.Random(seed)
+    controls = window.controls
+    scale = list(controls.seq_scale)
+    changes = {"heads": 0, "dtype": 0, "seq_len": 0, "tab": 0}
+    with Heartbeat() as beat:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            what = rng.choice(tuple(changes))
+            changes[what] += 1
+            if what == "tab":
+                window.tabs.setCurrentIndex(rng.randrange(window.tabs.count()))
+            else:
+                cfg = window.config
+                value = {
+                    "heads": lambda: rng.choice((1, 2, 4, 8, 12, 16, 24, 32)),
+                    "dtype": lambda: rng.choice(("fp16", "bf16", "fp32")),
+                    "seq_len": lambda: rng.choice(scale[: max(1, len(scale) * 2 // 3)]),
+                }[what]()
+                controls.set_config(cfg.with_(**{what: value}))
+            spin(app, rng.uniform(0.05, 0.15))
+        window.tabs.setCurrentIndex(0)
+        wait_idle(app, window)
+    gaps = sorted(beat.gaps)
+    return {
+        "max_heartbeat_gap_ms": beat.max_gap,
+        "p99_heartbeat_gap_ms": gaps[int(0.99 * (len(gaps) - 1))] if gaps else 0.0,
+        "gaps_over_50_ms": sum(g > 50 for g in gaps),
+        "changes": changes,
+        "seconds": seconds,
+        "slowest_events": beat.slowest,
+    }
+
+
+def stall_failed_export(app, window, folder: str, count: int) -> dict:  # type: ignore[no-untyped-def]
+    """PNG exports that fail the way a full disk fails them: files are limited to 64 KiB
+    (RLIMIT_FSIZE, SIGXFSZ ignored), so the write of a 4000×2500 picture raises EFBIG."""
+    import resource
+    import signal
+
+    from app.file_menu import ExportRequest
+
+    show_tab(app, window, 0)
+    wait_idle(app, window)
+    fm = window.file_menu
+    ended: list[str] = []
+    fm.exported.connect(ended.append)
+    fm.exportFailed.connect(ended.append)
+    old_limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    failed = 0
+    seconds = []
+    try:
+        with Heartbeat() as beat:
+            for k in range(count):
+                path = os.path.join(folder, f"full_{k}.png")
+                ended.clear()
+                resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, old_limit[1]))
+                t0 = time.perf_counter()
+                started = fm.export(ExportRequest("plots_png", path, size=(4000, 2500)))
+                if started:
+                    wait_until(app, lambda: bool(ended), 120)
+                seconds.append(time.perf_counter() - t0)
+                resource.setrlimit(resource.RLIMIT_FSIZE, old_limit)
+                failed += not os.path.exists(path)
+                spin(app, 0.2)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, old_limit)
+        signal.signal(signal.SIGXFSZ, old_handler)
+    return {
+        "max_heartbeat_gap_ms": beat.max_gap,
+        "exports": count,
+        "failed_as_expected": failed,
+        "banner": window.banner.message,
+        "seconds": _summary(seconds),
+        "slowest_events": beat.slowest,
+    }
+
+
 def bench_cold_start(runs: int) -> list[float]:
     samples = []
     env = dict(os.environ, TILESCOPE_BENCH_CHILD="1", QT_QPA_PLATFORM="offscreen")
@@ -570,6 +659,8 @@ def table(report: dict) -> str:
         ("stall_sweep", "longest stall: sweep"),
         ("stall_export", "longest stall: 4000×2500 PNG export"),
         ("stall_open", "longest stall: open h200_sweep.json"),
+        ("stall_storm", "longest stall: config storm"),
+        ("stall_failed_export", "longest stall: PNG export failing"),
     ):
         if key in r:
             rows.append((name, None, None, r[key]["max_heartbeat_gap_ms"], "≤ 50 ms"))
@@ -583,7 +674,7 @@ def table(report: dict) -> str:
     return "\n".join(lines)
 
 
-SCENARIOS = ("slider", "changes", "stalls", "cold")
+SCENARIOS = ("slider", "changes", "stalls", "storm", "failed_export", "cold")
 
 
 def main() -> int:
@@ -598,6 +689,8 @@ def main() -> int:
     parser.add_argument("--change-n", type=int, default=32768)
     parser.add_argument("--changes", type=int, default=6, help="heads and dtype changes each")
     parser.add_argument("--starts", type=int, default=5)
+    parser.add_argument("--storm-s", type=float, default=60.0, help="length of the config storm")
+    parser.add_argument("--failed-exports", type=int, default=5, help="failing PNG exports")
     parser.add_argument("--only", default=",".join(SCENARIOS), help=f"of {','.join(SCENARIOS)}")
     parser.add_argument("--out", default="", help="write every sample as JSON here")
     parser.add_argument(
@@ -644,6 +737,12 @@ def main() -> int:
             results["stall_sweep"] = stall_sweep(app, window, args.sweep_max or args.seq_max)
             results["stall_export"] = stall_export(app, window, folder)
             results["stall_open"] = stall_open(app, window)
+        if "storm" in only:
+            results["stall_storm"] = stall_storm(app, window, args.storm_s)
+        if "failed_export" in only:
+            results["stall_failed_export"] = stall_failed_export(
+                app, window, folder, args.failed_exports
+            )
         window.close()
         spin(app, 0.2)
     if "cold" in only and args.starts > 0:

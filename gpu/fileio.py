@@ -228,11 +228,36 @@ _in_flight_lock = threading.Lock()
 
 
 def write_target(path: str | os.PathLike[str]) -> Path:
-    """Where a write to `path` lands: the final target of a symlink, else `path` itself."""
+    """Where a write to `path` lands: the final target of a symlink, else `path` itself.
+    FileWriteError when the system cannot even look at it (a name too long)."""
     target = Path(path)
-    if target.is_symlink():
-        return Path(os.path.realpath(target))
+    try:
+        if target.is_symlink():
+            return Path(os.path.realpath(target))
+    except OSError as exc:
+        raise FileWriteError(f"cannot write {target}: {exc.strerror or exc}") from exc
     return target
+
+
+def _name_max(folder: Path) -> int:
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
+
+
+def check_name(target: Path, suffix: str = "") -> None:
+    """FileWriteError when `target`'s name is too long for its folder once the temporary file
+    beside it adds its own characters (".<name>.XXXXXXXX.part<suffix>")."""
+    folder = target.parent if str(target.parent) else Path(".")
+    extra = len(f"..XXXXXXXX{_PART_SUFFIX}{suffix}".encode())
+    longest = _name_max(folder) - extra
+    size = len(os.fsencode(target.name))
+    if size > longest:
+        raise FileWriteError(
+            f"cannot write {target.name[:40]}…: the file name is {size} bytes, at most "
+            f"{longest} fit here"
+        )
 
 
 def check_writable(path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
@@ -272,6 +297,7 @@ def new_partial_file(target: str | os.PathLike[str], suffix: str = "") -> str:
     `discard_partial_file` ends it."""
     target = Path(target)
     folder = target.parent if str(target.parent) else Path(".")
+    check_name(target, suffix)
     try:
         fd, tmp = tempfile.mkstemp(
             prefix=f".{target.name}.", suffix=_PART_SUFFIX + suffix, dir=folder
@@ -391,16 +417,19 @@ _installed = False
 
 
 def remove_partial_files_on_signals() -> bool:
-    """Install SIGTERM and SIGINT handlers (and an exit hook) that delete temporary files in
-    flight, then do what the signal would have done: SIGINT raises KeyboardInterrupt, SIGTERM
-    ends the process with status 143. Call from the main thread; returns False where signal
-    handlers cannot be installed (another thread, an embedding host)."""
+    """Install SIGTERM, SIGHUP and SIGINT handlers (and an exit hook) that delete temporary
+    files in flight, then do what the signal would have done: SIGINT raises KeyboardInterrupt,
+    SIGTERM and SIGHUP (the terminal closed) end the process with status 143 and 129. Call
+    from the main thread; returns False where signal handlers cannot be installed (another
+    thread, an embedding host)."""
     global _installed
     if _installed:
         return True
     try:
         signal.signal(signal.SIGTERM, _on_sigterm)
         signal.signal(signal.SIGINT, _on_sigint)
+        if hasattr(signal, "SIGHUP"):
+            signal.signal(signal.SIGHUP, _on_sigterm)
     except (ValueError, OSError, AttributeError):
         return False
     atexit.register(remove_partial_files)

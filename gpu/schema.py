@@ -394,12 +394,27 @@ class TraceDoc(_Doc):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        self._check_block_times()
         if self.level == KERNEL_LEVEL:
             self._check_kernel_level()
         else:
             self._check_block_level()
         if self.role_marks or self.roles:
             self._check_roles()
+
+    def _check_block_times(self) -> None:
+        """Every block ends no earlier than it starts, its phases begin within it, and no block
+        id appears twice (a view keys its lanes and its detail on them)."""
+        seen: set[int] = set()
+        for k, (block, _, start, end, _, flat) in enumerate(self.blocks):
+            if end < start:
+                raise _field_error(f"blocks[{k}]", f"ends at {end} ns, before it starts ({start})")
+            offsets = flat[2::3]
+            if offsets and max(offsets) > end - start:
+                raise _field_error(f"blocks[{k}]", "a phase begins after its block's end")
+            if block in seen:
+                raise _field_error(f"blocks[{k}]", f"block {block} appears twice")
+            seen.add(block)
 
     def _check_roles(self) -> None:
         if self.level != BLOCK_LEVEL:

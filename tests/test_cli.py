@@ -193,12 +193,14 @@ def no_runs(monkeypatch):
     ("budget", "message"),
     [
         ("inf", "not a finite size"),
-        ("1e400", "not a finite size"),
+        ("1e400", "more than 2^63 - 1 bytes"),
         ("nan", "not a finite size"),
-        ("0.5B", "less than one byte"),
+        ("0.5B", "not a whole number of bytes"),
+        ("1.5B", "not a whole number of bytes"),
         ("-1GB", "must be positive"),
         ("0", "must be positive"),
-        ("1e30", "more than 2^63 bytes"),
+        ("1e30", "more than 2^63 - 1 bytes"),
+        ("9223372036854775808", "more than 2^63 - 1 bytes"),
         ("12QB", "is not a size"),
     ],
 )
@@ -213,6 +215,7 @@ def test_budget_sizes_in_every_unit():
     assert main._bytes("1.5 KiB") == 1536
     assert main._bytes("1e9") == 10**9
     assert main._bytes("2B") == 2
+    assert main._bytes("9223372036854775807") == 2**63 - 1  # exact, not rounded to 2^63
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,236 @@
+"""How the program ends and what it does at the edges: Ctrl+C to the process group, SIGHUP,
+a signal while the interpreter shuts down, a closed pipe, a window closed during a large open,
+file names too long for the system, sizes in exact bytes, tiny times, folder names given as
+files, and traces whose blocks contradict themselves."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+import main as cli
+from gpu.recording import recording_from_document
+from tests.document_mutations import BASE, BASE_TEXT
+from tests.test_child_processes import _alive, _start, _wait_for_children
+from tests.test_child_processes import large_file as large_file  # the fixture
+from tests.test_open_files import open_and_wait
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# ------------------------------------------------------------------------- signals and exits
+
+
+def test_ctrl_c_to_the_process_group_ends_the_window_with_130_and_no_traceback(tmp_path):
+    config = tmp_path / "config"
+    (config / "Tilescope").mkdir(parents=True)
+    (config / "Tilescope" / "Tilescope.conf").write_text("[controls]\nseq_len=512\n")
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", XDG_CONFIG_HOME=str(config))
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "main.py")], cwd=tmp_path, env=env, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    kids = _wait_for_children(proc, 2)
+    time.sleep(1.0)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl+C does
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err.decode()
+    assert b"Traceback" not in err and b"KeyboardInterrupt" not in err, err.decode()
+    deadline = time.monotonic() + 5
+    while _alive(kids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(kids)
+
+
+def test_sighup_ends_the_window_with_129_and_no_traceback(tmp_path):
+    proc = _start([], tmp_path, {"seq_len": 512})
+    _wait_for_children(proc, 2)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGHUP)
+    assert proc.wait(30) == 129
+
+
+def test_sighup_on_the_command_line_removes_a_partial_file_and_exits_129(tmp_path):
+    script = textwrap.dedent(f"""
+        import os, signal, sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        from gpu.fileio import new_partial_file, remove_partial_files_on_signals
+        remove_partial_files_on_signals()
+        tmp = new_partial_file({str(tmp_path / "target.gif")!r}, ".gif")
+        print(tmp, flush=True)
+        time.sleep(30)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    partial = proc.stdout.readline().strip()
+    assert os.path.exists(partial)
+    proc.send_signal(signal.SIGHUP)
+    assert proc.wait(10) == 129
+    assert not os.path.exists(partial)
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_while_the_interpreter_shuts_down_exits_with_its_status(signum, status):
+    """main has returned and the exit hooks are running (a slow one here) when the signal
+    comes: the status is 128 + the signal's number, not a death by the signal (-15, -2)."""
+    script = textwrap.dedent(f"""
+        import atexit, sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        from gpu import exit_status
+        exit_status.finish_at_exit()
+        atexit.register(time.sleep, 1.5)  # runs before finish_at_exit's hook
+        exit_status.shutting_down(0)
+        print("down", flush=True)
+        sys.exit(0)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "down"
+    time.sleep(0.5)
+    proc.send_signal(signum)
+    assert proc.wait(10) == status
+
+
+def test_no_signal_while_shutting_down_keeps_mains_status():
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from gpu import exit_status
+        exit_status.finish_at_exit()
+        exit_status.shutting_down(2)
+        print("partial line without newline", end="")
+        sys.exit(2)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert out.returncode == 2 and out.stdout == "partial line without newline"
+
+
+def test_model_into_a_closed_pipe_exits_0_quietly():
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "main.py"), "model", "--seq", "4096"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    proc.stdout.readline()
+    proc.stdout.close()  # `| head -n1`
+    err = proc.stderr.read()
+    assert proc.wait(30) == 0, err
+    assert b"Broken pipe" not in err and b"Traceback" not in err
+
+
+# ------------------------------------------------------------------------- the window
+
+
+def test_closing_the_window_during_a_large_open_is_prompt_and_quiet(
+    qtbot, make_window, large_file, capfd
+):
+    window = make_window()
+    window.file_menu.open_file(str(large_file))
+    child = None
+    deadline = time.monotonic() + 30
+    while child is None and time.monotonic() < deadline:  # the compute process is reading
+        qtbot.wait(20)
+        kids = [p for p in psutil.Process().children() if "spawn_main" in " ".join(p.cmdline())]
+        if kids and kids[0].memory_info().rss > 120e6:
+            child = kids[0]
+    t0 = time.perf_counter()
+    window.close()
+    closed_in = time.perf_counter() - t0
+    qtbot.wait(500)  # whatever the stopped job reports lands now
+    assert closed_in < 1.5, f"the close took {closed_in:.1f} s"
+    err = capfd.readouterr().err
+    assert "Signal source has been deleted" not in err and "Traceback" not in err
+
+
+def test_a_successful_open_clears_an_earlier_files_refusal(qtbot, make_window, tmp_path):
+    window = make_window()
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    assert not open_and_wait(qtbot, window, bad)
+    assert window.banner.message.startswith("Could not open bad.json")
+    good = tmp_path / "good.json"
+    good.write_text(BASE_TEXT)
+    assert open_and_wait(qtbot, window, good)
+    assert not window.banner.message
+
+
+def test_an_export_name_too_long_for_the_system_gives_a_message(qtbot, make_window, tmp_path):
+    from app.file_menu import ExportRequest
+
+    window = make_window()
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    for kind in ("plots_png", "plots_csv", "plots_svg"):
+        path = folder / ("x" * 300 + ".png")
+        assert not window.file_menu.export(ExportRequest(kind, str(path)))
+        assert "file name" in window.banner.message or "too long" in window.banner.message
+    assert not list(folder.iterdir())
+
+
+# ------------------------------------------------------------------------- the command line
+
+
+def _run(capsys, *args: str) -> tuple[int, str, str]:
+    code = cli.main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize("length", [250, 300, 5000])
+def test_an_out_name_too_long_exits_2_with_one_line(capsys, tmp_path, length):
+    name = str(tmp_path / ("r" * length + ".json"))
+    code, out, err = _run(capsys, "bench", "--backend", "cpu", "--seq", "64", "--out", name)
+    assert code == 2 and err.count("\n") == 1 and not out
+    png = str(tmp_path / ("r" * length + ".png"))
+    code, _, err = _run(capsys, "render", "--seq", "256", "--out", png)
+    assert code == 2 and err.count("\n") == 1
+
+
+def test_explain_with_an_empty_open_is_refused(capsys):
+    code, out, err = _run(capsys, "explain", "--seq", "1024", "--open", "")
+    assert code == 2 and "--open needs a file name" in err and not out
+
+
+def test_render_to_a_name_ending_in_a_slash_is_refused_and_writes_nothing(capsys, tmp_path):
+    os.chdir(tmp_path)
+    code, _, err = _run(capsys, "render", "--seq", "256", "--out", "r.png/")
+    assert code == 2 and "not a folder" in err
+    assert not (tmp_path / "r.png").exists()
+
+
+def test_explain_prints_a_picosecond_time_in_plain_decimals():
+    assert cli._ms(3e-9) == "0.000000003000"
+    assert cli._ms(1e-9) == "0.000000001000"
+    assert "e" not in cli._ms(0.000123)
+
+
+# ------------------------------------------------------------------------- traces
+
+
+def _with_block(change) -> dict:
+    doc = json.loads(BASE_TEXT)
+    change(doc["traces"][0]["blocks"])
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("case", "change", "message"),
+    [
+        ("ends before it starts", lambda b: b[0].__setitem__(3, b[0][2] - 1), "before it starts"),
+        ("phase past its end", lambda b: b[0][5].__setitem__(-1, 10**9), "after its block's end"),
+        ("duplicate id", lambda b: b[1].__setitem__(0, b[0][0]), "appears twice"),
+    ],
+)
+def test_a_trace_whose_blocks_contradict_themselves_is_refused(case, change, message):
+    with pytest.raises(ValueError, match=message):
+        recording_from_document(_with_block(change), "t.json")
+
+
+def test_the_base_trace_is_valid():
+    assert recording_from_document(json.loads(json.dumps(BASE)), "t.json").traces
