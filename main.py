@@ -692,7 +692,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     unknown = [a for a in algos if a not in known]
     if unknown:
         raise UsageError(f"--algo {','.join(unknown)}: the cost model does not know it")
-    gpu = GPUS[args.gpu] if args.gpu else roofline.device_gpu(device)
+    gpu = GPUS[args.gpu] if args.gpu else roofline.device_gpu(device, results.values())
     smem = device.details.get("smem_per_block_optin_bytes") if device else None
     explanation = roofline.explain(cfg, algos, gpu, results, smem)
     if args.json:
@@ -711,12 +711,27 @@ def _ms(value) -> str:
     return f"{value:,.0f}" if value >= 999.95 else f"{value:#.4g}"  # 999.96 is not "1000."
 
 
+def _roof_text(v) -> str:
+    """'hbm', or 'xu=tensor' when two roofs tie (within 5 %)."""
+    return "=".join(v.ties)
+
+
+def _shares_text(v) -> str:
+    """'xu 60%, tensor 59%, hbm 1%': the share of each roof's peak the kernel ran at."""
+    shares = sorted(v.roof_share.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{name} {share:.0%}" for name, share in shares)
+
+
 def _print_explanation(e, source: str | None) -> None:
     print(f"{e.config.label()} on the {e.gpu.label} roofline")
     print("  roofs: " + "; ".join(r.label for r in e.roofs.values()))
+    if e.gpu.clock_hz and e.gpu.kind == "gpu":
+        how = "measured" if e.gpu.clock_measured else "datasheet"
+        print(f"  clock: {e.gpu.clock_hz / 1e9:.3f} GHz, {how} ({e.gpu.clock_source})")
     print(
         f"  {'algorithm':<14} {'kernel':<10} {'DRAM bytes':>10} {'source':<8} "
-        f"{'FLOP/B':>9} {'bound':<8} {'roof':<7} {'roofline ms':>11} {'measured ms':>11}"
+        f"{'FLOP/B':>9} {'bound':<8} {'roof':<12} {'roofline ms':>11} {'measured ms':>11}  "
+        "share of each roof's peak"
     )
     for a in e.algorithms:
         rows = [(a.algorithm, "", a)] + [("", k.name, k) for k in a.kernels]
@@ -725,10 +740,11 @@ def _print_explanation(e, source: str | None) -> None:
         for name, kernel, v in rows:
             intensity = v.intensity
             ai = "" if intensity is None else f"{intensity:,.1f}"
+            bound = "tie" if v.tie and v.bound == "compute" else v.bound
             print(
                 f"  {name:<14} {kernel:<10} {_fmt_bytes(v.dram_bytes if kernel else v.bytes):>10} "
-                f"{v.bytes_source:<8} {ai:>9} {v.bound:<8} {v.roof:<7} "
-                f"{_ms(v.roofline_ms):>11} {_ms(v.measured_ms):>11}"
+                f"{v.bytes_source:<8} {ai:>9} {bound:<8} {_roof_text(v):<12} "
+                f"{_ms(v.roofline_ms):>11} {_ms(v.measured_ms):>11}  {_shares_text(v)}"
             )
     for pair, ratio in e.naive_ratios.items():
         measured = "" if ratio["measured"] is None else f"measured {ratio['measured']:,.0f}×, "
@@ -740,7 +756,7 @@ def _print_explanation(e, source: str | None) -> None:
         "  FLOP/B: useful FLOPs (4·B·h·N²·d, halved when causal) per DRAM byte; source: "
         "measured (hardware counters"
         + (f" in {source})" if source else ")")
-        + " or model (the cost model's L2-aware estimate)"
+        + " or model (the cost model's L2-aware estimate). Roofs within 5 % are a tie (a=b)."
     )
 
 

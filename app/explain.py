@@ -43,11 +43,49 @@ from .theme import DARK, Palette
 #: How the pane says which roof binds.
 ROOF_BINDS = {
     "hbm": "HBM bandwidth binds",
+    "dram": "memory bandwidth binds",
     "l2": "L2 bandwidth binds",
     "tensor": "the tensor cores bind",
+    "mma_sync": "the tensor cores bind (at mma.sync's rate)",
     "fp32": "the fp32 CUDA cores bind",
     "xu": "the exponential unit binds",
 }
+#: How the pane names a roof in a tie or a distance.
+ROOF_NAMES = {
+    "hbm": "HBM",
+    "dram": "memory",
+    "l2": "L2",
+    "tensor": "tensor cores",
+    "mma_sync": "tensor cores (mma.sync)",
+    "fp32": "fp32",
+    "xu": "exponential unit",
+}
+
+TIE_NAMES = {
+    "hbm": "HBM bandwidth",
+    "dram": "memory bandwidth",
+    "l2": "L2 bandwidth",
+    "tensor": "the tensor cores",
+    "mma_sync": "the tensor cores (mma.sync)",
+    "fp32": "the fp32 CUDA cores",
+    "xu": "the exponential unit",
+}
+
+
+def binds_text(ties: tuple[str, ...]) -> str:
+    """'HBM bandwidth binds', or 'a tie: the tensor cores and the exponential unit (within
+    5 %), neither binds alone'."""
+    if len(ties) == 1:
+        return ROOF_BINDS.get(ties[0], ties[0])
+    names = " and ".join(TIE_NAMES.get(r, r) for r in ties)
+    return f"a tie of {names} (within 5 %): no single unit binds"
+
+
+def shares_text(shares: Mapping[str, float]) -> str:
+    """'at 61 % of the exponential unit's peak, 60 % of the tensor cores', ...: how far the
+    measured kernel is from every roof."""
+    ranked = sorted(shares.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{ROOF_NAMES.get(r, r)} {s:.0%}" for r, s in ranked)
 
 
 @dataclass(frozen=True)
@@ -68,8 +106,8 @@ class ExplainInputs:
         return cls(
             config=s.config,
             algorithms=s.algorithms,
-            gpu=s.target_gpu,
-            gpu_label=s.target_gpu_label,
+            gpu=s.roof_device,
+            gpu_label=s.roof_device_label,
             budget_bytes=s.budget.line_bytes,
             budget_name=s.budget_name,
             results=tuple((results or {}).items()),
@@ -250,21 +288,24 @@ def _kernel_line(k: KernelVerdict, causal: bool, note) -> str:  # type: ignore[n
     timing = f"roofline {fmt_ms(k.roofline_ms)}"
     if k.measured_ms:
         timing += f", measured {fmt_ms(k.measured_ms)}"
+    share = f" Share of each roof's peak: {shares_text(k.roof_share)}." if k.roof_share else ""
     return (
-        f"{escape(k.name)}: {k.roof.upper() if k.roof in ('hbm', 'l2') else k.roof} binds "
-        f"({k.bound}); {timing}. {note(_figures(k, causal))}"
+        f"{escape(k.name)}: {binds_text(k.ties)} ({k.bound}); {timing}.{share} "
+        f"{note(_figures(k, causal))}"
     )
 
 
 def _verdict_line(v: AlgorithmVerdict, name, note) -> str:  # type: ignore[no-untyped-def]
     source = "measured by the hardware counters" if v.bytes_source == MEASURED else "the model's"
     line = (
-        f"{name(v.algorithm)}: <b>{v.bound}-bound</b> — {ROOF_BINDS.get(v.roof, v.roof)}; "
+        f"{name(v.algorithm)}: <b>{v.bound}-bound</b> — {binds_text(v.ties)}; "
         f"roofline {fmt_ms(v.roofline_ms)}"
     )
     if v.measured_ms:
         line += f", measured {fmt_ms(v.measured_ms)}"
         line += f" ({v.roofline_ms / v.measured_ms:.0%} of the roofline's speed)"
+        if len(v.kernels) == 1 and v.roof_share:
+            line += f"; share of each roof's peak: {shares_text(v.roof_share)}"
     whole = ""
     if len(v.kernels) > 1 and v.intensity:
         whole = f"{fmt_intensity(v.intensity)} useful FLOP per DRAM byte in all; "

@@ -435,14 +435,14 @@ def test_a_recorded_run_is_not_measured_again(qtbot, profiled_window):
 # ------------------------------------------------------------------------- units
 
 
-def test_capacities_say_gib_and_device_bytes_say_gb(qtbot, profiled_window):
+def test_capacities_and_device_bytes_both_say_decimal_gb(qtbot, profiled_window):
     _drawn(qtbot, profiled_window)
     plots = profiled_window.plots
-    assert plots.roofline.title == "Roofline: H200 SXM, 141 GiB"
+    assert plots.roofline.title == "Roofline: H200 SXM, 141 GB"  # the datasheet's figure
     assert plots.budget_line.text == "this device: 150 GB"  # 150,109,880,320 B
     combo = profiled_window.controls.budget
     texts = [combo.itemText(i) for i in range(combo.count())]
-    assert "H200 SXM, 141 GiB" in texts and not any(t.endswith(" GB") and "," in t for t in texts)
+    assert "H200 SXM, 141 GB" in texts and not any("GiB" in t for t in texts)
     spin = profiled_window.controls.custom_gb
     assert spin.suffix().strip() == "GB" and "10⁹" in spin.toolTip()
 

@@ -52,7 +52,9 @@ def result(algorithm: str, times: dict[str, float], measured: dict | None = None
 
 def test_roofs_are_hbm_and_the_compute_units_and_l2_once_its_bandwidth_is_known():
     unknown = dataclasses.replace(H200, l2_bandwidth_bytes_s=None)
-    assert set(roofline.roofs(unknown)) == {roofline.HBM, "tensor", "fp32", roofline.XU}
+    assert set(roofline.roofs(unknown)) == {
+        roofline.HBM, "tensor", roofline.MMA, "fp32", roofline.XU
+    }  # fmt: skip
     assert roofline.L2 in roofline.roofs(H200)  # measured on an H200: in the table
     with_l2 = with_measured_l2(unknown, 9e12, "measured")
     roofs = roofline.roofs(with_l2)
@@ -67,7 +69,7 @@ def test_model_only_naive_is_memory_bound_and_fused_kernels_compute_bound_on_the
     for fused in (TILED_MMA, TILED_WGMMA):
         v = e.algorithm(fused)
         assert v.bytes_source == roofline.MODEL
-        assert v.bound == "compute" and v.roof in ("tensor", roofline.XU)
+        assert v.bound == "compute" and v.roof in ("tensor", roofline.MMA, roofline.XU)
         assert v.bytes == compulsory_cost(CONFIG, fused).hbm_bytes  # the L2-aware estimate
     # the readable kernel is judged against the fp32 CUDA cores, not the tensor cores
     assert e.algorithm(TILED).roof == "fp32"
@@ -149,11 +151,12 @@ def test_a_result_for_another_config_or_an_oom_is_not_used():
     assert v.measured_ms is None and v.bytes_source == roofline.MODEL
 
 
-def test_measured_tensor_activity_is_a_share_of_sm_cycles():
+def test_measured_tensor_activity_is_a_share_of_the_four_tensor_pipes_of_every_sm():
+    """sm__pipe_tensor_cycles_active counts busy sub-partition cycles: four per SM."""
     mma = result(TILED_MMA, {"flash_fwd": 1.0}, {"flash_fwd": (1e8, 1e7, 6e9)})
     k = roofline.algorithm_verdict(CONFIG, TILED_MMA, H200, mma).kernels[0]
     clock = 2_000_000 / 1.1e-3  # the sampled window's cycles per second
-    assert k.tensor_active == pytest.approx(1_000_000 / (132 * clock * 1e-3))
+    assert k.tensor_active == pytest.approx(1_000_000 / (4 * 132 * clock * 1e-3))
 
 
 def test_the_explanation_is_plain_json():
