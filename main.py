@@ -661,7 +661,7 @@ def _add_explain_parser(sub) -> None:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from gpu import roofline
-    from gpu.costmodel import GPUS, algorithm_cost
+    from gpu.costmodel import GPUS, algorithm_cost, traffic_band
 
     cfg = _config(args, args.seq)
     results: dict = {}
@@ -692,11 +692,16 @@ def cmd_explain(args: argparse.Namespace) -> int:
     unknown = [a for a in algos if a not in known]
     if unknown:
         raise UsageError(f"--algo {','.join(unknown)}: the cost model does not know it")
+    from app.state.current_point import current_point  # Qt-free: the app's own figures
+
     gpu = GPUS[args.gpu] if args.gpu else roofline.device_gpu(device, results.values())
     smem = device.details.get("smem_per_block_optin_bytes") if device else None
-    explanation = roofline.explain(cfg, algos, gpu, results, smem)
+    bands = {a: traffic_band(cfg, a, gpu, smem) for a in algos}
+    reported = device.memory_total_bytes if device is not None and not args.gpu else None
+    point = current_point(cfg, algos, gpu, results, bands, reported)
+    explanation = point.explanation
     if args.json:
-        print(json.dumps(explanation.to_dict()))
+        print(json.dumps({**explanation.to_dict(), "figures": point.to_dict()}))
         return 0
     _print_explanation(explanation, args.explain_open)
     return 0
@@ -748,10 +753,23 @@ def _print_explanation(e, source: str | None) -> None:
             )
     for pair, ratio in e.naive_ratios.items():
         measured = "" if ratio["measured"] is None else f"measured {ratio['measured']:,.0f}×, "
+        if ratio.get("model_over_measured") is not None:
+            measured = (
+                f"naive's model over the measured {pair.split('/')[1]} "
+                f"{ratio['model_over_measured']:,.0f}×, "
+            )
         print(
             f"  DRAM bytes {pair}: {measured}model {ratio['model_l2_aware']:,.0f}× (L2-aware), "
             f"{ratio['model_no_reuse']:,.1f}× (no reuse)"
         )
+    for a in e.algorithms:
+        check = a.model_over_measured
+        if check is not None and not 0.8 <= check <= 1.25:
+            model = _fmt_bytes(a.model_bytes["l2_aware"])
+            print(
+                f"  model check, {a.algorithm}: the L2-aware model's {model} is {check:.2f}× "
+                f"the {_fmt_bytes(a.bytes)} the counters measured"
+            )
     print(
         "  FLOP/B: useful FLOPs (4·B·h·N²·d, halved when causal) per DRAM byte; source: "
         "measured (hardware counters"

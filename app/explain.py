@@ -1,7 +1,9 @@
 """The explain pane: the lesson's formulas with the current numbers, and the roofline verdicts.
 
-The verdicts are gpu.roofline's (`explain`): per kernel, the roof that binds (HBM, L2, tensor
-cores, fp32 CUDA cores or the exponential unit) and so whether it is memory- or compute-bound,
+The verdicts are the current point's (app/state/current_point.py, gpu.roofline inside): per
+kernel, the roof that binds (HBM, L2, tensor cores at the rate of the instruction the kernel
+issues, fp32 CUDA cores or the exponential unit, or a tie of two within 5 %), each roof's share
+of its peak, and so whether it is memory- or compute-bound,
 from the bytes the hardware counters measured where the current point was profiled and from
 the cost model's L2-aware estimate otherwise; every byte figure says which. When a measurement
 arrives, the verdict is the measured one. FLOPs are named: useful (4·B·h·N²·d, halved under a
@@ -30,11 +32,12 @@ from gpu.costmodel import (
     stats_bytes,
 )
 from gpu.results import RunResult
-from gpu.roofline import MEASURED, AlgorithmVerdict, Explanation, KernelVerdict, explain
+from gpu.roofline import MEASURED, AlgorithmVerdict, Explanation, KernelVerdict
 
 from .background import LatestOnly
 from .pacing import EXPLAIN_MS, coalesced
 from .state.app_state import AppState, Change
+from .state.current_point import current_point
 from .state.family import cache_config
 from .state.model_cache import band, cost
 from .state.units import fmt_bytes, fmt_flops, fmt_int, fmt_intensity, fmt_ms
@@ -154,7 +157,7 @@ def explanation(inp: ExplainInputs) -> Explanation:
         if cache_config(r.config, a) == cache_config(inp.config, a)
     }
     bands = {a: band(inp.config, a, inp.gpu) for a in algos}  # memoized: a slider stop's
-    return explain(inp.config, algos, inp.gpu, results, bands=bands)
+    return current_point(inp.config, algos, inp.gpu, results, bands).explanation
 
 
 def explain_html(inp: ExplainInputs, palette: Palette = DARK) -> str:
@@ -236,11 +239,21 @@ def _ratio_line(e: Explanation, a: str, name) -> str:  # type: ignore[no-untyped
     """Naive's DRAM bytes over a fused kernel's: measured (counters) beside the model's."""
     r = e.naive_ratios[f"naive/{a}"]
     model = f"{r['model_l2_aware']:,.1f}× with the L2 cache, {r['model_no_reuse']:,.1f}× without"
+    v, n = e.algorithm(a), e.algorithm(NAIVE)
     if r["measured"] is not None:
-        v, n = e.algorithm(a), e.algorithm(NAIVE)
         return (
             f"DRAM traffic, naive ÷ {name(a)}: <b>{r['measured']:,.0f}× less, measured</b> "
-            f"({fmt_bytes(n.bytes)} vs {fmt_bytes(v.bytes)}, hardware counters; model: {model})"
+            f"({fmt_bytes(n.bytes)} vs {fmt_bytes(v.bytes)}, hardware counters, compulsory "
+            f"writes counted; model: {model})"
+        )
+    if r.get("model_over_measured") is not None:
+        check = v.model_over_measured
+        return (
+            f"DRAM traffic, naive (model: not measured) ÷ {name(a)} (measured): "
+            f"<b>{r['model_over_measured']:,.0f}× less</b> ({fmt_bytes(n.bytes)} vs "
+            f"{fmt_bytes(v.bytes)}). The L2-aware model says {fmt_bytes(v.model_bytes['l2_aware'])}"
+            f" for {name(a)}, {check:.2f}× what the counters measured, so its {model} "
+            "overstates the gain here"
         )
     return f"DRAM traffic, naive ÷ {name(a)}: {model} (model; not measured here)"
 

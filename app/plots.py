@@ -34,7 +34,17 @@ from gpu.algorithms import ALGORITHMS, NAIVE, TILED, TILED_MMA, TILED_WGMMA
 from gpu.config import AttentionConfig
 from gpu.costmodel import FP32, TENSOR, GpuSpec
 from gpu.results import RunResult
-from gpu.roofline import DRAM, HBM, L2, MEASURED, MEMORY_ROOFS, MMA, XU, roofs
+from gpu.roofline import (
+    DRAM,
+    HBM,
+    L2,
+    MEASURED,
+    MEMORY_ROOFS,
+    MMA,
+    XU,
+    counted_dram_bytes,
+    roofs,
+)
 
 from .background import LatestOnly, in_process
 from .pacing import coalesced
@@ -548,7 +558,9 @@ class PlotsPanel(QWidget):
                 [lo for lo, _ in spread],
                 [hi for _, hi in spread],
             )
-            self.traffic.set_series(f"measured_{a}", ns, [r.measured_dram_bytes for r in ok])
+            # Measured DRAM bytes with the compulsory writes counted (some are still in L2
+            # when the counters' window closes): never below the band's compulsory edge.
+            self.traffic.set_series(f"measured_{a}", ns, [counted_dram_bytes(r) for r in ok])
         self._any_samples = any(
             t.strip.t_us for a in ALGOS for r in self._measured[a] for t in r.traffic
         )

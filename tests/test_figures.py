@@ -320,3 +320,111 @@ def test_the_strip_chart_draws_the_tensor_share_in_percent(qtbot):
     gemm = explained().algorithm(NAIVE).kernel("gemm_pv")
     # the busiest sample of the GEMMs, in percent of the pipes' peak: above their mean share
     assert gemm.tensor_active * 100 * 0.9 < top <= 100
+
+
+# --------------------------------------------------------------------------------------------
+# Compulsory writes, the model against the counters, and the current point
+
+
+def test_measured_bytes_count_the_compulsory_writes_still_in_l2():
+    e = explained(4096)
+    ws = e.algorithm("tiled_ws")
+    traffic = at(4096)["tiled_ws"].traffic[0]
+    assert traffic.dram_write_bytes < 1000  # O was still in L2 when the window closed
+    compulsory = algorithm_cost(e.config, "tiled_ws").bytes_written
+    assert ws.bytes == traffic.dram_read_bytes + compulsory
+    assert ws.kernels[0].deferred_write_bytes == compulsory - traffic.dram_write_bytes
+    for a in (TILED_MMA, TILED_WGMMA, "tiled_ws"):
+        v = explained(N).algorithm(a)
+        assert v.bytes >= v.model_bytes["compulsory"]
+
+
+def test_the_plots_measured_dram_dots_never_sit_below_the_compulsory_edge():
+    from gpu.costmodel import compulsory_cost
+
+    for r in sweep().results:
+        if r.traffic and r.algorithm in (NAIVE, TILED, TILED_MMA, TILED_WGMMA, "tiled_ws"):
+            floor = compulsory_cost(r.config, r.algorithm).hbm_bytes
+            assert roofline.counted_dram_bytes(r) >= floor * 0.97, (r.algorithm, r.config)
+
+
+def test_at_131072_the_ratio_uses_the_measured_fused_bytes_and_the_model_is_checked():
+    e = explained(131072)
+    ws = e.algorithm("tiled_ws")
+    r = e.naive_ratios["naive/tiled_ws"]
+    assert r["measured"] is None  # naive does not fit: never measured
+    assert r["model_over_measured"] == pytest.approx(e.algorithm(NAIVE).bytes / ws.bytes)
+    assert r["model_over_measured"] < r["model_l2_aware"] / 2  # the model's 1,531× overstates
+    assert ws.model_over_measured == pytest.approx(ws.model_bytes["l2_aware"] / ws.bytes)
+    assert ws.model_over_measured < 0.5
+
+
+def test_every_figure_of_the_current_point_has_a_unit_and_a_source():
+    data = explain_json()["figures"]
+    assert data["clock"]["source"] == "measured" and data["clock"]["unit"] == "Hz"
+    assert data["memory"]["value"] == 150_109_880_320
+    seen = 0
+    for a in data["algorithms"].values():
+        for f in a["figures"].values():
+            if f is None:
+                continue
+            seen += 1
+            assert f["unit"] and f["source"] in ("measured", "model", "datasheet", "nominal")
+            assert f["detail"]
+    for f in data["roofs"].values():
+        assert f["source"] in ("measured", "model", "datasheet", "nominal") and f["detail"]
+    assert data["roofs"]["l2"]["source"] == "nominal"
+    assert seen > 50
+
+
+def test_the_current_point_is_worked_out_once_per_config_and_results():
+    from app.state.current_point import current_point
+
+    results = at(N)
+    config = results[NAIVE].config
+    gpu = roofline.device_gpu(sweep().device, results.values())
+    one = current_point(config, (NAIVE, TILED_MMA), gpu, results)
+    assert current_point(config, (NAIVE, TILED_MMA), gpu, dict(results)) is one
+    fig = one.algorithm(TILED_MMA)
+    assert fig.dram_bytes.source == "measured" and fig.tile_loads.source == "model"
+    assert fig.tile_loads.value > 10 * fig.dram_bytes.value  # tile loads are not DRAM bytes
+    assert fig.lane_ms.value == pytest.approx(results[TILED_MMA].total_ms)
+
+
+def test_a_modeled_tiles_lane_plays_the_measurements_roofline_time():
+    from app.state.animation.player import Player
+    from app.state.model_cache import verdict
+
+    config = AttentionConfig(seq_len=N)
+    lane = Player(config, algorithms=(TILED_MMA,)).lane(TILED_MMA)
+    v = verdict(config, TILED_MMA, H200)
+    assert lane.total_time == pytest.approx(v.roofline_ms * 1e-3, rel=1e-9)
+    # not the tile loads at HBM speed
+    tile_loads = algorithm_cost(config, TILED_MMA).hbm_bytes / H200.bandwidth_bytes_s
+    assert lane.total_time < tile_loads * 0.9
+
+
+def test_the_tiles_banner_labels_tile_loads_as_the_model_beside_measured_dram(make_window, qtbot):
+    window = make_window(seq_len=4096)
+    qtbot.waitUntil(lambda: window.animation is not None, timeout=5000)
+    window.tabs.setCurrentWidget(window.animation)
+    anim = window.animation
+    window.open_recorded(str(SWEEP))
+    qtbot.waitUntil(lambda: window.state.value.replay, timeout=10_000)
+    window.state.update(config=window.config.with_(seq_len=N))
+    qtbot.waitUntil(
+        lambda: (
+            anim.player.config.seq_len == N
+            and all(lane.clock.measured for lane in anim.player.lanes)
+        ),
+        timeout=20_000,
+    )
+    anim.flush()
+    texts = {it.key: it.text for it in anim.canvas.text_items()}
+    banner = texts["header.verdict"]
+    assert "loads (model)" in banner and "DRAM (measured)" in banner
+    other = next(lane.algorithm for lane in anim.player.lanes if lane.algorithm != NAIVE)
+    e = explained()
+    ratio = e.naive_ratios[f"naive/{other}"]["measured"]  # what explain says, the same figure
+    assert f"{ratio:,.0f}× less" in banner
+    assert "HBM traffic" not in banner and "HBM read" not in " ".join(texts.values())

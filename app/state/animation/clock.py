@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from gpu.costmodel import GpuSpec, gpu_for_device_name
 from gpu.results import RunResult
+from gpu.roofline import counted_dram_bytes
 
 MEASURED, MODELED = "measured", "modeled"
 
@@ -62,7 +63,8 @@ def clock_for(result: RunResult | None, gpu: GpuSpec) -> LaneClock:
     origin = f"{spec.name.rsplit(' ', 2)[0]}, {how}"
     names = {k.name for k in result.kernel_times}
     measured = {t.name for t in result.traffic}
-    dram = result.measured_dram_bytes if measured >= names else None  # every kernel, or none
+    # every kernel, or none; compulsory writes counted, as the roofline and explain count them
+    dram = counted_dram_bytes(result) if measured >= names else None
     times = tuple((k.name, k.ms * 1e-3) for k in result.kernel_times)
     return LaneClock(MEASURED, times, origin, dram)
 
