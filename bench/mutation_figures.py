@@ -2,7 +2,8 @@
 formula make a test fail?
 
 A small AST mutation runner (no dependency): each mutant changes one operator or constant in
-one of MODULES (+ ↔ −, × ↔ ÷, ** → ×, < ↔ <=, > ↔ >=, == ↔ !=, and ↔ or, a number n → n + 1,
+one of MODULES (+ ↔ −, × ↔ ÷, ** → ×, < ↔ <=, > ↔ >=, == ↔ !=, and ↔ or, an integer n → n + 1,
+a float x → 2x,
 `not x` → `x`), is written into a scratch copy of the repository, and the tests that cover that
 module run against it (`-x`, a time limit per mutant). A mutant is killed when they fail,
 survives when they pass, and times out otherwise (counted as killed: the tests noticed).
@@ -97,7 +98,8 @@ def mutation_points(tree: ast.AST) -> list[tuple[ast.AST, str]]:
             and type(node.value) in (int, float)
             and not isinstance(node.value, bool)
         ):
-            points.append((node, f"{node.value!r} -> {node.value!r} + 1"))
+            change = "× 2" if isinstance(node.value, float) else "+ 1"
+            points.append((node, f"{node.value!r} -> {node.value!r} {change}"))
     points.sort(key=lambda p: (getattr(p[0], "lineno", 0), getattr(p[0], "col_offset", 0)))
     return points
 
@@ -123,8 +125,9 @@ def _mutated(node: ast.AST) -> ast.AST:
         return ast.copy_location(ast.BoolOp(op, node.values), node)
     if isinstance(node, ast.UnaryOp):
         return node.operand
-    if isinstance(node, ast.Constant):
-        return ast.copy_location(ast.Constant(node.value + 1), node)
+    if isinstance(node, ast.Constant):  # a float doubled (+1 would vanish in 1.6e12), an int + 1
+        value = node.value * 2 if isinstance(node.value, float) else node.value + 1
+        return ast.copy_location(ast.Constant(value), node)
     raise TypeError(node)
 
 

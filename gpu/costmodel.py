@@ -433,8 +433,9 @@ HOPPER_MMA_SYNC_FLOPS_PER_CLOCK_PER_SM = 4 * 2048 / 3
 HOPPER_FP32_FLOPS_PER_CLOCK_PER_SM = 256
 #: SM sub-partitions (each with its own tensor core, warp scheduler and MUFU): Volta to Hopper.
 SUBPARTITIONS_PER_SM = 4
-#: The H100/H200 SXM's maximum SM boost clock: 1,980 MHz (nvidia-smi -q -d CLOCK "Max Clocks";
-#: cudaDevAttrClockRate). The roofs are quoted at it unless the counters measured the clock.
+#: The H100/H200 SXM's maximum SM boost clock: 1,980 MHz (on the H200: nvidia-smi -q -d CLOCK
+#: "Max Clocks" SM 1980 MHz, cudaDevAttrClockRate 1,980,000 kHz; docs/bench/h200_clocks.txt).
+#: The roofs are quoted at it unless the counters measured the clock.
 HOPPER_SXM_BOOST_CLOCK_HZ = 1.98e9
 HOPPER_CLOCK_SOURCE = "boost clock 1.98 GHz (H200's max SM clock, nvidia-smi 'Max Clocks')"
 

@@ -249,6 +249,26 @@ def test_the_cpu_backend_is_judged_on_this_cpus_roofs():
     assert cpu.ridge_flops_per_byte == pytest.approx(roofs["fp32"].peak / 1e10)
 
 
+def test_the_cpu_roofs_sources_say_measured_bandwidth_and_derived_flops():
+    from app.state.current_point import current_point
+
+    details = {
+        "cores": 2, "simd_lanes_fp32": 8, "simd": "AVX2", "fma_pipes": 2, "clock_hz": 2.5e9,
+        "clock_source": "test", "memory_bandwidth_bytes_s": 1e10,
+    }  # fmt: skip
+    cpu = roofline.device_gpu(DeviceInfo("cpu", "CPU: test", 8 * 10**9, 4 * 10**9, details))
+    point = current_point(AttentionConfig(seq_len=512), (NAIVE, TILED), cpu)
+    assert point.roofs[roofline.DRAM].source == "measured"
+    assert point.roofs["fp32"].source == "model" and "2 cores" in point.roofs["fp32"].detail
+
+
+def test_causal_softmax_takes_two_exponentials_per_visible_score():
+    config = AttentionConfig(seq_len=1000, heads=3, causal=True)
+    softmax = algorithm_cost(config, NAIVE).kernel("softmax")
+    assert softmax.exps == 2 * 3 * 1000 * 1001 // 2
+    assert algorithm_cost(config.with_(causal=False), NAIVE).kernel("softmax").exps == 2 * 3 * 10**6
+
+
 def test_the_cpu_bandwidth_is_measured_once_per_process():
     first = cpu_roofs.memory_bandwidth()
     assert cpu_roofs.memory_bandwidth() is first and first > 1e8

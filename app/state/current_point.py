@@ -148,8 +148,8 @@ def _roof_figure(roof: Roof, device: GpuSpec) -> Figure:
         source = NOMINAL
     elif "measured" in roof.source:
         source = MEASURED
-    elif device.kind == CPU:
-        source = DATASHEET if roof.kind == "compute" else MEASURED
+    elif device.kind == CPU:  # worked out from what the kernel reports of the CPU
+        source = MODEL if roof.kind == "compute" else MEASURED
     else:
         source = DATASHEET
     return Figure(roof.peak, roof.unit, source, f"{roof.label}: {roof.source}")
