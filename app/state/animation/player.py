@@ -40,7 +40,7 @@ import numpy as np
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED, TILED_WS, tile_shape
 from gpu.config import AttentionConfig, ceil_div
 from gpu.costmodel import DEFAULT_GPU, GPUS, GpuSpec, algorithm_cost, kv_tiles_for_query_tile
-from gpu.schedule import READ, WRITE, Schedule, Step, build_schedule
+from gpu.schedule import READ, WRITE, Schedule, Step, build_schedule, launch_query_tile
 
 from ..model_cache import verdict
 from .blockdetail import KIND_CODES, BlockDetail, block_detail
@@ -451,15 +451,16 @@ class Lane:
         return share
 
     def roles_for_block(self, block: int) -> RoleTimeline:
-        """The warp-specialized kernel's roles in query tile `block` (modeled, cached by its
-        key-tile count: blocks with as many tiles play alike)."""
+        """The warp-specialized kernel's roles in its `block`-th launched block (modeled,
+        cached by its key-tile count: blocks with as many tiles play alike)."""
         bm, bn = tile_shape(self.config, self.algorithm)
-        tiles = kv_tiles_for_query_tile(self.config, bm, bn, block)
+        i = launch_query_tile(self.config, ceil_div(self.config.seq_len, bm), block)
+        tiles = kv_tiles_for_query_tile(self.config, bm, bn, i)
         hit = self._roles.get(tiles)
         if hit is not None:
             self._roles.move_to_end(tiles)
             return hit
-        tl = modeled_roles(self.config, self.gpu, block)
+        tl = modeled_roles(self.config, self.gpu, i)
         self._roles[tiles] = tl
         if len(self._roles) > ROLE_CACHE_SIZE:
             self._roles.popitem(last=False)
