@@ -514,13 +514,14 @@ class PlotsPanel(QWidget):
             "current", [n] * len(times), [r.total_ms if r else None for r in times]
         )
         xs, ys, l2x, l2y = [], [], [], []
+        has_l2 = self._gpu is not None and L2 in roofs(self._gpu)
         for a in algos:
             res = self._by_n[a].get(n)
             v = self._verdict(res, a) if res is not None else None
             if v is not None and v.intensity and res is not None and res.tflops:
                 xs.append(v.intensity)
                 ys.append(res.tflops * 1e12)
-                if v.l2_intensity and L2 in roofs(self._gpu):
+                if has_l2 and v.l2_intensity:
                     l2x.append(v.l2_intensity)
                     l2y.append(res.tflops * 1e12)
         self.roofline.set_series("current", xs, ys, log_x=True)

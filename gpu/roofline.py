@@ -103,8 +103,10 @@ def _rate(x: float, unit: str) -> str:
     return f"{x:.3g} {unit}"
 
 
+@functools.lru_cache(maxsize=64)
 def roofs(gpu: GpuSpec) -> dict[str, Roof]:
-    """The device's roofs by name; a roof whose peak is not known is left out.
+    """The device's roofs by name; a roof whose peak is not known is left out (worked out once
+    per device: the plots ask on every slider move; do not modify the dict).
 
     GPU: HBM, L2, the tensor cores through wgmma (TENSOR) and through mma.sync (MMA, where its
     rate differs), the fp32 CUDA cores and the exponential unit, the compute roofs at
