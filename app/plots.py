@@ -90,6 +90,10 @@ ROOF_STYLES: dict[str, Style] = {
     FP32: Style("muted", 1.4, Qt.PenStyle.DashDotLine),
     XU: Style("muted", 1.4, Qt.PenStyle.DotLine),
 }
+#: Roof names on the roofline plot (the full label, with its source, is explain's and the
+#: tooltip's).
+ROOF_LABELS = {HBM: "HBM", DRAM: "memory", L2: "L2", TENSOR: "tensor (wgmma)", MMA: "mma.sync",
+               FP32: "fp32", XU: "exp unit"}  # fmt: skip
 #: Band fill opacity (0..255) on the traffic plot.
 BAND_ALPHA = 38
 #: The strip chart follows the slider at most this often (ms).
@@ -646,12 +650,14 @@ class PlotsPanel(QWidget):
         self._roofs = {n: peaks[n].peak for n in MEMORY_ROOFS if n in peaks}
         self._flat_roofs = {n: p.peak for n, p in peaks.items() if n not in MEMORY_ROOFS}
         for name, roof in peaks.items():
-            r.labels[f"roof_{name}"] = roof.label
+            r.labels[f"roof_{name}"] = ROOF_LABELS.get(name, roof.label.split(" ")[0]) + (
+                f" {fmt_rate(roof.peak, roof.unit)}"
+            )
         if XU in peaks:
             self._flat_roofs[XU] = peaks[XU].peak * 4 * d
-            r.labels[f"roof_{XU}"] = f"{peaks[XU].label} × 4d FLOP"
-        if L2 in peaks:
-            r.labels[f"roof_{L2}"] = f"{peaks[L2].label} (vs L2 intensity ◇)"
+            r.labels[f"roof_{XU}"] += " × 4d"
+        if L2 in peaks and peaks[L2].nominal:
+            r.labels[f"roof_{L2}"] += " nominal ◇"
         self._clip_roofs()
         ridge = gpu.ridge_flops_per_byte
         self.ridge_line.set(ridge, f"ridge {ridge:.0f}")
@@ -704,6 +710,8 @@ class PlotsPanel(QWidget):
                 label.setPos(x, ly + (x - lx))
             elif name == XU:
                 label.setPos(lx + 0.05 * (hx - lx), ly)
+            elif name == MMA:  # just below the wgmma roof: its label sits mid-line
+                label.setPos(lx + 0.8 * (hx - lx), ly)
             else:
                 label.setPos(hx, ly)
 

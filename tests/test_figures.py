@@ -448,3 +448,12 @@ def test_the_tiles_banner_labels_tile_loads_as_the_model_beside_measured_dram(ma
     ratio = e.naive_ratios[f"naive/{other}"]["measured"]  # what explain says, the same figure
     assert f"{ratio:,.0f}× less" in banner
     assert "HBM traffic" not in banner and "HBM read" not in " ".join(texts.values())
+
+
+def test_a_replayed_recording_judges_on_the_clock_its_counters_measured():
+    from app.state.recorded_run import RecordedBackend
+
+    info = RecordedBackend(sweep(), str(SWEEP)).device_info()
+    gpu = roofline.device_gpu(info)
+    assert gpu.clock_measured and gpu.clock_hz == pytest.approx(explained().gpu.clock_hz, rel=0.01)
+    assert roofline.roofs(gpu)[roofline.TENSOR].peak < H200.tensor_flops  # 1.66, not 1.98 GHz
