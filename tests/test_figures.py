@@ -457,3 +457,14 @@ def test_a_replayed_recording_judges_on_the_clock_its_counters_measured():
     gpu = roofline.device_gpu(info)
     assert gpu.clock_measured and gpu.clock_hz == pytest.approx(explained().gpu.clock_hz, rel=0.01)
     assert roofline.roofs(gpu)[roofline.TENSOR].peak < H200.tensor_flops  # 1.66, not 1.98 GHz
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("n", [100, 4096])
+def test_the_closed_form_compulsory_writes_equal_the_cost_models(n, causal):
+    from gpu.costmodel import compulsory_cost
+
+    config = AttentionConfig(seq_len=n, heads=3, causal=causal)
+    for a in (NAIVE, TILED, TILED_MMA, TILED_WGMMA, "tiled_ws"):
+        model = {k.name: k.bytes_written for k in compulsory_cost(config, a).kernels}
+        assert roofline.compulsory_writes(config, a) == model
