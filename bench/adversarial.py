@@ -35,6 +35,7 @@ import tempfile
 import threading
 import time
 import traceback
+from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -339,8 +340,10 @@ def main() -> int:
     if args.workers == 1:
         parts = [work(jobs[0])]
     else:
-        with get_context("spawn").Pool(args.workers) as pool:
-            parts = pool.map(work, jobs)
+        # not multiprocessing.Pool: its workers are daemons, which may not start the window's
+        # own compute process
+        with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
+            parts = list(pool.map(work, jobs))
     counts: dict[str, int] = {}
     failures: list[str] = []
     for part in parts:

@@ -214,7 +214,7 @@ def test_an_error_message_quoting_a_refused_value_is_shown_as_text(
     assert fifo.opened == 0
 
 
-def test_the_helpers_show_markup_as_the_characters_it_is(qtbot):
+def test_labels_tooltips_html_and_questions_show_markup_as_the_characters_it_is(qtbot):
     label = PlainLabel("<b>x</b>")
     assert label.textFormat().name == "PlainText"
     assert shown_text(tooltip("<b>x</b> &amp; y\nz")) == "<b>x</b> &amp; y\nz"
