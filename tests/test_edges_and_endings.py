@@ -197,8 +197,10 @@ def test_explain_with_an_empty_open_is_refused(capsys):
     assert code == 2 and "--open needs a file name" in err and not out
 
 
-def test_render_to_a_name_ending_in_a_slash_is_refused_and_writes_nothing(capsys, tmp_path):
-    os.chdir(tmp_path)
+def test_render_to_a_name_ending_in_a_slash_is_refused_and_writes_nothing(
+    capsys, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
     code, _, err = _run(capsys, "render", "--seq", "256", "--out", "r.png/")
     assert code == 2 and "not a folder" in err
     assert not (tmp_path / "r.png").exists()
