@@ -327,7 +327,6 @@ def test_the_trace_panel_shows_a_message_for_every_junk_trace(qtbot, tmp_path):
 ODD_TRACES = {
     "one_block": lambda d: d.update(blocks=d["blocks"][:1]),
     "phases_out_of_time_order": _block(0, 5, [0, 0, 50, 1, 0, 10, 2, 0, 20, 3, 0, 30]),
-    "ends_before_it_starts": _block(0, 3, 0),
     "most_sms_allowed": lambda d: d.update(sm_count=MAX_SM_COUNT),
     "kernel_level_with_two_kernels": lambda d: d.update(
         level="kernel",
