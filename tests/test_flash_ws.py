@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu import flash_ws
+from gpu import flash_launch, flash_ws
 from gpu.algorithms import ALGORITHMS, TILED_WS, WS_DEFAULTS, tile_shape
 from gpu.config import AttentionConfig
 from gpu.costmodel import algorithm_cost
@@ -32,17 +32,17 @@ TRACE_FIXTURE = Path(__file__).parent / "fixtures" / "ws_trace_h200_rows.npz"
 
 
 def test_supports_fp16_and_bf16_at_head_dims_64_128_and_256_on_sm90(monkeypatch) -> None:
-    monkeypatch.setattr(flash_ws, "device_limits", lambda: HOPPER)
+    monkeypatch.setattr(flash_launch, "device_limits", lambda: HOPPER)
     for dtype in ("fp16", "bf16"):
         for head_dim in (64, 128, 256):
             assert supports(AttentionConfig(head_dim=head_dim, dtype=dtype)) is None
 
 
 def test_refuses_other_gpus_machines_without_one_and_other_shapes(monkeypatch) -> None:
-    monkeypatch.setattr(flash_ws, "device_limits", lambda: (80, 163 * 1024))
+    monkeypatch.setattr(flash_launch, "device_limits", lambda: (80, 163 * 1024))
     reason = supports(AttentionConfig())
     assert reason is not None and "9.0" in reason and "8.0" in reason
-    monkeypatch.setattr(flash_ws, "device_limits", lambda: None)
+    monkeypatch.setattr(flash_launch, "device_limits", lambda: None)
     assert "9.0" in (supports(AttentionConfig()) or "")
     assert "96" in (supports(AttentionConfig(head_dim=96)) or "")
     assert "fp32" in (supports(AttentionConfig(dtype="fp32")) or "")
