@@ -381,7 +381,7 @@ class MainWindow(QMainWindow):
         view_menu.addAction(self.legends_action)
         view_menu.addAction(self.dark_action)
         help_menu = menu.addMenu("&Help")
-        self.help_menu = HelpMenu(self)
+        self.help_menu = HelpMenu(self, lambda: self.backend)
         self.help_menu.populate(help_menu)
         for m in (file_menu, run_menu, view_menu, help_menu):
             m.setToolTipsVisible(True)

@@ -13,7 +13,7 @@ holds: the source, its NVRTC options, the shapes and GPUs it runs on, its defaul
 its grid and arguments are laid out. `KernelSpec` gives each of them the same `supports`,
 `get_kernel`, `kernel_resources` and `prepare`; the modules re-export them as their own.
 
-The variant classes (`flash_mma.MmaLaunch`, `flash_wgmma.WgmmaLaunch`, `flash_ws.WsLaunch`) stay
+The variant classes (`flash_mma.MmaLaunch`, `flash_wgmma.WgmmaLaunch`, `ws_variant.WsLaunch`) stay
 with their kernels: their fields are the template parameters of that .cu file.
 """
 
