@@ -270,12 +270,10 @@ class MainWindow(QMainWindow):
             if not self.animation.objectName():
                 self.animation.setObjectName("tileAnimation")
             return self.animation
-        except Exception as exc:  # ImportError while it is being written; any bug inside it
+        except Exception as exc:  # a fault inside it must not take the window down
             self.animation = None
             label = QLabel(
                 f"The tile animation is not available in this build.\n({type(exc).__name__}: {exc})"
-                if not isinstance(exc, ImportError)
-                else "The tile animation is not available in this build yet."
             )
             label.setObjectName("tileAnimationPlaceholder")
             label.setAlignment(Qt.AlignmentFlag.AlignCenter)

@@ -21,7 +21,7 @@ from gpu.flash_ws import SUPPORTED_HEAD_DIMS, WsLaunch, all_variants, default_la
 from gpu.schedule import build_schedule
 
 HOPPER = (90, 227 * 1024)  # (compute capability, opt-in shared memory) of an H100/H200
-#: Raw rows of the d=128 trace build from the first H200 run (B=1, h=16, N=4096; variant
+#: Raw rows of the d=128 trace build recorded on an H200 (B=1, h=16, N=4096; variant
 #: d128-128x2-c2-po-r24, 330 rows a block): blocks 0 and 1 of the full run, blocks 0 (the
 #: longest, 32 key tiles) and 511 (one key tile) of the causal one.
 TRACE_FIXTURE = Path(__file__).parent / "fixtures" / "ws_trace_h200_rows.npz"
@@ -69,10 +69,10 @@ def test_the_candidates_cover_every_head_dim_and_each_knob() -> None:
     assert len({v.label for v in variants}) == len(variants)
 
 
-def test_the_candidate_timing_compares_the_defaults_with_the_first_run_s_and_new_knobs() -> None:
+def test_the_candidate_timing_compares_the_defaults_with_the_baselines_and_new_knobs() -> None:
     timed = flash_ws.candidate_variants()
     labels = {v.label for v in timed}
-    assert set(flash_ws.FIRST_RUN_DEFAULTS) <= labels
+    assert set(flash_ws.BASELINES) <= labels
     assert set(flash_ws.CANDIDATES) <= labels
     assert {default_launch(d) for d in SUPPORTED_HEAD_DIMS} <= set(timed)
     assert set(timed) <= set(all_variants())
