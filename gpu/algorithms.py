@@ -85,7 +85,7 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
 #: query rows, p = ping-pong / o = intra-warpgroup overlap, producer registers). To switch, paste
 #: the winner's label from `bench/ws_check.py --candidates`. Measured on the H200 (fp16): d=64
 #: three consumers (493 TFLOP/s against 406 with two at N = 4096), d=128 ping-pong (594 against
-#: 547 without at N = 16384, docs/bench/h200_ws_check_second.txt; 605 against 621 at 4096).
+#: 547 without at N = 16384, docs/bench/h200_ws_check_d128_pingpong.txt; 605 against 621 at 4096).
 #: Shared memory bounds the tiles: at d=256 a 128-row Q tile and two 64-key stages of K and V
 #: take 192 KiB of the 227 KiB.
 WS_DEFAULTS: dict[int, str] = {
