@@ -90,7 +90,7 @@ def test_a_fast_drag_down_shows_the_small_n_without_waiting_for_the_stale_run(qt
     window.runner.live_time_limit_s = None  # the long run starts instead of being skipped
     window.controls.set_checked_algorithms((TILED,))
     settle(qtbot, window)
-    window.controls.set_config(window.config.with_(seq_len=2048, heads=4))
+    window.controls.set_config(window.config.with_(heads=4))
     settle(qtbot, window)
     big = window.config.with_(seq_len=32768)
     window.controls.set_config(big)
