@@ -30,8 +30,8 @@ import psutil
 
 from .algorithms import NAIVE, TILED, tile_shape
 from .array_meter import measure_peak
-from .backend import CancelHook, RunOptions, check_cancel
-from .config import AttentionConfig, ceil_div
+from .backend import CancelHook, RunOptions, check_cancel, check_pass
+from .config import FORWARD, AttentionConfig, ceil_div
 from .costmodel import algorithm_cost
 from .results import DeviceInfo, KernelTime, RunResult
 from .schema import finite_result
@@ -93,6 +93,9 @@ class CpuBackend:
     def algorithms(self) -> tuple[str, ...]:
         return (NAIVE, TILED)
 
+    def passes(self, algorithm: str) -> tuple[str, ...]:
+        return (FORWARD,)
+
     def footprint_bytes(self, config: AttentionConfig, algorithm: str) -> int:
         """Bytes a run will hold: the model's peak plus this backend's bounded temporaries."""
         n, d = config.seq_len, config.head_dim
@@ -112,6 +115,7 @@ class CpuBackend:
                 f"algorithm = {algorithm!r} is not available on the cpu backend: "
                 + ", ".join(self.algorithms())
             )
+        check_pass(self, config, algorithm)
         cost = algorithm_cost(config, algorithm)
         base = dict(
             config=config,
