@@ -278,7 +278,15 @@ def algorithm_cost(
     config: AttentionConfig, algorithm: str, smem_limit_bytes: int | None = None
 ) -> AlgorithmCost:
     """The no-reuse model (module docstring); `smem_limit_bytes` is the device's opt-in shared
-    memory per block (default: the H100/H200's), which decides naive's softmax kernel."""
+    memory per block (default: the H100/H200's), which decides naive's softmax kernel. A config
+    whose pass is backward or step gets gpu.backward_cost's kernels (the step's after the
+    forward's) and the step's peak."""
+    if config.has_backward:
+        if algorithm != NAIVE and not getattr(ALGORITHMS.get(algorithm), "fused", False):
+            raise KeyError(f"unknown algorithm {algorithm!r}")
+        from .backward_cost import training_cost
+
+        return training_cost(config, algorithm, smem_limit_bytes)
     if algorithm == NAIVE:
         return naive_cost(config, smem_limit_bytes)
     info = ALGORITHMS.get(algorithm)
@@ -296,6 +304,12 @@ def compulsory_cost(
 ) -> AlgorithmCost:
     """Every tensor read or written once (module docstring); FLOPs and exponentials as in the
     no-reuse model, since caching changes the bytes, not the work."""
+    if config.has_backward:
+        from .backward_cost import compulsory_backward, with_forward
+
+        forward = compulsory_cost(config.forward(), algorithm, smem_limit_bytes)
+        backward = compulsory_backward(config, algorithm, smem_limit_bytes)
+        return with_forward(config, algorithm, backward, forward)
     upper = algorithm_cost(config, algorithm, smem_limit_bytes)
     qkvo, s_bytes = matrix_bytes(config), attention_matrix_bytes(config)
     if algorithm == NAIVE:
@@ -335,6 +349,12 @@ def l2_aware_cost(
     config: AttentionConfig, algorithm: str, gpu: GpuSpec, smem_limit_bytes: int | None = None
 ) -> AlgorithmCost:
     """The L2-aware estimate (assumptions in the module docstring)."""
+    if config.has_backward:
+        from .backward_cost import l2_aware_backward, with_forward
+
+        forward = l2_aware_cost(config.forward(), algorithm, gpu, smem_limit_bytes)
+        backward = l2_aware_backward(config, algorithm, gpu, smem_limit_bytes)
+        return with_forward(config, algorithm, backward, forward)
     upper = algorithm_cost(config, algorithm, smem_limit_bytes)
     lower = compulsory_cost(config, algorithm, smem_limit_bytes)
     n, d, eb, bh = config.seq_len, config.head_dim, config.elem_bytes, config.bh
