@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .algorithms import ALGORITHMS, NAIVE, NAIVE_GEMM_TILE, TILED, tile_shape
+from .algorithms import ALGORITHMS, NAIVE, NAIVE_GEMM_TILE, RING, TILED, tile_shape
 from .config import STAT_BYTES, AttentionConfig, ceil_div
 
 #: Compute units a kernel's matmul FLOPs run on (keys of `GpuSpec.compute_peaks`).
@@ -282,6 +282,8 @@ def algorithm_cost(
     whose pass is backward or step gets gpu.backward_cost's kernels (the step's after the
     forward's) and the step's peak."""
     if config.has_backward:
+        if algorithm == RING:
+            raise KeyError("ring attention has no backward pass here")
         if algorithm != NAIVE and not getattr(ALGORITHMS.get(algorithm), "fused", False):
             raise KeyError(f"unknown algorithm {algorithm!r}")
         from .backward_cost import training_cost
