@@ -137,10 +137,10 @@ def ws_tile_shape(head_dim: int) -> tuple[int, int]:
 
 
 #: Tiles of the fused backward on tensor cores, (query rows per step, keys per block) by head
-#: dim: a block holds K_j and V_j of `keys` rows and streams the query tiles past them.
-#: FlashAttention-2's backward uses 128 keys per block with 64-row query tiles at these head
-#: dims (its sm80 launch templates); the CUDA kernel's launch must match these.
-BACKWARD_MMA_TILES: dict[int, tuple[int, int]] = {64: (64, 128), 128: (64, 128)}
+#: dim: a block holds K_j and V_j of 128 keys and streams query tiles of 128 rows (d = 64) or
+#: 64 (d = 128, where dK and dV take twice the registers) past them: the launch of
+#: gpu/kernels/flash_bwd.cu (gpu.flash_bwd.default_launch).
+BACKWARD_MMA_TILES: dict[int, tuple[int, int]] = {64: (128, 128), 128: (64, 128)}
 
 
 def backward_tile_shape(config: AttentionConfig, algorithm: str) -> tuple[int, int]:

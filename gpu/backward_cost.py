@@ -15,7 +15,8 @@ Kernels, with the names the backends time them under:
 - naive: `bwd_dV_gemm`, `bwd_dP_gemm`, `softmax_bwd` (dS from the stored P and dP, D computed
   in the kernel), `bwd_dQ_gemm`, `bwd_dK_gemm`. P was kept from the forward; dP and dS are
   B·h·N² each, really allocated.
-- fused: `flash_bwd_preprocess` (D = rowsum(dO ∘ O), and the fp32 dQ accumulator cleared),
+- fused: `flash_bwd_preprocess` (D = rowsum(dO ∘ O), the logsumexp of each row from the
+  forward's m and l, and the fp32 dQ accumulator cleared),
   `flash_bwd` (one block per K/V tile j: K_j, V_j on chip, the query tiles i streaming with
   dO_i, logsumexp_i and D_i; dK_j, dV_j accumulated on chip, dQ_i added to the fp32 accumulator
   with atomics), `flash_bwd_dq_convert` (the accumulator converted to the input dtype).
@@ -46,6 +47,7 @@ from .costmodel import (
     attention_matrix_bytes,
     matmul_unit,
     matrix_bytes,
+    stats_bytes,
     tile_rows,
     useful_flops,
 )
@@ -75,21 +77,23 @@ def recompute_flops(config: AttentionConfig, algorithm: str) -> int:
 
 def saved_activation_bytes(config: AttentionConfig, algorithm: str) -> int:
     """What one attention layer keeps from its forward until its backward: Q, K, V and O, plus
-    P (B·h·N² elements) for naive or one fp32 logsumexp per row (B·h·N) for a fused kernel."""
+    P (B·h·N² elements) for naive, or the row statistics m and l (2·B·h·N fp32, which the
+    backward folds into one logsumexp per row) for a fused kernel."""
     qkvo = 4 * matrix_bytes(config)
     if algorithm == NAIVE:
         return qkvo + attention_matrix_bytes(config)
-    return qkvo + config.bh * config.seq_len * STAT_BYTES
+    return qkvo + stats_bytes(config)
 
 
 def backward_working_bytes(config: AttentionConfig, algorithm: str) -> int:
     """What one layer's backward allocates on top of its saved activations: dO, dQ, dK, dV, and
-    dP and dS (B·h·N² each) for naive, or D and the fp32 dQ accumulator for a fused kernel."""
+    dP and dS (B·h·N² each) for naive, or the logsumexp and D per row and the fp32 dQ
+    accumulator for a fused kernel."""
     grads = 4 * matrix_bytes(config)
     if algorithm == NAIVE:
         return grads + 2 * attention_matrix_bytes(config)
     rows = config.bh * config.seq_len
-    return grads + rows * STAT_BYTES + rows * config.head_dim * DQ_ACCUM_BYTES
+    return grads + 2 * rows * STAT_BYTES + rows * config.head_dim * DQ_ACCUM_BYTES
 
 
 def step_peak_bytes(config: AttentionConfig, algorithm: str) -> int:
@@ -170,8 +174,8 @@ def fused_backward_cost(config: AttentionConfig, algorithm: str) -> tuple[Kernel
     return (
         KernelCost(
             "flash_bwd_preprocess",
-            bh * 2 * rows_all * d * eb,  # dO and O
-            bh * (rows_all * STAT_BYTES + rows_all * d * acc),  # D, the cleared accumulator
+            bh * rows_all * (2 * d * eb + 2 * STAT_BYTES),  # dO and O; m and l
+            bh * rows_all * (2 * STAT_BYTES + d * acc),  # logsumexp, D; the cleared accumulator
             0,
         ),
         KernelCost("flash_bwd", bh * read, bh * written, bh * flops, bh * exps, unit),
@@ -218,7 +222,7 @@ def _compulsory_backward_reads(config: AttentionConfig, algorithm: str) -> dict[
         }
     rows = config.bh * config.seq_len
     return {
-        "flash_bwd_preprocess": 2 * qkvo,
+        "flash_bwd_preprocess": 2 * qkvo + 2 * rows * STAT_BYTES,
         # Q, K, V, dO, logsumexp and D once; the accumulator's lines once.
         "flash_bwd": 4 * qkvo + 2 * rows * STAT_BYTES + rows * config.head_dim * DQ_ACCUM_BYTES,
         "flash_bwd_dq_convert": rows * config.head_dim * DQ_ACCUM_BYTES,

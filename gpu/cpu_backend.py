@@ -420,9 +420,9 @@ def _training_kernels(
         del p
     else:
         o, m, l_sum, forward = _tiled_forward(config, q, k, v, cancel=cancel)
-        lse = cpu_backward.logsumexp(m, l_sum)
-        del m, l_sum  # one statistic per row is kept: the logsumexp
-        grads, backward = cpu_backward.flash_backward(config, q, k, v, o, lse, do, cancel=cancel)
+        grads, backward = cpu_backward.flash_backward(
+            config, q, k, v, o, m, l_sum, do, cancel=cancel
+        )
     spent = forward + backward if config.pass_ == STEP else backward
     return (o, *grads), spent
 

@@ -7,7 +7,8 @@ names gpu.backward_cost gives them.
 - naive reads the P its forward kept (B·h·N² elements) and really allocates dP = dO Vᵀ and
   dS = P ∘ (dP − rowsum(dP ∘ P)), B·h·N² each, then runs dQ = dS K/√d and dK = dSᵀ Q/√d,
   like cuBLAS GEMMs around our softmax backward on a GPU.
-- tiled keeps only O and one logsumexp per row from its forward. One (batch, head) at a time,
+- tiled keeps only O and the row statistics m and l from its forward (its preprocess folds
+  them into one logsumexp per row, beside D_i = rowsum(dO_i ∘ O_i)). One (batch, head) at a time,
   each K/V tile j is loaded once and held (a thread block's shared memory on a GPU) while the
   query tiles i stream past it with their dO_i, logsumexp_i and D_i = rowsum(dO_i ∘ O_i): S_ij
   and P_ij are recomputed, dV_j and dK_j accumulate in the block, and dQ_i is added to an fp32
@@ -200,23 +201,26 @@ def flash_backward(
     k: np.ndarray,
     v: np.ndarray,
     o: np.ndarray,
-    lse: np.ndarray,
+    m: np.ndarray,
+    l_sum: np.ndarray,
     do: np.ndarray,
     *,
     cancel: CancelHook | None = None,
 ) -> Timed:
-    """FlashAttention-2's backward, tile by tile. `lse` (B, h, N) fp32: the logsumexp of each
-    row of the scaled scores, m + log(l) from the forward."""
+    """FlashAttention-2's backward, tile by tile. `m`, `l_sum` (B, h, N) fp32: the forward's
+    row max and row sum of exp of the scaled scores."""
     b, h, n, d = q.shape
     bm, bn = backward_tile_shape(config, TILED)
     scale = np.float32(config.scale)
     bh = b * h
     qf, kf, vf, of, dof = (x.reshape(bh, n, d) for x in (q, k, v, o, do))
-    lsef = lse.reshape(bh, n)
     spent: list[tuple[str, float]] = []
 
-    # Kernel 1 (preprocess): D_i = rowsum(dO_i ∘ O_i), and the fp32 dQ accumulator cleared.
+    # Kernel 1 (preprocess): logsumexp_i = m_i + log l_i, D_i = rowsum(dO_i ∘ O_i), and the
+    # fp32 dQ accumulator cleared.
     t0 = time.perf_counter()
+    lsef = np.log(l_sum.reshape(bh, n))
+    lsef += m.reshape(bh, n)
     big_d = np.empty((bh, n), np.float32)
     for head in range(bh):
         check_cancel(cancel)
@@ -279,11 +283,6 @@ def flash_backward(
     spent.append(("flash_bwd_dq_convert", time.perf_counter() - t0))
     shape = (b, h, n, d)
     return (dq_out.reshape(shape), dk_out.reshape(shape), dv_out.reshape(shape)), spent
-
-
-def logsumexp(m: np.ndarray, l_sum: np.ndarray) -> np.ndarray:
-    """One fp32 statistic per row from the forward's row max m and row sum l (scaled scores)."""
-    return (m + np.log(l_sum)).astype(np.float32)
 
 
 def key_tiles(config: AttentionConfig) -> int:
