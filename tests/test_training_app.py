@@ -121,3 +121,28 @@ def test_a_recorded_training_sweep_replays_each_pass(qtbot, make_window, tmp_pat
         ),
         timeout=5000,
     )
+
+
+def test_explain_gives_a_verdict_for_every_backward_kernel_and_the_wall_for_l_layers(qtbot):
+    from PySide6.QtWidgets import QTextBrowser
+
+    from app.explain import ExplainInputs, explain_html
+    from gpu.costmodel import DEFAULT_GPU, GPUS
+    from gpu.layer_stack import training_wall_seq_len
+
+    cfg = AttentionConfig(seq_len=8192, pass_=STEP)
+    budget = 80 * 10**9
+    inp = ExplainInputs(
+        cfg, (NAIVE, TILED, "tiled_mma"), GPUS[DEFAULT_GPU], "H200", budget, "an H100", layers=12
+    )
+    doc = QTextBrowser()
+    doc.setHtml(explain_html(inp))
+    text = doc.toPlainText().replace("\u2009", " ")  # thousands: thin spaces
+    for kernel in ("bwd_dV_gemm", "bwd_dP_gemm", "bwd_dQ_gemm", "bwd_dK_gemm", "softmax_bwd"):
+        assert f"{kernel}: HBM binds (memory)" in text
+    assert "flash_bwd: tensor binds (compute)" in text
+    assert "flash_bwd_preprocess: HBM binds" in text
+    assert "recomputes S and P tile by tile" in text
+    wall = training_wall_seq_len(cfg, NAIVE, 12, budget)
+    assert f"naive from N = {wall:,}".replace(",", " ") in text
+    assert "12 layers" in text
