@@ -31,7 +31,7 @@ from gpu.algorithms import ALGORITHMS, NAIVE, RING, TILED
 from gpu.backend import RunOptions, oom_result
 from gpu.backends import BACKEND_NAMES, create_backend
 from gpu.config import DTYPE_BYTES, FORWARD, PASS_LABELS, PASSES, AttentionConfig, ConfigError
-from gpu.costmodel import GPUS, algorithm_cost, attention_matrix_bytes, useful_flops
+from gpu.costmodel import GPUS, algorithm_cost, attention_matrix_bytes, pass_useful_flops
 from gpu.cuda_kernels import KernelCompileError
 from gpu.errors import (
     BackendUnavailable,
@@ -546,7 +546,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(table.header(), flush=True)
     runs_each = args.warmup + args.repeats + 1  # + the metered run
     jobs = [(cfg, algo) for cfg in configs for algo in algos]
-    progress = Progress([useful_flops(cfg) * runs_each for cfg, _ in jobs])
+    progress = Progress([pass_useful_flops(cfg) * runs_each for cfg, _ in jobs])
     results = []
     failed: list[str] = []
     skipped: list[str] = []
@@ -558,7 +558,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             if algo in broken:
                 progress.print(table.note(n, algo, "SKIPPED", broken[algo]))
                 skipped.append(f"{algo} at N={n}")
-                progress.advance(useful_flops(cfg) * runs_each)
+                progress.advance(pass_useful_flops(cfg) * runs_each)
                 continue
             try:
                 r = backend.run(cfg, algo, options)
@@ -579,7 +579,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                     options = _say_traffic_missing_once(r, options)
                 if args.check and r.agrees is False:
                     failed.append(f"{algo} at N={n}: max abs error {r.max_abs_error:.3g}")
-            progress.advance(useful_flops(cfg) * runs_each)
+            progress.advance(pass_useful_flops(cfg) * runs_each)
     finally:
         progress.close()
     if args.out:

@@ -154,6 +154,13 @@ def useful_flops(config: AttentionConfig) -> int:
     return full // 2 if config.causal else full
 
 
+def pass_useful_flops(config: AttentionConfig) -> int:
+    """Useful FLOPs of the pass a config times: the forward's 4·B·h·N²·d, the backward's twice
+    that, a training step's both (three times the forward's); halved when causal."""
+    forward = useful_flops(config.forward())
+    return forward * {"forward": 1, "backward": 2, "step": 3}[config.pass_]
+
+
 def visible_scores(config: AttentionConfig) -> int:
     """Scores that take part in the softmax: B·h·N², or B·h·N(N+1)/2 with a causal mask."""
     n = config.seq_len

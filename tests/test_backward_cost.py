@@ -198,3 +198,13 @@ def test_presets_have_the_models_shapes():
 def test_a_bad_layer_count_names_the_range(layers):
     with pytest.raises(ValueError, match="layers"):
         layer_stack(SMALL, NAIVE, layers)
+
+
+@pytest.mark.parametrize("pass_", [FORWARD, BACKWARD, STEP])
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_useful_flops_of_a_pass_are_the_models(pass_, causal):
+    from gpu.costmodel import pass_useful_flops
+
+    cfg = SMALL.with_(pass_=pass_, causal=causal)
+    assert pass_useful_flops(cfg) == algorithm_cost(cfg, NAIVE).flops
+    assert pass_useful_flops(cfg) == algorithm_cost(cfg, TILED).flops

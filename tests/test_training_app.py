@@ -146,3 +146,15 @@ def test_explain_gives_a_verdict_for_every_backward_kernel_and_the_wall_for_l_la
     wall = training_wall_seq_len(cfg, NAIVE, 12, budget)
     assert f"naive from N = {wall:,}".replace(",", " ") in text
     assert "12 layers" in text
+
+
+def test_the_pass_and_the_layer_count_persist_across_a_restart(qtbot, make_window):
+    window = make_window(CostModelBackend(passes=PASSES))
+    _choose_pass(window, STEP)
+    window.controls.layers.setValue(32)
+    settings = window.settings
+    window.close()
+    again = make_window(CostModelBackend(passes=PASSES))
+    assert again.settings is settings
+    assert again.config.pass_ == STEP and again.state.value.layers == 32
+    assert again.controls.pass_combo.currentData() == STEP
