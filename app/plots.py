@@ -432,9 +432,10 @@ class PlotsPanel(QWidget):
         algorithms = tuple(a for a in ALGOS if a in algorithms)
         fam = family(config)
         if fam != self._family or algorithms != self._algorithms:
-            if self._family is None or fam.pass_ != self._family.pass_:
-                self.timing.set_title(TIME_TITLES[fam.pass_])
+            new_pass = self._family is None or fam.pass_ != self._family.pass_
             self._family = fam
+            if new_pass:
+                self._show_timing_title()
             self._algorithms = algorithms
             self._request_model((*warm, config.seq_len))
             self._draw_roofs()
@@ -781,7 +782,12 @@ class PlotsPanel(QWidget):
         """Say on the timing plot where and when its measurements were recorded
         ("NVIDIA H200, recorded 2025-06-01"); '' for live measurements."""
         self._recorded_note = note
-        base = "Time per forward pass"
+        self._show_timing_title()
+
+    def _show_timing_title(self) -> None:
+        """'Time per training step · NVIDIA H200, recorded …': the pass, and where measured."""
+        base = TIME_TITLES[self._family.pass_ if self._family is not None else "forward"]
+        note = self._recorded_note
         self.timing.set_title(f"{base} · {note}" if note else base)
 
     def replicate(self, keep_zoom: bool = True) -> PlotsPanel:
@@ -1200,6 +1206,9 @@ class _Replication:
         yield
         if src._config is not None:
             other._family, other._algorithms = src._family, src._algorithms
+            other._layers = src._layers
+            other.memory.labels.update(src.memory.labels)
+            other._show_timing_title()
             other._draw_roofs()
             if src._model is not None:
                 other._draw_model(src._model)

@@ -111,6 +111,7 @@ def test_a_recorded_training_sweep_replays_each_pass(qtbot, make_window, tmp_pat
     assert memory.series["measured_naive"][0] == [128, 256]
     timing = _plot(window, "timingPlot")
     qtbot.waitUntil(lambda: bool(timing.series["kernel_bwd_dK_gemm"][0]), timeout=5000)
+    assert timing.title.startswith("Time per training step · ")  # and where it was recorded
     _choose_pass(window, FORWARD)
     forward = {
         r.config.seq_len: r for r in results if r.algorithm == NAIVE and r.config.pass_ == FORWARD
