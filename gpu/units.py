@@ -5,9 +5,10 @@ Conventions
 - Byte figures are decimal (SI): 1 kB = 10³ B, 1 MB = 10⁶ B, 1 GB = 10⁹ B, like the bandwidths of
   datasheets (TB/s) and Nsight Compute's byte counts, so sizes, traffic and rates compare
   directly ("S alone: 6.44 GB", "35 GB/s"). "GB" never stands for a binary figure.
-- Binary units are written as such (KiB, MiB, GiB = 2¹⁰, 2²⁰, 2³⁰ B; `fmt_bytes_binary`), only
-  where a figure is named in them: a GPU's capacity as NVIDIA sells it (the H200's "141 GB" are
-  141 GiB = 151 GB) and the file-size limits.
+- A GPU's capacity is decimal too: the H200's datasheet says 141 GB (GpuSpec.memory_label), the
+  device reports 150,109,880,320 B = 150 GB usable. Binary units are written as such (KiB, MiB,
+  GiB = 2¹⁰, 2²⁰, 2³⁰ B; `fmt_bytes_binary`) and only where a figure is binary by its own
+  definition (the 60 MiB L2, a 228 KiB shared memory, the file-size limits).
 - Labels and tooltips give three significant figures and keep trailing zeros ("1.50 ms",
   "6.29 MB"), so a figure says its precision and a running clock keeps its width. A value that
   rounds up to the next prefix takes it (999.7 MB is "1.00 GB"), and nothing is ever printed in
