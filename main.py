@@ -786,7 +786,7 @@ def _add_explain_parser(sub) -> None:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from gpu import roofline
-    from gpu.costmodel import GPUS, algorithm_cost
+    from gpu.costmodel import GPUS, algorithm_cost, traffic_band
 
     cfg = _config(args, args.seq)
     results: dict = {}
@@ -817,13 +817,18 @@ def cmd_explain(args: argparse.Namespace) -> int:
     unknown = [a for a in algos if a not in known]
     if unknown:
         raise UsageError(f"--algo {','.join(unknown)}: the cost model does not know it")
-    gpu = GPUS[args.gpu] if args.gpu else roofline.device_gpu(device)
+    from app.state.current_point import current_point  # Qt-free: the app's own figures
+
+    gpu = GPUS[args.gpu] if args.gpu else roofline.device_gpu(device, results.values())
     smem = device.details.get("smem_per_block_optin_bytes") if device else None
-    explanation = roofline.explain(cfg, algos, gpu, results, smem)
+    bands = {a: traffic_band(cfg, a, gpu, smem) for a in algos}
+    reported = device.memory_total_bytes if device is not None and not args.gpu else None
+    point = current_point(cfg, algos, gpu, results, bands, reported)
+    explanation = point.explanation
     layers = _layers(args)
     training = _training_model(cfg, layers, _preset(args)) if cfg.has_backward else None
     if args.json:
-        report = explanation.to_dict()
+        report = {**explanation.to_dict(), "figures": point.to_dict()}
         if training is not None:
             report["training"] = training
         print(json.dumps(report))
@@ -843,13 +848,28 @@ def _ms(value) -> str:
     return f"{value:,.0f}" if value >= 999.95 else f"{value:#.4g}"  # 999.96 is not "1000."
 
 
+def _roof_text(v) -> str:
+    """'hbm', or 'xu=tensor' when two roofs tie (within 5 %)."""
+    return "=".join(v.ties)
+
+
+def _shares_text(v) -> str:
+    """'xu 60%, tensor 59%, hbm 1%': the share of each roof's peak the kernel ran at."""
+    shares = sorted(v.roof_share.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{name} {share:.0%}" for name, share in shares)
+
+
 def _print_explanation(e, source: str | None) -> None:
     print(f"{e.config.label()} on the {e.gpu.label} roofline")
     print("  roofs: " + "; ".join(r.label for r in e.roofs.values()))
+    if e.gpu.clock_hz and e.gpu.kind == "gpu":
+        how = "measured" if e.gpu.clock_measured else "datasheet"
+        print(f"  clock: {e.gpu.clock_hz / 1e9:.3f} GHz, {how} ({e.gpu.clock_source})")
     kw = max([10] + [len(k.name) for a in e.algorithms for k in a.kernels])
     print(
         f"  {'algorithm':<14} {'kernel':<{kw}} {'DRAM bytes':>10} {'source':<8} "
-        f"{'FLOP/B':>9} {'bound':<8} {'roof':<7} {'roofline ms':>11} {'measured ms':>11}"
+        f"{'FLOP/B':>9} {'bound':<8} {'roof':<12} {'roofline ms':>11} {'measured ms':>11}  "
+        "share of each roof's peak"
     )
     for a in e.algorithms:
         rows = [(a.algorithm, "", a)] + [("", k.name, k) for k in a.kernels]
@@ -858,18 +878,32 @@ def _print_explanation(e, source: str | None) -> None:
         for name, kernel, v in rows:
             intensity = v.intensity
             ai = "" if intensity is None else f"{intensity:,.1f}"
+            bound = "tie" if v.tie and v.bound == "compute" else v.bound
             dram = _fmt_bytes(v.dram_bytes if kernel else v.bytes)
             print(
                 f"  {name:<14} {kernel:<{kw}} {dram:>10} "
-                f"{v.bytes_source:<8} {ai:>9} {v.bound:<8} {v.roof:<7} "
-                f"{_ms(v.roofline_ms):>11} {_ms(v.measured_ms):>11}"
+                f"{v.bytes_source:<8} {ai:>9} {bound:<8} {_roof_text(v):<12} "
+                f"{_ms(v.roofline_ms):>11} {_ms(v.measured_ms):>11}  {_shares_text(v)}"
             )
     for pair, ratio in e.naive_ratios.items():
         measured = "" if ratio["measured"] is None else f"measured {ratio['measured']:,.0f}×, "
+        if ratio.get("model_over_measured") is not None:
+            measured = (
+                f"naive's model over the measured {pair.split('/')[1]} "
+                f"{ratio['model_over_measured']:,.0f}×, "
+            )
         print(
             f"  DRAM bytes {pair}: {measured}model {ratio['model_l2_aware']:,.0f}× (L2-aware), "
             f"{ratio['model_no_reuse']:,.1f}× (no reuse)"
         )
+    for a in e.algorithms:
+        check = a.model_over_measured
+        if check is not None and not 0.8 <= check <= 1.25:
+            model = _fmt_bytes(a.model_bytes["l2_aware"])
+            print(
+                f"  model check, {a.algorithm}: the L2-aware model's {model} is {check:.2f}× "
+                f"the {_fmt_bytes(a.bytes)} the counters measured"
+            )
     useful = {"forward": "4", "backward": "8", "step": "12"}[e.config.pass_]
     print(
         f"  FLOP/B: useful FLOPs ({useful}·B·h·N²·d, halved when causal"
@@ -877,7 +911,7 @@ def _print_explanation(e, source: str | None) -> None:
         + ") per DRAM byte; source: "
         "measured (hardware counters"
         + (f" in {source})" if source else ")")
-        + " or model (the cost model's L2-aware estimate)"
+        + " or model (the cost model's L2-aware estimate). Roofs within 5 % are a tie (a=b)."
     )
 
 

@@ -1,7 +1,9 @@
 """The explain pane: the lesson's formulas with the current numbers, and the roofline verdicts.
 
-The verdicts are gpu.roofline's (`explain`): per kernel, the roof that binds (HBM, L2, tensor
-cores, fp32 CUDA cores or the exponential unit) and so whether it is memory- or compute-bound,
+The verdicts are the current point's (app/state/current_point.py, gpu.roofline inside): per
+kernel, the roof that binds (HBM, L2, tensor cores at the rate of the instruction the kernel
+issues, fp32 CUDA cores or the exponential unit, or a tie of two within 5 %), each roof's share
+of its peak, and so whether it is memory- or compute-bound,
 from the bytes the hardware counters measured where the current point was profiled and from
 the cost model's L2-aware estimate otherwise; every byte figure says which. When a measurement
 arrives, the verdict is the measured one. FLOPs are named: useful (4·B·h·N²·d, halved under a
@@ -34,11 +36,12 @@ from gpu.costmodel import (
 )
 from gpu.layer_stack import layer_stack, training_wall_seq_len
 from gpu.results import RunResult
-from gpu.roofline import MEASURED, AlgorithmVerdict, Explanation, KernelVerdict, explain
+from gpu.roofline import MEASURED, AlgorithmVerdict, Explanation, KernelVerdict
 
 from .background import LatestOnly
 from .pacing import EXPLAIN_MS, coalesced
 from .state.app_state import AppState, Change
+from .state.current_point import current_point
 from .state.family import cache_config
 from .state.model_cache import band, cost
 from .state.units import fmt_bytes, fmt_flops, fmt_int, fmt_intensity, fmt_ms
@@ -47,11 +50,49 @@ from .theme import DARK, Palette
 #: How the pane says which roof binds.
 ROOF_BINDS = {
     "hbm": "HBM bandwidth binds",
+    "dram": "memory bandwidth binds",
     "l2": "L2 bandwidth binds",
     "tensor": "the tensor cores bind",
+    "mma_sync": "the tensor cores bind (at mma.sync's rate)",
     "fp32": "the fp32 CUDA cores bind",
     "xu": "the exponential unit binds",
 }
+#: How the pane names a roof in a tie or a distance.
+ROOF_NAMES = {
+    "hbm": "HBM",
+    "dram": "memory",
+    "l2": "L2",
+    "tensor": "tensor cores",
+    "mma_sync": "tensor cores (mma.sync)",
+    "fp32": "fp32",
+    "xu": "exponential unit",
+}
+
+TIE_NAMES = {
+    "hbm": "HBM bandwidth",
+    "dram": "memory bandwidth",
+    "l2": "L2 bandwidth",
+    "tensor": "the tensor cores",
+    "mma_sync": "the tensor cores (mma.sync)",
+    "fp32": "the fp32 CUDA cores",
+    "xu": "the exponential unit",
+}
+
+
+def binds_text(ties: tuple[str, ...]) -> str:
+    """'HBM bandwidth binds', or 'a tie: the tensor cores and the exponential unit (within
+    5 %), neither binds alone'."""
+    if len(ties) == 1:
+        return ROOF_BINDS.get(ties[0], ties[0])
+    names = " and ".join(TIE_NAMES.get(r, r) for r in ties)
+    return f"a tie of {names} (within 5 %): no single unit binds"
+
+
+def shares_text(shares: Mapping[str, float]) -> str:
+    """'at 61 % of the exponential unit's peak, 60 % of the tensor cores', ...: how far the
+    measured kernel is from every roof."""
+    ranked = sorted(shares.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{ROOF_NAMES.get(r, r)} {s:.0%}" for r, s in ranked)
 
 
 @dataclass(frozen=True)
@@ -74,8 +115,8 @@ class ExplainInputs:
         return cls(
             config=s.config,
             algorithms=s.algorithms,
-            gpu=s.target_gpu,
-            gpu_label=s.target_gpu_label,
+            gpu=s.roof_device,
+            gpu_label=s.roof_device_label,
             budget_bytes=s.budget.line_bytes,
             budget_name=s.budget_name,
             results=tuple((results or {}).items()),
@@ -123,7 +164,7 @@ def explanation(inp: ExplainInputs) -> Explanation:
         if cache_config(r.config, a) == cache_config(inp.config, a)
     }
     bands = {a: band(inp.config, a, inp.gpu) for a in algos}  # memoized: a slider stop's
-    return explain(inp.config, algos, inp.gpu, results, bands=bands)
+    return current_point(inp.config, algos, inp.gpu, results, bands).explanation
 
 
 def explain_html(inp: ExplainInputs, palette: Palette = DARK) -> str:
@@ -275,11 +316,21 @@ def _ratio_line(e: Explanation, a: str, name) -> str:  # type: ignore[no-untyped
     """Naive's DRAM bytes over a fused kernel's: measured (counters) beside the model's."""
     r = e.naive_ratios[f"naive/{a}"]
     model = f"{r['model_l2_aware']:,.1f}× with the L2 cache, {r['model_no_reuse']:,.1f}× without"
+    v, n = e.algorithm(a), e.algorithm(NAIVE)
     if r["measured"] is not None:
-        v, n = e.algorithm(a), e.algorithm(NAIVE)
         return (
             f"DRAM traffic, naive ÷ {name(a)}: <b>{r['measured']:,.0f}× less, measured</b> "
-            f"({fmt_bytes(n.bytes)} vs {fmt_bytes(v.bytes)}, hardware counters; model: {model})"
+            f"({fmt_bytes(n.bytes)} vs {fmt_bytes(v.bytes)}, hardware counters, compulsory "
+            f"writes counted; model: {model})"
+        )
+    if r.get("model_over_measured") is not None:
+        check = v.model_over_measured
+        return (
+            f"DRAM traffic, naive (model: not measured) ÷ {name(a)} (measured): "
+            f"<b>{r['model_over_measured']:,.0f}× less</b> ({fmt_bytes(n.bytes)} vs "
+            f"{fmt_bytes(v.bytes)}). The L2-aware model says {fmt_bytes(v.model_bytes['l2_aware'])}"
+            f" for {name(a)}, {check:.2f}× what the counters measured, so its {model} "
+            "overstates the gain here"
         )
     return f"DRAM traffic, naive ÷ {name(a)}: {model} (model; not measured here)"
 
@@ -327,21 +378,24 @@ def _kernel_line(k: KernelVerdict, causal: bool, note) -> str:  # type: ignore[n
     timing = f"roofline {fmt_ms(k.roofline_ms)}"
     if k.measured_ms:
         timing += f", measured {fmt_ms(k.measured_ms)}"
+    share = f" Share of each roof's peak: {shares_text(k.roof_share)}." if k.roof_share else ""
     return (
-        f"{escape(k.name)}: {k.roof.upper() if k.roof in ('hbm', 'l2') else k.roof} binds "
-        f"({k.bound}); {timing}. {note(_figures(k, causal))}"
+        f"{escape(k.name)}: {binds_text(k.ties)} ({k.bound}); {timing}.{share} "
+        f"{note(_figures(k, causal))}"
     )
 
 
 def _verdict_line(v: AlgorithmVerdict, name, note) -> str:  # type: ignore[no-untyped-def]
     source = "measured by the hardware counters" if v.bytes_source == MEASURED else "the model's"
     line = (
-        f"{name(v.algorithm)}: <b>{v.bound}-bound</b> — {ROOF_BINDS.get(v.roof, v.roof)}; "
+        f"{name(v.algorithm)}: <b>{v.bound}-bound</b> — {binds_text(v.ties)}; "
         f"roofline {fmt_ms(v.roofline_ms)}"
     )
     if v.measured_ms:
         line += f", measured {fmt_ms(v.measured_ms)}"
         line += f" ({v.roofline_ms / v.measured_ms:.0%} of the roofline's speed)"
+        if len(v.kernels) == 1 and v.roof_share:
+            line += f"; share of each roof's peak: {shares_text(v.roof_share)}"
     whole = ""
     if len(v.kernels) > 1 and v.intensity:
         whole = f"{fmt_intensity(v.intensity)} useful FLOP per DRAM byte in all; "

@@ -35,7 +35,17 @@ from gpu.backward_cost import NAIVE_BACKWARD_KERNELS
 from gpu.config import BACKWARD, STEP, AttentionConfig
 from gpu.costmodel import FP32, TENSOR, GpuSpec
 from gpu.results import RunResult
-from gpu.roofline import HBM, L2, MEASURED, XU, roofs
+from gpu.roofline import (
+    DRAM,
+    HBM,
+    L2,
+    MEASURED,
+    MEMORY_ROOFS,
+    MMA,
+    XU,
+    counted_dram_bytes,
+    roofs,
+)
 
 from .background import LatestOnly, in_process
 from .pacing import coalesced
@@ -83,11 +93,17 @@ _DEFAULT_REFERENCE_STYLE = ("muted", Qt.PenStyle.DashLine, "+")
 #: Roofs: (name, legend label prefix, line style).
 ROOF_STYLES: dict[str, Style] = {
     HBM: Style("roof", 2.0),
+    DRAM: Style("roof", 2.0),
     L2: Style("roof", 1.4, Qt.PenStyle.DashLine),
     TENSOR: Style("roof", 2.0),
+    MMA: Style("roof", 1.4, Qt.PenStyle.DashLine),
     FP32: Style("muted", 1.4, Qt.PenStyle.DashDotLine),
     XU: Style("muted", 1.4, Qt.PenStyle.DotLine),
 }
+#: Roof names on the roofline plot (the full label, with its source, is explain's and the
+#: tooltip's).
+ROOF_LABELS = {HBM: "HBM", DRAM: "memory", L2: "L2", TENSOR: "tensor (wgmma)", MMA: "mma.sync",
+               FP32: "fp32", XU: "exp unit"}  # fmt: skip
 #: Band fill opacity (0..255) on the traffic plot.
 BAND_ALPHA = 38
 #: The strip chart follows the slider at most this often (ms).
@@ -329,6 +345,14 @@ class PlotsPanel(QWidget):
             Style("fg", symbol="o", line=False, symbol_size=16, hollow=True),
             bounds=False,
         )
+        # The L2 roof judges L2 bytes: each algorithm at its L2 intensity at this N (Nsight
+        # Compute's hierarchical roofline draws one point per memory level the same way).
+        r.add(
+            "l2_current",
+            "at L2 intensity (against the L2 roof)",
+            Style("muted", symbol="d", line=False, symbol_size=11, hollow=True),
+        )
+        r.key("k_l2", "◇ at L2 intensity (L2 roof)", Style("muted", symbol="d", line=False))
         r.key("k_measured", "bytes measured", Style("fg", symbol="o", line=False))
         r.key("k_model", "bytes: model", Style("fg", symbol="o", line=False, hollow=True))
         self.ridge_line = LabelledLine(r, angle=90, position=0.04, anchors=[(0, 1), (0, 1)])
@@ -338,7 +362,7 @@ class PlotsPanel(QWidget):
         #: upper edge of where points can be, so its label never covers one.
         self.roof_labels: dict[str, pg.TextItem] = {}
         for name in ROOF_STYLES:
-            diagonal = name in (HBM, L2)
+            diagonal = name in MEMORY_ROOFS
             label = pg.TextItem(
                 anchor=(0, 1.25) if diagonal else (0, 0) if name == XU else (1, 1),
                 rotateAxis=(1, 1) if diagonal else None,
@@ -407,8 +431,8 @@ class PlotsPanel(QWidget):
             self.set_recorded_note(s.backend.backend.label() if s.replay else "")
         if change.changed("budget", "budget_line_label"):
             self.set_budget(s.budget.line_bytes, s.budget_line_label)
-        if change.changed("target_gpu", "target_gpu_label", "on_gpu"):
-            self.set_gpu(s.target_gpu, s.target_gpu_label, time_model=s.on_gpu)
+        if change.changed("roof_device", "roof_device_label", "on_gpu"):
+            self.set_gpu(s.roof_device, s.roof_device_label, time_model=s.on_gpu)
         if change.changed("layers") and s.layers != self._layers:
             self.set_layers(s.layers)
         if change.changed("config", "algorithms", "seq_scale"):
@@ -525,14 +549,19 @@ class PlotsPanel(QWidget):
         self.timing.set_series(
             "current", [n] * len(times), [r.total_ms if r else None for r in times]
         )
-        xs, ys = [], []
+        xs, ys, l2x, l2y = [], [], [], []
+        has_l2 = self._gpu is not None and L2 in roofs(self._gpu)
         for a in algos:
             res = self._by_n[a].get(n)
             v = self._verdict(res, a) if res is not None else None
             if v is not None and v.intensity and res is not None and res.tflops:
                 xs.append(v.intensity)
                 ys.append(res.tflops * 1e12)
+                if has_l2 and v.l2_intensity:
+                    l2x.append(v.l2_intensity)
+                    l2y.append(res.tflops * 1e12)
         self.roofline.set_series("current", xs, ys, log_x=True)
+        self.roofline.set_series("l2_current", l2x, l2y, log_x=True)
 
     def set_measured(self, series: dict[str, list[RunResult]]) -> None:
         """Measured results of the current family, per algorithm, sorted by N (noted only while
@@ -566,7 +595,9 @@ class PlotsPanel(QWidget):
                 [lo for lo, _ in spread],
                 [hi for _, hi in spread],
             )
-            self.traffic.set_series(f"measured_{a}", ns, [r.measured_dram_bytes for r in ok])
+            # Measured DRAM bytes with the compulsory writes counted (some are still in L2
+            # when the counters' window closes): never below the band's compulsory edge.
+            self.traffic.set_series(f"measured_{a}", ns, [counted_dram_bytes(r) for r in ok])
         self._any_samples = any(
             t.strip.t_us for a in ALGOS for r in self._measured[a] for t in r.traffic
         )
@@ -646,20 +677,19 @@ class PlotsPanel(QWidget):
         if gpu is None:
             return
         r = self.roofline
-        peaks = roofs(gpu)
-        top = peaks[TENSOR].peak
+        peaks = roofs(gpu)  # the backend's own: a GPU's per instruction family, or this CPU's
         d = self._family.head_dim if self._family is not None else 64
-        self._roofs = {n: peaks[n].peak for n in (HBM, L2) if n in peaks}
-        self._flat_roofs = {TENSOR: top}
-        if FP32 in peaks:
-            self._flat_roofs[FP32] = peaks[FP32].peak
-            r.labels[f"roof_{FP32}"] = f"fp32 {peaks[FP32].peak / 1e12:.0f} TFLOP/s"
+        self._roofs = {n: peaks[n].peak for n in MEMORY_ROOFS if n in peaks}
+        self._flat_roofs = {n: p.peak for n, p in peaks.items() if n not in MEMORY_ROOFS}
+        for name, roof in peaks.items():
+            r.labels[f"roof_{name}"] = ROOF_LABELS.get(name, roof.label.split(" ")[0]) + (
+                f" {fmt_rate(roof.peak, roof.unit)}"
+            )
         if XU in peaks:
             self._flat_roofs[XU] = peaks[XU].peak * 4 * d
-            r.labels[f"roof_{XU}"] = f"exp unit {peaks[XU].peak / 1e12:.2f} Texp/s × 4d"
-        for name, bandwidth in self._roofs.items():
-            r.labels[f"roof_{name}"] = f"{name.upper()} {bandwidth / 1e12:.3g} TB/s"
-        r.labels[f"roof_{TENSOR}"] = f"tensor {top / 1e12:.0f} TFLOP/s"
+            r.labels[f"roof_{XU}"] += " × 4d"
+        if L2 in peaks and peaks[L2].nominal:
+            r.labels[f"roof_{L2}"] += " nominal ◇"
         self._clip_roofs()
         ridge = gpu.ridge_flops_per_byte
         self.ridge_line.set(ridge, f"ridge {ridge:.0f}")
@@ -671,8 +701,8 @@ class PlotsPanel(QWidget):
             return
         r = self.roofline
         (x0, x1), (y0, y1) = r.plotItem.vb.viewRange()
-        top = math.log10(self._flat_roofs[TENSOR])
-        for name in (HBM, L2):
+        top = math.log10(max(self._flat_roofs.values()))
+        for name in MEMORY_ROOFS:
             bandwidth = self._roofs.get(name)
             if bandwidth is None:
                 r.set_series(f"roof_{name}", [], [])
@@ -684,7 +714,7 @@ class PlotsPanel(QWidget):
         fastest = max(self._roofs.values(), default=0.0)
         for name in ROOF_STYLES:
             value = self._flat_roofs.get(name)
-            if value is None or name in (HBM, L2):
+            if value is None or name in MEMORY_ROOFS:
                 continue
             v = math.log10(value)
             start = max(x0, v - math.log10(fastest)) if fastest else x0
@@ -707,11 +737,13 @@ class PlotsPanel(QWidget):
                 continue
             lx, hx = math.log10(xs[0]), math.log10(xs[-1])
             ly = math.log10(ys[0])
-            if name in (HBM, L2):
+            if name in MEMORY_ROOFS:
                 x = lx + 0.15 * (hx - lx)
                 label.setPos(x, ly + (x - lx))
             elif name == XU:
                 label.setPos(lx + 0.05 * (hx - lx), ly)
+            elif name == MMA:  # just below the wgmma roof: its label sits mid-line
+                label.setPos(lx + 0.8 * (hx - lx), ly)
             else:
                 label.setPos(hx, ly)
 
@@ -981,7 +1013,11 @@ class PlotsPanel(QWidget):
         if any(self._has(r, f"at_model_{a}") for a in algos):
             legend.append("k_model")
         legend.append("bounds")
-        r.set_visible_items([*roof_items, *points, *refs, "bounds", "current"], force, legend)
+        if self._has(r, "l2_current"):
+            legend.append("k_l2")
+        r.set_visible_items(
+            [*roof_items, *points, *refs, "bounds", "l2_current", "current"], force, legend
+        )
         self.fit()
 
     def fit(self) -> None:
@@ -991,7 +1027,7 @@ class PlotsPanel(QWidget):
         self.traffic.fit_y()
         ridge = self._gpu.ridge_flops_per_byte if self._gpu is not None else None
         self.roofline.fit_x(extra=[ridge] if ridge else [])
-        top = self._gpu.fp16_tensor_flops * 1.5 if self._gpu is not None else None
+        top = self._gpu.top_flops * 1.5 if self._gpu is not None else None
         self.roofline.fit_y(extra=[top] if top else [])
 
     # ------------------------------------------------------------------ hover read-outs
@@ -1106,10 +1142,10 @@ class PlotsPanel(QWidget):
         if best is None:
             ai = 10.0**x
             peaks = roofs(gpu)
-            top = peaks[TENSOR].peak
+            top = gpu.top_flops
             parts = [
                 f"{n.upper()} roof {fmt_rate(min(top, peaks[n].peak * ai), 'FLOP/s')}"
-                for n in (HBM, L2)
+                for n in MEMORY_ROOFS
                 if n in peaks
             ]
             return f"{fmt_intensity(ai)} FLOP/B on {self._gpu_label}: " + ", ".join(parts)

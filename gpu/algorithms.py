@@ -136,21 +136,20 @@ def ws_tile_shape(head_dim: int) -> tuple[int, int]:
     return launch.block_m, launch.block_n
 
 
-#: Tiles of the fused backward on tensor cores, (query rows per step, keys per block) by head
-#: dim: a block holds K_j and V_j of 128 keys and streams query tiles of 128 rows (d = 64) or
-#: 64 (d = 128, where dK and dV take twice the registers) past them: the launch of
-#: gpu/kernels/flash_bwd.cu (gpu.flash_bwd.default_launch).
-BACKWARD_MMA_TILES: dict[int, tuple[int, int]] = {64: (128, 128), 128: (64, 128)}
-
-
 def backward_tile_shape(config: AttentionConfig, algorithm: str) -> tuple[int, int]:
     """(rows of Q per streamed tile, rows of K/V held per block) of `algorithm`'s backward.
     The readable algorithm (and the CPU's tiled backward) uses the config's tiles: block_m
-    query rows, block_n keys; naive's GEMMs the naive output tile."""
+    query rows, block_n keys; naive's GEMMs the naive output tile; the tensor-core kernels the
+    launch of gpu/kernels/flash_bwd.cu (gpu.flash_bwd.default_launch: 128 keys per block, 128
+    query rows per step at d = 64, 64 at d = 128; other head dims, which it refuses, d = 128's)."""
     if algorithm == TILED:
         return config.block_m, config.block_n
     if algorithm == NAIVE:
         return NAIVE_GEMM_TILE, NAIVE_GEMM_TILE
     if algorithm in ALGORITHMS:
-        return BACKWARD_MMA_TILES.get(config.head_dim, BACKWARD_MMA_TILES[128])
+        from .flash_bwd import SUPPORTED_HEAD_DIMS, default_launch  # no device needed
+
+        d = config.head_dim if config.head_dim in SUPPORTED_HEAD_DIMS else 128
+        launch = default_launch(d)
+        return launch.block_m, launch.block_n
     raise KeyError(f"unknown algorithm {algorithm!r}: known are {', '.join(ALGORITHMS)}")

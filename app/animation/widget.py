@@ -219,6 +219,8 @@ class TileAnimationWidget(QWidget):
         # views
         self.canvas = TileCanvas(self)
         self.softmax_panel = OnlineSoftmaxPanel(self)
+        fused = next((a for a in self.player.algorithms if a != NAIVE), None)
+        self.softmax_panel.set_lazy(fused is not None and fused != TILED)
         self.source_panel = SourcePanel(self, kernel_dir=kernel_dir)
         bottom = QSplitter(Qt.Orientation.Horizontal, self)
         bottom.addWidget(self.softmax_panel)
@@ -456,6 +458,8 @@ class TileAnimationWidget(QWidget):
         self.player.algorithms = tuple(algorithms)
         self.source_panel.set_lanes(self.player.algorithms)
         second = next((a for a in algorithms if a != NAIVE), None)
+        # the readable kernel rescales on every growth of the max, the tensor-core ones lazily
+        self.softmax_panel.set_lazy(second is not None and second != TILED)
         if second in FUSED and self.lanes_box.currentData() != second:
             self.lanes_box.blockSignals(True)
             self.lanes_box.setCurrentIndex(FUSED.index(second))

@@ -24,6 +24,7 @@ from gpu.errors import FileReadError, printable
 from gpu.fileio import decode_member
 from gpu.recording import Recording, recording_from_members
 from gpu.results import DeviceInfo, RunResult
+from gpu.roofline import measured_clock_hz
 
 from .family import cache_config, family, family_of
 from .result_store import ResultStore
@@ -250,6 +251,13 @@ class RecordedBackend:
             recorded_date=self.date,
             recorded_command=str(self.recording.meta.get("command", "")),
         )
+        # The clock the counters measured during the recording: the roofs are quoted at it
+        # (worked out once: a large recording holds tens of thousands of kernels).
+        if not hasattr(self, "_clock"):
+            self._clock = measured_clock_hz(self.recording.results)
+        clock = self._clock
+        if clock is not None:
+            details.update(measured_clock_hz=clock[0], measured_clock_kernels=clock[1])
         name = dev.name if dev.name.endswith("(recorded)") else f"{dev.name} (recorded)"
         return DeviceInfo(
             backend=REPLAY,
