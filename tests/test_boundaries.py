@@ -136,8 +136,8 @@ KNOWN_CYCLES = [["gpu.backward_cost", "gpu.costmodel"], ["gpu.cuda_backend", "gp
 
 def test_no_modules_of_app_or_gpu_import_each_other_in_a_circle():
     internal, _ = _graph()
-    assert sorted(_cycles(internal)) == sorted(KNOWN_CYCLES)  # a new circle fails, a cut one too (then
-    # delete its entry)
+    # A new circle fails this, and so does a cut one (then delete its entry).
+    assert sorted(_cycles(internal)) == sorted(KNOWN_CYCLES)
 
 
 def test_gpu_never_imports_the_app():
