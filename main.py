@@ -33,8 +33,8 @@ from gpu import exit_status
 from gpu.algorithms import ALGORITHMS, NAIVE, RING, TILED
 from gpu.backend import RunOptions, oom_result
 from gpu.backends import BACKEND_NAMES, create_backend
-from gpu.config import DTYPE_BYTES, AttentionConfig, ConfigError
-from gpu.costmodel import GPUS, algorithm_cost, attention_matrix_bytes, useful_flops
+from gpu.config import DTYPE_BYTES, FORWARD, PASS_LABELS, PASSES, AttentionConfig, ConfigError
+from gpu.costmodel import GPUS, algorithm_cost, attention_matrix_bytes, pass_useful_flops
 from gpu.cuda_kernels import KernelCompileError
 from gpu.errors import (
     BackendUnavailable,
@@ -50,6 +50,7 @@ from gpu.fileio import (
     remove_partial_files_on_signals,
 )
 from gpu.schema import MAX_SM_COUNT, MAX_TRACE_BLOCKS
+from gpu.units import fmt_bytes, fmt_ms_column
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -166,6 +167,33 @@ def _shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--causal", action="store_true", help="apply a causal mask")
     p.add_argument("--block-m", type=int, default=64, help="query rows per tile (readable kernel)")
     p.add_argument("--block-n", type=int, default=64, help="key rows per tile (readable kernel)")
+    p.add_argument(
+        "--pass",
+        dest="pass_",
+        choices=PASSES,
+        default=FORWARD,
+        help="forward (inference, the default), backward (the gradients, after an untimed "
+        "forward that saves what they need) or step (a training step: forward and backward)",
+    )
+
+
+def _layer_args(p: argparse.ArgumentParser) -> None:
+    from gpu.layer_stack import LAYERS_MAX, PRESETS
+
+    p.add_argument(
+        "--layers",
+        type=int,
+        default=None,
+        help=f"attention layers L of a training step (1..{LAYERS_MAX}; default: the preset's, "
+        "else 1): the saved activations of L layers and where they hit the wall",
+    )
+    p.add_argument(
+        "--preset",
+        choices=tuple(PRESETS),
+        default=None,
+        help="a model's layers, heads and head dim: "
+        + "; ".join(f"{k} = {v.source}" for k, v in PRESETS.items()),
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -182,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     model = sub.add_parser("model", help="print the cost model's figures for one config")
     model.add_argument("--seq", type=int, required=True, help="sequence length N")
     _shape_args(model)
+    _layer_args(model)
     model.add_argument("--json", action="store_true", help="print one JSON object")
     model.add_argument("--devices", type=int, default=None, help="add the ring model for P GPUs")
 
@@ -257,16 +286,49 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _config(args: argparse.Namespace, seq_len: int) -> AttentionConfig:
+    preset = _preset(args)
     return AttentionConfig(
         seq_len=seq_len,
-        heads=args.heads,
-        head_dim=args.head_dim,
+        heads=preset.heads if preset else args.heads,
+        head_dim=preset.head_dim if preset else args.head_dim,
         batch=args.batch,
         dtype=args.dtype,
         causal=args.causal,
         block_m=args.block_m,
         block_n=args.block_n,
+        pass_=args.pass_,
     )
+
+
+def _preset(args: argparse.Namespace):
+    """The --preset's model (gpu.layer_stack.ModelPreset), None without one; it sets the heads
+    and head dim, so --heads or --head-dim beside it is refused rather than ignored."""
+    key = getattr(args, "preset", None)
+    if key is None:
+        return None
+    from gpu.layer_stack import PRESETS
+
+    if (args.heads, args.head_dim) != (12, 64):
+        raise UsageError(
+            f"--preset {key} sets the heads and head dim: leave out --heads/--head-dim"
+        )
+    return PRESETS[key]
+
+
+def _layers(args: argparse.Namespace) -> int:
+    """--layers, else the preset's, else 1; only a training pass stacks saved activations."""
+    from gpu.layer_stack import check_layers
+
+    preset = _preset(args)
+    layers = args.layers if args.layers is not None else (preset.layers if preset else 1)
+    if (args.layers is not None or preset is not None) and args.pass_ == FORWARD:
+        raise UsageError(
+            "--layers and --preset describe a training step: add --pass step (or backward)"
+        )
+    try:
+        return check_layers(layers)
+    except ValueError as exc:
+        raise UsageError(f"--layers {layers}: {exc}") from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -300,16 +362,21 @@ def cmd_model(args: argparse.Namespace) -> int:
         },
     }
     if args.devices is not None:
+        if cfg.has_backward:
+            raise UsageError("--devices models the ring's forward pass: leave out --pass")
         report["ring"] = _ring_model(cfg, args.devices)
+    layers = _layers(args)
+    if cfg.has_backward:
+        report["training"] = _training_model(cfg, layers, _preset(args))
     if args.json:
         print(json.dumps(report))
         return 0
     print(cfg.label())
-    print(f"  one attention matrix (S or P): {_fmt_bytes(report['attn_matrix_bytes'])}")
+    print(f"  one attention matrix (S or P): {fmt_bytes(report['attn_matrix_bytes'])}")
     for label, cost in (("naive", naive), ("tiled", tiled)):
         print(
-            f"  {label} peak:  {_fmt_bytes(cost.peak_bytes):>10}   "
-            f"HBM traffic {_fmt_bytes(cost.hbm_bytes)}   "
+            f"  {label} peak:  {fmt_bytes(cost.peak_bytes):>10}   "
+            f"HBM traffic {fmt_bytes(cost.hbm_bytes)}   "
             f"intensity {cost.arithmetic_intensity:.1f} FLOP/B"
         )
     print(f"  FLOPs: {naive.flops:.3e}")
@@ -321,7 +388,65 @@ def cmd_model(args: argparse.Namespace) -> int:
         )
     if "ring" in report:
         _print_ring_model(report["ring"])
+    if "training" in report:
+        _print_training_model(report["training"])
     return 0
+
+
+def _training_model(cfg: AttentionConfig, layers: int, preset) -> dict[str, Any]:
+    """The training step's figures per algorithm: the backward's useful and recomputed FLOPs,
+    the saved activations of one layer and of L, and, per GPU, the N where L layers hit the
+    wall (attention's own tensors only: no weights, optimizer state or MLP activations)."""
+    from gpu.backward_cost import backward_useful_flops, recompute_flops, step_peak_bytes
+    from gpu.layer_stack import layer_stack, training_wall_seq_len
+
+    algos = {}
+    for algo in (NAIVE, TILED):
+        stack = layer_stack(cfg, algo, layers)
+        cost = algorithm_cost(cfg, algo)
+        algos[algo] = {
+            "kernels": [k.name for k in cost.kernels],
+            "backward_useful_flops": backward_useful_flops(cfg),
+            "recompute_flops": recompute_flops(cfg, algo),
+            "executed_flops": cost.executed_flops,
+            "hbm_bytes": cost.hbm_bytes,
+            "step_peak_bytes": step_peak_bytes(cfg, algo),
+            "saved_per_layer_bytes": stack.saved_per_layer,
+            "saved_total_bytes": stack.saved_total,
+            "layers_peak_bytes": stack.peak_bytes,
+            "wall_seq_len": {
+                name: training_wall_seq_len(cfg, algo, layers, gpu.memory_bytes)
+                for name, gpu in GPUS.items()
+            },
+        }
+    return {
+        "pass": cfg.pass_,
+        "layers": layers,
+        "preset": preset.key if preset else None,
+        "preset_source": preset.source if preset else None,
+        "counts": "attention's own tensors: no weights, optimizer state or MLP activations",
+        "algorithms": algos,
+    }
+
+
+def _print_training_model(t: dict[str, Any]) -> None:
+    what = f"{t['layers']} layer" + ("s" if t["layers"] != 1 else "")
+    if t["preset"]:
+        what += f" ({t['preset_source']})"
+    print(f"  {PASS_LABELS[t['pass']]}, {what}; {t['counts']}:")
+    for algo, a in t["algorithms"].items():
+        recompute = f", recompute {a['recompute_flops']:.3e}" if a["recompute_flops"] else ""
+        print(
+            f"    {algo:<6} saved {fmt_bytes(a['saved_per_layer_bytes'])}/layer, "
+            f"{fmt_bytes(a['saved_total_bytes'])} for {t['layers']}; "
+            f"peak {fmt_bytes(a['layers_peak_bytes'])}; "
+            f"backward FLOPs {a['backward_useful_flops']:.3e} useful{recompute}"
+        )
+        walls = ", ".join(
+            f"{name}: N={n:,}" if n else f"{name}: fits at every N"
+            for name, n in a["wall_seq_len"].items()
+        )
+        print(f"           wall at {walls}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -373,11 +498,11 @@ class BenchTable:
         kernels = " ".join(f"{k.name}={k.ms:.3f}" for k in r.kernel_times)
         rate = "" if r.tflops is None else f"{r.tflops * self.scale:.2f}"
         err = "" if r.max_abs_error is None else f"{r.max_abs_error:.2e}"
-        peak = "" if r.peak_bytes is None else _fmt_bytes(r.peak_bytes)
+        peak = "" if r.peak_bytes is None else fmt_bytes(r.peak_bytes)
         total = "" if r.total_ms is None else f"{r.total_ms:.3f}"
         return (
             f"{n:>7} {algo:<{self.algo_width}} {total:>10} {rate:>9} {peak:>10} "
-            f"{_fmt_bytes(r.model_peak_bytes):>10} {err:>9}  {kernels}"
+            f"{fmt_bytes(r.model_peak_bytes):>10} {err:>9}  {kernels}"
             + ("" if r.ring is None else "  " + r.ring.summary())
         )
 
@@ -456,7 +581,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(table.header(), flush=True)
     runs_each = args.warmup + args.repeats + 1  # + the metered run
     jobs = [(cfg, algo) for cfg in configs for algo in algos]
-    progress = Progress([useful_flops(cfg) * runs_each for cfg, _ in jobs])
+    progress = Progress([pass_useful_flops(cfg) * runs_each for cfg, _ in jobs])
     results = []
     failed: list[str] = []
     skipped: list[str] = []
@@ -468,7 +593,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             if algo in broken:
                 progress.print(table.note(n, algo, "SKIPPED", broken[algo]))
                 skipped.append(f"{algo} at N={n}")
-                progress.advance(useful_flops(cfg) * runs_each)
+                progress.advance(pass_useful_flops(cfg) * runs_each)
                 continue
             try:
                 r = backend.run(cfg, algo, options)
@@ -489,7 +614,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                     options = _say_traffic_missing_once(r, options)
                 if args.check and r.agrees is False:
                     failed.append(f"{algo} at N={n}: max abs error {r.max_abs_error:.3g}")
-            progress.advance(useful_flops(cfg) * runs_each)
+            progress.advance(pass_useful_flops(cfg) * runs_each)
     finally:
         progress.close()
     if args.out:
@@ -629,7 +754,7 @@ def _print_ring_model(p: dict) -> None:
         f"{p['total_s'] * 1e3:.3f} ms vs {p['single_s'] * 1e3:.3f} ms on one "
         f"(speed-up {p['speedup']:.2f}, efficiency {p['efficiency']:.0%}); per step "
         f"compute {p['step_compute_s'] * 1e3:.3f} ms, transfer {p['step_transfer_s'] * 1e3:.3f} ms "
-        f"({hidden}); {_fmt_bytes(p['peak_bytes_per_device'])} per GPU"
+        f"({hidden}); {fmt_bytes(p['peak_bytes_per_device'])} per GPU"
     )
 
 
@@ -709,7 +834,7 @@ def _traffic_column(r, options: RunOptions) -> str:
         return ""
     read = sum(t.dram_read_bytes for t in r.traffic)
     written = sum(t.dram_write_bytes for t in r.traffic)
-    return f"  DRAM read {_fmt_bytes(read)} written {_fmt_bytes(written)} (measured)"
+    return f"  DRAM read {fmt_bytes(read)} written {fmt_bytes(written)} (measured)"
 
 
 # -------------------------------------------------------------------------------------------
@@ -724,6 +849,7 @@ def _add_explain_parser(sub) -> None:
     )
     explain.add_argument("--seq", type=int, required=True, help="sequence length N")
     _shape_args(explain)
+    _layer_args(explain)
     explain.add_argument(
         "--open", dest="explain_open", metavar="FILE", help="a recording: its measured figures"
     )
@@ -778,25 +904,18 @@ def cmd_explain(args: argparse.Namespace) -> int:
     reported = device.memory_total_bytes if device is not None and not args.gpu else None
     point = current_point(cfg, algos, gpu, results, bands, reported)
     explanation = point.explanation
+    layers = _layers(args)
+    training = _training_model(cfg, layers, _preset(args)) if cfg.has_backward else None
     if args.json:
-        print(json.dumps({**explanation.to_dict(), "figures": point.to_dict()}))
+        report = {**explanation.to_dict(), "figures": point.to_dict()}
+        if training is not None:
+            report["training"] = training
+        print(json.dumps(report))
         return 0
     _print_explanation(explanation, args.explain_open)
+    if training is not None:
+        _print_training_model(training)
     return 0
-
-
-def _ms(value) -> str:
-    """Four significant digits, trailing zeros kept (1.530, not 1.53), and whole milliseconds
-    with separators from 1 s up: the column reads evenly from microsecond kernels to a
-    minute-long naive pass, never in exponent notation."""
-    if value is None:
-        return ""
-    if value >= 999.95:  # 999.96 is not "1000."
-        return f"{value:,.0f}"
-    if value < 0.001:  # four significant digits in plain decimals (1e-9 ms: 0.000000001000)
-        digits = min(16, 3 - math.floor(math.log10(value))) if value > 0 else 3
-        return f"{value:.{digits}f}"
-    return f"{value:#.4g}"
 
 
 def _roof_text(v) -> str:
@@ -816,8 +935,9 @@ def _print_explanation(e, source: str | None) -> None:
     if e.gpu.clock_hz and e.gpu.kind == "gpu":
         how = "measured" if e.gpu.clock_measured else "datasheet"
         print(f"  clock: {e.gpu.clock_hz / 1e9:.3f} GHz, {how} ({e.gpu.clock_source})")
+    kw = max([10] + [len(k.name) for a in e.algorithms for k in a.kernels])
     print(
-        f"  {'algorithm':<14} {'kernel':<10} {'DRAM bytes':>10} {'source':<8} "
+        f"  {'algorithm':<14} {'kernel':<{kw}} {'DRAM bytes':>10} {'source':<8} "
         f"{'FLOP/B':>9} {'bound':<8} {'roof':<12} {'roofline ms':>11} {'measured ms':>11}  "
         "share of each roof's peak"
     )
@@ -829,10 +949,12 @@ def _print_explanation(e, source: str | None) -> None:
             intensity = v.intensity
             ai = "" if intensity is None else f"{intensity:,.1f}"
             bound = "tie" if v.tie and v.bound == "compute" else v.bound
+            dram = fmt_bytes(v.dram_bytes if kernel else v.bytes)
             print(
-                f"  {name:<14} {kernel:<10} {_fmt_bytes(v.dram_bytes if kernel else v.bytes):>10} "
+                f"  {name:<14} {kernel:<{kw}} {dram:>10} "
                 f"{v.bytes_source:<8} {ai:>9} {bound:<8} {_roof_text(v):<12} "
-                f"{_ms(v.roofline_ms):>11} {_ms(v.measured_ms):>11}  {_shares_text(v)}"
+                f"{fmt_ms_column(v.roofline_ms):>11} {fmt_ms_column(v.measured_ms):>11}  "
+                f"{_shares_text(v)}"
             )
     for pair, ratio in e.naive_ratios.items():
         measured = "" if ratio["measured"] is None else f"measured {ratio['measured']:,.0f}×, "
@@ -848,24 +970,20 @@ def _print_explanation(e, source: str | None) -> None:
     for a in e.algorithms:
         check = a.model_over_measured
         if check is not None and not 0.8 <= check <= 1.25:
-            model = _fmt_bytes(a.model_bytes["l2_aware"])
+            model = fmt_bytes(a.model_bytes["l2_aware"])
             print(
                 f"  model check, {a.algorithm}: the L2-aware model's {model} is {check:.2f}× "
-                f"the {_fmt_bytes(a.bytes)} the counters measured"
+                f"the {fmt_bytes(a.bytes)} the counters measured"
             )
+    useful = {"forward": "4", "backward": "8", "step": "12"}[e.config.pass_]
     print(
-        "  FLOP/B: useful FLOPs (4·B·h·N²·d, halved when causal) per DRAM byte; source: "
+        f"  FLOP/B: useful FLOPs ({useful}·B·h·N²·d, halved when causal"
+        + ("; the fused backward's recompute of S not counted" if e.config.has_backward else "")
+        + ") per DRAM byte; source: "
         "measured (hardware counters"
         + (f" in {source})" if source else ")")
         + " or model (the cost model's L2-aware estimate). Roofs within 5 % are a tie (a=b)."
     )
-
-
-def _fmt_bytes(n: int) -> str:
-    for unit, size in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{n} B"
 
 
 def _refuse_bare_double_dash_values(argv: list[str]) -> None:

@@ -7,7 +7,9 @@ of its peak, and so whether it is memory- or compute-bound,
 from the bytes the hardware counters measured where the current point was profiled and from
 the cost model's L2-aware estimate otherwise; every byte figure says which. When a measurement
 arrives, the verdict is the measured one. FLOPs are named: useful (4·B·h·N²·d, halved under a
-causal mask: what TFLOP/s figures count) or executed (what the kernels issue).
+causal mask: what TFLOP/s figures count) or executed (what the kernels issue). A training pass
+adds what the backward keeps and makes (naive: P kept, dP and dS materialized; fused: O and the
+row statistics kept, S and P recomputed), the saved activations of L layers and their wall.
 
 `explain_html` is plain Python (testable without a window); `ExplainPane` follows the app state
 and the results, redraws at the pace of app/pacing.py, makes its text off the GUI thread, and
@@ -23,7 +25,8 @@ from html import escape
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED
-from gpu.config import STAT_BYTES, AttentionConfig
+from gpu.backward_cost import backward_useful_flops, recompute_flops, saved_activation_bytes
+from gpu.config import PASS_LABELS, STAT_BYTES, STEP, AttentionConfig
 from gpu.costmodel import (
     GpuSpec,
     attention_matrix_bytes,
@@ -31,6 +34,7 @@ from gpu.costmodel import (
     naive_oom_seq_len,
     stats_bytes,
 )
+from gpu.layer_stack import layer_stack, training_wall_seq_len
 from gpu.results import RunResult
 from gpu.roofline import MEASURED, AlgorithmVerdict, Explanation, KernelVerdict
 
@@ -101,6 +105,8 @@ class ExplainInputs:
     budget_name: str  # "an RTX 4090", "this H200", "this machine's RAM"
     #: Results at this config, per algorithm (measured or recorded; profiled ones carry bytes).
     results: tuple[tuple[str, RunResult], ...] = ()
+    #: Attention layers whose saved activations a training pass stacks (AppState.layers).
+    layers: int = 1
 
     @classmethod
     def from_state(
@@ -114,6 +120,7 @@ class ExplainInputs:
             budget_bytes=s.budget.line_bytes,
             budget_name=s.budget_name,
             results=tuple((results or {}).items()),
+            layers=s.layers,
         )
 
 
@@ -179,9 +186,10 @@ def explain_html(inp: ExplainInputs, palette: Palette = DARK) -> str:
     tiled = cost(c, TILED)
     bh = f"{fmt_int(c.batch)} × {fmt_int(c.heads)}" if c.batch > 1 else fmt_int(c.heads)
     useful = naive.flops
+    factor = {"forward": "4", "backward": "8", "step": "12 (forward 4, backward 8)"}[c.pass_]
     out = [
         f"<h3 style='margin-bottom:2px'>{escape(c.label())}</h3>",
-        f"<p style='color:{muted};margin-top:0'>Useful FLOPs 4·B·h·N²·d"
+        f"<p style='color:{muted};margin-top:0'>Useful FLOPs {factor}·B·h·N²·d"
         f"{' ÷ 2 (causal)' if c.causal else ''} = {fmt_flops(useful)} for every algorithm: "
         "what TFLOP/s and the roofline's intensity count.",
     ]
@@ -196,23 +204,42 @@ def explain_html(inp: ExplainInputs, palette: Palette = DARK) -> str:
         )
     out.append("</p>")
     out += [
-        f"<h4>{name(NAIVE)}: three kernels, S and P in HBM</h4>",
+        f"<h4>{name(NAIVE)}: three kernels, S and P in HBM"
+        + (" (five more for the backward)" if c.has_backward else "")
+        + "</h4>",
         "<p><code>S = QKᵀ/√d</code> → HBM, <code>P = softmax(S)</code> → HBM, "
         "<code>O = PV</code>.</p>",
         "<ul>",
         f"<li><b>S alone</b>: {s_formula(c)} = <b>{fmt_bytes(s_bytes)}</b>"
         f"{escape(compare(s_bytes, inp.budget_bytes, inp.budget_name))}</li>",
-        f"<li>P is as large again. Peak: S + P + Q, K, V, O ({fmt_bytes(qkvo)}) = "
-        f"<b>{fmt_bytes(naive.peak_bytes)}</b>"
-        f"{escape(compare(naive.peak_bytes, inp.budget_bytes, inp.budget_name))}</li>",
     ]
-    if inp.budget_bytes:
-        wall = naive_oom_seq_len(c, inp.budget_bytes)
-        where = "you are past it" if wall <= c.seq_len else "still ahead"
+    if c.has_backward:
         out.append(
-            f"<li>The wall: in {fmt_bytes(inp.budget_bytes)} naive runs out of memory "
-            f"from N = {fmt_int(wall)} ({where}).</li>"
+            f"<li>Its {PASS_LABELS[c.pass_]} keeps P from the forward and makes dP and dS, as "
+            f"large again each. Peak: P + dP + dS + Q, K, V, O, dO, dQ, dK, dV "
+            f"({fmt_bytes(2 * qkvo)}) = <b>{fmt_bytes(naive.peak_bytes)}</b>"
+            f"{escape(compare(naive.peak_bytes, inp.budget_bytes, inp.budget_name))}</li>"
         )
+    else:
+        out.append(
+            f"<li>P is as large again. Peak: S + P + Q, K, V, O ({fmt_bytes(qkvo)}) = "
+            f"<b>{fmt_bytes(naive.peak_bytes)}</b>"
+            f"{escape(compare(naive.peak_bytes, inp.budget_bytes, inp.budget_name))}</li>"
+        )
+    if inp.budget_bytes:
+        wall = (
+            training_wall_seq_len(c, NAIVE, 1, inp.budget_bytes)
+            if c.has_backward
+            else naive_oom_seq_len(c, inp.budget_bytes)
+        )
+        if wall is None:
+            out.append(f"<li>In {fmt_bytes(inp.budget_bytes)} naive fits at every N.</li>")
+        else:
+            where = "you are past it" if wall <= c.seq_len else "still ahead"
+            out.append(
+                f"<li>The wall: in {fmt_bytes(inp.budget_bytes)} naive runs out of memory "
+                f"from N = {fmt_int(wall)} ({where}).</li>"
+            )
     out.append("</ul>")
 
     out += [
@@ -225,6 +252,8 @@ def explain_html(inp: ExplainInputs, palette: Palette = DARK) -> str:
     ]
     out += [f"<li>{_ratio_line(e, a, name)}</li>" for a in shown if f"naive/{a}" in e.naive_ratios]
     out.append("</ul>")
+    if c.has_backward:
+        out += _training_section(inp, name)
     out += _roofline_section(e, inp, shown, name, note, palette)
     if NAIVE in shown:
         out.append(
@@ -233,6 +262,54 @@ def explain_html(inp: ExplainInputs, palette: Palette = DARK) -> str:
             "them behind.</p>"
         )
     return "\n".join(out)
+
+
+def _training_section(inp: ExplainInputs, name) -> list[str]:  # type: ignore[no-untyped-def]
+    """What the backward keeps, what FlashAttention recomputes, and L layers' saved
+    activations against the budget (attention's own tensors only)."""
+    c, layers = inp.config, inp.layers
+    useful_bwd = backward_useful_flops(c)
+    extra = recompute_flops(c, TILED)
+    out = [
+        f"<h4>The {PASS_LABELS[c.pass_]}: bytes kept or FLOPs spent again</h4>",
+        "<ul>",
+        f"<li>The backward's useful work: dV = PᵀdO, dP = dO·Vᵀ, dQ = dS·K/√d, dK = dSᵀQ/√d, "
+        f"8·B·h·N²·d = {fmt_flops(useful_bwd)}"
+        + (", after the forward's" if c.pass_ == STEP else "")
+        + ".</li>",
+        f"<li>{name(TILED)} kept no P: it recomputes S and P tile by tile, a fifth product of "
+        f"{fmt_flops(extra)} ({extra / useful_bwd:.0%} more than the useful work) in exchange "
+        f"for the {fmt_bytes(attention_matrix_bytes(c))} of P per layer.</li>",
+    ]
+    stacks = {a: layer_stack(c, a, layers) for a in (NAIVE, TILED)}
+    per = ", ".join(f"{name(a)} {fmt_bytes(saved_activation_bytes(c, a))}" for a in (NAIVE, TILED))
+    out.append(
+        f"<li>Saved activations per layer (Q, K, V, O and P, or m and l): {per}. For "
+        f"<b>{fmt_int(layers)} layers</b> all of them are held at the first backward: "
+        + ", ".join(
+            f"{name(a)} <b>{fmt_bytes(s.peak_bytes)}</b> with one layer's backward"
+            f"{escape(compare(s.peak_bytes, inp.budget_bytes, inp.budget_name))}"
+            for a, s in stacks.items()
+        )
+        + " (attention's own tensors: no weights, optimizer state or MLP activations).</li>"
+    )
+    if inp.budget_bytes:
+        walls = []
+        for a in (NAIVE, TILED):
+            wall = training_wall_seq_len(c, a, layers, inp.budget_bytes)
+            walls.append(
+                f"{name(a)} fits at every N"
+                if wall is None
+                else f"{name(a)} from N = {fmt_int(wall)}"
+                + (" (you are past it)" if wall <= c.seq_len else "")
+            )
+        out.append(
+            f"<li>The wall for {fmt_int(layers)} layers in {fmt_bytes(inp.budget_bytes)}: "
+            + "; ".join(walls)
+            + ".</li>"
+        )
+    out.append("</ul>")
+    return out
 
 
 def _ratio_line(e: Explanation, a: str, name) -> str:  # type: ignore[no-untyped-def]

@@ -31,7 +31,8 @@ from PySide6.QtGui import QPixmapCache
 from PySide6.QtWidgets import QGridLayout, QWidget
 
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED, TILED_MMA, TILED_WGMMA
-from gpu.config import AttentionConfig
+from gpu.backward_cost import NAIVE_BACKWARD_KERNELS
+from gpu.config import BACKWARD, STEP, AttentionConfig
 from gpu.costmodel import FP32, TENSOR, GpuSpec
 from gpu.results import RunResult
 from gpu.roofline import (
@@ -54,10 +55,6 @@ from .plot_kit import (
     SeriesKey,
     Style,
     drawable,
-    fmt_bytes_axis,
-    fmt_flops_axis,
-    fmt_ms_axis,
-    fmt_plain,
     with_alpha,
 )
 from .state.app_state import AppState, Change
@@ -66,12 +63,31 @@ from .state.model_cache import band, cost, known, known_band, known_verdict, pri
 from .state.model_curves import MODEL_GRID, ModelCurves, model_curves
 from .state.recorded_run import reference_label
 from .state.seq_scale import SEQ_MAX, SEQ_MIN
-from .state.units import fmt_bytes, fmt_int, fmt_intensity, fmt_ms, fmt_rate
+from .state.units import (
+    fmt_bytes,
+    fmt_bytes_axis,
+    fmt_flops_axis,
+    fmt_int,
+    fmt_intensity,
+    fmt_ms,
+    fmt_ms_axis,
+    fmt_plain_axis,
+    fmt_rate,
+)
 from .strip_chart import TrafficStripChart
 from .theme import Palette
 
 ALGOS = tuple(ALGORITHMS)  # naive first, then the fused (tiled) kernels
-NAIVE_KERNELS = ("gemm_qk", "softmax", "gemm_pv")
+NAIVE_FORWARD_KERNELS = ("gemm_qk", "softmax", "gemm_pv")
+#: Naive's kernels, each drawn on the time plot where measured: the forward's, then the
+#: backward's (a training step times both).
+NAIVE_KERNELS = NAIVE_FORWARD_KERNELS + NAIVE_BACKWARD_KERNELS
+#: The time plot's title per pass.
+TIME_TITLES = {
+    "forward": "Time per forward pass",
+    BACKWARD: "Time per backward pass",
+    STEP: "Time per training step",
+}
 SYMBOLS = {NAIVE: "o", TILED: "s", TILED_MMA: "t", TILED_WGMMA: "d"}
 #: How a reference series (a peer such as PyTorch SDPA, recorded beside ours) is drawn: muted,
 #: dashed, small crosses; never in an algorithm's colour, so it cannot pass for one of ours.
@@ -156,7 +172,7 @@ class PlotsPanel(QWidget):
             "achieved FLOP/s",
             fmt_flops_axis,
             x_label="arithmetic intensity (useful FLOP per DRAM byte)",
-            x_format=fmt_plain,
+            x_format=fmt_plain_axis,
         )
         self.strip = TrafficStripChart()
         yield
@@ -181,6 +197,7 @@ class PlotsPanel(QWidget):
 
         self._config: AttentionConfig | None = None
         self._family: AttentionConfig | None = None
+        self._layers = 1  # the saved-activation stack's L (training passes)
         self._algorithms: tuple[str, ...] = (NAIVE, TILED)
         self._measured: dict[str, list[RunResult]] = {a: [] for a in ALGOS}
         self._by_n: dict[str, dict[int, RunResult]] = {a: {} for a in ALGOS}
@@ -218,6 +235,9 @@ class PlotsPanel(QWidget):
         m, t, h, r = self.memory, self.timing, self.traffic, self.roofline
         m.add("model_naive", "naive (model)", Style(NAIVE, 2.0))
         m.add("model_tiled", "tiled, every kernel (model)", Style(TILED, 2.0))
+        # A training step's saved activations for L layers (gpu/layer_stack.py), dashed.
+        m.add("stack_naive", "naive, L layers (model)", Style(NAIVE, 1.6, Qt.PenStyle.DashLine))
+        m.add("stack_tiled", "tiled, L layers (model)", Style(TILED, 1.6, Qt.PenStyle.DashLine))
         for a in ALGOS:
             m.add(
                 f"measured_{a}",
@@ -237,6 +257,9 @@ class PlotsPanel(QWidget):
             bounds=False,
         )
         m.key("k_model", "model", Style("fg", 2.0))
+        m.key(
+            "k_stack", "model: L layers' saved activations", Style("fg", 1.6, Qt.PenStyle.DashLine)
+        )
         m.key("k_pool", "pool peak", Style("fg", symbol="o", line=False))
         m.key(
             "k_device",
@@ -417,6 +440,8 @@ class PlotsPanel(QWidget):
             self.set_budget(s.budget.line_bytes, s.budget_line_label)
         if change.changed("roof_device", "roof_device_label", "on_gpu"):
             self.set_gpu(s.roof_device, s.roof_device_label, time_model=s.on_gpu)
+        if change.changed("layers") and s.layers != self._layers:
+            self.set_layers(s.layers)
         if change.changed("config", "algorithms", "seq_scale"):
             self.set_config(s.config, s.algorithms, warm=s.scale)
 
@@ -438,12 +463,25 @@ class PlotsPanel(QWidget):
         algorithms = tuple(a for a in ALGOS if a in algorithms)
         fam = family(config)
         if fam != self._family or algorithms != self._algorithms:
+            new_pass = self._family is None or fam.pass_ != self._family.pass_
             self._family = fam
+            if new_pass:
+                self._show_timing_title()
             self._algorithms = algorithms
             self._request_model((*warm, config.seq_len))
             self._draw_roofs()
             self._update_visibility()
         self.set_seq_len(config)
+
+    def set_layers(self, layers: int) -> None:
+        """L of a training pass's saved-activation stack: its lines are redrawn (off the GUI
+        thread, with the other model curves) when the family trains."""
+        self._layers = layers
+        self.memory.labels["stack_naive"] = f"naive, {layers} layers' saved activations (model)"
+        self.memory.labels["stack_tiled"] = f"tiled, {layers} layers' saved activations (model)"
+        if self._family is not None and self._family.has_backward:
+            self._request_model()
+        self._update_visibility(force=True)
 
     def set_seq_len(self, config: AttentionConfig) -> None:
         """The fast path of a slider move: cursors and "you are here" markers only."""
@@ -788,7 +826,12 @@ class PlotsPanel(QWidget):
         """Say on the timing plot where and when its measurements were recorded
         ("NVIDIA H200, recorded 2025-06-01"); '' for live measurements."""
         self._recorded_note = note
-        base = "Time per forward pass"
+        self._show_timing_title()
+
+    def _show_timing_title(self) -> None:
+        """'Time per training step · NVIDIA H200, recorded …': the pass, and where measured."""
+        base = TIME_TITLES[self._family.pass_ if self._family is not None else "forward"]
+        note = self._recorded_note
         self.timing.set_title(f"{base} · {note}" if note else base)
 
     def replicate(self, keep_zoom: bool = True) -> PlotsPanel:
@@ -831,15 +874,16 @@ class PlotsPanel(QWidget):
             return
         warm = tuple(warm)
         self.model_worker.submit(
-            in_process(model_curves, fam, algos, gpu, warm, self._gpu),
+            in_process(model_curves, fam, algos, gpu, warm, self._gpu, self._layers),
             self._draw_model,
             failed=self._model_failed,
         )
 
     def _model_failed(self, exc: BaseException) -> None:
         fam, algos, gpu, band_gpu = self._family, self._algorithms, self._time_model_gpu, self._gpu
+        layers = self._layers
         self.model_worker.submit(
-            lambda: model_curves(fam, algos, gpu, (), band_gpu), self._draw_model
+            lambda: model_curves(fam, algos, gpu, (), band_gpu, layers), self._draw_model
         )
 
     def _draw_model(self, curves: ModelCurves) -> None:
@@ -903,6 +947,13 @@ class PlotsPanel(QWidget):
     def flush_visibility(self) -> None:
         self._paced_visibility.flush()
 
+    def _naive_kernels(self) -> tuple[str, ...]:
+        """Naive's kernels the current pass times, in launch order."""
+        pass_ = self._family.pass_ if self._family is not None else "forward"
+        if pass_ == STEP:
+            return NAIVE_KERNELS
+        return NAIVE_BACKWARD_KERNELS if pass_ == BACKWARD else NAIVE_FORWARD_KERNELS
+
     def _has(self, plot: MetricPlot, name: str) -> bool:
         return bool(plot.series.get(name, ((), ()))[0])
 
@@ -914,7 +965,9 @@ class PlotsPanel(QWidget):
         ]
         key = [(_label(a), Style(a, 2.0, symbol=_symbol(a), symbol_size=8)) for a in algos]
         if NAIVE in algos:  # naive's kernels on the time plot: in its colours, so named here
-            key += [(f"naive: {k}", self.timing.styles[f"kernel_{k}"]) for k in NAIVE_KERNELS]
+            key += [
+                (f"naive: {k}", self.timing.styles[f"kernel_{k}"]) for k in self._naive_kernels()
+            ]
         for name in refs:
             style = self.timing.styles[name]
             key.append((self.timing.labels[name], style))
@@ -923,11 +976,13 @@ class PlotsPanel(QWidget):
         m = self.memory
         tiled_any = any(a != NAIVE for a in algos)
         mem = (["model_naive"] if NAIVE in algos else []) + (["model_tiled"] if tiled_any else [])
+        stacks = [n for n in ("stack_naive", "stack_tiled") if self._has(m, n)]
+        mem += stacks
         mem += [f"measured_{a}" for a in algos] + [f"device_{a}" for a in algos]
         if self._has(m, "oom"):
             mem.append("oom")
         mem.append("current")
-        legend = ["k_model", "k_pool"]
+        legend = ["k_model", *(["k_stack"] if stacks else []), "k_pool"]
         if any(self._has(m, f"device_{a}") for a in algos):
             legend.append("k_device")
         if self._has(m, "oom"):
@@ -938,7 +993,7 @@ class PlotsPanel(QWidget):
 
         t = self.timing
         tim = [f"measured_{a}" for a in algos] + [f"spread_{a}" for a in algos]
-        kernels = [f"kernel_{k}" for k in NAIVE_KERNELS] if NAIVE in algos else []
+        kernels = [f"kernel_{k}" for k in self._naive_kernels()] if NAIVE in algos else []
         tim += kernels  # listed whether or not measured yet: the legend stays put
         legend = ["k_measured"]
         if self._time_model_gpu is not None:
@@ -1199,6 +1254,9 @@ class _Replication:
         yield
         if src._config is not None:
             other._family, other._algorithms = src._family, src._algorithms
+            other._layers = src._layers
+            other.memory.labels.update(src.memory.labels)
+            other._show_timing_title()
             other._draw_roofs()
             if src._model is not None:
                 other._draw_model(src._model)

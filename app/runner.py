@@ -45,10 +45,11 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from gpu.backend import Backend, RunOptions, oom_result
 from gpu.config import AttentionConfig, ConfigError
-from gpu.costmodel import algorithm_cost, useful_flops
+from gpu.costmodel import algorithm_cost, pass_useful_flops
 from gpu.cuda_kernels import KernelCompileError
 from gpu.errors import RunCancelled, UnsupportedConfig
 from gpu.results import RunResult
+from gpu.units import fmt_seconds
 
 from .state.recorded_run import NotRecorded
 from .state.runs import BackendFailure, BackendReady, Job, RunOutcome, backend_key
@@ -465,7 +466,8 @@ class Runner(QObject):
                 skipped=True,
                 error=(
                     f"{job.algorithm} at N={job.config.seq_len} not run: about "
-                    f"{_fmt_s(estimate)} on the {name} backend (limit {_fmt_s(limit)})"
+                    f"{fmt_seconds(estimate, digits=2)} on the {name} backend "
+                    f"(limit {fmt_seconds(limit, digits=2)})"
                     + (" — a recorded GPU run shows large N" if name == "cpu" else "")
                 ),
             )
@@ -510,7 +512,11 @@ class Runner(QObject):
             limit = job.budget_bytes or backend.device_info().memory_free_bytes
         except Exception:
             return False
-        return bool(limit) and algorithm_cost(job.config, job.algorithm).peak_bytes > limit
+        try:
+            need = algorithm_cost(job.config, job.algorithm).peak_bytes
+        except KeyError:  # an algorithm the model does not know for this pass: let it say so
+            return False
+        return bool(limit) and need > limit
 
     def _estimate_s(
         self, backend: Backend, name: str, key: str, job: Job, options: RunOptions
@@ -524,7 +530,7 @@ class Runner(QObject):
         if not rate:
             return None
         runs = max(1, options.repeats) + options.warmup + 1  # + the traced (memory) run
-        return useful_flops(job.config) * runs / rate
+        return pass_useful_flops(job.config) * runs / rate
 
     def _emit(self, signal, *args) -> None:  # type: ignore[no-untyped-def]
         with contextlib.suppress(RuntimeError):  # the bridge is gone: the app is closing
@@ -581,11 +587,3 @@ def _describe(exc: BaseException) -> str:
     tb = traceback.extract_tb(exc.__traceback__)
     where = f" ({tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
     return f"{type(exc).__name__}: {text}{where}"
-
-
-def _fmt_s(s: float) -> str:
-    if s >= 3600:
-        return f"{s / 3600:.1f} h"
-    if s >= 60:
-        return f"{s / 60:.0f} min"
-    return f"{s:.0f} s"

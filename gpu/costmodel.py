@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .algorithms import ALGORITHMS, NAIVE, NAIVE_GEMM_TILE, TILED, tile_shape
+from .algorithms import ALGORITHMS, NAIVE, NAIVE_GEMM_TILE, RING, TILED, tile_shape
 from .config import STAT_BYTES, AttentionConfig, ceil_div
 
 #: Compute units a kernel's matmul FLOPs run on (keys of `GpuSpec.compute_peaks`).
@@ -152,6 +152,13 @@ def useful_flops(config: AttentionConfig) -> int:
     """4·B·h·N²·d for QKᵀ and PV (2 FLOPs per multiply-add); half of it with a causal mask."""
     full = 4 * config.bh * config.seq_len * config.seq_len * config.head_dim
     return full // 2 if config.causal else full
+
+
+def pass_useful_flops(config: AttentionConfig) -> int:
+    """Useful FLOPs of the pass a config times: the forward's 4·B·h·N²·d, the backward's twice
+    that, a training step's both (three times the forward's); halved when causal."""
+    forward = useful_flops(config.forward())
+    return forward * {"forward": 1, "backward": 2, "step": 3}[config.pass_]
 
 
 def visible_scores(config: AttentionConfig) -> int:
@@ -278,7 +285,17 @@ def algorithm_cost(
     config: AttentionConfig, algorithm: str, smem_limit_bytes: int | None = None
 ) -> AlgorithmCost:
     """The no-reuse model (module docstring); `smem_limit_bytes` is the device's opt-in shared
-    memory per block (default: the H100/H200's), which decides naive's softmax kernel."""
+    memory per block (default: the H100/H200's), which decides naive's softmax kernel. A config
+    whose pass is backward or step gets gpu.backward_cost's kernels (the step's after the
+    forward's) and the step's peak."""
+    if config.has_backward:
+        if algorithm == RING:
+            raise KeyError("ring attention has no backward pass here")
+        if algorithm != NAIVE and not getattr(ALGORITHMS.get(algorithm), "fused", False):
+            raise KeyError(f"unknown algorithm {algorithm!r}")
+        from .backward_cost import training_cost
+
+        return training_cost(config, algorithm, smem_limit_bytes)
     if algorithm == NAIVE:
         return naive_cost(config, smem_limit_bytes)
     info = ALGORITHMS.get(algorithm)
@@ -296,6 +313,12 @@ def compulsory_cost(
 ) -> AlgorithmCost:
     """Every tensor read or written once (module docstring); FLOPs and exponentials as in the
     no-reuse model, since caching changes the bytes, not the work."""
+    if config.has_backward:
+        from .backward_cost import compulsory_backward, with_forward
+
+        forward = compulsory_cost(config.forward(), algorithm, smem_limit_bytes)
+        backward = compulsory_backward(config, algorithm, smem_limit_bytes)
+        return with_forward(config, algorithm, backward, forward)
     upper = algorithm_cost(config, algorithm, smem_limit_bytes)
     qkvo, s_bytes = matrix_bytes(config), attention_matrix_bytes(config)
     if algorithm == NAIVE:
@@ -335,6 +358,12 @@ def l2_aware_cost(
     config: AttentionConfig, algorithm: str, gpu: GpuSpec, smem_limit_bytes: int | None = None
 ) -> AlgorithmCost:
     """The L2-aware estimate (assumptions in the module docstring)."""
+    if config.has_backward:
+        from .backward_cost import l2_aware_backward, with_forward
+
+        forward = l2_aware_cost(config.forward(), algorithm, gpu, smem_limit_bytes)
+        backward = l2_aware_backward(config, algorithm, gpu, smem_limit_bytes)
+        return with_forward(config, algorithm, backward, forward)
     upper = algorithm_cost(config, algorithm, smem_limit_bytes)
     lower = compulsory_cost(config, algorithm, smem_limit_bytes)
     n, d, eb, bh = config.seq_len, config.head_dim, config.elem_bytes, config.bh

@@ -270,6 +270,7 @@ class RunResult:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data["config"] = self.config.to_dict()  # the pass under its file key, "pass"
         data["kernel_times"] = [asdict(k) for k in self.kernel_times]
         data["traffic"] = [t.to_dict() for t in self.traffic]
         data["total_ms"] = self.total_ms

@@ -207,9 +207,11 @@ def test_render_to_a_name_ending_in_a_slash_is_refused_and_writes_nothing(
 
 
 def test_explain_prints_a_picosecond_time_in_plain_decimals():
-    assert cli._ms(3e-9) == "0.000000003000"
-    assert cli._ms(1e-9) == "0.000000001000"
-    assert "e" not in cli._ms(0.000123)
+    from gpu.units import fmt_ms_column
+
+    assert fmt_ms_column(3e-9) == "0.000000003000"
+    assert fmt_ms_column(1e-9) == "0.000000001000"
+    assert "e" not in fmt_ms_column(0.000123)
 
 
 # ------------------------------------------------------------------------- traces

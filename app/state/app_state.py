@@ -60,6 +60,9 @@ class AppState:
     bytes_refused: str = ""
     #: Devices P the ring splits the sequence over (1: one device; app/state/ring_devices.py).
     devices: int = 1
+    #: Attention layers L whose saved activations a training step stacks up (the memory plot's
+    #: L-layer lines and the explain pane's wall for L layers; gpu/layer_stack.py).
+    layers: int = 12
 
     # ------------------------------------------------------------------ derived
 
@@ -83,6 +86,11 @@ class AppState:
     @property
     def replay(self) -> bool:
         return self.backend_name == REPLAY
+
+    @property
+    def training(self) -> bool:
+        """Whether the config's pass computes gradients (a training step or its backward)."""
+        return self.config.has_backward
 
     @property
     def bytes_unmeasurable(self) -> str:

@@ -181,6 +181,10 @@ class RecordedBackend:
         )
         self._seq_lens = tuple(sorted({r.config.seq_len for r in recording.results}))
         self._algorithms = tuple(dict.fromkeys(r.algorithm for r in recording.results))
+        passes: dict[str, dict[str, None]] = {}
+        for r in recording.results:
+            passes.setdefault(r.algorithm, {})[r.config.pass_] = None
+        self._passes = {a: tuple(p) for a, p in passes.items()}
         self._first_config = self._most_shown_config(shown[True] or shown[False])
 
     @classmethod
@@ -265,6 +269,10 @@ class RecordedBackend:
 
     def algorithms(self) -> tuple[str, ...]:
         return self._algorithms
+
+    def passes(self, algorithm: str) -> tuple[str, ...]:
+        """The passes recorded for `algorithm` (forward only in files made before training)."""
+        return self._passes.get(algorithm, ())
 
     def results(self) -> tuple[RunResult, ...]:
         return tuple(self._by_key.values())
