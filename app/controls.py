@@ -385,7 +385,7 @@ class ControlsPanel(QWidget):
         self.measure_bytes = QCheckBox("Measure bytes (hardware counters)")
         self.measure_bytes.setObjectName("measureBytesCheck")
         self.measure_bytes.toggled.connect(self._on_measure_bytes)
-        form.addRow("", self.measure_bytes)
+        form.addRow(self.measure_bytes)  # both columns: the panel stays narrow
         return box
 
     # ------------------------------------------------------------------ typed values
@@ -523,7 +523,12 @@ class ControlsPanel(QWidget):
     def _show_backend_choice(self, s: AppState) -> None:
         i = self.backend.findData("recorded")
         name = s.recorded_path.rsplit("/", 1)[-1] if s.recorded_path else ""
-        self.backend.setItemText(i, f"recorded run: {name}" if name else "recorded run")
+        # The file's name in the list's tooltip and the status bar: the field stays short.
+        self.backend.setItemText(i, "recorded run")
+        tip = next(t for k, _, t in BACKEND_CHOICES if k == "recorded")
+        self.backend.setItemData(
+            i, f"{tip}\n\nNow: {name}" if name else tip, Qt.ItemDataRole.ToolTipRole
+        )
         self.show_backend_choice(s.backend_choice)
 
     def show_backend_choice(self, key: str) -> None:

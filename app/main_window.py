@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QPushButton,
     QScrollArea,
+    QStyle,
     QTabWidget,
     QToolTip,
     QVBoxLayout,
@@ -85,6 +86,10 @@ RECORDED_SWEEP_TIP = (
 #: (model curves, animation lanes, JSON); at CPython's default of 5 ms the GUI thread could wait
 #: that long several times per frame.
 GIL_SWITCH_S = 0.001
+
+
+#: The window's first size, where the screen has room for it (fit_to_screen clamps it).
+DEFAULT_SIZE = (1500, 920)
 
 
 def default_settings() -> QSettings:
@@ -176,8 +181,13 @@ class MainWindow(QMainWindow):
         scroll.setObjectName("controlsScroll")
         scroll.setWidget(self.controls)
         scroll.setWidgetResizable(True)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        scroll.setMinimumWidth(300)
+        # As wide as the panel's widest row needs, so nothing in it is cut; narrower only if
+        # the user drags the dock so, and then it scrolls sideways instead of clipping.
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        bar = scroll.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent)
+        scroll.setMinimumWidth(
+            self.controls.minimumSizeHint().width() + bar + 2 * scroll.frameWidth()
+        )
         self.controls_dock = QDockWidget("Controls", self)
         self.controls_dock.setObjectName("controlsDock")
         self.controls_dock.setWidget(scroll)
@@ -227,7 +237,8 @@ class MainWindow(QMainWindow):
         v.addWidget(self.tabs, 1)
         self.setCentralWidget(central)
         self.readouts = StatusBarReadouts(self.statusBar())
-        self.resize(1500, 920)
+        self.resize(*DEFAULT_SIZE)
+        self.fit_to_screen()
 
     def _install_animation(self) -> None:
         """Build the animation tab after the first paint: its import and construction cost
@@ -563,6 +574,26 @@ class MainWindow(QMainWindow):
         self.dark_action.blockSignals(True)
         self.dark_action.setChecked(self.theme == "dark")
         self.dark_action.blockSignals(False)
+
+    def fit_to_screen(self) -> None:
+        """Keep the window on its screen's available area: a default or restored size larger
+        than a 1280×800 laptop's screen is shrunk to it (and moved inside it), never left to
+        hang off the edges."""
+        screen = self.screen() or QApplication.primaryScreen()
+        if screen is None:
+            return
+        area = screen.availableGeometry()
+        frame = self.frameGeometry()
+        extra_w = max(0, frame.width() - self.width())
+        extra_h = max(0, frame.height() - self.height())
+        w = min(self.width(), area.width() - extra_w)
+        h = min(self.height(), area.height() - extra_h)
+        if (w, h) != (self.width(), self.height()):
+            self.resize(w, h)
+        x = min(max(frame.x(), area.x()), area.right() - w - extra_w + 1)
+        y = min(max(frame.y(), area.y()), area.bottom() - h - extra_h + 1)
+        if (x, y) != (frame.x(), frame.y()):
+            self.move(x, y)
 
     # ------------------------------------------------------------------ backend
 
@@ -934,6 +965,7 @@ class MainWindow(QMainWindow):
         geometry = settings.read(s, "window/geometry")
         if geometry is not None and not self.restoreGeometry(geometry):
             settings.log.warning("ignored the setting window/geometry: not a window geometry")
+        self.fit_to_screen()  # saved on a larger screen than this one
         state = settings.read(s, "window/state")
         if state is not None and not self.restoreState(state):
             settings.log.warning("ignored the setting window/state: not a window layout")

@@ -138,7 +138,7 @@ class PlotsPanel(QWidget):
             "Roofline",
             "achieved FLOP/s",
             fmt_flops_axis,
-            x_label="arithmetic intensity (useful FLOP per DRAM byte)",
+            x_label="useful FLOP per DRAM byte (intensity)",
             x_format=fmt_plain,
         )
         self.strip = TrafficStripChart()
@@ -323,7 +323,7 @@ class PlotsPanel(QWidget):
         for name in ROOF_STYLES:
             diagonal = name in (HBM, L2)
             label = pg.TextItem(
-                anchor=(0, 1.25) if diagonal else (0, 0) if name == XU else (1, 1),
+                anchor=(0, 1.25) if diagonal else (1, 0) if name == XU else (1, 1),
                 rotateAxis=(1, 1) if diagonal else None,
             )
             label.setVisible(False)
@@ -501,6 +501,7 @@ class PlotsPanel(QWidget):
                 xs.append(v.intensity)
                 ys.append(res.tflops * 1e12)
         self.roofline.set_series("current", xs, ys, log_x=True)
+        self._keep_markers_in_view()
 
     def set_measured(self, series: dict[str, list[RunResult]]) -> None:
         """Measured results of the current family, per algorithm, sorted by N (noted only while
@@ -595,7 +596,9 @@ class PlotsPanel(QWidget):
         self._gpu_label = label
         self._time_model_gpu = gpu if time_model else None
         self._draw_roofs()
-        self.roofline.set_title(f"Roofline: {label}")
+        # The GPU's name in the title, the whole label (its memory, "reference") on hover.
+        self.roofline.set_title(f"Roofline: {label.split(',')[0]}")
+        self.roofline.set_title_tip(f"Roofline: {label}")
         if self._family is not None and (
             self._model is None
             or self._model.time_gpu != self._time_model_gpu
@@ -624,7 +627,8 @@ class PlotsPanel(QWidget):
             r.labels[f"roof_{FP32}"] = f"fp32 {peaks[FP32].peak / 1e12:.0f} TFLOP/s"
         if XU in peaks:
             self._flat_roofs[XU] = peaks[XU].peak * 4 * d
-            r.labels[f"roof_{XU}"] = f"exp unit {peaks[XU].peak / 1e12:.2f} Texp/s × 4d"
+            # In FLOP/s, each exponential counted with the 4·d FLOPs of the matmuls around it.
+            r.labels[f"roof_{XU}"] = f"exp unit: {peaks[XU].peak / 1e12:.2f} T exponentials/s"
         for name, bandwidth in self._roofs.items():
             r.labels[f"roof_{name}"] = f"{name.upper()} {bandwidth / 1e12:.3g} TB/s"
         r.labels[f"roof_{TENSOR}"] = f"tensor {top / 1e12:.0f} TFLOP/s"
@@ -664,8 +668,8 @@ class PlotsPanel(QWidget):
 
     def _place_roof_labels(self) -> None:
         """Diagonal roofs: the label along the line near its lower end; flat roofs: above the
-        line at its right end (the exponential unit's below, near its knee: at d = 64 it
-        coincides with the tensor cores')."""
+        line at its right end (the exponential unit's below it, at the right end too, clear of
+        the diagonals: at d = 64 its roof coincides with the tensor cores')."""
         r = self.roofline
         for name, label in self.roof_labels.items():
             xs, ys = r.series.get(f"roof_{name}", ([], []))
@@ -676,10 +680,8 @@ class PlotsPanel(QWidget):
             lx, hx = math.log10(xs[0]), math.log10(xs[-1])
             ly = math.log10(ys[0])
             if name in (HBM, L2):
-                x = lx + 0.15 * (hx - lx)
+                x = lx + 0.2 * (hx - lx)
                 label.setPos(x, ly + (x - lx))
-            elif name == XU:
-                label.setPos(lx + 0.05 * (hx - lx), ly)
             else:
                 label.setPos(hx, ly)
 
@@ -845,6 +847,7 @@ class PlotsPanel(QWidget):
             keys.append(a)
         self.roofline.set_colors("bounds", keys)
         self.roofline.set_series("bounds", xs, ys)
+        self._keep_markers_in_view()
 
     def _strip_collapsed(self, collapsed: bool) -> None:
         self._grid.setRowStretch(3, 0 if collapsed else 2)
@@ -940,10 +943,46 @@ class PlotsPanel(QWidget):
         self.memory.fit_y(extra=[self._budget] if self._budget else [])
         self.timing.fit_y()
         self.traffic.fit_y()
-        ridge = self._gpu.ridge_flops_per_byte if self._gpu is not None else None
-        self.roofline.fit_x(extra=[ridge] if ridge else [])
-        top = self._gpu.fp16_tensor_flops * 1.5 if self._gpu is not None else None
-        self.roofline.fit_y(extra=[top] if top else [])
+        self._fit_roofline()
+
+    def _roofline_extent(self) -> tuple[list[float], list[float]]:
+        """What the roofline's axes must hold besides its data: the ridge with the roofs that
+        meet there (a decade each side along x, three decades below the top roof), and the
+        markers of the current N (where the roofline puts each algorithm, and where its
+        measurement landed), wherever they are."""
+        xs: list[float] = []
+        ys: list[float] = []
+        gpu = self._gpu
+        if gpu is not None:
+            ridge = gpu.ridge_flops_per_byte
+            top = self._flat_roofs.get(TENSOR) or gpu.fp16_tensor_flops
+            xs += [ridge / 30, ridge * 10]
+            ys += [top * 1.5, top / 1000]
+        for name in ("bounds", "current"):
+            mx, my = self.roofline.series.get(name, ((), ()))
+            xs += mx
+            ys += my
+        return xs, ys
+
+    def _fit_roofline(self) -> None:
+        xs, ys = self._roofline_extent()
+        self.roofline.fit_x(extra=xs)
+        self.roofline.fit_y(extra=ys)
+
+    def _keep_markers_in_view(self) -> None:
+        """After a slider move: refit the roofline only when a marker of the new N would fall
+        outside its view (a moved marker costs no relayout otherwise)."""
+        r = self.roofline
+        if r.user_zoomed:
+            return
+        (x0, x1), (y0, y1) = r.plotItem.vb.viewRange()
+        for name in ("bounds", "current"):
+            mx, my = r.series.get(name, ((), ()))
+            for x, y in zip(mx, my, strict=True):
+                lx, ly = math.log10(x), math.log10(y)
+                if not (x0 <= lx <= x1 and y0 <= ly <= y1):
+                    self._fit_roofline()
+                    return
 
     # ------------------------------------------------------------------ hover read-outs
 

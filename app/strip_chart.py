@@ -16,11 +16,12 @@ from collections.abc import Mapping
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QSizePolicy, QVBoxLayout, QWidget
 
 from gpu.algorithms import ALGORITHMS
 from gpu.results import RunResult
 
+from .elided_label import ElidedLabel
 from .plot_kit import with_alpha
 from .state.units import fmt_int
 from .theme import Palette
@@ -67,9 +68,10 @@ class TrafficStripChart(QWidget):
         box.setSpacing(0)
         head = QHBoxLayout()
         head.setContentsMargins(8, 0, 8, 0)
-        self.title = QLabel()
+        # Its text changes with N: it must never widen (and relayout) the window; a text
+        # longer than the strip ends in "…", whole in the tooltip.
+        self.title = ElidedLabel()
         self.title.setObjectName("trafficStripTitle")
-        # Its text changes with N: it must never widen (and relayout) the window.
         self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         head.addWidget(self.title, 1)
         self.choice = QComboBox()
