@@ -709,7 +709,10 @@ class ControlsPanel(QWidget):
         return self.state.value.checked
 
     def set_checked_algorithms(self, algorithms: tuple[str, ...]) -> None:
-        self.state.update(checked=tuple(a for a in ALGORITHM_ORDER if a in algorithms))
+        """Tick these algorithms, as the user does: the default view no longer picks."""
+        self.state.update(
+            checked=tuple(a for a in ALGORITHM_ORDER if a in algorithms), algorithms_chosen=True
+        )
 
     def backend_choice(self) -> str:
         return self.backend.currentData()
@@ -746,7 +749,10 @@ class ControlsPanel(QWidget):
         s.setValue("causal", c.causal)
         s.setValue("block_m", c.block_m)
         s.setValue("block_n", c.block_n)
-        s.setValue("algorithms", ",".join(st.checked))
+        if st.algorithms_chosen:  # the default view's choice follows the backend: not saved
+            s.setValue("algorithms", ",".join(st.checked))
+        else:
+            s.remove("algorithms")
         s.setValue("backend", st.backend_choice)
         s.setValue("recorded_path", st.recorded_path)
         s.setValue("budget", st.budget_preset)
@@ -774,6 +780,7 @@ class ControlsPanel(QWidget):
         algos = settings.read(s, "controls/algorithms")
         if algos is not None:
             changes["checked"] = tuple(a for a in ALGORITHM_ORDER if a in algos.split(","))
+            changes["algorithms_chosen"] = True
         lo, hi = self.custom_gb.minimum(), self.custom_gb.maximum()
         gb = settings.read(s, "controls/custom_gb")
         if gb is not None and lo <= gb <= hi:

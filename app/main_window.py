@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gpu.algorithms import ALGORITHMS
+from gpu.algorithms import ALGORITHMS, NAIVE
 from gpu.backend import Backend
 from gpu.backends import create_backend
 from gpu.config import AttentionConfig
@@ -55,6 +55,7 @@ from .plots import ALGOS, PlotsPanel
 from .ring_panel import RingPanel
 from .runner import Runner
 from .state.app_state import AppState, Change, StateModel
+from .state.default_view import default_checked, fastest_fused, shown_peers
 from .state.family import family_of
 from .state.recorded_run import REPLAY, RecordedBackend, is_reference, reference_config
 from .state.result_store import ResultStore
@@ -259,6 +260,7 @@ class MainWindow(QMainWindow):
         if self.animation is not None:
             self.animation.set_theme(self.theme)
             self.animation.set_result_source(self._animation_result)
+            self._default_lanes()
             self.state.changed.connect(self._follow_animation)
             self._animation_stale = True
             self._follow_animation(Change.initial(self.state.value))
@@ -365,6 +367,14 @@ class MainWindow(QMainWindow):
         self.explain_action.setText("Explain pane")
         self.explain_action.setShortcut(QKeySequence("F1"))
         self.addAction(self.explain_action)
+        self.every_series_action = QAction("Every series", self)
+        self.every_series_action.setCheckable(True)
+        self.every_series_action.setToolTip(
+            "Every fused kernel, every recorded peer and naive's kernel lines; off: naive, the "
+            "fastest fused kernel and one peer."
+        )
+        self.every_series_action.toggled.connect(self.show_every_series)
+        self.plots.every_button.setDefaultAction(self.every_series_action)
         self.dark_action = QAction("Dark theme", self)
         self.dark_action.setCheckable(True)
         self.dark_action.setChecked(True)
@@ -390,6 +400,7 @@ class MainWindow(QMainWindow):
         view_menu.addAction(self.explain_action)
         view_menu.addAction(self.reset_plots_action)
         view_menu.addAction(self.legends_action)
+        view_menu.addAction(self.every_series_action)
         view_menu.addAction(self.dark_action)
         help_menu = menu.addMenu("&Help")
         self.help_menu = HelpMenu(self)
@@ -692,12 +703,14 @@ class MainWindow(QMainWindow):
                     f"its results stay with it, and every point is measured on {info.name}",
                 )
         off = self.runner.unavailable(ready.key)
+        available = tuple(a for a in ready.algorithms if a not in off)
         self.state.update(
             backend=ready,
             config=config,
             seq_scale=scale,
-            available=tuple(a for a in ready.algorithms if a not in off),
+            available=available,
             disabled=tuple(off.items()),
+            **self._view_choice(available),
         )
 
     def _on_backend_failed(self, failure: BackendFailure) -> None:
@@ -751,6 +764,21 @@ class MainWindow(QMainWindow):
             f"Continue measuring on {target}" if target else "Continue measuring"
         )
 
+    def _view_choice(self, available: tuple[str, ...]) -> dict[str, object]:
+        """The algorithms ticked for `available` until the user ticks others: every one with
+        "Every series", else naive and the fastest fused kernel (app/state/default_view.py)."""
+        s = self.state.value
+        if s.algorithms_chosen:
+            return {}
+        return {"checked": tuple(ALGORITHMS) if s.all_series else default_checked(available)}
+
+    def show_every_series(self, every: bool) -> None:
+        """ "Every series" (View menu, the button by the key): every algorithm the backend has,
+        every peer and naive's kernel lines; off, back to the default view's few."""
+        s = self.state.value
+        checked = tuple(ALGORITHMS) if every else default_checked(s.available)
+        self.state.update(all_series=every, checked=checked, algorithms_chosen=False)
+
     def _apply_available(self) -> None:
         """The backend's algorithms minus those switched off this session (won't compile)."""
         ready = self.state.value.backend
@@ -766,7 +794,7 @@ class MainWindow(QMainWindow):
 
     def _on_state(self, change: Change) -> None:
         """The window's own share of a state change: measured series and runner requests."""
-        if change.changed("family", "algorithms", "backend", "run_budget"):
+        if change.changed("family", "algorithms", "backend", "run_budget", "all_series"):
             self._redraw_measured()  # with any results arriving meanwhile, in its own event
         if change.changed("config", "algorithms", "backend", "run_budget", "profile_runs"):
             self._show_run_status(measuring=self._request())
@@ -774,8 +802,19 @@ class MainWindow(QMainWindow):
             self._animation_stale = True
         if change.changed("backend"):
             self._sync_run_actions()
+        if change.changed("available"):
+            self._default_lanes()
+        if change.changed("all_series"):
+            self.every_series_action.setChecked(change.new.all_series)
         if change.changed("devices") and self._backend_generation and restart_needed(change.new):
             self._start_backend(change.new.backend_choice)
+
+    def _default_lanes(self) -> None:
+        """The Tiles tab compares naive with the fastest fused kernel the backend has (the
+        readable kernel is there to be read, one pick away), until the user picks a lane."""
+        if self.animation is None or self.animation.lanes_chosen:
+            return
+        self.animation.set_algorithms((NAIVE, fastest_fused(self.state.value.available)))
 
     def _follow_animation(self, change: Change | None) -> None:
         """The animation follows the config while its tab is shown, and the roofline GPU
@@ -854,11 +893,8 @@ class MainWindow(QMainWindow):
         if ready is None or not s.replay:
             return {}
         config = reference_config(s.config)
-        return {
-            a: self.store.series(config, a, ready.key, None)
-            for a in ready.algorithms
-            if is_reference(a)
-        }
+        peers = shown_peers([a for a in ready.algorithms if is_reference(a)], s.all_series)
+        return {a: self.store.series(config, a, ready.key, None) for a in peers}
 
     def _on_job_started(self, job: Job) -> None:
         if job.backend_generation != self._backend_generation:
@@ -972,12 +1008,16 @@ class MainWindow(QMainWindow):
         explain = settings.read(s, "view/explain")
         if explain is not None:
             self.explain_dock.setVisible(explain)
+        every = settings.read(s, "view/every_series")
+        if every is not None:
+            self.state.update(all_series=every)
 
     def save_settings(self) -> None:
         s = self.settings
         self.controls.save(s)
         s.setValue("view/theme", self.theme)
         s.setValue("view/explain", not self.explain_dock.isHidden())
+        s.setValue("view/every_series", self.state.value.all_series)
         s.setValue("window/geometry", self.saveGeometry())
         s.setValue("window/state", self.saveState())
         s.sync()

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QPixmapCache
-from PySide6.QtWidgets import QGridLayout, QWidget
+from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QToolButton, QWidget
 
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED, TILED_MMA, TILED_WGMMA
 from gpu.config import AttentionConfig
@@ -150,7 +150,15 @@ class PlotsPanel(QWidget):
         grid = QGridLayout(self)
         grid.setContentsMargins(4, 0, 4, 4)
         grid.setSpacing(6)
-        grid.addWidget(self.key, 0, 0, 1, 2)
+        # Row 0: the key, and "Every series" at its right (the default view shows a few).
+        top = QHBoxLayout()
+        top.setContentsMargins(0, 0, 0, 0)
+        top.addWidget(self.key, 1)
+        self.every_button = QToolButton()
+        self.every_button.setObjectName("everySeriesButton")
+        self.every_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        top.addWidget(self.every_button, 0, Qt.AlignmentFlag.AlignTop)
+        grid.addLayout(top, 0, 0, 1, 2)
         grid.addWidget(self.memory, 1, 0)
         grid.addWidget(self.timing, 1, 1)
         grid.addWidget(self.traffic, 2, 0)
@@ -165,6 +173,7 @@ class PlotsPanel(QWidget):
         self._config: AttentionConfig | None = None
         self._family: AttentionConfig | None = None
         self._algorithms: tuple[str, ...] = (NAIVE, TILED)
+        self._every = False  # "Every series": naive's kernel lines too
         self._measured: dict[str, list[RunResult]] = {a: [] for a in ALGOS}
         self._by_n: dict[str, dict[int, RunResult]] = {a: {} for a in ALGOS}
         self._any_samples = False  # some result of the family carries counter samples
@@ -394,6 +403,9 @@ class PlotsPanel(QWidget):
             self.set_gpu(s.target_gpu, s.target_gpu_label, time_model=s.on_gpu)
         if change.changed("config", "algorithms", "seq_scale"):
             self.set_config(s.config, s.algorithms, warm=s.scale)
+        if change.changed("all_series") and s.all_series != self._every:
+            self._every = s.all_series
+            self._update_visibility(force=True)
 
     def show_state(self, s: AppState) -> None:
         """Everything the state says, at once (a new panel's first look)."""
@@ -878,7 +890,8 @@ class PlotsPanel(QWidget):
             f"reference_{p}" for p in self._reference_ids if self.timing.series[f"reference_{p}"][0]
         ]
         key = [(_label(a), Style(a, 2.0, symbol=_symbol(a), symbol_size=8)) for a in algos]
-        if NAIVE in algos:  # naive's kernels on the time plot: in its colours, so named here
+        kernels_shown = NAIVE in algos and self._every  # "Every series" only
+        if kernels_shown:  # naive's kernels on the time plot: in their colours, so named here
             key += [(f"naive: {k}", self.timing.styles[f"kernel_{k}"]) for k in NAIVE_KERNELS]
         for name in refs:
             style = self.timing.styles[name]
@@ -903,7 +916,7 @@ class PlotsPanel(QWidget):
 
         t = self.timing
         tim = [f"measured_{a}" for a in algos] + [f"spread_{a}" for a in algos]
-        kernels = [f"kernel_{k}" for k in NAIVE_KERNELS] if NAIVE in algos else []
+        kernels = [f"kernel_{k}" for k in NAIVE_KERNELS] if kernels_shown else []
         tim += kernels  # listed whether or not measured yet: the legend stays put
         legend = ["k_measured"]
         if self._time_model_gpu is not None:

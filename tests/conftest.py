@@ -17,7 +17,7 @@ if os.environ["QT_QPA_PLATFORM"] == "offscreen":
 
 # Applies the PySide6 6.12 / CPython 3.11 reference-count work-around before any Qt call (app's
 # __init__ itself imports no Qt, so this is safe on a GPU host without Qt).
-import app  # noqa: F401
+import app  # noqa: F401, E402
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -69,8 +69,15 @@ def window_settings(tmp_path):
     """Settings in a temporary file, starting at N = 1024 whatever the defaults become."""
     from PySide6.QtCore import QSettings
 
+    from gpu.algorithms import ALGORITHMS
+
     s = QSettings(str(tmp_path / "tilescope.ini"), QSettings.Format.IniFormat)
     s.setValue("controls/seq_len", 1024)
+    # Every algorithm ticked and "Every series" on, as a user can: the app tests see every
+    # series. The default view (naive, the fastest fused kernel, one peer) has its own tests,
+    # without these settings.
+    s.setValue("controls/algorithms", ",".join(ALGORITHMS))
+    s.setValue("view/every_series", True)
     return s
 
 

@@ -2,10 +2,32 @@
 
 from __future__ import annotations
 
+import math
+import threading
+from pathlib import Path
+
 import pytest
 from PySide6.QtCore import QSize
 
+from app.state.cost_model_backend import CostModelBackend
+from gpu.algorithms import NAIVE, RING, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
+from gpu.cpu_backend import CpuBackend
 from tests.clipping import clipped
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class SlowBackend(CostModelBackend):
+    """Answers nothing until released: the first screen before any result."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def run(self, config, algorithm, *args, **kwargs):  # type: ignore[no-untyped-def]
+        self.release.wait(10)
+        return super().run(config, algorithm, *args, **kwargs)
+
 
 SIZES = [(1280, 800), (1920, 1080)]
 
@@ -22,3 +44,115 @@ def test_no_control_title_or_status_text_is_clipped_from_1280x800_up(
     qtbot.wait(50)
     problems = clipped(window)
     assert problems == [], "\n".join(problems)
+
+
+# ------------------------------------------------------------------ the default view
+
+SHIPPED = ROOT / "resources" / "recorded" / "h200_sweep.json"
+
+
+@pytest.fixture
+def first_run(window_settings):
+    """Settings of a first launch: nothing ticked by the user, "Every series" never touched."""
+    window_settings.remove("controls/algorithms")
+    window_settings.remove("view/every_series")
+    return window_settings
+
+
+def test_a_first_run_on_the_cpu_shows_naive_and_the_fused_kernel_it_has(
+    make_window, first_run, qtbot
+):
+    window = make_window(CpuBackend(), seq_len=256)
+    assert window.state.value.algorithms == (NAIVE, TILED)  # the CPU's only fused kernel
+    assert window.plots.key.texts() == ["naive", "tiled (readable)"]  # one row, no kernels
+
+
+def test_a_first_replay_shows_naive_the_fastest_fused_kernel_and_one_peer(
+    make_window, first_run, qtbot
+):
+    window = make_window(open_path=str(SHIPPED))
+    qtbot.waitUntil(lambda: bool(window.plots.reference_series()), timeout=5000)
+    assert window.state.value.algorithms == (NAIVE, TILED_WS)
+    assert list(window.plots.reference_series()) == ["sdpa_cudnn"]
+    key = window.plots.key.texts()
+    assert len(key) == 3 and not any("gemm" in k for k in key), key
+
+
+def test_every_series_is_one_click_away_and_back(make_window, first_run, qtbot):
+    window = make_window(open_path=str(SHIPPED))
+    qtbot.waitUntil(lambda: bool(window.plots.reference_series()), timeout=5000)
+    window.plots.every_button.click()
+    qtbot.waitUntil(lambda: len(window.plots.reference_series()) == 3, timeout=5000)
+    assert set(window.state.value.algorithms) >= {NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS}
+    window.plots.flush_visibility()
+    assert "naive: softmax" in window.plots.key.texts()
+    window.plots.every_button.click()
+    qtbot.waitUntil(lambda: len(window.plots.reference_series()) == 1, timeout=5000)
+    assert window.state.value.algorithms == (NAIVE, TILED_WS)
+
+
+def test_the_default_choice_is_not_saved_so_it_follows_the_next_backend(
+    make_window, first_run, qtbot
+):
+    window = make_window(CpuBackend(), seq_len=256)
+    window.save_settings()
+    assert first_run.value("controls/algorithms") is None
+    window.controls.algo_checks[NAIVE].click()  # the user's own pick is kept
+    window.save_settings()
+    assert first_run.value("controls/algorithms") == f"{TILED},{RING}"
+
+
+def test_the_tiles_tab_plays_naive_against_the_fastest_fused_kernel(make_window, first_run, qtbot):
+    window = make_window(open_path=str(SHIPPED))
+    qtbot.waitUntil(lambda: window.animation is not None, timeout=5000)
+    assert window.animation.algorithms == (NAIVE, TILED_WS)
+    assert window.animation.lanes_box.currentData() == TILED_WS
+    cpu = make_window(CpuBackend(), seq_len=256)
+    qtbot.waitUntil(lambda: cpu.animation is not None, timeout=5000)
+    assert cpu.animation.algorithms == (NAIVE, TILED)  # the fused kernel the CPU has
+
+
+def test_a_lane_the_user_picks_stays_when_the_backend_changes(make_window, qtbot):
+    window = make_window(seq_len=1024)
+    qtbot.waitUntil(lambda: window.animation is not None, timeout=5000)
+    box = window.animation.lanes_box
+    box.setCurrentIndex(box.findData(TILED_MMA))
+    window.state.update(available=(NAIVE, TILED, TILED_WS))
+    assert window.animation.algorithms == (NAIVE, TILED_MMA)
+
+
+# ------------------------------------------------------------------ the roofline's ranges
+
+
+def _view(plot):
+    (x0, x1), (y0, y1) = plot.plotItem.vb.viewRange()
+    return x0, x1, y0, y1
+
+
+def test_before_any_result_the_roofline_shows_the_ridge_and_three_decades(make_window, qtbot):
+    slow = SlowBackend()
+    window = make_window(backend=slow, seq_len=1024)  # nothing measured yet
+    window.plots.flush_model()
+    assert not window.plots.roofline.series["current"][0]
+    r = window.plots.roofline
+    x0, x1, y0, y1 = _view(r)
+    gpu = window.state.value.target_gpu
+    assert x0 < math.log10(gpu.ridge_flops_per_byte) < x1
+    assert y1 - y0 >= 3  # the roofs slope, not stand upright
+    assert y0 < math.log10(gpu.fp16_tensor_flops) < y1
+    slow.release.set()
+
+
+def test_the_roofline_follows_the_slider_to_keep_every_marker_in_sight(make_window, qtbot):
+    window = make_window(seq_len=1024)
+    window.plots.flush_model()
+    r = window.plots.roofline
+    for n in (128, 57344, 131072, 256):
+        window.controls.set_seq_len(n)
+        window.plots.flush_model()
+        x0, x1, y0, y1 = _view(r)
+        for name in ("bounds", "current"):
+            xs, ys = r.series[name]
+            for x, y in zip(xs, ys, strict=True):
+                assert x0 <= math.log10(x) <= x1 and y0 <= math.log10(y) <= y1, (n, name, x, y)
+        assert r.series["bounds"][0], n  # there were markers to keep in sight
