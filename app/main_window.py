@@ -50,6 +50,7 @@ from .controls import ControlsPanel
 from .explain import ExplainPane
 from .file_menu import FileMenu
 from .help_menu import HelpMenu
+from .lesson_strip import LessonStrip
 from .pacing import RESULTS_MS, coalesced
 from .plots import ALGOS, PlotsPanel
 from .ring_panel import RingPanel
@@ -157,6 +158,7 @@ class MainWindow(QMainWindow):
         first = Change.initial(self.state.value)
         self.plots.on_state(first)
         self.explain.on_state(first)
+        self.lesson.on_state(first)
         self._on_state(first)
         # Start the backend once the event loop runs: its imports (CuPy, NumPy extras) hold the
         # GIL on the runner thread and would otherwise compete with the first paint.
@@ -213,6 +215,8 @@ class MainWindow(QMainWindow):
         hv.setSpacing(4)
         self.banner = ErrorBanner()
         hv.addWidget(self.banner)
+        self.lesson = LessonStrip()  # the guided first run; dismissed, it stays closed
+        hv.addWidget(self.lesson)
         header = QHBoxLayout()
         hv.addLayout(header)
         v.addWidget(self.header)
@@ -415,6 +419,9 @@ class MainWindow(QMainWindow):
         # The views that follow the app state (the controls connected themselves).
         self.state.changed.connect(self.plots.on_state)
         self.state.changed.connect(self.explain.on_state)
+        self.state.changed.connect(self.lesson.on_state)
+        self.lesson.focusWanted.connect(self.show_view)
+        self.lesson.dismissed.connect(lambda: self.settings.setValue("lesson/dismissed", True))
         self.state.changed.connect(self._on_state)
         r = self.runner
         r.backendReady.connect(self._on_backend_ready)
@@ -532,6 +539,21 @@ class MainWindow(QMainWindow):
         self._start_backend(target)
         return True
 
+    def show_view(self, name: str) -> None:
+        """Bring the view named `name` (an objectName) into sight: the Tiles tab for the
+        animation, else the Measurements tab (a lesson step points at its plot)."""
+        if name == "tileAnimation":
+            self._install_animation()
+            if self.animation is not None:
+                self.tabs.setCurrentWidget(self.animation)
+            return
+        self.tabs.setCurrentWidget(self.plots)
+
+    def open_lesson(self) -> None:
+        """Help ▸ The lesson, step by step: the strip again, from its first step."""
+        self.settings.setValue("lesson/dismissed", False)
+        self.lesson.open(0)
+
     def export(self) -> None:
         """The export dialog (Ctrl+E): plots, data, a screenshot, the animation."""
         self.file_menu.export_dialog()
@@ -565,6 +587,16 @@ class MainWindow(QMainWindow):
             app.setPalette(qpal)
         self.setPalette(qpal)
         QToolTip.setPalette(qpal)
+        # A palette set on the window does not reach every child (the tab widget below a
+        # style-sheeted tab bar kept the old one, and the Tiles tab's toolbars with it): each
+        # widget gets it, except those that keep a palette of their own (the explain pane, the
+        # kernel source), which their views restyle below.
+        for widget in self.findChildren(QWidget):
+            if widget.property("themed") or not widget.testAttribute(
+                Qt.WidgetAttribute.WA_SetPalette
+            ):
+                widget.setPalette(qpal)
+                widget.setProperty("themed", True)
         qss = style_sheet(self.theme)
         # Panels only: a style sheet on an ancestor of the plots would send every plot repaint
         # through QStyleSheetStyle (measured: ~40% slower slider moves).
@@ -804,8 +836,10 @@ class MainWindow(QMainWindow):
             self._sync_run_actions()
         if change.changed("available"):
             self._default_lanes()
-        if change.changed("all_series"):
+        if change.changed("all_series"):  # shown, not asked for again
+            self.every_series_action.blockSignals(True)
             self.every_series_action.setChecked(change.new.all_series)
+            self.every_series_action.blockSignals(False)
         if change.changed("devices") and self._backend_generation and restart_needed(change.new):
             self._start_backend(change.new.backend_choice)
 
@@ -875,6 +909,7 @@ class MainWindow(QMainWindow):
         if s.backend is None:
             self.plots.set_measured({})
             self.explain.set_measured({})
+            self.lesson.set_measured({})
             return
         key, budget = s.backend.key, s.run_budget
         series = {
@@ -882,6 +917,7 @@ class MainWindow(QMainWindow):
         }
         self.plots.set_measured(series)
         self.explain.set_measured(series)
+        self.lesson.set_measured(series)
         # Legends, ranges and the layout they change now, not in a later turn: the window then
         # repaints once for the results, not again for their legends and plot sizes.
         self.plots.flush_visibility()
@@ -1008,6 +1044,8 @@ class MainWindow(QMainWindow):
         explain = settings.read(s, "view/explain")
         if explain is not None:
             self.explain_dock.setVisible(explain)
+        if settings.read(s, "lesson/dismissed"):
+            self.lesson.setVisible(False)
         every = settings.read(s, "view/every_series")
         if every is not None:
             self.state.update(all_series=every)
@@ -1018,6 +1056,7 @@ class MainWindow(QMainWindow):
         s.setValue("view/theme", self.theme)
         s.setValue("view/explain", not self.explain_dock.isHidden())
         s.setValue("view/every_series", self.state.value.all_series)
+        s.setValue("lesson/dismissed", self.lesson.isHidden())
         s.setValue("window/geometry", self.saveGeometry())
         s.setValue("window/state", self.saveState())
         s.sync()

@@ -238,6 +238,11 @@ class PlotsPanel(QWidget):
         m.key("k_budget", "budget", Style("budget", 1.5, Qt.PenStyle.DashLine))
         # Left end: the small-N corner stays clear of the markers that meet the budget.
         self.budget_line = LabelledLine(m, angle=0, position=0.03, anchors=[(0, 1), (0, 1)])
+        #: The lesson's first point, said on the plot: naive's peak ×4 per doubling of N.
+        self.growth_label = pg.TextItem("×4 per doubling of N", anchor=(0, 0))
+        self.growth_label.setVisible(False)
+        m.addItem(self.growth_label, ignoreBounds=True)
+        m.plotItem.vb.sigRangeChanged.connect(self._place_growth_label)
         yield
 
         for a in ALGOS:
@@ -354,6 +359,7 @@ class PlotsPanel(QWidget):
         self.ridge_line.set_style(p.muted, 1.0, Qt.PenStyle.DotLine, background=p.background)
         for name, label in self.roof_labels.items():
             label.setColor(p.roof if name in (HBM, L2, TENSOR) else p.muted)
+        self.growth_label.setColor(p.color(NAIVE))
 
     def set_legends_visible(self, visible: bool) -> None:
         """Show or hide every plot's legend strip (View ▸ Plot legends): hidden, the data get
@@ -644,6 +650,10 @@ class PlotsPanel(QWidget):
         for name, bandwidth in self._roofs.items():
             r.labels[f"roof_{name}"] = f"{name.upper()} {bandwidth / 1e12:.3g} TB/s"
         r.labels[f"roof_{TENSOR}"] = f"tensor {top / 1e12:.0f} TFLOP/s"
+        xu = self._flat_roofs.get(XU)
+        if xu is not None and abs(xu / top - 1) <= 0.05:  # one line: one label for both
+            r.labels[f"roof_{TENSOR}"] = f"tensor ≈ exp unit {top / 1e12:.0f} TFLOP/s"
+            r.labels[f"roof_{XU}"] = ""
         self._clip_roofs()
         ridge = gpu.ridge_flops_per_byte
         self.ridge_line.set(ridge, f"ridge {ridge:.0f}")
@@ -686,13 +696,13 @@ class PlotsPanel(QWidget):
         for name, label in self.roof_labels.items():
             xs, ys = r.series.get(f"roof_{name}", ([], []))
             label.setText(r.labels.get(f"roof_{name}", ""))
-            label.setVisible(bool(xs))
+            label.setVisible(bool(xs) and bool(label.toPlainText()))
             if not xs:
                 continue
             lx, hx = math.log10(xs[0]), math.log10(xs[-1])
             ly = math.log10(ys[0])
             if name in (HBM, L2):
-                x = lx + 0.2 * (hx - lx)
+                x = lx + (0.45 if name == HBM else 0.12) * (hx - lx)  # parallel: apart
                 label.setPos(x, ly + (x - lx))
             else:
                 label.setPos(hx, ly)
@@ -825,12 +835,35 @@ class PlotsPanel(QWidget):
         plots = {"memory": self.memory, "traffic": self.traffic, "timing": self.timing}
         for (plot, name), (xs, ys) in curves.series.items():
             plots[plot].set_series(name, xs, ys)
+        self._place_growth_label()
         self._model_markers()  # those of a shape just worked out
         self._draw_points()
         self._measured_markers()
         if self._references:
             self._show_reference(self._references)
         self._update_visibility()
+
+    def _place_growth_label(self, *_: object) -> None:
+        """The "×4 per doubling" note just below naive's model curve, from 35 % of the view's
+        width (the curve rises to its upper right, the text runs clear of it to the right),
+        where the curve is in sight (hidden when naive is not shown)."""
+        xs, ys = self.memory.series.get("model_naive", ([], []))
+        label = self.growth_label
+        shown = bool(xs) and NAIVE in self._algorithms
+        if shown:
+            (x0, x1), (y0, y1) = self.memory.plotItem.vb.viewRange()
+            x = x0 + 0.35 * (x1 - x0)
+            lx = [math.log10(v) for v in xs]
+            ly = [math.log10(v) for v in ys]
+            i = next((k for k in range(1, len(lx)) if lx[k] >= x), None)
+            if i is None:
+                shown = False
+            else:
+                t = (x - lx[i - 1]) / ((lx[i] - lx[i - 1]) or 1.0)
+                y = ly[i - 1] + t * (ly[i] - ly[i - 1])
+                shown = y0 <= y <= y1
+                label.setPos(x + 0.03 * (x1 - x0), y)
+        label.setVisible(shown)
 
     def flush_model(self) -> None:
         """Show the newest state and its model curves now (tests, exports)."""
@@ -950,6 +983,7 @@ class PlotsPanel(QWidget):
         legend.append("bounds")
         r.set_visible_items([*roof_items, *points, *refs, "bounds", "current"], force, legend)
         self.fit()
+        self._place_growth_label()
 
     def fit(self) -> None:
         """Re-range every plot to its visible data (after data, not cursor, changes)."""
@@ -1199,6 +1233,8 @@ class _Replication:
     def _run(self) -> Iterator[None]:
         src, other = self.source, self.panel
         yield from other.build_steps()
+        other.every_button.setVisible(False)  # a control, not a figure: never exported
+        other._every = src._every  # the series on screen, no more, no fewer
         if src.memory._palette is not None:
             other.apply_palette(src.memory._palette)
         other.set_n_span(*src._n_span)

@@ -110,6 +110,7 @@ KEYS: dict[str, Kind] = {
     "view/theme": _text,
     "view/explain": _bool,
     "view/every_series": _bool,
+    "lesson/dismissed": _bool,
     "window/geometry": _bytes,
     "window/state": _bytes,
     "recent/files": _paths,

@@ -10,7 +10,10 @@ import pytest
 from PySide6.QtCore import QSize
 
 from app.state.cost_model_backend import CostModelBackend
+from app.state.model_cache import cost
+from app.state.units import fmt_bytes, fmt_int
 from gpu.algorithms import NAIVE, RING, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
+from gpu.costmodel import naive_oom_seq_len
 from gpu.cpu_backend import CpuBackend
 from tests.clipping import clipped
 
@@ -156,3 +159,74 @@ def test_the_roofline_follows_the_slider_to_keep_every_marker_in_sight(make_wind
             for x, y in zip(xs, ys, strict=True):
                 assert x0 <= math.log10(x) <= x1 and y0 <= math.log10(y) <= y1, (n, name, x, y)
         assert r.series["bounds"][0], n  # there were markers to keep in sight
+
+
+# ------------------------------------------------------------------ the guided first run
+
+
+def _lesson(window):
+    strip = window.lesson
+    strip.flush()
+    return strip
+
+
+def test_a_first_run_opens_the_lesson_on_naives_n_squared_memory(make_window, first_run, qtbot):
+    window = make_window(CpuBackend(), seq_len=1024)
+    strip = _lesson(window)
+    assert strip.isVisible()
+    qtbot.waitUntil(lambda: bool(strip.steps), timeout=5000)
+    assert strip.title.text() == "Lesson 1 of 4 · Naive's memory grows as N²"
+    config = window.config
+    at_n, at_2n = (cost(config.with_(seq_len=n), NAIVE).peak_bytes for n in (1024, 2048))
+    text = strip.text.text()
+    assert fmt_bytes(at_n) in text and fmt_bytes(at_2n) in text
+    assert f"×{at_2n / at_n:.1f} for one doubling" in text
+
+
+def test_the_memory_plot_says_four_times_per_doubling_beside_naives_curve(make_window, qtbot):
+    window = make_window(seq_len=1024)
+    window.plots.flush_model()
+    label = window.plots.growth_label
+    assert label.isVisible() and label.toPlainText() == "×4 per doubling of N"
+    peak = {n: cost(window.config.with_(seq_len=n), NAIVE).peak_bytes for n in (32768, 65536)}
+    assert 3.95 < peak[65536] / peak[32768] <= 4.0  # what the note says, once S and P dominate
+    window.controls.set_checked_algorithms((TILED,))
+    window.plots.flush_model()
+    window.plots.flush_visibility()
+    assert not label.isVisible()  # no naive curve, no note about it
+
+
+def test_next_walks_the_four_points_each_with_its_view(make_window, first_run, qtbot):
+    window = make_window(open_path=str(SHIPPED), seq_len=16384)
+    qtbot.waitUntil(lambda: window.config.seq_len == 16384, timeout=5000)
+    strip = _lesson(window)
+    qtbot.waitUntil(lambda: bool(strip.steps) and "16" in strip.text.text(), timeout=5000)
+    strip.next.click()  # 2: the wall
+    wall = naive_oom_seq_len(window.config, window.state.value.budget.line_bytes)
+    assert strip.title.text().endswith("Where it hits the wall on this device")
+    assert f"N = {fmt_int(wall)}" in strip.text.text()
+    assert window.tabs.currentWidget() is window.plots
+    strip.next.click()  # 3: memory- against compute-bound, from the recording's counters
+    text = strip.text.text()
+    assert "(measured)" in text and "memory-bound" in text and "compute-bound" in text
+    naive, fused = text.split("Naive: ")[1].split("warp-specialized")[:2]
+    assert "memory-bound" in naive and "compute-bound" in fused
+    strip.next.click()  # 4: the animation
+    assert strip.title.text().endswith("What the animation shows")
+    assert window.tabs.currentWidget() is window.animation
+    strip.back.click()
+    assert window.tabs.currentWidget() is window.plots
+    strip.next.click()
+    strip.next.click()  # "Done"
+    assert not strip.isVisible()
+
+
+def test_a_dismissed_lesson_stays_closed_and_help_opens_it_again(make_window, first_run, qtbot):
+    window = make_window(CpuBackend(), seq_len=256)
+    _lesson(window).close_button.click()
+    assert not window.lesson.isVisible()
+    window.close()
+    again = make_window(CpuBackend(), seq_len=256)
+    assert not again.lesson.isVisible()
+    again.help_menu.tour_action.trigger()
+    assert again.lesson.isVisible() and again.lesson.step == 0
