@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QSize
+from PySide6.QtGui import QColor, QPalette
 
 from app.state.cost_model_backend import CostModelBackend
 from app.state.model_cache import cost
 from app.state.units import fmt_bytes, fmt_int
+from app.theme import LIGHT, QT_COLORS
 from gpu.algorithms import NAIVE, RING, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
 from gpu.costmodel import naive_oom_seq_len
 from gpu.cpu_backend import CpuBackend
@@ -230,3 +232,38 @@ def test_a_dismissed_lesson_stays_closed_and_help_opens_it_again(make_window, fi
     assert not again.lesson.isVisible()
     again.help_menu.tour_action.trigger()
     assert again.lesson.isVisible() and again.lesson.step == 0
+
+
+# ------------------------------------------------------------------ a live theme switch
+
+
+def _lightness(image, rect) -> float:
+    values = [
+        image.pixelColor(x, y).lightnessF()
+        for x in range(rect.left(), rect.right(), 3)
+        for y in range(rect.top(), rect.bottom(), 3)
+    ]
+    return sum(values) / len(values)
+
+
+def test_a_live_switch_to_light_restyles_the_key_and_the_tiles_toolbars(make_window, qtbot):
+    window = make_window(seq_len=1024)
+    qtbot.waitUntil(lambda: window.animation is not None, timeout=5000)
+    anim = window.animation
+    window.tabs.setCurrentWidget(anim)
+    window.apply_theme("light")
+    qtbot.wait(50)
+    light = QColor(QT_COLORS["light"][0])
+    for widget in (anim.lanes_box, anim.mode_tabs, anim.play_button, anim.softmax_panel):
+        assert widget.palette().color(QPalette.ColorRole.Window) == light, widget.objectName()
+    toolbar = anim.play_button.parentWidget()
+    image = toolbar.grab().toImage()
+    assert _lightness(image, image.rect()) > 0.6  # painted light, not the dark it started in
+    window.tabs.setCurrentWidget(window.plots)
+    qtbot.wait(50)
+    key = window.plots.key
+    assert key.palette().color(QPalette.ColorRole.Window) == light
+    assert _lightness(key.grab().toImage(), key.rect()) > 0.6
+    for plot in window.plots.plots:  # every legend row in the light theme's text colour
+        for _, label in plot.legend.items:
+            assert label.opts["color"] in (LIGHT.foreground, QColor(LIGHT.foreground)), plot
