@@ -200,7 +200,17 @@ class MainWindow(QMainWindow):
         self.explain = ExplainPane()
         self.explain_dock = QDockWidget("Explain (F1)", self)
         self.explain_dock.setObjectName("explainDock")
-        self.explain_dock.setWidget(self.explain)
+        # The lesson strip (the guided first run) heads the explain pane: beside the plots and
+        # the animation, it takes no height from either. Dismissed, it stays closed.
+        self.lesson = LessonStrip()
+        side = QWidget()
+        side.setObjectName("explainColumn")
+        column = QVBoxLayout(side)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(4)
+        column.addWidget(self.lesson)
+        column.addWidget(self.explain, 1)
+        self.explain_dock.setWidget(side)
         self.explain_dock.setMinimumWidth(340)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.explain_dock)
 
@@ -215,8 +225,6 @@ class MainWindow(QMainWindow):
         hv.setSpacing(4)
         self.banner = ErrorBanner()
         hv.addWidget(self.banner)
-        self.lesson = LessonStrip()  # the guided first run; dismissed, it stays closed
-        hv.addWidget(self.lesson)
         header = QHBoxLayout()
         hv.addLayout(header)
         v.addWidget(self.header)
@@ -552,6 +560,7 @@ class MainWindow(QMainWindow):
     def open_lesson(self) -> None:
         """Help ▸ The lesson, step by step: the strip again, from its first step."""
         self.settings.setValue("lesson/dismissed", False)
+        self.explain_dock.show()
         self.lesson.open(0)
 
     def export(self) -> None:

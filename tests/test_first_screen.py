@@ -267,3 +267,25 @@ def test_a_live_switch_to_light_restyles_the_key_and_the_tiles_toolbars(make_win
     for plot in window.plots.plots:  # every legend row in the light theme's text colour
         for _, label in plot.legend.items:
             assert label.opts["color"] in (LIGHT.foreground, QColor(LIGHT.foreground)), plot
+
+
+# ------------------------------------------------------------------ smaller things
+
+
+def test_every_lane_fits_at_the_canvas_minimum_that_readme_and_dialog_state(qtbot):
+    from app.animation.widget import FUSED, TileAnimationWidget
+    from app.exports import canvas_minimum_size
+    from app.file_menu import animation_limits
+    from gpu.config import AttentionConfig
+
+    w, h = canvas_minimum_size()
+    for algo in FUSED:
+        widget = TileAnimationWidget(config=AttentionConfig(seq_len=4096), algorithms=(NAIVE, algo))
+        qtbot.addWidget(widget)
+        widget.flush()
+        for frac in (0.0, 0.004, 0.3, 0.7, 1.0):
+            widget.seek_fraction(frac)
+            assert widget.canvas_problems(QSize(w, h)) == [], (algo, frac)
+    said = f"{w}×{h}"
+    assert said in animation_limits()
+    assert f"never smaller than the canvas's {said}" in (ROOT / "README.md").read_text()
