@@ -118,6 +118,8 @@ class DevicesControl(QWidget):
         height = self.hint.heightForWidth(width)
         if height > 0 and height != self.hint.minimumHeight():
             self.hint.setMinimumHeight(height)
+            # The form row takes its height from this widget's minimum: say it outright.
+            self.setMinimumHeight(self.combo.sizeHint().height() + self.layout().spacing() + height)
 
     def resizeEvent(self, event) -> None:  # type: ignore[no-untyped-def]
         super().resizeEvent(event)

@@ -46,33 +46,36 @@ class LessonStrip(QFrame):
         self.setObjectName("lessonStrip")
         self.setAccessibleName("The lesson, step by step")
         self.setFrameShape(QFrame.Shape.StyledPanel)
-        # The step's title and the buttons on one line, its text below across the whole strip.
+        # Title and ✕ on top, the step's text below, Back and Next under it: the strip heads
+        # the explain pane, a narrow column.
         grid = QGridLayout(self)
         grid.setContentsMargins(10, 2, 4, 4)
         grid.setHorizontalSpacing(6)
-        grid.setVerticalSpacing(0)
+        grid.setVerticalSpacing(2)
         self.title = ElidedLabel()
         self.title.setObjectName("lessonTitle")
         bold = self.title.font()
         bold.setBold(True)
         self.title.setFont(bold)
-        grid.addWidget(self.title, 0, 0)
-        self.back = self._button("lessonBack", "‹ Back", "The previous step.", self.go_back)
-        self.next = self._button("lessonNext", "Next ›", "The next step.", self.go_next)
+        grid.addWidget(self.title, 0, 0, 1, 3)
         self.close_button = self._button(
             "lessonClose",
             "✕",
             "Close the lesson (Help ▸ The lesson, step by step opens it again).",
             self.dismiss,
         )
-        for i, b in enumerate((self.back, self.next, self.close_button)):
-            b.setAutoRaise(True)
-            grid.addWidget(b, 0, 1 + i)
+        grid.addWidget(self.close_button, 0, 3)
         self.text = QLabel()
         self.text.setObjectName("lessonText")
         self.text.setWordWrap(True)
         self.text.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         grid.addWidget(self.text, 1, 0, 1, 4)
+        self.back = self._button("lessonBack", "‹ Back", "The previous step.", self.go_back)
+        self.next = self._button("lessonNext", "Next ›", "The next step.", self.go_next)
+        grid.addWidget(self.back, 2, 1)
+        grid.addWidget(self.next, 2, 2, 1, 2)
+        for b in (self.back, self.next, self.close_button):
+            b.setAutoRaise(True)
         grid.setColumnStretch(0, 1)
         self.step = 0
         self.steps: tuple[LessonStep, ...] = ()
@@ -137,7 +140,7 @@ class LessonStrip(QFrame):
     def _show(self) -> None:
         self.back.setEnabled(self.step > 0)
         self.next.setText("Done" if self.step == STEPS - 1 else "Next ›")
-        head = f"Lesson {self.step + 1} of {STEPS}"
+        head = f"{self.step + 1}/{STEPS}"
         if not self.steps:
             self.title.setText(head)
             self.text.setText("Working out the figures…")
@@ -152,7 +155,8 @@ class LessonStrip(QFrame):
         the slider changes the figures (a strip changing height relayouts the plots)."""
         m = self.layout().contentsMargins()
         text = self.text.heightForWidth(max(100, self.text.width()))
-        need = text + self.next.sizeHint().height() + m.top() + m.bottom() + 2 * self.frameWidth()
+        rows = self.next.sizeHint().height() + self.close_button.sizeHint().height()
+        need = text + rows + m.top() + m.bottom() + 4 + 2 * self.frameWidth()
         if need > self.minimumHeight() or need < self.minimumHeight() - 24:
             self.setFixedHeight(need)
 

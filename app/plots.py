@@ -30,7 +30,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QPixmapCache
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QToolButton, QWidget
 
-from gpu.algorithms import ALGORITHMS, NAIVE, TILED, TILED_MMA, TILED_WGMMA
+from gpu.algorithms import ALGORITHMS, NAIVE, RING, TILED, TILED_MMA, TILED_WGMMA
 from gpu.config import AttentionConfig
 from gpu.costmodel import FP32, TENSOR, GpuSpec
 from gpu.results import RunResult
@@ -652,8 +652,7 @@ class PlotsPanel(QWidget):
         r.labels[f"roof_{TENSOR}"] = f"tensor {top / 1e12:.0f} TFLOP/s"
         xu = self._flat_roofs.get(XU)
         if xu is not None and abs(xu / top - 1) <= 0.05:  # one line: one label for both
-            r.labels[f"roof_{TENSOR}"] = f"tensor ≈ exp unit {top / 1e12:.0f} TFLOP/s"
-            r.labels[f"roof_{XU}"] = ""
+            r.labels[f"roof_{XU}"] = ""  # the explain pane names both
         self._clip_roofs()
         ridge = gpu.ridge_flops_per_byte
         self.ridge_line.set(ridge, f"ridge {ridge:.0f}")
@@ -702,7 +701,7 @@ class PlotsPanel(QWidget):
             lx, hx = math.log10(xs[0]), math.log10(xs[-1])
             ly = math.log10(ys[0])
             if name in (HBM, L2):
-                x = lx + (0.45 if name == HBM else 0.12) * (hx - lx)  # parallel: apart
+                x = lx + (0.4 if name == HBM else 0.12) * (hx - lx)  # parallel: apart
                 label.setPos(x, ly + (x - lx))
             else:
                 label.setPos(hx, ly)
@@ -932,7 +931,9 @@ class PlotsPanel(QWidget):
         self.key.set_entries(key)
 
         m = self.memory
-        tiled_any = any(a != NAIVE for a in algos)
+        # The fused kernels' model curve, only under their key entries (not under the ring's:
+        # its per-device memory is the Ring tab's).
+        tiled_any = any(a not in (NAIVE, RING) for a in algos)
         mem = (["model_naive"] if NAIVE in algos else []) + (["model_tiled"] if tiled_any else [])
         mem += [f"measured_{a}" for a in algos] + [f"device_{a}" for a in algos]
         if self._has(m, "oom"):

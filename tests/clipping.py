@@ -96,9 +96,12 @@ def _text_problem(w: QWidget) -> str:
 
 
 def _outside(w: QWidget, top: QWidget) -> str:
-    """A widget reaching past its window, or past the viewport of the scroll area it is in
-    along a direction that area does not scroll now."""
+    """A widget reaching past its parent (a row squeezed under the next), past its window, or
+    past the viewport of the scroll area it is in along a direction that area does not scroll
+    now."""
     parent = w.parentWidget()
+    if parent is not None and not parent.rect().contains(w.geometry()):
+        return f"reaches past its parent: {w.geometry()} in {parent.rect()}"
     while parent is not None and parent is not top:
         if isinstance(parent, QAbstractScrollArea) and not isinstance(parent, QScrollArea):
             return ""  # a text view or list: scrolls its own contents, by design

@@ -14,7 +14,7 @@ from app.state.cost_model_backend import CostModelBackend
 from app.state.model_cache import cost
 from app.state.units import fmt_bytes, fmt_int
 from app.theme import LIGHT, QT_COLORS
-from gpu.algorithms import NAIVE, RING, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
+from gpu.algorithms import ALGORITHMS, NAIVE, RING, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
 from gpu.costmodel import naive_oom_seq_len
 from gpu.cpu_backend import CpuBackend
 from tests.clipping import clipped
@@ -177,7 +177,7 @@ def test_a_first_run_opens_the_lesson_on_naives_n_squared_memory(make_window, fi
     strip = _lesson(window)
     assert strip.isVisible()
     qtbot.waitUntil(lambda: bool(strip.steps), timeout=5000)
-    assert strip.title.text() == "Lesson 1 of 4 · Naive's memory grows as N²"
+    assert strip.title.text() == "1/4 · Naive's memory grows as N²"
     config = window.config
     at_n, at_2n = (cost(config.with_(seq_len=n), NAIVE).peak_bytes for n in (1024, 2048))
     text = strip.text.text()
@@ -289,3 +289,42 @@ def test_every_lane_fits_at_the_canvas_minimum_that_readme_and_dialog_state(qtbo
     said = f"{w}×{h}"
     assert said in animation_limits()
     assert f"never smaller than the canvas's {said}" in (ROOT / "README.md").read_text()
+
+
+# ------------------------------------------------------------------ Devices = 4
+
+
+def test_devices_four_says_only_the_ring_runs_and_draws_no_unlabelled_curve(make_window, qtbot):
+    from gpu.ring_backend import RingBackend
+
+    window = make_window(factory=lambda name: CpuBackend(), seq_len=1024)
+    window.controls.devices.set_devices(4)
+    qtbot.waitUntil(
+        lambda: window.backend is not None and isinstance(window.backend.backend, RingBackend),
+        timeout=20000,
+    )
+    assert window.state.value.algorithms == (RING,)
+    window.explain.set_inputs(window.explain._inputs, now=True)
+    qtbot.waitUntil(lambda: "only the ring runs" in window.explain.plain_text(), timeout=5000)
+    assert "Devices = 4: only the ring runs" in window.explain.plain_text()
+    window.plots.flush_model()
+    window.plots.flush_visibility()
+    memory = window.plots.memory
+    drawn = [n for n, item in memory.items.items() if item.isVisible() and memory.series[n][0]]
+    assert "model_tiled" not in drawn and "model_naive" not in drawn, drawn
+    assert window.plots.key.texts() == [ALGORITHMS[RING].label]  # every curve under its key
+
+
+def test_the_ring_tab_at_one_device_says_each_thing_once_and_counts_devices_whole(
+    make_window, qtbot
+):
+    window = make_window(seq_len=1024)
+    panel = window.ring_panel
+    window.tabs.setCurrentWidget(panel)
+    qtbot.wait(100)
+    assert panel.split_label.text() and panel.caption.text()
+    assert panel.split_label.text() != panel.caption.text()
+    axis = panel.plots.memory_plot.getAxis("bottom")
+    assert axis.autoSIPrefix is False
+    axis.setRange(0, 0.004)  # a narrow range: still no "(x0.001)" beside the name
+    assert "x0.001" not in axis.labelString() and "×" not in axis.labelString()
