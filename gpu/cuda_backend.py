@@ -147,9 +147,9 @@ def _gemm(
     a: cupy.ndarray, lda: int, stride_a: int,
     b: cupy.ndarray, ldb: int, stride_b: int,
     c: cupy.ndarray, ldc: int, stride_c: int,
-    batch: int, dtype: str,
+    batch: int, dtype: str, transb: bool = False,
 ) -> None:  # fmt: skip
-    """Column-major strided-batched C = alpha·op(A)·B through cublasGemmStridedBatchedEx,
+    """Column-major strided-batched C = alpha·op(A)·op(B) through cublasGemmStridedBatchedEx,
     fp32 accumulation (CUBLAS_COMPUTE_32F: tensor cores for fp16/bf16, exact SGEMM for fp32)."""
     from cupy_backends.cuda.libs import cublas
 
@@ -164,7 +164,7 @@ def _gemm(
         cublas.gemmStridedBatchedEx(
             handle,
             cublas.CUBLAS_OP_T if transa else cublas.CUBLAS_OP_N,
-            cublas.CUBLAS_OP_N,
+            cublas.CUBLAS_OP_T if transb else cublas.CUBLAS_OP_N,
             m, n, k,
             alpha_host.ctypes.data,
             a.data.ptr, t, lda, stride_a,

@@ -6,6 +6,7 @@
 //   half_t, bf16_t     tagged 16-bit words (the readable and softmax kernels template on them)
 //   to_float, from_float<T>   one element <-> fp32
 //   pack2<BF16>        two fp32 -> one 32-bit register of two fp16/bf16 (the tensor-core A layout)
+//   Pack<T, VEC>       VEC elements moved as one (up to 16-byte) access (the row kernels)
 //   NEG_INF, LOG2E, LN2   -inf as a bit pattern; log2(e) and ln(2) in fp32
 #pragma once
 
@@ -54,3 +55,9 @@ __device__ __forceinline__ u32 pack2(float lo, float hi) {
     }
     return r;
 }
+
+// VEC elements that travel as one (up to 16-byte) memory access.
+template <typename T, int VEC>
+struct __align__(sizeof(T) * VEC) Pack {
+    T v[VEC];
+};

@@ -34,35 +34,6 @@
 #include "dtypes.cuh"
 #include "reductions.cuh"
 
-// VEC elements that travel as one (up to 16-byte) memory access.
-template <typename T, int VEC>
-struct __align__(sizeof(T) * VEC) Pack {
-    T v[VEC];
-};
-
-// ---------------------------------------------------------------------------------------------
-// Block-wide reductions through warp shuffles and a 32-float scratch array.
-
-// All threads get the result. `scratch` must not be in use by another reduction at the same time.
-__device__ float block_max(float x, float* scratch) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
-    x = warp_max(x);
-    __syncthreads();  // the previous user of scratch is done
-    if (lane == 0) scratch[warp] = x;
-    __syncthreads();
-    x = lane < warps ? scratch[lane] : NEG_INF;
-    return warp_max(x);
-}
-__device__ float block_sum(float x, float* scratch) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
-    x = warp_sum(x);
-    __syncthreads();
-    if (lane == 0) scratch[warp] = x;
-    __syncthreads();
-    x = lane < warps ? scratch[lane] : 0.f;
-    return warp_sum(x);
-}
-
 // ---------------------------------------------------------------------------------------------
 // The softmax the naive path uses: one block per row, row held in shared memory.
 //

@@ -1,0 +1,176 @@
+"""Both GPU backwards compute dQ, dK and dV within FlashAttention's own test criterion.
+
+For every kernel (the fused backward with atomic dQ, its deterministic variant, and the naive
+cuBLAS + softmax-backward path), fp16 and bf16, d ∈ {64, 128}, causal or not and
+N ∈ {113, 128, 1023, 1024, 2048, 4097}:
+
+    max |ours − ref_fp32| ≤ 2 × max |torch's low-precision autograd − ref_fp32|
+
+for each of dQ, dK and dV. ref_fp32 is the backward in fp32 with CuPy on the upcast inputs;
+the torch peer runs plain attention in the inputs' precision under autograd (torch is only a
+peer: without it that comparison is skipped and a relative bound against ref_fp32 remains).
+The forward that feeds the fused backward is our own tensor-core kernel (O, m, l); the naive
+backward gets the P of our naive forward.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import pytest
+
+from gpu.config import AttentionConfig
+
+pytestmark = pytest.mark.gpu
+
+SEQ_LENS = (113, 128, 1023, 1024, 2048, 4097)
+KERNELS = ("fused", "fused_deterministic", "naive")
+#: Relative bound (max error / max |ref|) used where torch is absent.
+REL_BOUND = {"fp16": 1e-2, "bf16": 5e-2}
+
+
+def _inputs(config: AttentionConfig, seed: int):
+    import cupy as cp
+
+    from gpu.cuda_backend import from_float32
+
+    shape = (config.batch, config.heads, config.seq_len, config.head_dim)
+    rng = cp.random.RandomState(seed)
+    return tuple(
+        from_float32(rng.standard_normal(shape, dtype=cp.float32), config.dtype) for _ in range(4)
+    )
+
+
+def _reference_fp32(q, k, v, do, config: AttentionConfig):
+    """dQ, dK, dV of softmax(QKᵀ/√d)V in fp32 (CuPy, upcast inputs, the whole N×N)."""
+    import cupy as cp
+
+    from gpu.cuda_backend import to_float32
+
+    qf, kf, vf, dof = (to_float32(x, config.dtype) for x in (q, k, v, do))
+    n = config.seq_len
+    s = cp.matmul(qf, kf.swapaxes(-1, -2)) * cp.float32(config.scale)
+    if config.causal:
+        s = cp.where(cp.arange(n)[None, :] > cp.arange(n)[:, None], -cp.inf, s)
+    s -= s.max(axis=-1, keepdims=True)
+    p = cp.exp(s)
+    p /= p.sum(axis=-1, keepdims=True)
+    del s
+    dv = cp.matmul(p.swapaxes(-1, -2), dof)
+    dp = cp.matmul(dof, vf.swapaxes(-1, -2))
+    ds = p * (dp - (p * dp).sum(axis=-1, keepdims=True))
+    del p, dp
+    dq = cp.matmul(ds, kf) * cp.float32(config.scale)
+    dk = cp.matmul(ds.swapaxes(-1, -2), qf) * cp.float32(config.scale)
+    return dq, dk, dv
+
+
+def _torch_low_precision(q, k, v, do, config: AttentionConfig):
+    """dQ, dK, dV from torch autograd on plain attention in fp16/bf16, as fp32 CuPy arrays."""
+    torch = pytest.importorskip("torch")
+    import cupy as cp
+
+    def t(x):
+        x = torch.from_dlpack(x)
+        return x.view(torch.bfloat16) if config.dtype == "bf16" else x
+
+    qt, kt, vt = (t(x).clone().requires_grad_(True) for x in (q, k, v))
+    s = torch.matmul(qt, kt.transpose(-1, -2)) * config.scale
+    if config.causal:
+        n = config.seq_len
+        mask = torch.ones(n, n, dtype=torch.bool, device=s.device).triu(1)
+        s = s.masked_fill(mask, float("-inf"))
+    p = torch.softmax(s, dim=-1).to(vt.dtype)
+    o = torch.matmul(p, vt)
+    o.backward(t(do))
+    return tuple(cp.from_dlpack(x.grad.float().contiguous()) for x in (qt, kt, vt))
+
+
+def _ours(kernel: str, q, k, v, do, config: AttentionConfig):
+    import cupy as cp
+
+    from gpu import cuda_backend, flash_mma
+
+    if kernel == "naive":
+        from gpu.naive_bwd import naive_backward
+
+        n = config.seq_len
+        s = cp.empty((config.batch, config.heads, n, n), dtype=q.dtype)
+        p = cp.empty_like(s)
+        o = cp.empty_like(q)
+        cuda_backend.naive_forward(q, k, v, s, p, o, config)
+        del s
+        grads = naive_backward(q, k, v, p, do, config)
+    else:
+        from gpu.flash_bwd import flash_backward
+
+        stats = (config.batch, config.heads, config.seq_len)
+        o = cp.empty_like(q)
+        m = cp.empty(stats, dtype=cp.float32)
+        l = cp.empty(stats, dtype=cp.float32)
+        flash_mma.flash_forward(q, k, v, o, m, l, config)
+        grads = flash_backward(
+            q, k, v, o, m, l, do, config, deterministic=kernel == "fused_deterministic"
+        )
+    return tuple(cuda_backend.to_float32(g, config.dtype) for g in grads)
+
+
+@pytest.mark.parametrize("seq_len", SEQ_LENS)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_every_backward_meets_flash_attentions_criterion(
+    dtype: str, head_dim: int, causal: bool, seq_len: int
+) -> None:
+    import cupy as cp
+
+    batch, heads = (2, 3) if seq_len <= 1024 else (1, 2)
+    config = AttentionConfig(
+        seq_len=seq_len, heads=heads, head_dim=head_dim, batch=batch, dtype=dtype, causal=causal
+    )
+    q, k, v, do = _inputs(config, zlib.crc32(f"bwd-{dtype}-{head_dim}-{causal}-{seq_len}".encode()))
+    ref = _reference_fp32(q, k, v, do, config)
+    try:
+        peer = _torch_low_precision(q, k, v, do, config)
+    except pytest.skip.Exception:
+        peer = None
+    failures = []
+    for kernel in KERNELS:
+        ours = _ours(kernel, q, k, v, do, config)
+        for name, got, want, low in zip(
+            ("dQ", "dK", "dV"), ours, ref, peer or (None,) * 3, strict=True
+        ):
+            assert bool(cp.isfinite(got).all()), f"{kernel} {name} has non-finite values"
+            err = float(cp.abs(got - want).max())
+            if low is not None:
+                bound = 2 * float(cp.abs(low - want).max())
+            else:
+                bound = REL_BOUND[dtype] * float(cp.abs(want).max())
+            if not err <= bound:
+                failures.append(f"{kernel} {name}: max error {err:.3g} > bound {bound:.3g}")
+    assert not failures, "; ".join(failures)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_deterministic_dq_is_bit_identical_across_two_runs(head_dim: int, causal: bool) -> None:
+    import cupy as cp
+
+    config = AttentionConfig(seq_len=2048, heads=4, head_dim=head_dim, causal=causal)
+    q, k, v, do = _inputs(config, 11 + head_dim)
+    first = _ours("fused_deterministic", q, k, v, do, config)
+    second = _ours("fused_deterministic", q, k, v, do, config)
+    for a, b in zip(first, second, strict=True):
+        assert bool((a.view(cp.uint32) == b.view(cp.uint32)).all())
+
+
+def test_fused_backward_refuses_arrays_of_the_wrong_shape() -> None:
+    import cupy as cp
+
+    from gpu.flash_bwd import flash_backward
+
+    config = AttentionConfig(seq_len=128, heads=2, head_dim=64)
+    q, k, v, do = _inputs(config, 3)
+    m = cp.zeros((1, 2, 128), dtype=cp.float32)
+    with pytest.raises(ValueError, match="do has shape"):
+        flash_backward(q, k, v, q, m, m, do[:, :, :64], config)
