@@ -694,11 +694,26 @@ def cmd_explain(args: argparse.Namespace) -> int:
         raise UsageError(f"--algo {','.join(unknown)}: the cost model does not know it")
     gpu = GPUS[args.gpu] if args.gpu else roofline.device_gpu(device)
     smem = device.details.get("smem_per_block_optin_bytes") if device else None
-    explanation = roofline.explain(cfg, algos, gpu, results, smem)
+    # A run that ran out of memory has no time to judge: no roofline row for it, one line.
+    oom = [a for a in algos if a in results and results[a].oom]
+    ran = [a for a in algos if a not in oom]
+    explanation = roofline.explain(cfg, ran, gpu, results, smem) if ran else None
     if args.json:
-        print(json.dumps(explanation.to_dict()))
+        out = explanation.to_dict() if explanation is not None else {"algorithms": {}}
+        out["out_of_memory"] = [
+            {
+                "algorithm": a,
+                "message": results[a].message,
+                "needs_bytes": results[a].model_peak_bytes,
+            }
+            for a in oom
+        ]
+        print(json.dumps(out))
         return 0
-    _print_explanation(explanation, args.explain_open)
+    if explanation is not None:
+        _print_explanation(explanation, args.explain_open)
+    for a in oom:
+        print(f"  {a}: out of memory at N = {cfg.seq_len} ({results[a].message or 'recorded'})")
     return 0
 
 

@@ -328,3 +328,35 @@ def test_the_ring_tab_at_one_device_says_each_thing_once_and_counts_devices_whol
     assert axis.autoSIPrefix is False
     axis.setRange(0, 0.004)  # a narrow range: still no "(x0.001)" beside the name
     assert "x0.001" not in axis.labelString() and "×" not in axis.labelString()
+
+
+def test_explain_gives_no_roofline_row_to_a_run_that_ran_out_of_memory(capsys):
+    import json
+
+    import main
+
+    assert main.main(["explain", "--open", str(SHIPPED), "--seq", "65536", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert NAIVE not in out["algorithms"] and TILED_WS in out["algorithms"]
+    assert [o["algorithm"] for o in out["out_of_memory"]] == [NAIVE]
+    assert main.main(["explain", "--open", str(SHIPPED), "--seq", "65536"]) == 0
+    text = capsys.readouterr().out
+    assert "naive: out of memory at N = 65536" in text
+    assert not any(line.split()[:1] == [NAIVE] for line in text.splitlines())
+
+
+def test_render_says_nothing_of_the_offscreen_platforms_size_hints(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "shot.png"
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "main.py"), "render", "--backend", "replay", "--seq", "4096",
+         "--out", str(out)],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert out.exists()
+    assert "propagateSizeHints" not in done.stderr
