@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 
-from PySide6.QtCore import QCoreApplication, QEvent, QSettings, Qt, QTimer
+from PySide6.QtCore import QCoreApplication, QElapsedTimer, QEvent, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -63,6 +63,7 @@ from .state.result_store import ResultStore
 from .state.ring_devices import backend_for, restart_needed
 from .state.runs import BackendFailure, BackendReady, Job, RunOutcome, backend_key
 from .state.seq_scale import powers_of_two_up_to
+from .state.timing_outliers import out_of_line
 from .state_signal import StateSignal
 from .status import ConfigNotes, ErrorBanner, RunStatus, StatusBarReadouts, describe_result
 from .theme import THEMES, icon_path, palette, qt_palette, style_sheet
@@ -89,6 +90,10 @@ RECORDED_SWEEP_TIP = (
 #: that long several times per frame.
 GIL_SWITCH_S = 0.001
 
+
+#: A CPU measurement waits at most this long for the window's start-up work, polling this often.
+SETTLE_MAX_S = 3.0
+SETTLE_POLL_MS = 50
 
 #: The window's first size, where the screen has room for it (fit_to_screen clamps it).
 DEFAULT_SIZE = (1500, 920)
@@ -139,6 +144,14 @@ class MainWindow(QMainWindow):
         self._idle_text = ""  # the run status when nothing runs and nothing is noted
         self._lost_job: Job | None = None  # the run during which a backend failed
         self._closing = False
+        self._settled = False  # the start-up work is done (CPU measurements wait for it)
+        self._settle_timer = QTimer(self)
+        self._settle_timer.setSingleShot(True)
+        self._settle_timer.setInterval(SETTLE_POLL_MS)
+        self._settle_timer.timeout.connect(self._settle_then_request)
+        self._settle_clock = QElapsedTimer()
+        #: (config, algorithm) measured again for being out of line (once each).
+        self._remeasured: set[tuple[AttentionConfig, str]] = set()
         self._animation_stale = True  # the animation has not seen the latest config
         self.animation = None
         self._preloaded: tuple[str, RecordedBackend] | None = None  # checked by File ▸ Open
@@ -878,10 +891,34 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------ measurements
 
+    def _start_up_busy(self) -> bool:
+        """Whether the window's own start-up work still runs (the animation not built yet,
+        model curves, explain or lesson texts being made): on two cores it would share them
+        with a CPU measurement and make its time several times too long."""
+        workers = (self.plots.model_worker, self.explain.html_worker, self.lesson.worker)
+        return self.animation is None or any(w.busy for w in workers)
+
+    def _settle_then_request(self) -> None:
+        if self._closing:
+            return
+        waited = self._settle_clock.elapsed() / 1000
+        if self._start_up_busy() and waited < SETTLE_MAX_S:
+            self._settle_timer.start()
+            return
+        self._settled = True
+        self._show_run_status(measuring=self._request())
+
     def _request(self) -> bool:
-        """Ask the runner for whatever the current config lacks (True), else stop stale work."""
+        """Ask the runner for whatever the current config lacks (True), else stop stale work.
+        The CPU backend's first measurement waits for the window's start-up work to settle
+        (at most SETTLE_MAX_S)."""
         s = self.state.value
         if s.backend is None or self._closing:
+            return False
+        if not self._settled and s.backend_name == "cpu":
+            if not self._settle_timer.isActive():
+                self._settle_clock.start()
+                self._settle_timer.start()
             return False
         missing = self.store.missing(
             s.config, s.algorithms, s.backend.key, s.run_budget, s.profile_runs
@@ -1029,6 +1066,29 @@ class MainWindow(QMainWindow):
     def _on_sweep_finished(self, cancelled: bool) -> None:
         self.run_status.sweep_finished()
         self.statusBar().showMessage("Sweep cancelled." if cancelled else "Sweep done.", 4000)
+        if not cancelled:
+            self.remeasure_out_of_line()
+
+    def remeasure_out_of_line(self) -> int:
+        """Measure again, once each, the points slower than a larger N of the same algorithm
+        (app/state/timing_outliers.py): a live backend's sweep ends without a zigzag left by a
+        noisy sample. Returns how many were queued."""
+        s = self.state.value
+        if s.backend is None or s.replay:
+            return 0
+        key, budget = s.backend.key, s.run_budget
+        items = []
+        for a in s.algorithms:
+            for r in out_of_line(self.store.series(s.config, a, key, budget)):
+                if (r.config, a) not in self._remeasured:
+                    self._remeasured.add((r.config, a))
+                    items.append((r.config, a))
+        if items:
+            self.runner.start_sweep(items, budget, s.profile_runs)
+            self.statusBar().showMessage(
+                f"Measuring {len(items)} point(s) again: slower than a larger N.", 6000
+            )
+        return len(items)
 
     def _ask_recorded_run(self) -> None:
         """The "recorded run" choice with no file: the shipped recording, else ask for one."""

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import platform
-import statistics
 import time
 
 import ml_dtypes
@@ -33,8 +32,9 @@ from .array_meter import measure_peak
 from .backend import CancelHook, RunOptions, check_cancel
 from .config import AttentionConfig, ceil_div
 from .costmodel import algorithm_cost
-from .results import DeviceInfo, KernelTime, RunResult
+from .results import DeviceInfo, RunResult
 from .schema import finite_result
+from .timing import time_batches
 
 NUMPY_DTYPES = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32}
 
@@ -44,6 +44,9 @@ ROW_CHUNK = 1024
 RAM_HEADROOM = 0.8
 #: The shortest time a kernel may report: the clock's resolution (a time is never 0).
 CLOCK_RESOLUTION_S = time.get_clock_info("perf_counter").resolution
+#: Warm-up passes at most, and how many times noisy samples are taken again (gpu/timing.py).
+CPU_WARMUP_MAX = 4
+CPU_REMEASURE_MAX = 2
 
 
 def random_inputs(config: AttentionConfig, seed: int = 0) -> tuple[np.ndarray, ...]:
@@ -140,24 +143,43 @@ class CpuBackend:
         kernels = _naive_kernels if algorithm == NAIVE else _tiled_kernels
         cancel = options.cancel
         # One metered run for peak memory, apart from the timed runs.
-        peak, out = measure_peak(lambda: kernels(config, q, k, v, cancel=cancel)[0])
+        names: list[str] = []
+
+        def metered():  # type: ignore[no-untyped-def]
+            out, spent = kernels(config, q, k, v, cancel=cancel)
+            names.extend(name for name, _ in spent)
+            return out
+
+        peak, out = measure_peak(metered)
         peak += q.nbytes + k.nbytes + v.nbytes  # the inputs are held throughout the run
-        times: dict[str, list[float]] = {}
-        for _ in range(options.warmup):
-            kernels(config, q, k, v, cancel=cancel)
-        for _ in range(max(1, options.repeats)):
-            _, spent = kernels(config, q, k, v, cancel=cancel)
-            for name, seconds in spent:
-                times.setdefault(name, []).append(max(seconds, CLOCK_RESOLUTION_S))
+
+        def run_batch(sequences: int, first: bool) -> list[float]:
+            totals = [0.0] * len(names)
+            for _ in range(sequences):
+                _, spent = kernels(config, q, k, v, cancel=cancel)
+                for i, (_, seconds) in enumerate(spent):
+                    totals[i] += max(seconds, CLOCK_RESOLUTION_S) * 1e3
+            return totals
+
+        # The CUDA backend's policy (gpu/timing.py): warm-up until two passes agree, and the
+        # samples taken again when one is far slower than the median (start-up work or another
+        # process on the cores meanwhile), bounded: a CPU pass can take seconds.
+        kernel_times, remeasured = time_batches(
+            run_batch,
+            names,
+            options.warmup,
+            options.repeats,
+            warmup_max=CPU_WARMUP_MAX,
+            remeasure_max=CPU_REMEASURE_MAX,
+        )
         error = None
         if options.check:
             ref = reference_attention(q, k, v, config.causal)
             error = float(np.max(np.abs(out.astype(np.float64) - ref)))
         result = RunResult(
             **base,
-            kernel_times=tuple(
-                KernelTime(name, statistics.median(ts) * 1e3) for name, ts in times.items()
-            ),
+            kernel_times=kernel_times,
+            remeasured=remeasured,
             peak_bytes=peak,
             max_abs_error=error,
             repeats=max(1, options.repeats),

@@ -360,3 +360,70 @@ def test_render_says_nothing_of_the_offscreen_platforms_size_hints(tmp_path):
     assert done.returncode == 0, done.stderr
     assert out.exists()
     assert "propagateSizeHints" not in done.stderr
+
+
+# ------------------------------------------------------------------ CPU timings
+
+
+def test_cpu_times_keep_their_spread_and_a_far_slower_sample_is_taken_again(monkeypatch):
+    import gpu.cpu_backend as cpu
+    from gpu.backend import RunOptions
+    from gpu.config import AttentionConfig
+
+    real = cpu._naive_kernels
+    calls = []
+
+    def noisy(*args, **kwargs):  # the fourth pass: another process took the cores
+        out, spent = real(*args, **kwargs)
+        calls.append(1)
+        return out, [(n, t * 20 if len(calls) == 4 else t) for n, t in spent]
+
+    monkeypatch.setattr(cpu, "_naive_kernels", noisy)
+    result = CpuBackend().run(AttentionConfig(seq_len=128, heads=2), NAIVE, RunOptions(repeats=5))
+    assert result.remeasured >= 1  # the samples with the slow pass were taken again
+    for k in result.kernel_times:  # each kernel's spread kept, for the time plot's bars
+        assert k.count == 5 and k.min_ms is not None and k.min_ms <= k.ms <= k.max_ms
+
+
+def test_a_time_slower_than_a_larger_ns_is_out_of_line():
+    from app.state.timing_outliers import out_of_line
+    from gpu.config import AttentionConfig
+    from gpu.results import KernelTime, RunResult
+
+    def at(n, ms):
+        return RunResult(
+            config=AttentionConfig(seq_len=n), algorithm=NAIVE, backend="cpu", device="CPU",
+            kernel_times=(KernelTime("gemm_qk", ms),),
+        )  # fmt: skip
+
+    series = [at(256, 20.0), at(384, 146.0), at(512, 30.0), at(1024, 710.0), at(2048, 400.0)]
+    assert [r.config.seq_len for r in out_of_line(series)] == [384, 1024]
+    assert out_of_line([at(256, 10.0), at(512, 10.2), at(1024, 40.0)]) == []  # within 5 %
+
+
+def test_a_sweep_measures_its_out_of_line_points_once_more(make_window, qtbot, monkeypatch):
+    from dataclasses import replace
+
+    from gpu.results import KernelTime
+
+    window = make_window(seq_len=256)
+    s = window.state.value
+    fake = CostModelBackend()
+    small, large = (fake.run(s.config.with_(seq_len=n), NAIVE) for n in (128, 256))
+    for r, ms in ((small, 50.0), (large, 1.0)):  # 128 slower than 256: out of line
+        window.store.add(replace(r, kernel_times=(KernelTime("gemm_qk", ms),)), s.backend.key)
+    queued = []
+    monkeypatch.setattr(window.runner, "start_sweep", lambda items, *a: queued.extend(items))
+    window._on_sweep_finished(False)
+    assert queued == [(s.config.with_(seq_len=128), NAIVE)]
+    window._on_sweep_finished(False)
+    assert len(queued) == 1  # once: a point still out of line is left as measured
+
+
+def test_the_first_cpu_measurement_waits_for_the_windows_start_up_work(make_window, qtbot):
+    busy_at_start = []
+    window = make_window(CpuBackend(), seq_len=256)
+    window.runner.jobStarted.connect(lambda job: busy_at_start.append(window._start_up_busy()))
+    window.clear_results()  # measured again now: the start-up is long done
+    qtbot.waitUntil(lambda: bool(busy_at_start), timeout=20_000)
+    assert window._settled and busy_at_start[0] is False
