@@ -30,8 +30,8 @@ from typing import Any
 from gpu.algorithms import ALGORITHMS, NAIVE, RING, TILED
 from gpu.backend import RunOptions, oom_result
 from gpu.backends import BACKEND_NAMES, create_backend
-from gpu.config import DTYPE_BYTES, AttentionConfig, ConfigError
-from gpu.costmodel import GPUS, algorithm_cost, attention_matrix_bytes, useful_flops
+from gpu.config import DTYPE_BYTES, FORWARD, PASS_LABELS, PASSES, AttentionConfig, ConfigError
+from gpu.costmodel import GPUS, algorithm_cost, attention_matrix_bytes, pass_useful_flops
 from gpu.cuda_kernels import KernelCompileError
 from gpu.errors import (
     BackendUnavailable,
@@ -142,6 +142,33 @@ def _shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--causal", action="store_true", help="apply a causal mask")
     p.add_argument("--block-m", type=int, default=64, help="query rows per tile (readable kernel)")
     p.add_argument("--block-n", type=int, default=64, help="key rows per tile (readable kernel)")
+    p.add_argument(
+        "--pass",
+        dest="pass_",
+        choices=PASSES,
+        default=FORWARD,
+        help="forward (inference, the default), backward (the gradients, after an untimed "
+        "forward that saves what they need) or step (a training step: forward and backward)",
+    )
+
+
+def _layer_args(p: argparse.ArgumentParser) -> None:
+    from gpu.layer_stack import LAYERS_MAX, PRESETS
+
+    p.add_argument(
+        "--layers",
+        type=int,
+        default=None,
+        help=f"attention layers L of a training step (1..{LAYERS_MAX}; default: the preset's, "
+        "else 1): the saved activations of L layers and where they hit the wall",
+    )
+    p.add_argument(
+        "--preset",
+        choices=tuple(PRESETS),
+        default=None,
+        help="a model's layers, heads and head dim: "
+        + "; ".join(f"{k} = {v.source}" for k, v in PRESETS.items()),
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -158,6 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     model = sub.add_parser("model", help="print the cost model's figures for one config")
     model.add_argument("--seq", type=int, required=True, help="sequence length N")
     _shape_args(model)
+    _layer_args(model)
     model.add_argument("--json", action="store_true", help="print one JSON object")
     model.add_argument("--devices", type=int, default=None, help="add the ring model for P GPUs")
 
@@ -225,16 +253,49 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _config(args: argparse.Namespace, seq_len: int) -> AttentionConfig:
+    preset = _preset(args)
     return AttentionConfig(
         seq_len=seq_len,
-        heads=args.heads,
-        head_dim=args.head_dim,
+        heads=preset.heads if preset else args.heads,
+        head_dim=preset.head_dim if preset else args.head_dim,
         batch=args.batch,
         dtype=args.dtype,
         causal=args.causal,
         block_m=args.block_m,
         block_n=args.block_n,
+        pass_=args.pass_,
     )
+
+
+def _preset(args: argparse.Namespace):
+    """The --preset's model (gpu.layer_stack.ModelPreset), None without one; it sets the heads
+    and head dim, so --heads or --head-dim beside it is refused rather than ignored."""
+    key = getattr(args, "preset", None)
+    if key is None:
+        return None
+    from gpu.layer_stack import PRESETS
+
+    if (args.heads, args.head_dim) != (12, 64):
+        raise UsageError(
+            f"--preset {key} sets the heads and head dim: leave out --heads/--head-dim"
+        )
+    return PRESETS[key]
+
+
+def _layers(args: argparse.Namespace) -> int:
+    """--layers, else the preset's, else 1; only a training pass stacks saved activations."""
+    from gpu.layer_stack import check_layers
+
+    preset = _preset(args)
+    layers = args.layers if args.layers is not None else (preset.layers if preset else 1)
+    if (args.layers is not None or preset is not None) and args.pass_ == FORWARD:
+        raise UsageError(
+            "--layers and --preset describe a training step: add --pass step (or backward)"
+        )
+    try:
+        return check_layers(layers)
+    except ValueError as exc:
+        raise UsageError(f"--layers {layers}: {exc}") from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -268,7 +329,12 @@ def cmd_model(args: argparse.Namespace) -> int:
         },
     }
     if args.devices is not None:
+        if cfg.has_backward:
+            raise UsageError("--devices models the ring's forward pass: leave out --pass")
         report["ring"] = _ring_model(cfg, args.devices)
+    layers = _layers(args)
+    if cfg.has_backward:
+        report["training"] = _training_model(cfg, layers, _preset(args))
     if args.json:
         print(json.dumps(report))
         return 0
@@ -289,7 +355,65 @@ def cmd_model(args: argparse.Namespace) -> int:
         )
     if "ring" in report:
         _print_ring_model(report["ring"])
+    if "training" in report:
+        _print_training_model(report["training"])
     return 0
+
+
+def _training_model(cfg: AttentionConfig, layers: int, preset) -> dict[str, Any]:
+    """The training step's figures per algorithm: the backward's useful and recomputed FLOPs,
+    the saved activations of one layer and of L, and, per GPU, the N where L layers hit the
+    wall (attention's own tensors only: no weights, optimizer state or MLP activations)."""
+    from gpu.backward_cost import backward_useful_flops, recompute_flops, step_peak_bytes
+    from gpu.layer_stack import layer_stack, training_wall_seq_len
+
+    algos = {}
+    for algo in (NAIVE, TILED):
+        stack = layer_stack(cfg, algo, layers)
+        cost = algorithm_cost(cfg, algo)
+        algos[algo] = {
+            "kernels": [k.name for k in cost.kernels],
+            "backward_useful_flops": backward_useful_flops(cfg),
+            "recompute_flops": recompute_flops(cfg, algo),
+            "executed_flops": cost.executed_flops,
+            "hbm_bytes": cost.hbm_bytes,
+            "step_peak_bytes": step_peak_bytes(cfg, algo),
+            "saved_per_layer_bytes": stack.saved_per_layer,
+            "saved_total_bytes": stack.saved_total,
+            "layers_peak_bytes": stack.peak_bytes,
+            "wall_seq_len": {
+                name: training_wall_seq_len(cfg, algo, layers, gpu.memory_bytes)
+                for name, gpu in GPUS.items()
+            },
+        }
+    return {
+        "pass": cfg.pass_,
+        "layers": layers,
+        "preset": preset.key if preset else None,
+        "preset_source": preset.source if preset else None,
+        "counts": "attention's own tensors: no weights, optimizer state or MLP activations",
+        "algorithms": algos,
+    }
+
+
+def _print_training_model(t: dict[str, Any]) -> None:
+    what = f"{t['layers']} layer" + ("s" if t["layers"] != 1 else "")
+    if t["preset"]:
+        what += f" ({t['preset_source']})"
+    print(f"  {PASS_LABELS[t['pass']]}, {what}; {t['counts']}:")
+    for algo, a in t["algorithms"].items():
+        recompute = f", recompute {a['recompute_flops']:.3e}" if a["recompute_flops"] else ""
+        print(
+            f"    {algo:<6} saved {_fmt_bytes(a['saved_per_layer_bytes'])}/layer, "
+            f"{_fmt_bytes(a['saved_total_bytes'])} for {t['layers']}; "
+            f"peak {_fmt_bytes(a['layers_peak_bytes'])}; "
+            f"backward FLOPs {a['backward_useful_flops']:.3e} useful{recompute}"
+        )
+        walls = ", ".join(
+            f"{name}: N={n:,}" if n else f"{name}: fits at every N"
+            for name, n in a["wall_seq_len"].items()
+        )
+        print(f"           wall at {walls}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -422,7 +546,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(table.header(), flush=True)
     runs_each = args.warmup + args.repeats + 1  # + the metered run
     jobs = [(cfg, algo) for cfg in configs for algo in algos]
-    progress = Progress([useful_flops(cfg) * runs_each for cfg, _ in jobs])
+    progress = Progress([pass_useful_flops(cfg) * runs_each for cfg, _ in jobs])
     results = []
     failed: list[str] = []
     skipped: list[str] = []
@@ -434,7 +558,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             if algo in broken:
                 progress.print(table.note(n, algo, "SKIPPED", broken[algo]))
                 skipped.append(f"{algo} at N={n}")
-                progress.advance(useful_flops(cfg) * runs_each)
+                progress.advance(pass_useful_flops(cfg) * runs_each)
                 continue
             try:
                 r = backend.run(cfg, algo, options)
@@ -455,7 +579,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                     options = _say_traffic_missing_once(r, options)
                 if args.check and r.agrees is False:
                     failed.append(f"{algo} at N={n}: max abs error {r.max_abs_error:.3g}")
-            progress.advance(useful_flops(cfg) * runs_each)
+            progress.advance(pass_useful_flops(cfg) * runs_each)
     finally:
         progress.close()
     if args.out:
@@ -648,6 +772,7 @@ def _add_explain_parser(sub) -> None:
     )
     explain.add_argument("--seq", type=int, required=True, help="sequence length N")
     _shape_args(explain)
+    _layer_args(explain)
     explain.add_argument(
         "--open", dest="explain_open", metavar="FILE", help="a recording: its measured figures"
     )
@@ -661,7 +786,7 @@ def _add_explain_parser(sub) -> None:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from gpu import roofline
-    from gpu.costmodel import GPUS, algorithm_cost
+    from gpu.costmodel import GPUS, algorithm_cost, traffic_band
 
     cfg = _config(args, args.seq)
     results: dict = {}
@@ -692,28 +817,36 @@ def cmd_explain(args: argparse.Namespace) -> int:
     unknown = [a for a in algos if a not in known]
     if unknown:
         raise UsageError(f"--algo {','.join(unknown)}: the cost model does not know it")
-    gpu = GPUS[args.gpu] if args.gpu else roofline.device_gpu(device)
+    from app.state.current_point import current_point  # Qt-free: the app's own figures
+
+    gpu = GPUS[args.gpu] if args.gpu else roofline.device_gpu(device, results.values())
     smem = device.details.get("smem_per_block_optin_bytes") if device else None
     # A run that ran out of memory has no time to judge: no roofline row for it, one line.
     oom = [a for a in algos if a in results and results[a].oom]
-    ran = [a for a in algos if a not in oom]
-    explanation = roofline.explain(cfg, ran, gpu, results, smem) if ran else None
+    ran = [a for a in algos if a not in oom] or algos
+    oom = [a for a in oom if a not in ran]
+    bands = {a: traffic_band(cfg, a, gpu, smem) for a in ran}
+    reported = device.memory_total_bytes if device is not None and not args.gpu else None
+    point = current_point(cfg, ran, gpu, results, bands, reported)
+    explanation = point.explanation
+    layers = _layers(args)
+    training = _training_model(cfg, layers, _preset(args)) if cfg.has_backward else None
+    out_of_memory = [
+        {"algorithm": a, "message": results[a].message, "needs_bytes": results[a].model_peak_bytes}
+        for a in oom
+    ]
     if args.json:
-        out = explanation.to_dict() if explanation is not None else {"algorithms": {}}
-        out["out_of_memory"] = [
-            {
-                "algorithm": a,
-                "message": results[a].message,
-                "needs_bytes": results[a].model_peak_bytes,
-            }
-            for a in oom
-        ]
-        print(json.dumps(out))
+        report = {**explanation.to_dict(), "figures": point.to_dict()}
+        report["out_of_memory"] = out_of_memory
+        if training is not None:
+            report["training"] = training
+        print(json.dumps(report))
         return 0
-    if explanation is not None:
-        _print_explanation(explanation, args.explain_open)
+    _print_explanation(explanation, args.explain_open)
     for a in oom:
         print(f"  {a}: out of memory at N = {cfg.seq_len} ({results[a].message or 'recorded'})")
+    if training is not None:
+        _print_training_model(training)
     return 0
 
 
@@ -726,12 +859,28 @@ def _ms(value) -> str:
     return f"{value:,.0f}" if value >= 999.95 else f"{value:#.4g}"  # 999.96 is not "1000."
 
 
+def _roof_text(v) -> str:
+    """'hbm', or 'xu=tensor' when two roofs tie (within 5 %)."""
+    return "=".join(v.ties)
+
+
+def _shares_text(v) -> str:
+    """'xu 60%, tensor 59%, hbm 1%': the share of each roof's peak the kernel ran at."""
+    shares = sorted(v.roof_share.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{name} {share:.0%}" for name, share in shares)
+
+
 def _print_explanation(e, source: str | None) -> None:
     print(f"{e.config.label()} on the {e.gpu.label} roofline")
     print("  roofs: " + "; ".join(r.label for r in e.roofs.values()))
+    if e.gpu.clock_hz and e.gpu.kind == "gpu":
+        how = "measured" if e.gpu.clock_measured else "datasheet"
+        print(f"  clock: {e.gpu.clock_hz / 1e9:.3f} GHz, {how} ({e.gpu.clock_source})")
+    kw = max([10] + [len(k.name) for a in e.algorithms for k in a.kernels])
     print(
-        f"  {'algorithm':<14} {'kernel':<10} {'DRAM bytes':>10} {'source':<8} "
-        f"{'FLOP/B':>9} {'bound':<8} {'roof':<7} {'roofline ms':>11} {'measured ms':>11}"
+        f"  {'algorithm':<14} {'kernel':<{kw}} {'DRAM bytes':>10} {'source':<8} "
+        f"{'FLOP/B':>9} {'bound':<8} {'roof':<12} {'roofline ms':>11} {'measured ms':>11}  "
+        "share of each roof's peak"
     )
     for a in e.algorithms:
         rows = [(a.algorithm, "", a)] + [("", k.name, k) for k in a.kernels]
@@ -740,22 +889,40 @@ def _print_explanation(e, source: str | None) -> None:
         for name, kernel, v in rows:
             intensity = v.intensity
             ai = "" if intensity is None else f"{intensity:,.1f}"
+            bound = "tie" if v.tie and v.bound == "compute" else v.bound
+            dram = _fmt_bytes(v.dram_bytes if kernel else v.bytes)
             print(
-                f"  {name:<14} {kernel:<10} {_fmt_bytes(v.dram_bytes if kernel else v.bytes):>10} "
-                f"{v.bytes_source:<8} {ai:>9} {v.bound:<8} {v.roof:<7} "
-                f"{_ms(v.roofline_ms):>11} {_ms(v.measured_ms):>11}"
+                f"  {name:<14} {kernel:<{kw}} {dram:>10} "
+                f"{v.bytes_source:<8} {ai:>9} {bound:<8} {_roof_text(v):<12} "
+                f"{_ms(v.roofline_ms):>11} {_ms(v.measured_ms):>11}  {_shares_text(v)}"
             )
     for pair, ratio in e.naive_ratios.items():
         measured = "" if ratio["measured"] is None else f"measured {ratio['measured']:,.0f}×, "
+        if ratio.get("model_over_measured") is not None:
+            measured = (
+                f"naive's model over the measured {pair.split('/')[1]} "
+                f"{ratio['model_over_measured']:,.0f}×, "
+            )
         print(
             f"  DRAM bytes {pair}: {measured}model {ratio['model_l2_aware']:,.0f}× (L2-aware), "
             f"{ratio['model_no_reuse']:,.1f}× (no reuse)"
         )
+    for a in e.algorithms:
+        check = a.model_over_measured
+        if check is not None and not 0.8 <= check <= 1.25:
+            model = _fmt_bytes(a.model_bytes["l2_aware"])
+            print(
+                f"  model check, {a.algorithm}: the L2-aware model's {model} is {check:.2f}× "
+                f"the {_fmt_bytes(a.bytes)} the counters measured"
+            )
+    useful = {"forward": "4", "backward": "8", "step": "12"}[e.config.pass_]
     print(
-        "  FLOP/B: useful FLOPs (4·B·h·N²·d, halved when causal) per DRAM byte; source: "
+        f"  FLOP/B: useful FLOPs ({useful}·B·h·N²·d, halved when causal"
+        + ("; the fused backward's recompute of S not counted" if e.config.has_backward else "")
+        + ") per DRAM byte; source: "
         "measured (hardware counters"
         + (f" in {source})" if source else ")")
-        + " or model (the cost model's L2-aware estimate)"
+        + " or model (the cost model's L2-aware estimate). Roofs within 5 % are a tie (a=b)."
     )
 
 

@@ -41,11 +41,13 @@ from gpu.config import (
     HEAD_DIM_MIN,
     HEADS_MAX,
     HEADS_MIN,
+    PASS_LABELS,
     TILE_CHOICES,
     AttentionConfig,
     ConfigError,
 )
 from gpu.costmodel import GPUS
+from gpu.layer_stack import LAYERS_MAX, LAYERS_MIN
 
 from . import settings
 from .devices_control import DevicesControl
@@ -66,8 +68,33 @@ BACKEND_CHOICES = (
 #: Every algorithm the engine knows, in its order; a backend enables those it can run.
 ALGORITHM_ORDER = tuple(ALGORITHMS)
 
-#: Config fields that have a widget (and an inline error label).
-CONFIG_FIELDS = ("seq_len", "heads", "head_dim", "batch", "dtype", "causal", "block_m", "block_n")
+#: Config fields that have a widget (and an inline error label); "pass" is the config's pass_.
+CONFIG_FIELDS = (
+    "seq_len", "heads", "head_dim", "batch", "dtype", "causal", "block_m", "block_n", "pass",
+)  # fmt: skip
+
+#: The Pass control's entries: (config pass, text, tooltip). A backward alone comes from a file
+#: or the command line; the control offers it too, so such a config is shown as it is.
+PASS_CHOICES = (
+    (
+        "forward",
+        PASS_LABELS["forward"],
+        "Inference: O = softmax(QKᵀ/√d)V. Naive writes S and P to memory; the fused kernels "
+        "keep them on chip.",
+    ),
+    (
+        "step",
+        PASS_LABELS["step"],
+        "Training: the forward, then the backward for dQ, dK, dV, each kernel timed. Naive keeps "
+        "P (B·h·N² per layer) for its backward and materializes dP and dS; FlashAttention keeps "
+        "O and its row statistics and recomputes S and P tile by tile.",
+    ),
+    (
+        "backward",
+        "backward only",
+        "The backward kernels alone, after an untimed forward that saves what they need.",
+    ),
+)
 
 
 _NUMBER_LIKE = re.compile(r"[+-]?\d*(?:[.,]\d*)?(?:[eE][+-]?\d*)?")
@@ -160,6 +187,7 @@ class ControlsPanel(QWidget):
         layout.setContentsMargins(8, 8, 8, 8)
         layout.setSpacing(6)
         layout.addWidget(self._build_seq_group())
+        layout.addWidget(self._build_pass_group())
         layout.addWidget(self._build_shape_group())
         layout.addWidget(self._build_algorithm_group())
         layout.addWidget(self._build_device_group())
@@ -220,6 +248,44 @@ class ControlsPanel(QWidget):
         v.addLayout(ends)
         v.addWidget(self._error_label("seq_len"))
         return box
+
+    def _build_pass_group(self) -> QGroupBox:
+        box = QGroupBox("Pass")
+        form = QFormLayout(box)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        self.pass_combo = QComboBox()
+        self.pass_combo.setObjectName("passCombo")
+        for key, text, tip in PASS_CHOICES:
+            self.pass_combo.addItem(text, key)
+            self.pass_combo.setItemData(
+                self.pass_combo.count() - 1, tip, Qt.ItemDataRole.ToolTipRole
+            )
+        self.pass_combo.setToolTip(
+            "What is run and timed: inference (the forward pass) or a training step (forward "
+            "and backward). The plots, the explain pane and the tiles follow."
+        )
+        self.pass_combo.currentIndexChanged.connect(self._emit_config)
+        self.layers = ValidatedSpinBox()
+        self.layers.setObjectName("layersSpin")
+        self.layers.setRange(LAYERS_MIN, LAYERS_MAX)
+        self.layers.setValue(12)
+        self.layers.setKeyboardTracking(False)
+        self.layers.setToolTip(
+            "Attention layers L of a model trained with this shape: every layer's forward keeps "
+            "its saved activations until its backward, so they stack up L times (the memory "
+            "plot's L-layer lines; attention's own tensors only)."
+        )
+        self.layers.valueChanged.connect(self._on_layers)
+        self._validate_edits(self.layers, "layers")
+        form.addRow("Pass", self.pass_combo)
+        form.addRow("", self._error_label("pass"))
+        form.addRow("Layers L", self.layers)
+        form.addRow("", self._error_label("layers"))
+        return box
+
+    def _on_layers(self, value: int) -> None:
+        if not self._building:
+            self.state.update(layers=value)
 
     def _build_shape_group(self) -> QGroupBox:
         box = QGroupBox("Problem shape")
@@ -436,6 +502,10 @@ class ControlsPanel(QWidget):
                     for field in CONFIG_FIELDS:
                         self.clear_error(field)
                         self._edit_errors.discard(field)
+            if change.changed("layers") and self.layers.value() != s.layers:
+                self.layers.blockSignals(True)
+                self.layers.setValue(s.layers)
+                self.layers.blockSignals(False)
             if change.changed("checked", "available", "disabled"):
                 self._show_algorithms(s)
             if change.changed("backend_choice", "recorded_path"):
@@ -495,6 +565,12 @@ class ControlsPanel(QWidget):
             self.causal.blockSignals(True)
             self.causal.setChecked(c.causal)
             self.causal.blockSignals(False)
+        i = self.pass_combo.findData(c.pass_)
+        if i >= 0 and self.pass_combo.currentIndex() != i:
+            self.pass_combo.blockSignals(True)
+            self.pass_combo.setCurrentIndex(i)
+            self.pass_combo.blockSignals(False)
+        self.layers.setEnabled(c.has_backward)
         self.seq_value.setText(f"N = {fmt_int(c.seq_len)}")
 
     def _show_algorithms(self, s: AppState) -> None:
@@ -667,6 +743,7 @@ class ControlsPanel(QWidget):
             causal=self.causal.isChecked(),
             block_m=self.block_m.currentData(),
             block_n=self.block_n.currentData(),
+            pass_=self.pass_combo.currentData(),
         )
 
     @property
@@ -749,6 +826,8 @@ class ControlsPanel(QWidget):
         s.setValue("causal", c.causal)
         s.setValue("block_m", c.block_m)
         s.setValue("block_n", c.block_n)
+        s.setValue("pass", c.pass_)
+        s.setValue("layers", st.layers)
         if st.algorithms_chosen:  # the default view's choice follows the backend: not saved
             s.setValue("algorithms", ",".join(st.checked))
         else:
@@ -776,7 +855,16 @@ class ControlsPanel(QWidget):
         tiles = {f: settings.read(s, f"controls/{f}") for f in ("block_m", "block_n")}
         with contextlib.suppress(ConfigError):  # a pair: valid together or not at all
             config = config.with_(**{f: v for f, v in tiles.items() if v is not None})
+        pass_ = settings.read(s, "controls/pass")
+        if pass_ is not None:
+            try:
+                config = config.with_(pass_=pass_)
+            except ConfigError as exc:
+                settings.log.warning("ignored the setting controls/pass: %s", exc)
         changes: dict[str, object] = {"config": config.with_(seq_len=state.snap(config.seq_len))}
+        layers = settings.read(s, "controls/layers")
+        if isinstance(layers, int) and LAYERS_MIN <= layers <= LAYERS_MAX:
+            changes["layers"] = layers
         algos = settings.read(s, "controls/algorithms")
         if algos is not None:
             changes["checked"] = tuple(a for a in ALGORITHM_ORDER if a in algos.split(","))

@@ -1,11 +1,15 @@
 """The explain pane: the lesson's formulas with the current numbers, and the roofline verdicts.
 
-The verdicts are gpu.roofline's (`explain`): per kernel, the roof that binds (HBM, L2, tensor
-cores, fp32 CUDA cores or the exponential unit) and so whether it is memory- or compute-bound,
+The verdicts are the current point's (app/state/current_point.py, gpu.roofline inside): per
+kernel, the roof that binds (HBM, L2, tensor cores at the rate of the instruction the kernel
+issues, fp32 CUDA cores or the exponential unit, or a tie of two within 5 %), each roof's share
+of its peak, and so whether it is memory- or compute-bound,
 from the bytes the hardware counters measured where the current point was profiled and from
 the cost model's L2-aware estimate otherwise; every byte figure says which. When a measurement
 arrives, the verdict is the measured one. FLOPs are named: useful (4·B·h·N²·d, halved under a
-causal mask: what TFLOP/s figures count) or executed (what the kernels issue).
+causal mask: what TFLOP/s figures count) or executed (what the kernels issue). A training pass
+adds what the backward keeps and makes (naive: P kept, dP and dS materialized; fused: O and the
+row statistics kept, S and P recomputed), the saved activations of L layers and their wall.
 
 `explain_html` is plain Python (testable without a window); `ExplainPane` follows the app state
 and the results, redraws at the pace of app/pacing.py, makes its text off the GUI thread, and
@@ -21,7 +25,8 @@ from html import escape
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED
-from gpu.config import STAT_BYTES, AttentionConfig
+from gpu.backward_cost import backward_useful_flops, recompute_flops, saved_activation_bytes
+from gpu.config import PASS_LABELS, STAT_BYTES, STEP, AttentionConfig
 from gpu.costmodel import (
     GpuSpec,
     attention_matrix_bytes,
@@ -29,12 +34,14 @@ from gpu.costmodel import (
     naive_oom_seq_len,
     stats_bytes,
 )
+from gpu.layer_stack import layer_stack, training_wall_seq_len
 from gpu.results import RunResult
-from gpu.roofline import MEASURED, AlgorithmVerdict, Explanation, KernelVerdict, explain
+from gpu.roofline import MEASURED, AlgorithmVerdict, Explanation, KernelVerdict
 
 from .background import LatestOnly
 from .pacing import EXPLAIN_MS, coalesced
 from .state.app_state import AppState, Change
+from .state.current_point import current_point
 from .state.family import cache_config
 from .state.model_cache import band, cost
 from .state.units import fmt_bytes, fmt_flops, fmt_int, fmt_intensity, fmt_ms
@@ -43,11 +50,49 @@ from .theme import DARK, Palette
 #: How the pane says which roof binds.
 ROOF_BINDS = {
     "hbm": "HBM bandwidth binds",
+    "dram": "memory bandwidth binds",
     "l2": "L2 bandwidth binds",
     "tensor": "the tensor cores bind",
+    "mma_sync": "the tensor cores bind (at mma.sync's rate)",
     "fp32": "the fp32 CUDA cores bind",
     "xu": "the exponential unit binds",
 }
+#: How the pane names a roof in a tie or a distance.
+ROOF_NAMES = {
+    "hbm": "HBM",
+    "dram": "memory",
+    "l2": "L2",
+    "tensor": "tensor cores",
+    "mma_sync": "tensor cores (mma.sync)",
+    "fp32": "fp32",
+    "xu": "exponential unit",
+}
+
+TIE_NAMES = {
+    "hbm": "HBM bandwidth",
+    "dram": "memory bandwidth",
+    "l2": "L2 bandwidth",
+    "tensor": "the tensor cores",
+    "mma_sync": "the tensor cores (mma.sync)",
+    "fp32": "the fp32 CUDA cores",
+    "xu": "the exponential unit",
+}
+
+
+def binds_text(ties: tuple[str, ...]) -> str:
+    """'HBM bandwidth binds', or 'a tie: the tensor cores and the exponential unit (within
+    5 %), neither binds alone'."""
+    if len(ties) == 1:
+        return ROOF_BINDS.get(ties[0], ties[0])
+    names = " and ".join(TIE_NAMES.get(r, r) for r in ties)
+    return f"a tie of {names} (within 5 %): no single unit binds"
+
+
+def shares_text(shares: Mapping[str, float]) -> str:
+    """'at 61 % of the exponential unit's peak, 60 % of the tensor cores', ...: how far the
+    measured kernel is from every roof."""
+    ranked = sorted(shares.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{ROOF_NAMES.get(r, r)} {s:.0%}" for r, s in ranked)
 
 
 @dataclass(frozen=True)
@@ -62,6 +107,8 @@ class ExplainInputs:
     results: tuple[tuple[str, RunResult], ...] = ()
     #: Devices P (Device ▸ Devices): past one, only the ring runs.
     devices: int = 1
+    #: Attention layers whose saved activations a training pass stacks (AppState.layers).
+    layers: int = 1
 
     @classmethod
     def from_state(
@@ -70,12 +117,13 @@ class ExplainInputs:
         return cls(
             config=s.config,
             algorithms=s.algorithms,
-            gpu=s.target_gpu,
-            gpu_label=s.target_gpu_label,
+            gpu=s.roof_device,
+            gpu_label=s.roof_device_label,
             budget_bytes=s.budget.line_bytes,
             budget_name=s.budget_name,
             results=tuple((results or {}).items()),
             devices=s.devices,
+            layers=s.layers,
         )
 
 
@@ -119,7 +167,7 @@ def explanation(inp: ExplainInputs) -> Explanation:
         if cache_config(r.config, a) == cache_config(inp.config, a)
     }
     bands = {a: band(inp.config, a, inp.gpu) for a in algos}  # memoized: a slider stop's
-    return explain(inp.config, algos, inp.gpu, results, bands=bands)
+    return current_point(inp.config, algos, inp.gpu, results, bands).explanation
 
 
 def explain_html(inp: ExplainInputs, palette: Palette = DARK) -> str:
@@ -141,9 +189,10 @@ def explain_html(inp: ExplainInputs, palette: Palette = DARK) -> str:
     tiled = cost(c, TILED)
     bh = f"{fmt_int(c.batch)} × {fmt_int(c.heads)}" if c.batch > 1 else fmt_int(c.heads)
     useful = naive.flops
+    factor = {"forward": "4", "backward": "8", "step": "12 (forward 4, backward 8)"}[c.pass_]
     out = [
         f"<h3 style='margin-bottom:2px'>{escape(c.label())}</h3>",
-        f"<p style='color:{muted};margin-top:0'>Useful FLOPs 4·B·h·N²·d"
+        f"<p style='color:{muted};margin-top:0'>Useful FLOPs {factor}·B·h·N²·d"
         f"{' ÷ 2 (causal)' if c.causal else ''} = {fmt_flops(useful)} for every algorithm: "
         "what TFLOP/s and the roofline's intensity count.",
     ]
@@ -164,23 +213,42 @@ def explain_html(inp: ExplainInputs, palette: Palette = DARK) -> str:
             "follows is one device holding the whole sequence, the case the ring divides.</p>"
         )
     out += [
-        f"<h4>{name(NAIVE)}: three kernels, S and P in HBM</h4>",
+        f"<h4>{name(NAIVE)}: three kernels, S and P in HBM"
+        + (" (five more for the backward)" if c.has_backward else "")
+        + "</h4>",
         "<p><code>S = QKᵀ/√d</code> → HBM, <code>P = softmax(S)</code> → HBM, "
         "<code>O = PV</code>.</p>",
         "<ul>",
         f"<li><b>S alone</b>: {s_formula(c)} = <b>{fmt_bytes(s_bytes)}</b>"
         f"{escape(compare(s_bytes, inp.budget_bytes, inp.budget_name))}</li>",
-        f"<li>P is as large again. Peak: S + P + Q, K, V, O ({fmt_bytes(qkvo)}) = "
-        f"<b>{fmt_bytes(naive.peak_bytes)}</b>"
-        f"{escape(compare(naive.peak_bytes, inp.budget_bytes, inp.budget_name))}</li>",
     ]
-    if inp.budget_bytes:
-        wall = naive_oom_seq_len(c, inp.budget_bytes)
-        where = "you are past it" if wall <= c.seq_len else "still ahead"
+    if c.has_backward:
         out.append(
-            f"<li>The wall: in {fmt_bytes(inp.budget_bytes)} naive runs out of memory "
-            f"from N = {fmt_int(wall)} ({where}).</li>"
+            f"<li>Its {PASS_LABELS[c.pass_]} keeps P from the forward and makes dP and dS, as "
+            f"large again each. Peak: P + dP + dS + Q, K, V, O, dO, dQ, dK, dV "
+            f"({fmt_bytes(2 * qkvo)}) = <b>{fmt_bytes(naive.peak_bytes)}</b>"
+            f"{escape(compare(naive.peak_bytes, inp.budget_bytes, inp.budget_name))}</li>"
         )
+    else:
+        out.append(
+            f"<li>P is as large again. Peak: S + P + Q, K, V, O ({fmt_bytes(qkvo)}) = "
+            f"<b>{fmt_bytes(naive.peak_bytes)}</b>"
+            f"{escape(compare(naive.peak_bytes, inp.budget_bytes, inp.budget_name))}</li>"
+        )
+    if inp.budget_bytes:
+        wall = (
+            training_wall_seq_len(c, NAIVE, 1, inp.budget_bytes)
+            if c.has_backward
+            else naive_oom_seq_len(c, inp.budget_bytes)
+        )
+        if wall is None:
+            out.append(f"<li>In {fmt_bytes(inp.budget_bytes)} naive fits at every N.</li>")
+        else:
+            where = "you are past it" if wall <= c.seq_len else "still ahead"
+            out.append(
+                f"<li>The wall: in {fmt_bytes(inp.budget_bytes)} naive runs out of memory "
+                f"from N = {fmt_int(wall)} ({where}).</li>"
+            )
     out.append("</ul>")
 
     out += [
@@ -193,6 +261,8 @@ def explain_html(inp: ExplainInputs, palette: Palette = DARK) -> str:
     ]
     out += [f"<li>{_ratio_line(e, a, name)}</li>" for a in shown if f"naive/{a}" in e.naive_ratios]
     out.append("</ul>")
+    if c.has_backward:
+        out += _training_section(inp, name)
     out += _roofline_section(e, inp, shown, name, note, palette)
     if NAIVE in shown:
         out.append(
@@ -203,15 +273,73 @@ def explain_html(inp: ExplainInputs, palette: Palette = DARK) -> str:
     return "\n".join(out)
 
 
+def _training_section(inp: ExplainInputs, name) -> list[str]:  # type: ignore[no-untyped-def]
+    """What the backward keeps, what FlashAttention recomputes, and L layers' saved
+    activations against the budget (attention's own tensors only)."""
+    c, layers = inp.config, inp.layers
+    useful_bwd = backward_useful_flops(c)
+    extra = recompute_flops(c, TILED)
+    out = [
+        f"<h4>The {PASS_LABELS[c.pass_]}: bytes kept or FLOPs spent again</h4>",
+        "<ul>",
+        f"<li>The backward's useful work: dV = PᵀdO, dP = dO·Vᵀ, dQ = dS·K/√d, dK = dSᵀQ/√d, "
+        f"8·B·h·N²·d = {fmt_flops(useful_bwd)}"
+        + (", after the forward's" if c.pass_ == STEP else "")
+        + ".</li>",
+        f"<li>{name(TILED)} kept no P: it recomputes S and P tile by tile, a fifth product of "
+        f"{fmt_flops(extra)} ({extra / useful_bwd:.0%} more than the useful work) in exchange "
+        f"for the {fmt_bytes(attention_matrix_bytes(c))} of P per layer.</li>",
+    ]
+    stacks = {a: layer_stack(c, a, layers) for a in (NAIVE, TILED)}
+    per = ", ".join(f"{name(a)} {fmt_bytes(saved_activation_bytes(c, a))}" for a in (NAIVE, TILED))
+    out.append(
+        f"<li>Saved activations per layer (Q, K, V, O and P, or m and l): {per}. For "
+        f"<b>{fmt_int(layers)} layers</b> all of them are held at the first backward: "
+        + ", ".join(
+            f"{name(a)} <b>{fmt_bytes(s.peak_bytes)}</b> with one layer's backward"
+            f"{escape(compare(s.peak_bytes, inp.budget_bytes, inp.budget_name))}"
+            for a, s in stacks.items()
+        )
+        + " (attention's own tensors: no weights, optimizer state or MLP activations).</li>"
+    )
+    if inp.budget_bytes:
+        walls = []
+        for a in (NAIVE, TILED):
+            wall = training_wall_seq_len(c, a, layers, inp.budget_bytes)
+            walls.append(
+                f"{name(a)} fits at every N"
+                if wall is None
+                else f"{name(a)} from N = {fmt_int(wall)}"
+                + (" (you are past it)" if wall <= c.seq_len else "")
+            )
+        out.append(
+            f"<li>The wall for {fmt_int(layers)} layers in {fmt_bytes(inp.budget_bytes)}: "
+            + "; ".join(walls)
+            + ".</li>"
+        )
+    out.append("</ul>")
+    return out
+
+
 def _ratio_line(e: Explanation, a: str, name) -> str:  # type: ignore[no-untyped-def]
     """Naive's DRAM bytes over a fused kernel's: measured (counters) beside the model's."""
     r = e.naive_ratios[f"naive/{a}"]
     model = f"{r['model_l2_aware']:,.1f}× with the L2 cache, {r['model_no_reuse']:,.1f}× without"
+    v, n = e.algorithm(a), e.algorithm(NAIVE)
     if r["measured"] is not None:
-        v, n = e.algorithm(a), e.algorithm(NAIVE)
         return (
             f"DRAM traffic, naive ÷ {name(a)}: <b>{r['measured']:,.0f}× less, measured</b> "
-            f"({fmt_bytes(n.bytes)} vs {fmt_bytes(v.bytes)}, hardware counters; model: {model})"
+            f"({fmt_bytes(n.bytes)} vs {fmt_bytes(v.bytes)}, hardware counters, compulsory "
+            f"writes counted; model: {model})"
+        )
+    if r.get("model_over_measured") is not None:
+        check = v.model_over_measured
+        return (
+            f"DRAM traffic, naive (model: not measured) ÷ {name(a)} (measured): "
+            f"<b>{r['model_over_measured']:,.0f}× less</b> ({fmt_bytes(n.bytes)} vs "
+            f"{fmt_bytes(v.bytes)}). The L2-aware model says {fmt_bytes(v.model_bytes['l2_aware'])}"
+            f" for {name(a)}, {check:.2f}× what the counters measured, so its {model} "
+            "overstates the gain here"
         )
     return f"DRAM traffic, naive ÷ {name(a)}: {model} (model; not measured here)"
 
@@ -259,21 +387,24 @@ def _kernel_line(k: KernelVerdict, causal: bool, note) -> str:  # type: ignore[n
     timing = f"roofline {fmt_ms(k.roofline_ms)}"
     if k.measured_ms:
         timing += f", measured {fmt_ms(k.measured_ms)}"
+    share = f" Share of each roof's peak: {shares_text(k.roof_share)}." if k.roof_share else ""
     return (
-        f"{escape(k.name)}: {k.roof.upper() if k.roof in ('hbm', 'l2') else k.roof} binds "
-        f"({k.bound}); {timing}. {note(_figures(k, causal))}"
+        f"{escape(k.name)}: {binds_text(k.ties)} ({k.bound}); {timing}.{share} "
+        f"{note(_figures(k, causal))}"
     )
 
 
 def _verdict_line(v: AlgorithmVerdict, name, note) -> str:  # type: ignore[no-untyped-def]
     source = "measured by the hardware counters" if v.bytes_source == MEASURED else "the model's"
     line = (
-        f"{name(v.algorithm)}: <b>{v.bound}-bound</b> — {ROOF_BINDS.get(v.roof, v.roof)}; "
+        f"{name(v.algorithm)}: <b>{v.bound}-bound</b> — {binds_text(v.ties)}; "
         f"roofline {fmt_ms(v.roofline_ms)}"
     )
     if v.measured_ms:
         line += f", measured {fmt_ms(v.measured_ms)}"
         line += f" ({v.roofline_ms / v.measured_ms:.0%} of the roofline's speed)"
+        if len(v.kernels) == 1 and v.roof_share:
+            line += f"; share of each roof's peak: {shares_text(v.roof_share)}"
     whole = ""
     if len(v.kernels) > 1 and v.intensity:
         whole = f"{fmt_intensity(v.intensity)} useful FLOP per DRAM byte in all; "

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 
-from PySide6.QtCore import QCoreApplication, QElapsedTimer, QEvent, QSettings, Qt, QTimer
+from PySide6.QtCore import QCoreApplication, QEvent, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -91,10 +91,6 @@ RECORDED_SWEEP_TIP = (
 GIL_SWITCH_S = 0.001
 
 
-#: A CPU measurement waits at most this long for the window's start-up work, polling this often.
-SETTLE_MAX_S = 3.0
-SETTLE_POLL_MS = 50
-
 #: The window's first size, where the screen has room for it (fit_to_screen clamps it).
 DEFAULT_SIZE = (1500, 920)
 
@@ -144,12 +140,6 @@ class MainWindow(QMainWindow):
         self._idle_text = ""  # the run status when nothing runs and nothing is noted
         self._lost_job: Job | None = None  # the run during which a backend failed
         self._closing = False
-        self._settled = False  # the start-up work is done (CPU measurements wait for it)
-        self._settle_timer = QTimer(self)
-        self._settle_timer.setSingleShot(True)
-        self._settle_timer.setInterval(SETTLE_POLL_MS)
-        self._settle_timer.timeout.connect(self._settle_then_request)
-        self._settle_clock = QElapsedTimer()
         #: (config, algorithm) measured again for being out of line (once each).
         self._remeasured: set[tuple[AttentionConfig, str]] = set()
         self._animation_stale = True  # the animation has not seen the latest config
@@ -891,34 +881,10 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------ measurements
 
-    def _start_up_busy(self) -> bool:
-        """Whether the window's own start-up work still runs (the animation not built yet,
-        model curves, explain or lesson texts being made): on two cores it would share them
-        with a CPU measurement and make its time several times too long."""
-        workers = (self.plots.model_worker, self.explain.html_worker, self.lesson.worker)
-        return self.animation is None or any(w.busy for w in workers)
-
-    def _settle_then_request(self) -> None:
-        if self._closing:
-            return
-        waited = self._settle_clock.elapsed() / 1000
-        if self._start_up_busy() and waited < SETTLE_MAX_S:
-            self._settle_timer.start()
-            return
-        self._settled = True
-        self._show_run_status(measuring=self._request())
-
     def _request(self) -> bool:
-        """Ask the runner for whatever the current config lacks (True), else stop stale work.
-        The CPU backend's first measurement waits for the window's start-up work to settle
-        (at most SETTLE_MAX_S)."""
+        """Ask the runner for whatever the current config lacks (True), else stop stale work."""
         s = self.state.value
         if s.backend is None or self._closing:
-            return False
-        if not self._settled and s.backend_name == "cpu":
-            if not self._settle_timer.isActive():
-                self._settle_clock.start()
-                self._settle_timer.start()
             return False
         missing = self.store.missing(
             s.config, s.algorithms, s.backend.key, s.run_budget, s.profile_runs

@@ -31,10 +31,21 @@ from PySide6.QtGui import QPixmapCache
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QToolButton, QWidget
 
 from gpu.algorithms import ALGORITHMS, NAIVE, RING, TILED, TILED_MMA, TILED_WGMMA
-from gpu.config import AttentionConfig
+from gpu.backward_cost import NAIVE_BACKWARD_KERNELS
+from gpu.config import BACKWARD, STEP, AttentionConfig
 from gpu.costmodel import FP32, TENSOR, GpuSpec
 from gpu.results import RunResult
-from gpu.roofline import HBM, L2, MEASURED, XU, roofs
+from gpu.roofline import (
+    DRAM,
+    HBM,
+    L2,
+    MEASURED,
+    MEMORY_ROOFS,
+    MMA,
+    XU,
+    counted_dram_bytes,
+    roofs,
+)
 
 from .background import LatestOnly, in_process
 from .pacing import coalesced
@@ -60,7 +71,16 @@ from .strip_chart import TrafficStripChart
 from .theme import Palette
 
 ALGOS = tuple(ALGORITHMS)  # naive first, then the fused (tiled) kernels
-NAIVE_KERNELS = ("gemm_qk", "softmax", "gemm_pv")
+NAIVE_FORWARD_KERNELS = ("gemm_qk", "softmax", "gemm_pv")
+#: Naive's kernels, each drawn on the time plot where measured: the forward's, then the
+#: backward's (a training step times both).
+NAIVE_KERNELS = NAIVE_FORWARD_KERNELS + NAIVE_BACKWARD_KERNELS
+#: The time plot's title per pass.
+TIME_TITLES = {
+    "forward": "Time per forward pass",
+    BACKWARD: "Time per backward pass",
+    STEP: "Time per training step",
+}
 SYMBOLS = {NAIVE: "o", TILED: "s", TILED_MMA: "t", TILED_WGMMA: "d"}
 #: How a reference series (a peer such as PyTorch SDPA, recorded beside ours) is drawn: muted,
 #: dashed, small crosses; never in an algorithm's colour, so it cannot pass for one of ours.
@@ -73,11 +93,17 @@ _DEFAULT_REFERENCE_STYLE = ("muted", Qt.PenStyle.DashLine, "+")
 #: Roofs: (name, legend label prefix, line style).
 ROOF_STYLES: dict[str, Style] = {
     HBM: Style("roof", 2.0),
+    DRAM: Style("roof", 2.0),
     L2: Style("roof", 1.4, Qt.PenStyle.DashLine),
     TENSOR: Style("roof", 2.0),
+    MMA: Style("roof", 1.4, Qt.PenStyle.DashLine),
     FP32: Style("muted", 1.4, Qt.PenStyle.DashDotLine),
     XU: Style("muted", 1.4, Qt.PenStyle.DotLine),
 }
+#: Roof names on the roofline plot (the full label, with its source, is explain's and the
+#: tooltip's).
+ROOF_LABELS = {HBM: "HBM", DRAM: "memory", L2: "L2", TENSOR: "tensor (wgmma)", MMA: "mma.sync",
+               FP32: "fp32", XU: "exp unit"}  # fmt: skip
 #: Band fill opacity (0..255) on the traffic plot.
 BAND_ALPHA = 38
 #: The strip chart follows the slider at most this often (ms).
@@ -172,6 +198,7 @@ class PlotsPanel(QWidget):
 
         self._config: AttentionConfig | None = None
         self._family: AttentionConfig | None = None
+        self._layers = 1  # the saved-activation stack's L (training passes)
         self._algorithms: tuple[str, ...] = (NAIVE, TILED)
         self._every = False  # "Every series": naive's kernel lines too
         self._measured: dict[str, list[RunResult]] = {a: [] for a in ALGOS}
@@ -210,6 +237,9 @@ class PlotsPanel(QWidget):
         m, t, h, r = self.memory, self.timing, self.traffic, self.roofline
         m.add("model_naive", "naive (model)", Style(NAIVE, 2.0))
         m.add("model_tiled", "tiled, every kernel (model)", Style(TILED, 2.0))
+        # A training step's saved activations for L layers (gpu/layer_stack.py), dashed.
+        m.add("stack_naive", "naive, L layers (model)", Style(NAIVE, 1.6, Qt.PenStyle.DashLine))
+        m.add("stack_tiled", "tiled, L layers (model)", Style(TILED, 1.6, Qt.PenStyle.DashLine))
         for a in ALGOS:
             m.add(
                 f"measured_{a}",
@@ -229,6 +259,9 @@ class PlotsPanel(QWidget):
             bounds=False,
         )
         m.key("k_model", "model", Style("fg", 2.0))
+        m.key(
+            "k_stack", "model: L layers' saved activations", Style("fg", 1.6, Qt.PenStyle.DashLine)
+        )
         m.key("k_pool", "pool peak", Style("fg", symbol="o", line=False))
         m.key(
             "k_device",
@@ -326,6 +359,14 @@ class PlotsPanel(QWidget):
             Style("fg", symbol="o", line=False, symbol_size=16, hollow=True),
             bounds=False,
         )
+        # The L2 roof judges L2 bytes: each algorithm at its L2 intensity at this N (Nsight
+        # Compute's hierarchical roofline draws one point per memory level the same way).
+        r.add(
+            "l2_current",
+            "at L2 intensity (against the L2 roof)",
+            Style("muted", symbol="d", line=False, symbol_size=11, hollow=True),
+        )
+        r.key("k_l2", "◇ at L2 intensity (L2 roof)", Style("muted", symbol="d", line=False))
         r.key("k_measured", "bytes measured", Style("fg", symbol="o", line=False))
         r.key("k_model", "bytes: model", Style("fg", symbol="o", line=False, hollow=True))
         self.ridge_line = LabelledLine(r, angle=90, position=0.04, anchors=[(0, 1), (0, 1)])
@@ -335,9 +376,9 @@ class PlotsPanel(QWidget):
         #: upper edge of where points can be, so its label never covers one.
         self.roof_labels: dict[str, pg.TextItem] = {}
         for name in ROOF_STYLES:
-            diagonal = name in (HBM, L2)
+            diagonal = name in MEMORY_ROOFS
             label = pg.TextItem(
-                anchor=(0, 1.25) if diagonal else (1, 0) if name == XU else (1, 1),
+                anchor=(0, 1.25) if diagonal else (0, 0) if name == XU else (1, 1),
                 rotateAxis=(1, 1) if diagonal else None,
             )
             label.setVisible(False)
@@ -405,8 +446,10 @@ class PlotsPanel(QWidget):
             self.set_recorded_note(s.backend.backend.label() if s.replay else "")
         if change.changed("budget", "budget_line_label"):
             self.set_budget(s.budget.line_bytes, s.budget_line_label)
-        if change.changed("target_gpu", "target_gpu_label", "on_gpu"):
-            self.set_gpu(s.target_gpu, s.target_gpu_label, time_model=s.on_gpu)
+        if change.changed("roof_device", "roof_device_label", "on_gpu"):
+            self.set_gpu(s.roof_device, s.roof_device_label, time_model=s.on_gpu)
+        if change.changed("layers") and s.layers != self._layers:
+            self.set_layers(s.layers)
         if change.changed("config", "algorithms", "seq_scale"):
             self.set_config(s.config, s.algorithms, warm=s.scale)
         if change.changed("all_series") and s.all_series != self._every:
@@ -431,12 +474,25 @@ class PlotsPanel(QWidget):
         algorithms = tuple(a for a in ALGOS if a in algorithms)
         fam = family(config)
         if fam != self._family or algorithms != self._algorithms:
+            new_pass = self._family is None or fam.pass_ != self._family.pass_
             self._family = fam
+            if new_pass:
+                self._show_timing_title()
             self._algorithms = algorithms
             self._request_model((*warm, config.seq_len))
             self._draw_roofs()
             self._update_visibility()
         self.set_seq_len(config)
+
+    def set_layers(self, layers: int) -> None:
+        """L of a training pass's saved-activation stack: its lines are redrawn (off the GUI
+        thread, with the other model curves) when the family trains."""
+        self._layers = layers
+        self.memory.labels["stack_naive"] = f"naive, {layers} layers' saved activations (model)"
+        self.memory.labels["stack_tiled"] = f"tiled, {layers} layers' saved activations (model)"
+        if self._family is not None and self._family.has_backward:
+            self._request_model()
+        self._update_visibility(force=True)
 
     def set_seq_len(self, config: AttentionConfig) -> None:
         """The fast path of a slider move: cursors and "you are here" markers only."""
@@ -511,15 +567,20 @@ class PlotsPanel(QWidget):
         self.timing.set_series(
             "current", [n] * len(times), [r.total_ms if r else None for r in times]
         )
-        xs, ys = [], []
+        xs, ys, l2x, l2y = [], [], [], []
+        has_l2 = self._gpu is not None and L2 in roofs(self._gpu)
         for a in algos:
             res = self._by_n[a].get(n)
             v = self._verdict(res, a) if res is not None else None
             if v is not None and v.intensity and res is not None and res.tflops:
                 xs.append(v.intensity)
                 ys.append(res.tflops * 1e12)
+                if has_l2 and v.l2_intensity:
+                    l2x.append(v.l2_intensity)
+                    l2y.append(res.tflops * 1e12)
         self.roofline.set_series("current", xs, ys, log_x=True)
         self._keep_markers_in_view()
+        self.roofline.set_series("l2_current", l2x, l2y, log_x=True)
 
     def set_measured(self, series: dict[str, list[RunResult]]) -> None:
         """Measured results of the current family, per algorithm, sorted by N (noted only while
@@ -553,7 +614,9 @@ class PlotsPanel(QWidget):
                 [lo for lo, _ in spread],
                 [hi for _, hi in spread],
             )
-            self.traffic.set_series(f"measured_{a}", ns, [r.measured_dram_bytes for r in ok])
+            # Measured DRAM bytes with the compulsory writes counted (some are still in L2
+            # when the counters' window closes): never below the band's compulsory edge.
+            self.traffic.set_series(f"measured_{a}", ns, [counted_dram_bytes(r) for r in ok])
         self._any_samples = any(
             t.strip.t_us for a in ALGOS for r in self._measured[a] for t in r.traffic
         )
@@ -635,24 +698,19 @@ class PlotsPanel(QWidget):
         if gpu is None:
             return
         r = self.roofline
-        peaks = roofs(gpu)
-        top = peaks[TENSOR].peak
+        peaks = roofs(gpu)  # the backend's own: a GPU's per instruction family, or this CPU's
         d = self._family.head_dim if self._family is not None else 64
-        self._roofs = {n: peaks[n].peak for n in (HBM, L2) if n in peaks}
-        self._flat_roofs = {TENSOR: top}
-        if FP32 in peaks:
-            self._flat_roofs[FP32] = peaks[FP32].peak
-            r.labels[f"roof_{FP32}"] = f"fp32 {peaks[FP32].peak / 1e12:.0f} TFLOP/s"
+        self._roofs = {n: peaks[n].peak for n in MEMORY_ROOFS if n in peaks}
+        self._flat_roofs = {n: p.peak for n, p in peaks.items() if n not in MEMORY_ROOFS}
+        for name, roof in peaks.items():
+            r.labels[f"roof_{name}"] = ROOF_LABELS.get(name, roof.label.split(" ")[0]) + (
+                f" {fmt_rate(roof.peak, roof.unit)}"
+            )
         if XU in peaks:
             self._flat_roofs[XU] = peaks[XU].peak * 4 * d
-            # In FLOP/s, each exponential counted with the 4·d FLOPs of the matmuls around it.
-            r.labels[f"roof_{XU}"] = f"exp unit: {peaks[XU].peak / 1e12:.2f} T exponentials/s"
-        for name, bandwidth in self._roofs.items():
-            r.labels[f"roof_{name}"] = f"{name.upper()} {bandwidth / 1e12:.3g} TB/s"
-        r.labels[f"roof_{TENSOR}"] = f"tensor {top / 1e12:.0f} TFLOP/s"
-        xu = self._flat_roofs.get(XU)
-        if xu is not None and abs(xu / top - 1) <= 0.05:  # one line: one label for both
-            r.labels[f"roof_{XU}"] = ""  # the explain pane names both
+            r.labels[f"roof_{XU}"] += " × 4d"
+        if L2 in peaks and peaks[L2].nominal:
+            r.labels[f"roof_{L2}"] += " nominal ◇"
         self._clip_roofs()
         ridge = gpu.ridge_flops_per_byte
         self.ridge_line.set(ridge, f"ridge {ridge:.0f}")
@@ -664,8 +722,8 @@ class PlotsPanel(QWidget):
             return
         r = self.roofline
         (x0, x1), (y0, y1) = r.plotItem.vb.viewRange()
-        top = math.log10(self._flat_roofs[TENSOR])
-        for name in (HBM, L2):
+        top = math.log10(max(self._flat_roofs.values()))
+        for name in MEMORY_ROOFS:
             bandwidth = self._roofs.get(name)
             if bandwidth is None:
                 r.set_series(f"roof_{name}", [], [])
@@ -677,7 +735,7 @@ class PlotsPanel(QWidget):
         fastest = max(self._roofs.values(), default=0.0)
         for name in ROOF_STYLES:
             value = self._flat_roofs.get(name)
-            if value is None or name in (HBM, L2):
+            if value is None or name in MEMORY_ROOFS:
                 continue
             v = math.log10(value)
             start = max(x0, v - math.log10(fastest)) if fastest else x0
@@ -689,20 +747,24 @@ class PlotsPanel(QWidget):
 
     def _place_roof_labels(self) -> None:
         """Diagonal roofs: the label along the line near its lower end; flat roofs: above the
-        line at its right end (the exponential unit's below it, at the right end too, clear of
-        the diagonals: at d = 64 its roof coincides with the tensor cores')."""
+        line at its right end (the exponential unit's below, near its knee: at d = 64 it
+        coincides with the tensor cores')."""
         r = self.roofline
         for name, label in self.roof_labels.items():
             xs, ys = r.series.get(f"roof_{name}", ([], []))
             label.setText(r.labels.get(f"roof_{name}", ""))
-            label.setVisible(bool(xs) and bool(label.toPlainText()))
+            label.setVisible(bool(xs))
             if not xs:
                 continue
             lx, hx = math.log10(xs[0]), math.log10(xs[-1])
             ly = math.log10(ys[0])
-            if name in (HBM, L2):
-                x = lx + (0.4 if name == HBM else 0.12) * (hx - lx)  # parallel: apart
+            if name in MEMORY_ROOFS:
+                x = lx + 0.15 * (hx - lx)
                 label.setPos(x, ly + (x - lx))
+            elif name == XU:
+                label.setPos(lx + 0.05 * (hx - lx), ly)
+            elif name == MMA:  # just below the wgmma roof: its label sits mid-line
+                label.setPos(lx + 0.8 * (hx - lx), ly)
             else:
                 label.setPos(hx, ly)
 
@@ -773,7 +835,12 @@ class PlotsPanel(QWidget):
         """Say on the timing plot where and when its measurements were recorded
         ("NVIDIA H200, recorded 2025-06-01"); '' for live measurements."""
         self._recorded_note = note
-        base = "Time per forward pass"
+        self._show_timing_title()
+
+    def _show_timing_title(self) -> None:
+        """'Time per training step · NVIDIA H200, recorded …': the pass, and where measured."""
+        base = TIME_TITLES[self._family.pass_ if self._family is not None else "forward"]
+        note = self._recorded_note
         self.timing.set_title(f"{base} · {note}" if note else base)
 
     def replicate(self, keep_zoom: bool = True) -> PlotsPanel:
@@ -816,15 +883,16 @@ class PlotsPanel(QWidget):
             return
         warm = tuple(warm)
         self.model_worker.submit(
-            in_process(model_curves, fam, algos, gpu, warm, self._gpu),
+            in_process(model_curves, fam, algos, gpu, warm, self._gpu, self._layers),
             self._draw_model,
             failed=self._model_failed,
         )
 
     def _model_failed(self, exc: BaseException) -> None:
         fam, algos, gpu, band_gpu = self._family, self._algorithms, self._time_model_gpu, self._gpu
+        layers = self._layers
         self.model_worker.submit(
-            lambda: model_curves(fam, algos, gpu, (), band_gpu), self._draw_model
+            lambda: model_curves(fam, algos, gpu, (), band_gpu, layers), self._draw_model
         )
 
     def _draw_model(self, curves: ModelCurves) -> None:
@@ -912,6 +980,13 @@ class PlotsPanel(QWidget):
     def flush_visibility(self) -> None:
         self._paced_visibility.flush()
 
+    def _naive_kernels(self) -> tuple[str, ...]:
+        """Naive's kernels the current pass times, in launch order."""
+        pass_ = self._family.pass_ if self._family is not None else "forward"
+        if pass_ == STEP:
+            return NAIVE_KERNELS
+        return NAIVE_BACKWARD_KERNELS if pass_ == BACKWARD else NAIVE_FORWARD_KERNELS
+
     def _has(self, plot: MetricPlot, name: str) -> bool:
         return bool(plot.series.get(name, ((), ()))[0])
 
@@ -924,7 +999,9 @@ class PlotsPanel(QWidget):
         key = [(_label(a), Style(a, 2.0, symbol=_symbol(a), symbol_size=8)) for a in algos]
         kernels_shown = NAIVE in algos and self._every  # "Every series" only
         if kernels_shown:  # naive's kernels on the time plot: in their colours, so named here
-            key += [(f"naive: {k}", self.timing.styles[f"kernel_{k}"]) for k in NAIVE_KERNELS]
+            key += [
+                (f"naive: {k}", self.timing.styles[f"kernel_{k}"]) for k in self._naive_kernels()
+            ]
         for name in refs:
             style = self.timing.styles[name]
             key.append((self.timing.labels[name], style))
@@ -935,11 +1012,13 @@ class PlotsPanel(QWidget):
         # its per-device memory is the Ring tab's).
         tiled_any = any(a not in (NAIVE, RING) for a in algos)
         mem = (["model_naive"] if NAIVE in algos else []) + (["model_tiled"] if tiled_any else [])
+        stacks = [n for n in ("stack_naive", "stack_tiled") if self._has(m, n)]
+        mem += stacks
         mem += [f"measured_{a}" for a in algos] + [f"device_{a}" for a in algos]
         if self._has(m, "oom"):
             mem.append("oom")
         mem.append("current")
-        legend = ["k_model", "k_pool"]
+        legend = ["k_model", *(["k_stack"] if stacks else []), "k_pool"]
         if any(self._has(m, f"device_{a}") for a in algos):
             legend.append("k_device")
         if self._has(m, "oom"):
@@ -950,7 +1029,7 @@ class PlotsPanel(QWidget):
 
         t = self.timing
         tim = [f"measured_{a}" for a in algos] + [f"spread_{a}" for a in algos]
-        kernels = [f"kernel_{k}" for k in NAIVE_KERNELS] if kernels_shown else []
+        kernels = [f"kernel_{k}" for k in self._naive_kernels()] if kernels_shown else []
         tim += kernels  # listed whether or not measured yet: the legend stays put
         legend = ["k_measured"]
         if self._time_model_gpu is not None:
@@ -982,7 +1061,11 @@ class PlotsPanel(QWidget):
         if any(self._has(r, f"at_model_{a}") for a in algos):
             legend.append("k_model")
         legend.append("bounds")
-        r.set_visible_items([*roof_items, *points, *refs, "bounds", "current"], force, legend)
+        if self._has(r, "l2_current"):
+            legend.append("k_l2")
+        r.set_visible_items(
+            [*roof_items, *points, *refs, "bounds", "l2_current", "current"], force, legend
+        )
         self.fit()
         self._place_growth_label()
 
@@ -1003,7 +1086,7 @@ class PlotsPanel(QWidget):
         gpu = self._gpu
         if gpu is not None:
             ridge = gpu.ridge_flops_per_byte
-            top = self._flat_roofs.get(TENSOR) or gpu.fp16_tensor_flops
+            top = max(self._flat_roofs.values(), default=0.0) or gpu.top_flops
             xs += [ridge / 30, ridge * 10]
             ys += [top * 1.5, top / 1000]
         for name in ("bounds", "current"):
@@ -1144,10 +1227,10 @@ class PlotsPanel(QWidget):
         if best is None:
             ai = 10.0**x
             peaks = roofs(gpu)
-            top = peaks[TENSOR].peak
+            top = gpu.top_flops
             parts = [
                 f"{n.upper()} roof {fmt_rate(min(top, peaks[n].peak * ai), 'FLOP/s')}"
-                for n in (HBM, L2)
+                for n in MEMORY_ROOFS
                 if n in peaks
             ]
             return f"{fmt_intensity(ai)} FLOP/B on {self._gpu_label}: " + ", ".join(parts)
@@ -1246,6 +1329,9 @@ class _Replication:
         yield
         if src._config is not None:
             other._family, other._algorithms = src._family, src._algorithms
+            other._layers = src._layers
+            other.memory.labels.update(src.memory.labels)
+            other._show_timing_title()
             other._draw_roofs()
             if src._model is not None:
                 other._draw_model(src._model)

@@ -45,7 +45,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from gpu.backend import Backend, RunOptions, oom_result
 from gpu.config import AttentionConfig, ConfigError
-from gpu.costmodel import algorithm_cost, useful_flops
+from gpu.costmodel import algorithm_cost, pass_useful_flops
 from gpu.cuda_kernels import KernelCompileError
 from gpu.errors import RunCancelled, UnsupportedConfig
 from gpu.results import RunResult
@@ -510,14 +510,18 @@ class Runner(QObject):
             limit = job.budget_bytes or backend.device_info().memory_free_bytes
         except Exception:
             return False
-        return bool(limit) and algorithm_cost(job.config, job.algorithm).peak_bytes > limit
+        try:
+            need = algorithm_cost(job.config, job.algorithm).peak_bytes
+        except KeyError:  # an algorithm the model does not know for this pass: let it say so
+            return False
+        return bool(limit) and need > limit
 
     def _estimate_s(self, name: str, key: str, job: Job, options: RunOptions) -> float | None:
         rate = self._rates.get((key, job.algorithm), PRIOR_FLOPS_PER_S.get(name))
         if not rate:
             return None
         runs = max(1, options.repeats) + options.warmup + 1  # + the traced (memory) run
-        return useful_flops(job.config) * runs / rate
+        return pass_useful_flops(job.config) * runs / rate
 
     def _emit(self, signal, *args) -> None:  # type: ignore[no-untyped-def]
         with contextlib.suppress(RuntimeError):  # the bridge is gone: the app is closing

@@ -100,6 +100,8 @@ KEYS: dict[str, Kind] = {
     "controls/causal": _bool,
     "controls/block_m": _int,
     "controls/block_n": _int,
+    "controls/pass": _text,
+    "controls/layers": _int,
     "controls/algorithms": _text,
     "controls/backend": _text,
     "controls/recorded_path": _text,

@@ -3,10 +3,11 @@ kernel's time, as the hardware counters saw them (RunResult.traffic[i].strip).
 
 One algorithm at a time (picked in the header; the first one measured at this N by default),
 its kernels one after the other on a common time axis (naive's three kernels in launch order,
-each strip starting at its first sample). DRAM GB/s on the left axis, the share of SM cycles
-with the tensor pipe busy on the right. Where nothing was measured the chart is empty and says
-so. The panel feeds it at the slider's pace only while some result of the family carries
-samples, so an unmeasured session costs the slider nothing here.
+each strip trimmed to the kernel's own samples). DRAM GB/s on the left axis, the share of the
+tensor pipes' peak on the right (sm__pipe_tensor_cycles_active counts four pipes per SM).
+Where nothing was measured the chart is empty and says so. The panel feeds it at the slider's
+pace only while some result of the family carries samples, so an unmeasured session costs the
+slider nothing here.
 """
 
 from __future__ import annotations
@@ -34,23 +35,34 @@ HOW_TO_MEASURE = "turn on Measure bytes (CUDA), or open a recording made with be
 
 
 def strip_series(result: RunResult) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
-    """(t µs, DRAM GB/s, tensor-pipe active 0..1, [(kernel, t start, t end)]) of a result's
-    kernels placed one after the other, in the order they ran."""
+    """(t µs, DRAM GB/s, share of the tensor pipes' peak 0..1, [(kernel, t start, t end)]) of
+    a result's kernels placed one after the other, in the order they ran. Each kernel's strip
+    is trimmed to the kernel (TrafficStrip.kernel_part: not the idle edges of its sampled
+    window), and each sample is drawn as a step over its own interval, so a kernel shorter
+    than one interval is one step of that interval's width."""
     order = [k.name for k in result.kernel_times] or [t.name for t in result.traffic]
     traffic = [t for name in order if (t := result.kernel_traffic(name)) and t.strip.t_us]
-    total = sum(max(t.strip.t_us) for t in traffic) or 1.0
-    gap = KERNEL_GAP * total if len(traffic) > 1 else 0.0
+    parts = [(t, t.strip.kernel_part()) for t in traffic]
+    widths = [
+        (s.t_us[-1] - s.t_us[0]) + t.sample_interval_ns / 1e3 for t, s in parts
+    ]  # the span the kept samples cover
+    total = sum(widths) or 1.0
+    gap = KERNEL_GAP * total if len(parts) > 1 else 0.0
     ts, gbs, active, spans = [], [], [], []
     start = 0.0
-    for t in traffic:
-        strip = t.strip
-        t0 = strip.t_us[0]
-        times = [start + x - t0 for x in strip.t_us]
-        ts += [*times, np.nan]  # NaN: the curve breaks between kernels
-        gbs += [*strip.dram_gbs, np.nan]
-        active += [*strip.tensor_active, np.nan]
-        spans.append((t.name, start, times[-1]))
-        start = times[-1] + gap
+    for (t, strip), width in zip(parts, widths, strict=True):
+        half = t.sample_interval_ns / 2e3
+        t0 = strip.t_us[0] - half
+        share = strip.tensor_share
+        for x, g, a in zip(strip.t_us, strip.dram_gbs, share, strict=True):
+            ts += [start + x - half - t0, start + x + half - t0]
+            gbs += [g, g]
+            active += [a, a]
+        ts.append(np.nan)  # NaN: the curve breaks between kernels
+        gbs.append(np.nan)
+        active.append(np.nan)
+        spans.append((t.name, start, start + width))
+        start += width + gap
     return np.asarray(ts), np.asarray(gbs), np.asarray(active), spans
 
 
@@ -90,7 +102,7 @@ class TrafficStripChart(QWidget):
         pi.setLabel("bottom", "time in the kernel (µs)")
         pi.setLabel("left", "DRAM GB/s")
         pi.showAxis("right")
-        pi.setLabel("right", "tensor pipe busy %")
+        pi.setLabel("right", "tensor pipes busy, % of peak")
         pi.getAxis("left").setWidth(62)
         self.active_vb = pg.ViewBox(enableMenu=False)
         self.active_vb.setMouseEnabled(x=False, y=False)

@@ -134,3 +134,22 @@ def ws_tile_shape(head_dim: int) -> tuple[int, int]:
 
     launch = WsLaunch.from_label(WS_DEFAULTS.get(head_dim, WS_DEFAULTS[128]))
     return launch.block_m, launch.block_n
+
+
+def backward_tile_shape(config: AttentionConfig, algorithm: str) -> tuple[int, int]:
+    """(rows of Q per streamed tile, rows of K/V held per block) of `algorithm`'s backward.
+    The readable algorithm (and the CPU's tiled backward) uses the config's tiles: block_m
+    query rows, block_n keys; naive's GEMMs the naive output tile; the tensor-core kernels the
+    launch of gpu/kernels/flash_bwd.cu (gpu.flash_bwd.default_launch: 128 keys per block, 128
+    query rows per step at d = 64, 64 at d = 128; other head dims, which it refuses, d = 128's)."""
+    if algorithm == TILED:
+        return config.block_m, config.block_n
+    if algorithm == NAIVE:
+        return NAIVE_GEMM_TILE, NAIVE_GEMM_TILE
+    if algorithm in ALGORITHMS:
+        from .flash_bwd import SUPPORTED_HEAD_DIMS, default_launch  # no device needed
+
+        d = config.head_dim if config.head_dim in SUPPORTED_HEAD_DIMS else 128
+        launch = default_launch(d)
+        return launch.block_m, launch.block_n
+    raise KeyError(f"unknown algorithm {algorithm!r}: known are {', '.join(ALGORITHMS)}")

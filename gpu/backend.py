@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from .config import AttentionConfig
+from .config import FORWARD, PASS_KEY, PASS_LABELS, AttentionConfig
 from .costmodel import algorithm_cost
-from .errors import BackendUnavailable, RunCancelled
+from .errors import BackendUnavailable, RunCancelled, UnsupportedConfig
 from .results import DeviceInfo, RunResult
 
 #: Asked between units of work whether to stop: True abandons the run (RunCancelled).
@@ -25,6 +25,7 @@ __all__ = [
     "RunCancelled",
     "RunOptions",
     "check_cancel",
+    "check_pass",
     "oom_result",
 ]
 
@@ -65,13 +66,37 @@ class Backend(Protocol):
         """The algorithm ids this backend can run here."""
         ...
 
+    def passes(self, algorithm: str) -> tuple[str, ...]:
+        """The passes (gpu.config.PASSES) this backend can run `algorithm` for: "forward"
+        always; "backward" and "step" where it has a backward for that algorithm. A run of
+        another pass raises UnsupportedConfig (`check_pass`), never a silent substitute."""
+        ...
+
     def run(
         self, config: AttentionConfig, algorithm: str, options: RunOptions | None = None
     ) -> RunResult:
-        """Measure one (config, algorithm). Out of memory is a result (`oom`), not an error;
-        raises UnsupportedConfig (gpu/errors.py) when the algorithm cannot run the config here
-        and RunCancelled when `options.cancel` returns True mid-run."""
+        """Measure one (config, algorithm) for `config.pass_`. Out of memory is a result
+        (`oom`), not an error; raises UnsupportedConfig (gpu/errors.py) when the algorithm
+        cannot run the config here (its pass included) and RunCancelled when `options.cancel`
+        returns True mid-run."""
         ...
+
+
+def check_pass(backend: Backend, config: AttentionConfig, algorithm: str) -> None:
+    """Raise UnsupportedConfig (field "pass") when `backend` has no `config.pass_` for
+    `algorithm`; the message names the algorithms that do have it."""
+    if config.pass_ == FORWARD or config.pass_ in backend.passes(algorithm):
+        return
+    others = [a for a in backend.algorithms() if config.pass_ in backend.passes(a)]
+    what = PASS_LABELS[config.pass_]
+    if others:
+        hint = f"the {what} runs {', '.join(others)} here"
+    else:
+        hint = f"this backend has no {what}; the {PASS_LABELS[FORWARD]} runs every algorithm"
+    raise UnsupportedConfig(
+        f"{algorithm} has no backward pass on the {backend.name} backend: {hint}",
+        field=PASS_KEY,
+    )
 
 
 def oom_result(

@@ -1,4 +1,4 @@
-"""What one attention run is: shape, precision, masking and tile sizes.
+"""What one attention run is: shape, precision, masking, tile sizes and which pass it times.
 
 Every layer (cost model, schedule, backends, plots, animation) takes an `AttentionConfig`, so
 validation happens once, here, and a bad value is reported with the field, the value and the
@@ -22,6 +22,15 @@ HEAD_DIM_MIN, HEAD_DIM_MAX = 1, 256
 BATCH_MIN, BATCH_MAX = 1, 1024
 #: Tile sizes are powers of two in this range (rows of Q for block_m, rows of K/V for block_n).
 TILE_CHOICES: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
+
+#: Which pass a run times. "forward": inference, O from Q, K, V. "backward": dQ, dK, dV from dO,
+#: after an untimed forward that saves what the backward needs (naive: P; fused: O and one
+#: logsumexp per row). "step": a training step, forward then backward, each kernel timed.
+FORWARD, BACKWARD, STEP = "forward", "backward", "step"
+PASSES: tuple[str, ...] = (FORWARD, BACKWARD, STEP)
+#: The key the pass is written under in dicts and files (`pass` is a Python keyword, so the
+#: dataclass field is `pass_`). Files written before the training step lack it: forward.
+PASS_KEY = "pass"
 
 
 class ConfigError(ValueError):
@@ -55,6 +64,8 @@ class AttentionConfig:
     block_m: int = 64
     #: Key/value rows per tile (Bc): the K_j, V_j streamed through shared memory.
     block_n: int = 64
+    #: The pass a run times: one of PASSES (written as "pass" in dicts and files).
+    pass_: str = FORWARD
 
     def __post_init__(self) -> None:
         _check_int("seq_len", self.seq_len, SEQ_LEN_MIN, SEQ_LEN_MAX)
@@ -69,6 +80,8 @@ class AttentionConfig:
             value = getattr(self, name)
             if type(value) is not int or value not in TILE_CHOICES:
                 raise ConfigError(name, value, "one of " + ", ".join(map(str, TILE_CHOICES)))
+        if not isinstance(self.pass_, str) or self.pass_ not in PASSES:
+            raise ConfigError(PASS_KEY, self.pass_, "one of " + ", ".join(PASSES))
 
     @property
     def elem_bytes(self) -> int:
@@ -83,31 +96,67 @@ class AttentionConfig:
     def scale(self) -> float:
         return self.head_dim**-0.5
 
+    @property
+    def has_backward(self) -> bool:
+        """True for the backward pass and the training step: gradients are computed."""
+        return self.pass_ != FORWARD
+
+    @property
+    def has_forward_timed(self) -> bool:
+        """True when the forward kernels are among the timed ones (forward and step)."""
+        return self.pass_ != BACKWARD
+
+    def forward(self) -> AttentionConfig:
+        """The same problem as an inference forward pass."""
+        return self if self.pass_ == FORWARD else replace(self, pass_=FORWARD)
+
     def with_(self, **changes: Any) -> AttentionConfig:
         """A copy with some fields changed, validated like a new config."""
         return replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields by name, the pass under "pass"."""
+        data = asdict(self)
+        data[PASS_KEY] = data.pop("pass_")
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AttentionConfig:
-        """From a dict (a saved session, say); unknown keys are errors, missing ones default."""
+        """From a dict (a saved session, say); unknown keys are errors, missing ones default
+        (a dict without "pass" is a forward pass, as every file written before it)."""
         if not isinstance(data, dict):
             raise ConfigError("config", data, "an object with the config's fields")
-        known = {f.name for f in fields(cls)}
+        known = {_key(f.name) for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(
                 unknown[0], data[unknown[0]], "a known field: " + ", ".join(sorted(known))
             )
-        return cls(**data)
+        values = dict(data)
+        if PASS_KEY in values:
+            values["pass_"] = values.pop(PASS_KEY)
+        return cls(**values)
 
     def label(self) -> str:
         causal = ", causal" if self.causal else ""
+        step = "" if self.pass_ == FORWARD else f", {PASS_LABELS[self.pass_]}"
         return (
-            f"B={self.batch} h={self.heads} N={self.seq_len} d={self.head_dim} {self.dtype}{causal}"
+            f"B={self.batch} h={self.heads} N={self.seq_len} d={self.head_dim} "
+            f"{self.dtype}{causal}{step}"
         )
+
+
+#: How the pass is named to a user (labels, legends, the Pass control).
+PASS_LABELS: dict[str, str] = {
+    FORWARD: "inference forward",
+    BACKWARD: "backward",
+    STEP: "training step",
+}
+
+
+def _key(field_name: str) -> str:
+    """A field's key in dicts and files."""
+    return PASS_KEY if field_name == "pass_" else field_name
 
 
 def ceil_div(a: int, b: int) -> int:

@@ -1,5 +1,9 @@
 """NumPy backend: the same two algorithms, exact, on the CPU, so Tilescope teaches on any laptop.
 
+Every pass runs: the inference forward, the backward (after a forward that saves what it
+needs: naive keeps P, tiled O and one logsumexp per row; gpu/cpu_backward.py) and the
+training step (both, each kernel timed).
+
 - naive really allocates S and P (B·h·N² elements each, in the config dtype) and fills them in
   three passes, like the three CUDA kernels.
 - tiled never touches an N×N array: it streams key/value tiles and keeps the online-softmax
@@ -27,14 +31,14 @@ import ml_dtypes
 import numpy as np
 import psutil
 
+from . import cpu_backward, cpu_roofs
 from .algorithms import NAIVE, TILED, tile_shape
 from .array_meter import measure_peak
-from .backend import CancelHook, RunOptions, check_cancel
-from .config import AttentionConfig, ceil_div
+from .backend import CancelHook, RunOptions, check_cancel, check_pass
+from .config import PASSES, STEP, AttentionConfig, ceil_div
 from .costmodel import algorithm_cost
-from .results import DeviceInfo, RunResult
+from .results import DeviceInfo, KernelTime, RunResult
 from .schema import finite_result
-from .timing import time_batches
 
 NUMPY_DTYPES = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32}
 
@@ -44,9 +48,6 @@ ROW_CHUNK = 1024
 RAM_HEADROOM = 0.8
 #: The shortest time a kernel may report: the clock's resolution (a time is never 0).
 CLOCK_RESOLUTION_S = time.get_clock_info("perf_counter").resolution
-#: Warm-up passes at most, and how many times noisy samples are taken again (gpu/timing.py).
-CPU_WARMUP_MAX = 4
-CPU_REMEASURE_MAX = 2
 
 
 def random_inputs(config: AttentionConfig, seed: int = 0) -> tuple[np.ndarray, ...]:
@@ -90,11 +91,15 @@ class CpuBackend:
             name=_cpu_name(),
             memory_total_bytes=int(vm.total),
             memory_free_bytes=int(vm.available),
-            details={"cores": os.cpu_count() or 1, "numpy": np.__version__},
+            # This CPU's roofs: its SIMD rates, clock, and a bandwidth measured once per process.
+            details={"numpy": np.__version__, **cpu_roofs.device_details()},
         )
 
     def algorithms(self) -> tuple[str, ...]:
         return (NAIVE, TILED)
+
+    def passes(self, algorithm: str) -> tuple[str, ...]:
+        return PASSES if algorithm in self.algorithms() else ()
 
     def footprint_bytes(self, config: AttentionConfig, algorithm: str) -> int:
         """Bytes a run will hold: the model's peak plus this backend's bounded temporaries."""
@@ -102,8 +107,12 @@ class CpuBackend:
         rows = min(ROW_CHUNK, n)
         if algorithm == NAIVE:
             temps = 3 * rows * n * 4 + 4 * n * d * 4  # fp32 row block of S/P, upcast K/V
+            if config.has_backward:
+                temps += cpu_backward.naive_backward_temp_bytes(config)
         else:
             temps = tile_buffer_bytes(config)
+            if config.has_backward:
+                temps += cpu_backward.tiled_backward_buffer_bytes(config)
         return algorithm_cost(config, algorithm).peak_bytes + temps
 
     def run(
@@ -115,6 +124,7 @@ class CpuBackend:
                 f"algorithm = {algorithm!r} is not available on the cpu backend: "
                 + ", ".join(self.algorithms())
             )
+        check_pass(self, config, algorithm)
         cost = algorithm_cost(config, algorithm)
         base = dict(
             config=config,
@@ -140,46 +150,39 @@ class CpuBackend:
             )
 
         q, k, v = random_inputs(config, options.seed)
-        kernels = _naive_kernels if algorithm == NAIVE else _tiled_kernels
+        inputs = [q, k, v]
         cancel = options.cancel
+        if config.has_backward:
+            do = cpu_backward.random_grad_output(config, options.seed)
+            inputs.append(do)
+
+            def kernels(config, q, k, v, *, cancel):
+                return _training_kernels(config, algorithm, q, k, v, do, cancel=cancel)
+        else:
+            kernels = _naive_kernels if algorithm == NAIVE else _tiled_kernels
         # One metered run for peak memory, apart from the timed runs.
-        names: list[str] = []
-
-        def metered():  # type: ignore[no-untyped-def]
-            out, spent = kernels(config, q, k, v, cancel=cancel)
-            names.extend(name for name, _ in spent)
-            return out
-
-        peak, out = measure_peak(metered)
-        peak += q.nbytes + k.nbytes + v.nbytes  # the inputs are held throughout the run
-
-        def run_batch(sequences: int, first: bool) -> list[float]:
-            totals = [0.0] * len(names)
-            for _ in range(sequences):
-                _, spent = kernels(config, q, k, v, cancel=cancel)
-                for i, (_, seconds) in enumerate(spent):
-                    totals[i] += max(seconds, CLOCK_RESOLUTION_S) * 1e3
-            return totals
-
-        # The CUDA backend's policy (gpu/timing.py): warm-up until two passes agree, and the
-        # samples taken again when one is far slower than the median (start-up work or another
-        # process on the cores meanwhile), bounded: a CPU pass can take seconds.
-        kernel_times, remeasured = time_batches(
-            run_batch,
-            names,
-            options.warmup,
-            options.repeats,
-            warmup_max=CPU_WARMUP_MAX,
-            remeasure_max=CPU_REMEASURE_MAX,
-        )
+        peak, out = measure_peak(lambda: kernels(config, q, k, v, cancel=cancel)[0])
+        peak += sum(x.nbytes for x in inputs)  # the inputs are held throughout the run
+        times: dict[str, list[float]] = {}
+        for _ in range(options.warmup):
+            kernels(config, q, k, v, cancel=cancel)
+        for _ in range(max(1, options.repeats)):
+            _, spent = kernels(config, q, k, v, cancel=cancel)
+            for name, seconds in spent:
+                times.setdefault(name, []).append(max(seconds, CLOCK_RESOLUTION_S))
         error = None
-        if options.check:
+        if options.check and config.has_backward:
+            error = _training_error(config, out, q, k, v, do)
+        elif options.check:
             ref = reference_attention(q, k, v, config.causal)
             error = float(np.max(np.abs(out.astype(np.float64) - ref)))
         result = RunResult(
             **base,
-            kernel_times=kernel_times,
-            remeasured=remeasured,
+            # Each kernel's median with its fastest and slowest sample: the time plot's bars
+            # show how much the passes disagreed (other work on the cores meanwhile).
+            kernel_times=tuple(
+                KernelTime.from_samples(name, [t * 1e3 for t in ts]) for name, ts in times.items()
+            ),
             peak_bytes=peak,
             max_abs_error=error,
             repeats=max(1, options.repeats),
@@ -196,7 +199,7 @@ def _peak_note(algorithm: str, peak: int, model: int) -> str:
     where = (
         "fp32 tile buffers (on a GPU the tiles live in on-chip SRAM)"
         if algorithm != NAIVE
-        else "fp32 row chunks of S and P and fp32 copies of K and V"
+        else "fp32 row chunks of the N×N matrices and fp32 copies of K and V"
     )
     return (
         f"CPU peak is {_mb(extra)} above the model: {where}; NumPy has no fast fp16 matrix multiply"
@@ -217,6 +220,21 @@ def _naive_kernels(
     *,
     cancel: CancelHook | None = None,
 ) -> Timed:
+    o, _, spent = _naive_forward(config, q, k, v, cancel=cancel)
+    return o, spent
+
+
+def _naive_forward(
+    config: AttentionConfig,
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    *,
+    cancel: CancelHook | None = None,
+    keep_s: bool = True,
+) -> tuple[np.ndarray, np.ndarray, list[tuple[str, float]]]:
+    """O, P and the kernels' times. `keep_s=False` (a forward that saves for the backward)
+    frees S once P is written: the backward needs P only."""
     b, h, n, _ = q.shape
     dtype = q.dtype
     scale = config.scale
@@ -251,6 +269,8 @@ def _naive_kernels(
                 rows /= rows.sum(axis=1, keepdims=True)
                 p[bi, hi, r0:r1] = rows
     spent.append(("softmax", time.perf_counter() - t0))
+    if not keep_s:
+        del s
 
     # Kernel 3: O = P V.
     t0 = time.perf_counter()
@@ -263,7 +283,7 @@ def _naive_kernels(
                 r1 = min(r0 + ROW_CHUNK, n)
                 o[bi, hi, r0:r1] = p[bi, hi, r0:r1].astype(np.float32) @ v32
     spent.append(("gemm_pv", time.perf_counter() - t0))
-    return o, spent
+    return o, p, spent
 
 
 def _tiled_chunk(config: AttentionConfig) -> int:
@@ -307,6 +327,18 @@ def _tiled_kernels(
     *,
     cancel: CancelHook | None = None,
 ) -> Timed:
+    o, _, _, spent = _tiled_forward(config, q, k, v, cancel=cancel)
+    return o, spent
+
+
+def _tiled_forward(
+    config: AttentionConfig,
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    *,
+    cancel: CancelHook | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[str, float]]]:
     """FlashAttention-2 forward: per head, for each chunk of query tiles, stream K_j, V_j and
     update the online softmax (m, l) and the O accumulator in place; O_i = acc / l at the end."""
     b, h, n, d = q.shape
@@ -368,7 +400,49 @@ def _tiled_kernels(
             m_out[head, r0:r1] = m  # store m_i, l_i
             l_out[head, r0:r1] = l_sum
     spent = [("flash_fwd", time.perf_counter() - t0)]
-    return o.reshape(b, h, n, d), spent
+    return o.reshape(b, h, n, d), m_out.reshape(b, h, n), l_out.reshape(b, h, n), spent
+
+
+def _training_kernels(
+    config: AttentionConfig,
+    algorithm: str,
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    do: np.ndarray,
+    *,
+    cancel: CancelHook | None = None,
+) -> tuple[tuple[np.ndarray, ...], list[tuple[str, float]]]:
+    """The forward that saves what the backward needs, then the backward: ((O, dQ, dK, dV),
+    the times of the timed kernels: the forward's too for a training step, else the
+    backward's alone)."""
+    if algorithm == NAIVE:
+        o, p, forward = _naive_forward(config, q, k, v, cancel=cancel, keep_s=False)
+        grads, backward = cpu_backward.naive_backward(config, q, k, v, p, do, cancel=cancel)
+        del p
+    else:
+        o, m, l_sum, forward = _tiled_forward(config, q, k, v, cancel=cancel)
+        grads, backward = cpu_backward.flash_backward(
+            config, q, k, v, o, m, l_sum, do, cancel=cancel
+        )
+    spent = forward + backward if config.pass_ == STEP else backward
+    return (o, *grads), spent
+
+
+def _training_error(
+    config: AttentionConfig,
+    out: tuple[np.ndarray, ...],
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    do: np.ndarray,
+) -> float:
+    """Largest |ours − float64| over dQ, dK, dV (and O for a step, whose forward is timed)."""
+    refs = cpu_backward.reference_backward(q, k, v, do, config.causal)
+    pairs = list(zip(out, refs, strict=True))
+    if config.pass_ != STEP:
+        pairs = pairs[1:]
+    return max(float(np.max(np.abs(ours.astype(np.float64) - ref))) for ours, ref in pairs)
 
 
 # --------------------------------------------------------------------------------------------

@@ -46,8 +46,8 @@ import numpy as np
 
 from . import costmodel, profiler, timing
 from .algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
-from .backend import RunOptions
-from .config import AttentionConfig, ceil_div
+from .backend import RunOptions, check_pass
+from .config import FORWARD, AttentionConfig, ceil_div
 from .cuda_kernels import (
     device_attribute,
     element_type,
@@ -687,6 +687,10 @@ class CudaBackend:
             pass
         return tuple(algos)
 
+    def passes(self, algorithm: str) -> tuple[str, ...]:
+        """Forward for every algorithm; the backward kernels add theirs."""
+        return (FORWARD,)
+
     def _launch_gate(self) -> LaunchGate | None:
         """The gate for timed batches (made once; None after it has failed once)."""
         if self._gate is None and not self._gate_failed:
@@ -702,6 +706,7 @@ class CudaBackend:
         self, config: AttentionConfig, algorithm: str, options: RunOptions | None = None
     ) -> RunResult:
         options = options or RunOptions()
+        check_pass(self, config, algorithm)
         if algorithm != NAIVE:
             reason = _flash_module(algorithm).supports(config)
             if reason is not None:

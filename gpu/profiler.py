@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .results import STRIP_MAX_POINTS, KernelTraffic, TrafficStrip
+from .results import STRIP_ACTIVE_SHARE, STRIP_MAX_POINTS, KernelTraffic, TrafficStrip
 
 #: Counters sampled, in this order (CUPTI metric names; all collectable in one PM-sampling pass
 #: on Hopper).
@@ -277,13 +277,15 @@ def _total(windows: Sequence[Sequence[Sample]], metric: str) -> float:
 
 
 def active_span(samples: Sequence[Sample]) -> Sequence[Sample]:
-    """The samples from the first to the last one with any L2 or DRAM traffic (the kernel,
-    without the idle edges of its window)."""
-    busy = [
-        i
-        for i, s in enumerate(samples)
-        if s.value(L2_BYTES) > 0 or s.value(DRAM_READ) > 0 or s.value(DRAM_WRITE) > 0
-    ]
+    """The samples from the first to the last whose L2 or DRAM traffic is more than
+    STRIP_ACTIVE_SHARE of the window's busiest sample (the kernel, without the idle edges of
+    its window: an idle GPU's counters are small but not zero)."""
+
+    def traffic(s: Sample) -> float:
+        return max(s.value(L2_BYTES), s.value(DRAM_READ) + s.value(DRAM_WRITE))
+
+    top = max((traffic(s) for s in samples), default=0.0)
+    busy = [i for i, s in enumerate(samples) if top and traffic(s) > STRIP_ACTIVE_SHARE * top]
     return samples[busy[0] : busy[-1] + 1] if busy else samples
 
 
@@ -307,6 +309,8 @@ def strip_from_samples(
         active = sum(s.value(TENSOR_CYCLES) for s in group)
         t_us.append(round((start + end) / 2e3 - t0 / 1e3, 3))
         dram_gbs.append(round(dram / dt, 3))  # bytes per ns = GB/s
+        # Busy sub-partition cycles per SM cycle (0..4: four tensor pipes per SM), the strip's
+        # stored unit; TrafficStrip.tensor_share divides by the four pipes.
         tensor.append(round(active / (cycles * sms), 4) if cycles and sms else 0.0)
     return TrafficStrip(tuple(t_us), tuple(dram_gbs), tuple(tensor))
 

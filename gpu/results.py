@@ -82,15 +82,44 @@ class KernelTime:
         return self.max_ms / self.ms
 
 
+#: Tensor pipes per SM (one per sub-partition): what sm__pipe_tensor_cycles_active sums over.
+TENSOR_PIPES_PER_SM = 4
+#: A strip point belongs to the kernel when it shows more than this share of the strip's peak.
+STRIP_ACTIVE_SHARE = 0.05
+
+
 @dataclass(frozen=True)
 class TrafficStrip:
     """A kernel's sampled counters over one launch, thinned to at most STRIP_MAX_POINTS points:
     time from the first sample (µs, the middle of each interval), DRAM bandwidth (read + write,
-    GB/s) and the fraction of SM cycles with the tensor pipe active (0..1)."""
+    GB/s) and `tensor_active`: sm__pipe_tensor_cycles_active over SMs × elapsed cycles, i.e.
+    busy sub-partition cycles per SM cycle, 0..4 (each SM has four tensor pipes);
+    `tensor_share` is the share of the pipes' peak, 0..1."""
 
     t_us: tuple[float, ...] = ()
     dram_gbs: tuple[float, ...] = ()
     tensor_active: tuple[float, ...] = ()
+
+    @property
+    def tensor_share(self) -> tuple[float, ...]:
+        """The share of the tensor pipes' peak at each point (tensor_active ÷ 4)."""
+        return tuple(x / TENSOR_PIPES_PER_SM for x in self.tensor_active)
+
+    def kernel_part(self, threshold: float = STRIP_ACTIVE_SHARE) -> TrafficStrip:
+        """The points from the first to the last where the kernel shows: DRAM bandwidth or
+        tensor activity above `threshold` of its own peak (an idle window's counters are not
+        quite zero: refreshes and the driver's own traffic), so the axis spans the kernel."""
+        top_d = max(self.dram_gbs, default=0.0)
+        top_t = max(self.tensor_active, default=0.0)
+        busy = [
+            i
+            for i, (d, t) in enumerate(zip(self.dram_gbs, self.tensor_active, strict=True))
+            if (top_d and d > threshold * top_d) or (top_t and t > threshold * top_t)
+        ]
+        if not busy:
+            return self
+        lo, hi = busy[0], busy[-1] + 1
+        return TrafficStrip(self.t_us[lo:hi], self.dram_gbs[lo:hi], self.tensor_active[lo:hi])
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -241,6 +270,7 @@ class RunResult:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data["config"] = self.config.to_dict()  # the pass under its file key, "pass"
         data["kernel_times"] = [asdict(k) for k in self.kernel_times]
         data["traffic"] = [t.to_dict() for t in self.traffic]
         data["total_ms"] = self.total_ms

@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from .algorithms import RING
-from .backend import RunOptions
+from .backend import RunOptions, check_pass
 from .backends import cuda_available
-from .config import AttentionConfig
+from .config import FORWARD, AttentionConfig
 from .errors import BackendUnavailable
 from .results import DeviceInfo, RunResult
 from .ring_schedule import check_devices, check_equal_chunks
@@ -60,6 +60,9 @@ class RingBackend:
     def algorithms(self) -> tuple[str, ...]:
         return (RING,)
 
+    def passes(self, algorithm: str) -> tuple[str, ...]:
+        return (FORWARD,)
+
     def check(self, config: AttentionConfig) -> None:
         """Raise RingConfigError (a ValueError) if this backend cannot split `config`."""
         if self.name == "cuda":
@@ -86,6 +89,7 @@ class RingBackend:
         options = options or RunOptions()
         if algorithm != RING:
             raise ValueError(f"algorithm = {algorithm!r}: this backend runs only {RING}")
+        check_pass(self, config, algorithm)
         if self.name == "cpu":
             from .ring_sim import run_ring_cpu
 

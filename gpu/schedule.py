@@ -238,11 +238,19 @@ def flash_sram_bytes(config: AttentionConfig, bm: int, bn: int) -> int:
     return bm * d * eb + 2 * bn * d * eb + bm * bn * 4 + bm * d * 4 + 2 * bm * STAT_BYTES
 
 
+def launch_query_tile(config: AttentionConfig, q_tiles: int, block: int) -> int:
+    """The query tile of the `block`-th block a fused kernel launches: under a causal mask the
+    kernels launch the longest blocks (the last query tiles) first, so the short ones fill the
+    tail of the grid; without one, in order. Its own inverse (block of a query tile)."""
+    return q_tiles - 1 - block if config.causal else block
+
+
 def _flash_kernel(config: AttentionConfig, bm: int, bn: int) -> KernelSchedule:
     n, d, eb = config.seq_len, config.head_dim, config.elem_bytes
     q_tiles = ceil_div(n, bm)
 
-    def steps(i: int) -> list[Step]:
+    def steps(block: int) -> list[Step]:
+        i = launch_query_tile(config, q_tiles, block)
         ri, i0 = tile_rows(n, bm, i), i * bm
         out = [Step("load_Q_i", "flash_fwd", READ, "Q", (i0, i0 + ri, 0, d), ri * d * eb)]
         for j in range(kv_tiles_for_query_tile(config, bm, bn, i)):
@@ -275,9 +283,10 @@ def _flash_kernel(config: AttentionConfig, bm: int, bn: int) -> KernelSchedule:
         return out
 
     def table() -> BlockTable:
-        ri = _tile_extents(n, bm)
+        order = [launch_query_tile(config, q_tiles, b) for b in range(q_tiles)]
+        ri = _tile_extents(n, bm)[order]
         visited = np.array(
-            [kv_tiles_for_query_tile(config, bm, bn, i) for i in range(q_tiles)], dtype=np.int64
+            [kv_tiles_for_query_tile(config, bm, bn, i) for i in order], dtype=np.int64
         )
         kv_rows = np.minimum(visited * bn, n)
         return BlockTable(

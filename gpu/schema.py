@@ -44,6 +44,8 @@ from .config import (
     HEAD_DIM_MIN,
     HEADS_MAX,
     HEADS_MIN,
+    PASS_KEY,
+    PASSES,
     SEQ_LEN_MAX,
     SEQ_LEN_MIN,
     TILE_CHOICES,
@@ -168,7 +170,8 @@ class _Doc(msgspec.Struct):
 
 
 class ConfigDoc(_Doc, forbid_unknown_fields=True):
-    """gpu.config.AttentionConfig; missing fields take the config's defaults."""
+    """gpu.config.AttentionConfig; missing fields take the config's defaults (a file written
+    before the training step has no "pass": it holds forward passes)."""
 
     seq_len: Annotated[int, Meta(ge=SEQ_LEN_MIN, le=SEQ_LEN_MAX)] = _config_default("seq_len")
     heads: Annotated[int, Meta(ge=HEADS_MIN, le=HEADS_MAX)] = _config_default("heads")
@@ -178,6 +181,9 @@ class ConfigDoc(_Doc, forbid_unknown_fields=True):
     causal: bool = _config_default("causal")
     block_m: Literal[TILE_CHOICES] = _config_default("block_m")  # type: ignore[valid-type]
     block_n: Literal[TILE_CHOICES] = _config_default("block_n")  # type: ignore[valid-type]
+    pass_: Literal[PASSES] = msgspec.field(  # type: ignore[valid-type]
+        default=_config_default("pass_"), name=PASS_KEY
+    )
 
 
 class KernelTimeDoc(_Doc):

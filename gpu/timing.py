@@ -54,19 +54,13 @@ def spread_too_wide(samples: Sequence[Sequence[float]]) -> bool:
 
 
 def time_batches(
-    run_batch: RunBatch,
-    names: Sequence[str],
-    warmup: int,
-    repeats: int,
-    warmup_max: int = WARMUP_MAX_BATCHES,
-    remeasure_max: int = MAX_REMEASURE,
+    run_batch: RunBatch, names: Sequence[str], warmup: int, repeats: int
 ) -> tuple[tuple[KernelTime, ...], int]:
-    """(per-kernel times, how many times the samples were taken again), by the policy above.
-    `warmup_max` and `remeasure_max` bound the extra batches (a CPU pass can take seconds)."""
+    """(per-kernel times, how many times the samples were taken again), by the policy above."""
     first = sum(run_batch(1, True))
     sequences = batch_size(first)
     previous = first if sequences == 1 else None  # a one-sequence batch is comparable
-    for done in range(1, max(warmup, warmup_max) + 1):
+    for done in range(1, WARMUP_MAX_BATCHES + 1):
         per_sequence = sum(run_batch(sequences, False)) / sequences
         agree = previous is not None and abs(per_sequence - previous) <= WARMUP_AGREE * previous
         previous = per_sequence
@@ -79,7 +73,7 @@ def time_batches(
         for _ in range(max(1, repeats)):
             for k, total in enumerate(run_batch(sequences, False)):
                 samples[k].append(total / sequences)
-        if remeasured >= remeasure_max or not spread_too_wide(samples):
+        if remeasured >= MAX_REMEASURE or not spread_too_wide(samples):
             break
         remeasured += 1
     times = tuple(KernelTime.from_samples(n, s) for n, s in zip(names, samples, strict=True))

@@ -336,3 +336,18 @@ def test_the_shipped_warp_specialized_trace_shows_the_consumers_taking_turns():
     assert overlap_share(tl) > 0.2
     gemm0, soft0 = _gemm_and_softmax(tl, 1)
     assert gemm0 and soft0
+
+
+def test_the_tensor_core_kernels_rescale_lazily_and_agree_with_the_eager_softmax():
+    """The reference max moves only past 2⁸ (8 in base 2): the toy row's last tile grows the
+    max a little and is rescaled eagerly, skipped lazily; both end at softmax(s)·V."""
+    from app.state.animation.online_softmax import LAZY_SLACK, toy_trace
+
+    eager, lazy = toy_trace(lazy=False), toy_trace(lazy=True)
+    assert [u.rescaled for u in eager.updates] == [True, True, True]
+    assert [u.rescaled for u in lazy.updates] == [True, True, False]
+    grown = lazy.updates[2].m - lazy.updates[1].m
+    assert 0 < grown < LAZY_SLACK and lazy.updates[2].rescale == 1.0
+    assert lazy.updates[1].m - lazy.updates[0].m > LAZY_SLACK
+    assert max(float(np.exp(u.scores - u.ref).max()) for u in lazy.updates) < 256
+    assert lazy.max_abs_diff < 1e-12 and eager.max_abs_diff < 1e-12

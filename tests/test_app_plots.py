@@ -19,8 +19,8 @@ from app.state.cost_model_backend import CostModelBackend
 from gpu.algorithms import NAIVE, TILED, TILED_MMA
 from gpu.backend import RunOptions
 from gpu.config import AttentionConfig
-from gpu.costmodel import DEFAULT_GPU, GPUS, algorithm_cost
-from gpu.roofline import algorithm_verdict
+from gpu.costmodel import DEFAULT_GPU, GPUS, algorithm_cost, compulsory_cost
+from gpu.roofline import algorithm_verdict, counted_dram_bytes
 
 H200 = GPUS[DEFAULT_GPU]
 LOG_4096 = math.log10(4096)
@@ -155,8 +155,11 @@ def test_a_measured_result_puts_its_roofline_point_at_measured_intensity(qtbot, 
     expected = []
     for n in (4096, 16384):
         read, write, _ = NCU[(n, TILED_MMA)]["flash_fwd"]
-        flops = algorithm_cost(AttentionConfig(seq_len=n), TILED_MMA).flops
-        expected.append(flops / (read + write))
+        config = AttentionConfig(seq_len=n)
+        flops = algorithm_cost(config, TILED_MMA).flops
+        # O, m and l count as written once, whether or not they left the L2 in the window
+        written = max(write, compulsory_cost(config, TILED_MMA).bytes_written)
+        expected.append(flops / (read + written))
     assert sorted(xs) == pytest.approx(sorted(expected))
     assert max(xs) > 8000  # thousands of useful FLOP per DRAM byte, measured
     assert roofline.series[f"at_model_{TILED_MMA}"] == ([], [])  # every point was measured
@@ -225,11 +228,14 @@ def test_explain_gives_the_measured_naive_to_tiled_ratio_beside_the_models(qtbot
     results = [profiled_result(4096, a) for a in (NAIVE, TILED, TILED_MMA)]
     text = _pane(qtbot, AttentionConfig(seq_len=4096), results).plain_text()
     line = next(ln for ln in text.splitlines() if "naive ÷ tiled (readable)" in ln)
-    assert "83× less, measured" in line and "model" in line and "2.7× without" in line
+    # compulsory writes counted on both sides: 1.60 GB against 25.7 MB
+    ratio = counted_dram_bytes(results[0]) / counted_dram_bytes(results[1])
+    assert 60 < ratio < 70
+    assert f"{ratio:,.0f}× less, measured" in line and "model" in line and "2.7× without" in line
     rows = [ln for ln in text.splitlines() if "measured" in ln and "MB" in ln]
     assert rows  # bytes say where they come from
     unmeasured = _pane(qtbot, AttentionConfig(seq_len=4096)).plain_text()
-    assert "not measured here" in unmeasured and "83×" not in unmeasured
+    assert "not measured here" in unmeasured and f"{ratio:,.0f}×" not in unmeasured
 
 
 def test_explain_names_useful_and_executed_flops_under_the_causal_mask(qtbot):
@@ -258,7 +264,11 @@ def test_the_traffic_plot_shows_the_model_band_and_measured_points(qtbot, profil
     assert lo and all(lo[n] <= mid[n] <= hi[n] for n in lo)
     assert plots.bands[TILED].isVisible()
     ns, measured = traffic.series[f"measured_{NAIVE}"]
-    counted = sum(read + write for read, write, _ in NCU[(4096, NAIVE)].values())
+    writes = {k.name: k.bytes_written for k in compulsory_cost(AttentionConfig(seq_len=4096),
+                                                                 NAIVE).kernels}  # fmt: skip
+    counted = sum(
+        read + max(write, writes[name]) for name, (read, write, _) in NCU[(4096, NAIVE)].items()
+    )
     assert dict(zip(ns, measured, strict=True))[4096] == counted
     legend = traffic.legend_texts()
     assert "measured (hardware counters)" in legend and "model: L2-aware" in legend
@@ -435,15 +445,15 @@ def test_a_recorded_run_is_not_measured_again(qtbot, profiled_window):
 # ------------------------------------------------------------------------- units
 
 
-def test_capacities_say_gib_and_device_bytes_say_gb(qtbot, profiled_window):
+def test_capacities_and_device_bytes_both_say_decimal_gb(qtbot, profiled_window):
     _drawn(qtbot, profiled_window)
     plots = profiled_window.plots
     assert plots.roofline.title == "Roofline: H200 SXM"  # short: it fits at 1280×800
-    assert plots.roofline.toolTip() == "Roofline: H200 SXM, 141 GiB"
+    assert plots.roofline.toolTip() == "Roofline: H200 SXM, 141 GB"  # the datasheet's figure
     assert plots.budget_line.text == "this device: 150 GB"  # 150,109,880,320 B
     combo = profiled_window.controls.budget
     texts = [combo.itemText(i) for i in range(combo.count())]
-    assert "H200 SXM, 141 GiB" in texts and not any(t.endswith(" GB") and "," in t for t in texts)
+    assert "H200 SXM, 141 GB" in texts and not any("GiB" in t for t in texts)
     spin = profiled_window.controls.custom_gb
     assert spin.suffix().strip() == "GB" and "10⁹" in spin.toolTip()
 
@@ -566,5 +576,5 @@ def test_measure_bytes_on_the_gpu_puts_measured_points_on_the_roofline(qtbot, ma
     qtbot.waitUntil(lambda: bool(roofline.series[f"at_measured_{NAIVE}"][0]), timeout=10000)
     result = store.get(window.config, NAIVE, key)
     (x,) = roofline.series[f"at_measured_{NAIVE}"][0]
-    assert x == pytest.approx(result.flops / result.measured_dram_bytes)
+    assert x == pytest.approx(result.flops / counted_dram_bytes(result))
     assert "DRAM bytes measured by the hardware counters" in window.explain.plain_text()

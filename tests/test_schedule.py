@@ -81,11 +81,16 @@ def test_tiled_block_loads_q_once_then_streams_k_and_v():
     assert names[-2:] == ["store_O_i", "store_ml"]
 
 
-def test_causal_block_stops_at_the_diagonal():
+def test_causal_blocks_stop_at_the_diagonal_and_launch_longest_first():
+    """As the kernels launch them: the last query tile (four key tiles) first, the first last."""
     cfg = AttentionConfig(seq_len=256, heads=1, block_m=64, block_n=64, causal=True)
     kernel = build_schedule(cfg, TILED).kernels[0]
-    assert [s.name for s in kernel.block_steps(0)].count("load_K_j") == 1
-    assert [s.name for s in kernel.block_steps(3)].count("load_K_j") == 4
+    first, last = kernel.block_steps(0), kernel.block_steps(3)
+    assert [s.name for s in first].count("load_K_j") == 4 and first[0].region[:2] == (192, 256)
+    assert [s.name for s in last].count("load_K_j") == 1 and last[0].region[:2] == (0, 64)
+    assert list(kernel.table().steps) == [1 + 5 * v + 2 for v in (4, 3, 2, 1)]
+    plain = build_schedule(cfg.with_(causal=False), TILED).kernels[0]
+    assert plain.block_steps(0)[0].region[:2] == (0, 64)  # without a mask: in order
 
 
 def test_step_names_are_the_published_stable_names():

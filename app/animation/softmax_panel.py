@@ -56,6 +56,12 @@ class OnlineSoftmaxPanel(QWidget):
         self.trace = trace
         self._render()
 
+    def set_lazy(self, lazy: bool) -> None:
+        """Rescale as the lane's kernel does: lazily (the tensor-core kernels) or on every
+        growth of the max (the readable kernel)."""
+        if lazy != self.trace.lazy:
+            self.set_trace(toy_trace(lazy))
+
     def set_active_tile(self, tile: int) -> None:
         """Highlight the row of key tile `tile`; -1 for none."""
         if tile != self.active_tile:
@@ -67,8 +73,14 @@ class OnlineSoftmaxPanel(QWidget):
         rows = []
         for u in t.updates:
             bg = f' style="background:{self.highlight}"' if u.tile == self.active_tile else ""
-            rescale = "—" if u.tile == 0 else f"{u.rescale:.4f}"
-            grew = " ↑" if u.tile > 0 and u.rescale < 1.0 else ""
+            if u.tile == 0:
+                rescale = "—"
+            elif u.rescaled:
+                rescale = f"{u.rescale:.4f}"
+            else:
+                rescale = "skipped (lazy)"
+            previous = t.updates[u.tile - 1].m if u.tile > 0 else u.m
+            grew = " ↑" if u.m > previous else ""
             rows.append(
                 f"<tr{bg}><td nowrap>{u.tile} <small>(k {u.keys[0]}–{u.keys[1] - 1})</small></td>"
                 f"<td nowrap><tt>{_vec(u.scores, 2)}</tt></td>"
@@ -78,13 +90,20 @@ class OnlineSoftmaxPanel(QWidget):
             )
         diff = t.max_abs_diff
         ok = "equal" if np.allclose(t.final, t.exact) else "DIFFERENT"
+        mode = (
+            "<br><b>Lazy rescaling</b>, as the tensor-core kernels do it: the exponentials stay "
+            "relative to a reference max that moves (and rescales l and O) only when a tile's "
+            "max exceeds it by more than 2<sup>8</sup>; P stays below 256, O/l is unchanged."
+            if t.lazy
+            else "<br>Rescaled on every growth of m, as the readable kernel does it."
+        )
         html = f"""
 <div style="font-size:9pt">
 <p style="margin:2px"><b>Online softmax of one query row</b>, tile by tile, real numbers
 (NumPy float64; toy sizes: {TOY_KEYS} keys in tiles of {TOY_TILE}, d = {TOY_DIM}).<br>
 Per key tile j: m = max(m, max s<sub>j</sub>); α = e<sup>m<sub>old</sub>−m</sup>;
 l = α·l + Σ e<sup>s<sub>j</sub>−m</sup>; O = α·O + e<sup>s<sub>j</sub>−m</sup>·V<sub>j</sub>.
-The last column is O/l so far.</p>
+The last column is O/l so far. {mode}</p>
 <table cellspacing="0" cellpadding="2" border="1" style="border-color:{self.border}">
 <tr><th>tile j</th><th>scores s = q·k/√d</th><th>m</th><th>l</th><th>α (rescale)</th>
 <th>O / l so far</th></tr>

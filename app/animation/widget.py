@@ -117,7 +117,7 @@ class TileAnimationWidget(QWidget):
     configApplied = Signal()
     modeChanged = Signal(int)
 
-    MODEL_MODE, TRACE_MODE = 0, 1
+    MODEL_MODE, TRACE_MODE, BACKWARD_MODE = 0, 1, 2
 
     def __init__(
         self,
@@ -221,6 +221,8 @@ class TileAnimationWidget(QWidget):
         # views
         self.canvas = TileCanvas(self)
         self.softmax_panel = OnlineSoftmaxPanel(self)
+        fused = next((a for a in self.player.algorithms if a != NAIVE), None)
+        self.softmax_panel.set_lazy(fused is not None and fused != TILED)
         self.source_panel = SourcePanel(self, kernel_dir=kernel_dir)
         bottom = QSplitter(Qt.Orientation.Horizontal, self)
         bottom.addWidget(self.softmax_panel)
@@ -245,11 +247,17 @@ class TileAnimationWidget(QWidget):
         self.mode_tabs.setObjectName("animMode")
         self.mode_tabs.addTab("Modeled schedule")
         self.mode_tabs.addTab("Real GPU trace")
+        self.mode_tabs.addTab("Training: backward")
         self.mode_tabs.setTabToolTip(
             0, "Naive and tiled attention's tile schedule on one modeled clock"
         )
         self.mode_tabs.setTabToolTip(
             1, "What the GPU really did: every SM as a lane, every block where and when it ran"
+        )
+        self.mode_tabs.setTabToolTip(
+            2,
+            "FlashAttention's backward in tile order: K/V tiles held on chip, Q/dO tiles "
+            "streaming past, P recomputed, dQ accumulated with atomics",
         )
         self.mode_tabs.setExpanding(False)
         self.mode_tabs.currentChanged.connect(self.set_mode)
@@ -273,6 +281,8 @@ class TileAnimationWidget(QWidget):
         self.pages = QStackedWidget(self)
         self.pages.addWidget(model_page)
         self._trace_panel = None
+        self._backward_lane = None
+        self._backward_config: AttentionConfig | None = None
         self._pending_traces: tuple | None = None
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
@@ -332,14 +342,41 @@ class TileAnimationWidget(QWidget):
         return self._trace_panel
 
     @property
+    def backward_lane(self):
+        """The backward lane's page (app.animation.backward_lane.BackwardLane), made on first
+        use; it shows the backward of the config the animation follows."""
+        if self._backward_lane is None:
+            from .backward_lane import BackwardLane
+
+            lane = BackwardLane(self)
+            lane.set_colors(self.colors)
+            self.pages.addWidget(lane)
+            lane.set_config(self._backward_config or self.config)
+            self._backward_lane = lane
+        return self._backward_lane
+
+    @property
     def mode(self) -> int:
-        return self.pages.currentIndex()
+        page = self.pages.currentWidget()
+        if page is not None and page is self._backward_lane:
+            return self.BACKWARD_MODE
+        if page is not None and page is self._trace_panel:
+            return self.TRACE_MODE
+        return self.MODEL_MODE
 
     def set_mode(self, mode: int) -> None:
-        """MODEL_MODE (the modeled schedule) or TRACE_MODE (a trace recorded on a GPU)."""
+        """MODEL_MODE (the modeled schedule), TRACE_MODE (a trace recorded on a GPU) or
+        BACKWARD_MODE (the training step's backward, in tile order)."""
+        if self._backward_lane is not None and mode != self.BACKWARD_MODE:
+            self._backward_lane.pause()
         if mode == self.TRACE_MODE:
             self.pause()
             self.pages.setCurrentWidget(self.trace_panel)
+        elif mode == self.BACKWARD_MODE:
+            self.pause()
+            if self._trace_panel is not None:
+                self._trace_panel.stop_replay()
+            self.pages.setCurrentWidget(self.backward_lane)
         else:
             if self._trace_panel is not None:
                 self._trace_panel.stop_replay()
@@ -363,7 +400,12 @@ class TileAnimationWidget(QWidget):
 
     def set_config(self, config: AttentionConfig) -> None:
         """Follow the configuration: rebuild the schedules (off the GUI thread) and go back to
-        the start when they are ready; only the newest of a burst of calls is built."""
+        the start when they are ready; only the newest of a burst of calls is built. The lanes
+        play its forward pass; the backward lane, its backward."""
+        self._backward_config = config
+        if self._backward_lane is not None:
+            self._backward_lane.set_config(config)
+        config = config.forward()
         if config == self.config and not self.lanes_worker.busy:
             return
         self._pending_config = config
@@ -418,6 +460,8 @@ class TileAnimationWidget(QWidget):
         self.player.algorithms = tuple(algorithms)
         self.source_panel.set_lanes(self.player.algorithms)
         second = next((a for a in algorithms if a != NAIVE), None)
+        # the readable kernel rescales on every growth of the max, the tensor-core ones lazily
+        self.softmax_panel.set_lazy(second is not None and second != TILED)
         if second in FUSED and self.lanes_box.currentData() != second:
             self.lanes_box.blockSignals(True)
             self.lanes_box.setCurrentIndex(FUSED.index(second))
@@ -437,6 +481,8 @@ class TileAnimationWidget(QWidget):
         self.softmax_panel.set_colors(self.colors)
         if self._trace_panel is not None:
             self._trace_panel.set_colors(self.colors)
+        if self._backward_lane is not None:
+            self._backward_lane.set_colors(self.colors)
 
     # ---- the canvas alone, for exports
 
@@ -527,6 +573,9 @@ class TileAnimationWidget(QWidget):
         if self.mode == self.TRACE_MODE:  # Space replays the selected block there
             self.trace_panel.toggle_replay()
             return
+        if self.mode == self.BACKWARD_MODE:
+            self.backward_lane.toggle()
+            return
         if self.player.playing:
             self.pause()
         else:
@@ -536,6 +585,9 @@ class TileAnimationWidget(QWidget):
         """One step on; the clock glides there over `glide_s` so the tile visibly travels."""
         if self.mode == self.TRACE_MODE:  # one traced phase of the selected block
             self.trace_panel.step_phase(+1)
+            return
+        if self.mode == self.BACKWARD_MODE:
+            self.backward_lane.seek(self.backward_lane.step + 1)
             return
         self._flush_config()
         self._timer.stop()
@@ -548,6 +600,9 @@ class TileAnimationWidget(QWidget):
     def step_back(self) -> None:
         if self.mode == self.TRACE_MODE:
             self.trace_panel.step_phase(-1)
+            return
+        if self.mode == self.BACKWARD_MODE:
+            self.backward_lane.seek(self.backward_lane.step - 1)
             return
         self._flush_config()
         self._timer.stop()
@@ -647,3 +702,5 @@ class TileAnimationWidget(QWidget):
     def hideEvent(self, event: QHideEvent) -> None:
         super().hideEvent(event)
         self._timer.stop()  # no frames for nobody; playback resumes when shown again
+        if self._backward_lane is not None:
+            self._backward_lane.pause()

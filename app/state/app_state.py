@@ -66,6 +66,9 @@ class AppState:
     #: "Every series": every algorithm, every peer, naive's kernel lines (else the default
     #: view's few).
     all_series: bool = False
+    #: Attention layers L whose saved activations a training step stacks up (the memory plot's
+    #: L-layer lines and the explain pane's wall for L layers; gpu/layer_stack.py).
+    layers: int = 12
 
     # ------------------------------------------------------------------ derived
 
@@ -89,6 +92,11 @@ class AppState:
     @property
     def replay(self) -> bool:
         return self.backend_name == REPLAY
+
+    @property
+    def training(self) -> bool:
+        """Whether the config's pass computes gradients (a training step or its backward)."""
+        return self.config.has_backward
 
     @property
     def bytes_unmeasurable(self) -> str:
@@ -122,10 +130,12 @@ class AppState:
             return Device()
         info = ready.info
         known = info.backend in GPU_BACKENDS and gpu_for_device_name(info.name) is not None
-        # The table's entry, with the L2 bandwidth measured on this device where it says so.
+        # The table's entry, with the L2 bandwidth and clock measured on this device where it
+        # says so; on the CPU backend, this CPU's own roofs.
         gpu = device_gpu(info) if known else None
+        cpu = device_gpu(info) if info.backend == "cpu" else None
         label = {"cpu": "CPU RAM"}.get(info.backend, info.name)
-        return Device(info.memory_total_bytes or None, label, gpu)
+        return Device(info.memory_total_bytes or None, label, gpu, cpu)
 
     @cached_property
     def budget(self) -> Budget:
@@ -142,8 +152,22 @@ class AppState:
         return self.budget.gpu or GPUS[DEFAULT_GPU]
 
     @property
+    def roof_device(self) -> GpuSpec:
+        """The device whose roofs judge the results (roofline plot, verdicts, explain): this
+        CPU's own on the CPU backend, else `target_gpu`."""
+        cpu = self.device.cpu
+        return cpu if cpu is not None and self.backend_name == "cpu" else self.target_gpu
+
+    @property
+    def roof_device_label(self) -> str:
+        cpu = self.device.cpu
+        if cpu is not None and self.backend_name == "cpu":
+            return f"{cpu.label} (this CPU's roofs)"
+        return self.target_gpu_label
+
+    @property
     def target_gpu_label(self) -> str:
-        """'H200 SXM, 141 GiB' (GpuSpec.label: the capacity in the unit it is sold in)."""
+        """'H200 SXM, 141 GB' (GpuSpec.label: the datasheet's capacity, decimal)."""
         gpu = self.budget.gpu
         return gpu.label if gpu is not None else f"{GPUS[DEFAULT_GPU].label} (reference)"
 

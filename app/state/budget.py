@@ -29,11 +29,13 @@ BUDGET_PRESETS: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class Device:
-    """What "this device" is: its memory, a label for it, and its GPUS entry if known."""
+    """What "this device" is: its memory, a label for it, its GPUS entry if known, and on the
+    CPU backend this CPU's roofs (gpu/cpu_roofs.py)."""
 
     memory_bytes: int | None = None
     label: str = "this device"
     gpu: GpuSpec | None = None
+    cpu: GpuSpec | None = None
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ import threading
 import time
 
 from gpu.algorithms import NAIVE, TILED
-from gpu.backend import RunOptions
-from gpu.config import AttentionConfig, ConfigError
+from gpu.backend import RunOptions, check_pass
+from gpu.config import FORWARD, AttentionConfig, ConfigError
 from gpu.costmodel import algorithm_cost
 from gpu.results import DeviceInfo, KernelTime, RunResult
 
@@ -25,6 +25,7 @@ class CostModelBackend:
     bad_head_dims: head dims refused with ConfigError("head_dim", ...), as a kernel without
     that head dim would.
     record_calls: keep `calls` and `threads` (off for soaks, where they would grow without end).
+    passes: the passes it runs (gpu.config.PASSES); others are refused as a real backend would.
     """
 
     def __init__(
@@ -36,6 +37,7 @@ class CostModelBackend:
         memory_bytes: int = 24 * 10**9,
         bad_head_dims: tuple[int, ...] = (),
         record_calls: bool = True,
+        passes: tuple[str, ...] = (FORWARD,),
     ) -> None:
         self.name = name
         self.delay_s = delay_s
@@ -44,6 +46,7 @@ class CostModelBackend:
         self.memory_bytes = memory_bytes
         self.bad_head_dims = bad_head_dims
         self.record_calls = record_calls
+        self._passes = passes
         self.calls: list[tuple[int, str, int | None]] = []  # (N, algorithm, budget)
         self.threads: set[int] = set()
         self._lock = threading.Lock()
@@ -54,6 +57,9 @@ class CostModelBackend:
     def algorithms(self) -> tuple[str, ...]:
         return self._algorithms
 
+    def passes(self, algorithm: str) -> tuple[str, ...]:
+        return self._passes
+
     def run(
         self, config: AttentionConfig, algorithm: str, options: RunOptions | None = None
     ) -> RunResult:
@@ -62,6 +68,7 @@ class CostModelBackend:
             with self._lock:
                 self.calls.append((config.seq_len, algorithm, options.budget_bytes))
                 self.threads.add(threading.get_ident())
+        check_pass(self, config, algorithm)
         if config.head_dim in self.bad_head_dims:
             raise ConfigError("head_dim", config.head_dim, "64 or 128 on this fake kernel")
         if self.delay_s:

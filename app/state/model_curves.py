@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED
 from gpu.config import AttentionConfig
 from gpu.costmodel import AlgorithmCost, GpuSpec, TrafficBand
+from gpu.layer_stack import layer_stack
 from gpu.roofline import algorithm_verdict
 
 from .family import Family
@@ -31,7 +32,9 @@ Series = tuple[tuple[int, ...], tuple[float, ...]]
 
 @dataclass(frozen=True)
 class ModelCurves:
-    """Line series by (plot, item): memory `model_naive`/`model_tiled`; traffic `model_<algo>`
+    """Line series by (plot, item): memory `model_naive`/`model_tiled` (and, for a training
+    pass, `stack_naive`/`stack_tiled`: the peak of `layers` layers' saved activations plus one
+    layer's backward, gpu/layer_stack.py); traffic `model_<algo>`
     (the L2-aware estimate on `gpu`) between `compulsory_<algo>` and `noreuse_<algo>` (the
     band); timing `roofline_<algo>`, the hierarchical roofline's time on `time_gpu` (empty
     where an algorithm is off or no GPU times apply)."""
@@ -45,6 +48,8 @@ class ModelCurves:
     #: The GPU whose cache the traffic band assumes.
     gpu: GpuSpec | None = None
     bands: dict[BandKey, TrafficBand] = field(default_factory=dict)
+    #: The layer count of the memory plot's stack lines (training passes only).
+    layers: int = 1
 
 
 def model_curves(
@@ -53,9 +58,11 @@ def model_curves(
     time_gpu: GpuSpec | None,
     warm: Iterable[int] = (),
     gpu: GpuSpec | None = None,
+    layers: int = 1,
 ) -> ModelCurves:
     """Every model line for `family`; `warm`: more N whose costs to work out for the slider;
-    `gpu`: the GPU of the traffic band (default `time_gpu`; no band without either)."""
+    `gpu`: the GPU of the traffic band (default `time_gpu`; no band without either);
+    `layers`: the layer count of a training pass's saved-activation stack."""
     gpu = gpu or time_gpu
     costs: dict[tuple[AttentionConfig, str], AlgorithmCost] = {}
     bands: dict[BandKey, TrafficBand] = {}
@@ -86,6 +93,12 @@ def model_curves(
         ("memory", "model_tiled"): (grid, tuple(cost(c, TILED).peak_bytes for c in configs)),
     }
     empty: Series = ((), ())
+    for key, algorithm in (("stack_naive", NAIVE), ("stack_tiled", TILED)):
+        out[("memory", key)] = (
+            (grid, tuple(layer_stack(c, algorithm, layers).peak_bytes for c in configs))
+            if family.has_backward
+            else empty
+        )
     for a in ALGORITHMS:
         on = a in algorithms
         if on and gpu is not None:
@@ -114,4 +127,4 @@ def model_curves(
                 band(config, a)
             else:
                 cost(config, a)
-    return ModelCurves(family, algorithms, time_gpu, out, costs, gpu, bands)
+    return ModelCurves(family, algorithms, time_gpu, out, costs, gpu, bands, layers)

@@ -24,6 +24,7 @@ from gpu.errors import FileReadError, printable
 from gpu.fileio import decode_member
 from gpu.recording import Recording, recording_from_members
 from gpu.results import DeviceInfo, RunResult
+from gpu.roofline import measured_clock_hz
 
 from .family import cache_config, family, family_of
 from .result_store import ResultStore
@@ -180,6 +181,10 @@ class RecordedBackend:
         )
         self._seq_lens = tuple(sorted({r.config.seq_len for r in recording.results}))
         self._algorithms = tuple(dict.fromkeys(r.algorithm for r in recording.results))
+        passes: dict[str, dict[str, None]] = {}
+        for r in recording.results:
+            passes.setdefault(r.algorithm, {})[r.config.pass_] = None
+        self._passes = {a: tuple(p) for a, p in passes.items()}
         self._first_config = self._most_shown_config(shown[True] or shown[False])
 
     @classmethod
@@ -246,6 +251,13 @@ class RecordedBackend:
             recorded_date=self.date,
             recorded_command=str(self.recording.meta.get("command", "")),
         )
+        # The clock the counters measured during the recording: the roofs are quoted at it
+        # (worked out once: a large recording holds tens of thousands of kernels).
+        if not hasattr(self, "_clock"):
+            self._clock = measured_clock_hz(self.recording.results)
+        clock = self._clock
+        if clock is not None:
+            details.update(measured_clock_hz=clock[0], measured_clock_kernels=clock[1])
         name = dev.name if dev.name.endswith("(recorded)") else f"{dev.name} (recorded)"
         return DeviceInfo(
             backend=REPLAY,
@@ -257,6 +269,10 @@ class RecordedBackend:
 
     def algorithms(self) -> tuple[str, ...]:
         return self._algorithms
+
+    def passes(self, algorithm: str) -> tuple[str, ...]:
+        """The passes recorded for `algorithm` (forward only in files made before training)."""
+        return self._passes.get(algorithm, ())
 
     def results(self) -> tuple[RunResult, ...]:
         return tuple(self._by_key.values())

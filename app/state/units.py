@@ -4,10 +4,10 @@ Every byte figure the app prints is decimal (SI): 1 kB = 10³ B, 1 MB = 10⁶ B,
 the bandwidths of datasheets (TB/s) and Nsight Compute's byte counts, so sizes, traffic and
 rates compare directly ("S alone: 6.44 GB", "this device: 150 GB", "35 GB/s").
 
-Binary units are always written as such (KiB, MiB, GiB = 2¹⁰, 2²⁰, 2³⁰ B) and appear in one place
-only: a GPU's capacity as NVIDIA names it, which is binary (GpuSpec.label / memory_label: the
-H200's "141 GB" are 141 GiB = 151 GB; the device reports 150,109,880,320 B = 150 GB = 139.8 GiB
-usable). "GB" never stands for a binary figure.
+A GPU's capacity is decimal too: the H200's datasheet says 141 GB (GpuSpec.memory_label), the
+device reports 150,109,880,320 B = 150 GB usable. Binary units are written as such (KiB, MiB,
+GiB = 2¹⁰, 2²⁰, 2³⁰ B) and only where a figure is binary by its own definition (the 60 MiB L2,
+a 228 KiB shared memory). "GB" never stands for a binary figure.
 """
 
 from __future__ import annotations

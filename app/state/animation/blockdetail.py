@@ -20,7 +20,15 @@ import numpy as np
 from gpu.algorithms import NAIVE, tile_shape
 from gpu.config import STAT_BYTES, AttentionConfig, ceil_div
 from gpu.costmodel import kv_tiles_for_query_tile, tile_rows
-from gpu.schedule import COMPUTE, READ, STEP_NAMES, WRITE, KernelSchedule, Step
+from gpu.schedule import (
+    COMPUTE,
+    READ,
+    STEP_NAMES,
+    WRITE,
+    KernelSchedule,
+    Step,
+    launch_query_tile,
+)
 
 KIND_CODES = {READ: 0, WRITE: 1, COMPUTE: 2}
 
@@ -69,9 +77,10 @@ def detail_from_steps(kernel: str, block: int, steps: list[Step]) -> BlockDetail
 # Fast paths (mirror gpu/schedule.py; verified by tests against block_steps).
 
 
-def _flash_detail(config: AttentionConfig, algorithm: str, i: int) -> BlockDetail:
+def _flash_detail(config: AttentionConfig, algorithm: str, block: int) -> BlockDetail:
     n, d, eb = config.seq_len, config.head_dim, config.elem_bytes
     bm, bn = tile_shape(config, algorithm)
+    i = launch_query_tile(config, ceil_div(n, bm), block)  # longest first when causal
     names = STEP_NAMES["flash_fwd"]
     ri, i0 = tile_rows(n, bm, i), i * bm
     v = kv_tiles_for_query_tile(config, bm, bn, i)
@@ -128,7 +137,7 @@ def _flash_detail(config: AttentionConfig, algorithm: str, i: int) -> BlockDetai
             "accumulate_O_i", "flash_fwd", COMPUTE, "O", (i0, i0 + ri, 0, d), flops=2 * ri * r * d
         )
 
-    return BlockDetail("flash_fwd", i, names, ids, kinds, read, written, flops, step_at)
+    return BlockDetail("flash_fwd", block, names, ids, kinds, read, written, flops, step_at)
 
 
 def _pv_detail(config: AttentionConfig, b: int) -> BlockDetail:

@@ -1,10 +1,9 @@
 """Where a lane's time comes from: a measurement of that very config, or the roofline model.
 
-A lane plays on the whole-GPU clock (player.py). Modeled, each block takes its roofline time:
-the longer of moving its bytes at the GPU's HBM bandwidth and doing its FLOPs at the peak of the
-unit they run on (`gpu.costmodel.matmul_unit`: the readable kernel on fp32 CUDA cores, the
-others on tensor cores). A model can be far off: on the H200 the readable kernel's roofline is
-0.77 ms at N = 4096 (h = 12, d = 64), and it measures 3.6 ms.
+A lane plays on the whole-GPU clock (player.py). Modeled, each kernel takes its roofline time,
+the Measurements tab's (gpu.roofline), and its blocks share it in proportion to their own
+roofline. A model can be far off: on the H200 the readable kernel's roofline is under 1 ms at
+N = 4096 (h = 12, d = 64), and it measures 3.5 ms.
 
 Where a result of the same config was measured on the GPU the animation models, each kernel's
 blocks are stretched so the kernel takes its measured median time; the blocks keep their
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 
 from gpu.costmodel import GpuSpec, gpu_for_device_name
 from gpu.results import RunResult
+from gpu.roofline import counted_dram_bytes
 
 MEASURED, MODELED = "measured", "modeled"
 
@@ -30,6 +30,9 @@ class LaneClock:
     kernel_seconds: tuple[tuple[str, float], ...] = ()
     #: Where the measurement comes from: "H200 SXM, recorded run".
     origin: str = ""
+    #: DRAM bytes the hardware counters measured for this run, every kernel (None: not
+    #: measured): shown beside the lane's tile loads, which are the model's.
+    dram_bytes: int | None = None
 
     @property
     def measured(self) -> bool:
@@ -58,7 +61,12 @@ def clock_for(result: RunResult | None, gpu: GpuSpec) -> LaneClock:
         return MODELED_CLOCK
     how = "recorded run" if result.recorded else f"{result.backend} run"
     origin = f"{spec.name.rsplit(' ', 2)[0]}, {how}"
-    return LaneClock(MEASURED, tuple((k.name, k.ms * 1e-3) for k in result.kernel_times), origin)
+    names = {k.name for k in result.kernel_times}
+    measured = {t.name for t in result.traffic}
+    # every kernel, or none; compulsory writes counted, as the roofline and explain count them
+    dram = counted_dram_bytes(result) if measured >= names else None
+    times = tuple((k.name, k.ms * 1e-3) for k in result.kernel_times)
+    return LaneClock(MEASURED, times, origin, dram)
 
 
 def kernel_scales(clock: LaneClock, modeled: dict[str, float]) -> dict[str, float]:

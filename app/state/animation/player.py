@@ -3,15 +3,16 @@
 What the clock means (documented choice): each algorithm is a *lane* that plays the blocks of one
 (batch, head) in launch order, kernel after kernel. The clock is **whole-GPU time**: while the
 lane shows block b, all B·h copies of that block (one per head) run concurrently and share the
-GPU's full bandwidth and peak. Modeled, the block takes
+GPU's full bandwidth and peak. Modeled, each kernel takes the roofline's time, the very figure
+the Measurements tab's roofline gives it (gpu.roofline: L2-aware DRAM bytes, L2 bytes, FLOPs at
+the roof of the instruction family the kernel uses, exponentials), and its blocks share that
+time in proportion to
 
-    T_b = B·h · max(bytes_b / bandwidth, flops_b / peak)          (a roofline per block)
+    T_b = B·h · max(tile bytes_b / bandwidth, flops_b / peak)     (a roofline per block)
 
-with the peak of the unit the kernel multiplies on (the readable kernel's fp32 CUDA cores, the
-others' tensor cores: `gpu.costmodel.matmul_unit`). Summed over blocks this equals the roofline
-time of each kernel whenever every block of a kernel is bound by the same resource (true for
-these kernels), and it never undercounts. Where the same config was measured on this GPU, each
-kernel's blocks are stretched to its measured time instead (clock.py); the lane says which.
+(the tile loads are the no-reuse model's: what each block asks for, not what DRAM serves).
+Where the same config was measured on this GPU, each kernel's blocks are stretched to its
+measured time instead (clock.py); the lane says which.
 Inside a block, T_b is shared by its steps in proportion to each step's serial cost
 (bytes/bandwidth + flops/peak; a zero-cost step such as `online_softmax` gets a small share so it
 is visible): loads and math overlap inside a block, as they do on the GPU. The warp-specialized
@@ -39,8 +40,9 @@ import numpy as np
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED, TILED_WS, tile_shape
 from gpu.config import AttentionConfig, ceil_div
 from gpu.costmodel import DEFAULT_GPU, GPUS, GpuSpec, algorithm_cost, kv_tiles_for_query_tile
-from gpu.schedule import READ, WRITE, Schedule, Step, build_schedule
+from gpu.schedule import READ, WRITE, Schedule, Step, build_schedule, launch_query_tile
 
+from ..model_cache import verdict
 from .blockdetail import KIND_CODES, BlockDetail, block_detail
 from .chip import SMEM, ChipLayout, SlotSpec, chip_layout
 from .clock import MODELED_CLOCK, LaneClock, kernel_scales
@@ -326,10 +328,14 @@ class Lane:
                 for k in self.kernels
             ]
         )
+        # Blocks keep these proportions inside their kernel; the kernel itself takes the
+        # roofline's time (the Measurements tab's, from the L2-aware bytes and every roof), or
+        # its measured time when the lane's clock is measured.
         self.modeled_u_time = bh * np.maximum(
             (self.u_read + self.u_written) / gpu.bandwidth_bytes_s,
             self.u_flops / self._kernel_peak[self.u_kernel],
         )
+        self.roofline_seconds = roofline_kernel_seconds(self.config, self.algorithm, gpu)
         self._apply_clock()
 
     def set_clock(self, clock: LaneClock) -> None:
@@ -341,16 +347,20 @@ class Lane:
 
     def _apply_clock(self) -> None:
         self.u_time = self.modeled_u_time
+        starts = self.kernel_unit_start
+        modeled = {
+            k.name: float(self.modeled_u_time[starts[i] : starts[i + 1]].sum())
+            for i, k in enumerate(self.kernels)
+        }
         if self.clock.measured:
-            starts = self.kernel_unit_start
-            modeled = {
-                k.name: float(self.modeled_u_time[starts[i] : starts[i + 1]].sum())
-                for i, k in enumerate(self.kernels)
-            }
             scales = kernel_scales(self.clock, modeled)
-            if scales:
-                factor = np.array([scales[k.name] for k in self.kernels])
-                self.u_time = self.modeled_u_time * factor[self.u_kernel]
+        else:
+            roof = self.roofline_seconds
+            known = set(roof) >= set(modeled) and all(v > 0 for v in modeled.values())
+            scales = {k: roof[k] / v for k, v in modeled.items()} if known else {}
+        if scales:
+            factor = np.array([scales[k.name] for k in self.kernels])
+            self.u_time = self.modeled_u_time * factor[self.u_kernel]
         self.cum_time = np.concatenate(([0.0], np.cumsum(self.u_time)))
         self.total_time = float(self.cum_time[-1])
         self.tol = self.total_time * 1e-12
@@ -441,15 +451,16 @@ class Lane:
         return share
 
     def roles_for_block(self, block: int) -> RoleTimeline:
-        """The warp-specialized kernel's roles in query tile `block` (modeled, cached by its
-        key-tile count: blocks with as many tiles play alike)."""
+        """The warp-specialized kernel's roles in its `block`-th launched block (modeled,
+        cached by its key-tile count: blocks with as many tiles play alike)."""
         bm, bn = tile_shape(self.config, self.algorithm)
-        tiles = kv_tiles_for_query_tile(self.config, bm, bn, block)
+        i = launch_query_tile(self.config, ceil_div(self.config.seq_len, bm), block)
+        tiles = kv_tiles_for_query_tile(self.config, bm, bn, i)
         hit = self._roles.get(tiles)
         if hit is not None:
             self._roles.move_to_end(tiles)
             return hit
-        tl = modeled_roles(self.config, self.gpu, block)
+        tl = modeled_roles(self.config, self.gpu, i)
         self._roles[tiles] = tl
         if len(self._roles) > ROLE_CACHE_SIZE:
             self._roles.popitem(last=False)
@@ -969,14 +980,20 @@ def build_lanes(
     return [Lane(config, a, gpu, clock=clocks.get(a, MODELED_CLOCK)) for a in algorithms]
 
 
+def roofline_kernel_seconds(
+    config: AttentionConfig, algorithm: str, gpu: GpuSpec
+) -> dict[str, float]:
+    """Each kernel's roofline time (s) at `config` on `gpu`: the verdict the Measurements tab
+    draws (gpu.roofline, memoized in model_cache), so the animation's modeled clock and the
+    roofline agree."""
+    v = verdict(config, algorithm, gpu)
+    return {k.name: k.roofline_ms * 1e-3 for k in v.kernels}
+
+
 def cost_model_seconds(lane: Lane) -> float:
-    """The cost model's roofline time for the lane's config, each kernel at the peak of the
-    unit it multiplies on (for comparisons in tests and labels)."""
-    gpu = lane.gpu
-    return sum(
-        max(k.hbm_bytes / gpu.bandwidth_bytes_s, k.flops / unit_peak(gpu, k.unit))
-        for k in algorithm_cost(lane.config, lane.algorithm).kernels
-    )
+    """The roofline's time for the lane's config (the Measurements tab's): what a modeled
+    lane's clock ends at."""
+    return sum(roofline_kernel_seconds(lane.config, lane.algorithm, lane.gpu).values())
 
 
 __all__ = [

@@ -19,7 +19,9 @@ import bisect
 from dataclasses import dataclass
 
 from gpu.algorithms import tile_shape
+from gpu.config import ceil_div
 from gpu.costmodel import kv_tiles_for_query_tile
+from gpu.schedule import launch_query_tile
 from gpu.trace import KERNEL_LEVEL, PHASE_STEPS, BlockTrace, Trace
 
 from .player import Lane
@@ -76,8 +78,9 @@ def replay_segments(trace: Trace, block: BlockTrace, lane: Lane) -> list[ReplayS
         raise ValueError(f"block {block.block} has no load_Q_i phase")
     bm, bn = tile_shape(lane.config, lane.algorithm)
     kv = kv_tiles_for_query_tile(lane.config, bm, bn, i)
-    start, span = _block_clock(lane, 0, i)
-    share = lane.timing(0, i).cum_share  # len = steps + 1, 0 .. 1
+    b = launch_query_tile(lane.config, ceil_div(lane.config.seq_len, bm), i)  # the lane's block
+    start, span = _block_clock(lane, 0, b)
+    share = lane.timing(0, b).cum_share  # len = steps + 1, 0 .. 1
 
     def at(step: int) -> float:
         return start + span * float(share[min(step, len(share) - 1)])

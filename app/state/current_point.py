@@ -1,0 +1,308 @@
+"""The current point: every figure the screen shows for one config, N and set of results, each
+a value, a unit and a source, worked out once.
+
+A figure's source is one of
+- `measured`: a hardware counter or event measured it (`detail` names which);
+- `model`: the cost model or the roofline model worked it out (`detail` names which);
+- `datasheet`: a published figure (`detail` cites it);
+- `nominal`: a counter's own ceiling, not a rate anything reached (the L2's, here).
+
+The explain pane, `main.py explain`, the roofline verdicts the plots mark and the Tiles tab's
+modeled clock read the same objects (gpu.roofline's Explanation inside), so they cannot disagree.
+Qt-free: `current_point` is memoized per (config, algorithms, device, results), so a slider
+stop that comes back costs a dictionary look-up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpu.algorithms import ALGORITHMS, NAIVE
+from gpu.config import AttentionConfig
+from gpu.costmodel import CPU, GpuSpec, TrafficBand, traffic_band
+from gpu.results import RunResult
+from gpu.roofline import MEASURED, AlgorithmVerdict, Explanation, Roof, explain
+
+from .units import fmt_bytes, fmt_flops, fmt_ms
+
+MODEL, DATASHEET, NOMINAL = "model", "datasheet", "nominal"
+#: Entries kept by the memo (a long session's shapes: start afresh rather than grow).
+MAX_POINTS = 256
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One number on screen: its value, unit, and where it comes from."""
+
+    value: float | None
+    unit: str  # "B", "ms", "FLOP", "FLOP/B", "FLOP/s", "B/s", "Hz", "×", "share"
+    source: str  # MEASURED, MODEL, DATASHEET or NOMINAL
+    detail: str  # the counter, event, model or citation
+
+    def text(self) -> str:
+        """'92.3 MB (measured)', '0.927 ms (model)'."""
+        return f"{self.value_text()} ({self.source})"
+
+    def value_text(self) -> str:
+        v, u = self.value, self.unit
+        if v is None:
+            return "—"
+        if u == "B":
+            return fmt_bytes(v)
+        if u == "ms":
+            return fmt_ms(v)
+        if u == "FLOP":
+            return fmt_flops(v)
+        if u == "×":
+            return f"{v:,.0f}×" if v >= 10 else f"{v:,.1f}×"
+        if u == "share":
+            return f"{v:.0%}"
+        if u == "Hz":
+            return f"{v / 1e9:.3f} GHz"
+        if u in ("B/s", "FLOP/s", "exp/s"):
+            return f"{v / 1e12:.3g} T{u}"
+        return f"{v:,.1f} {u}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "unit": self.unit, "source": self.source,
+                "detail": self.detail}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class AlgorithmFigures:
+    """What the screen says about one algorithm at the current point."""
+
+    algorithm: str
+    label: str
+    verdict: AlgorithmVerdict
+    peak_bytes: Figure
+    dram_bytes: Figure
+    l2_bytes: Figure
+    tile_loads: Figure  # the no-reuse model's bytes: what the Tiles tab's lanes move
+    compulsory_bytes: Figure
+    useful_flops: Figure
+    roofline_ms: Figure
+    measured_ms: Figure | None
+    intensity: Figure
+    l2_intensity: Figure
+    achieved: Figure | None  # useful FLOP/s measured
+    #: The time a Tiles lane of this algorithm plays: measured where timed on this device,
+    #: else the roofline's (the same as `roofline_ms`).
+    lane_ms: Figure
+
+    def to_dict(self) -> dict[str, Any]:
+        figures = {
+            name: f.to_dict() if f is not None else None
+            for name, f in (
+                ("peak_bytes", self.peak_bytes), ("dram_bytes", self.dram_bytes),
+                ("l2_bytes", self.l2_bytes), ("tile_loads", self.tile_loads),
+                ("compulsory_bytes", self.compulsory_bytes), ("useful_flops", self.useful_flops),
+                ("roofline_ms", self.roofline_ms), ("measured_ms", self.measured_ms),
+                ("intensity", self.intensity), ("l2_intensity", self.l2_intensity),
+                ("achieved", self.achieved), ("lane_ms", self.lane_ms),
+            )
+        }  # fmt: skip
+        return {
+            "label": self.label,
+            "bound": self.verdict.bound,
+            "roof": self.verdict.roof,
+            "ties": list(self.verdict.ties),
+            "roof_share": self.verdict.roof_share,
+            "figures": figures,
+        }
+
+
+@dataclass(frozen=True)
+class CurrentPoint:
+    config: AttentionConfig
+    device: GpuSpec
+    roofs: dict[str, Figure]
+    clock: Figure
+    memory: Figure  # the device's capacity (the datasheet's, or what the device reports)
+    algorithms: dict[str, AlgorithmFigures]
+    #: "naive/<algorithm>" -> naive's DRAM bytes over the algorithm's (measured or model)
+    dram_ratios: dict[str, Figure]
+    explanation: Explanation
+
+    def algorithm(self, algorithm: str) -> AlgorithmFigures:
+        return self.algorithms[algorithm]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device.label,
+            "clock": self.clock.to_dict(),
+            "memory": self.memory.to_dict(),
+            "roofs": {n: f.to_dict() for n, f in self.roofs.items()},
+            "algorithms": {a: f.to_dict() for a, f in self.algorithms.items()},
+            "dram_ratios": {p: f.to_dict() for p, f in self.dram_ratios.items()},
+        }
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _roof_figure(roof: Roof, device: GpuSpec) -> Figure:
+    if roof.nominal:
+        source = NOMINAL
+    elif "measured" in roof.source:
+        source = MEASURED
+    elif device.kind == CPU:  # worked out from what the kernel reports of the CPU
+        source = MODEL if roof.kind == "compute" else MEASURED
+    else:
+        source = DATASHEET
+    return Figure(roof.peak, roof.unit, source, f"{roof.label}: {roof.source}")
+
+
+def _clock(device: GpuSpec) -> Figure:
+    source = MEASURED if device.clock_measured else DATASHEET
+    return Figure(device.clock_hz or None, "Hz", source, device.clock_source)
+
+
+def _memory(device: GpuSpec, reported_bytes: int | None) -> Figure:
+    if reported_bytes:
+        return Figure(reported_bytes, "B", MEASURED, f"what the {device.name} reports")
+    return Figure(device.memory_bytes, "B", DATASHEET, device.source)
+
+
+def _algorithm(
+    v: AlgorithmVerdict, band: TrafficBand, result: RunResult | None, device: GpuSpec
+) -> AlgorithmFigures:
+    measured_bytes = v.bytes_source == MEASURED
+    counters = "dram__bytes_read.sum + dram__bytes_write.sum (CUPTI)"
+    l2_measured = all(k.l2_bytes_source == MEASURED for k in v.kernels)
+    roofline = Figure(
+        v.roofline_ms, "ms", MODEL,
+        f"roofline on the {device.label} roofs: {'='.join(v.ties)} "
+        f"{'tie' if v.tie else 'binds'}",
+    )  # fmt: skip
+    measured = (
+        Figure(
+            v.measured_ms,
+            "ms",
+            MEASURED,
+            "median of the timed runs (CUDA events or perf_counter), no counters attached",
+        )
+        if v.measured_ms
+        else None
+    )
+    peak = (
+        Figure(result.peak_bytes, "B", MEASURED, "the memory pool's peak during the run")
+        if result is not None and result.peak_bytes
+        else Figure(band.no_reuse.peak_bytes, "B", MODEL, "cost model: tensors held at once")
+    )
+    achieved = (
+        Figure(v.flops / (v.measured_ms * 1e-3), "FLOP/s", MEASURED, "useful FLOPs ÷ time")
+        if v.measured_ms
+        else None
+    )
+    intensity_src = MEASURED if measured_bytes else MODEL
+    return AlgorithmFigures(
+        algorithm=v.algorithm,
+        label=v.label,
+        verdict=v,
+        peak_bytes=peak,
+        dram_bytes=Figure(
+            v.bytes,
+            "B",
+            MEASURED if measured_bytes else MODEL,
+            counters if measured_bytes else "cost model, L2-aware estimate",
+        ),
+        l2_bytes=Figure(
+            v.l2_bytes,
+            "B",
+            MEASURED if l2_measured else MODEL,
+            "lts__t_bytes.sum (CUPTI)" if l2_measured else "cost model, no-reuse tile traffic",
+        ),
+        tile_loads=Figure(
+            band.no_reuse.hbm_bytes,
+            "B",
+            MODEL,
+            "tile loads: every block's tiles read and written, nothing reused (the animation)",
+        ),
+        compulsory_bytes=Figure(
+            band.compulsory.hbm_bytes, "B", MODEL, "compulsory: every tensor read or written once"
+        ),
+        useful_flops=Figure(v.flops, "FLOP", MODEL, "4·B·h·N²·d (÷ 2 causal)"),
+        roofline_ms=roofline,
+        measured_ms=measured,
+        intensity=Figure(v.intensity, "FLOP/B", intensity_src, "useful FLOPs ÷ DRAM bytes"),
+        l2_intensity=Figure(
+            v.l2_intensity,
+            "FLOP/B",
+            MEASURED if l2_measured else MODEL,
+            "useful FLOPs ÷ L2 bytes",
+        ),
+        achieved=achieved,
+        lane_ms=measured if measured is not None and device.kind != CPU else roofline,
+    )
+
+
+_memo: dict[tuple, CurrentPoint] = {}
+
+
+def current_point(
+    config: AttentionConfig,
+    algorithms: Sequence[str],
+    device: GpuSpec,
+    results: Mapping[str, RunResult] | None = None,
+    bands: Mapping[str, TrafficBand] | None = None,
+    reported_memory_bytes: int | None = None,
+) -> CurrentPoint:
+    """Every figure of `algorithms` at `config` judged on `device`'s roofs, from `results`
+    (this config's, per algorithm) where they have figures; `bands` the traffic bands the
+    caller has already worked out. Memoized."""
+    results = dict(results or {})
+    try:
+        key: tuple | None = (
+            config, tuple(algorithms), device, tuple(sorted(results.items())),
+            reported_memory_bytes,
+        )  # fmt: skip
+        hit = _memo.get(key)
+    except TypeError:  # a result built with lists: not hashable, not memoized
+        key, hit = None, None
+    if hit is not None:
+        return hit
+    bands = dict(bands or {})
+    for a in algorithms:
+        if a not in bands:
+            bands[a] = traffic_band(config, a, device)
+    e = explain(config, algorithms, device, results, bands=bands)
+    figures = {
+        v.algorithm: _algorithm(v, bands[v.algorithm], results.get(v.algorithm), e.gpu)
+        for v in e.algorithms
+    }
+    ratios = {}
+    for pair, r in e.naive_ratios.items():
+        if r["measured"] is not None:
+            ratios[pair] = Figure(r["measured"], "×", MEASURED, "DRAM bytes, hardware counters")
+        elif r.get("model_over_measured") is not None:
+            ratios[pair] = Figure(
+                r["model_over_measured"], "×", MODEL,
+                "naive's L2-aware model (not measured) over the counters' fused bytes",
+            )  # fmt: skip
+        else:
+            ratios[pair] = Figure(r["model_l2_aware"], "×", MODEL, "L2-aware DRAM bytes")
+    point = CurrentPoint(
+        config=config,
+        device=e.gpu,
+        roofs={n: _roof_figure(r, e.gpu) for n, r in e.roofs.items()},
+        clock=_clock(e.gpu),
+        memory=_memory(e.gpu, reported_memory_bytes),
+        algorithms=figures,
+        dram_ratios=ratios,
+        explanation=e,
+    )
+    if key is not None:
+        if len(_memo) >= MAX_POINTS:
+            _memo.clear()
+        _memo[key] = point
+    return point
+
+
+def shown_algorithms(algorithms: Sequence[str]) -> list[str]:
+    """Naive first (the ratios need it), then the others in the app's order."""
+    ordered = [a for a in ALGORITHMS if a in algorithms]
+    ordered += [a for a in algorithms if a not in ordered]
+    return [NAIVE, *(a for a in ordered if a != NAIVE)]

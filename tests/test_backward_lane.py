@@ -1,0 +1,103 @@
+"""The backward lane: FlashAttention's backward in tile order (K/V resident, Q/dO streaming,
+P recomputed, dQ accumulated), its counters exact against the cost model, and its view in the
+Tiles tab."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.state.animation.backward_order import VISIT_PHASES, BackwardTileOrder
+from gpu.algorithms import TILED, TILED_MMA
+from gpu.config import BACKWARD, STEP, AttentionConfig
+from gpu.costmodel import algorithm_cost
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seq_len", [1000, 1024, 4097])
+@pytest.mark.parametrize("algorithm", [TILED, TILED_MMA])
+def test_the_lanes_counters_end_on_the_cost_models_backward_kernel(causal, seq_len, algorithm):
+    cfg = AttentionConfig(seq_len=seq_len, causal=causal, pass_=BACKWARD, block_n=128)
+    order = BackwardTileOrder(cfg, algorithm)
+    kernel = algorithm_cost(cfg, algorithm).kernel("flash_bwd")
+    per_head = (kernel.bytes_read // cfg.bh, kernel.bytes_written // cfg.bh, kernel.flops // cfg.bh)
+    assert order.totals() == per_head
+    last = order.frame(order.total_steps - 1)
+    assert (last.bytes_read, last.bytes_written, last.flops) == per_head
+    assert (last.dq_added == last.dq_needed).all() and last.kv_stored == order.kv_tiles
+    assert last.recompute_flops * 5 == last.flops  # S rebuilt: one product of five
+
+
+def test_each_block_holds_its_kv_tile_while_every_query_tile_streams_past():
+    cfg = AttentionConfig(seq_len=512, pass_=BACKWARD)  # 4 blocks of 128 keys, 4 query tiles
+    order = BackwardTileOrder(cfg, TILED_MMA)
+    frames = [order.frame(s) for s in range(order.total_steps)]
+    phases = [f.phase for f in frames]
+    assert phases[0] == "load_KV" and phases[-1] == "store_dK_dV"
+    block0 = [f for f in frames if f.kv_tile == 0]
+    assert [f.q_tile for f in block0 if f.phase == "load_Q_dO"] == [0, 1, 2, 3]
+    assert [f.phase for f in block0[1:7]] == list(VISIT_PHASES)
+    assert {f.kv_tile for f in frames} == {0, 1, 2, 3}
+    assert [f.kv_tile for f in frames] == sorted(f.kv_tile for f in frames)  # launch order
+
+
+def test_a_causal_block_skips_the_query_tiles_before_its_keys():
+    cfg = AttentionConfig(seq_len=512, causal=True, pass_=BACKWARD)
+    order = BackwardTileOrder(cfg, TILED_MMA)
+    streamed = {
+        j: [order.frame(s).q_tile for s in range(order.total_steps)
+            if order.frame(s).kv_tile == j and order.frame(s).phase == "load_Q_dO"]
+        for j in range(order.kv_tiles)
+    }  # fmt: skip
+    assert streamed == {0: [0, 1, 2, 3], 1: [1, 2, 3], 2: [2, 3], 3: [3]}
+    assert list(order.dq_needed) == [1, 2, 3, 4]
+
+
+def test_dq_accumulates_block_by_block_and_p_is_recomputed_as_it_happens():
+    cfg = AttentionConfig(seq_len=512, pass_=STEP)
+    order = BackwardTileOrder(cfg, TILED_MMA)
+    previous = None
+    for s in range(order.total_steps):
+        f = order.frame(s)
+        if previous is not None:  # counters never go back
+            assert f.bytes_read >= previous.bytes_read and f.flops >= previous.flops
+            assert (f.dq_added >= previous.dq_added).all()
+            assert f.recomputed_tiles >= previous.recomputed_tiles
+        if f.recomputing:
+            assert f.recomputed_tiles == (previous.recomputed_tiles + 1)
+            assert "recompute" in f.text and "P was not kept" in f.text
+        if f.phase == "dQ_atomic":
+            assert f.dq_added[f.q_tile] == previous.dq_added[f.q_tile] + 1
+        previous = f
+    mid = order.frame(order.first_step_of(2))  # block 2 starting: two blocks have added
+    assert np.array_equal(mid.dq_added, [2, 2, 2, 2])
+
+
+def test_the_backward_lane_plays_in_the_tiles_tab(qtbot, make_window):
+    window = make_window()
+    window.controls.pass_combo.setCurrentIndex(window.controls.pass_combo.findData(STEP))
+    window.tabs.setCurrentIndex(1)
+    qtbot.waitUntil(lambda: window.animation is not None, timeout=10_000)
+    anim = window.animation
+    anim.set_mode(anim.BACKWARD_MODE)
+    lane = anim.backward_lane
+    assert lane.objectName() == "backwardLane" and lane.isVisible()
+    assert anim.mode == anim.BACKWARD_MODE
+    assert lane.order is not None and lane.order.config.seq_len == window.config.seq_len
+    assert lane.order.config.pass_ == STEP
+    assert "launch order" in lane.title.text()
+    assert "load K_j, V_j" in lane.caption.text()
+    lane.seek(2)  # block 0, query tile 0: P_00 recomputed now
+    assert lane.canvas.frame.recomputing and "P was not kept" in lane.caption.text()
+    assert "P recomputed: 1 tiles" in lane.counters.text()
+    painted = lane.canvas.paints
+    qtbot.waitUntil(lambda: lane.canvas.paints > painted, timeout=5000)
+    lane.seek(0)
+    lane.play()
+    assert lane.playing
+    qtbot.waitUntil(lambda: lane.step > 0, timeout=5000)
+    anim.set_mode(anim.MODEL_MODE)
+    assert not lane.playing
+    # The lane follows the config: a new N rebuilds its order.
+    window.controls.set_seq_len(2048)
+    qtbot.waitUntil(lambda: lane.order.config.seq_len == 2048, timeout=5000)
