@@ -407,3 +407,30 @@ def test_a_sweep_measures_its_out_of_line_points_once_more(make_window, qtbot, m
     assert queued == [(s.config.with_(seq_len=128), NAIVE)]
     window._on_sweep_finished(False)
     assert len(queued) == 1  # once: a point still out of line is left as measured
+
+
+def test_the_first_paint_on_the_cpu_shows_its_own_roofs_and_the_first_results(
+    make_window, first_run, qtbot
+):
+    window = make_window(CpuBackend(), seq_len=256)
+    s = window.state.value
+    qtbot.waitUntil(
+        lambda: all(
+            window.store.get(s.config, a, s.backend.key, s.run_budget) for a in (NAIVE, TILED)
+        ),
+        timeout=60_000,
+    )
+    window._refresh_measured()
+    window.plots.flush_model()
+    r = window.plots.roofline
+    assert "this CPU's roofs" in r.toolTip() and "H200" not in r.title
+    cpu = window.state.value.roof_device
+    assert window.plots._gpu == cpu  # the roofs drawn are this CPU's
+    xs, ys = r.series["current"]
+    assert len(xs) == 2  # naive's and the fused kernel's first results
+    x0, x1, y0, y1 = _view(r)
+    for x, y in zip(xs, ys, strict=True):
+        assert x0 <= math.log10(x) <= x1 and y0 <= math.log10(y) <= y1
+    assert x0 < math.log10(cpu.ridge_flops_per_byte) < x1  # the ridge in sight
+    assert y1 - y0 >= 3
+    assert clipped(window) == []
