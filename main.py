@@ -42,6 +42,7 @@ from gpu.errors import (
 )
 from gpu.fileio import MAX_READ_LABEL, check_writable, remove_partial_files_on_signals
 from gpu.schema import MAX_SM_COUNT, MAX_TRACE_BLOCKS
+from gpu.units import fmt_bytes, fmt_ms_column
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -339,11 +340,11 @@ def cmd_model(args: argparse.Namespace) -> int:
         print(json.dumps(report))
         return 0
     print(cfg.label())
-    print(f"  one attention matrix (S or P): {_fmt_bytes(report['attn_matrix_bytes'])}")
+    print(f"  one attention matrix (S or P): {fmt_bytes(report['attn_matrix_bytes'])}")
     for label, cost in (("naive", naive), ("tiled", tiled)):
         print(
-            f"  {label} peak:  {_fmt_bytes(cost.peak_bytes):>10}   "
-            f"HBM traffic {_fmt_bytes(cost.hbm_bytes)}   "
+            f"  {label} peak:  {fmt_bytes(cost.peak_bytes):>10}   "
+            f"HBM traffic {fmt_bytes(cost.hbm_bytes)}   "
             f"intensity {cost.arithmetic_intensity:.1f} FLOP/B"
         )
     print(f"  FLOPs: {naive.flops:.3e}")
@@ -404,9 +405,9 @@ def _print_training_model(t: dict[str, Any]) -> None:
     for algo, a in t["algorithms"].items():
         recompute = f", recompute {a['recompute_flops']:.3e}" if a["recompute_flops"] else ""
         print(
-            f"    {algo:<6} saved {_fmt_bytes(a['saved_per_layer_bytes'])}/layer, "
-            f"{_fmt_bytes(a['saved_total_bytes'])} for {t['layers']}; "
-            f"peak {_fmt_bytes(a['layers_peak_bytes'])}; "
+            f"    {algo:<6} saved {fmt_bytes(a['saved_per_layer_bytes'])}/layer, "
+            f"{fmt_bytes(a['saved_total_bytes'])} for {t['layers']}; "
+            f"peak {fmt_bytes(a['layers_peak_bytes'])}; "
             f"backward FLOPs {a['backward_useful_flops']:.3e} useful{recompute}"
         )
         walls = ", ".join(
@@ -464,11 +465,11 @@ class BenchTable:
         kernels = " ".join(f"{k.name}={k.ms:.3f}" for k in r.kernel_times)
         rate = "" if r.tflops is None else f"{r.tflops * self.scale:.2f}"
         err = "" if r.max_abs_error is None else f"{r.max_abs_error:.2e}"
-        peak = "" if r.peak_bytes is None else _fmt_bytes(r.peak_bytes)
+        peak = "" if r.peak_bytes is None else fmt_bytes(r.peak_bytes)
         total = "" if r.total_ms is None else f"{r.total_ms:.3f}"
         return (
             f"{n:>7} {algo:<{self.algo_width}} {total:>10} {rate:>9} {peak:>10} "
-            f"{_fmt_bytes(r.model_peak_bytes):>10} {err:>9}  {kernels}"
+            f"{fmt_bytes(r.model_peak_bytes):>10} {err:>9}  {kernels}"
             + ("" if r.ring is None else "  " + r.ring.summary())
         )
 
@@ -688,7 +689,7 @@ def _print_ring_model(p: dict) -> None:
         f"{p['total_s'] * 1e3:.3f} ms vs {p['single_s'] * 1e3:.3f} ms on one "
         f"(speed-up {p['speedup']:.2f}, efficiency {p['efficiency']:.0%}); per step "
         f"compute {p['step_compute_s'] * 1e3:.3f} ms, transfer {p['step_transfer_s'] * 1e3:.3f} ms "
-        f"({hidden}); {_fmt_bytes(p['peak_bytes_per_device'])} per GPU"
+        f"({hidden}); {fmt_bytes(p['peak_bytes_per_device'])} per GPU"
     )
 
 
@@ -757,7 +758,7 @@ def _traffic_column(r, options: RunOptions) -> str:
         return ""
     read = sum(t.dram_read_bytes for t in r.traffic)
     written = sum(t.dram_write_bytes for t in r.traffic)
-    return f"  DRAM read {_fmt_bytes(read)} written {_fmt_bytes(written)} (measured)"
+    return f"  DRAM read {fmt_bytes(read)} written {fmt_bytes(written)} (measured)"
 
 
 # -------------------------------------------------------------------------------------------
@@ -850,15 +851,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ms(value) -> str:
-    """Four significant digits, trailing zeros kept (1.530, not 1.53), and whole milliseconds
-    with separators from 1 s up: the column reads evenly from microsecond kernels to a
-    minute-long naive pass, never in exponent notation."""
-    if value is None:
-        return ""
-    return f"{value:,.0f}" if value >= 999.95 else f"{value:#.4g}"  # 999.96 is not "1000."
-
-
 def _roof_text(v) -> str:
     """'hbm', or 'xu=tensor' when two roofs tie (within 5 %)."""
     return "=".join(v.ties)
@@ -890,11 +882,12 @@ def _print_explanation(e, source: str | None) -> None:
             intensity = v.intensity
             ai = "" if intensity is None else f"{intensity:,.1f}"
             bound = "tie" if v.tie and v.bound == "compute" else v.bound
-            dram = _fmt_bytes(v.dram_bytes if kernel else v.bytes)
+            dram = fmt_bytes(v.dram_bytes if kernel else v.bytes)
             print(
                 f"  {name:<14} {kernel:<{kw}} {dram:>10} "
                 f"{v.bytes_source:<8} {ai:>9} {bound:<8} {_roof_text(v):<12} "
-                f"{_ms(v.roofline_ms):>11} {_ms(v.measured_ms):>11}  {_shares_text(v)}"
+                f"{fmt_ms_column(v.roofline_ms):>11} {fmt_ms_column(v.measured_ms):>11}  "
+                f"{_shares_text(v)}"
             )
     for pair, ratio in e.naive_ratios.items():
         measured = "" if ratio["measured"] is None else f"measured {ratio['measured']:,.0f}×, "
@@ -910,10 +903,10 @@ def _print_explanation(e, source: str | None) -> None:
     for a in e.algorithms:
         check = a.model_over_measured
         if check is not None and not 0.8 <= check <= 1.25:
-            model = _fmt_bytes(a.model_bytes["l2_aware"])
+            model = fmt_bytes(a.model_bytes["l2_aware"])
             print(
                 f"  model check, {a.algorithm}: the L2-aware model's {model} is {check:.2f}× "
-                f"the {_fmt_bytes(a.bytes)} the counters measured"
+                f"the {fmt_bytes(a.bytes)} the counters measured"
             )
     useful = {"forward": "4", "backward": "8", "step": "12"}[e.config.pass_]
     print(
@@ -924,13 +917,6 @@ def _print_explanation(e, source: str | None) -> None:
         + (f" in {source})" if source else ")")
         + " or model (the cost model's L2-aware estimate). Roofs within 5 % are a tie (a=b)."
     )
-
-
-def _fmt_bytes(n: int) -> str:
-    for unit, size in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{n} B"
 
 
 def _refuse_bare_double_dash_values(argv: list[str]) -> None:

@@ -55,7 +55,7 @@ from .state.app_state import AppState, Change
 from .state.budget import BUDGET_PRESETS, CUSTOM_GB_RANGE, CUSTOM_PRESET, DEVICE_PRESET, Budget
 from .state.ring_devices import parse_devices
 from .state.seq_scale import SEQ_MAX, SEQ_MIN, default_scale, nearest_index
-from .state.units import fmt_bytes_short, fmt_int
+from .state.units import fmt_bytes, fmt_int, short_n
 from .state_signal import StateSignal
 
 BACKEND_CHOICES = (
@@ -535,8 +535,8 @@ class ControlsPanel(QWidget):
         else:
             self.seq_spin.setRange(SEQ_MIN, SEQ_MAX)
         self.seq_spin.blockSignals(False)
-        self.seq_lo.setText(_short_n(scale[0]))
-        self.seq_hi.setText(_short_n(scale[-1]))
+        self.seq_lo.setText(short_n(scale[0]))
+        self.seq_hi.setText(short_n(scale[-1]))
 
     def _show_config(self, s: AppState) -> None:
         c = s.config
@@ -620,7 +620,7 @@ class ControlsPanel(QWidget):
         for i in range(self.budget.count()):
             key = self.budget.itemData(i)
             if key == DEVICE_PRESET:
-                mem = f" ({fmt_bytes_short(device.memory_bytes)})" if device.memory_bytes else ""
+                mem = f" ({fmt_bytes(device.memory_bytes)})" if device.memory_bytes else ""
                 text = f"This device{mem}"
                 tip = f"No emulated limit: {device.label}'s own memory."
             elif key == CUSTOM_PRESET:
@@ -629,7 +629,7 @@ class ControlsPanel(QWidget):
                 spec = GPUS[key]
                 text = spec.label
                 tip = (
-                    f"{spec.name}: {spec.memory_label} = {fmt_bytes_short(spec.memory_bytes)}, "
+                    f"{spec.name}: {spec.memory_label} = {fmt_bytes(spec.memory_bytes)}, "
                     f"{spec.bandwidth_bytes_s / 1e12:.2f} TB/s, "
                     f"{spec.fp16_tensor_flops / 1e12:.0f} TFLOP/s fp16 dense ({spec.source})"
                 )
@@ -898,9 +898,3 @@ class ControlsPanel(QWidget):
 
 
 _FIELD_ALIASES = {"config": "seq_len", "algorithm": "algorithms"}
-
-
-def _short_n(n: int) -> str:
-    if n >= 1024 and n % 1024 == 0:
-        return f"{n // 1024}k"
-    return str(n)

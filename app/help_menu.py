@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import platform
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
@@ -19,10 +19,8 @@ from PySide6.QtWidgets import QDialog, QDialogButtonBox, QMenu, QTextBrowser, QV
 
 from .accessibility import name_widgets
 from .actions import make_action
+from .state.runs import BackendReady
 from .state.session import app_version
-
-if TYPE_CHECKING:
-    from .main_window import MainWindow
 
 #: Keys of the Tiles tab (its own shortcuts, active while it has the focus).
 TILES_KEYS = (
@@ -83,10 +81,12 @@ class HelpWindow(QDialog):
 
 
 class HelpMenu:
-    """Builds the Help menu on `window` and its three windows."""
+    """Builds the Help menu on `window` and its three windows; `backend()` is the backend the
+    About window describes (None while one starts)."""
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: QWidget, backend: Callable[[], BackendReady | None]) -> None:
         self.window = window
+        self.backend = backend
         self._windows: dict[str, HelpWindow] = {}
         self.shortcuts_action = self._action(
             "Keyboard shortcuts", "Ctrl+/", self.show_shortcuts, "Every key the app answers to."
@@ -137,7 +137,7 @@ class HelpMenu:
         return self._show("lessonDialog", "The lesson in short", LESSON)
 
     def show_about(self) -> HelpWindow:
-        return self._show("aboutDialog", "About Tilescope", about_html(self.window))
+        return self._show("aboutDialog", "About Tilescope", about_html(self.backend()))
 
 
 def shortcuts_html(window: QWidget) -> str:
@@ -183,11 +183,10 @@ def _menu_actions(window: QWidget) -> list[QAction]:
     return out
 
 
-def about_html(window: MainWindow) -> str:
+def about_html(ready: BackendReady | None) -> str:
     """Version, backend, device and, when the backend says, CuPy, CUDA runtime and driver."""
     from PySide6 import __version__ as pyside_version
 
-    ready = window.backend
     rows = [("Version", app_version())]
     if ready is None:
         rows.append(("Backend", "starting…"))

@@ -298,12 +298,10 @@ class MainWindow(QMainWindow):
             if not self.animation.objectName():
                 self.animation.setObjectName("tileAnimation")
             return self.animation
-        except Exception as exc:  # ImportError while it is being written; any bug inside it
+        except Exception as exc:  # a fault inside it must not take the window down
             self.animation = None
             label = QLabel(
                 f"The tile animation is not available in this build.\n({type(exc).__name__}: {exc})"
-                if not isinstance(exc, ImportError)
-                else "The tile animation is not available in this build yet."
             )
             label.setObjectName("tileAnimationPlaceholder")
             label.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -418,7 +416,7 @@ class MainWindow(QMainWindow):
         view_menu.addAction(self.every_series_action)
         view_menu.addAction(self.dark_action)
         help_menu = menu.addMenu("&Help")
-        self.help_menu = HelpMenu(self)
+        self.help_menu = HelpMenu(self, lambda: self.backend)
         self.help_menu.populate(help_menu)
         for m in (file_menu, run_menu, view_menu, help_menu):
             m.setToolTipsVisible(True)

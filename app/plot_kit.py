@@ -27,19 +27,12 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen
 from PySide6.QtWidgets import QGraphicsEllipseItem, QGraphicsItem, QSizePolicy, QWidget
 
-from .state.units import fmt_int
+from .state.units import fmt_int, short_n
 from .theme import Palette
 
 pg.setConfigOptions(antialias=True)
 
 _LOG2 = math.log10(2.0)
-
-
-def short_n(n: float) -> str:
-    n = round(n)
-    if n >= 1024 and n % 1024 == 0:
-        return f"{n // 1024}k"
-    return str(n)
 
 
 # ------------------------------------------------------------------------------------- axes
@@ -94,35 +87,6 @@ class LogValueAxis(pg.AxisItem):
 
     def tickStrings(self, values, scale, spacing):
         return [self.formatter(10.0**v) for v in values]
-
-
-def compact(v: float, unit: str, prefixes: str = "kMGTPE") -> str:
-    """Axis labels: '1 GB', '20 MB', '500 ms' — at most 3 significant digits, no padding zeros."""
-    scale, prefix = 1.0, ""
-    for i, p in enumerate(prefixes):
-        if abs(v) >= 1000.0 ** (i + 1) * 0.9995:
-            scale, prefix = 1000.0 ** (i + 1), p
-    return f"{float(f'{v / scale:.3g}'):g}\u2009{prefix}{unit}"
-
-
-def fmt_bytes_axis(v: float) -> str:
-    return compact(v, "B")
-
-
-def fmt_ms_axis(v: float) -> str:
-    if v >= 1000:
-        return compact(v / 1000, "s", prefixes="")
-    if v >= 1:
-        return compact(v, "ms", prefixes="")
-    return compact(v * 1000, "µs", prefixes="")
-
-
-def fmt_plain(v: float) -> str:
-    return f"{float(f'{v:.3g}'):g}" if v < 1000 else f"{float(f'{v / 1000:.3g}'):g}k"
-
-
-def fmt_flops_axis(v: float) -> str:
-    return compact(v, "", prefixes="kMGTPE") or "1"
 
 
 # ------------------------------------------------------------------------------------- items

@@ -54,10 +54,6 @@ from .plot_kit import (
     MetricPlot,
     SeriesKey,
     Style,
-    fmt_bytes_axis,
-    fmt_flops_axis,
-    fmt_ms_axis,
-    fmt_plain,
     with_alpha,
 )
 from .state.app_state import AppState, Change
@@ -66,7 +62,17 @@ from .state.model_cache import band, cost, known, known_band, known_verdict, pri
 from .state.model_curves import MODEL_GRID, ModelCurves, model_curves
 from .state.recorded_run import reference_label
 from .state.seq_scale import SEQ_MAX, SEQ_MIN
-from .state.units import fmt_bytes, fmt_int, fmt_intensity, fmt_ms, fmt_rate
+from .state.units import (
+    fmt_bytes,
+    fmt_bytes_axis,
+    fmt_flops_axis,
+    fmt_int,
+    fmt_intensity,
+    fmt_ms,
+    fmt_ms_axis,
+    fmt_plain_axis,
+    fmt_rate,
+)
 from .strip_chart import TrafficStripChart
 from .theme import Palette
 
@@ -165,7 +171,7 @@ class PlotsPanel(QWidget):
             "achieved FLOP/s",
             fmt_flops_axis,
             x_label="useful FLOP per DRAM byte (intensity)",
-            x_format=fmt_plain,
+            x_format=fmt_plain_axis,
         )
         self.strip = TrafficStripChart()
         yield

@@ -27,14 +27,12 @@ from .plot_kit import (
     Log2NAxis,
     MetricPlot,
     Style,
-    fmt_bytes_axis,
-    fmt_ms_axis,
     with_alpha,
 )
 from .state.ring_curves import RingCurves
 from .state.ring_playback import shown_devices
 from .state.ring_runs import RingRun
-from .state.units import fmt_int
+from .state.units import fmt_bytes_axis, fmt_int, fmt_ms_axis
 from .theme import Palette, palette
 
 MEASURED_SYMBOL = "o"

@@ -49,6 +49,7 @@ from gpu.costmodel import algorithm_cost, pass_useful_flops
 from gpu.cuda_kernels import KernelCompileError
 from gpu.errors import RunCancelled, UnsupportedConfig
 from gpu.results import RunResult
+from gpu.units import fmt_seconds
 
 from .state.recorded_run import NotRecorded
 from .state.runs import BackendFailure, BackendReady, Job, RunOutcome, backend_key
@@ -465,7 +466,8 @@ class Runner(QObject):
                 skipped=True,
                 error=(
                     f"{job.algorithm} at N={job.config.seq_len} not run: about "
-                    f"{_fmt_s(estimate)} on the {name} backend (limit {_fmt_s(limit)})"
+                    f"{fmt_seconds(estimate, digits=2)} on the {name} backend "
+                    f"(limit {fmt_seconds(limit, digits=2)})"
                     + (" — a recorded GPU run shows large N" if name == "cpu" else "")
                 ),
             )
@@ -578,11 +580,3 @@ def _describe(exc: BaseException) -> str:
     tb = traceback.extract_tb(exc.__traceback__)
     where = f" ({tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
     return f"{type(exc).__name__}: {text}{where}"
-
-
-def _fmt_s(s: float) -> str:
-    if s >= 3600:
-        return f"{s / 3600:.1f} h"
-    if s >= 60:
-        return f"{s / 60:.0f} min"
-    return f"{s:.0f} s"

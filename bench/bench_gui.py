@@ -96,10 +96,8 @@ def backend_factory(kind: str, delay_ms: float):  # type: ignore[no-untyped-def]
             record_calls=False,
         )
         return lambda name: backend
-    try:
-        from gpu.backends import create_backend  # type: ignore[import-not-found]
-    except ImportError:
-        from gpu.backend import create_backend
+    from gpu.backends import create_backend
+
     # The window's own fallbacks (to "cpu") still work; main() says when they happened.
     return lambda name: create_backend(kind if name in ("auto", kind) else name)
 
@@ -250,11 +248,9 @@ def wait_idle(app, window, timeout_s: float = 600.0) -> None:  # type: ignore[no
 
 
 def clear_model_memo() -> None:
-    try:
-        from app.state.model_cache import cost
-    except ImportError:  # the layout before the state package
-        from app.model_cache import cost  # type: ignore[no-redef]
-    cost.cache_clear()
+    from app.state import model_cache
+
+    model_cache.clear()
 
 
 def make_window(app, folder: str, factory):  # type: ignore[no-untyped-def]

@@ -29,7 +29,7 @@ skips any configuration whose estimate, from the rate measured so far, would pas
 
 Smoke run (one GPU): NCCL with one rank (initAll([0])) moves a block to itself through the
 ring's own transport, checked byte for byte; the ring with P = 1 over NCCL, and with P = 2, 3, 4
-virtual ranks on GPU 0 joined by the same-device test double (gpu/ring_test_double.py), are
+virtual ranks on GPU 0 joined by the same-device test double (tests/ring_test_double.py), are
 compared with the one-GPU kernel and with an fp32 reference at N = 3072, both head shapes, with
 and without the mask; then the full run's code path at two small N on two virtual ranks.
 """
@@ -368,7 +368,7 @@ def smoke(args, log: Log) -> int:
 
     from gpu.ring import CudaRing
     from gpu.ring_backend import cuda_ring_device_info
-    from gpu.ring_test_double import SameDeviceCopyTransport
+    from tests.ring_test_double import SameDeviceCopyTransport
 
     device = cuda_ring_device_info([0])
     meta = _meta(args, "smoke: one GPU; P > 1 rings are virtual ranks on GPU 0 (test double)")

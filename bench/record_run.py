@@ -14,6 +14,13 @@ bench/l2_bandwidth.py, which the roofline then uses as this device's L2 roof. CU
 before torch, whose own older libcupti would otherwise be the one in the process.
 
     python bench/record_run.py --profile --out resources/recorded/h200_sweep.json
+
+`--pass backward` or `--pass step` records the training step instead: the algorithms with a
+backward here (naive, tiled_mma), each result's pass in its config, and the SDPA peers timed
+through torch autograd (step: forward then backward, each timed; backward: only the backward,
+after an untimed forward), their peak from torch's allocator over the whole step.
+
+    python bench/record_run.py --pass step --profile --out resources/recorded/h200_training.json
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import gc
 import sys
 import time
 from pathlib import Path
@@ -30,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpu.algorithms import TILED
 from gpu.backend import RunOptions
-from gpu.config import AttentionConfig
+from gpu.config import BACKWARD, FORWARD, PASSES, STEP, AttentionConfig
 from gpu.costmodel import useful_flops
 from gpu.cuda_backend import CudaBackend
 from gpu.recording import Recording, save_recording
@@ -95,6 +103,67 @@ def time_peer(
         torch.cuda.empty_cache()
 
 
+def time_peer_training(
+    torch, cfg: AttentionConfig, peer: str, repeats: int, device: str
+) -> RunResult:
+    """One SDPA backend's training pass through torch autograd on random inputs: per repeat
+    CUDA events around the forward and around the backward (torch.autograd.grad with dO); the
+    backward pass reports the backward only (its forward untimed). Peak from torch's allocator
+    above the inputs' baseline, over forward and backward."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from gpu.costmodel import algorithm_cost
+
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[cfg.dtype]
+    base = dict(
+        config=cfg, algorithm=peer, backend="cuda", device=device,
+        flops=algorithm_cost(cfg, "tiled_mma").flops,
+    )  # fmt: skip
+    shape = (cfg.batch, cfg.heads, cfg.seq_len, cfg.head_dim)
+    msg = (
+        f"PyTorch {torch.__version__} scaled_dot_product_attention, {PEERS[peer]} backend, "
+        "autograd (peer)"
+    )
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    inputs: tuple = ()
+    try:
+        inputs = tuple(
+            torch.randn(shape, device="cuda", dtype=dtype).requires_grad_(True) for _ in range(3)
+        )
+        do = torch.randn(shape, device="cuda", dtype=dtype)
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        fwd_ms, bwd_ms = [], []
+        with sdpa_kernel(getattr(SDPBackend, PEERS[peer])):
+            for i in range(repeats + 1):  # the first is the warm-up
+                events = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+                events[0].record()
+                o = sdpa(*inputs, is_causal=cfg.causal)
+                events[1].record()
+                torch.autograd.grad(o, inputs, do)
+                events[2].record()
+                events[2].synchronize()
+                del o
+                if i:
+                    fwd_ms.append(events[0].elapsed_time(events[1]))
+                    bwd_ms.append(events[1].elapsed_time(events[2]))
+        peak = torch.cuda.max_memory_allocated() - before + 4 * do.nbytes
+        times = (KernelTime.from_samples("sdpa_backward", bwd_ms),)
+        if cfg.pass_ == STEP:
+            times = (KernelTime.from_samples("sdpa_forward", fwd_ms), *times)
+        return RunResult(
+            **base, kernel_times=times, peak_bytes=int(peak), message=msg, repeats=repeats
+        )
+    except torch.cuda.OutOfMemoryError as exc:
+        return RunResult(**base, oom=True, message=f"{msg}: out of memory ({str(exc)[:120]})")
+    except RuntimeError as exc:  # this backend does not support the config
+        return RunResult(**base, message=f"{msg}: not run ({str(exc)[:160]})")
+    finally:
+        inputs = ()
+        torch.cuda.empty_cache()
+
+
 def with_l2_bandwidth(device):
     """`device` with the L2 read bandwidth measured now (bench/l2_bandwidth.py), and the L2's
     peak from its counters where they give it; unchanged (with a note) if measuring fails."""
@@ -139,6 +208,7 @@ def main() -> int:
     p.add_argument("--check-max-n", type=int, default=8192, help="reference check up to this N")
     p.add_argument("--budget-s", type=float, default=150, help="stop early (and still write)")
     p.add_argument("--profile", action="store_true", help="measured traffic for every result")
+    p.add_argument("--pass", dest="pass_", choices=PASSES, default=FORWARD)
     p.add_argument("--force", action="store_true")
     args = p.parse_args()
 
@@ -159,7 +229,7 @@ def main() -> int:
     device = backend.device_info()
     if profile:
         device = with_l2_bandwidth(device)
-    algos = backend.algorithms()
+    algos = [a for a in backend.algorithms() if args.pass_ in backend.passes(a)]
     results: list[RunResult] = []
     t0 = time.monotonic()
     causal_flags = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
@@ -170,8 +240,9 @@ def main() -> int:
                 stopped = f"stopped at the time budget before causal={causal} N={n}"
                 break
             cfg = AttentionConfig(
-                seq_len=n, heads=args.heads, head_dim=args.head_dim, dtype=args.dtype, causal=causal
-            )
+                seq_len=n, heads=args.heads, head_dim=args.head_dim, dtype=args.dtype,
+                causal=causal, pass_=args.pass_,
+            )  # fmt: skip
             opts = RunOptions(
                 warmup=1, repeats=args.repeats, check=n <= args.check_max_n, profile=profile
             )
@@ -194,7 +265,15 @@ def main() -> int:
             for peer in PEERS:
                 if peer == "sdpa_math" and n > 32768:
                     continue  # fp32 scores of 12·N² would take hundreds of GB; OOM is certain
-                r = time_peer(torch, cfg, peer, args.repeats, device.name, profile)
+                if args.pass_ in (BACKWARD, STEP):
+                    r = time_peer_training(torch, cfg, peer, args.repeats, device.name)
+                else:
+                    r = time_peer(torch, cfg, peer, args.repeats, device.name, profile)
+                # The peer's frame is gone now (an out-of-memory exception held its tensors
+                # until then): hand torch's cached blocks back, or our next run would find the
+                # device short of what the peer kept.
+                gc.collect()
+                torch.cuda.empty_cache()
                 results.append(r)
                 status = (
                     "OOM" if r.oom else ("n/a" if r.total_ms is None else f"{r.total_ms:9.3f} ms")

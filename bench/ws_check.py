@@ -15,7 +15,7 @@ deadlocked variant costs its timeout, never the whole call:
   4. trace    one trace-build launch of the d=128 default (raw rows as .npy, for the recorder)
   5. summary  a compact table (printed last) and JSON under --out
 
-With --candidates, only the defaults, the first run's defaults and gpu.flash_ws.CANDIDATES are
+With --candidates, only the defaults, gpu.flash_ws.BASELINES and gpu.flash_ws.CANDIDATES are
 compiled and checked, and stage 3 times them instead, interleaved with SDPA cuDNN, at
 N = 1024, 4096, 16384 (FA3 shapes, fp16, causal and not, d 64, 128 and 256): --passes sweeps
 over the variants in alternating order, the median of the passes reported. The summary then has
@@ -468,7 +468,7 @@ def candidate_lines(records: list[dict]) -> list[str]:
     if not rows:
         return []
     defaults = {d: flash_ws.default_launch(d).label for d in flash_ws.SUPPORTED_HEAD_DIMS}
-    first_run = set(flash_ws.FIRST_RUN_DEFAULTS)
+    baselines = set(flash_ws.BASELINES)
     shapes = sorted({(r["head_dim"], r["causal"], r["seq_len"]) for r in rows})
     out: list[str] = []
     ratios: dict[int, dict[str, list[float]]] = {}
@@ -499,8 +499,8 @@ def candidate_lines(records: list[dict]) -> list[str]:
             tags = []
             if label == defaults[d]:
                 tags.append("default")
-            if label in first_run:
-                tags.append("first-run default")
+            if label in baselines:
+                tags.append("baseline")
             if rank == 0:
                 tags.append("BEST")
             x_cudnn = f"{tf / cudnn:7.2f}" if cudnn else f"{'-':>7}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import AttentionConfig
+from .ws_variant import WsLaunch
 
 #: Output tile (rows × cols) of the naive path's GEMMs in the cost model and the schedule. A real
 #: cuBLAS kernel picks its own tiling; 128×128 is the common choice for these shapes on Ampere and
@@ -80,11 +81,11 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
 }
 
 #: Default variant of the warp-specialized kernel per head dim, by its label
-#: (`gpu.flash_ws.WsLaunch.label`: d, keys per K/V tile × ring stages, consumer warpgroups of 64
+#: (`gpu.ws_variant.WsLaunch.label`: d, keys per K/V tile × ring stages, consumer warpgroups of 64
 #: query rows, p = ping-pong / o = intra-warpgroup overlap, producer registers). To switch, paste
 #: the winner's label from `bench/ws_check.py --candidates`. Measured on the H200 (fp16): d=64
 #: three consumers (493 TFLOP/s against 406 with two at N = 4096), d=128 ping-pong (594 against
-#: 547 without at N = 16384, docs/bench/h200_ws_check_second.txt; 605 against 621 at 4096).
+#: 547 without at N = 16384, docs/bench/h200_ws_check_d128_pingpong.txt; 605 against 621 at 4096).
 #: Shared memory bounds the tiles: at d=256 a 128-row Q tile and two 64-key stages of K and V
 #: take 192 KiB of the 227 KiB.
 WS_DEFAULTS: dict[int, str] = {
@@ -130,8 +131,6 @@ def ws_tile_shape(head_dim: int) -> tuple[int, int]:
     """Tiles of the warp-specialized kernel (gpu/kernels/flash_ws.cu): 64 query rows per
     consumer warpgroup, and its default key tile (`WS_DEFAULTS`; head dims other than 64, 128
     and 256 get the d=128 tiles, which the kernel refuses anyway)."""
-    from .flash_ws import WsLaunch  # flash_ws reads WS_DEFAULTS from here
-
     launch = WsLaunch.from_label(WS_DEFAULTS.get(head_dim, WS_DEFAULTS[128]))
     return launch.block_m, launch.block_n
 

@@ -13,7 +13,7 @@ grows from run to run. Where the handler cannot be installed (another NumPy ABI,
 found) it falls back to tracemalloc, and says which one it used.
 
 With it, `python bench/soak.py --minutes 30` (CPU backend, 2071 runs) held idle RSS at
-184.3 -> 186.3 MB (+1.1%, docs/bench/cpu_soak_30min.json); with tracemalloc it grew +12.7%.
+184.3 -> 186.3 MiB (+1.1%, docs/bench/cpu_soak_30min.json); with tracemalloc it grew +12.7%.
 """
 
 from __future__ import annotations

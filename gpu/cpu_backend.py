@@ -27,7 +27,6 @@ import os
 import platform
 import time
 
-import ml_dtypes
 import numpy as np
 import psutil
 
@@ -37,10 +36,9 @@ from .array_meter import measure_peak
 from .backend import CancelHook, RunOptions, check_cancel, check_pass
 from .config import PASSES, STEP, AttentionConfig, ceil_div
 from .costmodel import algorithm_cost
+from .numpy_dtypes import NUMPY_DTYPES
 from .results import DeviceInfo, KernelTime, RunResult
 from .schema import finite_result
-
-NUMPY_DTYPES = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32}
 
 #: Query rows processed together; bounds every temporary to ROW_CHUNK·N (naive) or ROW_CHUNK·Bc.
 ROW_CHUNK = 1024

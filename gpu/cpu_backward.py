@@ -28,6 +28,7 @@ import numpy as np
 from .algorithms import TILED, backward_tile_shape
 from .backend import CancelHook, check_cancel
 from .config import AttentionConfig, ceil_div
+from .numpy_dtypes import NUMPY_DTYPES
 
 #: Query rows per row chunk of the naive kernels and the reference (bounds their temporaries).
 ROW_CHUNK = 1024
@@ -38,8 +39,6 @@ Timed = tuple[Grads, list[tuple[str, float]]]
 
 def random_grad_output(config: AttentionConfig, seed: int = 0) -> np.ndarray:
     """dO: unit-normal entries in the config dtype (a loss's gradient), shape (B, h, N, d)."""
-    from .cpu_backend import NUMPY_DTYPES
-
     rng = np.random.default_rng(seed + 7919)  # apart from Q, K, V's stream
     shape = (config.batch, config.heads, config.seq_len, config.head_dim)
     return rng.standard_normal(shape, dtype=np.float32).astype(NUMPY_DTYPES[config.dtype])

@@ -8,7 +8,7 @@ them, not against a GPU.
   Haswell and Zen 2 (one before). NumPy multiplies the CPU backend's matrices in fp32/fp64
   through BLAS, so this is the roof its matmuls run against.
 - Memory: the bandwidth of a large NumPy copy (read + write bytes over the best of a few
-  copies), measured once per process (`memory_bandwidth`, about a tenth of a second), the first
+  copies), measured once per process (`memory_bandwidth`, a few tens of ms), the first
   time the CPU backend describes its device: on the app's runner thread, never the GUI's.
 
 Each figure keeps its source, and the roofline labels say them.
@@ -27,9 +27,10 @@ from typing import Any
 
 from .costmodel import CPU, GpuSpec
 
-#: Bytes copied per bandwidth sample: far past any last-level cache.
-COPY_BYTES = 64 << 20
-COPY_REPEATS = 3
+#: Bytes copied per bandwidth sample: past the last-level cache of the CPUs this runs on, and
+#: small enough that the measurement (about 30 ms) never delays a first run noticeably.
+COPY_BYTES = 32 << 20
+COPY_REPEATS = 2
 
 
 @dataclass(frozen=True)

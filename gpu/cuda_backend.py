@@ -5,6 +5,12 @@
 - tiled: our fused kernel (gpu/kernels/flash_readable.cu); `tiled_mma` dispatches to
   gpu/flash_mma.py when that module exists and accepts the config, `tiled_wgmma` (sm_90 only)
   to gpu/flash_wgmma.py.
+- backward and training step (config.pass_): naive keeps P and runs gpu/naive_bwd.py (four
+  cuBLAS GEMMs around our softmax backward, dP and dS really allocated; dS takes the memory of
+  S, dead once P exists, as a framework's allocator would); `tiled_mma` keeps O, m and l and
+  runs our fused backward (gpu/flash_bwd.py). The other algorithms have no backward here and
+  refuse those passes. "backward" runs the forward once, untimed, and times the backward's
+  kernels; "step" times the forward's and the backward's.
 
 Times (`time_launches`): CUDA events between the kernels of the sequence, run back to back in
 batches, by the policy of gpu/timing.py (a first batch that loads every module, warm-up until two
@@ -47,7 +53,7 @@ import numpy as np
 from . import costmodel, profiler, timing
 from .algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
 from .backend import RunOptions, check_pass
-from .config import FORWARD, AttentionConfig, ceil_div
+from .config import BACKWARD, FORWARD, PASSES, STEP, AttentionConfig, ceil_div
 from .cuda_kernels import (
     device_attribute,
     element_type,
@@ -127,13 +133,14 @@ def to_float32(x: cupy.ndarray, dtype: str) -> cupy.ndarray:
     return x.astype(cupy.float32)
 
 
-def random_inputs(config: AttentionConfig, seed: int) -> tuple[cupy.ndarray, ...]:
-    """Q, K, V of shape (B, h, N, d): seeded standard-normal data (never zeros, which would
-    make every row's softmax uniform and hide masking or rescaling bugs)."""
+def random_inputs(config: AttentionConfig, seed: int, count: int = 3) -> tuple[cupy.ndarray, ...]:
+    """Q, K, V (and, with count=4, the upstream gradient dO) of shape (B, h, N, d): seeded
+    standard-normal data (never zeros, which would make every row's softmax uniform and hide
+    masking or rescaling bugs)."""
     shape = (config.batch, config.heads, config.seq_len, config.head_dim)
     rng = cupy.random.RandomState(seed)
     out = []
-    for _ in range(3):  # one fp32 temporary at a time
+    for _ in range(count):  # one fp32 temporary at a time
         out.append(from_float32(rng.standard_normal(shape, dtype=cupy.float32), config.dtype))
     return tuple(out)
 
@@ -319,6 +326,44 @@ def max_abs_error(q, k, v, o, config: AttentionConfig) -> float:
             got = to_float32(o3[bh, r0:r1], config.dtype)
             worst = max(worst, float(cupy.abs(ref - got).max()))
             del s, ref, got
+    return worst
+
+
+def reference_grad_bytes(config: AttentionConfig) -> int:
+    """Device memory the gradient check needs at once (one head's fp32 N×N matrices)."""
+    n, d = config.seq_len, config.head_dim
+    return 4 * (3 * n * n + 12 * n * d)
+
+
+def max_abs_grad_error(a: dict[str, cupy.ndarray], config: AttentionConfig) -> float:
+    """max |ours − fp32 reference| over dQ, dK, dV (and O for a step, whose forward is timed),
+    one (batch, head) at a time: the backward of softmax(QKᵀ/√d)V on the upcast inputs."""
+    n, d = config.seq_len, config.head_dim
+    shape = (config.bh, n, d)
+    names = ("q", "k", "v", "do", "o", "dq", "dk", "dv")
+    x = {name: a[name].reshape(shape) for name in names}
+    scale = np.float32(config.scale)
+    worst = 0.0
+    for bh in range(config.bh):
+        qf, kf, vf, dof = (to_float32(x[name][bh], config.dtype) for name in ("q", "k", "v", "do"))
+        s = cupy.matmul(qf, kf.T) * scale
+        if config.causal:
+            s = cupy.where(cupy.arange(n)[None, :] > cupy.arange(n)[:, None], -cupy.inf, s)
+        s -= s.max(axis=1, keepdims=True)
+        cupy.exp(s, out=s)
+        s /= s.sum(axis=1, keepdims=True)  # s now holds P
+        refs = {"dv": cupy.matmul(s.T, dof)}
+        if config.pass_ == STEP:
+            refs["o"] = cupy.matmul(s, vf)
+        dp = cupy.matmul(dof, vf.T)
+        dp -= (s * dp).sum(axis=1, keepdims=True)
+        dp *= s  # dp now holds dS
+        refs["dq"] = cupy.matmul(dp, kf) * scale
+        refs["dk"] = cupy.matmul(dp.T, qf) * scale
+        del s, dp
+        for name, ref in refs.items():
+            got = to_float32(x[name][bh], config.dtype)
+            worst = max(worst, float(cupy.abs(ref - got).max()))
     return worst
 
 
@@ -555,12 +600,53 @@ def profile_launches(
 # The kernels of a run
 
 
+#: Algorithms with a backward pass on this backend (gpu/naive_bwd.py, gpu/flash_bwd.py).
+BACKWARD_ALGORITHMS = (NAIVE, TILED_MMA)
+
+
 def algorithm_launches(
     config: AttentionConfig, algorithm: str, arrays: dict[str, cupy.ndarray]
 ) -> list[tuple[str, Callable[[], None]]]:
-    """Allocate `algorithm`'s buffers into `arrays` (which holds q, k, v) and return its kernels
-    as (name, launch) in order, compiled now: naive's gemm_qk, softmax, gemm_pv, or a fused
-    kernel's flash_fwd. The timing, the profiler and bench/ncu_driver.py all launch these."""
+    """Allocate `algorithm`'s buffers into `arrays` (which holds q, k, v, and do for a
+    backward) and return the kernels `config.pass_` times as (name, launch) in order, compiled
+    now: naive's gemm_qk, softmax, gemm_pv, or a fused kernel's flash_fwd; for a step these
+    followed by the backward's (naive: bwd_dV_gemm, bwd_dP_gemm, softmax_bwd, bwd_dQ_gemm,
+    bwd_dK_gemm; fused: flash_bwd_preprocess, flash_bwd, flash_bwd_dq_convert); for "backward"
+    the backward's alone, after the forward has run here once (untimed) to save what they read.
+    The timing, the profiler and bench/ncu_driver.py all launch these."""
+    forward = _forward_launches(config, algorithm, arrays)
+    if not config.has_backward:
+        return forward
+    backward = _backward_launches(config, algorithm, arrays)
+    if config.pass_ == BACKWARD:
+        for _, launch in forward:
+            launch()
+        return backward
+    return forward + backward
+
+
+def _backward_launches(
+    config: AttentionConfig, algorithm: str, a: dict[str, cupy.ndarray]
+) -> list[tuple[str, Callable[[], None]]]:
+    if algorithm == NAIVE:
+        from . import naive_bwd
+
+        a["ds"] = a["s"]  # S is dead once P exists: dS takes its memory
+        return naive_bwd.backward_launches(config, a)
+    if algorithm != TILED_MMA:
+        raise UnsupportedConfig(f"{algorithm} has no backward pass on the cuda backend")
+    from . import flash_bwd
+
+    plan = flash_bwd.prepare_backward(config)
+    a.update(plan.workspace())
+    for name in ("dq", "dk", "dv"):
+        a[name] = cupy.empty_like(a["q"])
+    return plan.launches(a)
+
+
+def _forward_launches(
+    config: AttentionConfig, algorithm: str, arrays: dict[str, cupy.ndarray]
+) -> list[tuple[str, Callable[[], None]]]:
     a = arrays
     shape = (config.batch, config.heads, config.seq_len, config.head_dim)
     dtype = storage_dtype(config.dtype)
@@ -688,8 +774,11 @@ class CudaBackend:
         return tuple(algos)
 
     def passes(self, algorithm: str) -> tuple[str, ...]:
-        """Forward for every algorithm; the backward kernels add theirs."""
-        return (FORWARD,)
+        """Forward for every algorithm; backward and step for naive and tiled_mma, the ones
+        with backward kernels here."""
+        if algorithm not in self.algorithms():
+            return ()
+        return PASSES if algorithm in BACKWARD_ALGORITHMS else (FORWARD,)
 
     def _launch_gate(self) -> LaunchGate | None:
         """The gate for timed batches (made once; None after it has failed once)."""
@@ -707,6 +796,12 @@ class CudaBackend:
     ) -> RunResult:
         options = options or RunOptions()
         check_pass(self, config, algorithm)
+        if config.has_backward and algorithm == TILED_MMA:
+            from . import flash_bwd
+
+            reason = flash_bwd.supports(config)
+            if reason is not None:
+                raise UnsupportedConfig.from_kernel(reason, config, flash_bwd)
         if algorithm != NAIVE:
             reason = _flash_module(algorithm).supports(config)
             if reason is not None:
@@ -724,6 +819,8 @@ class CudaBackend:
             "flops": cost.flops,
         }
         notes: list[str] = []
+        if algorithm == NAIVE and config.has_backward:
+            notes.append("dS is written into the memory of S, which is dead once P exists")
         if algorithm == NAIVE and not softmax_plan(config).single_read:
             notes.append(
                 f"softmax rows of {config.seq_len * config.elem_bytes:,} B exceed shared memory "
@@ -779,6 +876,12 @@ class CudaBackend:
                     notes.append(note)
             error = None
             if options.check:
+                if options.profile:
+                    # The profiler launched each kernel alone, several times: the fused
+                    # backward's dQ accumulator then holds several sums. One whole sequence
+                    # leaves every output as a single run of the pass writes it.
+                    for _, launch in launches:
+                        launch()
                 launches = []  # the launchers hold naive's S and P
                 error, note = self._check(config, buffers)
                 if note:
@@ -825,9 +928,9 @@ class CudaBackend:
     ) -> list[tuple[str, Callable[[], None]]]:
         """Allocate the run's buffers and return its kernels as (name, launch) in order."""
         arrays = buffers.arrays
-        q, k, v = random_inputs(config, options.seed)
-        arrays.update(q=q, k=k, v=v)
-        del q, k, v
+        inputs = random_inputs(config, options.seed, 4 if config.has_backward else 3)
+        arrays.update(zip(("q", "k", "v", "do"), inputs, strict=False))
+        del inputs
         # Give the generation temporaries back to the device: a cached block that a later,
         # smaller buffer splits can never be freed, and would count against a budget.
         tracker.pool.free_all_blocks()
@@ -836,10 +939,10 @@ class CudaBackend:
 
     def _check(self, config: AttentionConfig, buffers: _Buffers) -> tuple[float | None, str]:
         a = buffers.arrays
-        for name in ("s", "p"):  # naive's big buffers are not needed by the check
+        for name in ("s", "p", "dp", "ds"):  # naive's big buffers are not needed by the check
             a.pop(name, None)
         self.pool.free_all_blocks()
-        need = reference_bytes(config)
+        need = reference_grad_bytes(config) if config.has_backward else reference_bytes(config)
         free, _ = cupy.cuda.runtime.memGetInfo()
         available = free + self.pool.total_bytes() - self.pool.used_bytes()
         limit = self.pool.get_limit()
@@ -851,6 +954,8 @@ class CudaBackend:
                 f"{available:,} B are free"
             )
         try:
+            if config.has_backward:
+                return max_abs_grad_error(a, config), ""
             return max_abs_error(a["q"], a["k"], a["v"], a["o"], config), ""
         except OutOfMemoryError as exc:
             return None, f"reference check skipped: out of memory ({exc})"

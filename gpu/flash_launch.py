@@ -8,7 +8,12 @@ returns a `Prepared` launch: grid, block, shared memory, and how the kernel's ar
 from (q, k, v, o, m, l). `run` checks the arrays against the config and queues it. The benchmark
 and the trace recorder use `Prepared` too, so nothing else builds grids or argument lists.
 
-The variant classes (`flash_mma.MmaLaunch`, `flash_wgmma.WgmmaLaunch`, `flash_ws.WsLaunch`) stay
+The tensor-core kernels (flash_mma, flash_wgmma, flash_ws) differ only in what a `KernelSpec`
+holds: the source, its NVRTC options, the shapes and GPUs it runs on, its default variant and how
+its grid and arguments are laid out. `KernelSpec` gives each of them the same `supports`,
+`get_kernel`, `kernel_resources` and `prepare`; the modules re-export them as their own.
+
+The variant classes (`flash_mma.MmaLaunch`, `flash_wgmma.WgmmaLaunch`, `ws_variant.WsLaunch`) stay
 with their kernels: their fields are the template parameters of that .cu file.
 """
 
@@ -17,11 +22,11 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .config import AttentionConfig
-from .cuda_kernels import get_kernel
+from .config import AttentionConfig, ceil_div
+from .cuda_kernels import device_limits, get_kernel
 
 #: The arrays every fused kernel reads and writes, in argument order.
 ARRAYS = ("q", "k", "v", "o", "m", "l")
@@ -181,3 +186,102 @@ def run(
     """Check the arrays against `config` and queue the prepared kernel on CuPy's current stream."""
     check_arrays(q, k, v, o, m, l, config)
     prepared(q, k, v, o, m, l)
+
+
+#: How a kernel's launch is laid out for one config and variant: (grid, arguments).
+Layout = Callable[[AttentionConfig, Any], tuple[tuple[int, ...], Callable[..., tuple[Any, ...]]]]
+
+
+def standard_layout(config: AttentionConfig, launch: Variant) -> tuple[tuple[int, ...], Any]:
+    """One block per `block_m` query rows of each (batch, head), a 2-D grid, and the standard
+    arguments: the layout of the mma.sync and wgmma kernels."""
+    return (ceil_div(config.seq_len, launch.block_m), config.bh), standard_arguments(config)
+
+
+def _listed(values: tuple[int, ...]) -> str:
+    return " and ".join(map(str, values)) if len(values) == 2 else ", ".join(map(str, values))
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """What sets one fused tensor-core kernel's launcher apart; the launcher itself is shared.
+
+    `min_compute_capability` admits that GPU and newer (no GPU: supported, the CPU path decides);
+    `compute_capability` admits that GPU only (sm_90a code runs nowhere else) and refuses a
+    machine without one. `default_launch(head_dim)` is the variant a plain launch uses,
+    `check_launch(variant)` raises ValueError for one the kernel's static checks would reject."""
+
+    name: str  # "tensor-core kernel": the subject of every refusal
+    source: str
+    options: tuple[str, ...]
+    head_dims: tuple[int, ...]
+    dtypes: tuple[str, ...]
+    default_launch: Callable[[int], Any]
+    check_launch: Callable[[Any], None]
+    min_compute_capability: int | None = None
+    compute_capability: int | None = None
+    layout: Layout = standard_layout
+    kernels: dict[tuple, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def supports(self, config: AttentionConfig) -> str | None:
+        """None when the kernel can run `config` on this machine, else the reason it cannot."""
+        if config.dtype not in self.dtypes:
+            return f"{self.name} supports {' and '.join(self.dtypes)}, not {config.dtype}"
+        if config.head_dim not in self.head_dims:
+            dims = _listed(self.head_dims)
+            return f"{self.name} supports head_dim {dims}, not {config.head_dim}"
+        limits = device_limits()
+        exact = self.compute_capability
+        if limits is None:
+            if exact is None:
+                return None
+            return f"{self.name} needs a CUDA GPU of compute capability {exact / 10} (none found)"
+        cc, smem_optin = limits
+        if exact is not None and cc != exact:
+            return (
+                f"{self.name} needs compute capability {exact / 10} (sm_90a: H100/H200), "
+                f"this GPU is {cc / 10}"
+            )
+        least = self.min_compute_capability
+        if least is not None and cc < least:
+            return (
+                f"{self.name} needs compute capability {least / 10} or newer (this GPU: {cc / 10})"
+            )
+        need = self.default_launch(config.head_dim).smem_bytes
+        if need > smem_optin:
+            return (
+                f"{self.name} needs {need // 1024} KiB of shared memory per block, "
+                f"this GPU allows {smem_optin // 1024} KiB"
+            )
+        return None
+
+    def get_kernel(
+        self, launch: Any, causal: bool, bf16: bool, extra_options: tuple[str, ...] = ()
+    ) -> Any:
+        """The compiled `cupy.RawKernel` of one variant (compiled on first use, then cached).
+        `extra_options` adds NVRTC options, e.g. a trace build's define."""
+        self.check_launch(launch)
+        options = (*self.options, *extra_options)
+        return compiled_variant(self.source, launch, causal, bf16, options, self.kernels)
+
+    def kernel_resources(self, launch: Any, causal: bool, bf16: bool) -> dict[str, int]:
+        """Registers, local (spill) bytes and shared memory of a compiled variant."""
+        return kernel_resources(self.get_kernel(launch, causal, bf16), launch)
+
+    def prepare(
+        self,
+        config: AttentionConfig,
+        launch: Any | None = None,
+        extra_options: tuple[str, ...] = (),
+    ) -> Prepared:
+        """The compiled kernel for `config` (the default variant unless `launch` names one)
+        with its grid and arguments. Raises ValueError when the kernel cannot run `config`."""
+        reason = self.supports(config)
+        if reason is not None:
+            raise ValueError(reason)
+        launch = launch or self.default_launch(config.head_dim)
+        if launch.head_dim != config.head_dim:
+            raise ValueError("launch head_dim does not match the config")
+        kernel = self.get_kernel(launch, config.causal, config.dtype == "bf16", extra_options)
+        grid, arguments = self.layout(config, launch)
+        return Prepared(kernel, grid, launch.threads, launch.smem_bytes, arguments, math.prod(grid))

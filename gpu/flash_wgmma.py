@@ -20,8 +20,7 @@ from typing import Any
 
 from . import flash_launch
 from .algorithms import wgmma_tile_shape
-from .config import AttentionConfig, ceil_div
-from .cuda_kernels import device_limits
+from .config import AttentionConfig
 
 SOURCE = "flash_wgmma.cu"
 #: NVRTC options: wgmma needs the architecture-specific target sm_90a.
@@ -80,67 +79,24 @@ def _check_launch(launch: WgmmaLaunch) -> None:
         raise ValueError("the K/V ring needs at least 2 stages")
 
 
-def supports(config: AttentionConfig) -> str | None:
-    """None when the Hopper kernel can run `config` on this machine, else the reason it cannot."""
-    if config.dtype not in SUPPORTED_DTYPES:
-        return f"Hopper wgmma kernel supports fp16 and bf16, not {config.dtype}"
-    if config.head_dim not in SUPPORTED_HEAD_DIMS:
-        dims = " and ".join(map(str, SUPPORTED_HEAD_DIMS))
-        return f"Hopper wgmma kernel supports head_dim {dims}, not {config.head_dim}"
-    limits = device_limits()
-    if limits is None:
-        return "Hopper wgmma kernel needs a CUDA GPU of compute capability 9.0 (none found)"
-    cc, smem_optin = limits
-    if cc != REQUIRED_COMPUTE_CAPABILITY:
-        return (
-            "Hopper wgmma kernel needs compute capability 9.0 (sm_90a: H100/H200), "
-            f"this GPU is {cc / 10}"
-        )
-    need = default_launch(config.head_dim).smem_bytes
-    if need > smem_optin:
-        return (
-            f"Hopper wgmma kernel needs {need // 1024} KiB of shared memory per block, "
-            f"this GPU allows {smem_optin // 1024} KiB"
-        )
-    return None
-
-
-_kernels: dict[tuple, Any] = {}
-
-
-def get_kernel(
-    launch: WgmmaLaunch, causal: bool, bf16: bool, extra_options: tuple[str, ...] = ()
-) -> Any:
-    """The compiled `cupy.RawKernel` of one variant (compiled on first use, then cached).
-    `extra_options` adds NVRTC options."""
-    _check_launch(launch)
-    options = (*COMPILE_OPTIONS, *extra_options)
-    return flash_launch.compiled_variant(SOURCE, launch, causal, bf16, options, _kernels)
-
-
-def kernel_resources(launch: WgmmaLaunch, causal: bool, bf16: bool) -> dict[str, int]:
-    """Registers, local (spill) bytes and shared memory of a compiled variant, for the notes."""
-    return flash_launch.kernel_resources(get_kernel(launch, causal, bf16), launch)
-
-
-def prepare(
-    config: AttentionConfig, launch: WgmmaLaunch | None = None, extra_options: tuple[str, ...] = ()
-) -> flash_launch.Prepared:
-    """The compiled kernel for `config` (default variant unless `launch` names one) with its
-    grid: one block per 128 query rows of each (batch, head). Raises ValueError when the kernel
-    cannot run `config` here."""
-    reason = supports(config)
-    if reason is not None:
-        raise ValueError(reason)
-    launch = launch or default_launch(config.head_dim)
-    if launch.head_dim != config.head_dim:
-        raise ValueError("launch head_dim does not match the config")
-    kernel = get_kernel(launch, config.causal, config.dtype == "bf16", extra_options)
-    grid = (ceil_div(config.seq_len, BLOCK_M), config.bh)
-    return flash_launch.Prepared(
-        kernel, grid, THREADS, launch.smem_bytes,
-        flash_launch.standard_arguments(config), grid[0] * grid[1],
-    )  # fmt: skip
+SPEC = flash_launch.KernelSpec(
+    name="Hopper wgmma kernel",
+    source=SOURCE,
+    options=COMPILE_OPTIONS,
+    head_dims=SUPPORTED_HEAD_DIMS,
+    dtypes=SUPPORTED_DTYPES,
+    default_launch=default_launch,
+    check_launch=_check_launch,
+    compute_capability=REQUIRED_COMPUTE_CAPABILITY,
+)
+#: None when the Hopper kernel can run a config on this machine, else the reason it cannot.
+supports = SPEC.supports
+#: The compiled kernel of one variant: get_kernel(launch, causal, bf16, extra_options=()).
+get_kernel = SPEC.get_kernel
+#: Registers, spills and shared memory of a compiled variant: (launch, causal, bf16).
+kernel_resources = SPEC.kernel_resources
+#: The kernel for a config with its grid: one block per 128 query rows of each (batch, head).
+prepare = SPEC.prepare
 
 
 def launch_forward(

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import re
-from dataclasses import dataclass
 from typing import Any
 
 from . import flash_launch
 from .algorithms import WS_DEFAULTS
 from .config import AttentionConfig, ceil_div
-from .cuda_kernels import device_limits
+from .trace_phases import ROLE_PHASES, ROLE_STRIDE
+from .ws_variant import WsLaunch
 
 SOURCE = "flash_ws.cu"
 #: NVRTC options: wgmma and setmaxnreg need the architecture-specific target sm_90a.
@@ -46,83 +45,6 @@ REQUIRED_COMPUTE_CAPABILITY = 90
 L2_GROUP_BYTES = 40 * 2**20
 
 
-_LABEL = re.compile(
-    r"^d(?P<d>\d+)-(?P<bn>\d+)x(?P<ns>\d+)-c(?P<c>\d+)-(?P<flags>po|p|o|none)-r(?P<r>\d+)$"
-)
-
-
-@dataclass(frozen=True)
-class WsLaunch:
-    """One kernel variant; the fields are flash_ws.cu's template parameters."""
-
-    head_dim: int
-    block_n: int = 128
-    consumers: int = 2  # consumer warpgroups; 64 query rows each
-    stages: int = 2  # K/V ring depth
-    pingpong: bool = True
-    overlap: bool = True
-    producer_regs: int = 24
-
-    @property
-    def block_m(self) -> int:
-        return 64 * self.consumers
-
-    @property
-    def threads(self) -> int:
-        return 128 * (self.consumers + 1)
-
-    @property
-    def consumer_regs(self) -> int:
-        """Registers a consumer thread gets after setmaxnreg (the kernel's CREG)."""
-        share = (65536 // 128 - self.producer_regs) // self.consumers // 8 * 8
-        return min(share, 240)
-
-    @property
-    def smem_bytes(self) -> int:
-        """1024 B alignment slack + Q tile + `stages` K and V tiles + the mbarriers."""
-        tiles = (self.block_m + 2 * self.stages * self.block_n) * self.head_dim * 2
-        return 1024 + tiles + 8 * (1 + 4 * self.stages)
-
-    @property
-    def label(self) -> str:
-        """Short name: d, key tile × stages, consumers, ping-pong/overlap flags, producer regs.
-        `WsLaunch.from_label` reads it back (WS_DEFAULTS holds labels)."""
-        flags = ("p" if self.pingpong else "") + ("o" if self.overlap else "")
-        return (
-            f"d{self.head_dim}-{self.block_n}x{self.stages}-c{self.consumers}"
-            f"-{flags or 'none'}-r{self.producer_regs}"
-        )
-
-    @classmethod
-    def from_label(cls, label: str) -> WsLaunch:
-        """The variant a label names (the inverse of `label`); ValueError for a malformed one."""
-        match = _LABEL.match(label)
-        if match is None:
-            raise ValueError(f"not a warp-specialized variant label: {label!r}")
-        flags = "" if match["flags"] == "none" else match["flags"]
-        return cls(
-            head_dim=int(match["d"]),
-            block_n=int(match["bn"]),
-            consumers=int(match["c"]),
-            stages=int(match["ns"]),
-            pingpong="p" in flags,
-            overlap="o" in flags,
-            producer_regs=int(match["r"]),
-        )
-
-    def template_name(self, causal: bool, bf16: bool) -> str:
-        b = lambda x: str(bool(x)).lower()  # noqa: E731
-        return (
-            f"flash_ws_fwd<{self.head_dim}, {self.block_n}, {self.consumers}, {self.stages}, "
-            f"{b(self.pingpong)}, {b(self.overlap)}, {self.producer_regs}, "
-            f"{b(causal)}, {b(bf16)}>"
-        )
-
-    def grid_blocks(self, config: AttentionConfig) -> int:
-        """Blocks a launch runs: one per query tile of every (batch, head) pair."""
-        return ceil_div(config.seq_len, self.block_m) * config.bh
-
-
 def default_launch(head_dim: int) -> WsLaunch:
     """The variant `flash_forward` uses for a head dim (`algorithms.WS_DEFAULTS`, which the
     cost model and the schedule read through `ws_tile_shape`)."""
@@ -132,21 +54,22 @@ def default_launch(head_dim: int) -> WsLaunch:
     return launch
 
 
-#: The defaults of the first H200 run (bench/ws_check.py --quick): 2 consumer warpgroups taking
-#: turns, overlap on. Kept as candidates so every later run times the new defaults against them.
-FIRST_RUN_DEFAULTS = ("d64-128x2-c2-po-r24", "d128-128x2-c2-po-r24", "d256-64x2-c2-po-r24")
+#: The plain variant at each head dim: 2 consumer warpgroups taking turns, overlap on, 128-key
+#: tiles (64 at d=256). Every candidate timing times the defaults against them.
+BASELINES = ("d64-128x2-c2-po-r24", "d128-128x2-c2-po-r24", "d256-64x2-c2-po-r24")
 
 #: What the candidate timing (`bench/ws_check.py --candidates`) compares at d = 64 and 128,
-#: besides the defaults and FIRST_RUN_DEFAULTS: overlap without ping-pong, with 3 consumers at
+#: besides the defaults and BASELINES: overlap without ping-pong, with 3 consumers at
 #: d = 64 and with 2 at d = 128.
 CANDIDATES = (
     "d64-128x2-c3-o-r24",
     "d128-128x2-c2-o-r24",
 )
 
-#: Candidates of the first run that lost to their head dim's winner there (kept so their template
-#: parameters stay compiled and checked; not timed by --candidates).
-EARLIER_CANDIDATES = (
+#: Variants that change one thing of a baseline each, slower than their head dim's default on
+#: the H200 (docs/KERNELS.md): compiled and checked so their template parameters stay correct,
+#: not timed by --candidates.
+CHECKED_VARIANTS = (
     "d64-128x3-c2-po-r24",
     "d64-128x2-c2-o-r24",
     "d64-128x2-c2-p-r24",
@@ -162,9 +85,9 @@ EARLIER_CANDIDATES = (
 
 
 def candidate_variants() -> tuple[WsLaunch, ...]:
-    """The variants `--candidates` times: the defaults, the first run's defaults, CANDIDATES."""
+    """The variants `--candidates` times: the defaults, BASELINES, CANDIDATES."""
     out: list[WsLaunch] = [default_launch(d) for d in SUPPORTED_HEAD_DIMS]
-    for label in (*FIRST_RUN_DEFAULTS, *CANDIDATES):
+    for label in (*BASELINES, *CANDIDATES):
         v = WsLaunch.from_label(label)
         if v not in out:
             out.append(v)
@@ -173,11 +96,11 @@ def candidate_variants() -> tuple[WsLaunch, ...]:
 
 def all_variants() -> tuple[WsLaunch, ...]:
     """Every variant the GPU check compiles and checks: the defaults first, then the candidates
-    (`candidate_variants`), then the first run's other candidates, which change one thing each
+    (`candidate_variants`), then CHECKED_VARIANTS, which change one thing each
     (ring depth, ping-pong, overlap, producer registers, key tile: 192-key tiles are
     FlashAttention-3's choice at d=64 and close to it at d=128)."""
     out = list(candidate_variants())
-    for label in EARLIER_CANDIDATES:
+    for label in CHECKED_VARIANTS:
         v = WsLaunch.from_label(label)
         if v not in out:
             out.append(v)
@@ -192,53 +115,6 @@ def check_launch(launch: WsLaunch) -> None:
         raise ValueError(f"bad variant {launch}")
     if launch.producer_regs < 24 or launch.producer_regs % 8:
         raise ValueError(f"bad producer register count in {launch}")
-
-
-def supports(config: AttentionConfig) -> str | None:
-    """None when the kernel can run `config` on this machine, else the reason it cannot."""
-    if config.dtype not in SUPPORTED_DTYPES:
-        return f"warp-specialized Hopper kernel supports fp16 and bf16, not {config.dtype}"
-    if config.head_dim not in SUPPORTED_HEAD_DIMS:
-        dims = ", ".join(map(str, SUPPORTED_HEAD_DIMS))
-        return f"warp-specialized Hopper kernel supports head_dim {dims}, not {config.head_dim}"
-    limits = device_limits()
-    if limits is None:
-        return (
-            "warp-specialized Hopper kernel needs a CUDA GPU of compute capability 9.0 (none found)"
-        )
-    cc, smem_optin = limits
-    if cc != REQUIRED_COMPUTE_CAPABILITY:
-        return (
-            "warp-specialized Hopper kernel needs compute capability 9.0 (sm_90a: H100/H200), "
-            f"this GPU is {cc / 10}"
-        )
-    need = default_launch(config.head_dim).smem_bytes
-    if need > smem_optin:
-        return (
-            f"warp-specialized Hopper kernel needs {need // 1024} KiB of shared memory per "
-            f"block, this GPU allows {smem_optin // 1024} KiB"
-        )
-    return None
-
-
-_kernels: dict[tuple, Any] = {}
-
-
-def get_kernel(
-    launch: WsLaunch, causal: bool, bf16: bool, extra_options: tuple[str, ...] = ()
-) -> Any:
-    """The compiled `cupy.RawKernel` of one variant (compiled on first use, then cached).
-    `extra_options` adds NVRTC options (HANG_CHECK, the trace build's define)."""
-    check_launch(launch)
-    options = (*COMPILE_OPTIONS, *extra_options)
-    return flash_launch.compiled_variant(SOURCE, launch, causal, bf16, options, _kernels)
-
-
-def kernel_resources(launch: WsLaunch, causal: bool, bf16: bool) -> dict[str, int]:
-    """Registers, local (spill) bytes and shared memory of a compiled variant, for the notes.
-    (The register count is the kernel's cap at entry; setmaxnreg then moves registers from
-    the producer to the consumers: `WsLaunch.consumer_regs`.)"""
-    return flash_launch.kernel_resources(get_kernel(launch, causal, bf16), launch)
 
 
 # --------------------------------------------------------------------------------------------
@@ -329,22 +205,12 @@ def group_heads(config: AttentionConfig) -> int:
     return max(1, min(config.bh, L2_GROUP_BYTES // per_head))
 
 
-def prepare(
-    config: AttentionConfig, launch: WsLaunch | None = None, extra_options: tuple[str, ...] = ()
-) -> flash_launch.Prepared:
-    """The compiled kernel for `config` (default variant unless `launch` names one): a 1-D grid
-    of ceil(N / block_m) · B·h blocks. Raises ValueError when the kernel cannot run `config`."""
+def _ws_layout(config: AttentionConfig, launch: WsLaunch) -> tuple[tuple[int, ...], Any]:
+    """A 1-D grid of ceil(N / block_m) · B·h blocks, and arguments that pass Q, K and V as TMA
+    tensor maps (made per launch: they hold the arrays' addresses)."""
     import numpy as np
 
-    reason = supports(config)
-    if reason is not None:
-        raise ValueError(reason)
-    launch = launch or default_launch(config.head_dim)
-    if launch.head_dim != config.head_dim:
-        raise ValueError("launch head_dim does not match the config")
     bf16 = config.dtype == "bf16"
-    kernel = get_kernel(launch, config.causal, bf16, extra_options)
-    blocks = launch.grid_blocks(config)
     scalars = (
         np.int32(config.seq_len),
         np.int32(config.bh),
@@ -360,8 +226,31 @@ def prepare(
             o, m, l, *scalars,
         )  # fmt: skip
 
-    return flash_launch.Prepared(kernel, (blocks,), launch.threads, launch.smem_bytes, arguments,
-                                 blocks)  # fmt: skip
+    return (launch.grid_blocks(config),), arguments
+
+
+SPEC = flash_launch.KernelSpec(
+    name="warp-specialized Hopper kernel",
+    source=SOURCE,
+    options=COMPILE_OPTIONS,
+    head_dims=SUPPORTED_HEAD_DIMS,
+    dtypes=SUPPORTED_DTYPES,
+    default_launch=default_launch,
+    check_launch=check_launch,
+    compute_capability=REQUIRED_COMPUTE_CAPABILITY,
+    layout=_ws_layout,
+)
+#: None when the kernel can run a config on this machine, else the reason it cannot.
+supports = SPEC.supports
+#: The compiled kernel of one variant: get_kernel(launch, causal, bf16, extra_options=()),
+#: `extra_options` e.g. HANG_CHECK or the trace build's define.
+get_kernel = SPEC.get_kernel
+#: Registers, spills and shared memory of a compiled variant: (launch, causal, bf16). The
+#: register count is the kernel's cap at entry; setmaxnreg then moves registers from the
+#: producer to the consumers (`WsLaunch.consumer_regs`).
+kernel_resources = SPEC.kernel_resources
+#: The kernel for a config (default variant unless `launch` names one): a 1-D grid.
+prepare = SPEC.prepare
 
 
 def launch_forward(
@@ -384,21 +273,12 @@ def flash_forward(q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, config: Attent
 # int64 buffer of rows [block, sm, phase word, j, t_ns], -1-filled by the host. Block b
 # (blockIdx.x, the launch order) owns `trace_rows_per_block` rows; inside them the producer's
 # rows come first, then each consumer warpgroup's (`trace_segments`). The phase word is
-# role · 256 + code (`TRACE_ROLES`, `TRACE_CODES`).
+# role · ROLE_STRIDE + code (`TRACE_ROLES`; the codes are trace.cuh's RolePhase, `TRACE_CODES`).
 
 TRACE_ROLES = ("producer", "consumer 0", "consumer 1", "consumer 2")
-#: code -> (name, what the kernel marks). Producer: 0, 1, 2, 4; consumers: 0, 5, 6, 7, 8, 3, 4.
-TRACE_CODES: dict[int, tuple[str, str]] = {
-    0: ("load_Q_i", "producer: Q copy issued; consumer: Q landed"),
-    1: ("load_K_j", "producer: K_j copy issued (its ring stage was free)"),
-    2: ("load_V_j", "producer: V_j copy issued"),
-    3: ("store_O_i", "consumer: epilogue starts"),
-    4: ("end", "role done"),
-    5: ("wait_K_j", "consumer: waiting for K_j (and V_{j-1})"),
-    6: ("gemm_issue", "consumer: its turn on the tensor cores: S_j and P_{j-1} V_{j-1} issued"),
-    7: ("online_softmax", "consumer: S_j landed, softmax starts"),
-    8: ("wait_PV", "consumer: softmax done, waiting for P V"),
-}
+#: code -> (name, what the kernel marks), read from trace.cuh's RolePhase (gpu/trace_phases.py).
+#: Producer: load_Q_i, load_K_j, load_V_j, end; consumers: all but load_K_j and load_V_j.
+TRACE_CODES: dict[int, tuple[str, str]] = {p.code: (p.name, p.what) for p in ROLE_PHASES}
 
 
 def trace_segments(config: AttentionConfig, launch: WsLaunch | None = None) -> tuple[int, ...]:
@@ -436,6 +316,6 @@ def decode_trace_rows(rows: Any) -> list[tuple[int, int, str, str, int, int]]:
     rows = np.asarray(rows, dtype=np.int64).reshape(-1, 5)
     out = []
     for block, sm, word, j, t in rows[rows[:, 2] >= 0].tolist():
-        role, code = divmod(int(word), 256)
+        role, code = divmod(int(word), ROLE_STRIDE)
         out.append((block, sm, TRACE_ROLES[role], TRACE_CODES[code][0], j, t))
     return out

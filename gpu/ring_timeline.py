@@ -15,6 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from .units import fmt_bytes
+
 COMPUTE, COMM = "compute", "comm"
 STREAMS = (COMPUTE, COMM)
 
@@ -140,7 +142,7 @@ class RingMeasurement:
             peak = "" if util is None else f", {util:.0%} of {self.link_peak_bytes_s / 1e9:.0f}"
             parts.append(f"link {achieved / 1e9:.0f} GB/s{peak}")
         if self.device_peak_bytes:
-            parts.append(f"{_fmt_bytes(max(self.device_peak_bytes))} per device")
+            parts.append(f"{fmt_bytes(max(self.device_peak_bytes))} per device")
         if self.max_abs_diff_vs_single is not None:
             parts.append(f"|ΔO| vs one device {self.max_abs_diff_vs_single:.2e}")
         return "; ".join(parts)
@@ -165,13 +167,6 @@ class RingMeasurement:
         values["device_peak_bytes"] = tuple(int(b) for b in values.get("device_peak_bytes", ()))
         values["timeline"] = tuple(RingEvent(**e) for e in values.get("timeline", ()))
         return cls(**values)
-
-
-def _fmt_bytes(n: float) -> str:
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{int(n)} B"
 
 
 def timeline_from_intervals(

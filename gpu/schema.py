@@ -35,6 +35,7 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 from msgspec import Meta
 
+from . import trace_phases
 from .algorithms import tile_shape
 from .config import (
     BATCH_MAX,
@@ -64,23 +65,14 @@ TRACES_FILE_SCHEMA = "tilescope.traces/1"
 #: Trace levels: one record per thread block, or (naive: cuBLAS cannot be instrumented) one
 #: record per kernel.
 BLOCK_LEVEL, KERNEL_LEVEL = "block", "kernel"
-#: Phase codes written by the tiled kernels' trace build (index = code).
-PHASE_CODES: tuple[str, ...] = ("load_Q_i", "load_K_j", "compute_S_ij", "store_O_i")
+#: Phase codes written by the tiled kernels' trace build (index = code; trace.cuh's BlockPhase
+#: without its last code, `end`).
+PHASE_CODES: tuple[str, ...] = tuple(p.name for p in trace_phases.BLOCK_PHASES[:-1])
 #: The kernels of a kernel-level (naive) trace, in launch order.
 NAIVE_KERNELS: tuple[str, ...] = ("gemm_qk", "softmax", "gemm_pv")
-#: Marks of a warp-specialized kernel's roles (index = the kernel's code, gpu/flash_ws.py's
-#: TRACE_CODES): what a producer or consumer warpgroup was doing from that moment on.
-ROLE_PHASES: tuple[str, ...] = (
-    "load_Q_i",
-    "load_K_j",
-    "load_V_j",
-    "store_O_i",
-    "end",
-    "wait_K_j",
-    "gemm_issue",
-    "online_softmax",
-    "wait_PV",
-)
+#: Marks of a warp-specialized kernel's roles (index = the kernel's code, trace.cuh's
+#: RolePhase): what a producer or consumer warpgroup was doing from that moment on.
+ROLE_PHASES: tuple[str, ...] = tuple(p.name for p in trace_phases.ROLE_PHASES)
 #: Role names a trace may use: the producer and consumer warpgroups 0 .. MAX_ROLES - 2.
 ROLE_NAMES: tuple[str, ...] = ("producer", *(f"consumer {c}" for c in range(7)))
 

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from . import trace_phases
 from .algorithms import tile_shape
 from .config import AttentionConfig, ceil_div
 from .errors import FileReadError, SchemaError, TraceError
@@ -59,7 +60,7 @@ FILE_SCHEMA = TRACES_FILE_SCHEMA
 #: int64 words per trace row: block, sm, phase, j, t_ns.
 ROW_WORDS = 5
 #: Code the kernels write at a block's end (after the phase codes, PHASE_CODES).
-END_CODE = len(PHASE_CODES)
+END_CODE = trace_phases.BLOCK_PHASES[-1].code
 
 #: The schedule steps (gpu.schedule.STEP_NAMES) each traced phase covers.
 PHASE_STEPS: dict[str, tuple[str, ...]] = {

@@ -19,6 +19,9 @@ if os.environ["QT_QPA_PLATFORM"] == "offscreen":
 # __init__ itself imports no Qt, so this is safe on a GPU host without Qt).
 import app  # noqa: F401, E402
 
+#: How long the shared fixtures wait for a condition before calling it a hang.
+HANG_MS = 60_000
+
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Jobs still running on Qt's thread pool (a widget's worker, the widget closed by its test)
@@ -98,7 +101,8 @@ def make_window(qtbot, window_settings):
         qtbot.addWidget(window)
         window.show()
         qtbot.waitExposed(window)
-        qtbot.waitUntil(lambda: window.backend is not None, timeout=5000)
+        # Condition waits: their bounds only catch a hang (a loaded machine starts slowly).
+        qtbot.waitUntil(lambda: window.backend is not None, timeout=HANG_MS)
         return window
 
     return make
@@ -119,9 +123,9 @@ def wait_started(qtbot):
                 and not any(w.busy for w in workers)
             )
 
-        qtbot.waitUntil(idle, timeout=10_000)
+        qtbot.waitUntil(idle, timeout=HANG_MS)
         qtbot.wait(50)  # what those handed back is applied and painted
-        qtbot.waitUntil(idle, timeout=10_000)
+        qtbot.waitUntil(idle, timeout=HANG_MS)
 
     return wait
 

@@ -298,18 +298,43 @@ def test_the_warp_specialized_lanes_steps_follow_its_consumer_and_keep_the_model
     )
 
 
-def test_a_long_warp_specialized_block_is_modeled_quickly_and_alike():
-    import time
+def _lines_run_in(module, call) -> tuple[object, int]:
+    """(call(), how many lines of `module`'s source ran during it): work counted, not timed."""
+    import sys
 
+    source = module.__file__
+    count = 0
+
+    def tracer(frame, event, arg):
+        nonlocal count
+        if frame.f_code.co_filename != source:
+            return None
+        if event == "line":
+            count += 1
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        result = call()
+    finally:
+        sys.settrace(None)
+    return result, count
+
+
+def test_a_long_warp_specialized_block_is_modeled_in_bounded_work_and_alike():
+    """Past SIM_TILES key tiles the steady state repeats: modeling a block of 128 tiles runs
+    no more of the model's code than one of 64, and gives what stepping every tile gives."""
     import app.state.animation.warp_roles as roles
 
-    config = AttentionConfig(seq_len=16384, head_dim=128)
-    t0 = time.perf_counter()
-    fast = modeled_roles(config, H200, 0)
-    assert time.perf_counter() - t0 < 0.5
+    long = AttentionConfig(seq_len=16384, head_dim=128)  # 128 key tiles
+    half = long.with_(seq_len=8192)  # 64
+    fast, lines_long = _lines_run_in(roles, lambda: modeled_roles(long, H200, 0))
+    _, lines_half = _lines_run_in(roles, lambda: modeled_roles(half, H200, 0))
+    assert lines_long <= lines_half * 1.05, (lines_half, lines_long)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(roles, "SIM_TILES", 10**6)
-        full = modeled_roles(config, H200, 0)
+        full, lines_stepped = _lines_run_in(roles, lambda: modeled_roles(long, H200, 0))
+    assert lines_stepped > 3 * lines_long  # stepping every tile is what the bound saves
     assert fast.tiles == full.tiles == 128
     assert np.allclose(fast.wait[:, :-1], full.wait[:, :-1], rtol=1e-9)
 

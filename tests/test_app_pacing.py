@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
@@ -31,19 +32,25 @@ def test_a_zero_interval_coalesces_what_arrives_within_one_turn_of_the_event_loo
     assert calls == [4]
 
 
-def test_a_steady_stream_runs_about_once_per_interval_and_ends_on_the_last_call(qtbot):
-    calls = []
-    paced = coalesced(calls.append, 40)
-    start = time.monotonic()
+def test_a_steady_stream_runs_at_most_once_per_interval_is_never_starved_and_ends_last(qtbot):
+    runs = []  # (value, when)
+    paced = coalesced(lambda v: runs.append((v, time.monotonic())), 40)
     i = 0
-    while time.monotonic() - start < 0.4:  # a call every 5 ms for 400 ms
+    # A call every 5 ms until the paced function has run five times: a debounce would never
+    # run while calls keep coming (the hang guard below would fire), a throttle runs on.
+    guard = time.monotonic() + 60
+    while len(runs) < 5:
+        assert time.monotonic() < guard, "starved: no run while the calls kept coming"
         paced(i)
         i += 1
         qtbot.wait(5)
-    qtbot.wait(100)
-    assert calls[-1] == i - 1  # the newest value always lands
-    assert 5 <= len(calls) <= 13  # throttled (~10), never starved as a debounce would be
-    assert calls == sorted(calls)
+    last = i - 1
+    qtbot.waitUntil(lambda: runs[-1][0] == last, timeout=5000)  # the newest value lands
+    values = [v for v, _ in runs]
+    assert values == sorted(set(values)) and len(values) < i  # in order, coalesced
+    gaps = [b - a for (_, a), (_, b) in itertools.pairwise(runs)]
+    # Never more often than the interval (load only makes the gaps longer).
+    assert min(gaps) >= 0.9 * 0.040, gaps
 
 
 def test_flush_runs_a_pending_call_now_and_cancel_drops_it(qtbot):

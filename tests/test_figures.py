@@ -242,7 +242,7 @@ def test_the_cpu_backend_is_judged_on_this_cpus_roofs():
     roofs = roofline.roofs(cpu)
     assert set(roofs) == {roofline.DRAM, "fp32"}
     assert roofs["fp32"].peak == 2 * 8 * 2 * 2 * 2.5e9 and roofs[roofline.DRAM].peak == 1e10
-    assert "measured" in roofs[roofline.DRAM].source
+    assert "measured" in roofs[roofline.DRAM].source and "32 MiB" in roofs[roofline.DRAM].source
     e = roofline.explain(AttentionConfig(seq_len=1024), (NAIVE, TILED), cpu)
     gemm = e.algorithm(NAIVE).kernel("gemm_qk")
     assert gemm.unit == "fp32" and set(gemm.roof_ms) <= {roofline.DRAM, roofline.L2, "fp32"}
@@ -468,3 +468,34 @@ def test_the_closed_form_compulsory_writes_equal_the_cost_models(n, causal):
     for a in (NAIVE, TILED, TILED_MMA, TILED_WGMMA, "tiled_ws"):
         model = {k.name: k.bytes_written for k in compulsory_cost(config, a).kernels}
         assert roofline.compulsory_writes(config, a) == model
+
+
+def test_the_roof_labels_say_each_peak_at_the_measured_clock():
+    labels = {n: r.label for n, r in explained().roofs.items()}
+    assert labels[roofline.TENSOR] == "tensor cores (wgmma) 898 TFLOP/s"
+    assert labels[roofline.MMA] == "tensor cores (mma.sync) 599 TFLOP/s"
+    assert labels["fp32"] == "fp32 CUDA cores 56.1 TFLOP/s"
+    assert labels[roofline.XU] == "exponential unit 3.51 Texp/s"
+    assert (
+        labels[roofline.HBM] == "HBM 4.80 TB/s" and labels[roofline.L2] == "L2 15.41 TB/s nominal"
+    )
+
+
+def test_a_figure_prints_its_value_in_its_unit_and_says_its_source():
+    from app.state.current_point import Figure
+
+    assert Figure(92_254_208, "B", "measured", "x").text() == "92.3 MB (measured)"
+    assert Figure(0.92692, "ms", "model", "x").text() == "927 µs (model)"
+    assert Figure(280.9, "×", "measured", "x").value_text() == "281×"
+    assert Figure(2.7, "×", "model", "x").value_text() == "2.7×"
+    assert Figure(0.605, "share", "measured", "x").value_text() == "60%"
+    assert Figure(1.6608e9, "Hz", "measured", "x").value_text() == "1.661 GHz"
+    assert Figure(8.98e14, "FLOP/s", "datasheet", "x").value_text() == "898 TFLOP/s"
+    assert Figure(None, "B", "model", "x").value_text() == "—"
+
+
+def test_table_peaks_without_a_per_clock_rate_are_their_datasheets_rate_at_its_clock():
+    """The RTX 3060's is derived: 512 dense fp16 FLOP/clk/SM × 28 SMs × 1.777 GHz."""
+    rtx = GPUS["RTX 3060 12 GB"]
+    assert rtx.tensor_flops == pytest.approx(512 * 28 * 1.777e9, rel=0.01)
+    assert rtx.fp32_peak_flops == pytest.approx(256 * 28 * 1.777e9, rel=0.01)

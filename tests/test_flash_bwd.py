@@ -39,6 +39,16 @@ def test_one_warp_owns_16_keys_and_the_tiles_are_the_ones_the_model_reads() -> N
         assert default_dq_launch(head_dim).block_m == 16 * default_dq_launch(head_dim).warps
 
 
+def test_the_cost_model_and_the_animation_read_the_launch_tiles() -> None:
+    from gpu.algorithms import TILED_MMA
+    from gpu.algorithms import backward_tile_shape as model_tiles
+
+    for head_dim in SUPPORTED_HEAD_DIMS:
+        launch = default_launch(head_dim)
+        config = AttentionConfig(head_dim=head_dim, pass_="step")
+        assert model_tiles(config, TILED_MMA) == (launch.block_m, launch.block_n)
+
+
 def test_shared_memory_fits_the_hopper_opt_in_limit() -> None:
     for head_dim in SUPPORTED_HEAD_DIMS:
         assert default_launch(head_dim).smem_bytes <= 227 * 1024

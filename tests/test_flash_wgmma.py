@@ -7,7 +7,7 @@ on sm_90 only) are shared by all fused kernels: tests/test_flash_kernels.py.
 
 from __future__ import annotations
 
-from gpu import flash_wgmma
+from gpu import flash_launch
 from gpu.algorithms import ALGORITHMS, TILED_WGMMA, tile_shape
 from gpu.config import AttentionConfig
 from gpu.costmodel import algorithm_cost
@@ -22,17 +22,17 @@ HOPPER = (90, 227 * 1024)  # (compute capability, opt-in shared memory) of an H1
 
 
 def test_supports_fp16_and_bf16_at_head_dims_64_and_128_on_sm90(monkeypatch) -> None:
-    monkeypatch.setattr(flash_wgmma, "device_limits", lambda: HOPPER)
+    monkeypatch.setattr(flash_launch, "device_limits", lambda: HOPPER)
     for dtype in ("fp16", "bf16"):
         for head_dim in SUPPORTED_HEAD_DIMS:
             assert supports(AttentionConfig(head_dim=head_dim, dtype=dtype)) is None
 
 
 def test_refuses_other_gpus_and_machines_without_one(monkeypatch) -> None:
-    monkeypatch.setattr(flash_wgmma, "device_limits", lambda: (80, 163 * 1024))
+    monkeypatch.setattr(flash_launch, "device_limits", lambda: (80, 163 * 1024))
     reason = supports(AttentionConfig())
     assert reason is not None and "9.0" in reason and "8.0" in reason
-    monkeypatch.setattr(flash_wgmma, "device_limits", lambda: None)
+    monkeypatch.setattr(flash_launch, "device_limits", lambda: None)
     reason = supports(AttentionConfig())
     assert reason is not None and "9.0" in reason
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu import flash_ws
+from gpu import flash_launch, flash_ws
 from gpu.algorithms import ALGORITHMS, TILED_WS, WS_DEFAULTS, tile_shape
 from gpu.config import AttentionConfig
 from gpu.costmodel import algorithm_cost
@@ -21,7 +21,7 @@ from gpu.flash_ws import SUPPORTED_HEAD_DIMS, WsLaunch, all_variants, default_la
 from gpu.schedule import build_schedule
 
 HOPPER = (90, 227 * 1024)  # (compute capability, opt-in shared memory) of an H100/H200
-#: Raw rows of the d=128 trace build from the first H200 run (B=1, h=16, N=4096; variant
+#: Raw rows of the d=128 trace build recorded on an H200 (B=1, h=16, N=4096; variant
 #: d128-128x2-c2-po-r24, 330 rows a block): blocks 0 and 1 of the full run, blocks 0 (the
 #: longest, 32 key tiles) and 511 (one key tile) of the causal one.
 TRACE_FIXTURE = Path(__file__).parent / "fixtures" / "ws_trace_h200_rows.npz"
@@ -32,17 +32,17 @@ TRACE_FIXTURE = Path(__file__).parent / "fixtures" / "ws_trace_h200_rows.npz"
 
 
 def test_supports_fp16_and_bf16_at_head_dims_64_128_and_256_on_sm90(monkeypatch) -> None:
-    monkeypatch.setattr(flash_ws, "device_limits", lambda: HOPPER)
+    monkeypatch.setattr(flash_launch, "device_limits", lambda: HOPPER)
     for dtype in ("fp16", "bf16"):
         for head_dim in (64, 128, 256):
             assert supports(AttentionConfig(head_dim=head_dim, dtype=dtype)) is None
 
 
 def test_refuses_other_gpus_machines_without_one_and_other_shapes(monkeypatch) -> None:
-    monkeypatch.setattr(flash_ws, "device_limits", lambda: (80, 163 * 1024))
+    monkeypatch.setattr(flash_launch, "device_limits", lambda: (80, 163 * 1024))
     reason = supports(AttentionConfig())
     assert reason is not None and "9.0" in reason and "8.0" in reason
-    monkeypatch.setattr(flash_ws, "device_limits", lambda: None)
+    monkeypatch.setattr(flash_launch, "device_limits", lambda: None)
     assert "9.0" in (supports(AttentionConfig()) or "")
     assert "96" in (supports(AttentionConfig(head_dim=96)) or "")
     assert "fp32" in (supports(AttentionConfig(dtype="fp32")) or "")
@@ -69,10 +69,10 @@ def test_the_candidates_cover_every_head_dim_and_each_knob() -> None:
     assert len({v.label for v in variants}) == len(variants)
 
 
-def test_the_candidate_timing_compares_the_defaults_with_the_first_run_s_and_new_knobs() -> None:
+def test_the_candidate_timing_compares_the_defaults_with_the_baselines_and_new_knobs() -> None:
     timed = flash_ws.candidate_variants()
     labels = {v.label for v in timed}
-    assert set(flash_ws.FIRST_RUN_DEFAULTS) <= labels
+    assert set(flash_ws.BASELINES) <= labels
     assert set(flash_ws.CANDIDATES) <= labels
     assert {default_launch(d) for d in SUPPORTED_HEAD_DIMS} <= set(timed)
     assert set(timed) <= set(all_variants())

@@ -25,7 +25,7 @@ from PySide6.QtCore import Qt
 
 from app.controls import ControlsPanel
 from app.state.cost_model_backend import CostModelBackend
-from gpu import flash_mma, flash_readable
+from gpu import flash_launch, flash_mma, flash_readable
 from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA
 from gpu.backend import RunOptions
 from gpu.config import AttentionConfig
@@ -96,7 +96,7 @@ class FaultyBackend(CostModelBackend):
 def h100_smem(monkeypatch):
     """The real supports() messages, with an H100's shared-memory limit and no device."""
     monkeypatch.setattr(flash_readable, "smem_optin_bytes", lambda: H100_SMEM_OPTIN)
-    monkeypatch.setattr(flash_mma, "device_limits", lambda: (90, H100_SMEM_OPTIN))
+    monkeypatch.setattr(flash_launch, "device_limits", lambda: (90, H100_SMEM_OPTIN))
 
 
 # ------------------------------------------------------------------------------------ runner

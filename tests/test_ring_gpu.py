@@ -48,7 +48,7 @@ def test_ring_of_virtual_ranks_on_one_gpu_matches_the_fused_kernel(
     devices, head_dim, dtype, causal
 ):
     from gpu.ring import CudaRing
-    from gpu.ring_test_double import SameDeviceCopyTransport
+    from tests.ring_test_double import SameDeviceCopyTransport
 
     config = AttentionConfig(
         seq_len=768, heads=2, batch=2, head_dim=head_dim, dtype=dtype, causal=causal
@@ -61,7 +61,7 @@ def test_ring_on_one_gpu_refuses_a_sequence_without_equal_chunks():
     from gpu.backend import RunOptions
     from gpu.ring import CudaRing
     from gpu.ring_schedule import RingConfigError
-    from gpu.ring_test_double import SameDeviceCopyTransport
+    from tests.ring_test_double import SameDeviceCopyTransport
 
     ring = CudaRing([0, 0, 0], SameDeviceCopyTransport())
     with pytest.raises(RingConfigError, match="2·P = 6"):

@@ -4,7 +4,6 @@ says what it shows and that it has nothing to measure."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from PySide6.QtWidgets import QPushButton
@@ -13,13 +12,16 @@ from app.state.cost_model_backend import CostModelBackend
 from gpu.algorithms import NAIVE, TILED
 from gpu.config import AttentionConfig
 from gpu.cpu_backend import CpuBackend
+from tests.polled_backend import PolledCpuBackend
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "resources" / "recorded" / "h200_sweep.json"
 
 
 def settle(qtbot, window) -> None:
-    qtbot.waitUntil(lambda: not window.runner.busy, timeout=10_000)
+    """Until the runner is idle (the bound only guards against a hang: CPU runs of N = 2048
+    take seconds, more on a loaded machine)."""
+    qtbot.waitUntil(lambda: not window.runner.busy, timeout=60_000)
     qtbot.wait(30)  # the runner's idle signal is queued behind its last outcome
 
 
@@ -83,47 +85,56 @@ def test_a_failed_run_banner_goes_with_its_config_and_backend_banners_stay(qtbot
 
 
 def test_a_fast_drag_down_shows_the_small_n_without_waiting_for_the_stale_run(qtbot, make_window):
-    window = make_window(CpuBackend(), seq_len=256)
+    backend = PolledCpuBackend()
+    window = make_window(backend, seq_len=256)
     window.runner.live_time_limit_s = None  # the long run starts instead of being skipped
     window.controls.set_checked_algorithms((TILED,))
     settle(qtbot, window)
-    window.controls.set_config(window.config.with_(seq_len=2048, heads=4))
+    window.controls.set_config(window.config.with_(heads=4))
     settle(qtbot, window)
     big = window.config.with_(seq_len=32768)
     window.controls.set_config(big)
     qtbot.waitUntil(lambda: noted(window, "at N = 32768"), timeout=5000)  # the job started
-    qtbot.wait(1000)  # past making its inputs, into the tiles (it takes minutes on a CPU)
-    t0 = time.perf_counter()
-    for n in (16384, 4096, 1024, 256):  # the drag: each newer config stops the last
-        window.controls.set_config(big.with_(seq_len=n))
+    backend.into_the_tiles(qtbot, big)  # it takes minutes on a CPU
+    mark = len(backend.polls)
+    drag = [big.with_(seq_len=n) for n in (16384, 4096, 1024, 256)]
+    for config in drag:  # the drag: each newer config stops the last
+        window.controls.set_config(config)
     small = window.config
+    assert small == drag[-1]
     qtbot.waitUntil(
-        lambda: window.store.get(small, TILED, window.backend.key) is not None, timeout=10_000
+        lambda: window.store.get(small, TILED, window.backend.key) is not None, timeout=60_000
     )
-    shown_after = time.perf_counter() - t0
-    run_s = window.store.get(small, TILED, window.backend.key).total_ms / 1e3 * 4  # + repeats
-    assert shown_after < 0.5 + 5 * run_s, f"{shown_after:.2f} s"
+    # The stale runs stopped at their next poll of the cancel hook (one key tile at most),
+    # whichever of them had started, and none was finished.
+    for config in (big, *drag[:-1]):
+        polls = backend.polls_of(config, mark)
+        assert not polls or backend.stopped_at_its_next_poll(config, mark), (config, polls)
+        assert window.store.get(config, TILED, window.backend.key) is None
+    assert backend.polls_of(small) and not any(backend.polls_of(small))  # never told to stop
     assert window.runner.stats.runs_cancelled >= 1
-    assert window.store.get(big, TILED, window.backend.key) is None  # abandoned, not finished
 
 
 def test_esc_stops_a_run_in_flight(qtbot, make_window):
-    window = make_window(CpuBackend(), seq_len=256)
+    backend = PolledCpuBackend()
+    window = make_window(backend, seq_len=256)
     window.runner.live_time_limit_s = None
     window.controls.set_checked_algorithms((TILED,))
     settle(qtbot, window)
-    window.controls.set_config(window.config.with_(seq_len=32768, heads=4))
+    big = window.config.with_(seq_len=32768, heads=4)
+    window.controls.set_config(big)
     qtbot.waitUntil(lambda: noted(window, "at N = 32768"), timeout=5000)  # the job started
-    qtbot.wait(1000)  # past making its inputs, into the tiles
+    backend.into_the_tiles(qtbot, big)
     assert window.run_status.cancellable
     before = window.runner.stats.runs_cancelled
-    t0 = time.perf_counter()
+    mark = len(backend.polls)
     window.cancel_action.trigger()
-    qtbot.waitUntil(lambda: not window.runner.busy, timeout=5000)
-    assert time.perf_counter() - t0 < 0.5
+    qtbot.waitUntil(lambda: not window.runner.busy, timeout=60_000)
+    assert backend.stopped_at_its_next_poll(big, mark), backend.polls_of(big, mark)
     assert window.runner.stats.runs_cancelled == before + 1
-    qtbot.wait(30)
-    assert not window.run_status.cancellable and not noted(window, "Running")
+    qtbot.waitUntil(
+        lambda: not window.run_status.cancellable and not noted(window, "Running"), timeout=5000
+    )
 
 
 # ------------------------------------------------------------------------------ recordings

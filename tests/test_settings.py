@@ -29,6 +29,10 @@ CORRUPTIONS = (
 )
 
 
+#: How long a start waits for its backend before calling it a hang.
+HANG_MS = 60_000
+
+
 def _start(qtbot, path: Path) -> MainWindow:
     """A window started from the settings file at `path`, its backend ready."""
     window = MainWindow(
@@ -36,7 +40,7 @@ def _start(qtbot, path: Path) -> MainWindow:
         settings=QSettings(str(path), QSettings.Format.IniFormat),
     )
     qtbot.addWidget(window)
-    qtbot.waitUntil(lambda: window.backend is not None, timeout=5000)
+    qtbot.waitUntil(lambda: window.backend is not None, timeout=HANG_MS)  # a hang guard only
     return window
 
 

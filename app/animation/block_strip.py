@@ -20,8 +20,8 @@ from ..state.animation.warp_roles import (
     RoleTimeline,
     traced_roles,
 )
+from ..state.units import fmt_ns
 from .colors import DARK, AnimColors
-from .trace_style import fmt_ns
 
 BASE_HEIGHT = 64
 ROLE_ROW = 16

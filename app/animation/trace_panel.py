@@ -40,10 +40,11 @@ from gpu.trace import (
 from ..background import LatestOnly
 from ..state.animation.player import Player
 from ..state.animation.trace_replay import BlockReplay
+from ..state.units import fmt_ns
 from .block_strip import BlockStrip
 from .canvas import TileCanvas, scene_for
 from .colors import DARK, AnimColors
-from .trace_style import algo_label, fmt_ns, query_tile_rows, trace_title
+from .trace_style import algo_label, query_tile_rows, trace_title
 from .trace_view import PreparedTrace, TraceView, prepare_trace
 
 SHIPPED_DIR = Path(__file__).resolve().parents[2] / "resources" / "traces"

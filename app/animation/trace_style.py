@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 
-from app.state.units import fmt_seconds
 from gpu.algorithms import ALGORITHMS
 from gpu.trace import (
     Trace,
@@ -28,10 +27,6 @@ def nice_step(span: float, target: int) -> float:
         if raw <= m * mag:
             return m * mag
     return 10 * mag
-
-
-def fmt_ns(t: float) -> str:
-    return fmt_seconds(t * 1e-9)
 
 
 def algo_label(algorithm: str) -> str:

@@ -39,7 +39,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.state.units import fmt_bytes
+from app.state.units import fmt_bytes, fmt_ns
 from gpu.costmodel import DEFAULT_GPU, GPUS, GpuSpec, algorithm_cost, gpu_for_device_name
 from gpu.trace import (
     BLOCK_LEVEL,
@@ -64,7 +64,7 @@ from ..state.animation.warp_roles import (
     traced_roles,
 )
 from .colors import DARK, AnimColors
-from .trace_style import KERNEL_CAPTIONS, fmt_ns, nice_step, query_tile_rows
+from .trace_style import KERNEL_CAPTIONS, nice_step, query_tile_rows
 
 
 class TraceView(QWidget):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from gpu.costmodel import GPUS, GpuSpec
 
-from .units import fmt_bytes_short
+from .units import fmt_bytes
 
 #: The custom memory budget's range, GB (the control's, and what a session may hold).
 CUSTOM_GB_RANGE = (0.1, 4096.0)
@@ -55,7 +55,7 @@ def budget_for(preset: str, custom_gb: float, device: Device) -> Budget:
     """What `preset` means on `device` (an unknown preset falls back to the device's own)."""
     if preset == CUSTOM_PRESET:
         b = round(custom_gb * 1e9)
-        return Budget(preset, b, b, f"custom {fmt_bytes_short(b)}", device.gpu)
+        return Budget(preset, b, b, f"custom {fmt_bytes(b)}", device.gpu)
     spec = GPUS.get(preset)
     if spec is not None:
         return Budget(preset, spec.memory_bytes, spec.memory_bytes, spec.label, spec)

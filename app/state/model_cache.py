@@ -110,9 +110,7 @@ def prime(
 
 
 def clear() -> None:
+    """Forget every figure (a benchmark measures the window's cost of computing them)."""
     _memo.clear()
     _bands.clear()
     _verdicts.clear()
-
-
-cost.cache_clear = clear  # type: ignore[attr-defined]  # the functools.lru_cache spelling

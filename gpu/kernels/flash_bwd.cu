@@ -35,13 +35,17 @@
 //
 // Shared memory of flash_bwd (b16 elements, every row cut into 16-byte chunks and chunk c of row
 // r stored at c ^ (r % 8), the XOR swizzle that keeps ldmatrix free of bank conflicts):
-//   | buffer      | rows × cols       | bytes (d=64, BC=128, BR=64) | (d=128, BC=128, BR=64) |
-//   | sK, sV      | BC × d each       | 16 KiB + 16 KiB             | 32 KiB + 32 KiB        |
-//   | sQ  ×2      | BR × d per stage  | 16 KiB                      | 32 KiB                 |
-//   | sdO ×2      | BR × d per stage  | 16 KiB                      | 32 KiB                 |
-//   | sdS         | BC × BR           | 16 KiB                      | 16 KiB                 |
-//   | sLSE, sD ×2 | BR fp32 per stage | 1 KiB                       | 1 KiB                  |
+//   | buffer      | rows × cols       | d=64: BC=128, BR=128 | d=128: BC=128, BR=64 |
+//   | sK, sV      | BC × d each       | 16 KiB + 16 KiB      | 32 KiB + 32 KiB      |
+//   | sQ  ×2      | BR × d per stage  | 2 × 16 KiB           | 2 × 16 KiB           |
+//   | sdO ×2      | BR × d per stage  | 2 × 16 KiB           | 2 × 16 KiB           |
+//   | sdSᵀ ×2     | BC × BR per stage | 2 × 32 KiB           | 2 × 16 KiB           |
+//   | sLSE, sD ×2 | BR fp32 per stage | 2 KiB                | 1 KiB                |
+//   | total       |                   | 162 KiB              | 161 KiB              |
+// (one block of 8 warps per SM: the registers, 255 a thread, allow no second one).
 // Two stages of Q_i/dO_i: the copies of tile i+1 run while the tensor cores work on tile i.
+// Two stages of dSᵀ: step i writes dSᵀ_i while the dQ_{i-1} of step i reads dSᵀ_{i-1}, so a
+// step needs a single barrier (DS_STAGES below).
 //
 // Tensor-core instruction: mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16} (fp32 accumulate).
 // In its accumulator layout a thread holds rows g and g+8 (g = lane / 4) and, in every

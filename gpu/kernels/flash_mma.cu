@@ -153,7 +153,7 @@ flash_mma_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
         kv_tiles = min(kv_tiles, last_row / BC + 1);
     }
     TRACE_BLOCK(blockIdx.x + (long long)gridDim.x * blockIdx.y, 3 + 2 * ((N + BC - 1) / BC));
-    TRACE_MARK(0, q_block);
+    TRACE_MARK(BlockPhase::load_Q_i, q_block);
 
     // STEP load_Q_i — Q_i: HBM -> shared memory (cp.async), together with K_0 ...
     load_tile_rows_async<BR, D, NT>(sQ, Qh + (size_t)q0 * D, N - q0, tid);
@@ -319,10 +319,10 @@ flash_mma_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
         // V_j and K_{j+1} were requested one step ago: wait for this thread's copies, then a
         // barrier makes everyone's visible and guarantees no warp still reads the stages the
         // prefetch below overwrites (V_{j-1} and K_j, both consumed in the previous step).
-        TRACE_MARK(1, j);
+        TRACE_MARK(BlockPhase::load_K_j, j);
         cp_async_wait<0>();
         __syncthreads();
-        TRACE_MARK(2, j);
+        TRACE_MARK(BlockPhase::compute_S_ij, j);
         // STEP load_V_j / STEP load_K_j — prefetch V_{j+1} and K_{j+2}; the copies run while
         // the tensor cores work (double buffering).
         const int kv1 = (j + 1) * BC;
@@ -339,10 +339,10 @@ flash_mma_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     };
     // The last tile: nothing left to prefetch or precompute.
     auto last_step = [&](float (&s_cur)[S_TILES][4], int j) {
-        TRACE_MARK(1, j);
+        TRACE_MARK(BlockPhase::load_K_j, j);
         cp_async_wait<0>();
         __syncthreads();
-        TRACE_MARK(2, j);
+        TRACE_MARK(BlockPhase::compute_S_ij, j);
         exp_and_pv(s_cur, sV + (j & 1) * STAGE);
     };
 
@@ -368,7 +368,7 @@ flash_mma_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     float inv_l[2];
     finish_rows(l_run, m_run, m_ref, inv_l);
 
-    TRACE_SYNC_MARK(3, q_block);
+    TRACE_SYNC_MARK(BlockPhase::store_O_i, q_block);
     // STEP store_O_i — stage this warp's 16×D output rows in its own rows of the Q tile (only this
     // warp ever read them), then write HBM with 16-byte coalesced stores.
     {
@@ -408,5 +408,5 @@ flash_mma_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* _
     // STEP store_ml — the O(N) statistics: m in natural-log units (m_run · ln 2), l as is.
     store_row_stats(M, L, (size_t)blockIdx.y * N, warp_row0 + g, N, t, m_run, l_run);
 
-    TRACE_SYNC_MARK(4, q_block);
+    TRACE_SYNC_MARK(BlockPhase::end, q_block);
 }

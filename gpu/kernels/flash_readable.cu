@@ -116,7 +116,7 @@ flash_fwd_readable(const T* __restrict__ Q, const T* __restrict__ K, const T* __
         const size_t head = static_cast<size_t>(bh) * n * d;       // start of this head's rows
         TRACE_BLOCK(static_cast<long long>(bh) * gridDim.x + blockIdx.x,
                     3 + 2 * ((n + block_n - 1) / block_n));
-        TRACE_MARK(0, i);
+        TRACE_MARK(BlockPhase::load_Q_i, i);
 
         // STEP load_Q_i
         // Q_i: HBM -> shared memory, once per block, pre-multiplied by scale * log2(e).
@@ -132,14 +132,14 @@ flash_fwd_readable(const T* __restrict__ Q, const T* __restrict__ K, const T* __
             const int kv_rows = min(block_n, n - k0);
 
             __syncthreads();  // everyone is done with the previous K_j, V_j, S_ij
-            TRACE_MARK(1, j);
+            TRACE_MARK(BlockPhase::load_K_j, j);
             // STEP load_K_j
             load_tile<T, D>(Ks, ld, K + head, k0, block_n, n, d, 1.f);
             // STEP load_V_j
             load_tile<T, D>(Vs, ld, V + head, k0, block_n, n, d, 1.f);
             __syncthreads();
 
-            TRACE_MARK(2, j);
+            TRACE_MARK(BlockPhase::compute_S_ij, j);
             // STEP compute_S_ij
             // S_ij = Q_i K_j^T (already scaled), on chip. One work item = 4 query rows x 1 key:
             // the key row is loaded once per 4 dot products, 4 columns at a time (float4).
@@ -242,7 +242,7 @@ flash_fwd_readable(const T* __restrict__ Q, const T* __restrict__ K, const T* __
             }
         }
         __syncthreads();  // the last accumulate_O_i is complete
-        TRACE_MARK(3, i);
+        TRACE_MARK(BlockPhase::store_O_i, i);
 
         // STEP store_O_i
         // O_i / l_i: shared memory -> HBM, in the input dtype, once per block.
@@ -262,6 +262,6 @@ flash_fwd_readable(const T* __restrict__ Q, const T* __restrict__ K, const T* __
             }
         }
         __syncthreads();  // before the next (batch, head), if any, reuses shared memory
-        TRACE_MARK(4, i);
+        TRACE_MARK(BlockPhase::end, i);
     }
 }

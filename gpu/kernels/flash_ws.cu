@@ -95,13 +95,13 @@
 // Trace build (trace.cuh, -DTILESCOPE_TRACE): one writer per role writes its own rows. Block b
 // owns rows [b·R, (b+1)·R), R = RP + NCW·RC with T = ceil(N / BC), RP = 2·T + 2, RC = 4·T + 4;
 // the producer's rows come first, then consumer 0's, then consumer 1's ... The phase word is
-// role·256 + code, role 0 = producer, 1 + c = consumer c:
-//   producer (lane 0 of warp 0): 0 load_Q_i issued (j = query tile); 1 load_K_j issued (j);
-//     2 load_V_j issued (j); 4 end (all copies issued)
-//   consumer (thread 0 of its warpgroup): 0 Q landed (j = query tile); 5 waiting for K_j (j);
-//     6 GEMMs issued (j: S_j with P_{j-1} V_{j-1}; j = T for the last P V), i.e. its turn on the
-//     tensor cores began; 7 S_j landed, softmax starts (j); 8 softmax done, waiting for P V (j);
-//     3 store_O_i (j = query tile); 4 end
+// role_word(role, RolePhase::...) (trace.cuh), role 0 = producer, 1 + c = consumer c:
+//   producer (lane 0 of warp 0): load_Q_i issued (j = query tile); load_K_j issued (j);
+//     load_V_j issued (j); end (all copies issued)
+//   consumer (thread 0 of its warpgroup): load_Q_i, Q landed (j = query tile); wait_K_j (j);
+//     gemm_issue (j: S_j with P_{j-1} V_{j-1}; j = T for the last P V), i.e. its turn on the
+//     tensor cores began; online_softmax, S_j landed (j); wait_PV, softmax done (j);
+//     store_O_i (j = query tile); end
 // `block` in a row is blockIdx.x (the launch order), `j` as above.
 #define WS_TRACE_ROWS_PRODUCER(T) (2 * (T) + 2)
 #define WS_TRACE_ROWS_CONSUMER(T) (4 * (T) + 4)
@@ -211,7 +211,7 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
         mbar_arrive_expect_tx(q_full, Q_BYTES);
 #pragma unroll
         for (int h = 0; h < D / 64; ++h) tma_load_3d(sQ + h * (BR * 128), tm_q, q_full, 64 * h, q0, bh);
-        TRACE_MARK_IF(true, 0, q_tile);
+        TRACE_MARK_IF(true, role_word(PRODUCER_ROLE, RolePhase::load_Q_i), q_tile);
 
         // STEP load_K_j / STEP load_V_j — tile t into stage t % NS once that stage is free.
         auto load_kv = [&](const TmaMap& map, u32 s_ring, u32 full, u32 empty, int t) {
@@ -223,18 +223,18 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
             for (int h = 0; h < D / 64; ++h) tma_load_3d(stage + h * (BC * 128), map, full, 64 * h, t * BC, bh);
         };
         load_kv(tm_k, sK, k_full(0), k_empty(0), 0);
-        TRACE_MARK_IF(true, 1, 0);
+        TRACE_MARK_IF(true, role_word(PRODUCER_ROLE, RolePhase::load_K_j), 0);
         for (int j = 0; j < kv_tiles; ++j) {
             if (j + 1 < kv_tiles) {
                 const int s = (j + 1) % NS;
                 load_kv(tm_k, sK, k_full(s), k_empty(s), j + 1);
-                TRACE_MARK_IF(true, 1, j + 1);
+                TRACE_MARK_IF(true, role_word(PRODUCER_ROLE, RolePhase::load_K_j), j + 1);
             }
             const int s = j % NS;
             load_kv(tm_v, sV, v_full(s), v_empty(s), j);
-            TRACE_MARK_IF(true, 2, j);
+            TRACE_MARK_IF(true, role_word(PRODUCER_ROLE, RolePhase::load_V_j), j);
         }
-        TRACE_MARK_IF(true, 4, q_tile);
+        TRACE_MARK_IF(true, role_word(PRODUCER_ROLE, RolePhase::end), q_tile);
         return;
     }
 
@@ -379,20 +379,20 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
     // pack P_j into the registers P_{j-1} V_{j-1} read.
     auto overlap_step = [&](int j) {
         const int sk = stage(j), sv = stage(j - 1);
-        TRACE_MARK_IF(tracer, role * 256 + 5, j);
+        TRACE_MARK_IF(tracer, role_word(role, RolePhase::wait_K_j), j);
         mbar_wait(k_full(sk), parity(j));
         mbar_wait(v_full(sv), parity(j - 1));
         my_turn();
-        TRACE_MARK_IF(tracer, role * 256 + 6, j);
+        TRACE_MARK_IF(tracer, role_word(role, RolePhase::gemm_issue), j);
         issue_S(j);
         issue_PV(j - 1);  // P_{j-1} V_{j-1} runs behind S_j ...
         pass_turn();
         wgmma_wait<1>();  // S_j done (P_{j-1} V_{j-1} may still run)
         keep_regs(s_acc);
         release(k_empty(sk));
-        TRACE_MARK_IF(tracer, role * 256 + 7, j);
+        TRACE_MARK_IF(tracer, role_word(role, RolePhase::online_softmax), j);
         moved = softmax(j, alpha);  // ... while this runs on the ALUs
-        TRACE_MARK_IF(tracer, role * 256 + 8, j);
+        TRACE_MARK_IF(tracer, role_word(role, RolePhase::wait_PV), j);
         // ptxas schedules within basic blocks and would hoist the wait below above most of
         // the exponentials; a (never taken) branch on the row sums keeps them above it.
         end_block_after(rows.l_run[0] + rows.l_run[1]);
@@ -403,20 +403,20 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
     // Step j >= 1 without OVERLAP: P_{j-1} V_{j-1} and S_j, both waited for before the softmax.
     auto plain_step = [&](int j) {
         const int sk = stage(j), sv = stage(j - 1);
-        TRACE_MARK_IF(tracer, role * 256 + 5, j);
+        TRACE_MARK_IF(tracer, role_word(role, RolePhase::wait_K_j), j);
         mbar_wait(k_full(sk), parity(j));
         mbar_wait(v_full(sv), parity(j - 1));
         my_turn();
-        TRACE_MARK_IF(tracer, role * 256 + 6, j);
+        TRACE_MARK_IF(tracer, role_word(role, RolePhase::gemm_issue), j);
         issue_PV(j - 1);
         issue_S(j);
         pass_turn();
         finish_pv(j - 1);
         keep_regs(s_acc);
         release(k_empty(sk));
-        TRACE_MARK_IF(tracer, role * 256 + 7, j);
+        TRACE_MARK_IF(tracer, role_word(role, RolePhase::online_softmax), j);
         moved = softmax(j, alpha);
-        TRACE_MARK_IF(tracer, role * 256 + 8, j);
+        TRACE_MARK_IF(tracer, role_word(role, RolePhase::wait_PV), j);
         if (moved) rescale_o(alpha);
         pack_P(p_frag);
     };
@@ -425,7 +425,7 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
         const int last = kv_tiles - 1;
         mbar_wait(v_full(stage(last)), parity(last));
         my_turn();
-        TRACE_MARK_IF(tracer, role * 256 + 6, kv_tiles);
+        TRACE_MARK_IF(tracer, role_word(role, RolePhase::gemm_issue), kv_tiles);
         issue_PV(last);
         pass_turn();
         finish_pv(last);
@@ -433,21 +433,21 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
 
     // STEP load_Q_i — wait for Q_i (the producer's TMA copy).
     mbar_wait(q_full, 0);
-    TRACE_MARK_IF(tracer, role * 256 + 0, q_tile);
+    TRACE_MARK_IF(tracer, role_word(role, RolePhase::load_Q_i), q_tile);
 
     // Tile 0: S_0, then its softmax (nothing to overlap with yet; O is still 0).
-    TRACE_MARK_IF(tracer, role * 256 + 5, 0);
+    TRACE_MARK_IF(tracer, role_word(role, RolePhase::wait_K_j), 0);
     mbar_wait(k_full(stage(0)), parity(0));
     my_turn();
-    TRACE_MARK_IF(tracer, role * 256 + 6, 0);
+    TRACE_MARK_IF(tracer, role_word(role, RolePhase::gemm_issue), 0);
     issue_S(0);
     pass_turn();
     wgmma_wait<0>();
     keep_regs(s_acc);
     release(k_empty(stage(0)));
-    TRACE_MARK_IF(tracer, role * 256 + 7, 0);
+    TRACE_MARK_IF(tracer, role_word(role, RolePhase::online_softmax), 0);
     softmax(0, alpha);
-    TRACE_MARK_IF(tracer, role * 256 + 8, 0);
+    TRACE_MARK_IF(tracer, role_word(role, RolePhase::wait_PV), 0);
     pack_P(p_frag);
 
     for (int j = 1; j < kv_tiles; ++j) {
@@ -459,7 +459,7 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
     // Finish the rows: full row sums (quad reduction), then O_i / l.
     float inv_l[2];
     rows.finish(inv_l);
-    TRACE_MARK_IF(tracer, role * 256 + 3, q_tile);
+    TRACE_MARK_IF(tracer, role_word(role, RolePhase::store_O_i), q_tile);
 
     // STEP store_O_i — stage this warp's 16×D rows in its own rows of the Q tile (only this
     // warpgroup's wgmmas read them, all complete), then 16-byte coalesced stores to HBM.
@@ -468,6 +468,6 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
 
     // STEP store_ml — m in natural-log units (m_run · ln 2), l as is.
     store_row_stats(M, L, (size_t)bh * N, warp_row0 + g, N, t, rows.m_run, rows.l_run);
-    TRACE_MARK_IF(tracer, role * 256 + 4, q_tile);
+    TRACE_MARK_IF(tracer, role_word(role, RolePhase::end), q_tile);
     if (PINGPONG && c == 0) named_bar_sync(1, 256);  // the last turn passed to consumer 0
 }

@@ -27,6 +27,7 @@ from gpu.algorithms import TILED_WS, WS_DEFAULTS, tile_shape
 from gpu.config import AttentionConfig
 from gpu.costmodel import GpuSpec, kv_tiles_for_query_tile
 from gpu.trace import BlockTrace
+from gpu.ws_variant import WsLaunch
 
 #: What a consumer does between two of its marks, in drawing order; PV: its P·V on the tensor
 #: cores while its warps do the softmax (known in the model only).
@@ -188,12 +189,10 @@ def role_rates(config: AttentionConfig, gpu: GpuSpec) -> RoleRates:
     )
 
 
-def ws_launch(config: AttentionConfig):  # -> gpu.flash_ws.WsLaunch
+def ws_launch(config: AttentionConfig) -> WsLaunch:
     """The variant the app launches for `config` (WS_DEFAULTS, as `ws_tile_shape` reads it). A
     head dim the kernel does not run gets d=128's variant at the config's head dim: the tiles,
     ring and warpgroups the schedule models, with its own shared memory."""
-    from gpu.flash_ws import WsLaunch
-
     launch = WsLaunch.from_label(WS_DEFAULTS.get(config.head_dim, WS_DEFAULTS[128]))
     if launch.head_dim != config.head_dim:
         launch = replace(launch, head_dim=config.head_dim)

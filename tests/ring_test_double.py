@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import cupy
 
-from .ring import Rank
+from gpu.ring import Rank
 
 
 class SameDeviceCopyTransport:
