@@ -511,6 +511,7 @@ def test_gpu_a_broken_copy_of_a_kernel_raises_the_nvrtc_log_and_the_app_keeps_wo
 def test_gpu_a_broken_tensor_core_kernel_is_off_and_the_others_keep_running_on_the_gpu(
     qtbot, make_window, tmp_path, monkeypatch, module_name
 ):
+    import dataclasses
     import importlib
 
     from gpu import cuda_kernels
@@ -524,8 +525,12 @@ def test_gpu_a_broken_tensor_core_kernel_is_off_and_the_others_keep_running_on_t
     broken = tmp_path / module.SOURCE
     shutil.copy(cuda_kernels.KERNEL_DIR / module.SOURCE, broken)
     broken.write_text(broken.read_text() + "\nthis_is_not_cuda here;\n")  # not in a comment
-    monkeypatch.setattr(module, "SOURCE", str(broken))
-    monkeypatch.setattr(module, "_kernels", {})
+    # The launcher's spec names the source and keeps the compiled variants: a copy of it that
+    # reads the broken file, with an empty cache, stands in for the module's own.
+    spec = dataclasses.replace(module.SPEC, source=str(broken), kernels={})
+    monkeypatch.setattr(module, "SPEC", spec)
+    for name in ("supports", "get_kernel", "kernel_resources", "prepare"):
+        monkeypatch.setattr(module, name, getattr(spec, name))
 
     # The backend raises the compiler's log, not CuPy's own exception (which the runner would
     # take for a CUDA fault and drop the whole GPU backend for).

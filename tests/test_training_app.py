@@ -159,3 +159,21 @@ def test_the_pass_and_the_layer_count_persist_across_a_restart(qtbot, make_windo
     assert again.settings is settings
     assert again.config.pass_ == STEP and again.state.value.layers == 32
     assert again.controls.pass_combo.currentData() == STEP
+
+
+def test_the_shipped_h200_training_sweep_replays_in_the_window(qtbot, make_window):
+    from pathlib import Path
+
+    shipped = Path(__file__).resolve().parents[1] / "resources" / "recorded" / "h200_training.json"
+    window = make_window(open_path=str(shipped))
+    assert window.backend.info.backend == "replay"
+    assert window.config.pass_ == STEP  # the recording holds training steps only
+    assert window.controls.pass_combo.currentData() == STEP
+    memory, timing = _plot(window, "memoryPlot"), _plot(window, "timingPlot")
+    qtbot.waitUntil(lambda: len(memory.series["measured_naive"][0]) >= 3, timeout=10_000)
+    qtbot.waitUntil(lambda: bool(timing.series["kernel_softmax_bwd"][0]), timeout=10_000)
+    assert len(memory.series["measured_tiled_mma"][0]) >= 3
+    assert timing.title.startswith("Time per training step · ")
+    # Naive's measured step holds P, dP and dS: above three attention matrices at every N.
+    for n, peak in zip(*memory.series["measured_naive"], strict=True):
+        assert peak >= 3 * window.config.bh * n * n * window.config.elem_bytes
