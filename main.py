@@ -900,19 +900,30 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     gpu = GPUS[args.gpu] if args.gpu else roofline.device_gpu(device, results.values())
     smem = device.details.get("smem_per_block_optin_bytes") if device else None
-    bands = {a: traffic_band(cfg, a, gpu, smem) for a in algos}
+    # A run that ran out of memory has no time to judge: no roofline row for it, one line.
+    oom = [a for a in algos if a in results and results[a].oom]
+    ran = [a for a in algos if a not in oom] or algos
+    oom = [a for a in oom if a not in ran]
+    bands = {a: traffic_band(cfg, a, gpu, smem) for a in ran}
     reported = device.memory_total_bytes if device is not None and not args.gpu else None
-    point = current_point(cfg, algos, gpu, results, bands, reported)
+    point = current_point(cfg, ran, gpu, results, bands, reported)
     explanation = point.explanation
     layers = _layers(args)
     training = _training_model(cfg, layers, _preset(args)) if cfg.has_backward else None
+    out_of_memory = [
+        {"algorithm": a, "message": results[a].message, "needs_bytes": results[a].model_peak_bytes}
+        for a in oom
+    ]
     if args.json:
         report = {**explanation.to_dict(), "figures": point.to_dict()}
+        report["out_of_memory"] = out_of_memory
         if training is not None:
             report["training"] = training
         print(json.dumps(report))
         return 0
     _print_explanation(explanation, args.explain_open)
+    for a in oom:
+        print(f"  {a}: out of memory at N = {cfg.seq_len} ({results[a].message or 'recorded'})")
     if training is not None:
         _print_training_model(training)
     return 0

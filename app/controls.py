@@ -452,7 +452,7 @@ class ControlsPanel(QWidget):
         self.measure_bytes = QCheckBox("Measure bytes (hardware counters)")
         self.measure_bytes.setObjectName("measureBytesCheck")
         self.measure_bytes.toggled.connect(self._on_measure_bytes)
-        form.addRow("", self.measure_bytes)
+        form.addRow(self.measure_bytes)  # both columns: the panel stays narrow
         return box
 
     # ------------------------------------------------------------------ typed values
@@ -600,7 +600,12 @@ class ControlsPanel(QWidget):
     def _show_backend_choice(self, s: AppState) -> None:
         i = self.backend.findData("recorded")
         name = s.recorded_path.rsplit("/", 1)[-1] if s.recorded_path else ""
-        self.backend.setItemText(i, f"recorded run: {name}" if name else "recorded run")
+        # The file's name in the list's tooltip and the status bar: the field stays short.
+        self.backend.setItemText(i, "recorded run")
+        tip = next(t for k, _, t in BACKEND_CHOICES if k == "recorded")
+        self.backend.setItemData(
+            i, f"{tip}\n\nNow: {name}" if name else tip, Qt.ItemDataRole.ToolTipRole
+        )
         self.show_backend_choice(s.backend_choice)
 
     def show_backend_choice(self, key: str) -> None:
@@ -784,7 +789,10 @@ class ControlsPanel(QWidget):
         return self.state.value.checked
 
     def set_checked_algorithms(self, algorithms: tuple[str, ...]) -> None:
-        self.state.update(checked=tuple(a for a in ALGORITHM_ORDER if a in algorithms))
+        """Tick these algorithms, as the user does: the default view no longer picks."""
+        self.state.update(
+            checked=tuple(a for a in ALGORITHM_ORDER if a in algorithms), algorithms_chosen=True
+        )
 
     def backend_choice(self) -> str:
         return self.backend.currentData()
@@ -823,7 +831,10 @@ class ControlsPanel(QWidget):
         s.setValue("block_n", c.block_n)
         s.setValue("pass", c.pass_)
         s.setValue("layers", st.layers)
-        s.setValue("algorithms", ",".join(st.checked))
+        if st.algorithms_chosen:  # the default view's choice follows the backend: not saved
+            s.setValue("algorithms", ",".join(st.checked))
+        else:
+            s.remove("algorithms")
         s.setValue("backend", st.backend_choice)
         s.setValue("recorded_path", st.recorded_path)
         s.setValue("budget", st.budget_preset)
@@ -860,6 +871,7 @@ class ControlsPanel(QWidget):
         algos = settings.read(s, "controls/algorithms")
         if algos is not None:
             changes["checked"] = tuple(a for a in ALGORITHM_ORDER if a in algos.split(","))
+            changes["algorithms_chosen"] = True
         lo, hi = self.custom_gb.minimum(), self.custom_gb.maximum()
         gb = settings.read(s, "controls/custom_gb")
         if gb is not None and lo <= gb <= hi:

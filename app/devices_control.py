@@ -110,6 +110,21 @@ class DevicesControl(QWidget):
         finally:
             self.combo.blockSignals(False)
         self.hint.setText(describe(self.choice(), self._kind))
+        self._fit_hint()
+
+    def _fit_hint(self) -> None:
+        """A form row does not ask a wrapped label for its height at the row's width: the
+        hint says how tall its text is at the width it has, so no line of it is cut."""
+        width = self.hint.width() if self.hint.width() > 50 else self.combo.sizeHint().width()
+        height = self.hint.heightForWidth(width)
+        if height > 0 and height != self.hint.minimumHeight():
+            self.hint.setMinimumHeight(height)
+            # The form row takes its height from this widget's minimum: say it outright.
+            self.setMinimumHeight(self.combo.sizeHint().height() + self.layout().spacing() + height)
+
+    def resizeEvent(self, event) -> None:  # type: ignore[no-untyped-def]
+        super().resizeEvent(event)
+        self._fit_hint()
 
     def _on_combo(self, index: int) -> None:
         p = self.combo.itemData(index)

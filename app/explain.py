@@ -105,6 +105,8 @@ class ExplainInputs:
     budget_name: str  # "an RTX 4090", "this H200", "this machine's RAM"
     #: Results at this config, per algorithm (measured or recorded; profiled ones carry bytes).
     results: tuple[tuple[str, RunResult], ...] = ()
+    #: Devices P (Device ▸ Devices): past one, only the ring runs.
+    devices: int = 1
     #: Attention layers whose saved activations a training pass stacks (AppState.layers).
     layers: int = 1
 
@@ -120,6 +122,7 @@ class ExplainInputs:
             budget_bytes=s.budget.line_bytes,
             budget_name=s.budget_name,
             results=tuple((results or {}).items()),
+            devices=s.devices,
             layers=s.layers,
         )
 
@@ -203,6 +206,12 @@ def explain_html(inp: ExplainInputs, palette: Palette = DARK) -> str:
             "compute the tiles on the diagonal in full."
         )
     out.append("</p>")
+    if inp.devices > 1:
+        out.append(
+            f"<p><b>Devices = {inp.devices}: only the ring runs</b> (the Ring tab plays and "
+            "measures it); naive and the fused kernels run on one device and are off. What "
+            "follows is one device holding the whole sequence, the case the ring divides.</p>"
+        )
     out += [
         f"<h4>{name(NAIVE)}: three kernels, S and P in HBM"
         + (" (five more for the backward)" if c.has_backward else "")

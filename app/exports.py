@@ -40,7 +40,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -698,10 +698,18 @@ class AnimationExporter(QObject):
         overwrite: bool = False,
         gpu: GpuSpec | None = None,
         duration_s: float | None = None,
+        algorithms: tuple[str, ...] | None = None,
+        results: Callable[[AttentionConfig, str], RunResult | None] | None = None,
+        theme: str = "dark",
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
         self.config = config
+        #: What the Tiles tab shows, so the file shows it too: its lanes (naive and the kernel
+        #: picked), the results that put a lane on its measured clock, its theme.
+        self.algorithms = algorithms
+        self.results = results
+        self.theme = theme
         self.path = Path(path)
         self.kind = self.path.suffix.lower()
         if self.kind not in ANIMATION_FORMATS:
@@ -879,11 +887,16 @@ class AnimationExporter(QObject):
         from .animation.widget import TileAnimationWidget
         from .state.animation.player import DEFAULT_DURATION_S
 
+        extra = {"algorithms": self.algorithms} if self.algorithms else {}
         widget = TileAnimationWidget(
             config=self.config,
             gpu=self.gpu,
             duration_s=self.duration_s or DEFAULT_DURATION_S,
+            **extra,
         )
+        if self.results is not None:  # measured clocks, as on screen
+            widget.set_result_source(self.results)
+        widget.set_theme(self.theme)
         widget.glide_s = 0.0
         canvas = widget.canvas
         canvas.setParent(None)  # drawn on its own: the widget keeps feeding it frames

@@ -518,6 +518,10 @@ class FileMenu(QObject):
                 overwrite=True,
                 gpu=getattr(player, "gpu", None),
                 duration_s=getattr(player, "duration_s", None),
+                # What the Tiles tab shows: its lanes, their measured clocks, its theme.
+                algorithms=getattr(player, "algorithms", None),
+                results=getattr(animation, "_results", None),
+                theme=getattr(self.window, "theme", "dark"),
                 parent=self,
             )
             exporter.start()

@@ -91,6 +91,13 @@ class HelpMenu:
         self.shortcuts_action = self._action(
             "Keyboard shortcuts", "Ctrl+/", self.show_shortcuts, "Every key the app answers to."
         )
+        self.tour_action = self._action(
+            "The lesson, step by step",
+            None,
+            window.open_lesson,
+            "The guided first run above the plots: naive's N² memory, the wall on this device, "
+            "memory- against compute-bound, what the animation shows.",
+        )
         self.lesson_action = self._action(
             "The lesson in short",
             None,
@@ -110,6 +117,7 @@ class HelpMenu:
 
     def populate(self, menu: QMenu) -> None:
         menu.addAction(self.shortcuts_action)
+        menu.addAction(self.tour_action)
         menu.addAction(self.lesson_action)
         menu.addSeparator()
         menu.addAction(self.about_action)

@@ -29,6 +29,19 @@ def _application():  # type: ignore[no-untyped-def]
     return app
 
 
+def quiet_offscreen_chatter() -> None:
+    """Drop the offscreen platform's "This plugin does not support propagateSizeHints()"
+    line: a headless render says only what concerns its picture. Every other Qt message
+    still reaches stderr."""
+    from PySide6.QtCore import qInstallMessageHandler
+
+    def handler(mode, context, message):  # type: ignore[no-untyped-def]
+        if "propagateSizeHints" not in message:
+            sys.stderr.write(message + "\n")
+
+    qInstallMessageHandler(handler)
+
+
 def run_gui(open_path: str | None = None) -> int:
     """Open the main window (on a recorded run when `open_path` is given); returns exit code."""
     app = _application()
@@ -137,6 +150,7 @@ def render_window(
 
     if QApplication.instance() is None:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+        quiet_offscreen_chatter()
     app = _application()
     from PySide6.QtCore import QSettings
 

@@ -28,13 +28,14 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QPushButton,
     QScrollArea,
+    QStyle,
     QTabWidget,
     QToolTip,
     QVBoxLayout,
     QWidget,
 )
 
-from gpu.algorithms import ALGORITHMS
+from gpu.algorithms import ALGORITHMS, NAIVE
 from gpu.backend import Backend
 from gpu.backends import create_backend
 from gpu.config import AttentionConfig
@@ -53,18 +54,21 @@ from .controls import ControlsPanel
 from .explain import ExplainPane
 from .file_menu import FileMenu
 from .help_menu import HelpMenu
+from .lesson_strip import LessonStrip
 from .pacing import RESULTS_MS, coalesced
 from .plain_text import PlainLabel, tooltip
 from .plots import ALGOS, PlotsPanel
 from .ring_panel import RingPanel
 from .runner import Runner
 from .state.app_state import AppState, Change, StateModel
+from .state.default_view import default_checked, fastest_fused, shown_peers
 from .state.family import family_of
 from .state.recorded_run import REPLAY, RecordedBackend, is_reference, reference_config
 from .state.result_store import ResultStore
 from .state.ring_devices import backend_for, restart_needed
 from .state.runs import BackendFailure, BackendReady, Job, RunOutcome, backend_key
 from .state.seq_scale import powers_of_two_up_to
+from .state.timing_outliers import out_of_line
 from .state_signal import StateSignal
 from .status import ConfigNotes, ErrorBanner, RunStatus, StatusBarReadouts, describe_result
 from .theme import THEMES, icon_path, palette, qt_palette, style_sheet
@@ -90,6 +94,10 @@ RECORDED_SWEEP_TIP = (
 #: (model curves, animation lanes, JSON); at CPython's default of 5 ms the GUI thread could wait
 #: that long several times per frame.
 GIL_SWITCH_S = 0.001
+
+
+#: The window's first size, where the screen has room for it (fit_to_screen clamps it).
+DEFAULT_SIZE = (1500, 920)
 
 
 def default_settings() -> QSettings:
@@ -138,6 +146,8 @@ class MainWindow(QMainWindow):
         self._idle_text = ""  # the run status when nothing runs and nothing is noted
         self._lost_job: Job | None = None  # the run during which a backend failed
         self._closing = False
+        #: (config, algorithm) measured again for being out of line (once each).
+        self._remeasured: set[tuple[AttentionConfig, str]] = set()
         self._animation_stale = True  # the animation has not seen the latest config
         self.animation = None
         self._preloaded: tuple[str, RecordedBackend] | None = None  # checked by File ▸ Open
@@ -157,6 +167,7 @@ class MainWindow(QMainWindow):
         first = Change.initial(self.state.value)
         self.plots.on_state(first)
         self.explain.on_state(first)
+        self.lesson.on_state(first)
         self._on_state(first)
         # Start the backend once the event loop runs: its imports (CuPy, NumPy extras) hold the
         # GIL on the runner thread and would otherwise compete with the first paint.
@@ -182,8 +193,13 @@ class MainWindow(QMainWindow):
         scroll.setObjectName("controlsScroll")
         scroll.setWidget(self.controls)
         scroll.setWidgetResizable(True)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        scroll.setMinimumWidth(300)
+        # As wide as the panel's widest row needs, so nothing in it is cut; narrower only if
+        # the user drags the dock so, and then it scrolls sideways instead of clipping.
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        bar = scroll.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent)
+        scroll.setMinimumWidth(
+            self.controls.minimumSizeHint().width() + bar + 2 * scroll.frameWidth()
+        )
         self.controls_dock = QDockWidget("Controls", self)
         self.controls_dock.setObjectName("controlsDock")
         self.controls_dock.setWidget(scroll)
@@ -193,7 +209,17 @@ class MainWindow(QMainWindow):
         self.explain = ExplainPane()
         self.explain_dock = QDockWidget("Explain (F1)", self)
         self.explain_dock.setObjectName("explainDock")
-        self.explain_dock.setWidget(self.explain)
+        # The lesson strip (the guided first run) heads the explain pane: beside the plots and
+        # the animation, it takes no height from either. Dismissed, it stays closed.
+        self.lesson = LessonStrip()
+        side = QWidget()
+        side.setObjectName("explainColumn")
+        column = QVBoxLayout(side)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(4)
+        column.addWidget(self.lesson)
+        column.addWidget(self.explain, 1)
+        self.explain_dock.setWidget(side)
         self.explain_dock.setMinimumWidth(340)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.explain_dock)
 
@@ -233,7 +259,8 @@ class MainWindow(QMainWindow):
         v.addWidget(self.tabs, 1)
         self.setCentralWidget(central)
         self.readouts = StatusBarReadouts(self.statusBar())
-        self.resize(1500, 920)
+        self.resize(*DEFAULT_SIZE)
+        self.fit_to_screen()
 
     def _install_animation(self) -> None:
         """Build the animation tab after the first paint: its import and construction cost
@@ -254,6 +281,7 @@ class MainWindow(QMainWindow):
         if self.animation is not None:
             self.animation.set_theme(self.theme)
             self.animation.set_result_source(self._animation_result)
+            self._default_lanes()
             self.state.changed.connect(self._follow_animation)
             self._animation_stale = True
             self._follow_animation(Change.initial(self.state.value))
@@ -358,6 +386,14 @@ class MainWindow(QMainWindow):
         self.explain_action.setText("Explain pane")
         self.explain_action.setShortcut(QKeySequence("F1"))
         self.addAction(self.explain_action)
+        self.every_series_action = QAction("Every series", self)
+        self.every_series_action.setCheckable(True)
+        self.every_series_action.setToolTip(
+            "Every fused kernel, every recorded peer and naive's kernel lines; off: naive, the "
+            "fastest fused kernel and one peer."
+        )
+        self.every_series_action.toggled.connect(self.show_every_series)
+        self.plots.every_button.setDefaultAction(self.every_series_action)
         self.dark_action = QAction("Dark theme", self)
         self.dark_action.setCheckable(True)
         self.dark_action.setChecked(True)
@@ -383,6 +419,7 @@ class MainWindow(QMainWindow):
         view_menu.addAction(self.explain_action)
         view_menu.addAction(self.reset_plots_action)
         view_menu.addAction(self.legends_action)
+        view_menu.addAction(self.every_series_action)
         view_menu.addAction(self.dark_action)
         help_menu = menu.addMenu("&Help")
         self.help_menu = HelpMenu(self, lambda: self.backend)
@@ -397,6 +434,9 @@ class MainWindow(QMainWindow):
         # The views that follow the app state (the controls connected themselves).
         self.state.changed.connect(self.plots.on_state)
         self.state.changed.connect(self.explain.on_state)
+        self.state.changed.connect(self.lesson.on_state)
+        self.lesson.focusWanted.connect(self.show_view)
+        self.lesson.dismissed.connect(lambda: self.settings.setValue("lesson/dismissed", True))
         self.state.changed.connect(self._on_state)
         r = self.runner
         r.backendReady.connect(self._on_backend_ready)
@@ -514,6 +554,22 @@ class MainWindow(QMainWindow):
         self._start_backend(target)
         return True
 
+    def show_view(self, name: str) -> None:
+        """Bring the view named `name` (an objectName) into sight: the Tiles tab for the
+        animation, else the Measurements tab (a lesson step points at its plot)."""
+        if name == "tileAnimation":
+            self._install_animation()
+            if self.animation is not None:
+                self.tabs.setCurrentWidget(self.animation)
+            return
+        self.tabs.setCurrentWidget(self.plots)
+
+    def open_lesson(self) -> None:
+        """Help ▸ The lesson, step by step: the strip again, from its first step."""
+        self.settings.setValue("lesson/dismissed", False)
+        self.explain_dock.show()
+        self.lesson.open(0)
+
     def export(self) -> None:
         """The export dialog (Ctrl+E): plots, data, a screenshot, the animation."""
         self.file_menu.export_dialog()
@@ -547,6 +603,16 @@ class MainWindow(QMainWindow):
             app.setPalette(qpal)
         self.setPalette(qpal)
         QToolTip.setPalette(qpal)
+        # A palette set on the window does not reach every child (the tab widget below a
+        # style-sheeted tab bar kept the old one, and the Tiles tab's toolbars with it): each
+        # widget gets it, except those that keep a palette of their own (the explain pane, the
+        # kernel source), which their views restyle below.
+        for widget in self.findChildren(QWidget):
+            if widget.property("themed") or not widget.testAttribute(
+                Qt.WidgetAttribute.WA_SetPalette
+            ):
+                widget.setPalette(qpal)
+                widget.setProperty("themed", True)
         qss = style_sheet(self.theme)
         # Panels only: a style sheet on an ancestor of the plots would send every plot repaint
         # through QStyleSheetStyle (measured: ~40% slower slider moves).
@@ -567,6 +633,26 @@ class MainWindow(QMainWindow):
         self.dark_action.blockSignals(True)
         self.dark_action.setChecked(self.theme == "dark")
         self.dark_action.blockSignals(False)
+
+    def fit_to_screen(self) -> None:
+        """Keep the window on its screen's available area: a default or restored size larger
+        than a 1280×800 laptop's screen is shrunk to it (and moved inside it), never left to
+        hang off the edges."""
+        screen = self.screen() or QApplication.primaryScreen()
+        if screen is None:
+            return
+        area = screen.availableGeometry()
+        frame = self.frameGeometry()
+        extra_w = max(0, frame.width() - self.width())
+        extra_h = max(0, frame.height() - self.height())
+        w = min(self.width(), area.width() - extra_w)
+        h = min(self.height(), area.height() - extra_h)
+        if (w, h) != (self.width(), self.height()):
+            self.resize(w, h)
+        x = min(max(frame.x(), area.x()), area.right() - w - extra_w + 1)
+        y = min(max(frame.y(), area.y()), area.bottom() - h - extra_h + 1)
+        if (x, y) != (frame.x(), frame.y()):
+            self.move(x, y)
 
     # ------------------------------------------------------------------ backend
 
@@ -665,12 +751,14 @@ class MainWindow(QMainWindow):
                     f"its results stay with it, and every point is measured on {info.name}",
                 )
         off = self.runner.unavailable(ready.key)
+        available = tuple(a for a in ready.algorithms if a not in off)
         self.state.update(
             backend=ready,
             config=config,
             seq_scale=scale,
-            available=tuple(a for a in ready.algorithms if a not in off),
+            available=available,
             disabled=tuple(off.items()),
+            **self._view_choice(available),
         )
 
     def _on_backend_failed(self, failure: BackendFailure) -> None:
@@ -724,6 +812,21 @@ class MainWindow(QMainWindow):
             f"Continue measuring on {target}" if target else "Continue measuring"
         )
 
+    def _view_choice(self, available: tuple[str, ...]) -> dict[str, object]:
+        """The algorithms ticked for `available` until the user ticks others: every one with
+        "Every series", else naive and the fastest fused kernel (app/state/default_view.py)."""
+        s = self.state.value
+        if s.algorithms_chosen:
+            return {}
+        return {"checked": tuple(ALGORITHMS) if s.all_series else default_checked(available)}
+
+    def show_every_series(self, every: bool) -> None:
+        """ "Every series" (View menu, the button by the key): every algorithm the backend has,
+        every peer and naive's kernel lines; off, back to the default view's few."""
+        s = self.state.value
+        checked = tuple(ALGORITHMS) if every else default_checked(s.available)
+        self.state.update(all_series=every, checked=checked, algorithms_chosen=False)
+
     def _apply_available(self) -> None:
         """The backend's algorithms minus those switched off this session (won't compile)."""
         ready = self.state.value.backend
@@ -739,7 +842,7 @@ class MainWindow(QMainWindow):
 
     def _on_state(self, change: Change) -> None:
         """The window's own share of a state change: measured series and runner requests."""
-        if change.changed("family", "algorithms", "backend", "run_budget"):
+        if change.changed("family", "algorithms", "backend", "run_budget", "all_series"):
             self._redraw_measured()  # with any results arriving meanwhile, in its own event
         if change.changed("config", "algorithms", "backend", "run_budget", "profile_runs"):
             self._show_run_status(measuring=self._request())
@@ -747,8 +850,21 @@ class MainWindow(QMainWindow):
             self._animation_stale = True
         if change.changed("backend"):
             self._sync_run_actions()
+        if change.changed("available"):
+            self._default_lanes()
+        if change.changed("all_series"):  # shown, not asked for again
+            self.every_series_action.blockSignals(True)
+            self.every_series_action.setChecked(change.new.all_series)
+            self.every_series_action.blockSignals(False)
         if change.changed("devices") and self._backend_generation and restart_needed(change.new):
             self._start_backend(change.new.backend_choice)
+
+    def _default_lanes(self) -> None:
+        """The Tiles tab compares naive with the fastest fused kernel the backend has (the
+        readable kernel is there to be read, one pick away), until the user picks a lane."""
+        if self.animation is None or self.animation.lanes_chosen:
+            return
+        self.animation.set_algorithms((NAIVE, fastest_fused(self.state.value.available)))
 
     def _follow_animation(self, change: Change | None) -> None:
         """The animation follows the config while its tab is shown, and the roofline GPU
@@ -809,6 +925,7 @@ class MainWindow(QMainWindow):
         if s.backend is None:
             self.plots.set_measured({})
             self.explain.set_measured({})
+            self.lesson.set_measured({})
             return
         key, budget = s.backend.key, s.run_budget
         series = {
@@ -816,6 +933,7 @@ class MainWindow(QMainWindow):
         }
         self.plots.set_measured(series)
         self.explain.set_measured(series)
+        self.lesson.set_measured(series)
         # Legends, ranges and the layout they change now, not in a later turn: the window then
         # repaints once for the results, not again for their legends and plot sizes.
         self.plots.flush_visibility()
@@ -827,11 +945,8 @@ class MainWindow(QMainWindow):
         if ready is None or not s.replay:
             return {}
         config = reference_config(s.config)
-        return {
-            a: self.store.series(config, a, ready.key, None)
-            for a in ready.algorithms
-            if is_reference(a)
-        }
+        peers = shown_peers([a for a in ready.algorithms if is_reference(a)], s.all_series)
+        return {a: self.store.series(config, a, ready.key, None) for a in peers}
 
     def _on_job_started(self, job: Job) -> None:
         if job.backend_generation != self._backend_generation:
@@ -921,6 +1036,29 @@ class MainWindow(QMainWindow):
     def _on_sweep_finished(self, cancelled: bool) -> None:
         self.run_status.sweep_finished()
         self.statusBar().showMessage("Sweep cancelled." if cancelled else "Sweep done.", 4000)
+        if not cancelled:
+            self.remeasure_out_of_line()
+
+    def remeasure_out_of_line(self) -> int:
+        """Measure again, once each, the points slower than a larger N of the same algorithm
+        (app/state/timing_outliers.py): a live backend's sweep ends without a zigzag left by a
+        noisy sample. Returns how many were queued."""
+        s = self.state.value
+        if s.backend is None or s.replay:
+            return 0
+        key, budget = s.backend.key, s.run_budget
+        items = []
+        for a in s.algorithms:
+            for r in out_of_line(self.store.series(s.config, a, key, budget)):
+                if (r.config, a) not in self._remeasured:
+                    self._remeasured.add((r.config, a))
+                    items.append((r.config, a))
+        if items:
+            self.runner.start_sweep(items, budget, s.profile_runs)
+            self.statusBar().showMessage(
+                f"Measuring {len(items)} point(s) again: slower than a larger N.", 6000
+            )
+        return len(items)
 
     def _ask_recorded_run(self) -> None:
         """The "recorded run" choice with no file: the shipped recording, else ask for one."""
@@ -938,18 +1076,26 @@ class MainWindow(QMainWindow):
         geometry = settings.read(s, "window/geometry")
         if geometry is not None and not self.restoreGeometry(geometry):
             settings.log.warning("ignored the setting window/geometry: not a window geometry")
+        self.fit_to_screen()  # saved on a larger screen than this one
         state = settings.read(s, "window/state")
         if state is not None and not self.restoreState(state):
             settings.log.warning("ignored the setting window/state: not a window layout")
         explain = settings.read(s, "view/explain")
         if explain is not None:
             self.explain_dock.setVisible(explain)
+        if settings.read(s, "lesson/dismissed"):
+            self.lesson.setVisible(False)
+        every = settings.read(s, "view/every_series")
+        if every is not None:
+            self.state.update(all_series=every)
 
     def save_settings(self) -> None:
         s = self.settings
         self.controls.save(s)
         s.setValue("view/theme", self.theme)
         s.setValue("view/explain", not self.explain_dock.isHidden())
+        s.setValue("view/every_series", self.state.value.all_series)
+        s.setValue("lesson/dismissed", self.lesson.isHidden())
         s.setValue("window/geometry", self.saveGeometry())
         s.setValue("window/state", self.saveState())
         s.sync()

@@ -452,15 +452,26 @@ class MetricPlot(pg.PlotWidget):
         self.title = title
         self._show_title()
 
+    def set_title_tip(self, tip: str) -> None:
+        """A longer title for the tooltip (the title shown stays short)."""
+        self._title_tip = tip
+        self._title_shown = None
+        self._show_title()
+
+    def title_room(self) -> int:
+        """The pixels a title has: the plot's width less the left axis beside its column and
+        the label's margins."""
+        axis = self.plotItem.getAxis("left")
+        left = int(axis.width()) if axis.isVisible() else 0
+        return max(60, self.width() - left - 40)
+
     def _show_title(self) -> None:
         """The title, elided to the plot's width (a title wider than the plot would widen the
         plot's scene past its view and push the right of the plot out of sight)."""
         text = self.title + (" · zoomed: double-click resets" if self.user_zoomed else "")
         font = QFont(self.font())
         font.setPointSizeF(10)
-        shown = QFontMetrics(font).elidedText(
-            text, Qt.TextElideMode.ElideRight, max(60, self.width() - 24)
-        )
+        shown = QFontMetrics(font).elidedText(text, Qt.TextElideMode.ElideRight, self.title_room())
         if (shown, self._palette) == getattr(self, "_title_shown", None):
             return
         self._title_shown = (shown, self._palette)
@@ -468,7 +479,8 @@ class MetricPlot(pg.PlotWidget):
         label = self.plotItem.titleLabel
         label.setText(html_text(shown), color=color, size="10pt")  # pyqtgraph reads HTML
         label.setMinimumWidth(0)
-        self.setToolTip(tooltip(text if shown != text else ""))
+        tip = getattr(self, "_title_tip", "")
+        self.setToolTip(tooltip(text if shown != text and not tip else tip))
 
     # ------------------------------------------------------------------ cursor, ranges
 

@@ -28,9 +28,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QPixmapCache
-from PySide6.QtWidgets import QGridLayout, QWidget
+from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QToolButton, QWidget
 
-from gpu.algorithms import ALGORITHMS, NAIVE, TILED, TILED_MMA, TILED_WGMMA
+from gpu.algorithms import ALGORITHMS, NAIVE, RING, TILED, TILED_MMA, TILED_WGMMA
 from gpu.backward_cost import NAIVE_BACKWARD_KERNELS
 from gpu.config import BACKWARD, STEP, AttentionConfig
 from gpu.costmodel import FP32, TENSOR, GpuSpec
@@ -171,7 +171,7 @@ class PlotsPanel(QWidget):
             "Roofline",
             "achieved FLOP/s",
             fmt_flops_axis,
-            x_label="arithmetic intensity (useful FLOP per DRAM byte)",
+            x_label="useful FLOP per DRAM byte (intensity)",
             x_format=fmt_plain_axis,
         )
         self.strip = TrafficStripChart()
@@ -183,7 +183,15 @@ class PlotsPanel(QWidget):
         grid = QGridLayout(self)
         grid.setContentsMargins(4, 0, 4, 4)
         grid.setSpacing(6)
-        grid.addWidget(self.key, 0, 0, 1, 2)
+        # Row 0: the key, and "Every series" at its right (the default view shows a few).
+        top = QHBoxLayout()
+        top.setContentsMargins(0, 0, 0, 0)
+        top.addWidget(self.key, 1)
+        self.every_button = QToolButton()
+        self.every_button.setObjectName("everySeriesButton")
+        self.every_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        top.addWidget(self.every_button, 0, Qt.AlignmentFlag.AlignTop)
+        grid.addLayout(top, 0, 0, 1, 2)
         grid.addWidget(self.memory, 1, 0)
         grid.addWidget(self.timing, 1, 1)
         grid.addWidget(self.traffic, 2, 0)
@@ -199,6 +207,7 @@ class PlotsPanel(QWidget):
         self._family: AttentionConfig | None = None
         self._layers = 1  # the saved-activation stack's L (training passes)
         self._algorithms: tuple[str, ...] = (NAIVE, TILED)
+        self._every = False  # "Every series": naive's kernel lines too
         self._measured: dict[str, list[RunResult]] = {a: [] for a in ALGOS}
         self._by_n: dict[str, dict[int, RunResult]] = {a: {} for a in ALGOS}
         self._any_samples = False  # some result of the family carries counter samples
@@ -269,6 +278,11 @@ class PlotsPanel(QWidget):
         m.key("k_budget", "budget", Style("budget", 1.5, Qt.PenStyle.DashLine))
         # Left end: the small-N corner stays clear of the markers that meet the budget.
         self.budget_line = LabelledLine(m, angle=0, position=0.03, anchors=[(0, 1), (0, 1)])
+        #: The lesson's first point, said on the plot: naive's peak ×4 per doubling of N.
+        self.growth_label = pg.TextItem("×4 per doubling of N", anchor=(0, 0))
+        self.growth_label.setVisible(False)
+        m.addItem(self.growth_label, ignoreBounds=True)
+        m.plotItem.vb.sigRangeChanged.connect(self._place_growth_label)
         yield
 
         for a in ALGOS:
@@ -393,6 +407,7 @@ class PlotsPanel(QWidget):
         self.ridge_line.set_style(p.muted, 1.0, Qt.PenStyle.DotLine, background=p.background)
         for name, label in self.roof_labels.items():
             label.setColor(p.roof if name in (HBM, L2, TENSOR) else p.muted)
+        self.growth_label.setColor(p.color(NAIVE))
 
     def set_legends_visible(self, visible: bool) -> None:
         """Show or hide every plot's legend strip (View ▸ Plot legends): hidden, the data get
@@ -444,6 +459,9 @@ class PlotsPanel(QWidget):
             self.set_layers(s.layers)
         if change.changed("config", "algorithms", "seq_scale"):
             self.set_config(s.config, s.algorithms, warm=s.scale)
+        if change.changed("all_series") and s.all_series != self._every:
+            self._every = s.all_series
+            self._update_visibility(force=True)
 
     def show_state(self, s: AppState) -> None:
         """Everything the state says, at once (a new panel's first look)."""
@@ -568,6 +586,7 @@ class PlotsPanel(QWidget):
                     l2x.append(v.l2_intensity)
                     l2y.append(res.tflops * 1e12)
         self.roofline.set_series("current", xs, ys, log_x=True)
+        self._keep_markers_in_view()
         self.roofline.set_series("l2_current", l2x, l2y, log_x=True)
 
     def set_measured(self, series: dict[str, list[RunResult]]) -> None:
@@ -665,7 +684,9 @@ class PlotsPanel(QWidget):
         self._gpu_label = label
         self._time_model_gpu = gpu if time_model else None
         self._draw_roofs()
-        self.roofline.set_title(f"Roofline: {label}")
+        # The GPU's name in the title, the whole label (its memory, "reference") on hover.
+        self.roofline.set_title(f"Roofline: {label.split(',')[0]}")
+        self.roofline.set_title_tip(f"Roofline: {label}")
         if self._family is not None and (
             self._model is None
             or self._model.time_gpu != self._time_model_gpu
@@ -893,12 +914,35 @@ class PlotsPanel(QWidget):
         plots = {"memory": self.memory, "traffic": self.traffic, "timing": self.timing}
         for (plot, name), (xs, ys) in curves.series.items():
             plots[plot].set_series(name, xs, ys)
+        self._place_growth_label()
         self._model_markers()  # those of a shape just worked out
         self._draw_points()
         self._measured_markers()
         if self._references:
             self._show_reference(self._references)
         self._update_visibility()
+
+    def _place_growth_label(self, *_: object) -> None:
+        """The "×4 per doubling" note just below naive's model curve, from 35 % of the view's
+        width (the curve rises to its upper right, the text runs clear of it to the right),
+        where the curve is in sight (hidden when naive is not shown)."""
+        xs, ys = self.memory.series.get("model_naive", ([], []))
+        label = self.growth_label
+        shown = bool(xs) and NAIVE in self._algorithms
+        if shown:
+            (x0, x1), (y0, y1) = self.memory.plotItem.vb.viewRange()
+            x = x0 + 0.35 * (x1 - x0)
+            lx = [math.log10(v) for v in xs]
+            ly = [math.log10(v) for v in ys]
+            i = next((k for k in range(1, len(lx)) if lx[k] >= x), None)
+            if i is None:
+                shown = False
+            else:
+                t = (x - lx[i - 1]) / ((lx[i] - lx[i - 1]) or 1.0)
+                y = ly[i - 1] + t * (ly[i] - ly[i - 1])
+                shown = y0 <= y <= y1
+                label.setPos(x + 0.03 * (x1 - x0), y)
+        label.setVisible(shown)
 
     def flush_model(self) -> None:
         """Show the newest state and its model curves now (tests, exports)."""
@@ -927,6 +971,7 @@ class PlotsPanel(QWidget):
             keys.append(a)
         self.roofline.set_colors("bounds", keys)
         self.roofline.set_series("bounds", xs, ys)
+        self._keep_markers_in_view()
 
     def _strip_collapsed(self, collapsed: bool) -> None:
         self._grid.setRowStretch(3, 0 if collapsed else 2)
@@ -964,7 +1009,8 @@ class PlotsPanel(QWidget):
             f"reference_{p}" for p in self._reference_ids if self.timing.series[f"reference_{p}"][0]
         ]
         key = [(_label(a), Style(a, 2.0, symbol=_symbol(a), symbol_size=8)) for a in algos]
-        if NAIVE in algos:  # naive's kernels on the time plot: in its colours, so named here
+        kernels_shown = NAIVE in algos and self._every  # "Every series" only
+        if kernels_shown:  # naive's kernels on the time plot: in their colours, so named here
             key += [
                 (f"naive: {k}", self.timing.styles[f"kernel_{k}"]) for k in self._naive_kernels()
             ]
@@ -974,7 +1020,9 @@ class PlotsPanel(QWidget):
         self.key.set_entries(key)
 
         m = self.memory
-        tiled_any = any(a != NAIVE for a in algos)
+        # The fused kernels' model curve, only under their key entries (not under the ring's:
+        # its per-device memory is the Ring tab's).
+        tiled_any = any(a not in (NAIVE, RING) for a in algos)
         mem = (["model_naive"] if NAIVE in algos else []) + (["model_tiled"] if tiled_any else [])
         stacks = [n for n in ("stack_naive", "stack_tiled") if self._has(m, n)]
         mem += stacks
@@ -993,7 +1041,7 @@ class PlotsPanel(QWidget):
 
         t = self.timing
         tim = [f"measured_{a}" for a in algos] + [f"spread_{a}" for a in algos]
-        kernels = [f"kernel_{k}" for k in self._naive_kernels()] if NAIVE in algos else []
+        kernels = [f"kernel_{k}" for k in self._naive_kernels()] if kernels_shown else []
         tim += kernels  # listed whether or not measured yet: the legend stays put
         legend = ["k_measured"]
         if self._time_model_gpu is not None:
@@ -1031,16 +1079,53 @@ class PlotsPanel(QWidget):
             [*roof_items, *points, *refs, "bounds", "l2_current", "current"], force, legend
         )
         self.fit()
+        self._place_growth_label()
 
     def fit(self) -> None:
         """Re-range every plot to its visible data (after data, not cursor, changes)."""
         self.memory.fit_y(extra=[self._budget] if self._budget else [])
         self.timing.fit_y()
         self.traffic.fit_y()
-        ridge = self._gpu.ridge_flops_per_byte if self._gpu is not None else None
-        self.roofline.fit_x(extra=[ridge] if ridge else [])
-        top = self._gpu.top_flops * 1.5 if self._gpu is not None else None
-        self.roofline.fit_y(extra=[top] if top else [])
+        self._fit_roofline()
+
+    def _roofline_extent(self) -> tuple[list[float], list[float]]:
+        """What the roofline's axes must hold besides its data: the ridge with the roofs that
+        meet there (a decade each side along x, three decades below the top roof), and the
+        markers of the current N (where the roofline puts each algorithm, and where its
+        measurement landed), wherever they are."""
+        xs: list[float] = []
+        ys: list[float] = []
+        gpu = self._gpu
+        if gpu is not None:
+            ridge = gpu.ridge_flops_per_byte
+            top = max(self._flat_roofs.values(), default=0.0) or gpu.top_flops
+            xs += [ridge / 30, ridge * 10]
+            ys += [top * 1.5, top / 1000]
+        for name in ("bounds", "current"):
+            mx, my = self.roofline.series.get(name, ((), ()))
+            xs += mx
+            ys += my
+        return xs, ys
+
+    def _fit_roofline(self) -> None:
+        xs, ys = self._roofline_extent()
+        self.roofline.fit_x(extra=xs)
+        self.roofline.fit_y(extra=ys)
+
+    def _keep_markers_in_view(self) -> None:
+        """After a slider move: refit the roofline only when a marker of the new N would fall
+        outside its view (a moved marker costs no relayout otherwise)."""
+        r = self.roofline
+        if r.user_zoomed:
+            return
+        (x0, x1), (y0, y1) = r.plotItem.vb.viewRange()
+        for name in ("bounds", "current"):
+            mx, my = r.series.get(name, ((), ()))
+            for x, y in zip(mx, my, strict=True):
+                lx, ly = math.log10(x), math.log10(y)
+                if not (x0 <= lx <= x1 and y0 <= ly <= y1):
+                    self._fit_roofline()
+                    return
 
     # ------------------------------------------------------------------ hover read-outs
 
@@ -1244,6 +1329,8 @@ class _Replication:
     def _run(self) -> Iterator[None]:
         src, other = self.source, self.panel
         yield from other.build_steps()
+        other.every_button.setVisible(False)  # a control, not a figure: never exported
+        other._every = src._every  # the series on screen, no more, no fewer
         if src.memory._palette is not None:
             other.apply_palette(src.memory._palette)
         other.set_n_span(*src._n_span)

@@ -71,6 +71,8 @@ def _plain_plot(name: str, left: pg.AxisItem, bottom: pg.AxisItem | None = None)
     plot.plotItem.hideButtons()
     plot.setMouseEnabled(False, False)
     plot.getAxis("left").setWidth(52)
+    # Device numbers and P stay whole numbers: no "(x0.001)" scale on a narrow range.
+    plot.getAxis("bottom").enableAutoSIPrefix(False)
     return plot
 
 

@@ -111,6 +111,8 @@ KEYS: dict[str, Kind] = {
     "controls/measure_bytes": _bool,
     "view/theme": _text,
     "view/explain": _bool,
+    "view/every_series": _bool,
+    "lesson/dismissed": _bool,
     "window/geometry": _bytes,
     "window/state": _bytes,
     "recent/files": _paths,

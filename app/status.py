@@ -17,7 +17,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QPlainTextEdit,
     QProgressBar,
-    QSizePolicy,
     QStatusBar,
     QToolButton,
     QVBoxLayout,
@@ -27,6 +26,7 @@ from PySide6.QtWidgets import (
 from gpu.config import AttentionConfig
 from gpu.results import DeviceInfo, RunResult
 
+from .elided_label import ElidedLabel
 from .plain_text import PlainLabel, tooltip
 from .state.units import fmt_bytes, fmt_ms
 
@@ -42,12 +42,11 @@ class RunStatus(QWidget):
         row = QHBoxLayout(self)
         row.setContentsMargins(6, 0, 6, 0)
         row.setSpacing(6)
-        self.label = PlainLabel("Starting…")
+        # Elided, never clipped: a long note ends in "…" and the whole of it is the tooltip.
+        self.label = ElidedLabel("Starting…", "What the background runner is doing.")
         self.label.setObjectName("runStatusLabel")
-        self.label.setToolTip("What the background runner is doing.")
         # Nothing here may change size with its text or with the sweep: a header that grows by
         # a pixel resizes all four plots below it, and a full plot relayout takes ~100 ms.
-        self.label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
         self.label.setMinimumWidth(260)
         row.addWidget(self.label, 1)
         self.progress = QProgressBar()
@@ -71,9 +70,7 @@ class RunStatus(QWidget):
         return self.label.text()
 
     def set_text(self, text: str) -> None:
-        if text != self.label.text():
-            self.label.setText(text)
-            self.label.setToolTip(tooltip(text))
+        self.label.setText(text)
 
     def set_running(self, what: str) -> None:
         self.set_text(f"Running {what}…")
@@ -257,28 +254,32 @@ class StatusBarReadouts:
 
     def __init__(self, bar: QStatusBar) -> None:
         self.bar = bar
-        self.backend = PlainLabel("backend: —")
+        # Elided labels that share the bar by their stretch: a long recorded-run name or an
+        # out-of-memory note ends in "…" (the whole text on hover), never cut mid-word.
+        self.backend = ElidedLabel("backend: —", "The backend in use, and why.")
         self.backend.setObjectName("statusBackend")
-        self.backend.setToolTip("The backend in use, and why.")
-        self.device = PlainLabel("device: —")
+        self.device = ElidedLabel("device: —", "The device the measurements run on.")
         self.device.setObjectName("statusDevice")
-        self.device.setToolTip("The device the measurements run on.")
-        self.memory = PlainLabel("memory: —")
+        self.memory = ElidedLabel("memory: —", "Device memory free / total, after the last run.")
         self.memory.setObjectName("statusMemory")
-        self.memory.setToolTip("Device memory free / total, after the last run.")
-        self.last = PlainLabel("last run: —")
+        self.last = ElidedLabel("last run: —", "The most recent measurement.")
         self.last.setObjectName("statusLastRun")
-        self.last.setToolTip("The most recent measurement.")
-        for w in (self.backend, self.device, self.memory, self.last):
-            bar.addPermanentWidget(w)
+        for w, stretch, least in (
+            (self.backend, 3, 120),
+            (self.device, 2, 90),
+            (self.memory, 2, 120),
+            (self.last, 3, 120),
+        ):
+            w.setMinimumWidth(least)
+            bar.addPermanentWidget(w, stretch)
 
     def set_backend(self, text: str) -> None:
         self.backend.setText(text)
-        self.backend.setToolTip(tooltip(text))
+        self.backend.set_tip(text)
 
     def set_device(self, info: DeviceInfo) -> None:
         self.device.setText(info.name)
-        self.device.setToolTip(tooltip(f"{info.backend}: {info.name}"))
+        self.device.set_tip(f"{info.backend}: {info.name}")
         self.set_memory(info)
 
     def set_memory(self, info: DeviceInfo) -> None:
@@ -289,7 +290,7 @@ class StatusBarReadouts:
     def set_last(self, result: RunResult) -> None:
         self.last.setText(f"last: {describe_result(result)}")
         # An out-of-memory result's why (needs X, the budget or free RAM allows Y) on hover.
-        self.last.setToolTip(tooltip(result.message or "The most recent measurement."))
+        self.last.set_tip(result.message or "The most recent measurement.")
 
 
 def describe_result(r: RunResult) -> str:

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QSizePolicy, QVBoxLayout, 
 from gpu.algorithms import ALGORITHMS
 from gpu.results import RunResult
 
-from .plain_text import PlainLabel
+from .elided_label import ElidedLabel
 from .plot_kit import with_alpha
 from .state.units import fmt_int
 from .theme import Palette
@@ -80,9 +80,10 @@ class TrafficStripChart(QWidget):
         box.setSpacing(0)
         head = QHBoxLayout()
         head.setContentsMargins(8, 0, 8, 0)
-        self.title = PlainLabel()
+        # Its text changes with N: it must never widen (and relayout) the window; a text
+        # longer than the strip ends in "…", whole in the tooltip.
+        self.title = ElidedLabel()
         self.title.setObjectName("trafficStripTitle")
-        # Its text changes with N: it must never widen (and relayout) the window.
         self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         head.addWidget(self.title, 1)
         self.choice = QComboBox()

@@ -597,13 +597,16 @@ def _child_first_paint() -> int:
     from PySide6.QtWidgets import QApplication
 
     from app.launch import _application
-    from app.main_window import MainWindow
+    from app.main_window import DEFAULT_SIZE, MainWindow
 
     _quiet_qt()
     app = _application()
     folder = tempfile.mkdtemp()
     settings = QSettings(os.path.join(folder, "bench.ini"), QSettings.Format.IniFormat)
     window = MainWindow(settings=settings)
+    # The offscreen screen is 800×800 and the window keeps to its screen: start at the
+    # default size a desktop gives it, as every figure here is taken.
+    window.resize(*DEFAULT_SIZE)
 
     class Filter(QObject):
         def eventFilter(self, obj, event):  # type: ignore[no-untyped-def]

@@ -4,14 +4,20 @@ the `multigpu` marker where fewer than two are."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+#: The offscreen platform's own screen is 800×800; the window keeps itself on its screen, so the
+#: tests give it a 1920×1080 desktop (a test of a smaller screen resizes the window itself).
+SCREEN = Path(__file__).parent / "data" / "offscreen_1920x1080.json"
+if os.environ["QT_QPA_PLATFORM"] == "offscreen":
+    os.environ["QT_QPA_PLATFORM"] = f"offscreen:configfile={SCREEN}"
 
 # Applies the PySide6 6.12 / CPython 3.11 reference-count work-around before any Qt call (app's
 # __init__ itself imports no Qt, so this is safe on a GPU host without Qt).
-import app  # noqa: F401
+import app  # noqa: F401, E402
 
 #: How long the shared fixtures wait for a condition before calling it a hang.
 HANG_MS = 60_000
@@ -66,8 +72,15 @@ def window_settings(tmp_path):
     """Settings in a temporary file, starting at N = 1024 whatever the defaults become."""
     from PySide6.QtCore import QSettings
 
+    from gpu.algorithms import ALGORITHMS
+
     s = QSettings(str(tmp_path / "tilescope.ini"), QSettings.Format.IniFormat)
     s.setValue("controls/seq_len", 1024)
+    # Every algorithm ticked and "Every series" on, as a user can: the app tests see every
+    # series. The default view (naive, the fastest fused kernel, one peer) has its own tests,
+    # without these settings.
+    s.setValue("controls/algorithms", ",".join(ALGORITHMS))
+    s.setValue("view/every_series", True)
     return s
 
 

@@ -319,3 +319,32 @@ def test_sigterm_mid_export_leaves_no_partial_file(tmp_path):
     assert code == 128 + signum, process.stderr.read()
     assert leftovers(tmp_path) == [] and not path.exists()
     assert "Traceback" not in process.stderr.read()
+
+
+def test_a_gif_shows_the_lane_and_the_measured_clock_on_screen(qtbot, make_window, tmp_path):
+    from app.animation.widget import TileAnimationWidget
+    from gpu.algorithms import NAIVE, TILED, TILED_WS
+
+    window = make_window(open_path=str(ROOT / "resources" / "recorded" / "h200_sweep.json"))
+    window.state.update(config=window.config.with_(seq_len=4096))
+    qtbot.waitUntil(lambda: window.animation is not None, timeout=5000)
+    window.tabs.setCurrentWidget(window.animation)
+    anim = window.animation
+    anim.lanes_box.setCurrentIndex(anim.lanes_box.findData(TILED_WS))
+    anim.flush()
+    qtbot.waitUntil(lambda: all(lane.clock.measured for lane in anim.player.lanes), timeout=10_000)
+    assert anim.algorithms == (NAIVE, TILED_WS)
+    anim.seek_fraction(0.0)
+    on_screen = exports._frame_array(anim.canvas_image(QSize(*SMALL))).astype(int)
+    path = tmp_path / "ws.gif"
+    exported(qtbot, window, path, frames=3)
+    first = imageio.imread(path, index=0)[..., :3].astype(int)
+    assert np.abs(first - on_screen).mean() < 3  # what the user sees, up to the GIF palette
+    # The readable kernel on the modeled clock (what the export drew before) looks otherwise.
+    other = TileAnimationWidget(
+        config=window.config, gpu=anim.player.gpu, algorithms=(NAIVE, TILED)
+    )
+    qtbot.addWidget(other)
+    other.seek_fraction(0.0)
+    readable = exports._frame_array(other.canvas_image(QSize(*SMALL))).astype(int)
+    assert np.abs(first - readable).mean() > 3 * np.abs(first - on_screen).mean()

@@ -453,7 +453,8 @@ def test_a_recorded_run_is_not_measured_again(qtbot, profiled_window):
 def test_capacities_and_device_bytes_both_say_decimal_gb(qtbot, profiled_window):
     _drawn(qtbot, profiled_window)
     plots = profiled_window.plots
-    assert plots.roofline.title == "Roofline: H200 SXM, 141 GB"  # the datasheet's figure
+    assert plots.roofline.title == "Roofline: H200 SXM"  # short: it fits at 1280×800
+    assert plots.roofline.toolTip() == "Roofline: H200 SXM, 141 GB"  # the datasheet's figure
     assert plots.budget_line.text == "this device: 150 GB"  # 150,109,880,320 B
     combo = profiled_window.controls.budget
     texts = [combo.itemText(i) for i in range(combo.count())]

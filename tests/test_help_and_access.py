@@ -28,6 +28,7 @@ def test_the_help_menu_has_shortcuts_the_lesson_and_about(make_window):
     window = make_window()
     assert texts(menu(window, "&Help")) == [
         "Keyboard shortcuts",
+        "The lesson, step by step",
         "The lesson in short",
         "About Tilescope",
     ]

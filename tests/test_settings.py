@@ -51,6 +51,7 @@ def saved(qapp, tmp_path_factory) -> Path:
     path = folder / "saved.ini"
     settings = QSettings(str(path), QSettings.Format.IniFormat)
     window = MainWindow(backend_factory=lambda name: CostModelBackend(), settings=settings)
+    window.controls.set_checked_algorithms(("naive",))  # the user's own pick is saved
     window.file_menu.add_recent(str(folder / "a, b.json"))
     window.file_menu.add_recent(str(folder / "c.json"))
     window.file_menu._remember_folder("files/folder", str(folder / "s.json"))

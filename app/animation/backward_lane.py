@@ -13,7 +13,6 @@ from PySide6.QtCore import QRectF, Qt, QTimer
 from PySide6.QtGui import QColor, QPainter, QPen
 from PySide6.QtWidgets import (
     QHBoxLayout,
-    QLabel,
     QPushButton,
     QSizePolicy,
     QSlider,
@@ -24,6 +23,7 @@ from PySide6.QtWidgets import (
 from gpu.algorithms import ALGORITHMS, TILED_MMA
 from gpu.config import AttentionConfig
 
+from ..plain_text import PlainLabel
 from ..state.animation.backward_order import BackwardFrame, BackwardTileOrder
 from ..state.units import fmt_bytes, fmt_flops, fmt_int
 from .colors import DARK, AnimColors
@@ -163,13 +163,13 @@ class BackwardLane(QWidget):
         self.timeline.setObjectName("backwardTimeline")
         self.timeline.setToolTip("Scrub through the backward's steps, in launch order")
         self.timeline.valueChanged.connect(self.seek)
-        self.title = QLabel(self)
+        self.title = PlainLabel(self)
         self.title.setObjectName("backwardTitle")
         self.title.setWordWrap(True)
-        self.caption = QLabel(self)
+        self.caption = PlainLabel(self)
         self.caption.setObjectName("backwardCaption")
         self.caption.setWordWrap(True)
-        self.counters = QLabel(self)
+        self.counters = PlainLabel(self)
         self.counters.setObjectName("backwardCounters")
         self.counters.setWordWrap(True)
         self.canvas = BackwardCanvas(self)

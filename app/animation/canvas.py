@@ -92,6 +92,10 @@ def scene_for(config: AttentionConfig, gpu: GpuSpec, lanes: list) -> Scene:
     return Scene(config, gpu, tuple(out), total)
 
 
+#: See TileCanvas.__init__.
+MINIMUM_SIZE = (520, 400)
+
+
 class TileCanvas(QWidget):
     """Draws `LaneFrame`s; knows nothing about the clock."""
 
@@ -99,7 +103,10 @@ class TileCanvas(QWidget):
         super().__init__(parent)
         self.setObjectName("tileCanvas")
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
-        self.setMinimumSize(520, 340)
+        # The smallest size at which every label of every lane fits apart (the
+        # warp-specialized lane, with its roles strip, is the tallest; the test
+        # tests/test_first_screen.py checks it): exports are never made smaller.
+        self.setMinimumSize(*MINIMUM_SIZE)
         self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent, True)
         self._scene: Scene | None = None
         self._frames: list[LaneFrame] = []

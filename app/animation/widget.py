@@ -137,6 +137,8 @@ class TileAnimationWidget(QWidget):
             duration_s=duration_s,
         )
         self._results: ResultLookup | None = None
+        #: Whether the user picked the second lane (the window then leaves it alone).
+        self.lanes_chosen = False
         self.colors: AnimColors = DARK
         self._frames: list[LaneFrame] = []
         #: Wall seconds a step-forward takes to glide to the boundary (0: jump).
@@ -468,6 +470,7 @@ class TileAnimationWidget(QWidget):
         self._paced_build()
 
     def _on_lanes(self, _index: int) -> None:
+        self.lanes_chosen = True  # the user's pick: the window's default no longer applies
         self.set_algorithms((NAIVE, str(self.lanes_box.currentData())))
 
     def set_theme(self, theme: str) -> None:

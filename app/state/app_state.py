@@ -60,6 +60,12 @@ class AppState:
     bytes_refused: str = ""
     #: Devices P the ring splits the sequence over (1: one device; app/state/ring_devices.py).
     devices: int = 1
+    #: Whether the user ticked the algorithms (else the default view's choice follows the
+    #: backend: naive and its fastest fused kernel; app/state/default_view.py).
+    algorithms_chosen: bool = False
+    #: "Every series": every algorithm, every peer, naive's kernel lines (else the default
+    #: view's few).
+    all_series: bool = False
     #: Attention layers L whose saved activations a training step stacks up (the memory plot's
     #: L-layer lines and the explain pane's wall for L layers; gpu/layer_stack.py).
     layers: int = 12

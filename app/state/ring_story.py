@@ -44,8 +44,8 @@ def split_text(config: AttentionConfig, devices: int, word: str) -> str:
 def step_caption(frame: RingFrame, config: AttentionConfig, word: str) -> str:
     """The step under the playhead: what every device computes and what it sends on."""
     p = frame.devices
-    if p == 1:
-        return split_text(config, 1, word)
+    if p == 1:  # the split line above says where the sequence is; this one what plays
+        return f"Nothing travels with one {word}: pick P > 1 to play the ring's steps."
     if frame.step >= p:
         return (
             f"Done: after {p} steps every query has met every key once; each {word}'s running "
