@@ -14,6 +14,7 @@ from PySide6.QtCore import QEvent, QObject, QPointF, Qt
 from PySide6.QtWidgets import QApplication, QWidget
 
 from app.explain import ExplainInputs, ExplainPane, explain_html
+from app.plain_text import shown_text
 from app.state.app_state import AppState, Change
 from app.state.cost_model_backend import CostModelBackend
 from gpu.algorithms import NAIVE, TILED, TILED_MMA
@@ -454,7 +455,7 @@ def test_capacities_and_device_bytes_both_say_decimal_gb(qtbot, profiled_window)
     _drawn(qtbot, profiled_window)
     plots = profiled_window.plots
     assert plots.roofline.title == "Roofline: H200 SXM"  # short: it fits at 1280×800
-    assert plots.roofline.toolTip() == "Roofline: H200 SXM, 141 GB"  # the datasheet's figure
+    assert shown_text(plots.roofline.toolTip()) == "Roofline: H200 SXM, 141 GB"  # datasheet
     assert plots.budget_line.text == "this device: 150 GB"  # 150,109,880,320 B
     combo = profiled_window.controls.budget
     texts = [combo.itemText(i) for i in range(combo.count())]
