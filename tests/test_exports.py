@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QImage
-from PySide6.QtWidgets import QDialog, QMessageBox, QPushButton
+from PySide6.QtWidgets import QDialog, QPushButton
 from test_session import FAKE_DATE, FAKE_DEVICE, synthetic_recording, write_synthetic
 
 import main
-from app import exports
+from app import exports, file_menu
 from app.file_menu import ExportRequest
 from app.state.recorded_run import SHIPPED_RECORDING
 from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA
@@ -206,9 +206,8 @@ def test_overwriting_asks_first_through_a_replaceable_question(window, tmp_path,
     path.write_text("precious")
     fm = window.file_menu
     asked = []
-    monkeypatch.setattr(  # the default question is a QMessageBox: answer it "No"
-        QMessageBox, "question", lambda *a, **k: asked.append(a) or QMessageBox.StandardButton.No
-    )
+    # The default question is a modal plain-text yes/no box: answer it "No".
+    monkeypatch.setattr(file_menu, "ask", lambda *a: asked.append(a) or False)
     assert not fm.export(ExportRequest("plots_csv", str(path)))
     assert len(asked) == 1 and str(path) in asked[0][2] and path.read_text() == "precious"
     fm.confirm_overwrite = lambda p: True
