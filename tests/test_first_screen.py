@@ -51,6 +51,34 @@ def test_no_control_title_or_status_text_is_clipped_from_1280x800_up(
     assert problems == [], "\n".join(problems)
 
 
+class _SmallScreen:
+    """A 1280×800 laptop's screen, less a 32 px panel at the top: smaller than the default
+    window size."""
+
+    def availableGeometry(self):  # noqa: N802 (Qt's name)
+        from PySide6.QtCore import QRect
+
+        return QRect(0, 32, 1280, 768)
+
+
+def test_the_window_is_clamped_to_a_screen_smaller_than_its_default_size(
+    make_window, qtbot, monkeypatch
+):
+    from PySide6.QtCore import QRect
+
+    from app.main_window import DEFAULT_SIZE, MainWindow
+
+    monkeypatch.setattr(MainWindow, "screen", lambda self: _SmallScreen())
+    assert DEFAULT_SIZE[0] > 1280 and DEFAULT_SIZE[1] > 768  # the default would hang off it
+    window = make_window()
+    area = QRect(0, 32, 1280, 768)
+    assert window.width() <= area.width() and window.height() <= area.height()
+    assert area.contains(window.frameGeometry()), window.frameGeometry()
+    window.move(900, 600)  # a restored position off to the lower right: moved back inside
+    window.fit_to_screen()
+    assert area.contains(window.frameGeometry()), window.frameGeometry()
+
+
 # ------------------------------------------------------------------ the default view
 
 SHIPPED = ROOT / "resources" / "recorded" / "h200_sweep.json"
