@@ -429,8 +429,8 @@ def test_a_cpu_bench_of_hours_is_refused_with_its_estimate_when_stdout_is_no_ter
 
 def test_a_long_cpu_bench_says_its_estimate_before_the_table(capsys, monkeypatch):
     from gpu import ring_sim
-    from gpu.costmodel import pass_useful_flops
     from gpu.config import AttentionConfig
+    from gpu.costmodel import pass_useful_flops
 
     flops = pass_useful_flops(AttentionConfig(seq_len=128, heads=1)) * 3  # warm-up, run, meter
     monkeypatch.setattr(ring_sim, "SIM_FLOPS_PER_S", flops / 30)  # 30 s by the estimate

@@ -55,7 +55,7 @@ class _SmallScreen:
     """A 1280×800 laptop's screen, less a 32 px panel at the top: smaller than the default
     window size."""
 
-    def availableGeometry(self):  # noqa: N802 (Qt's name)
+    def availableGeometry(self):
         from PySide6.QtCore import QRect
 
         return QRect(0, 32, 1280, 768)

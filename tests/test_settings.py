@@ -195,7 +195,8 @@ def test_a_first_export_goes_to_the_users_pictures_or_documents_not_the_program(
     fm = window.file_menu
     recorded = Path(__file__).parent.parent / "resources" / "recorded"
     fm._remember_folder("files/folder", str(recorded / "h200_sweep.json"))  # opened from there
-    folders = {k: Path(fm.suggested_name(KINDS[k])).parent for k in ("plots_png", "gif", "plots_csv")}
+    kinds = ("plots_png", "gif", "plots_csv")
+    folders = {k: Path(fm.suggested_name(KINDS[k])).parent for k in kinds}
     assert folders == {
         "plots_png": home / "Pictures", "gif": home / "Pictures", "plots_csv": home / "Documents"
     }  # fmt: skip
