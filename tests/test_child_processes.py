@@ -4,6 +4,7 @@ alive 5 s later, and no child keeps the parent's stdout open."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -200,3 +201,38 @@ if __name__ == "__main__":
     for p in left:
         p.kill()
     assert not left
+
+
+def test_the_program_ends_at_once_when_it_exits_with_a_job_still_running_in_the_compute_process(
+    tmp_path,
+):
+    """A normal exit (the end of main, sys.exit) while a job runs in the compute process: the
+    interpreter's own pool join would wait for the job; the process ends at once instead."""
+    script = f"""
+import sys, threading, time
+sys.path.insert(0, {str(ROOT)!r})
+from app.background import ComputeStopped, in_process
+
+def wait_for_job():
+    try:
+        in_process(time.sleep, 600)()
+    except ComputeStopped:
+        pass
+
+threading.Thread(target=wait_for_job, daemon=True).start()
+time.sleep(0.5)
+"""
+    path = tmp_path / "exits.py"
+    path.write_text(script)
+    proc = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE)
+    kids = _wait_for_children(proc, 2, timeout_s=30.0)
+    try:
+        assert proc.wait(60) == 0  # a job of 600 s: only a stuck exit gets near this bound
+        deadline = time.monotonic() + DEADLINE_S
+        while _alive(kids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(kids)
+    finally:
+        for p in [psutil.Process(proc.pid), *kids] if proc.poll() is None else kids:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
