@@ -260,11 +260,19 @@ def end_compute_process() -> None:
 
 
 def _kill(pool: ProcessPoolExecutor, wait: bool = False) -> None:
-    """SIGKILL the pool's process, then shut the pool (its manager thread sees the process go
-    at once; `wait` joins that thread)."""
+    """SIGKILL the pool's process, then shut the pool (`wait` joins its manager thread).
+
+    A process killed while it sends a result leaves half a message in the result pipe, and
+    the pool's manager thread then waits in `recv` for the rest, forever: the pipe's other
+    writer is this process itself, so no end of file comes, the futures never fail and the
+    interpreter's exit waits for that thread. Closing our own copy of the writing end leaves
+    the dead process as its last holder: the read ends, the pool breaks as it should."""
     for process in list((getattr(pool, "_processes", None) or {}).values()):
         with contextlib.suppress(OSError, AttributeError, ValueError):
             process.kill()
+    results = getattr(pool, "_result_queue", None)
+    with contextlib.suppress(Exception):
+        results._writer.close()  # type: ignore[union-attr]
     with contextlib.suppress(Exception):
         pool.shutdown(wait=wait, cancel_futures=True)
 
