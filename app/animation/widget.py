@@ -523,7 +523,8 @@ class TileAnimationWidget(QWidget):
         self.flush()
 
     def _adopt(self, config: AttentionConfig, lanes: list[Lane]) -> None:
-        self._pending_config = None
+        if self._pending_config == config:  # a newer one asked for meanwhile is still built
+            self._pending_config = None
         self.player.adopt(config, lanes)
         self.player.set_clocks(self._clocks(config, self.player.gpu))  # results since the build
         self._apply_scene()
