@@ -59,6 +59,7 @@ from .plot_kit import (
     with_alpha,
 )
 from .state.app_state import AppState, Change
+from .state.device_memory import device_memory_note
 from .state.family import cache_config, family
 from .state.model_cache import band, cost, known, known_band, known_verdict, prime, verdict
 from .state.model_curves import MODEL_GRID, ModelCurves, model_curves
@@ -1246,6 +1247,7 @@ class PlotsPanel(QWidget):
                     line += f", measured {fmt_bytes(res.peak_bytes)} (CuPy pool)"
                     if res.device_peak_bytes is not None:
                         line += f", {fmt_bytes(res.device_peak_bytes)} (whole device)"
+                        line += f"\n   {device_memory_note(res)}"
             lines.append(line)
         if self._budget:
             lines.append(f"budget {fmt_bytes(self._budget)}")
@@ -1253,7 +1255,10 @@ class PlotsPanel(QWidget):
             r.device_peak_bytes is not None for a in self._algorithms for r in self._measured[a]
         ):
             lines.append("pool: the buffers the run allocated")
-            lines.append("whole device: the drop in free memory (+ cuBLAS workspace, context)")
+            lines.append(
+                "whole device: the drop in the device's free memory during the run (the pool's "
+                "buffers and what CUDA libraries took meanwhile)"
+            )
         return "\n".join(lines)
 
     def _hover_timing(self, x: float, _y: float) -> str | None:

@@ -406,6 +406,24 @@ def test_the_ring_tab_at_one_device_says_each_thing_once_and_counts_devices_whol
     assert "x0.001" not in axis.labelString() and "×" not in axis.labelString()
 
 
+def test_the_replayed_naive_n256_device_peak_says_what_it_holds_beyond_the_pool(
+    make_window, qtbot
+):
+    window = make_window(open_path=str(SHIPPED), seq_len=16384)
+    qtbot.waitUntil(lambda: bool(window.plots._by_n[NAIVE].get(256)), timeout=10000)
+    window.plots.flush_model()
+    recorded = window.plots._by_n[NAIVE][256]
+    assert recorded.device_peak_bytes > 10 * recorded.peak_bytes  # the point above the curve
+    text = window.plots._hover_memory(math.log10(256), 0)
+    extra = recorded.device_peak_bytes - recorded.peak_bytes
+    assert f"{fmt_bytes(recorded.device_peak_bytes)} (whole device)" in text
+    assert f"whole device: {fmt_bytes(extra)} more than the pool's" in text
+    assert "cuBLAS workspace and kernel modules, loaded on first use" in text
+    assert f"{fmt_bytes(recorded.device_used_bytes)} were in use" in text  # the context too
+    later = window.plots._hover_memory(math.log10(4096), 0)
+    assert "more than the pool" not in later  # where the two peaks agree, no such note
+
+
 def test_explain_gives_no_roofline_row_to_a_run_that_ran_out_of_memory(capsys):
     import json
 
