@@ -406,9 +406,7 @@ def test_the_ring_tab_at_one_device_says_each_thing_once_and_counts_devices_whol
     assert "x0.001" not in axis.labelString() and "×" not in axis.labelString()
 
 
-def test_the_replayed_naive_n256_device_peak_says_what_it_holds_beyond_the_pool(
-    make_window, qtbot
-):
+def test_the_replayed_naive_n256_device_peak_says_what_it_holds_beyond_the_pool(make_window, qtbot):
     window = make_window(open_path=str(SHIPPED), seq_len=16384)
     qtbot.waitUntil(lambda: bool(window.plots._by_n[NAIVE].get(256)), timeout=10000)
     window.plots.flush_model()
