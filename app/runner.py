@@ -12,6 +12,10 @@ and flagged `stale`. Either way the newest request runs next. A sweep is a secon
 lower-priority queue: live requests overtake it (a sweep item in flight is stopped and queued
 again), cancel empties it and stops the item in flight.
 
+A freshly started NumPy backend warms up before its first measurement, until the times of a
+small run agree (app/state/settle.py): the first measurements would otherwise share the cores
+with the window's start-up work and come out several times the steady ones.
+
 On a CPU a large N can take hours, and nothing can interrupt NumPy, so the worker estimates each
 run from the throughput it has seen on this backend and skips (with a message saying so) runs
 that would exceed the time limit, instead of disappearing into one for an hour.
@@ -53,6 +57,7 @@ from gpu.units import fmt_seconds
 
 from .state.recorded_run import NotRecorded
 from .state.runs import BackendFailure, BackendReady, Job, RunOutcome, backend_key
+from .state.settle import BUDGET_S, SETTLE_CONFIG, Settling, settle
 
 BackendFactory = Callable[[], Backend]
 
@@ -68,6 +73,8 @@ class RunnerStats:
     runs_cancelled: int = 0  # runs stopped mid-way through the cancel hook
     skipped: int = 0
     by_algorithm: dict[str, int] = field(default_factory=dict)
+    #: The last warm-up of a fresh backend (None: none was needed, or none has run yet).
+    settling: Settling | None = None
 
 
 def default_options(backend_name: str) -> RunOptions:
@@ -119,6 +126,8 @@ class Runner(QObject):
         self.live_time_limit_s: float | None = 20.0
         self.sweep_time_limit_s: float | None = 90.0
         self.options_for: Callable[[str], RunOptions] = default_options
+        #: Seconds a fresh NumPy backend may warm up before its first measurement (0: none).
+        self.settle_budget_s = BUDGET_S
         #: Seconds without work before the idle heap trim (see `trim_heap`).
         self.idle_trim_after_s = IDLE_TRIM_AFTER_S
 
@@ -367,6 +376,8 @@ class Runner(QObject):
             if spec is not None:
                 backend, key, generation = self._create(spec) or (None, "", spec[0])
                 requested = spec[1]
+                if backend is not None:
+                    self._settle(backend)
                 continue
             assert job is not None
             if job.backend_generation != generation or backend is None:
@@ -440,6 +451,32 @@ class Runner(QObject):
         )
         self._emit(self._bridge.ready, ready)
         return backend, key, generation
+
+    def _settle(self, backend: Backend) -> None:
+        """Warm a fresh NumPy backend up before its first measurement (app/state/settle.py);
+        stopped by a newer backend or the shutdown, its results thrown away. GPU backends time
+        with their own warm-up, recordings measure nothing."""
+        from gpu.cpu_backend import CpuBackend
+
+        if not isinstance(backend, CpuBackend) or self.settle_budget_s <= 0:
+            return
+
+        def stop() -> bool:
+            with self._cond:
+                return self._stop or self._backend_spec is not None
+
+        options = RunOptions(warmup=0, repeats=1, cancel=stop)
+
+        def run_round() -> None:
+            for algorithm in backend.algorithms():
+                backend.run(SETTLE_CONFIG, algorithm, options)
+
+        try:
+            self.stats.settling = settle(run_round, budget_s=self.settle_budget_s, stop=stop)
+        except RunCancelled:
+            pass  # a newer backend asked for: it settles on its own
+        except Exception:  # a warm-up that fails says nothing the first measurement won't
+            pass
 
     def _run(self, backend: Backend, key: str, job: Job, cancel: threading.Event) -> RunOutcome:
         name = getattr(backend, "name", "?")

@@ -189,3 +189,77 @@ def test_an_unsampled_run_in_flight_does_not_stand_in_for_a_sampled_request(
     runner.request(BASE, [NAIVE], None, profile=True)  # Measure bytes switched on meanwhile
     qtbot.waitUntil(lambda: not runner.busy and len(backend.calls) >= 2, timeout=5000)
     assert [a for _, a, _ in backend.calls] == [NAIVE, NAIVE]
+
+
+# ------------------------------------------------------------------ settling before measuring
+
+
+class _CountedCpuBackend:
+    """Makes a real CPU backend that records the N of every run, in order."""
+
+    @staticmethod
+    def make():
+        from gpu.cpu_backend import CpuBackend
+
+        class Counted(CpuBackend):
+            def __init__(self) -> None:
+                super().__init__()
+                self.ran: list[tuple[int, str]] = []
+
+            def run(self, config, algorithm, options):  # type: ignore[no-untyped-def]
+                self.ran.append((config.seq_len, algorithm))
+                return super().run(config, algorithm, options)
+
+        return Counted()
+
+
+def test_a_fresh_cpu_backend_warms_up_until_its_times_agree_before_measuring(
+    qtbot, runner, start_backend, outcomes
+):
+    from app.state.settle import SETTLE_CONFIG
+
+    backend = _CountedCpuBackend.make()
+    start_backend(backend, "cpu")
+    asked = AttentionConfig(seq_len=128, heads=2)
+    runner.request(asked, [NAIVE], None)
+    qtbot.waitUntil(lambda: bool(outcomes), timeout=30_000)
+    first = backend.ran.index((128, NAIVE))
+    warm = backend.ran[:first]
+    # whole rounds of the small run, every algorithm the backend has, before the first measure
+    assert len(warm) >= 2 * len(backend.algorithms())
+    assert set(warm) == {(SETTLE_CONFIG.seq_len, a) for a in backend.algorithms()}
+    settling = runner.stats.settling
+    assert len(settling.rounds_s) == len(warm) // len(backend.algorithms())
+    assert [o.job.config for o in outcomes] == [asked]  # the warm-up's results are not shown
+
+
+def test_only_the_numpy_backend_warms_up(qtbot, runner, start_backend, outcomes):
+    backend = CostModelBackend(name="cpu")  # GPUs time with their own warm-up; fakes need none
+    start_backend(backend, "cpu")
+    runner.request(BASE, [NAIVE], None)
+    qtbot.waitUntil(lambda: bool(outcomes), timeout=5000)
+    assert [c[:2] for c in backend.calls] == [(1024, NAIVE)]
+    assert runner.stats.settling is None
+
+
+def test_settling_stops_when_two_rounds_agree_or_its_time_is_up():
+    from app.state.settle import settle
+
+    now = [0.0]
+
+    def rounds(seconds):
+        it = iter(seconds)
+
+        def run_round():
+            now[0] += next(it)
+
+        return run_round
+
+    clock = lambda: now[0]  # noqa: E731
+    done = settle(rounds([1.0, 0.5, 0.25, 0.3125, 0.25]), agree=0.25, budget_s=10, clock=clock)
+    assert done.settled and done.rounds_s == (1.0, 0.5, 0.25, 0.3125)  # 0.3125 is 0.25 + 25 %
+    now[0] = 0.0
+    late = settle(rounds([0.5, 1.0] * 10), agree=0.25, budget_s=2.5, clock=clock)
+    assert not late.settled and late.rounds_s == (0.5, 1.0, 0.5, 1.0)  # 3 s ≥ 2.5 s: stopped
+    stopped = settle(rounds([1.0]), stop=lambda: True, clock=clock)
+    assert stopped.rounds_s == () and not stopped.settled
