@@ -709,8 +709,10 @@ class FileMenu(QObject):
 
     def _opened(self, path: str, backend: RecordedBackend) -> None:
         name = os.path.basename(path) or path
-        if self.window.banner.message.startswith(OPEN_FAILED):  # an earlier file's refusal
-            self.window.banner.dismiss()
+        # Whatever the banner said (an earlier file's refusal, a backend that would not start,
+        # a run or an export that failed) concerned what was shown before this file: moot now.
+        # A message that opening this file raises comes after and stays.
+        self.window.banner.dismiss()
         self.window.open_recorded(path, preloaded=backend)
         if backend.session is not None:
             self._apply_session(backend.session)

@@ -164,6 +164,24 @@ def test_a_successful_open_clears_an_earlier_files_refusal(qtbot, make_window, t
     assert not window.banner.message
 
 
+@pytest.mark.parametrize(
+    "earlier",
+    [
+        "Could not start the cuda backend: no device — using cpu instead.",
+        "Could not save the session: [Errno 28] No space left on device",
+    ],
+)
+def test_a_successful_open_clears_whatever_error_the_banner_still_showed(
+    qtbot, make_window, tmp_path, earlier
+):
+    window = make_window()
+    window.banner.show_message(earlier)  # about no config: it would stay until dismissed
+    good = tmp_path / "good.json"
+    good.write_text(BASE_TEXT)
+    assert open_and_wait(qtbot, window, good)
+    assert not window.banner.message and window.banner.isHidden()
+
+
 def test_an_export_name_too_long_for_the_system_gives_a_message(qtbot, make_window, tmp_path):
     from app.file_menu import ExportRequest
 
