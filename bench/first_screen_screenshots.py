@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         if path.exists() and not args.force:
             print(f"{path} exists (use --force to replace it)", file=sys.stderr)
             return 2
-        atomic_write_bytes(path, palette_png_bytes(window.grab().toImage()))
+        atomic_write_bytes(path, palette_png_bytes(window.grab().toImage()), overwrite=True)
         print(f"  wrote {path}")
         window.close()
     return 1 if bad else 0
