@@ -198,18 +198,20 @@ class CachedBoundsScatter(pg.ScatterPlotItem):
 
 class CursorLine:
     """The cursor at N: a vertical line and its "N = …" label drawn by Qt's own items (no Python
-    paint, no Python bounding rect) over the data items, so a slider move repaints the two thin
-    strips the line leaves and enters from the data items' cached pixmaps. They live in the
-    view box's pixel coordinates (in log-data coordinates a pen's width would be decades wide
-    and every move would repaint a wide band). Mimics the part of pyqtgraph's InfiniteLine that
-    the plots use (`value`, `setValue`, `setPen`, visibility)."""
+    paint, no Python bounding rect), so a slider move repaints the two thin strips the line
+    leaves and enters from the data items' cached pixmaps. They live in the view box's pixel
+    coordinates (in log-data coordinates a pen's width would be decades wide and every move
+    would repaint a wide band), under the view box's data group, as a line among the data
+    would be. Mimics the part of pyqtgraph's InfiniteLine that the plots use (`value`,
+    `setValue`, `setPen`, visibility)."""
 
     def __init__(self, plot: pg.PlotWidget, label: bool) -> None:
         self.vb = plot.plotItem.vb
+        # Below the data group (z 0), above the view box's background.
         self.line = QGraphicsLineItem(self.vb)
-        self.line.setZValue(40)
+        self.line.setZValue(-2)
         self.text = QGraphicsSimpleTextItem(self.vb)
-        self.text.setZValue(41)
+        self.text.setZValue(-1)
         self.text.setVisible(label)
         self.labelled = label
         self._value = 0.0
