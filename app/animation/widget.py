@@ -488,7 +488,8 @@ class TileAnimationWidget(QWidget):
 
     def render_canvas(self, painter: QPainter, size: QSize | QSizeF) -> None:
         """Paint the lanes canvas alone (no controls, no panels) at `size` into `painter`, as
-        it shows now; its layout fits every label from about 520×340 up."""
+        it shows now; its layout fits every label from the canvas's minimum size up
+        (canvas.MINIMUM_SIZE, what exports enforce)."""
         self._flush_config()
         self.canvas.render_to(painter, size)
 
@@ -522,7 +523,8 @@ class TileAnimationWidget(QWidget):
         self.flush()
 
     def _adopt(self, config: AttentionConfig, lanes: list[Lane]) -> None:
-        self._pending_config = None
+        if self._pending_config == config:  # a newer one asked for meanwhile is still built
+            self._pending_config = None
         self.player.adopt(config, lanes)
         self.player.set_clocks(self._clocks(config, self.player.gpu))  # results since the build
         self._apply_scene()
