@@ -48,6 +48,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     ),
     "gpu/profiler.py": ("tests/test_profiler.py",),
     "app/state/current_point.py": ("tests/test_figure_formulas.py", "tests/test_figures.py"),
+    "app/state/training_figures.py": ("tests/test_figure_formulas.py",),
 }
 #: Tests left out of mutant runs: they need a window (seconds each, no figure module of
 #: their own).

@@ -382,6 +382,21 @@ def test_an_unmeasured_kernel_is_placed_at_the_models_bytes_and_exponentials():
     assert v.roof_share == {} and v.model_over_measured is None and v.measured_ms is None
 
 
+def test_a_kernel_that_wrote_all_its_outputs_within_the_window_adds_no_deferred_bytes():
+    config = AttentionConfig(seq_len=1024, heads=H, head_dim=D)
+    cost = costmodel.algorithm_cost(config, TILED_MMA)
+    due = qkvo_bytes(1024) + stats(1024)
+    r = RunResult(
+        config=config, algorithm=TILED_MMA, backend="cuda", device="NVIDIA H200",
+        kernel_times=(KernelTime("flash_fwd", 0.1),), model_peak_bytes=cost.peak_bytes,
+        hbm_bytes=cost.hbm_bytes, flops=cost.flops,
+        traffic=(KernelTraffic("flash_fwd", 3 * qkvo_bytes(1024), due + 512, 10**9),),
+    )  # fmt: skip
+    (k,) = roofline.algorithm_verdict(config, TILED_MMA, H200, r).kernels
+    assert k.deferred_write_bytes == 0 and k.dram_bytes == 3 * qkvo_bytes(1024) + due + 512
+    assert roofline.counted_dram_bytes(r) == k.dram_bytes
+
+
 def test_an_empty_kernel_is_memory_bound_in_no_time():
     cost = costmodel.KernelCost("nothing", 0, 0, 0)
     k = roofline.kernel_verdict(
@@ -601,6 +616,7 @@ def test_cached_reads_cover_every_edge_of_the_rule():
     assert costmodel._cached_reads(100, 500, 9, 5, 0, 5.0) == 100  # no working set: all hit
     assert costmodel._cached_reads(100, 500, 2, 2, 20, 5.0) == 100 + 300
     assert costmodel._cached_reads(100, 500, 2, 2, 1, 0.0) == 500  # no L2: every re-read misses
+    assert costmodel._cached_reads(100, 101, 2, 2, 20, 5.0) == 101  # one re-read, 3/4 missed
 
 
 def test_the_readable_kernel_holds_two_blocks_per_sm_where_shared_memory_allows():

@@ -468,3 +468,15 @@ def test_a_machine_whose_cupy_sees_no_device_is_told_so(monkeypatch):
     monkeypatch.setattr(profiler, "_checked", {})
     reason = profiler.unavailable_reason(3)
     assert reason.kind == profiler.NO_DEVICE and "no CUDA device" in str(reason)
+
+
+def test_cupti_python_without_a_cupti_wheel_or_preload_says_which_wheel_to_install(monkeypatch):
+    from importlib import metadata
+
+    monkeypatch.setattr(metadata, "version", lambda name: "13.4.0")
+    monkeypatch.setattr(profiler, "wheel_library_dirs", lambda: [])
+    monkeypatch.setenv("LD_PRELOAD", "")
+    with pytest.raises(ProfilerUnavailable) as info:
+        profiler._load()
+    assert info.value.kind == profiler.NOT_INSTALLED
+    assert "no nvidia-cuda-cupti wheel with libcupti was found" in str(info.value)
