@@ -237,8 +237,60 @@ def _start_pool() -> ProcessPoolExecutor:
         initargs=(os.getpid(),),
     )
     pool.submit(int)  # the process starts here, on the keeper thread
-    atexit.register(pool.shutdown, wait=True, cancel_futures=True)
     return pool
+
+
+def end_compute_process() -> None:
+    """End the compute process now, whatever it is doing: the program is ending, so any result
+    is moot. Runs by itself as the interpreter ends, before concurrent.futures joins its
+    pools, which would otherwise wait for a running job (a large read, a model sweep) and hold
+    the exit for as long as the job takes."""
+    global _pool, _stops
+    with _pool_lock:
+        pool, _pool = _pool, None
+        busy = _jobs_in_process > 0
+        _stops += 1  # a job running now fails with ComputeStopped, it does not rerun in-thread
+    if pool is None:
+        return
+    if busy:
+        _kill(pool, wait=True)
+    else:  # idle: it ends on its own at once, and its queues are released cleanly
+        with contextlib.suppress(Exception):
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _kill(pool: ProcessPoolExecutor, wait: bool = False) -> None:
+    """SIGKILL the pool's process, then shut the pool (`wait` joins its manager thread).
+
+    A process killed while it sends a result leaves half a message in the result pipe, and
+    the pool's manager thread then waits in `recv` for the rest, forever: the pipe's other
+    writer is this process itself, so no end of file comes, the futures never fail and the
+    interpreter's exit waits for that thread. Closing our own copy of the writing end leaves
+    the dead process as its last holder: the read ends, the pool breaks as it should."""
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        with contextlib.suppress(OSError, AttributeError, ValueError):
+            process.kill()
+    results = getattr(pool, "_result_queue", None)
+    with contextlib.suppress(Exception):
+        results._writer.close()  # type: ignore[union-attr]
+    with contextlib.suppress(Exception):
+        pool.shutdown(wait=wait, cancel_futures=True)
+
+
+def _end_before_the_pools_are_joined() -> None:
+    # Interpreter exit joins every pool's manager thread in a hook that concurrent.futures
+    # registers with threading (run before atexit's handlers, newest first); ours, registered
+    # later, runs before it. atexit is the fallback where that hook does not exist.
+    register = getattr(threading, "_register_atexit", None)
+    try:
+        if register is None:
+            raise AttributeError
+        register(end_compute_process)
+    except (AttributeError, RuntimeError):
+        atexit.register(end_compute_process)
+
+
+_end_before_the_pools_are_joined()
 
 
 def stop_compute_process() -> bool:
@@ -251,11 +303,7 @@ def stop_compute_process() -> bool:
             return False
         pool, _pool = _pool, None
         _stops += 1
-    for process in list(getattr(pool, "_processes", {}).values()):
-        with contextlib.suppress(OSError, AttributeError, ValueError):
-            process.kill()
-    with contextlib.suppress(Exception):
-        pool.shutdown(wait=False, cancel_futures=True)
+    _kill(pool)
     return True
 
 

@@ -23,6 +23,22 @@ import app  # noqa: F401, E402
 HANG_MS = 60_000
 
 
+#: How long the interpreter may take to end after the last test before it is called a hang.
+EXIT_HANG_S = 120
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The run ends now: the compute process goes (a job left running in it by a test would
+    hold the interpreter's exit), and an exit that still hangs prints every thread's stack and
+    ends the run with status 1 instead of waiting for the CI machine's limit."""
+    import faulthandler
+    import sys
+
+    if "app.background" in sys.modules:
+        sys.modules["app.background"].end_compute_process()
+    faulthandler.dump_traceback_later(EXIT_HANG_S, exit=True)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Jobs still running on Qt's thread pool (a widget's worker, the widget closed by its test)
     finish while Python's objects are alive: at interpreter exit their report would go to a

@@ -25,9 +25,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "resources" / "recorded" / "h200_sweep.json"
 DEEP = "\x00deep\x00"  # replaced by 3000 nested lists after encoding
 
-# One profile for CI (fast), one for a longer hunt: HYPOTHESIS_PROFILE=long.
+# One profile for every run of the suite (600 files: about 15 s per test on a 2-core machine),
+# one for a longer hunt: HYPOTHESIS_PROFILE=long (bench/adversarial.py mutates thousands more).
 settings.register_profile(
-    "files", max_examples=2000, deadline=None, suppress_health_check=list(HealthCheck)
+    "files", max_examples=600, deadline=None, suppress_health_check=list(HealthCheck)
 )
 settings.register_profile(
     "files-long", max_examples=50_000, deadline=None, suppress_health_check=list(HealthCheck)

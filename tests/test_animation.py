@@ -436,6 +436,18 @@ def test_slider_bursts_build_only_the_newest_config_off_the_gui_thread(widget, q
     assert widget.frames()[0].config == AttentionConfig(seq_len=3000)
 
 
+def test_a_config_asked_for_while_an_older_build_lands_is_still_built(widget, qtbot):
+    """The older build can land before the newer config's paced build starts: the newer
+    config must not be forgotten (the Tiles tab stayed on the old N)."""
+    older, newer = AttentionConfig(seq_len=1024), AttentionConfig(seq_len=4096)
+    widget.set_config(older)
+    widget._paced_build.flush()  # the older build starts off the GUI thread
+    widget.set_config(newer)  # its build waits for the next paced turn
+    widget.lanes_worker.flush()  # the older build lands first
+    qtbot.waitUntil(lambda: widget.player.config == newer, timeout=5000)
+    assert widget.frames()[0].config == newer
+
+
 def test_the_online_softmax_panels_final_row_equals_softmax_times_v(widget):
     panel = widget.softmax_panel
     t = panel.trace

@@ -270,7 +270,8 @@ def test_a_recorded_run_replays_and_the_slider_snaps_to_its_n(qtbot, make_window
     assert window.backend.info.backend == "replay"
     assert window.controls.seq_scale == (512, 2048, 8192)
     memory = plots(window)["memoryPlot"]
-    assert memory.series["measured_naive"][0] == [512, 2048, 8192]
+    # The recorded results reach the plots in the window's next turn after the open.
+    qtbot.waitUntil(lambda: memory.series["measured_naive"][0] == [512, 2048, 8192], timeout=10_000)
     window.controls.seq_spin.setValue(3000)
     assert window.config.seq_len == 2048
     assert "recorded" in window.readouts.backend.text()

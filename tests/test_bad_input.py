@@ -118,7 +118,7 @@ def bad_cli_args(draw):
     return field, argv
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(bad_cli_args())
 def test_every_bad_cli_value_exits_2_with_one_line(case):
     field, argv = case

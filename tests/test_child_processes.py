@@ -4,6 +4,7 @@ alive 5 s later, and no child keeps the parent's stdout open."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -200,3 +201,81 @@ if __name__ == "__main__":
     for p in left:
         p.kill()
     assert not left
+
+
+def test_the_program_ends_at_once_when_it_exits_with_a_job_still_running_in_the_compute_process(
+    tmp_path,
+):
+    """A normal exit (the end of main, sys.exit) while a job runs in the compute process: the
+    interpreter's own pool join would wait for the job; the process ends at once instead."""
+    script = f"""
+import sys, threading, time
+sys.path.insert(0, {str(ROOT)!r})
+from app.background import ComputeStopped, in_process
+
+def wait_for_job():
+    try:
+        in_process(time.sleep, 600)()
+    except ComputeStopped:
+        pass
+
+threading.Thread(target=wait_for_job, daemon=True).start()
+time.sleep(0.5)
+"""
+    path = tmp_path / "exits.py"
+    path.write_text(script)
+    proc = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE)
+    kids = _wait_for_children(proc, 2, timeout_s=30.0)
+    try:
+        assert proc.wait(60) == 0  # a job of 600 s: only a stuck exit gets near this bound
+        deadline = time.monotonic() + DEADLINE_S
+        while _alive(kids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(kids)
+    finally:
+        for p in [psutil.Process(proc.pid), *kids] if proc.poll() is None else kids:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+
+
+def test_a_job_whose_process_was_killed_mid_result_fails_and_the_program_still_ends(tmp_path):
+    """The compute process killed while it sends a result (a window closing during a large
+    open) leaves half a message in the result pipe. The job waiting on it must fail with
+    ComputeStopped, and the program must still end."""
+    script = f"""
+import struct, sys, threading, time
+sys.path.insert(0, {str(ROOT)!r})
+from app import background
+
+out = []
+
+def wait_for_job():
+    try:
+        background.in_process(time.sleep, 600)()
+    except background.ComputeStopped:
+        out.append("stopped")
+
+threading.Thread(target=wait_for_job, daemon=True).start()
+while background._jobs_in_process == 0 or background._pool is None:
+    time.sleep(0.01)
+time.sleep(1.0)  # the job is in the process
+# Half a result message in the pipe, as a process killed while sending one leaves it.
+background._pool._result_queue._writer._send(struct.pack("!i", 118284) + b"p" * 65036)
+time.sleep(0.2)
+background.stop_compute_process()
+deadline = time.monotonic() + 10
+while not out and time.monotonic() < deadline:
+    time.sleep(0.01)
+print(out)
+"""
+    path = tmp_path / "killed_mid_result.py"
+    path.write_text(script)
+    proc = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        stdout, _ = proc.communicate(timeout=60)
+    finally:
+        for p in [proc, *(psutil.Process(proc.pid).children(True) if proc.poll() is None else [])]:
+            with contextlib.suppress(Exception):
+                p.kill()
+    assert proc.returncode == 0
+    assert stdout.strip() == "['stopped']"

@@ -127,18 +127,22 @@ def test_model_into_a_closed_pipe_exits_0_quietly():
 # ------------------------------------------------------------------------- the window
 
 
+def _compute_children() -> list[psutil.Process]:
+    return [p for p in psutil.Process().children() if "spawn_main" in " ".join(p.cmdline())]
+
+
 def test_closing_the_window_during_a_large_open_is_prompt_and_quiet(
     qtbot, make_window, large_file, capfd
 ):
     window = make_window()
+    hang_ms = 60_000  # only a hang waits this long
+    qtbot.waitUntil(lambda: bool(_compute_children()), timeout=hang_ms)
+    child = _compute_children()[0]
+    before = child.memory_info().rss
     window.file_menu.open_file(str(large_file))
-    child = None
-    deadline = time.monotonic() + 30
-    while child is None and time.monotonic() < deadline:  # the compute process is reading
-        qtbot.wait(20)
-        kids = [p for p in psutil.Process().children() if "spawn_main" in " ".join(p.cmdline())]
-        if kids and kids[0].memory_info().rss > 120e6:
-            child = kids[0]
+    # The compute process is reading: it holds 40 MB more than before the open.
+    qtbot.waitUntil(lambda: child.memory_info().rss > before + 40e6, timeout=hang_ms)
+    assert window.file_menu.reader.busy  # still in flight when the window closes
     t0 = time.perf_counter()
     window.close()
     closed_in = time.perf_counter() - t0

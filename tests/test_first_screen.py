@@ -209,6 +209,9 @@ def test_next_walks_the_four_points_each_with_its_view(make_window, first_run, q
     assert f"N = {fmt_int(wall)}" in strip.text.text()
     assert window.tabs.currentWidget() is window.plots
     strip.next.click()  # 3: memory- against compute-bound, from the recording's counters
+    # The step says "(model)" until the recorded results at this N reach the strip (the
+    # window hands results on in its next turn), then "(measured)".
+    qtbot.waitUntil(lambda: "(measured)" in strip.text.text(), timeout=10_000)
     text = strip.text.text()
     assert "(measured)" in text and "memory-bound" in text and "compute-bound" in text
     naive, fused = text.split("Naive: ")[1].split("warp-specialized")[:2]

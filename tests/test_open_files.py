@@ -233,7 +233,7 @@ def shown_window(make_window):
 
 @pytest.fixture
 def gui_window(make_window):
-    """The same, hidden: the examples are the profile's (2000 in CI)."""
+    """The same, hidden: the examples are the profile's (tests.document_mutations.FILES)."""
     window = make_window()
     window.hide()
     window.opened = 0
@@ -265,7 +265,7 @@ def large_recording(tmp_path_factory) -> Path:
                         results.append(r)
     doc = dict(base, results=results, traces=[])
     path = tmp_path_factory.mktemp("large") / "large.json"
-    path.write_text(json.dumps(doc, indent=1))
+    path.write_text(json.dumps(doc))  # no indent: the C encoder, 2 s instead of 9
     assert path.stat().st_size > 50e6
     return path
 

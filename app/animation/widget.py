@@ -554,9 +554,7 @@ class TileAnimationWidget(QWidget):
         self.flush()
 
     def _adopt(self, config: AttentionConfig, lanes: list[Lane]) -> None:
-        # A build that finishes after a newer config was asked for (its build still waits on
-        # the pacing timer) leaves that one pending.
-        if self._pending_config == config:
+        if self._pending_config == config:  # a newer one asked for meanwhile is still built
             self._pending_config = None
         self.player.adopt(config, lanes)
         self.player.set_clocks(self._clocks(config, self.player.gpu))  # results since the build
