@@ -987,3 +987,57 @@ def test_without_a_measured_step_the_one_layer_peak_is_the_models():
     assert f.step_peak.value == f.layers_peak.value
     fused = training_figures(config, 2, 10**15).algorithm(TILED).wall_seq_len
     assert fused.value is None and "at every N" in fused.detail
+
+
+def test_a_training_steps_cost_is_the_forwards_kernels_then_the_backwards():
+    step = AttentionConfig(seq_len=1024, heads=H, head_dim=D, pass_="step")
+    naive = costmodel.algorithm_cost(step, NAIVE)
+    assert [k.name for k in naive.kernels] == [
+        "gemm_qk", "softmax", "gemm_pv",
+        "bwd_dV_gemm", "bwd_dP_gemm", "softmax_bwd", "bwd_dQ_gemm", "bwd_dK_gemm",
+    ]  # fmt: skip
+    fused = costmodel.algorithm_cost(step, TILED_MMA)
+    assert [k.name for k in fused.kernels] == [
+        "flash_fwd",
+        "flash_bwd_preprocess",
+        "flash_bwd",
+        "flash_bwd_dq_convert",
+    ]
+    for bad in ("ring", "sdpa_flash"):
+        with pytest.raises(KeyError):
+            costmodel.algorithm_cost(step, bad)
+    forward = 4 * H * 1024 * 1024 * D
+    assert costmodel.pass_useful_flops(step) == 3 * forward
+    assert costmodel.pass_useful_flops(step.with_(pass_="backward")) == 2 * forward
+    assert costmodel.pass_useful_flops(step.with_(pass_="forward")) == forward
+    assert costmodel.pass_useful_flops(step.with_(causal=True)) == 3 * forward // 2
+
+
+def test_the_roofs_clock_is_measured_from_this_configs_results_only():
+    results = results_at()
+    config = results[NAIVE].config
+    other = next(r for r in loaded().results if r.config.seq_len == 4096 and r.traffic)
+    mixed = {**results, "other": other}
+    e = roofline.explain(config, (NAIVE, TILED_WS), H200, mixed)
+    assert e.gpu.clock_measured and e.gpu.clock_hz == pytest.approx(hand_clock(), rel=1e-12)
+    alone = roofline.explain(config, (NAIVE,), H200, {"other": other})
+    assert not alone.gpu.clock_measured and alone.gpu.clock_hz == 1.98e9
+
+
+def test_a_tile_agnostic_result_of_other_tiles_is_judged_at_the_shown_config():
+    from dataclasses import replace
+
+    from app.state.current_point import point_for
+
+    r = results_at()[TILED_MMA]
+    shown = r.config.with_(block_m=128, block_n=32)  # the readable kernel's tiles changed
+    point = point_for(shown, (TILED_MMA,), H200, {TILED_MMA: r})
+    f = point.algorithm(TILED_MMA)
+    assert f.dram_bytes.source == "measured" and f.measured_ms.value == r.total_ms
+    assert point.config == shown
+    # the readable kernel's own result holds only at its own tiles
+    readable = results_at()[TILED]
+    p2 = point_for(shown, (TILED,), H200, {TILED: readable})
+    assert p2.algorithm(TILED).measured_ms is None
+    same = point_for(r.config, (TILED_MMA,), H200, {TILED_MMA: replace(r)})
+    assert same.algorithm(TILED_MMA).dram_bytes.source == "measured"

@@ -480,3 +480,25 @@ def test_cupti_python_without_a_cupti_wheel_or_preload_says_which_wheel_to_insta
         profiler._load()
     assert info.value.kind == profiler.NOT_INSTALLED
     assert "no nvidia-cuda-cupti wheel with libcupti was found" in str(info.value)
+
+
+def test_a_kernel_is_measured_over_three_launches_by_default(scripted):
+    v = (6.0, 0.0, 0.0, 0.0, 0.0, 10.0)
+    ScriptedCollector.samples = [(0, 1, v), (20_000, 40_000, v)]
+    with profiler.PmSampler(0, sms=1) as sampler:
+        t = sampler.measure("k", lambda: None, lambda: None)
+    assert t.launches == 3 and t.dram_read_bytes == 6
+
+
+def test_another_libcupti_already_loaded_is_named(tmp_path, monkeypatch):
+    from importlib import metadata
+
+    (tmp_path / "libcupti.so.13").write_bytes(b"")
+    monkeypatch.setattr(metadata, "version", lambda name: "13.4.0")
+    monkeypatch.setattr(profiler, "wheel_library_dirs", lambda: [("13.4.92", tmp_path)])
+    monkeypatch.setattr(profiler, "loaded_libcupti", lambda: ["/opt/torch/lib/libcupti.so.12"])
+    monkeypatch.setenv("LD_PRELOAD", "")
+    with pytest.raises(ProfilerUnavailable) as info:
+        profiler._load()
+    assert info.value.kind == profiler.LIBRARY
+    assert "(/opt/torch/lib/libcupti.so.12)" in str(info.value) and "13.4.92" in str(info.value)
