@@ -282,6 +282,9 @@ def test_naives_kernels_at_16384_are_their_counters_with_the_compulsory_writes_c
             assert k.roof_ms[roof] == pytest.approx(ms, rel=1e-9), (k.name, roof)
         binding = max(h["roof_ms"], key=h["roof_ms"].get)
         assert k.roof == binding and k.roofline_ms == pytest.approx(h["roof_ms"][binding])
+        others = [ms for r, ms in h["roof_ms"].items() if r != binding]
+        assert k.tie == any(ms >= h["roof_ms"][binding] * 0.95 for ms in others)
+        assert k.tie is False  # every naive kernel has one roof that binds alone
         assert k.bound == ("memory" if binding in ("hbm", "l2") else "compute")
         assert k.measured_ms == h["ms"]
         assert k.tensor_active == pytest.approx(h["share"], rel=1e-9)

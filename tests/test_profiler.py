@@ -358,6 +358,7 @@ def test_the_interval_grows_in_whole_microseconds_past_a_thousand_samples():
     assert profiler.interval_for(20e6) == 20_000
     assert profiler.interval_for(20.5e6) == 21_000
     assert profiler.interval_for(870e6) == 870_000
+    assert profiler.interval_for(1000.5e6) == 1_001_000  # 1000.5 µs per sample: 1001 µs
     assert profiler.interval_for(10e6, base_ns=5_000) == 10_000
     assert profiler.interval_for(1e6, base_ns=5_000) == 5_000
 
