@@ -315,6 +315,7 @@ def test_a_gap_counts_as_lost_only_when_longer_than_the_allowed_seam():
     assert profiler.window_gaps_ns(s) == 10_000
     assert profiler.window_gaps_ns(s, min_gap_ns=9_999) == 10_000
     assert profiler.window_gaps_ns(s, min_gap_ns=10_000) == 0
+    assert profiler.window_gaps_ns([sample(0, 20_000), sample(20_001, 20_000)]) == 1  # every ns
 
 
 def test_the_kernels_span_leaves_out_edges_at_or_below_five_percent_of_the_busiest_sample():
