@@ -574,7 +574,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         warmup=args.warmup, repeats=args.repeats, check=args.check, budget_bytes=args.budget,
         profile=_profile_available(args, backend),
     )  # fmt: skip
-    _refuse_long_runs(backend, configs, options, args.time_limit)
+    _refuse_long_runs(backend, configs, algos, options, args.time_limit)
     device = backend.device_info()
     table = BenchTable(algos, "GFLOP/s" if backend.name == "cpu" else "TFLOP/s")
     print(f"# {backend.name} backend on {device.name}", flush=True)
@@ -645,27 +645,68 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return status
 
 
-def _refuse_long_runs(backend, configs: list[AttentionConfig], options, limit_s: float) -> None:
-    """Say up front how long the runs will take where the backend can tell (the simulated
-    ring), and refuse, before anything is built, one estimated past `limit_s`."""
+def _refuse_long_runs(
+    backend, configs: list[AttentionConfig], algos: list[str], options, limit_s: float
+) -> None:
+    """Say up front how long the runs will take where it can be told (the simulated ring, the
+    NumPy backend), on stdout whether or not it is a terminal, and refuse, before anything is
+    built or measured, a run estimated past `limit_s`."""
+    from gpu.cpu_backend import CpuBackend
+
     estimate = getattr(backend, "estimate_s", None)
-    if estimate is None:
+    if estimate is not None:  # the simulated ring: P² block pairs of NumPy calls
+        seconds = [(cfg, RING, estimate(cfg, options)) for cfg in configs]
+    elif isinstance(backend, CpuBackend):
+        seconds = [
+            (cfg, a, _cpu_run_seconds(backend, cfg, a, options)) for cfg in configs for a in algos
+        ]
+    else:
         return
-    seconds = [(cfg, estimate(cfg, options)) for cfg in configs]
-    known = [(cfg, s) for cfg, s in seconds if s is not None]
+    known = [(cfg, a, s) for cfg, a, s in seconds if s is not None]
     if not known:
         return
-    cfg, worst = max(known, key=lambda cs: cs[1])
+    cfg, algo, worst = max(known, key=lambda job: job[2])
     if worst > limit_s:
+        if estimate is not None:
+            raise UsageError(
+                f"{backend.name} ring on {backend.devices} devices at N={cfg.seq_len}: about "
+                f"{_fmt_duration(worst)} by the estimate, beyond --time-limit {limit_s:g} s; "
+                f"fewer devices or a GPU ring, or `main.py model --seq {cfg.seq_len} --devices "
+                f"{backend.devices}` for the model's figures at once"
+            )
         raise UsageError(
-            f"{backend.name} ring on {backend.devices} devices at N={cfg.seq_len}: about "
-            f"{_fmt_duration(worst)} by the estimate, beyond --time-limit {limit_s:g} s; fewer "
-            f"devices or a GPU ring, or `main.py model --seq {cfg.seq_len} --devices "
-            f"{backend.devices}` for the model's figures at once"
+            f"{algo} at N={cfg.seq_len} on the cpu backend: about {_fmt_duration(worst)} by the "
+            f"estimate ({_cpu_rate_text()}), beyond --time-limit {limit_s:g} s; a smaller --seq, "
+            f"a GPU (--backend cuda), or `main.py model --seq {cfg.seq_len}` for the model's "
+            "figures at once"
         )
-    total = sum(s for _, s in known)
+    total = sum(s for _, _, s in known)
     if total >= 10:
-        print(f"# about {_fmt_duration(total)} by the estimate", flush=True)
+        how = "" if estimate is not None else f" ({_cpu_rate_text()})"
+        print(f"# about {_fmt_duration(total)} by the estimate{how}", flush=True)
+
+
+def _cpu_run_seconds(backend, config: AttentionConfig, algorithm: str, options) -> float:
+    """About how long the NumPy backend takes for `config`: its runs (warm-up, repeats and the
+    metered one) of the pass's useful FLOPs at the simulated ring's NumPy rate; 0 for a run it
+    refuses at once because it would not fit in free RAM or the budget (an out-of-memory
+    result)."""
+    import psutil
+
+    from gpu import ring_sim
+    from gpu.cpu_backend import RAM_HEADROOM
+
+    free = int(psutil.virtual_memory().available * RAM_HEADROOM)
+    if backend.footprint_bytes(config, algorithm) > min(free, options.budget_bytes or free):
+        return 0.0
+    runs = options.warmup + max(1, options.repeats) + 1
+    return pass_useful_flops(config) * runs / ring_sim.SIM_FLOPS_PER_S
+
+
+def _cpu_rate_text() -> str:
+    from gpu import ring_sim
+
+    return f"NumPy at about {ring_sim.SIM_FLOPS_PER_S / 1e9:g} GFLOP/s"
 
 
 def _fmt_duration(seconds: float) -> str:

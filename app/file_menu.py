@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QSettings, Qt, Signal
+from PySide6.QtCore import QObject, QSettings, QStandardPaths, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QComboBox,
@@ -124,6 +124,30 @@ PLOT_STEMS = {
     "trafficPlot": "traffic",
     "rooflinePlot": "roofline",
 }
+#: How a file name says what the export holds beyond the config (plot images: nothing). The
+#: two CSV kinds differ: results are one row per result and kernel, series the plotted curves.
+KIND_STEMS = {
+    "results_csv": "_results",
+    "plots_csv": "_series",
+    "screenshot": "_window",
+    "gif": "_tiles",
+    "mp4": "_tiles",
+}
+#: Where a first export goes, before any folder is remembered: tables to the user's documents,
+#: pictures and animations to the user's pictures (the home folder where those do not exist).
+TABLE_KINDS = frozenset({"results_csv", "plots_csv"})
+
+
+def first_export_folder(kind: str) -> str:
+    """The user's documents folder for a table, pictures folder for an image or animation; the
+    home folder when that one does not exist. Never a folder inside the program itself."""
+    where = (
+        QStandardPaths.StandardLocation.DocumentsLocation
+        if kind in TABLE_KINDS
+        else QStandardPaths.StandardLocation.PicturesLocation
+    )
+    folder = QStandardPaths.writableLocation(where)
+    return folder if folder and os.path.isdir(folder) else os.path.expanduser("~")
 
 
 @dataclass(frozen=True)
@@ -389,10 +413,10 @@ class FileMenu(QObject):
         """Where sessions and recordings were last opened or saved ('' if never)."""
         return self._folder(FILES_FOLDER_KEY)
 
-    @property
-    def export_folder(self) -> str:
-        """Where the last export went; else the files' folder, else the home folder."""
-        return self._folder(EXPORT_FOLDER_KEY) or self.files_folder or os.path.expanduser("~")
+    def export_folder(self, kind: str = "plots_png") -> str:
+        """Where the last export went; before the first one, the user's documents (tables) or
+        pictures folder (first_export_folder)."""
+        return self._folder(EXPORT_FOLDER_KEY) or first_export_folder(kind)
 
     def config_stem(self) -> str:
         """The config in a file name: tilescope_h12_d64_fp16_N16384 (batch and mask when not
@@ -408,14 +432,10 @@ class FileMenu(QObject):
     def suggested_name(self, kind: ExportKind, only: str | None = None) -> str:
         """A path in the last export folder whose name says the config and what it holds
         (`only`: the one plot a plot export holds)."""
-        stem = self.config_stem()
-        if kind.key in ("gif", "mp4"):
-            stem += "_tiles"
-        elif kind.key == "screenshot":
-            stem += "_window"
-        elif only in PLOT_STEMS:
+        stem = self.config_stem() + KIND_STEMS.get(kind.key, "")
+        if kind.key.startswith("plots_") and only in PLOT_STEMS:
             stem += f"_{PLOT_STEMS[only]}"
-        return os.path.join(self.export_folder, stem + kind.suffix)
+        return os.path.join(self.export_folder(kind.key), stem + kind.suffix)
 
     # ------------------------------------------------------------------ exports
 

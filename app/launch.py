@@ -29,17 +29,22 @@ def _application():  # type: ignore[no-untyped-def]
     return app
 
 
-def quiet_offscreen_chatter() -> None:
-    """Drop the offscreen platform's "This plugin does not support propagateSizeHints()"
-    line: a headless render says only what concerns its picture. Every other Qt message
-    still reaches stderr."""
+#: The one line the offscreen platform prints for every window it shows, about nothing the
+#: picture depends on.
+OFFSCREEN_CHATTER = "This plugin does not support propagateSizeHints()"
+
+
+def quiet_offscreen_chatter():  # type: ignore[no-untyped-def]
+    """Drop the offscreen platform's OFFSCREEN_CHATTER line: a headless render says only what
+    concerns its picture. Every other Qt message still reaches stderr. Returns the handler it
+    replaced."""
     from PySide6.QtCore import qInstallMessageHandler
 
     def handler(mode, context, message):  # type: ignore[no-untyped-def]
-        if "propagateSizeHints" not in message:
+        if message != OFFSCREEN_CHATTER:
             sys.stderr.write(message + "\n")
 
-    qInstallMessageHandler(handler)
+    return qInstallMessageHandler(handler)
 
 
 def run_gui(open_path: str | None = None) -> int:

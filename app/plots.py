@@ -26,8 +26,8 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QPixmapCache
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QPixmapCache, QPolygonF
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QToolButton, QWidget
 
 from gpu.algorithms import ALGORITHMS, NAIVE, RING, TILED, TILED_MMA, TILED_WGMMA
@@ -49,6 +49,7 @@ from gpu.roofline import (
 
 from .background import LatestOnly, in_process
 from .explain import binds_text
+from .label_placement import first_free, stacked_candidates
 from .pacing import coalesced
 from .plot_kit import (
     LabelledLine,
@@ -112,7 +113,7 @@ ROOF_STYLES: dict[str, Style] = {
 #: Roof names on the roofline plot (the full label, with its source, is explain's and the
 #: tooltip's).
 ROOF_LABELS = {HBM: "HBM", DRAM: "memory", L2: "L2", TENSOR: "tensor (wgmma)", MMA: "mma.sync",
-               FP32: "fp32", XU: "exp unit"}  # fmt: skip
+               FP32: "fp32", XU: "exponentials"}  # fmt: skip
 #: Band fill opacity (0..255) on the traffic plot.
 BAND_ALPHA = 38
 #: The strip chart follows the slider at most this often (ms).
@@ -123,6 +124,21 @@ STRIP_MS = 120
 #: and repaint on every move (docs/RESPONSIVENESS.md, "The pixmap cache": with this cache the
 #: GUI thread's CPU per move is a third of what the plots took before at Qt's default).
 PIXMAP_CACHE_KIB = 64 * 1024
+
+
+def xu_label(exp_per_s: float) -> str:
+    """The exponential unit's roof in plain words: how many exponentials it returns a second."""
+    return f"exponentials {exp_per_s / 1e12:.3g} trillion/s"
+
+
+def xu_explained(exp_per_s: float, flops_per_s: float) -> str:
+    """Why the exponential unit has a roof on a FLOP/s axis, for the roofline's hover."""
+    per = flops_per_s / exp_per_s
+    return (
+        f"{xu_label(exp_per_s)}: attention takes one exponential per score, and each score "
+        f"costs {per:.0f} FLOPs of matmul (4·d), so this unit caps the FLOP rate at "
+        f"{fmt_rate(flops_per_s, 'FLOP/s')}"
+    )
 
 
 def _symbol(a: str) -> str:
@@ -394,6 +410,8 @@ class PlotsPanel(QWidget):
             r.addItem(label, ignoreBounds=True)
             self.roof_labels[name] = label
         r.plotItem.vb.sigRangeChanged.connect(self._clip_roofs)
+        # the exponential unit's label is placed in pixels: again when the plot's size changes
+        r.plotItem.vb.sigResized.connect(self._roofline_resized)
 
     # ------------------------------------------------------------------ inputs
 
@@ -735,8 +753,9 @@ class PlotsPanel(QWidget):
                 f" {fmt_rate(roof.peak, roof.unit)}"
             )
         if XU in peaks:
+            # one exponential per score, whose two matmuls cost 4·d FLOPs: the roof in FLOP/s
             self._flat_roofs[XU] = peaks[XU].peak * 4 * d
-            r.labels[f"roof_{XU}"] += " × 4d"
+            r.labels[f"roof_{XU}"] = xu_label(peaks[XU].peak)
         if L2 in peaks and peaks[L2].nominal:
             r.labels[f"roof_{L2}"] += " nominal ◇"
         self._clip_roofs()
@@ -775,26 +794,83 @@ class PlotsPanel(QWidget):
 
     def _place_roof_labels(self) -> None:
         """Diagonal roofs: the label along the line near its lower end; flat roofs: above the
-        line at its right end (the exponential unit's below, near its knee: at d = 64 it
-        coincides with the tensor cores')."""
+        line at its right end (mma.sync's mid-line, just below the wgmma roof). The exponential
+        unit's goes last, to the first place free of the other labels and the memory roofs
+        (at d = 64 its roof coincides with the tensor cores')."""
         r = self.roofline
         for name, label in self.roof_labels.items():
             xs, ys = r.series.get(f"roof_{name}", ([], []))
             label.setText(r.labels.get(f"roof_{name}", ""))
             label.setVisible(bool(xs))
-            if not xs:
+            if not xs or name == XU:
                 continue
             lx, hx = math.log10(xs[0]), math.log10(xs[-1])
             ly = math.log10(ys[0])
             if name in MEMORY_ROOFS:
                 x = lx + 0.15 * (hx - lx)
                 label.setPos(x, ly + (x - lx))
-            elif name == XU:
-                label.setPos(lx + 0.05 * (hx - lx), ly)
             elif name == MMA:  # just below the wgmma roof: its label sits mid-line
                 label.setPos(lx + 0.8 * (hx - lx), ly)
             else:
                 label.setPos(hx, ly)
+        self._place_xu_label()
+
+    def _roofline_resized(self, *_: object) -> None:
+        """The label room above the roofs is in pixels: fit again (unless zoomed), and place
+        the exponential unit's label again."""
+        if XU in self._flat_roofs and not self.roofline.user_zoomed:
+            self._fit_roofline()
+        self._place_xu_label()
+
+    def _place_xu_label(self) -> None:
+        """The exponential unit's label at its roof's right end, above the line, else moved
+        left or up past what it would cover, else below the line: the first such place inside
+        the plot that covers no other roof label, no point and no memory roof
+        (app/label_placement.py).
+        Where a small plot has no such place the label is left out; the roofline's hover
+        read-out names the roof."""
+        r, label = self.roofline, self.roof_labels[XU]
+        xs, ys = r.series.get(f"roof_{XU}", ([], []))
+        if not xs:
+            return
+        vb = r.plotItem.vb
+        end = vb.mapViewToScene(pg.Point(math.log10(xs[-1]), math.log10(ys[0])))
+        others = []
+        for name, other in self.roof_labels.items():
+            if name != XU and other.isVisible():
+                other.updateTransform(force=True)  # the view moved: its shape follows now
+                others.append(other.mapToScene(other.boundingRect()))
+        lines = []
+        for name in MEMORY_ROOFS:
+            mx, my = r.series.get(f"roof_{name}", ([], []))
+            if len(mx) == 2:
+                a, b = (
+                    vb.mapViewToScene(pg.Point(math.log10(x), math.log10(y)))
+                    for x, y in zip(mx, my, strict=True)
+                )
+                lines.append((a, b))
+        for name, (mx, my) in r.series.items():  # the points: a label never covers one
+            if name.startswith("roof_"):
+                continue
+            for x, y in zip(mx, my, strict=True):
+                if x > 0 and y > 0:
+                    p = vb.mapViewToScene(pg.Point(math.log10(x), math.log10(y)))
+                    others.append(QPolygonF(QRectF(p.x() - 7, p.y() - 7, 14, 14)))
+        size = label.textItem.boundingRect()
+        candidates = stacked_candidates(end, (size.width(), size.height()), others)
+        rect = first_free(candidates, vb.sceneBoundingRect(), others, lines)
+        label.setVisible(rect is not None)
+        if rect is None:
+            return
+        label.setAnchor((1, 1))
+        label.setPos(vb.mapSceneToView(rect.bottomRight()))
+        label.updateTransform(force=True)
+
+    def roof_label_rect(self, name: str):  # type: ignore[no-untyped-def]
+        """The scene rectangle a roof's label covers now (for tests and exports)."""
+        label = self.roof_labels[name]
+        label.updateTransform(force=True)
+        return label.sceneBoundingRect()
 
     def set_reference(self, series: dict[str, list[RunResult]]) -> None:
         """See `_show_reference`; noted only while the panel is hidden."""
@@ -1117,12 +1193,26 @@ class PlotsPanel(QWidget):
             ridge = gpu.ridge_flops_per_byte
             top = max(self._flat_roofs.values(), default=0.0) or gpu.top_flops
             xs += [ridge / 30, ridge * 10]
-            ys += [top * 1.5, top / 1000]
+            ys += [top * self._label_headroom(top), top / 1000]
         for name in ("bounds", "current"):
             mx, my = self.roofline.series.get(name, ((), ()))
             xs += mx
             ys += my
         return xs, ys
+
+    def _label_headroom(self, top: float) -> float:
+        """How far above the top roof (a factor) the roofline's range reaches: 1.5, or room
+        for two rows of labels where the exponential unit's roof ties with the top one (at
+        d = 64 on Hopper), its label above the tensor cores' (see `_place_xu_label`)."""
+        xu = self._flat_roofs.get(XU)
+        vb = self.roofline.plotItem.vb
+        if xu is None or xu < top / 1.5 or vb.height() <= 0:
+            return 1.5
+        rows = 2 * (self.roof_labels[XU].textItem.boundingRect().height() + 4) + 4
+        if rows * 3 > vb.height():
+            return 1.5  # too small a plot to give up that much: the hover names the roof
+        (_, _), (y0, y1) = vb.viewRange()
+        return max(1.5, 10 ** (rows * (y1 - y0) / vb.height()))
 
     def _fit_roofline(self) -> None:
         xs, ys = self._roofline_extent()
@@ -1265,7 +1355,10 @@ class PlotsPanel(QWidget):
                 for n in MEMORY_ROOFS
                 if n in peaks
             ]
-            return f"{fmt_intensity(ai)} FLOP/B on {self._gpu_label}: " + ", ".join(parts)
+            text = f"{fmt_intensity(ai)} FLOP/B on {self._gpu_label}: " + ", ".join(parts)
+            if XU in peaks and XU in self._flat_roofs:
+                text += "\n" + xu_explained(peaks[XU].peak, self._flat_roofs[XU])
+            return text
         a, r, ai, source, v = best
         name = _label(a) if a in ALGORITHMS else reference_label(a, r.recorded)
         how = "measured DRAM bytes" if source == MEASURED else "model DRAM bytes (L2-aware)"

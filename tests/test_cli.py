@@ -407,3 +407,37 @@ def test_the_app_failing_to_start_is_one_line_too(capsys, monkeypatch):
     monkeypatch.delenv("TILESCOPE_DEBUG", raising=False)
     assert main.main([]) == 1
     assert "ImportError: libEGL.so.1" in _one_line_error(capsys)
+
+
+def test_a_cpu_bench_of_hours_is_refused_with_its_estimate_when_stdout_is_no_terminal(
+    capsys, monkeypatch
+):
+    from gpu.cpu_backend import CpuBackend
+
+    def measured(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("measured although the estimate is hours")
+
+    monkeypatch.setattr(CpuBackend, "run", measured)
+    assert not sys.stdout.isatty()  # capsys: a pipe, as in a script or CI
+    code = main.main(["bench", "--backend", "cpu", "--seq", "100000"])
+    out, err = capsys.readouterr()
+    assert code == 2 and not out
+    # naive would need hundreds of GB there and is refused at once; tiled is hours of NumPy
+    assert err.startswith("tilescope: error: tiled at N=100000 on the cpu backend: about ")
+    assert " h by the estimate" in err and "--time-limit 600 s" in err and err.count("\n") == 1
+
+
+def test_a_long_cpu_bench_says_its_estimate_before_the_table(capsys, monkeypatch):
+    from gpu import ring_sim
+    from gpu.config import AttentionConfig
+    from gpu.costmodel import pass_useful_flops
+
+    flops = pass_useful_flops(AttentionConfig(seq_len=128, heads=1)) * 3  # warm-up, run, meter
+    monkeypatch.setattr(ring_sim, "SIM_FLOPS_PER_S", flops / 30)  # 30 s by the estimate
+    code = main.main(
+        ["bench", "--backend", "cpu", "--seq", "128", "--heads", "1", "--algo", "naive",
+         "--repeats", "1", "--warmup", "1", "--time-limit", "100"]
+    )  # fmt: skip
+    first = capsys.readouterr().out.splitlines()[0]
+    assert code == 0
+    assert first.startswith("# about 30 s by the estimate (NumPy at about "), first

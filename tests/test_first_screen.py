@@ -51,6 +51,34 @@ def test_no_control_title_or_status_text_is_clipped_from_1280x800_up(
     assert problems == [], "\n".join(problems)
 
 
+class _SmallScreen:
+    """A 1280×800 laptop's screen, less a 32 px panel at the top: smaller than the default
+    window size."""
+
+    def availableGeometry(self):
+        from PySide6.QtCore import QRect
+
+        return QRect(0, 32, 1280, 768)
+
+
+def test_the_window_is_clamped_to_a_screen_smaller_than_its_default_size(
+    make_window, qtbot, monkeypatch
+):
+    from PySide6.QtCore import QRect
+
+    from app.main_window import DEFAULT_SIZE, MainWindow
+
+    monkeypatch.setattr(MainWindow, "screen", lambda self: _SmallScreen())
+    assert DEFAULT_SIZE[0] > 1280 and DEFAULT_SIZE[1] > 768  # the default would hang off it
+    window = make_window()
+    area = QRect(0, 32, 1280, 768)
+    assert window.width() <= area.width() and window.height() <= area.height()
+    assert area.contains(window.frameGeometry()), window.frameGeometry()
+    window.move(900, 600)  # a restored position off to the lower right: moved back inside
+    window.fit_to_screen()
+    assert area.contains(window.frameGeometry()), window.frameGeometry()
+
+
 # ------------------------------------------------------------------ the default view
 
 SHIPPED = ROOT / "resources" / "recorded" / "h200_sweep.json"
@@ -294,6 +322,51 @@ def test_every_lane_fits_at_the_canvas_minimum_that_readme_and_dialog_state(qtbo
     assert f"never smaller than the canvas's {said}" in (ROOT / "README.md").read_text()
 
 
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_the_exponential_roof_is_named_in_plain_words_clear_of_the_hbm_roof(
+    make_window, qtbot, size
+):
+    from PySide6.QtCore import QPointF
+    from PySide6.QtGui import QPolygonF
+
+    from app.label_placement import segment_hits_rect
+    from gpu.roofline import HBM, XU, roofs
+
+    window = make_window(open_path=str(SHIPPED), seq_len=16384)
+    window.resize(*size)
+    qtbot.waitUntil(
+        lambda: window.state.value.replay and XU in window.plots._flat_roofs, timeout=10000
+    )
+    window.plots.flush_model()
+    qtbot.wait(50)
+    plots = window.plots
+    r, label, hbm = plots.roofline, plots.roof_labels[XU], plots.roof_labels[HBM]
+    exp_per_s = roofs(plots._gpu)[XU].peak
+    assert label.toPlainText() == f"exponentials {exp_per_s / 1e12:.3g} trillion/s"
+    assert "Texp" not in label.toPlainText() and "4d" not in label.toPlainText()
+    vb = r.plotItem.vb
+    corner = vb.mapSceneToView(vb.sceneBoundingRect().bottomRight())  # no marker there
+    hover = plots._hover_roofline(corner.x(), corner.y())
+    assert "one exponential per score" in hover and "256 FLOPs" in hover  # d = 64: 4·d
+    if size == (1920, 1080):
+        assert label.isVisible()  # room beside the tensor cores' label at this size
+    if not label.isVisible():
+        return  # a plot too small for it says it on hover instead of covering another label
+    rect = plots.roof_label_rect(XU)
+    assert vb.sceneBoundingRect().contains(rect)
+    hbm.updateTransform(force=True)
+    assert not hbm.mapToScene(hbm.boundingRect()).intersects(QPolygonF(rect))
+    for other in (n for n, item in plots.roof_labels.items() if n != XU and item.isVisible()):
+        shape = plots.roof_labels[other].mapToScene(plots.roof_labels[other].boundingRect())
+        assert not shape.intersects(QPolygonF(rect)), other
+    xs, ys = r.series[f"roof_{HBM}"]
+    ends = [
+        vb.mapViewToScene(QPointF(math.log10(x), math.log10(y)))
+        for x, y in zip(xs, ys, strict=True)
+    ]
+    assert not segment_hits_rect(*ends, rect)  # nor does it lie on the HBM line
+
+
 # ------------------------------------------------------------------ Devices = 4
 
 
@@ -363,6 +436,25 @@ def test_render_says_nothing_of_the_offscreen_platforms_size_hints(tmp_path):
     assert done.returncode == 0, done.stderr
     assert out.exists()
     assert "propagateSizeHints" not in done.stderr
+
+
+def test_render_filters_only_that_one_offscreen_line_every_other_qt_message_shows(capfd):
+    from PySide6.QtCore import qInstallMessageHandler, qWarning
+
+    from app.launch import OFFSCREEN_CHATTER, quiet_offscreen_chatter
+
+    previous = quiet_offscreen_chatter()
+    try:
+        qWarning(OFFSCREEN_CHATTER)
+        qWarning("QPainter::begin: Paint device returned engine == 0")
+        qWarning(OFFSCREEN_CHATTER + " (and something else)")
+    finally:
+        qInstallMessageHandler(previous)
+    err = capfd.readouterr().err.splitlines()
+    assert err == [
+        "QPainter::begin: Paint device returned engine == 0",
+        OFFSCREEN_CHATTER + " (and something else)",
+    ]
 
 
 # ------------------------------------------------------------------ CPU timings

@@ -171,6 +171,44 @@ def fm_request(kind: str, path: Path) -> ExportRequest:
     return ExportRequest(kind=kind, path=str(path))
 
 
+def test_the_two_csv_kinds_suggest_names_of_their_own(qtbot, make_window):
+    window = make_window()
+    window.controls.set_config(AttentionConfig(seq_len=16384, heads=12, head_dim=64))
+    dialog = window.file_menu.export_dialog("results_csv")
+    results = Path(dialog.path.text()).name
+    dialog.kind.setCurrentIndex(dialog.kind.findData("plots_csv"))
+    series = Path(dialog.path.text()).name
+    dialog.close()
+    assert results == "tilescope_h12_d64_fp16_N16384_results.csv"
+    assert series == "tilescope_h12_d64_fp16_N16384_series.csv"
+
+
+def test_a_first_export_goes_to_the_users_pictures_or_documents_not_the_program(
+    qtbot, make_window, tmp_path, monkeypatch
+):
+    home = tmp_path / "home"
+    for sub in ("Pictures", "Documents"):
+        (home / sub).mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))  # no user-dirs.dirs there
+    window = make_window()
+    fm = window.file_menu
+    recorded = Path(__file__).parent.parent / "resources" / "recorded"
+    fm._remember_folder("files/folder", str(recorded / "h200_sweep.json"))  # opened from there
+    kinds = ("plots_png", "gif", "plots_csv")
+    folders = {k: Path(fm.suggested_name(KINDS[k])).parent for k in kinds}
+    assert folders == {
+        "plots_png": home / "Pictures", "gif": home / "Pictures", "plots_csv": home / "Documents"
+    }  # fmt: skip
+    (home / "Pictures").rmdir()
+    assert Path(fm.suggested_name(KINDS["plots_png"])).parent == home  # no Pictures: home
+    out = tmp_path / "mine"
+    out.mkdir()
+    with qtbot.waitSignal(fm.exported, timeout=5000):
+        fm.export(fm_request("plots_csv", out / "series.csv"))
+    assert Path(fm.suggested_name(KINDS["gif"])).parent == out  # then the last folder, any kind
+
+
 def test_sessions_are_suggested_by_config_in_the_last_files_folder(qtbot, make_window, tmp_path):
     window = make_window()
     fm = window.file_menu

@@ -520,7 +520,8 @@ class TileAnimationWidget(QWidget):
 
     def render_canvas(self, painter: QPainter, size: QSize | QSizeF) -> None:
         """Paint the lanes canvas alone (no controls, no panels) at `size` into `painter`, as
-        it shows now; its layout fits every label from about 520×340 up."""
+        it shows now; its layout fits every label from the canvas's minimum size up
+        (canvas.MINIMUM_SIZE, what exports enforce)."""
         self._flush_config()
         self.canvas.render_to(painter, size)
 
