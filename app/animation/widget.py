@@ -146,6 +146,7 @@ class TileAnimationWidget(QWidget):
         #: Wall seconds a step-forward takes to glide to the boundary (0: jump).
         self.glide_s = GLIDE_S
         self._pending_config: AttentionConfig | None = None
+        self._builds_asked = 0  # lanes asked for (a config or the lanes changed)
         self.lanes_worker = LatestOnly(self)
         # While the slider moves, lanes are built at most every LANES_MS (each build is tens of
         # ms of a worker that shares the GIL with this thread), always for the newest config.
@@ -410,7 +411,11 @@ class TileAnimationWidget(QWidget):
         config = config.forward()
         if config == self.config and not self.lanes_worker.busy:
             return
+        self._ask_build(config)
+
+    def _ask_build(self, config: AttentionConfig) -> None:
         self._pending_config = config
+        self._builds_asked += 1
         self._paced_build()
 
     def _build(self) -> None:
@@ -420,13 +425,14 @@ class TileAnimationWidget(QWidget):
         gpu, algorithms = self.player.gpu, self.player.algorithms
         clocks = self._clocks(config, gpu, compute=False)
         shown, results = self._point_question(config)
+        asked = self._builds_asked
 
         def work() -> list[Lane]:
             if self._results is not None:  # the current point's bands, off the GUI thread
                 point_for(config, shown, gpu, results)
             return build_lanes(config, gpu, algorithms, clocks)
 
-        self.lanes_worker.submit(work, lambda lanes: self._adopt(config, lanes))
+        self.lanes_worker.submit(work, lambda lanes: self._adopt(config, lanes, asked))
 
     # ---- measured clocks
 
@@ -498,8 +504,7 @@ class TileAnimationWidget(QWidget):
             self.lanes_box.blockSignals(True)
             self.lanes_box.setCurrentIndex(FUSED.index(second))
             self.lanes_box.blockSignals(False)
-        self._pending_config = self.config
-        self._paced_build()
+        self._ask_build(self.config)
 
     def _on_lanes(self, _index: int) -> None:
         self.lanes_chosen = True  # the user's pick: the window's default no longer applies
@@ -554,8 +559,10 @@ class TileAnimationWidget(QWidget):
     def _flush_config(self) -> None:
         self.flush()
 
-    def _adopt(self, config: AttentionConfig, lanes: list[Lane]) -> None:
-        if self._pending_config == config:  # a newer one asked for meanwhile is still built
+    def _adopt(self, config: AttentionConfig, lanes: list[Lane], asked: int) -> None:
+        # A build can land before the paced build of a newer request (another N, other
+        # lanes) starts: that request stays pending and is built next.
+        if asked == self._builds_asked:
             self._pending_config = None
         self.player.adopt(config, lanes)
         self.player.set_clocks(self._clocks(config, self.player.gpu))  # results since the build
