@@ -20,13 +20,12 @@ the text off the GUI thread, and skips the work while hidden, so a drag pays not
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from html import escape
 
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED
-from gpu.backward_cost import backward_useful_flops, recompute_flops, saved_activation_bytes
 from gpu.config import PASS_LABELS, STAT_BYTES, STEP, AttentionConfig
 from gpu.costmodel import (
     GpuSpec,
@@ -42,9 +41,9 @@ from gpu.roofline import MEASURED, AlgorithmVerdict, Explanation, KernelVerdict
 from .background import LatestOnly
 from .pacing import PAUSE_MS, settled
 from .state.app_state import AppState
-from .state.current_point import current_point
-from .state.family import cache_config
-from .state.model_cache import band, cost
+from .state.current_point import point_for
+from .state.model_cache import cost
+from .state.training_figures import FUSED, training_figures
 from .state.units import fmt_bytes, fmt_flops, fmt_int, fmt_intensity, fmt_ms
 from .theme import DARK, Palette
 
@@ -158,17 +157,11 @@ def _shown(inp: ExplainInputs) -> list[str]:
 
 def explanation(inp: ExplainInputs) -> Explanation:
     """gpu.roofline's verdicts for the shown algorithms (naive always, for the DRAM ratios),
-    from the results given for this config. A result of an algorithm that ignores the tile
-    sizes holds for every tile size: it is judged at this config."""
-    shown = _shown(inp)
-    algos = [NAIVE, *(a for a in shown if a != NAIVE)]
-    results = {
-        a: r if r.config == inp.config else replace(r, config=inp.config)
-        for a, r in inp.results
-        if cache_config(r.config, a) == cache_config(inp.config, a)
-    }
-    bands = {a: band(inp.config, a, inp.gpu) for a in algos}  # memoized: a slider stop's
-    return current_point(inp.config, algos, inp.gpu, results, bands).explanation
+    from the results given for this config: the current point's (point_for), the one the
+    plots, the Tiles banner and the status bar read."""
+    point = point_for(inp.config, _shown(inp), inp.gpu, dict(inp.results))
+    assert point is not None  # computed when missing
+    return point.explanation
 
 
 def explain_html(inp: ExplainInputs, palette: Palette = DARK) -> str:
@@ -275,42 +268,59 @@ def explain_html(inp: ExplainInputs, palette: Palette = DARK) -> str:
 
 
 def _training_section(inp: ExplainInputs, name) -> list[str]:  # type: ignore[no-untyped-def]
-    """What the backward keeps, what FlashAttention recomputes, and L layers' saved
-    activations against the budget (attention's own tensors only)."""
+    """What the backward keeps and makes (naive: P kept; fused: O and the row statistics, S
+    and P recomputed) and L layers' saved activations against the budget (attention's own
+    tensors only): the current point's training figures (app/state/training_figures.py),
+    each with its source."""
     c, layers = inp.config, inp.layers
-    useful_bwd = backward_useful_flops(c)
-    extra = recompute_flops(c, TILED)
+    t = training_figures(c, layers, inp.budget_bytes, dict(inp.results))
+    naive, fused = t.algorithm(NAIVE), t.algorithm(FUSED)
+    useful, extra = t.backward_useful_flops, fused.recompute_flops
     out = [
         f"<h4>The {PASS_LABELS[c.pass_]}: bytes kept or FLOPs spent again</h4>",
         "<ul>",
         f"<li>The backward's useful work: dV = PᵀdO, dP = dO·Vᵀ, dQ = dS·K/√d, dK = dSᵀQ/√d, "
-        f"8·B·h·N²·d = {fmt_flops(useful_bwd)}"
+        f"8·B·h·N²·d = {useful.text()}"
         + (", after the forward's" if c.pass_ == STEP else "")
         + ".</li>",
         f"<li>{name(TILED)} kept no P: it recomputes S and P tile by tile, a fifth product of "
-        f"{fmt_flops(extra)} ({extra / useful_bwd:.0%} more than the useful work) in exchange "
-        f"for the {fmt_bytes(attention_matrix_bytes(c))} of P per layer.</li>",
+        f"{extra.text()} ({(extra.value or 0) / (useful.value or 1):.0%} more than the useful "
+        f"work) in exchange for the {fmt_bytes(attention_matrix_bytes(c))} of P per layer.</li>",
     ]
-    stacks = {a: layer_stack(c, a, layers) for a in (NAIVE, TILED)}
-    per = ", ".join(f"{name(a)} {fmt_bytes(saved_activation_bytes(c, a))}" for a in (NAIVE, TILED))
+    per = ", ".join(
+        f"{name(a)} {f.saved_per_layer.text()}" for a, f in ((NAIVE, naive), (TILED, fused))
+    )
     out.append(
         f"<li>Saved activations per layer (Q, K, V, O and P, or m and l): {per}. For "
         f"<b>{fmt_int(layers)} layers</b> all of them are held at the first backward: "
         + ", ".join(
-            f"{name(a)} <b>{fmt_bytes(s.peak_bytes)}</b> with one layer's backward"
-            f"{escape(compare(s.peak_bytes, inp.budget_bytes, inp.budget_name))}"
-            for a, s in stacks.items()
+            f"{name(a)} <b>{f.layers_peak.text()}</b> with one layer's backward"
+            f"{escape(compare(int(f.layers_peak.value or 0), inp.budget_bytes, inp.budget_name))}"
+            for a, f in ((NAIVE, naive), (TILED, fused))
         )
         + " (attention's own tensors: no weights, optimizer state or MLP activations).</li>"
     )
+    measured = [
+        (a, f) for a, f in ((NAIVE, naive), (TILED, fused)) if f.step_peak.source == MEASURED
+    ]
+    if measured:
+        out.append(
+            f"<li>One layer's {PASS_LABELS[c.pass_]} peak: "
+            + ", ".join(
+                f"{name(a)} {f.step_peak.text()} (the model's "
+                f"{fmt_bytes(layer_stack(c, a, 1).peak_bytes)})"
+                for a, f in measured
+            )
+            + ": the one measured layer the L-layer totals are checked against.</li>"
+        )
     if inp.budget_bytes:
         walls = []
-        for a in (NAIVE, TILED):
-            wall = training_wall_seq_len(c, a, layers, inp.budget_bytes)
+        for a, f in ((NAIVE, naive), (TILED, fused)):
+            wall = f.wall_seq_len.value if f.wall_seq_len is not None else None
             walls.append(
                 f"{name(a)} fits at every N"
                 if wall is None
-                else f"{name(a)} from N = {fmt_int(wall)}"
+                else f"{name(a)} from N = {fmt_int(int(wall))} (model)"
                 + (" (you are past it)" if wall <= c.seq_len else "")
             )
         out.append(

@@ -61,6 +61,7 @@ from .plots import ALGOS, PlotsPanel
 from .ring_panel import RingPanel
 from .runner import Runner
 from .state.app_state import AppState, Change, StateModel
+from .state.current_point import AlgorithmFigures, figures_for
 from .state.default_view import default_checked, fastest_fused, shown_peers
 from .state.family import family_of
 from .state.recorded_run import REPLAY, RecordedBackend, is_reference, reference_config
@@ -902,6 +903,8 @@ class MainWindow(QMainWindow):
         try:
             if change is None or change.changed("target_gpu"):
                 self.animation.set_gpu(s.target_gpu)
+            if change is None or change.changed("algorithms"):
+                self.animation.set_shown_algorithms(s.algorithms)
             if change is not None and change.changed("config"):
                 self._animation_stale = True
             if self._animation_stale and self.tabs.currentWidget() is self.animation:
@@ -943,6 +946,27 @@ class MainWindow(QMainWindow):
         """Notes about the config shown, else what the backend is ready for."""
         notes = self.notes.about(self.state.value.config)
         return " · ".join(notes) if notes else self._idle_text
+
+    def _last_figures(self, result: RunResult) -> AlgorithmFigures | None:
+        """The current point's figures of a result that arrived (the status bar's last run):
+        the ones the explain pane and the plots show for its config. Worked out now only for
+        the config on screen (the plots and the pane work it out for it anyway); a sweep's
+        other points are read as far as their model is known."""
+        s = self.state.value
+        if s.backend is None or result.oom or result.algorithm not in s.algorithms:
+            return None
+        key, budget = s.backend.key, s.run_budget
+        results = {
+            a: r
+            for a in s.algorithms
+            if (r := self.store.get(result.config, a, key, budget)) is not None
+        }
+        results[result.algorithm] = result
+        here = family_of(result.config, result.algorithm) == family_of(s.config, result.algorithm)
+        return figures_for(
+            result.config, result.algorithm, s.algorithms, s.roof_device, results,
+            compute=here and result.config.seq_len == s.config.seq_len,
+        )  # fmt: skip
 
     def _refresh_measured(self) -> None:
         if self.animation is not None:
@@ -996,7 +1020,7 @@ class MainWindow(QMainWindow):
                 self._bytes_not_measured(result)
             if family_of(job.config, job.algorithm) == family_of(s.config, job.algorithm):
                 self._redraw_measured()
-            self.readouts.set_last(result)
+            self.readouts.set_last(result, self._last_figures(result))
             if not s.replay:
                 self._idle_text = f"Idle · {len(self.store)} results cached"
             if result.oom:

@@ -48,6 +48,7 @@ from gpu.roofline import (
 )
 
 from .background import LatestOnly, in_process
+from .explain import binds_text
 from .label_placement import first_free, stacked_candidates
 from .pacing import coalesced, once_per_turn
 from .plot_kit import (
@@ -59,8 +60,9 @@ from .plot_kit import (
     with_alpha,
 )
 from .state.app_state import AppState, Change
+from .state.current_point import AlgorithmFigures, CurrentPoint, point_for
 from .state.family import cache_config, family
-from .state.model_cache import band, cost, known, known_band, known_verdict, prime, verdict
+from .state.model_cache import band, cost, known, known_band, known_verdict, prime
 from .state.model_curves import MODEL_GRID, ModelCurves, model_curves
 from .state.recorded_run import reference_label
 from .state.seq_scale import SEQ_MAX, SEQ_MIN
@@ -562,18 +564,32 @@ class PlotsPanel(QWidget):
         self.traffic.set_series("current", [n] * len(hbm), hbm)
         self._draw_bounds()
 
-    def _verdict(self, result: RunResult, algorithm: str):  # type: ignore[no-untyped-def]
-        """The roofline verdict of a shown result (None until its model is worked out). A
-        result of an algorithm that ignores the tile sizes holds at the family's tiles too."""
-        if self._gpu is None:
+    def _point(self, n: int, compute: bool = False) -> CurrentPoint | None:
+        """The current point at N = n (app/state/current_point.py): the figures the explain
+        pane, the Tiles banner and the status bar show for the same config and results. None
+        until its model is worked out (`compute`: work it out now, the hover read-outs)."""
+        if self._gpu is None or self._family is None:
             return None
-        config = result.config
+        results = {a: r for a in self._algorithms if (r := self._by_n[a].get(n)) is not None}
+        config = self._family.with_(seq_len=n)
+        return point_for(config, self._algorithms, self._gpu, results, compute=compute)
+
+    def _figures(self, n: int, algorithm: str, compute: bool = False) -> AlgorithmFigures | None:
+        point = self._point(n, compute)
+        return point.algorithms.get(algorithm) if point is not None else None
+
+    def _verdict(self, result: RunResult, algorithm: str):  # type: ignore[no-untyped-def]
+        """The roofline verdict of a shown result: the current point's at its N (None until
+        its model is worked out). A result of an algorithm that ignores the tile sizes holds
+        at the family's tiles too."""
         fam = self._family
-        if fam is not None:
-            shown = fam.with_(seq_len=config.seq_len)
-            if cache_config(shown, algorithm) == cache_config(config, algorithm):
-                config = shown  # the verdict rebases the result onto the shown tiles
-        return known_verdict(config, algorithm, self._gpu, result)
+        config = result.config
+        if fam is None or cache_config(fam.with_(seq_len=config.seq_len), algorithm) != (
+            cache_config(config, algorithm)
+        ):
+            return None  # not of the series shown
+        f = self._figures(config.seq_len, algorithm)
+        return f.verdict if f is not None else None
 
     def _band(self, config: AttentionConfig, algorithm: str, compute: bool):  # type: ignore[no-untyped-def]
         if self._gpu is None:
@@ -1045,12 +1061,13 @@ class PlotsPanel(QWidget):
             self.roofline.set_series("bounds", [], [])
             return
         xs, ys, keys = [], [], []
-        ready = self._model_ready()
+        # worked out with the curves (off the GUI thread) unless they are drawn already
+        point = self._point(config.seq_len, compute=self._model_ready())
         for a in self._algorithms:
-            if not ready and known_band(config, a, gpu) is None:
-                continue  # worked out with the curves, off the GUI thread
-            res = self._by_n[a].get(config.seq_len)
-            v = verdict(config, a, gpu, res)
+            f = point.algorithms.get(a) if point is not None else None
+            if f is None:
+                continue
+            v = f.verdict
             if not v.intensity or not v.roofline_ms:
                 continue
             xs.append(v.intensity)
@@ -1251,11 +1268,13 @@ class PlotsPanel(QWidget):
         for a in self._algorithms:
             res = self._by_n[a].get(n)
             line = f"{_label(a)}: model {fmt_bytes(cost(config, a).peak_bytes)}"
+            f = self._figures(n, a, compute=True) if res is not None and not res.oom else None
             if res is not None:
                 if res.oom:
                     line += ", OOM"
                 else:
-                    line += f", measured {fmt_bytes(res.peak_bytes)} (CuPy pool)"
+                    peak = f.peak_bytes.value if f is not None else res.peak_bytes
+                    line += f", measured {fmt_bytes(peak)} (CuPy pool)"
                     if res.device_peak_bytes is not None:
                         line += f", {fmt_bytes(res.device_peak_bytes)} (whole device)"
             lines.append(line)
@@ -1282,10 +1301,8 @@ class PlotsPanel(QWidget):
                 if len(res.kernel_times) > 1:
                     parts = ", ".join(f"{k.name} {fmt_ms(k.ms)}" for k in res.kernel_times)
                     lines.append(f"   {parts}")
-            if self._time_model_gpu is not None and self._family is not None:
-                config = self._family.with_(seq_len=n)
-                ms = verdict(config, a, self._time_model_gpu).roofline_ms
-                lines.append(f"   roofline {fmt_ms(ms)}")
+            if self._time_model_gpu is not None and (f := self._figures(n, a, True)) is not None:
+                lines.append(f"   roofline {fmt_ms(f.roofline_ms.value)}")
         for peer, by_n in self._reference_by_n.items():
             res = by_n.get(n)
             if res is not None and res.total_ms:
@@ -1305,14 +1322,17 @@ class PlotsPanel(QWidget):
                 f"({fmt_bytes(b.compulsory.hbm_bytes)} … {fmt_bytes(b.no_reuse.hbm_bytes)})"
             )
             res = self._by_n[a].get(n)
-            if res is not None and res.measured_dram_bytes is not None:
+            f = self._figures(n, a, compute=True) if res is not None else None
+            if res is not None and f is not None and f.dram_bytes.source == MEASURED:
+                # the current point's figure: the counters, compulsory writes counted in full
+                dram = int(f.dram_bytes.value or 0)
                 read = sum(t.dram_read_bytes for t in res.traffic)
                 lines.append(
-                    f"   measured {fmt_bytes(res.measured_dram_bytes)} (hardware counters: read "
-                    f"{fmt_bytes(read)}, written {fmt_bytes(res.measured_dram_bytes - read)})"
+                    f"   DRAM {f.dram_bytes.text()}: hardware counters, read {fmt_bytes(read)}, "
+                    f"written {fmt_bytes(dram - read)} (writes still in L2 counted)"
                 )
             if res is not None and res.total_ms:
-                lines.append(f"   {_bandwidth_text(res)}")
+                lines.append(f"   {_bandwidth_text(res, f)}")
         return "\n".join(lines)
 
     def _hover_roofline(self, x: float, y: float) -> str | None:
@@ -1357,11 +1377,13 @@ class PlotsPanel(QWidget):
         lines = [
             f"{name}, N = {fmt_int(r.config.seq_len)}",
             f"{fmt_intensity(ai)} FLOP/B ({how}) · {fmt_rate(r.tflops * 1e12, 'FLOP/s')} achieved",
-            _bandwidth_text(r),
+            _bandwidth_text(r, self._figures(r.config.seq_len, a) if v is not None else None),
         ]
         if v is not None:
             roof = roofs(gpu)[v.roof].label if v.roof in roofs(gpu) else v.roof
-            lines.append(f"{v.bound}-bound: {roof} binds (roofline {fmt_ms(v.roofline_ms)})")
+            # a tie said as the explain pane says it, not as the roof that won by a hair
+            binds = binds_text(v.ties) if v.tie else f"{roof} binds"
+            lines.append(f"{v.bound}-bound: {binds} (roofline {fmt_ms(v.roofline_ms)})")
         return "\n".join(lines)
 
     # ------------------------------------------------------------------ for tests and exports
@@ -1402,12 +1424,15 @@ def _spread_text(result: RunResult) -> str:
     return f", median of {samples}\n   fastest {fmt_ms(lo)}, slowest {fmt_ms(hi)}"
 
 
-def _bandwidth_text(result: RunResult) -> str:
-    """DRAM bandwidth, measured where the counters were read, and the model's figure named as
-    such (the model's bytes over the measured time: what the run would need if every modeled
-    byte went to DRAM)."""
+def _bandwidth_text(result: RunResult, figures: AlgorithmFigures | None = None) -> str:
+    """DRAM bandwidth, measured where the counters were read (the current point's bytes,
+    `figures`, over the measured time where given), and the model's figure named as such
+    (the model's bytes over the measured time: what the run would need if every modeled byte
+    went to DRAM)."""
     model = result.model_bandwidth_gbs
     measured = result.measured_bandwidth_gbs
+    if figures is not None and figures.dram_bytes.source == MEASURED and result.total_ms:
+        measured = (figures.dram_bytes.value or 0) / (result.total_ms * 1e-3) / 1e9
     parts = []
     if measured is not None:
         parts.append(f"DRAM {fmt_rate(measured * 1e9, 'B/s')} measured")
