@@ -957,6 +957,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     ]
     if args.json:
         report = {**explanation.to_dict(), "figures": point.to_dict()}
+        if cfg.has_backward:  # the app's own training figures, each with its source
+            from app.state.training_figures import training_figures
+
+            budget = reported or gpu.memory_bytes
+            report["figures"]["training"] = training_figures(cfg, layers, budget, results).to_dict()
         report["out_of_memory"] = out_of_memory
         if training is not None:
             report["training"] = training

@@ -11,21 +11,21 @@ causal mask: what TFLOP/s figures count) or executed (what the kernels issue). A
 adds what the backward keeps and makes (naive: P kept, dP and dS materialized; fused: O and the
 row statistics kept, S and P recomputed), the saved activations of L layers and their wall.
 
-`explain_html` is plain Python (testable without a window); `ExplainPane` follows the app state
-and the results, redraws at the pace of app/pacing.py, makes its text off the GUI thread, and
-skips the work while hidden, so the slider pays nothing for a closed pane.
+`explain_html` is plain Python (testable without a window); `ExplainPane` follows the point on
+screen (the app state and the results at its N, which the window works out once for the pane
+and the lesson strip), lays its text out when the slider rests (`settled`, app/pacing.py), makes
+the text off the GUI thread, and skips the work while hidden, so a drag pays nothing for it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from html import escape
 
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED
-from gpu.backward_cost import backward_useful_flops, recompute_flops, saved_activation_bytes
 from gpu.config import PASS_LABELS, STAT_BYTES, STEP, AttentionConfig
 from gpu.costmodel import (
     GpuSpec,
@@ -39,11 +39,11 @@ from gpu.results import RunResult
 from gpu.roofline import MEASURED, AlgorithmVerdict, Explanation, KernelVerdict
 
 from .background import LatestOnly
-from .pacing import EXPLAIN_MS, coalesced
-from .state.app_state import AppState, Change
-from .state.current_point import current_point
-from .state.family import cache_config
-from .state.model_cache import band, cost
+from .pacing import PAUSE_MS, settled
+from .state.app_state import AppState
+from .state.current_point import point_for
+from .state.model_cache import cost
+from .state.training_figures import FUSED, training_figures
 from .state.units import fmt_bytes, fmt_flops, fmt_int, fmt_intensity, fmt_ms
 from .theme import DARK, Palette
 
@@ -157,17 +157,11 @@ def _shown(inp: ExplainInputs) -> list[str]:
 
 def explanation(inp: ExplainInputs) -> Explanation:
     """gpu.roofline's verdicts for the shown algorithms (naive always, for the DRAM ratios),
-    from the results given for this config. A result of an algorithm that ignores the tile
-    sizes holds for every tile size: it is judged at this config."""
-    shown = _shown(inp)
-    algos = [NAIVE, *(a for a in shown if a != NAIVE)]
-    results = {
-        a: r if r.config == inp.config else replace(r, config=inp.config)
-        for a, r in inp.results
-        if cache_config(r.config, a) == cache_config(inp.config, a)
-    }
-    bands = {a: band(inp.config, a, inp.gpu) for a in algos}  # memoized: a slider stop's
-    return current_point(inp.config, algos, inp.gpu, results, bands).explanation
+    from the results given for this config: the current point's (point_for), the one the
+    plots, the Tiles banner and the status bar read."""
+    point = point_for(inp.config, _shown(inp), inp.gpu, dict(inp.results))
+    assert point is not None  # computed when missing
+    return point.explanation
 
 
 def explain_html(inp: ExplainInputs, palette: Palette = DARK) -> str:
@@ -274,42 +268,59 @@ def explain_html(inp: ExplainInputs, palette: Palette = DARK) -> str:
 
 
 def _training_section(inp: ExplainInputs, name) -> list[str]:  # type: ignore[no-untyped-def]
-    """What the backward keeps, what FlashAttention recomputes, and L layers' saved
-    activations against the budget (attention's own tensors only)."""
+    """What the backward keeps and makes (naive: P kept; fused: O and the row statistics, S
+    and P recomputed) and L layers' saved activations against the budget (attention's own
+    tensors only): the current point's training figures (app/state/training_figures.py),
+    each with its source."""
     c, layers = inp.config, inp.layers
-    useful_bwd = backward_useful_flops(c)
-    extra = recompute_flops(c, TILED)
+    t = training_figures(c, layers, inp.budget_bytes, dict(inp.results))
+    naive, fused = t.algorithm(NAIVE), t.algorithm(FUSED)
+    useful, extra = t.backward_useful_flops, fused.recompute_flops
     out = [
         f"<h4>The {PASS_LABELS[c.pass_]}: bytes kept or FLOPs spent again</h4>",
         "<ul>",
         f"<li>The backward's useful work: dV = PᵀdO, dP = dO·Vᵀ, dQ = dS·K/√d, dK = dSᵀQ/√d, "
-        f"8·B·h·N²·d = {fmt_flops(useful_bwd)}"
+        f"8·B·h·N²·d = {useful.text()}"
         + (", after the forward's" if c.pass_ == STEP else "")
         + ".</li>",
         f"<li>{name(TILED)} kept no P: it recomputes S and P tile by tile, a fifth product of "
-        f"{fmt_flops(extra)} ({extra / useful_bwd:.0%} more than the useful work) in exchange "
-        f"for the {fmt_bytes(attention_matrix_bytes(c))} of P per layer.</li>",
+        f"{extra.text()} ({(extra.value or 0) / (useful.value or 1):.0%} more than the useful "
+        f"work) in exchange for the {fmt_bytes(attention_matrix_bytes(c))} of P per layer.</li>",
     ]
-    stacks = {a: layer_stack(c, a, layers) for a in (NAIVE, TILED)}
-    per = ", ".join(f"{name(a)} {fmt_bytes(saved_activation_bytes(c, a))}" for a in (NAIVE, TILED))
+    per = ", ".join(
+        f"{name(a)} {f.saved_per_layer.text()}" for a, f in ((NAIVE, naive), (TILED, fused))
+    )
     out.append(
         f"<li>Saved activations per layer (Q, K, V, O and P, or m and l): {per}. For "
         f"<b>{fmt_int(layers)} layers</b> all of them are held at the first backward: "
         + ", ".join(
-            f"{name(a)} <b>{fmt_bytes(s.peak_bytes)}</b> with one layer's backward"
-            f"{escape(compare(s.peak_bytes, inp.budget_bytes, inp.budget_name))}"
-            for a, s in stacks.items()
+            f"{name(a)} <b>{f.layers_peak.text()}</b> with one layer's backward"
+            f"{escape(compare(int(f.layers_peak.value or 0), inp.budget_bytes, inp.budget_name))}"
+            for a, f in ((NAIVE, naive), (TILED, fused))
         )
         + " (attention's own tensors: no weights, optimizer state or MLP activations).</li>"
     )
+    measured = [
+        (a, f) for a, f in ((NAIVE, naive), (TILED, fused)) if f.step_peak.source == MEASURED
+    ]
+    if measured:
+        out.append(
+            f"<li>One layer's {PASS_LABELS[c.pass_]} peak: "
+            + ", ".join(
+                f"{name(a)} {f.step_peak.text()} (the model's "
+                f"{fmt_bytes(layer_stack(c, a, 1).peak_bytes)})"
+                for a, f in measured
+            )
+            + ": the one measured layer the L-layer totals are checked against.</li>"
+        )
     if inp.budget_bytes:
         walls = []
-        for a in (NAIVE, TILED):
-            wall = training_wall_seq_len(c, a, layers, inp.budget_bytes)
+        for a, f in ((NAIVE, naive), (TILED, fused)):
+            wall = f.wall_seq_len.value if f.wall_seq_len is not None else None
             walls.append(
                 f"{name(a)} fits at every N"
                 if wall is None
-                else f"{name(a)} from N = {fmt_int(wall)}"
+                else f"{name(a)} from N = {fmt_int(int(wall))} (model)"
                 + (" (you are past it)" if wall <= c.seq_len else "")
             )
         out.append(
@@ -421,44 +432,43 @@ class ExplainPane(QTextBrowser):
         self.setOpenExternalLinks(False)
         self.setToolTip("The lesson's formulas for the current configuration (F1 shows/hides).")
         self._inputs: ExplainInputs | None = None
-        self._state: AppState | None = None
-        self._series: dict[str, dict[int, RunResult]] = {}
         self._palette: Palette = DARK
         self._shown: tuple[ExplainInputs, str] | None = None
-        self._paced_refresh = coalesced(self._refresh, EXPLAIN_MS, parent=self)
+        self._settled_refresh = settled(self._refresh, PAUSE_MS, parent=self)
         self.html_worker = LatestOnly(self)
+        #: How many times a text was laid out (setHtml), for tests of the pacing.
+        self.layouts = 0
+        self._html = ""
 
-    def on_state(self, change: Change) -> None:
-        self._state = change.new
-        self._follow()
-
-    def set_measured(self, series: Mapping[str, list[RunResult]]) -> None:
-        """The results of the current family, per algorithm (the window's measured series)."""
-        self._series = {a: {r.config.seq_len: r for r in rs} for a, rs in series.items()}
-        self._follow()
-
-    def _follow(self) -> None:
-        s = self._state
-        if s is None:
-            return
-        n = s.config.seq_len
-        results = {a: r for a, by_n in self._series.items() if (r := by_n.get(n)) is not None}
+    def follow(self, s: AppState, results: Mapping[str, RunResult]) -> None:
+        """The point on screen: the state and the shown algorithms' results at its N."""
         inputs = ExplainInputs.from_state(s, results)
         if inputs != self._inputs:
             self.set_inputs(inputs)
 
+    @property
+    def busy(self) -> bool:
+        """A text is waiting for the slider to rest, or being made."""
+        return self._settled_refresh.pending or self.html_worker.busy
+
+    def flush(self) -> None:
+        """Lay out the text of the point shown now, now (the slider released; tests)."""
+        self._settled_refresh.flush()
+        self.html_worker.flush()
+
     def set_inputs(self, inputs: ExplainInputs, now: bool = False) -> None:
         self._inputs = inputs
         if now:
-            self._paced_refresh.cancel()
+            self._settled_refresh.cancel()
             self._refresh()
             self.html_worker.flush()
         else:
-            self._paced_refresh()
+            self._settled_refresh()
 
     def set_palette(self, palette: Palette) -> None:
         self._palette = palette
         self._shown = None
+        self._html = ""
         self._refresh()
 
     def showEvent(self, event) -> None:
@@ -478,7 +488,11 @@ class ExplainPane(QTextBrowser):
         self.html_worker.submit(lambda: explain_html(inputs, palette), self._show_html)
 
     def _show_html(self, html: str) -> None:
+        if html == self._html:
+            return  # a result that changed no figure: nothing to lay out again
+        self._html = html
         bar = self.verticalScrollBar().value()
+        self.layouts += 1
         self.setHtml(html)
         self.verticalScrollBar().setValue(bar)
 

@@ -61,6 +61,7 @@ from .plots import ALGOS, PlotsPanel
 from .ring_panel import RingPanel
 from .runner import Runner
 from .state.app_state import AppState, Change, StateModel
+from .state.current_point import AlgorithmFigures, figures_for
 from .state.default_view import default_checked, fastest_fused, shown_peers
 from .state.family import family_of
 from .state.recorded_run import REPLAY, RecordedBackend, is_reference, reference_config
@@ -165,10 +166,8 @@ class MainWindow(QMainWindow):
         self.apply_theme(self.theme)
         self._connect()
         first = Change.initial(self.state.value)
-        self.plots.on_state(first)
-        self.explain.on_state(first)
-        self.lesson.on_state(first)
         self._on_state(first)
+        self.plots.on_state(first)
         # Start the backend once the event loop runs: its imports (CuPy, NumPy extras) hold the
         # GIL on the runner thread and would otherwise compete with the first paint.
         self._startup = QTimer(self)  # a child: never fires for a window already gone
@@ -431,13 +430,14 @@ class MainWindow(QMainWindow):
         c = self.controls
         c.backendWanted.connect(self._start_backend)
         c.recordedRunWanted.connect(self._ask_recorded_run)
-        # The views that follow the app state (the controls connected themselves).
+        # The window's own share first: a new N asks the runner (and stops a stale run) before
+        # any view draws it. Then the views that follow the app state (the controls connected
+        # themselves); the explain pane and the lesson strip follow through `_follow_point`.
+        self.state.changed.connect(self._on_state)
         self.state.changed.connect(self.plots.on_state)
-        self.state.changed.connect(self.explain.on_state)
-        self.state.changed.connect(self.lesson.on_state)
         self.lesson.focusWanted.connect(self.show_view)
         self.lesson.dismissed.connect(lambda: self.settings.setValue("lesson/dismissed", True))
-        self.state.changed.connect(self._on_state)
+        c.slider.sliderReleased.connect(self._point_settled)
         r = self.runner
         r.backendReady.connect(self._on_backend_ready)
         r.backendFailed.connect(self._on_backend_failed)
@@ -842,7 +842,8 @@ class MainWindow(QMainWindow):
 
     def _on_state(self, change: Change) -> None:
         """The window's own share of a state change: measured series and runner requests."""
-        if change.changed("family", "algorithms", "backend", "run_budget", "all_series"):
+        redraw = change.changed("family", "algorithms", "backend", "run_budget", "all_series")
+        if redraw:
             self._redraw_measured()  # with any results arriving meanwhile, in its own event
         if change.changed("config", "algorithms", "backend", "run_budget", "profile_runs"):
             self._show_run_status(measuring=self._request())
@@ -858,6 +859,33 @@ class MainWindow(QMainWindow):
             self.every_series_action.blockSignals(False)
         if change.changed("devices") and self._backend_generation and restart_needed(change.new):
             self._start_backend(change.new.backend_choice)
+        if not redraw:  # else the redraw, within a frame, takes the point to them
+            self._follow_point()
+
+    def _results_at_n(self) -> dict[str, RunResult]:
+        """The shown algorithms' results at the N shown: a look-up per algorithm, whatever the
+        number of results held."""
+        s = self.state.value
+        if s.backend is None:
+            return {}
+        key, budget = s.backend.key, s.run_budget
+        return {
+            a: r
+            for a in ALGOS
+            if a in s.algorithms and (r := self.store.get(s.config, a, key, budget)) is not None
+        }
+
+    def _follow_point(self) -> None:
+        """The explain pane and the lesson strip follow the point on screen: the state and the
+        results at its N, worked out once for both (they lay their texts out when it rests)."""
+        s, results = self.state.value, self._results_at_n()
+        self.explain.follow(s, results)
+        self.lesson.follow(s, results)
+
+    def _point_settled(self) -> None:
+        """The slider was let go: the texts of the point it rests on, now."""
+        self.explain.flush()
+        self.lesson.flush()
 
     def _default_lanes(self) -> None:
         """The Tiles tab compares naive with the fastest fused kernel the backend has (the
@@ -875,6 +903,8 @@ class MainWindow(QMainWindow):
         try:
             if change is None or change.changed("target_gpu"):
                 self.animation.set_gpu(s.target_gpu)
+            if change is None or change.changed("algorithms"):
+                self.animation.set_shown_algorithms(s.algorithms)
             if change is not None and change.changed("config"):
                 self._animation_stale = True
             if self._animation_stale and self.tabs.currentWidget() is self.animation:
@@ -917,23 +947,41 @@ class MainWindow(QMainWindow):
         notes = self.notes.about(self.state.value.config)
         return " · ".join(notes) if notes else self._idle_text
 
+    def _last_figures(self, result: RunResult) -> AlgorithmFigures | None:
+        """The current point's figures of a result that arrived (the status bar's last run):
+        the ones the explain pane and the plots show for its config. Worked out now only for
+        the config on screen (the plots and the pane work it out for it anyway); a sweep's
+        other points are read as far as their model is known."""
+        s = self.state.value
+        if s.backend is None or result.oom or result.algorithm not in s.algorithms:
+            return None
+        key, budget = s.backend.key, s.run_budget
+        results = {
+            a: r
+            for a in s.algorithms
+            if (r := self.store.get(result.config, a, key, budget)) is not None
+        }
+        results[result.algorithm] = result
+        here = family_of(result.config, result.algorithm) == family_of(s.config, result.algorithm)
+        return figures_for(
+            result.config, result.algorithm, s.algorithms, s.roof_device, results,
+            compute=here and result.config.seq_len == s.config.seq_len,
+        )  # fmt: skip
+
     def _refresh_measured(self) -> None:
         if self.animation is not None:
             self.animation.results_changed()
         s = self.state.value
         self.plots.set_reference(self._reference_series(s))
+        self._follow_point()
         if s.backend is None:
             self.plots.set_measured({})
-            self.explain.set_measured({})
-            self.lesson.set_measured({})
             return
         key, budget = s.backend.key, s.run_budget
         series = {
             a: self.store.series(s.config, a, key, budget) for a in ALGOS if a in s.algorithms
         }
         self.plots.set_measured(series)
-        self.explain.set_measured(series)
-        self.lesson.set_measured(series)
         # Legends, ranges and the layout they change now, not in a later turn: the window then
         # repaints once for the results, not again for their legends and plot sizes.
         self.plots.flush_visibility()
@@ -972,7 +1020,7 @@ class MainWindow(QMainWindow):
                 self._bytes_not_measured(result)
             if family_of(job.config, job.algorithm) == family_of(s.config, job.algorithm):
                 self._redraw_measured()
-            self.readouts.set_last(result)
+            self.readouts.set_last(result, self._last_figures(result))
             if not s.replay:
                 self._idle_text = f"Idle · {len(self.store)} results cached"
             if result.oom:

@@ -48,8 +48,9 @@ from gpu.roofline import (
 )
 
 from .background import LatestOnly, in_process
+from .explain import binds_text
 from .label_placement import first_free, stacked_candidates
-from .pacing import coalesced
+from .pacing import coalesced, once_per_turn
 from .plot_kit import (
     LabelledLine,
     MetricPlot,
@@ -59,9 +60,10 @@ from .plot_kit import (
     with_alpha,
 )
 from .state.app_state import AppState, Change
+from .state.current_point import AlgorithmFigures, CurrentPoint, point_for
 from .state.device_memory import device_memory_note
 from .state.family import cache_config, family
-from .state.model_cache import band, cost, known, known_band, known_verdict, prime, verdict
+from .state.model_cache import band, cost, known, known_band, known_verdict, prime
 from .state.model_curves import MODEL_GRID, ModelCurves, model_curves
 from .state.recorded_run import reference_label
 from .state.seq_scale import SEQ_MAX, SEQ_MIN
@@ -246,6 +248,7 @@ class PlotsPanel(QWidget):
         self._relabel = False
         self._paced_visibility = coalesced(self._apply_visibility, 0, parent=self)
         self._paced_strip = coalesced(self._show_strip, STRIP_MS, parent=self)
+        self._paced_markers = once_per_turn(self._move_markers, parent=self)
         #: Model curves are computed here, off the GUI thread; only the newest set is drawn.
         self.model_worker = LatestOnly(self)
         yield from self._build_items()
@@ -521,16 +524,25 @@ class PlotsPanel(QWidget):
         self._update_visibility(force=True)
 
     def set_seq_len(self, config: AttentionConfig) -> None:
-        """The fast path of a slider move: cursors and "you are here" markers only."""
+        """The fast path of a slider move: the cursors (Qt-drawn lines over the cached data
+        items) and the "you are here" markers; a burst of moves in one turn of the event loop
+        (a fast drag) moves the markers twice, for its first move and its last."""
         self._config = config
         n = config.seq_len
         for plot in self.plots[:3]:
             plot.set_cursor(n)
         self.roofline.cursor_n = n
+        self._paced_markers()
+
+    def _move_markers(self) -> None:
         self._model_markers()
         self._measured_markers()
         if self._any_samples or not self.strip.is_empty():
             self._paced_strip()
+
+    def flush_markers(self) -> None:
+        """Move the markers to the N shown now, now (exports, tests)."""
+        self._paced_markers.flush()
 
     def _model_markers(self) -> None:
         """The "you are here" markers that show the model (memory, traffic, roofline bound)."""
@@ -553,18 +565,32 @@ class PlotsPanel(QWidget):
         self.traffic.set_series("current", [n] * len(hbm), hbm)
         self._draw_bounds()
 
-    def _verdict(self, result: RunResult, algorithm: str):  # type: ignore[no-untyped-def]
-        """The roofline verdict of a shown result (None until its model is worked out). A
-        result of an algorithm that ignores the tile sizes holds at the family's tiles too."""
-        if self._gpu is None:
+    def _point(self, n: int, compute: bool = False) -> CurrentPoint | None:
+        """The current point at N = n (app/state/current_point.py): the figures the explain
+        pane, the Tiles banner and the status bar show for the same config and results. None
+        until its model is worked out (`compute`: work it out now, the hover read-outs)."""
+        if self._gpu is None or self._family is None:
             return None
-        config = result.config
+        results = {a: r for a in self._algorithms if (r := self._by_n[a].get(n)) is not None}
+        config = self._family.with_(seq_len=n)
+        return point_for(config, self._algorithms, self._gpu, results, compute=compute)
+
+    def _figures(self, n: int, algorithm: str, compute: bool = False) -> AlgorithmFigures | None:
+        point = self._point(n, compute)
+        return point.algorithms.get(algorithm) if point is not None else None
+
+    def _verdict(self, result: RunResult, algorithm: str):  # type: ignore[no-untyped-def]
+        """The roofline verdict of a shown result: the current point's at its N (None until
+        its model is worked out). A result of an algorithm that ignores the tile sizes holds
+        at the family's tiles too."""
         fam = self._family
-        if fam is not None:
-            shown = fam.with_(seq_len=config.seq_len)
-            if cache_config(shown, algorithm) == cache_config(config, algorithm):
-                config = shown  # the verdict rebases the result onto the shown tiles
-        return known_verdict(config, algorithm, self._gpu, result)
+        config = result.config
+        if fam is None or cache_config(fam.with_(seq_len=config.seq_len), algorithm) != (
+            cache_config(config, algorithm)
+        ):
+            return None  # not of the series shown
+        f = self._figures(config.seq_len, algorithm)
+        return f.verdict if f is not None else None
 
     def _band(self, config: AttentionConfig, algorithm: str, compute: bool):  # type: ignore[no-untyped-def]
         if self._gpu is None:
@@ -1028,6 +1054,7 @@ class PlotsPanel(QWidget):
     def flush_model(self) -> None:
         """Show the newest state and its model curves now (tests, exports)."""
         self.catch_up()
+        self._paced_markers.flush()
         self.model_worker.flush()
         self._paced_strip.flush()
 
@@ -1039,12 +1066,13 @@ class PlotsPanel(QWidget):
             self.roofline.set_series("bounds", [], [])
             return
         xs, ys, keys = [], [], []
-        ready = self._model_ready()
+        # worked out with the curves (off the GUI thread) unless they are drawn already
+        point = self._point(config.seq_len, compute=self._model_ready())
         for a in self._algorithms:
-            if not ready and known_band(config, a, gpu) is None:
-                continue  # worked out with the curves, off the GUI thread
-            res = self._by_n[a].get(config.seq_len)
-            v = verdict(config, a, gpu, res)
+            f = point.algorithms.get(a) if point is not None else None
+            if f is None:
+                continue
+            v = f.verdict
             if not v.intensity or not v.roofline_ms:
                 continue
             xs.append(v.intensity)
@@ -1071,6 +1099,7 @@ class PlotsPanel(QWidget):
         self._paced_visibility()
 
     def flush_visibility(self) -> None:
+        self._paced_markers.flush()
         self._paced_visibility.flush()
 
     def _naive_kernels(self) -> tuple[str, ...]:
@@ -1244,11 +1273,13 @@ class PlotsPanel(QWidget):
         for a in self._algorithms:
             res = self._by_n[a].get(n)
             line = f"{_label(a)}: model {fmt_bytes(cost(config, a).peak_bytes)}"
+            f = self._figures(n, a, compute=True) if res is not None and not res.oom else None
             if res is not None:
                 if res.oom:
                     line += ", OOM"
                 else:
-                    line += f", measured {fmt_bytes(res.peak_bytes)} (CuPy pool)"
+                    peak = f.peak_bytes.value if f is not None else res.peak_bytes
+                    line += f", measured {fmt_bytes(peak)} (CuPy pool)"
                     if res.device_peak_bytes is not None:
                         line += f", {fmt_bytes(res.device_peak_bytes)} (whole device)"
                         line += f"\n   {device_memory_note(res)}"
@@ -1279,10 +1310,8 @@ class PlotsPanel(QWidget):
                 if len(res.kernel_times) > 1:
                     parts = ", ".join(f"{k.name} {fmt_ms(k.ms)}" for k in res.kernel_times)
                     lines.append(f"   {parts}")
-            if self._time_model_gpu is not None and self._family is not None:
-                config = self._family.with_(seq_len=n)
-                ms = verdict(config, a, self._time_model_gpu).roofline_ms
-                lines.append(f"   roofline {fmt_ms(ms)}")
+            if self._time_model_gpu is not None and (f := self._figures(n, a, True)) is not None:
+                lines.append(f"   roofline {fmt_ms(f.roofline_ms.value)}")
         for peer, by_n in self._reference_by_n.items():
             res = by_n.get(n)
             if res is not None and res.total_ms:
@@ -1302,14 +1331,17 @@ class PlotsPanel(QWidget):
                 f"({fmt_bytes(b.compulsory.hbm_bytes)} … {fmt_bytes(b.no_reuse.hbm_bytes)})"
             )
             res = self._by_n[a].get(n)
-            if res is not None and res.measured_dram_bytes is not None:
+            f = self._figures(n, a, compute=True) if res is not None else None
+            if res is not None and f is not None and f.dram_bytes.source == MEASURED:
+                # the current point's figure: the counters, compulsory writes counted in full
+                dram = int(f.dram_bytes.value or 0)
                 read = sum(t.dram_read_bytes for t in res.traffic)
                 lines.append(
-                    f"   measured {fmt_bytes(res.measured_dram_bytes)} (hardware counters: read "
-                    f"{fmt_bytes(read)}, written {fmt_bytes(res.measured_dram_bytes - read)})"
+                    f"   DRAM {f.dram_bytes.text()}: hardware counters, read {fmt_bytes(read)}, "
+                    f"written {fmt_bytes(dram - read)} (writes still in L2 counted)"
                 )
             if res is not None and res.total_ms:
-                lines.append(f"   {_bandwidth_text(res)}")
+                lines.append(f"   {_bandwidth_text(res, f)}")
         return "\n".join(lines)
 
     def _hover_roofline(self, x: float, y: float) -> str | None:
@@ -1354,11 +1386,13 @@ class PlotsPanel(QWidget):
         lines = [
             f"{name}, N = {fmt_int(r.config.seq_len)}",
             f"{fmt_intensity(ai)} FLOP/B ({how}) · {fmt_rate(r.tflops * 1e12, 'FLOP/s')} achieved",
-            _bandwidth_text(r),
+            _bandwidth_text(r, self._figures(r.config.seq_len, a) if v is not None else None),
         ]
         if v is not None:
             roof = roofs(gpu)[v.roof].label if v.roof in roofs(gpu) else v.roof
-            lines.append(f"{v.bound}-bound: {roof} binds (roofline {fmt_ms(v.roofline_ms)})")
+            # a tie said as the explain pane says it, not as the roof that won by a hair
+            binds = binds_text(v.ties) if v.tie else f"{roof} binds"
+            lines.append(f"{v.bound}-bound: {binds} (roofline {fmt_ms(v.roofline_ms)})")
         return "\n".join(lines)
 
     # ------------------------------------------------------------------ for tests and exports
@@ -1399,12 +1433,15 @@ def _spread_text(result: RunResult) -> str:
     return f", median of {samples}\n   fastest {fmt_ms(lo)}, slowest {fmt_ms(hi)}"
 
 
-def _bandwidth_text(result: RunResult) -> str:
-    """DRAM bandwidth, measured where the counters were read, and the model's figure named as
-    such (the model's bytes over the measured time: what the run would need if every modeled
-    byte went to DRAM)."""
+def _bandwidth_text(result: RunResult, figures: AlgorithmFigures | None = None) -> str:
+    """DRAM bandwidth, measured where the counters were read (the current point's bytes,
+    `figures`, over the measured time where given), and the model's figure named as such
+    (the model's bytes over the measured time: what the run would need if every modeled byte
+    went to DRAM)."""
     model = result.model_bandwidth_gbs
     measured = result.measured_bandwidth_gbs
+    if figures is not None and figures.dram_bytes.source == MEASURED and result.total_ms:
+        measured = (figures.dram_bytes.value or 0) / (result.total_ms * 1e-3) / 1e9
     parts = []
     if measured is not None:
         parts.append(f"DRAM {fmt_rate(measured * 1e9, 'B/s')} measured")

@@ -27,7 +27,9 @@ from gpu.config import AttentionConfig
 from gpu.results import DeviceInfo, RunResult
 
 from .elided_label import ElidedLabel
+from .explain import binds_text
 from .plain_text import PlainLabel, tooltip
+from .state.current_point import AlgorithmFigures
 from .state.units import fmt_bytes, fmt_ms
 
 
@@ -287,15 +289,27 @@ class StatusBarReadouts:
         free, total = fmt_bytes(info.memory_free_bytes), fmt_bytes(info.memory_total_bytes)
         self.memory.setText(f"{what} {free} free / {total}")
 
-    def set_last(self, result: RunResult) -> None:
-        self.last.setText(f"last: {describe_result(result)}")
+    def set_last(self, result: RunResult, figures: AlgorithmFigures | None = None) -> None:
+        """The most recent measurement, with the current point's figures of it where they
+        are worked out (`figures`: its DRAM bytes and source, the verdict)."""
+        text = f"last: {describe_result(result, figures)}"
+        self.last.setText(text)
         # An out-of-memory result's why (needs X, the budget or free RAM allows Y) on hover.
-        self.last.set_tip(result.message or "The most recent measurement.")
+        self.last.set_tip(result.message or (text if figures else "The most recent measurement."))
 
 
-def describe_result(r: RunResult) -> str:
+def describe_result(r: RunResult, figures: AlgorithmFigures | None = None) -> str:
+    """'naive N=16384 8.21 ms, peak 12.99 GB, DRAM 25.91 GB (measured), memory-bound: HBM
+    bandwidth binds (recorded)': the figures and the verdict in the explain pane's words."""
     head = f"{r.algorithm} N={r.config.seq_len}"
     if r.oom:
         return f"{head} out of memory"
     tag = " (recorded)" if r.recorded else ""
-    return f"{head} {fmt_ms(r.total_ms)}, peak {fmt_bytes(r.peak_bytes)}{tag}"
+    if figures is None:
+        return f"{head} {fmt_ms(r.total_ms)}, peak {fmt_bytes(r.peak_bytes)}{tag}"
+    v = figures.verdict
+    ms = figures.measured_ms.value if figures.measured_ms is not None else r.total_ms
+    return (
+        f"{head} {fmt_ms(ms)}, peak {fmt_bytes(figures.peak_bytes.value)}, "
+        f"DRAM {figures.dram_bytes.text()}, {v.bound}-bound: {binds_text(v.ties)}{tag}"
+    )

@@ -36,10 +36,19 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Module -> the tests that cover it (Qt-free ones, so a mutant runs in seconds).
 MODULES: dict[str, tuple[str, ...]] = {
-    "gpu/roofline.py": ("tests/test_figures.py", "tests/test_roofline.py"),
-    "gpu/costmodel.py": ("tests/test_costmodel.py", "tests/test_figures.py"),
+    "gpu/roofline.py": (
+        "tests/test_figure_formulas.py",
+        "tests/test_figures.py",
+        "tests/test_roofline.py",
+    ),
+    "gpu/costmodel.py": (
+        "tests/test_figure_formulas.py",
+        "tests/test_costmodel.py",
+        "tests/test_figures.py",
+    ),
     "gpu/profiler.py": ("tests/test_profiler.py",),
-    "app/state/current_point.py": ("tests/test_figures.py",),
+    "app/state/current_point.py": ("tests/test_figure_formulas.py", "tests/test_figures.py"),
+    "app/state/training_figures.py": ("tests/test_figure_formulas.py",),
 }
 #: Tests left out of mutant runs: they need a window (seconds each, no figure module of
 #: their own).
@@ -57,6 +66,7 @@ class Mutant:
     index: int  # the index-th mutation point of the module
     line: int
     what: str
+    code: str = ""  # the mutated expression, as it reads after the change
 
 
 @dataclass
@@ -145,7 +155,9 @@ def all_mutants(modules: list[str]) -> list[Mutant]:
     for module in modules:
         tree = ast.parse((ROOT / module).read_text())
         for i, (node, what) in enumerate(mutation_points(tree)):
-            out.append(Mutant(module, i, getattr(node, "lineno", 0), what))
+            code = ast.unparse(_mutated(node))
+            code = code if len(code) <= 90 else code[:87] + "..."
+            out.append(Mutant(module, i, getattr(node, "lineno", 0), what, code))
     return out
 
 
@@ -218,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     for o in survived:
         line = (ROOT / o.mutant.module).read_text().splitlines()[o.mutant.line - 1].strip()
         print(f"  survived: {o.mutant.module}:{o.mutant.line} {o.mutant.what}: {line}")
+        print(f"            mutated: {o.mutant.code}")
     if args.out:
         args.out.write_text(
             json.dumps(

@@ -448,6 +448,19 @@ def test_a_config_asked_for_while_an_older_build_lands_is_still_built(widget, qt
     assert widget.frames()[0].config == newer
 
 
+def test_lanes_picked_while_an_older_build_lands_are_still_built(widget, qtbot):
+    """The same for a lane picked while the build of the same config lands: the new lanes
+    must not be forgotten."""
+    widget.set_algorithms((NAIVE, TILED_WS))
+    widget._paced_build.flush()  # the build of these lanes starts off the GUI thread
+    widget.set_algorithms((NAIVE, TILED_MMA))  # same config, other lanes: the next paced turn
+    widget.lanes_worker.flush()  # the older build lands first
+    qtbot.waitUntil(
+        lambda: [lane.algorithm for lane in widget.player.lanes] == [NAIVE, TILED_MMA],
+        timeout=5000,
+    )
+
+
 def test_the_online_softmax_panels_final_row_equals_softmax_times_v(widget):
     panel = widget.softmax_panel
     t = panel.trace

@@ -424,35 +424,6 @@ def test_a_modeled_tiles_lane_plays_the_measurements_roofline_time():
     assert lane.total_time < tile_loads * 0.9
 
 
-def test_the_tiles_banner_labels_tile_loads_as_the_model_beside_measured_dram(make_window, qtbot):
-    window = make_window(seq_len=4096)
-    qtbot.waitUntil(lambda: window.animation is not None, timeout=5000)
-    window.tabs.setCurrentWidget(window.animation)
-    anim = window.animation
-    window.open_recorded(str(SWEEP))
-    qtbot.waitUntil(lambda: window.state.value.replay, timeout=10_000)
-    window.state.update(config=window.config.with_(seq_len=N))
-    qtbot.waitUntil(
-        lambda: (
-            anim.player.config.seq_len == N
-            and all(lane.clock.measured for lane in anim.player.lanes)
-        ),
-        timeout=20_000,
-    )
-    anim.flush()
-    texts = {it.key: it.text for it in anim.canvas.text_items()}
-    banner = texts["header.verdict"]
-    assert "loads (model)" in banner and "DRAM (measured)" in banner
-    other = next(lane.algorithm for lane in anim.player.lanes if lane.algorithm != NAIVE)
-    e = explained()
-    ratio = e.naive_ratios[f"naive/{other}"]["measured"]  # what explain says, the same figure
-    assert f"{ratio:,.0f}× less" in banner
-    # No one label calls the model's loads HBM traffic (the column title "HBM" and the link's
-    # "read →" are separate texts).
-    assert "HBM traffic" not in banner
-    assert not [t for t in texts.values() if "HBM read" in t or "HBM written" in t]
-
-
 def test_a_replayed_recording_judges_on_the_clock_its_counters_measured():
     from app.state.recorded_run import RecordedBackend
 

@@ -3,6 +3,7 @@ and sampled counters add up per kernel exactly (synthetic samples)."""
 
 from __future__ import annotations
 
+import itertools
 import types
 from typing import ClassVar
 
@@ -296,3 +297,210 @@ def test_a_record_overflow_is_an_incomplete_measurement_and_gives_the_counters_b
         sampler.measure("flash_fwd", lambda: None, lambda: None)
     assert info.value.kind == profiler.INCOMPLETE
     assert fake_cupti.events[-1] == "disable"
+
+
+# ---------------------------------------------------------------------------------------------
+# Each sampled figure, by hand
+
+
+def test_only_the_first_sample_and_any_that_start_at_zero_are_dropped():
+    a, b, c = sample(0), sample(40_000), sample(60_000)
+    assert profiler.window_samples([a, b, c]) == [b, c]
+    assert profiler.window_samples([b, c]) == [c]  # the first decoded always counts from before
+    assert profiler.window_samples([a, b, sample(0), c]) == [b, c]
+
+
+def test_a_gap_counts_as_lost_only_when_longer_than_the_allowed_seam():
+    s = [sample(0, 20_000), sample(30_000, 20_000), sample(50_000, 20_000)]
+    assert profiler.window_gaps_ns(s) == 10_000
+    assert profiler.window_gaps_ns(s, min_gap_ns=9_999) == 10_000
+    assert profiler.window_gaps_ns(s, min_gap_ns=10_000) == 0
+    assert profiler.window_gaps_ns([sample(0, 20_000), sample(20_001, 20_000)]) == 1  # every ns
+
+
+def test_the_kernels_span_leaves_out_edges_at_or_below_five_percent_of_the_busiest_sample():
+    edges = [sample(20_000, read=4e4), sample(40_000, l2=5e4)]  # 4 % and exactly 5 %
+    busy = [sample(60_000, read=1e6), sample(80_000, l2=5.1e4), sample(100_000, read=1e6)]
+    tail = [sample(120_000, write=3e4)]
+    span = profiler.active_span([*edges, *busy, *tail])
+    assert list(span) == busy  # 5.1 % is the kernel's; its L2 bytes count as its traffic
+    quiet = [sample(0), sample(20_000)]
+    assert list(profiler.active_span(quiet)) == quiet  # nothing busy: every sample
+    assert list(profiler.active_span([])) == []
+
+
+def test_a_thinned_strip_point_is_the_exact_mean_of_the_samples_it_merges():
+    samples = [
+        sample(1_000_000 + 20_000 * i, read=r, write=w, cycles=40_000, tensor=t)
+        for i, (r, w, t) in enumerate(
+            [(1e6, 0, 0), (2e6, 1e6, 80_000), (3e6, 0, 0), (4e6, 2e6, 40_000), (5e6, 0, 0)]
+        )
+    ]
+    strip = profiler.strip_from_samples(samples, sms=2, max_points=2)
+    # ceil(5 / 2) = 3 samples per point: [0..2] and [3..4]
+    assert strip.t_us == (30.0, 80.0)  # mid-points, µs from the first sample's start
+    assert strip.dram_gbs == (round(7e6 / 60_000, 3), round(11e6 / 40_000, 3))
+    assert strip.tensor_active == (round(80_000 / (120_000 * 2), 4), round(40_000 / 160_000, 4))
+    assert profiler.strip_from_samples([], sms=2).t_us == ()
+    zero = profiler.strip_from_samples([sample(0, read=1e6, cycles=0)], sms=2)
+    assert zero.tensor_active == (0.0,)
+
+
+def test_per_launch_counters_round_the_mean_and_the_window_is_the_mean_span():
+    one = [sample(0, 20_000, read=1.0, cycles=10), sample(20_000, 20_000, read=2.0, cycles=10)]
+    two = [sample(0, 20_000, read=2.0, cycles=11)]
+    t = profiler.summarize("k", [one, two], 20_000, sms=1)
+    assert t.dram_read_bytes == round(5 / 2) and t.elapsed_cycles == round(31 / 2)
+    assert t.window_ns == 30_000 and t.launches == 2
+    assert t.strip.t_us == (10.0, 30.0)  # the first window's strip
+
+
+def test_the_interval_grows_in_whole_microseconds_past_a_thousand_samples():
+    assert profiler.interval_for(20e6) == 20_000
+    assert profiler.interval_for(20.5e6) == 21_000
+    assert profiler.interval_for(870e6) == 870_000
+    assert profiler.interval_for(1000.5e6) == 1_001_000  # 1000.5 µs per sample: 1001 µs
+    assert profiler.interval_for(10e6, base_ns=5_000) == 10_000
+    assert profiler.interval_for(1e6, base_ns=5_000) == 5_000
+
+
+def test_versions_compare_by_their_numbers():
+    assert profiler._version_key("13.0.85") == (13, 0, 85)
+    assert profiler._version_key("12.4rc1") == (12, 41)
+    assert profiler._version_key("x.2") == (0, 2)
+
+
+class ScriptedCollector:
+    """A stand-in for cupti's Collector that decodes the samples a test gives it."""
+
+    samples: ClassVar[list] = []
+    metrics_decoded: ClassVar[list | None] = None
+    asked: ClassVar[list] = []
+
+    def __init__(self, device_index: int = 0) -> None:
+        pass
+
+    def enable(self) -> None: ...
+    def disable(self) -> None: ...
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+
+    def configure(self, *, metrics, hardware_buffer_size, sampling_interval, trigger_mode):
+        self.metrics = list(metrics)
+        ScriptedCollector.asked.append(("buffer", hardware_buffer_size))
+
+    def decode(self, max_samples: int) -> CounterData:
+        ScriptedCollector.asked.append(("max_samples", max_samples))
+        data = CounterData(
+            types.SimpleNamespace(start_timestamp=a, end_timestamp=b, metric_values=list(v))
+            for a, b, v in self.samples
+        )
+        data.metrics = self.metrics_decoded or self.metrics
+        return data
+
+
+@pytest.fixture
+def scripted(monkeypatch):
+    ScriptedCollector.asked = []
+    ScriptedCollector.metrics_decoded = None
+    module = types.SimpleNamespace(
+        Collector=ScriptedCollector, TriggerMode=types.SimpleNamespace(GPU_TIME_INTERVAL="t")
+    )
+    monkeypatch.setattr(profiler, "load_cupti", lambda: module)
+    clock = itertools.cycle([0.0, 0.001])  # each window takes 1 ms of host time
+    slept = []
+    monkeypatch.setattr(
+        profiler, "time",
+        types.SimpleNamespace(perf_counter=lambda: next(clock), sleep=slept.append),
+    )  # fmt: skip
+    return ScriptedCollector, slept
+
+
+def _run(samples, **kw):
+    ScriptedCollector.samples = samples
+    with profiler.PmSampler(0, sms=1, interval_ns=20_000, **kw) as sampler:
+        return sampler.sample_window(lambda: None, lambda: None)
+
+
+def test_a_window_waits_two_intervals_each_side_and_decodes_half_as_many_again_plus_64(scripted):
+    collector, slept = scripted
+    values = (1.0, 0.0, 0.0, 0.0, 0.0, 10.0)
+    got = _run([(0, 20_000, values), (20_000, 40_000, values), (40_000, 60_000, values)])
+    assert [s.start_ns for s in got] == [20_000, 40_000]
+    assert slept == [2 * 20_000 * 1e-9] * 2
+    # 1 ms of host time at 20 µs: 50 samples, × 1.5, + 64
+    assert ("max_samples", 139) in collector.asked and ("buffer", 256 << 20) in collector.asked
+
+
+def test_a_window_with_a_gap_over_half_an_interval_is_incomplete(scripted):
+    v = (1.0, 0.0, 0.0, 0.0, 0.0, 10.0)
+    seam = [(0, 1, v), (20_000, 40_000, v), (50_000, 70_000, v)]  # a 10 µs gap: half, allowed
+    assert len(_run(seam)) == 2
+    with pytest.raises(ProfilerUnavailable) as info:
+        _run([(0, 1, v), (20_000, 40_000, v), (50_001, 70_000, v)])
+    assert info.value.kind == profiler.INCOMPLETE and "10001 ns of 50000 ns" in str(info.value)
+
+
+def test_a_decode_of_other_metrics_or_no_samples_is_refused(scripted):
+    collector, _ = scripted
+    v = (1.0, 0.0, 0.0, 0.0, 0.0, 10.0)
+    with pytest.raises(ProfilerUnavailable) as info:
+        _run([(0, 1, v)])  # only the stale first sample
+    assert info.value.kind == profiler.INCOMPLETE
+    collector.metrics_decoded = ["other"]
+    with pytest.raises(ProfilerUnavailable) as info:
+        _run([(0, 1, v), (20_000, 40_000, v)])
+    assert info.value.kind == profiler.ERROR
+    with pytest.raises(ValueError), profiler.PmSampler(0, metrics=("x",)) as s:
+        s.measure("k", lambda: None, lambda: None)
+
+
+def test_measuring_no_launches_still_samples_one(scripted):
+    v = (5.0, 0.0, 0.0, 0.0, 0.0, 10.0)
+    ScriptedCollector.samples = [(0, 1, v), (20_000, 40_000, v)]
+    with profiler.PmSampler(0, sms=1) as sampler:
+        t = sampler.measure("k", lambda: None, lambda: None, launches=0)
+    assert t.launches == 1 and t.dram_read_bytes == 5
+
+
+def test_a_machine_whose_cupy_sees_no_device_is_told_so(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(is_available=lambda: False))
+    monkeypatch.setattr(profiler, "_checked", {})
+    reason = profiler.unavailable_reason(3)
+    assert reason.kind == profiler.NO_DEVICE and "no CUDA device" in str(reason)
+
+
+def test_cupti_python_without_a_cupti_wheel_or_preload_says_which_wheel_to_install(monkeypatch):
+    from importlib import metadata
+
+    monkeypatch.setattr(metadata, "version", lambda name: "13.4.0")
+    monkeypatch.setattr(profiler, "wheel_library_dirs", lambda: [])
+    monkeypatch.setenv("LD_PRELOAD", "")
+    with pytest.raises(ProfilerUnavailable) as info:
+        profiler._load()
+    assert info.value.kind == profiler.NOT_INSTALLED
+    assert "no nvidia-cuda-cupti wheel with libcupti was found" in str(info.value)
+
+
+def test_a_kernel_is_measured_over_three_launches_by_default(scripted):
+    v = (6.0, 0.0, 0.0, 0.0, 0.0, 10.0)
+    ScriptedCollector.samples = [(0, 1, v), (20_000, 40_000, v)]
+    with profiler.PmSampler(0, sms=1) as sampler:
+        t = sampler.measure("k", lambda: None, lambda: None)
+    assert t.launches == 3 and t.dram_read_bytes == 6
+
+
+def test_another_libcupti_already_loaded_is_named(tmp_path, monkeypatch):
+    from importlib import metadata
+
+    (tmp_path / "libcupti.so.13").write_bytes(b"")
+    monkeypatch.setattr(metadata, "version", lambda name: "13.4.0")
+    monkeypatch.setattr(profiler, "wheel_library_dirs", lambda: [("13.4.92", tmp_path)])
+    monkeypatch.setattr(profiler, "loaded_libcupti", lambda: ["/opt/torch/lib/libcupti.so.12"])
+    monkeypatch.setenv("LD_PRELOAD", "")
+    with pytest.raises(ProfilerUnavailable) as info:
+        profiler._load()
+    assert info.value.kind == profiler.LIBRARY
+    assert "(/opt/torch/lib/libcupti.so.12)" in str(info.value) and "13.4.92" in str(info.value)

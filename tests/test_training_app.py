@@ -177,3 +177,36 @@ def test_the_shipped_h200_training_sweep_replays_in_the_window(qtbot, make_windo
     # Naive's measured step holds P, dP and dS: above three attention matrices at every N.
     for n, peak in zip(*memory.series["measured_naive"], strict=True):
         assert peak >= 3 * window.config.bh * n * n * window.config.elem_bytes
+
+
+def test_the_explain_pane_labels_each_training_figure_measured_or_model():
+    """A replayed H200 step at N = 8192: one layer's peak is the memory pool's (measured), the
+    saved activations and L layers' stack are the model's, each said so."""
+    import re
+    from pathlib import Path
+
+    from app.explain import ExplainInputs, explain_html
+    from app.state.training_figures import training_figures
+    from app.state.units import fmt_bytes
+    from gpu.costmodel import DEFAULT_GPU, GPUS
+    from gpu.recording import load_recording
+
+    path = Path(__file__).resolve().parent.parent / "resources" / "recorded" / "h200_training.json"
+    results = {
+        r.algorithm: r
+        for r in load_recording(path).results
+        if r.config.seq_len == 8192 and r.config.head_dim == 64 and not r.config.causal
+    }
+    cfg = results[NAIVE].config
+    inp = ExplainInputs(
+        cfg, (NAIVE, "tiled_mma"), GPUS[DEFAULT_GPU], "H200", 141 * 10**9, "an H200",
+        tuple(results.items()), layers=32,
+    )  # fmt: skip
+    t = training_figures(cfg, 32, 141 * 10**9, results)
+    text = re.sub(r"<[^>]+>", "", explain_html(inp))
+    naive, fused = t.algorithm(NAIVE), t.algorithm(TILED)
+    assert f"naive {fmt_bytes(results[NAIVE].peak_bytes)} (measured)" in text
+    assert f"{fmt_bytes(results['tiled_mma'].peak_bytes)} (measured)" in text
+    assert f"naive {naive.saved_per_layer.value_text()} (model)" in text
+    assert f"{naive.layers_peak.value_text()} (model) with one layer's backward" in text
+    assert f"{fused.layers_peak.value_text()} (model) with one layer's backward" in text

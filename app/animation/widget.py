@@ -52,6 +52,7 @@ from ..state.animation.player import (
     Player,
     build_lanes,
 )
+from ..state.current_point import point_for
 from ..state.units import fmt_seconds
 from .canvas import TileCanvas, scene_for
 from .canvas_layout import layout_problems
@@ -137,6 +138,7 @@ class TileAnimationWidget(QWidget):
             duration_s=duration_s,
         )
         self._results: ResultLookup | None = None
+        self._shown: tuple[str, ...] = ()
         #: Whether the user picked the second lane (the window then leaves it alone).
         self.lanes_chosen = False
         self.colors: AnimColors = DARK
@@ -144,6 +146,7 @@ class TileAnimationWidget(QWidget):
         #: Wall seconds a step-forward takes to glide to the boundary (0: jump).
         self.glide_s = GLIDE_S
         self._pending_config: AttentionConfig | None = None
+        self._builds_asked = 0  # lanes asked for (a config or the lanes changed)
         self.lanes_worker = LatestOnly(self)
         # While the slider moves, lanes are built at most every LANES_MS (each build is tens of
         # ms of a worker that shares the GIL with this thread), always for the newest config.
@@ -408,7 +411,11 @@ class TileAnimationWidget(QWidget):
         config = config.forward()
         if config == self.config and not self.lanes_worker.busy:
             return
+        self._ask_build(config)
+
+    def _ask_build(self, config: AttentionConfig) -> None:
         self._pending_config = config
+        self._builds_asked += 1
         self._paced_build()
 
     def _build(self) -> None:
@@ -416,11 +423,16 @@ class TileAnimationWidget(QWidget):
         if config is None:
             return
         gpu, algorithms = self.player.gpu, self.player.algorithms
-        clocks = self._clocks(config, gpu)
-        self.lanes_worker.submit(
-            lambda: build_lanes(config, gpu, algorithms, clocks),
-            lambda lanes: self._adopt(config, lanes),
-        )
+        clocks = self._clocks(config, gpu, compute=False)
+        shown, results = self._point_question(config)
+        asked = self._builds_asked
+
+        def work() -> list[Lane]:
+            if self._results is not None:  # the current point's bands, off the GUI thread
+                point_for(config, shown, gpu, results)
+            return build_lanes(config, gpu, algorithms, clocks)
+
+        self.lanes_worker.submit(work, lambda lanes: self._adopt(config, lanes, asked))
 
     # ---- measured clocks
 
@@ -431,12 +443,38 @@ class TileAnimationWidget(QWidget):
         self._results = lookup
         self.results_changed()
 
-    def _clocks(self, config: AttentionConfig, gpu: GpuSpec) -> dict[str, LaneClock]:
+    def set_shown_algorithms(self, algorithms: tuple[str, ...]) -> None:
+        """The algorithms the window shows: the banner's measured figures are read from the
+        current point of these and the lanes' (app/state/current_point.py), the one the
+        explain pane, the plots and the status bar read."""
+        if tuple(algorithms) != self._shown:
+            self._shown = tuple(algorithms)
+            self.results_changed()
+
+    def _point_question(self, config: AttentionConfig) -> tuple[tuple[str, ...], dict]:
+        """What the current point is asked for: the shown algorithms and the lanes', with
+        their results of `config`."""
+        algos = tuple(dict.fromkeys((*self._shown, *self.player.algorithms)))
+        lookup = self._results
+        if lookup is None:
+            return algos, {}
+        return algos, {a: r for a in algos if (r := lookup(config, a)) is not None}
+
+    def _clocks(
+        self, config: AttentionConfig, gpu: GpuSpec, compute: bool = True
+    ) -> dict[str, LaneClock]:
+        """Each measured lane's clock, with its DRAM bytes from the current point. A build
+        (`compute=False`, on every slider stop) works the point out off the GUI thread; a
+        result, a GPU or a set of algorithms that changes asks for it here (its bands are
+        the plots' and the lanes' own, worked out already but for a newly ticked one)."""
         if self._results is None:
             return {}
+        shown, results = self._point_question(config)
+        point = point_for(config, shown, gpu, results, compute=compute)
         out = {}
         for algo in self.player.algorithms:
-            clock = clock_for(self._results(config, algo), gpu)
+            figures = point.algorithms.get(algo) if point is not None else None
+            clock = clock_for(results.get(algo), gpu, figures)
             if clock.measured:
                 out[algo] = clock
         return out
@@ -466,8 +504,7 @@ class TileAnimationWidget(QWidget):
             self.lanes_box.blockSignals(True)
             self.lanes_box.setCurrentIndex(FUSED.index(second))
             self.lanes_box.blockSignals(False)
-        self._pending_config = self.config
-        self._paced_build()
+        self._ask_build(self.config)
 
     def _on_lanes(self, _index: int) -> None:
         self.lanes_chosen = True  # the user's pick: the window's default no longer applies
@@ -522,8 +559,10 @@ class TileAnimationWidget(QWidget):
     def _flush_config(self) -> None:
         self.flush()
 
-    def _adopt(self, config: AttentionConfig, lanes: list[Lane]) -> None:
-        if self._pending_config == config:  # a newer one asked for meanwhile is still built
+    def _adopt(self, config: AttentionConfig, lanes: list[Lane], asked: int) -> None:
+        # A build can land before the paced build of a newer request (another N, other
+        # lanes) starts: that request stays pending and is built next.
+        if asked == self._builds_asked:
             self._pending_config = None
         self.player.adopt(config, lanes)
         self.player.set_clocks(self._clocks(config, self.player.gpu))  # results since the build

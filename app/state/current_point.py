@@ -7,25 +7,31 @@ A figure's source is one of
 - `datasheet`: a published figure (`detail` cites it);
 - `nominal`: a counter's own ceiling, not a rate anything reached (the L2's, here).
 
-The explain pane, `main.py explain`, the roofline verdicts the plots mark and the Tiles tab's
-modeled clock read the same objects (gpu.roofline's Explanation inside), so they cannot disagree.
-Qt-free: `current_point` is memoized per (config, algorithms, device, results), so a slider
-stop that comes back costs a dictionary look-up.
+The explain pane, `main.py explain`, the plots (markers, points and hover read-outs), the
+Tiles tab's banner and the status bar's last run read the same objects (gpu.roofline's
+Explanation inside), so they cannot disagree: the views ask through `point_for`, which makes
+every view's question the same one (the shown algorithms in one order, the results of this
+config among them, the model cache's traffic bands). Qt-free: `current_point` is memoized per
+(config, algorithms, device, results), so a slider stop that comes back costs a dictionary
+look-up, and `point_for` per the very result objects it is given, so asking again costs no
+hashing of the results' counters.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from gpu.algorithms import ALGORITHMS, NAIVE
+from gpu.algorithms import ALGORITHMS, NAIVE, TILED
 from gpu.config import AttentionConfig
 from gpu.costmodel import CPU, GpuSpec, TrafficBand, traffic_band
 from gpu.results import RunResult
 from gpu.roofline import MEASURED, AlgorithmVerdict, Explanation, Roof, explain
 
-from .units import fmt_bytes, fmt_flops, fmt_ms
+from .family import cache_config
+from .model_cache import band, known_band
+from .units import fmt_bytes, fmt_flops, fmt_int, fmt_ms
 
 MODEL, DATASHEET, NOMINAL = "model", "datasheet", "nominal"
 #: Entries kept by the memo (a long session's shapes: start afresh rather than grow).
@@ -37,7 +43,7 @@ class Figure:
     """One number on screen: its value, unit, and where it comes from."""
 
     value: float | None
-    unit: str  # "B", "ms", "FLOP", "FLOP/B", "FLOP/s", "B/s", "Hz", "×", "share"
+    unit: str  # "B", "ms", "FLOP", "FLOP/B", "FLOP/s", "B/s", "Hz", "×", "share", "tokens"
     source: str  # MEASURED, MODEL, DATASHEET or NOMINAL
     detail: str  # the counter, event, model or citation
 
@@ -59,6 +65,8 @@ class Figure:
             return f"{v:,.0f}×" if v >= 10 else f"{v:,.1f}×"
         if u == "share":
             return f"{v:.0%}"
+        if u == "tokens":
+            return fmt_int(int(v))
         if u == "Hz":
             return f"{v / 1e9:.3f} GHz"
         if u in ("B/s", "FLOP/s", "exp/s"):
@@ -306,3 +314,63 @@ def shown_algorithms(algorithms: Sequence[str]) -> list[str]:
     ordered = [a for a in ALGORITHMS if a in algorithms]
     ordered += [a for a in algorithms if a not in ordered]
     return [NAIVE, *(a for a in ordered if a != NAIVE)]
+
+
+#: point_for's memo: (config, algorithms, device, reported memory, (algorithm, id(result))...)
+#: -> (the result objects, the point); the objects are kept so their ids stay theirs.
+_asked: dict[tuple, tuple[tuple[RunResult, ...], CurrentPoint]] = {}
+
+
+def point_for(
+    config: AttentionConfig,
+    algorithms: Sequence[str],
+    device: GpuSpec,
+    results: Mapping[str, RunResult] | None = None,
+    *,
+    compute: bool = True,
+    reported_memory_bytes: int | None = None,
+) -> CurrentPoint | None:
+    """The current point as every view asks for it, so that they all get the same one.
+
+    The algorithms are the shown ones among ours (naive and the readable kernel when none
+    is), naive first for the ratios; `results` are looked at for those algorithms only, and
+    a result of an algorithm that ignores the tile sizes holds at every tile size (judged at
+    `config`); a result of another config is none. The traffic bands come from the model
+    cache: `compute=False` (the GUI thread on a slider move) gives None until every band is
+    worked out, rather than walk a tiled model."""
+    algos = tuple(shown_algorithms([a for a in algorithms if a in ALGORITHMS] or [NAIVE, TILED]))
+    given = [(a, r) for a in algos if (r := (results or {}).get(a)) is not None]
+    key = (config, algos, device, reported_memory_bytes, tuple((a, id(r)) for a, r in given))
+    hit = _asked.get(key)
+    if hit is not None and all(x is r for x, (_, r) in zip(hit[0], given, strict=True)):
+        return hit[1]
+    bands = {}
+    for a in algos:
+        b = band(config, a, device) if compute else known_band(config, a, device)
+        if b is None:
+            return None
+        bands[a] = b
+    mine = {
+        a: r if r.config == config else replace(r, config=config)
+        for a, r in given
+        if cache_config(r.config, a) == cache_config(config, a)
+    }
+    point = current_point(config, algos, device, mine, bands, reported_memory_bytes)
+    if len(_asked) >= MAX_POINTS:
+        _asked.clear()
+    _asked[key] = (tuple(r for _, r in given), point)
+    return point
+
+
+def figures_for(
+    config: AttentionConfig,
+    algorithm: str,
+    algorithms: Sequence[str],
+    device: GpuSpec,
+    results: Mapping[str, RunResult] | None = None,
+    *,
+    compute: bool = True,
+) -> AlgorithmFigures | None:
+    """One algorithm's figures in `point_for`'s point (None: not shown, or not worked out)."""
+    point = point_for(config, algorithms, device, results, compute=compute)
+    return point.algorithms.get(algorithm) if point is not None else None

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from gpu.costmodel import GpuSpec, gpu_for_device_name
 from gpu.results import RunResult
-from gpu.roofline import counted_dram_bytes
+
+from ..current_point import AlgorithmFigures
 
 MEASURED, MODELED = "measured", "modeled"
 
@@ -50,8 +51,12 @@ class LaneClock:
 MODELED_CLOCK = LaneClock()
 
 
-def clock_for(result: RunResult | None, gpu: GpuSpec) -> LaneClock:
-    """The measured clock of `result` when it is a timed run on `gpu`, else the modeled one."""
+def clock_for(
+    result: RunResult | None, gpu: GpuSpec, figures: AlgorithmFigures | None = None
+) -> LaneClock:
+    """The measured clock of `result` when it is a timed run on `gpu`, else the modeled one;
+    its DRAM bytes are the current point's (`figures`: app/state/current_point.py) where the
+    counters measured every kernel."""
     if result is None or result.oom or not result.kernel_times:
         return MODELED_CLOCK
     if any(k.ms <= 0 for k in result.kernel_times):
@@ -61,10 +66,10 @@ def clock_for(result: RunResult | None, gpu: GpuSpec) -> LaneClock:
         return MODELED_CLOCK
     how = "recorded run" if result.recorded else f"{result.backend} run"
     origin = f"{spec.name.rsplit(' ', 2)[0]}, {how}"
-    names = {k.name for k in result.kernel_times}
-    measured = {t.name for t in result.traffic}
-    # every kernel, or none; compulsory writes counted, as the roofline and explain count them
-    dram = counted_dram_bytes(result) if measured >= names else None
+    # every kernel, or none; compulsory writes counted: the figure explain and the plots show
+    dram = None
+    if figures is not None and figures.dram_bytes.source == MEASURED:
+        dram = int(figures.dram_bytes.value or 0)
     times = tuple((k.name, k.ms * 1e-3) for k in result.kernel_times)
     return LaneClock(MEASURED, times, origin, dram)
 
