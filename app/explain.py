@@ -11,9 +11,10 @@ causal mask: what TFLOP/s figures count) or executed (what the kernels issue). A
 adds what the backward keeps and makes (naive: P kept, dP and dS materialized; fused: O and the
 row statistics kept, S and P recomputed), the saved activations of L layers and their wall.
 
-`explain_html` is plain Python (testable without a window); `ExplainPane` follows the app state
-and the results, redraws at the pace of app/pacing.py, makes its text off the GUI thread, and
-skips the work while hidden, so the slider pays nothing for a closed pane.
+`explain_html` is plain Python (testable without a window); `ExplainPane` follows the point on
+screen (the app state and the results at its N, which the window works out once for the pane
+and the lesson strip), lays its text out when the slider rests (`settled`, app/pacing.py), makes
+the text off the GUI thread, and skips the work while hidden, so a drag pays nothing for it.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ from gpu.results import RunResult
 from gpu.roofline import MEASURED, AlgorithmVerdict, Explanation, KernelVerdict
 
 from .background import LatestOnly
-from .pacing import EXPLAIN_MS, coalesced
-from .state.app_state import AppState, Change
+from .pacing import PAUSE_MS, settled
+from .state.app_state import AppState
 from .state.current_point import point_for
 from .state.model_cache import cost
 from .state.training_figures import FUSED, training_figures
@@ -431,44 +432,43 @@ class ExplainPane(QTextBrowser):
         self.setOpenExternalLinks(False)
         self.setToolTip("The lesson's formulas for the current configuration (F1 shows/hides).")
         self._inputs: ExplainInputs | None = None
-        self._state: AppState | None = None
-        self._series: dict[str, dict[int, RunResult]] = {}
         self._palette: Palette = DARK
         self._shown: tuple[ExplainInputs, str] | None = None
-        self._paced_refresh = coalesced(self._refresh, EXPLAIN_MS, parent=self)
+        self._settled_refresh = settled(self._refresh, PAUSE_MS, parent=self)
         self.html_worker = LatestOnly(self)
+        #: How many times a text was laid out (setHtml), for tests of the pacing.
+        self.layouts = 0
+        self._html = ""
 
-    def on_state(self, change: Change) -> None:
-        self._state = change.new
-        self._follow()
-
-    def set_measured(self, series: Mapping[str, list[RunResult]]) -> None:
-        """The results of the current family, per algorithm (the window's measured series)."""
-        self._series = {a: {r.config.seq_len: r for r in rs} for a, rs in series.items()}
-        self._follow()
-
-    def _follow(self) -> None:
-        s = self._state
-        if s is None:
-            return
-        n = s.config.seq_len
-        results = {a: r for a, by_n in self._series.items() if (r := by_n.get(n)) is not None}
+    def follow(self, s: AppState, results: Mapping[str, RunResult]) -> None:
+        """The point on screen: the state and the shown algorithms' results at its N."""
         inputs = ExplainInputs.from_state(s, results)
         if inputs != self._inputs:
             self.set_inputs(inputs)
 
+    @property
+    def busy(self) -> bool:
+        """A text is waiting for the slider to rest, or being made."""
+        return self._settled_refresh.pending or self.html_worker.busy
+
+    def flush(self) -> None:
+        """Lay out the text of the point shown now, now (the slider released; tests)."""
+        self._settled_refresh.flush()
+        self.html_worker.flush()
+
     def set_inputs(self, inputs: ExplainInputs, now: bool = False) -> None:
         self._inputs = inputs
         if now:
-            self._paced_refresh.cancel()
+            self._settled_refresh.cancel()
             self._refresh()
             self.html_worker.flush()
         else:
-            self._paced_refresh()
+            self._settled_refresh()
 
     def set_palette(self, palette: Palette) -> None:
         self._palette = palette
         self._shown = None
+        self._html = ""
         self._refresh()
 
     def showEvent(self, event) -> None:
@@ -488,7 +488,11 @@ class ExplainPane(QTextBrowser):
         self.html_worker.submit(lambda: explain_html(inputs, palette), self._show_html)
 
     def _show_html(self, html: str) -> None:
+        if html == self._html:
+            return  # a result that changed no figure: nothing to lay out again
+        self._html = html
         bar = self.verticalScrollBar().value()
+        self.layouts += 1
         self.setHtml(html)
         self.verticalScrollBar().setValue(bar)
 

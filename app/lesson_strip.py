@@ -2,8 +2,9 @@
 
 Each step (app/state/lesson.py) says one point of the lesson with the figures of the config
 on screen and names the view it is about; the window shows that view (`focusWanted`). The
-strip follows the app state like the explain pane: the texts are made off the GUI thread at
-most once per EXPLAIN_MS while the slider moves. Dismissing it is remembered
+strip follows the point on screen like the explain pane, from the same results at N (the window
+works them out once for both): the texts are made off the GUI thread once the slider rests
+(`settled`, app/pacing.py), never on every move. Dismissing it is remembered
 (`dismissed`); Help ▸ "The lesson, step by step" opens it again.
 """
 
@@ -18,9 +19,9 @@ from gpu.results import RunResult
 
 from .background import LatestOnly
 from .elided_label import ElidedLabel
-from .pacing import EXPLAIN_MS, coalesced
+from .pacing import PAUSE_MS, settled
 from .plain_text import PlainLabel
-from .state.app_state import AppState, Change
+from .state.app_state import AppState
 from .state.lesson import STEPS, LessonInputs, LessonStep, lesson_steps
 
 
@@ -80,11 +81,9 @@ class LessonStrip(QFrame):
         grid.setColumnStretch(0, 1)
         self.step = 0
         self.steps: tuple[LessonStep, ...] = ()
-        self._state: AppState | None = None
-        self._series: dict[str, dict[int, RunResult]] = {}
         self._inputs: LessonInputs | None = None
         self._made: LessonInputs | None = None
-        self._paced = coalesced(self._make, EXPLAIN_MS, parent=self)
+        self._paced = settled(self._make, PAUSE_MS, parent=self)
         self.worker = LatestOnly(self)
         self._show()
 
@@ -98,23 +97,19 @@ class LessonStrip(QFrame):
 
     # ------------------------------------------------------------------ following the state
 
-    def on_state(self, change: Change) -> None:
-        self._state = change.new
-        self._follow()
-
-    def set_measured(self, series: Mapping[str, list[RunResult]]) -> None:
-        self._series = {a: {r.config.seq_len: r for r in rs} for a, rs in series.items()}
-        self._follow()
-
-    def _follow(self) -> None:
-        s = self._state
-        if s is None:
+    def follow(self, s: AppState, results: Mapping[str, RunResult]) -> None:
+        """The point on screen: the state and the shown algorithms' results at its N."""
+        inputs = lesson_inputs(s, results)
+        if inputs == self._inputs:
             return
-        n = s.config.seq_len
-        results = {a: r for a, by_n in self._series.items() if (r := by_n.get(n)) is not None}
-        self._inputs = lesson_inputs(s, results)
+        self._inputs = inputs
         if self.isVisible():
             self._paced()
+
+    @property
+    def busy(self) -> bool:
+        """Texts are waiting for the slider to rest, or being made."""
+        return self._paced.pending or self.worker.busy
 
     def showEvent(self, event) -> None:  # type: ignore[no-untyped-def]
         super().showEvent(event)

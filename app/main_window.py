@@ -166,10 +166,8 @@ class MainWindow(QMainWindow):
         self.apply_theme(self.theme)
         self._connect()
         first = Change.initial(self.state.value)
-        self.plots.on_state(first)
-        self.explain.on_state(first)
-        self.lesson.on_state(first)
         self._on_state(first)
+        self.plots.on_state(first)
         # Start the backend once the event loop runs: its imports (CuPy, NumPy extras) hold the
         # GIL on the runner thread and would otherwise compete with the first paint.
         self._startup = QTimer(self)  # a child: never fires for a window already gone
@@ -432,13 +430,14 @@ class MainWindow(QMainWindow):
         c = self.controls
         c.backendWanted.connect(self._start_backend)
         c.recordedRunWanted.connect(self._ask_recorded_run)
-        # The views that follow the app state (the controls connected themselves).
+        # The window's own share first: a new N asks the runner (and stops a stale run) before
+        # any view draws it. Then the views that follow the app state (the controls connected
+        # themselves); the explain pane and the lesson strip follow through `_follow_point`.
+        self.state.changed.connect(self._on_state)
         self.state.changed.connect(self.plots.on_state)
-        self.state.changed.connect(self.explain.on_state)
-        self.state.changed.connect(self.lesson.on_state)
         self.lesson.focusWanted.connect(self.show_view)
         self.lesson.dismissed.connect(lambda: self.settings.setValue("lesson/dismissed", True))
-        self.state.changed.connect(self._on_state)
+        c.slider.sliderReleased.connect(self._point_settled)
         r = self.runner
         r.backendReady.connect(self._on_backend_ready)
         r.backendFailed.connect(self._on_backend_failed)
@@ -843,7 +842,8 @@ class MainWindow(QMainWindow):
 
     def _on_state(self, change: Change) -> None:
         """The window's own share of a state change: measured series and runner requests."""
-        if change.changed("family", "algorithms", "backend", "run_budget", "all_series"):
+        redraw = change.changed("family", "algorithms", "backend", "run_budget", "all_series")
+        if redraw:
             self._redraw_measured()  # with any results arriving meanwhile, in its own event
         if change.changed("config", "algorithms", "backend", "run_budget", "profile_runs"):
             self._show_run_status(measuring=self._request())
@@ -859,6 +859,33 @@ class MainWindow(QMainWindow):
             self.every_series_action.blockSignals(False)
         if change.changed("devices") and self._backend_generation and restart_needed(change.new):
             self._start_backend(change.new.backend_choice)
+        if not redraw:  # else the redraw, within a frame, takes the point to them
+            self._follow_point()
+
+    def _results_at_n(self) -> dict[str, RunResult]:
+        """The shown algorithms' results at the N shown: a look-up per algorithm, whatever the
+        number of results held."""
+        s = self.state.value
+        if s.backend is None:
+            return {}
+        key, budget = s.backend.key, s.run_budget
+        return {
+            a: r
+            for a in ALGOS
+            if a in s.algorithms and (r := self.store.get(s.config, a, key, budget)) is not None
+        }
+
+    def _follow_point(self) -> None:
+        """The explain pane and the lesson strip follow the point on screen: the state and the
+        results at its N, worked out once for both (they lay their texts out when it rests)."""
+        s, results = self.state.value, self._results_at_n()
+        self.explain.follow(s, results)
+        self.lesson.follow(s, results)
+
+    def _point_settled(self) -> None:
+        """The slider was let go: the texts of the point it rests on, now."""
+        self.explain.flush()
+        self.lesson.flush()
 
     def _default_lanes(self) -> None:
         """The Tiles tab compares naive with the fastest fused kernel the backend has (the
@@ -946,18 +973,15 @@ class MainWindow(QMainWindow):
             self.animation.results_changed()
         s = self.state.value
         self.plots.set_reference(self._reference_series(s))
+        self._follow_point()
         if s.backend is None:
             self.plots.set_measured({})
-            self.explain.set_measured({})
-            self.lesson.set_measured({})
             return
         key, budget = s.backend.key, s.run_budget
         series = {
             a: self.store.series(s.config, a, key, budget) for a in ALGOS if a in s.algorithms
         }
         self.plots.set_measured(series)
-        self.explain.set_measured(series)
-        self.lesson.set_measured(series)
         # Legends, ranges and the layout they change now, not in a later turn: the window then
         # repaints once for the results, not again for their legends and plot sizes.
         self.plots.flush_visibility()

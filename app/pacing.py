@@ -8,6 +8,16 @@ interval of 0 a burst that arrives within one turn of the event loop runs it onc
 
 It is superqt's trailing throttle (`qthrottled(leading=False)`); the intervals the app uses are
 named here, so every pane that follows the slider is paced the same way.
+
+`once_per_turn(func)` is for what follows the slider's every move (its markers): the first call
+in a turn of the event loop runs at once, so a single move repaints its cursor and markers
+together; calls after it in the same turn (a fast drag delivers several moves per frame) only
+note that a run is due, and `func` runs once more when the event loop turns (a posted event).
+A burst costs two runs and two repaints, whatever its length.
+
+`settled(func, pause_ms)` is the other policy, for text a reader reads rather than watches (the
+explain pane, the lesson strip): `func` runs once the calls have paused for `pause_ms`, with the
+newest arguments, so a drag lays the text out when it pauses or ends, never on every move.
 """
 
 from __future__ import annotations
@@ -15,13 +25,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt, QTimer
 from superqt.utils import qthrottled
 
 #: Redraw of the measured series after results arrive: at most once a frame.
 RESULTS_MS = 16
-#: The explain pane's rich text (several ms to lay out; nobody reads it 60 times a second).
-EXPLAIN_MS = 60
+#: The explain pane's and the lesson strip's texts: laid out once the slider has rested this
+#: long (several ms of layout each; nobody reads them while the slider moves).
+PAUSE_MS = 120
 #: The animation's lanes while the slider moves (each build is tens of ms of a worker).
 LANES_MS = 150
 #: The kernel source highlight while the animation plays.
@@ -34,3 +45,89 @@ def coalesced(func: Callable[..., Any], interval_ms: int, parent: QObject | None
     return qthrottled(
         func, interval_ms, leading=False, timer_type=Qt.TimerType.PreciseTimer, parent=parent
     )
+
+
+class Settled(QObject):
+    """`func`, run once the calls have paused for `pause_ms` (see the module docstring)."""
+
+    def __init__(
+        self, func: Callable[..., Any], pause_ms: int, parent: QObject | None = None
+    ) -> None:
+        super().__init__(parent)
+        self._func = func
+        self._args: tuple[Any, ...] = ()
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self._timer.setInterval(pause_ms)
+        self._timer.timeout.connect(self._fire)
+
+    def __call__(self, *args: Any) -> None:
+        self._args = args
+        self._timer.start()  # a call while waiting starts the wait again
+
+    @property
+    def pending(self) -> bool:
+        return self._timer.isActive()
+
+    def flush(self) -> None:
+        """Run a waiting call now."""
+        if self._timer.isActive():
+            self._timer.stop()
+            self._fire()
+
+    def cancel(self) -> None:
+        self._timer.stop()
+
+    def _fire(self) -> None:
+        args, self._args = self._args, ()
+        self._func(*args)
+
+
+def settled(func: Callable[..., Any], pause_ms: int, parent: QObject | None = None) -> Settled:
+    """`func`, run when its calls pause (see the module docstring)."""
+    return Settled(func, pause_ms, parent)
+
+
+_TURN = QEvent.Type(QEvent.registerEventType())
+
+
+class OncePerTurn(QObject):
+    """`func`, run at the first call of a turn of the event loop and once more at its end when
+    called again meanwhile (see the module docstring)."""
+
+    def __init__(self, func: Callable[[], Any], parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._func = func
+        self._in_turn = False  # a call ran in this turn; the turn's end is posted
+        self._due = False  # called again since
+
+    def __call__(self) -> None:
+        if self._in_turn:
+            self._due = True
+            return
+        self._in_turn = True
+        QCoreApplication.postEvent(self, QEvent(_TURN))
+        self._func()
+
+    @property
+    def pending(self) -> bool:
+        return self._due
+
+    def flush(self) -> None:
+        """Run a due call now."""
+        if self._due:
+            self._due = False
+            self._func()
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == _TURN:
+            self._in_turn = False
+            self.flush()
+            return True
+        return super().event(event)
+
+
+def once_per_turn(func: Callable[[], Any], parent: QObject | None = None) -> OncePerTurn:
+    """`func`, run at most at the start and at the end of a turn of the event loop."""
+    return OncePerTurn(func, parent)

@@ -25,7 +25,14 @@ import pyqtgraph as pg
 from pyqtgraph.graphicsItems.ScatterPlotItem import drawSymbol
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen
-from PySide6.QtWidgets import QGraphicsEllipseItem, QGraphicsItem, QSizePolicy, QWidget
+from PySide6.QtWidgets import (
+    QGraphicsEllipseItem,
+    QGraphicsItem,
+    QGraphicsLineItem,
+    QGraphicsSimpleTextItem,
+    QSizePolicy,
+    QWidget,
+)
 
 from .plain_text import html_text, tooltip
 from .state.units import fmt_int, short_n
@@ -171,6 +178,90 @@ class RingMarkers:
         self.legend_sample.setBrush(None)
 
 
+class CachedBoundsScatter(pg.ScatterPlotItem):
+    """A ScatterPlotItem whose bounding rect is worked out once per data and view transform.
+
+    Qt asks every item it paints for its bounding rect; pyqtgraph's works out pixel vectors in
+    Python each time (tens of calls per slider move across the four plots). Every change that
+    moves the rect (new data, sizes, a new view transform) replaces `self.bounds`, so the list
+    object itself says whether the rect kept is still the item's."""
+
+    _rect_for: object = None
+    _rect = QRectF()
+
+    def boundingRect(self):  # type: ignore[no-untyped-def]
+        if self._rect_for is not self.bounds:
+            self._rect = super().boundingRect()
+            self._rect_for = self.bounds
+        return QRectF(self._rect)
+
+
+class CursorLine:
+    """The cursor at N: a vertical line and its "N = …" label drawn by Qt's own items (no Python
+    paint, no Python bounding rect), so a slider move repaints the two thin strips the line
+    leaves and enters from the data items' cached pixmaps. They live in the view box's pixel
+    coordinates (in log-data coordinates a pen's width would be decades wide and every move
+    would repaint a wide band), under the view box's data group, as a line among the data
+    would be. Mimics the part of pyqtgraph's InfiniteLine that the plots use (`value`,
+    `setValue`, `setPen`, visibility)."""
+
+    def __init__(self, plot: pg.PlotWidget, label: bool) -> None:
+        self.vb = plot.plotItem.vb
+        # Below the data group (z 0), above the view box's background.
+        self.line = QGraphicsLineItem(self.vb)
+        self.line.setZValue(-2)
+        self.text = QGraphicsSimpleTextItem(self.vb)
+        self.text.setZValue(-1)
+        self.text.setVisible(label)
+        self.labelled = label
+        self._value = 0.0
+        self._visible = True
+        self._side = 0.0  # 0: text right of the line, 1: left of it
+        self._label_text = ""
+        self._dx = 4.0
+        self.vb.sigTransformChanged.connect(self._place)  # a new range or size
+
+    def value(self) -> float:
+        return self._value
+
+    def setValue(self, x: float) -> None:
+        self._value = float(x)
+        self._place()
+
+    def set_label(self, text: str, side: float) -> None:
+        """The label's text, right of the line (`side` 0) or left of it (1)."""
+        if text != self._label_text:
+            self._label_text = text
+            self.text.setText(text)
+            self._side = -1.0  # re-anchor for the new width
+        if side != self._side:
+            self._side = side
+            self._dx = -self.text.boundingRect().width() - 4 if side else 4.0
+            self._place()
+
+    def _place(self, *_: object) -> None:
+        """The line across the view box; the label near its foot (4 % up the view)."""
+        x = self.vb.mapFromView(QPointF(self._value, 0.0)).x()
+        height = self.vb.height()
+        self.line.setLine(x, 0.0, x, height)
+        if self.labelled:
+            self.text.setPos(x + self._dx, 0.96 * height - self.text.boundingRect().height())
+
+    def setPen(self, pen: QPen) -> None:
+        pen = QPen(pen)
+        pen.setCosmetic(True)
+        self.line.setPen(pen)
+        self.text.setBrush(pen.color())
+
+    def setVisible(self, visible: bool) -> None:
+        self._visible = visible
+        self.line.setVisible(visible)
+        self.text.setVisible(visible and self.labelled)
+
+    def isVisible(self) -> bool:
+        return self._visible
+
+
 class _Sample(pg.ItemSample):
     """A compact legend sample that only shows: a click does not hide the series (the legend
     is a key to the plot's encodings, not a switch)."""
@@ -312,13 +403,8 @@ class MetricPlot(pg.PlotWidget):
         self.x_ticks: Callable[[float, float], list[float]] = octaves if self._n_axis else decades
         self.plotItem.vb.sigRangeChanged.connect(self._update_grid)
         self.plotItem.vb.sigRangeChangedManually.connect(self._zoomed_by_user)
-        self.cursor = pg.InfiniteLine(angle=90, movable=False)
-        self.cursor_label = pg.InfLineLabel(
-            self.cursor, text="", position=0.04, anchors=[(0, 1), (0, 1)]
-        )
-        self.cursor_label.setVisible(cursor_label)
+        self.cursor = CursorLine(self, label=cursor_label)
         self._show_cursor_label = cursor_label
-        self.addItem(self.cursor, ignoreBounds=True)
         self.cursor_n: int | None = None
         self.hover = pg.TextItem(anchor=(0, 0))
         hover_font = QFont(self.font())
@@ -362,7 +448,7 @@ class MetricPlot(pg.PlotWidget):
             self.items[name] = RingMarkers(self, style.symbol_size)
             return self.items[name]
         # Markers alone are plain ScatterPlotItems: a PlotDataItem costs twice as much per setData.
-        item = pg.PlotDataItem() if style.line else pg.ScatterPlotItem(pxMode=True)
+        item = pg.PlotDataItem() if style.line else CachedBoundsScatter(pxMode=True)
         self._register(name, item, bounds)
         return item
 
@@ -495,12 +581,9 @@ class MetricPlot(pg.PlotWidget):
             (x0, x1), _ = self.plotItem.vb.viewRange()
         if not self._show_cursor_label:
             return
-        self.cursor_label.setFormat(f"N = {fmt_int(n)}")
         # Text on the right of the line, or on its left near the right edge (never clipped).
         side = 1.0 if x1 > x0 and (x - x0) / (x1 - x0) > 0.7 else 0.0
-        if self.cursor_label.anchors[0][0] != side:
-            self.cursor_label.anchors = [(side, 1), (side, 1)]
-            self.cursor_label.updatePosition()
+        self.cursor.set_label(f"N = {fmt_int(n)}", side)
 
     def _update_grid(self, *_: object) -> None:
         (x0, x1), (y0, y1) = self.plotItem.vb.viewRange()
@@ -716,7 +799,6 @@ class MetricPlot(pg.PlotWidget):
         for _, style, sample in self.keys.values():
             self._restyle(sample, style, p)
         self.cursor.setPen(pg.mkPen(p.cursor, width=1.2, style=Qt.PenStyle.DashLine))
-        self.cursor_label.setColor(p.cursor)
         self.hover.setColor(p.foreground)
         self.hover.fill = pg.mkBrush(with_alpha(p.background, 235))
         self.hover.border = pg.mkPen(p.muted)

@@ -50,7 +50,7 @@ from gpu.roofline import (
 from .background import LatestOnly, in_process
 from .explain import binds_text
 from .label_placement import first_free, stacked_candidates
-from .pacing import coalesced
+from .pacing import coalesced, once_per_turn
 from .plot_kit import (
     LabelledLine,
     MetricPlot,
@@ -247,6 +247,7 @@ class PlotsPanel(QWidget):
         self._relabel = False
         self._paced_visibility = coalesced(self._apply_visibility, 0, parent=self)
         self._paced_strip = coalesced(self._show_strip, STRIP_MS, parent=self)
+        self._paced_markers = once_per_turn(self._move_markers, parent=self)
         #: Model curves are computed here, off the GUI thread; only the newest set is drawn.
         self.model_worker = LatestOnly(self)
         yield from self._build_items()
@@ -522,16 +523,25 @@ class PlotsPanel(QWidget):
         self._update_visibility(force=True)
 
     def set_seq_len(self, config: AttentionConfig) -> None:
-        """The fast path of a slider move: cursors and "you are here" markers only."""
+        """The fast path of a slider move: the cursors (Qt-drawn lines over the cached data
+        items) and the "you are here" markers; a burst of moves in one turn of the event loop
+        (a fast drag) moves the markers twice, for its first move and its last."""
         self._config = config
         n = config.seq_len
         for plot in self.plots[:3]:
             plot.set_cursor(n)
         self.roofline.cursor_n = n
+        self._paced_markers()
+
+    def _move_markers(self) -> None:
         self._model_markers()
         self._measured_markers()
         if self._any_samples or not self.strip.is_empty():
             self._paced_strip()
+
+    def flush_markers(self) -> None:
+        """Move the markers to the N shown now, now (exports, tests)."""
+        self._paced_markers.flush()
 
     def _model_markers(self) -> None:
         """The "you are here" markers that show the model (memory, traffic, roofline bound)."""
@@ -1039,6 +1049,7 @@ class PlotsPanel(QWidget):
     def flush_model(self) -> None:
         """Show the newest state and its model curves now (tests, exports)."""
         self.catch_up()
+        self._paced_markers.flush()
         self.model_worker.flush()
         self._paced_strip.flush()
 
@@ -1083,6 +1094,7 @@ class PlotsPanel(QWidget):
         self._paced_visibility()
 
     def flush_visibility(self) -> None:
+        self._paced_markers.flush()
         self._paced_visibility.flush()
 
     def _naive_kernels(self) -> tuple[str, ...]:

@@ -4,13 +4,15 @@ Why one thread: a GPU runs one measurement at a time anyway, and a CUDA context 
 thread that made it. The GUI thread only ever enqueues work and receives queued signals.
 
 Coalescing: `request()` replaces whatever live work is still waiting, so while the slider moves
-only the newest configuration runs. A run in flight for an older request is cancelled through
-the engine's cancel hook (`RunOptions.cancel`): the CPU backend stops between tiles, the CUDA
-backend between kernels, and the run ends with `RunCancelled` (an outcome flagged `cancelled`,
-not an error). A backend that cannot stop mid-run finishes; its (still true) result is cached
-and flagged `stale`. Either way the newest request runs next. A sweep is a second,
-lower-priority queue: live requests overtake it (a sweep item in flight is stopped and queued
-again), cancel empties it and stops the item in flight.
+only the newest configuration runs; and the worker starts a live request only once requests
+have paused for REQUEST_SETTLE_S (about a frame), so a fast drag, which asks for a new N
+several times a frame, starts one run when it rests, not one for each N it passes. A run in
+flight for an older request is cancelled through the engine's cancel hook (`RunOptions.cancel`):
+the CPU backend stops between tiles, the CUDA backend between kernels, and the run ends with
+`RunCancelled` (an outcome flagged `cancelled`, not an error). A backend that cannot stop
+mid-run finishes; its (still true) result is cached and flagged `stale`. Either way the newest
+request runs next. A sweep is a second, lower-priority queue: live requests overtake it (a
+sweep item in flight is stopped and queued again), cancel empties it and stops the item in flight.
 
 On a CPU a large N can take hours, and nothing can interrupt NumPy, so the worker estimates each
 run from the throughput it has seen on this backend and skips (with a message saying so) runs
@@ -78,6 +80,9 @@ def default_options(backend_name: str) -> RunOptions:
     return RunOptions(warmup=0, repeats=3)
 
 
+#: A live request starts once requests have paused this long (see the module docstring).
+REQUEST_SETTLE_S = 0.02
+
 #: The runner trims the heap once it has had no work for this long (see `trim_heap`).
 IDLE_TRIM_AFTER_S = 1.0
 
@@ -121,6 +126,9 @@ class Runner(QObject):
         self.options_for: Callable[[str], RunOptions] = default_options
         #: Seconds without work before the idle heap trim (see `trim_heap`).
         self.idle_trim_after_s = IDLE_TRIM_AFTER_S
+        #: Seconds a live request waits for a newer one before it starts.
+        self.request_settle_s = REQUEST_SETTLE_S
+        self._requested_at = 0.0
 
         self._cond = threading.Condition()
         self._stop = False
@@ -181,6 +189,7 @@ class Runner(QObject):
         with self._cond:
             self._request_id += 1
             self.stats.requests += 1
+            self._requested_at = time.monotonic()
             self._drop_locked(live=True, sweep=False)
             running = self._running
             if self._still_wanted(running, config, algorithms, budget_bytes, profile):
@@ -356,6 +365,11 @@ class Runner(QObject):
                     self._cond.wait()
                 if self._stop:
                     return
+                if self._backend_spec is None and self._live:
+                    quiet = time.monotonic() - self._requested_at
+                    if quiet < self.request_settle_s:  # a drag may ask again: let it rest
+                        self._cond.wait(self.request_settle_s - quiet)
+                        continue
                 self._busy = True
                 spec, job = self._backend_spec, None
                 self._backend_spec = None

@@ -130,7 +130,8 @@ def wait_started(qtbot):
     animation's lanes, the model curves and the explain text made and applied)."""
 
     def wait(window) -> None:
-        workers = (window.plots.model_worker, window.explain.html_worker)
+        # the explain pane and the lesson strip: busy while a text waits for the slider to rest
+        workers = (window.plots.model_worker, window.explain, window.lesson)
 
         def idle() -> bool:
             return (

@@ -127,3 +127,36 @@ def test_run_once_jobs_are_never_superseded(qtbot):
         run_once(None, lambda i=i: i, done.append, pytest.fail)
     qtbot.waitUntil(lambda: len(done) == 3, timeout=5000)
     assert sorted(done) == [0, 1, 2]
+
+
+def test_once_per_turn_runs_the_first_call_at_once_and_the_rest_once_when_the_loop_turns(qtbot):
+    from app.pacing import once_per_turn
+
+    calls = []
+    paced = once_per_turn(lambda: calls.append(len(calls)))
+    paced()
+    assert calls == [0]  # a single move: at once, with its cursor
+    for _ in range(7):  # the rest of a burst in the same turn: noted only
+        paced()
+    assert calls == [0] and paced.pending
+    qtbot.wait(10)
+    assert calls == [0, 1] and not paced.pending  # once more, for the burst's last call
+    paced()  # a new turn: at once again
+    assert calls == [0, 1, 2]
+    qtbot.wait(10)
+    assert calls == [0, 1, 2]  # nothing was due
+
+
+def test_settled_runs_once_the_calls_pause_with_the_newest_arguments(qtbot):
+    from app.pacing import settled
+
+    calls = []
+    paced = settled(calls.append, 300)
+    for i in range(6):  # a call every 10 ms or so: no pause of 300 ms
+        paced(i)
+        qtbot.wait(10)
+        assert calls == []
+    qtbot.waitUntil(lambda: calls == [5], timeout=2000)
+    paced(6)
+    paced.flush()  # the slider let go: now
+    assert calls == [5, 6] and not paced.pending

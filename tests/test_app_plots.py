@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 
 from app.explain import ExplainInputs, ExplainPane, explain_html
 from app.plain_text import shown_text
-from app.state.app_state import AppState, Change
+from app.state.app_state import AppState
 from app.state.cost_model_backend import CostModelBackend
 from gpu.algorithms import NAIVE, TILED, TILED_MMA
 from gpu.backend import RunOptions
@@ -200,14 +200,13 @@ def _pane(qtbot, config, results=()):
     state = AppState(
         config=config, checked=(NAIVE, TILED, TILED_MMA), available=(NAIVE, TILED, TILED_MMA)
     )
-    pane.on_state(Change.initial(state))
-    pane.set_measured({r.algorithm: [r] for r in results})
-    return pane
+    pane.follow(state, {r.algorithm: r for r in results})
+    return pane, state
 
 
 def test_the_explain_verdict_flips_when_a_measurement_arrives(qtbot):
     config = AttentionConfig(seq_len=16384)
-    pane = _pane(qtbot, config)
+    pane, state = _pane(qtbot, config)
     before = pane.plain_text()
     line = next(ln for ln in before.splitlines() if ln.startswith("tiled (tensor cores):"))
     assert "compute-bound" in line and "tensor cores bind" in line and "the model's" in line
@@ -223,7 +222,7 @@ def test_the_explain_verdict_flips_when_a_measurement_arrives(qtbot):
             ),
         ),
     )
-    pane.set_measured({TILED_MMA: [measured]})
+    pane.follow(state, {TILED_MMA: measured})  # the result at the N shown arrives
     after = pane.plain_text()
     line = next(ln for ln in after.splitlines() if ln.startswith("tiled (tensor cores):"))
     assert "memory-bound" in line and "HBM bandwidth binds" in line
@@ -232,7 +231,7 @@ def test_the_explain_verdict_flips_when_a_measurement_arrives(qtbot):
 
 def test_explain_gives_the_measured_naive_to_tiled_ratio_beside_the_models(qtbot):
     results = [profiled_result(4096, a) for a in (NAIVE, TILED, TILED_MMA)]
-    text = _pane(qtbot, AttentionConfig(seq_len=4096), results).plain_text()
+    text = _pane(qtbot, AttentionConfig(seq_len=4096), results)[0].plain_text()
     line = next(ln for ln in text.splitlines() if "naive ÷ tiled (readable)" in ln)
     # compulsory writes counted on both sides: 1.60 GB against 25.7 MB
     ratio = counted_dram_bytes(results[0]) / counted_dram_bytes(results[1])
@@ -240,7 +239,7 @@ def test_explain_gives_the_measured_naive_to_tiled_ratio_beside_the_models(qtbot
     assert f"{ratio:,.0f}× less, measured" in line and "model" in line and "2.7× without" in line
     rows = [ln for ln in text.splitlines() if "measured" in ln and "MB" in ln]
     assert rows  # bytes say where they come from
-    unmeasured = _pane(qtbot, AttentionConfig(seq_len=4096)).plain_text()
+    unmeasured = _pane(qtbot, AttentionConfig(seq_len=4096))[0].plain_text()
     assert "not measured here" in unmeasured and f"{ratio:,.0f}×" not in unmeasured
 
 

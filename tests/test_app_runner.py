@@ -51,6 +51,17 @@ def test_a_new_request_replaces_waiting_work_and_flags_the_one_in_flight_stale(
     assert not any(o.stale for o in outcomes if o.job.config.seq_len == 1536)
 
 
+def test_a_stream_of_requests_starts_one_run_when_it_rests(qtbot, runner, start_backend):
+    backend = CostModelBackend()
+    start_backend(backend)
+    runner.request_settle_s = 0.2  # longer than the whole stream below takes on any machine
+    for n in (256, 512, 768, 1024, 1280, 1536):  # a drag: a request every few microseconds
+        runner.request(BASE.with_(seq_len=n), [NAIVE], None)
+    assert runner.busy
+    qtbot.waitUntil(lambda: not runner.busy, timeout=5000)
+    assert [n for n, _, _ in backend.calls] == [1536]  # the N it rests on, once
+
+
 def test_sweep_reports_progress_and_can_be_cancelled(qtbot, runner, start_backend):
     backend = CostModelBackend(delay_s=0.05)
     start_backend(backend)

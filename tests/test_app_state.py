@@ -136,7 +136,8 @@ def test_a_first_look_counts_every_field_as_changed():
 VIEWS = {
     "controls": ("app.controls", "ControlsPanel", "on_state"),
     "plots": ("app.plots", "PlotsPanel", "on_state"),
-    "explain": ("app.explain", "ExplainPane", "on_state"),
+    "explain": ("app.explain", "ExplainPane", "follow"),
+    "lesson": ("app.lesson_strip", "LessonStrip", "follow"),
     "window": ("app.main_window", "MainWindow", "_on_state"),
     "animation": ("app.main_window", "MainWindow", "_follow_animation"),
 }

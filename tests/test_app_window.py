@@ -43,12 +43,14 @@ def measured(window, n: int) -> bool:
     )
 
 
-def assert_cursor_at(window, n: int) -> None:
+def assert_cursor_at(qtbot, window, n: int) -> None:
+    """Every cursor at N = n at once; the markers follow in the same turn of the event loop,
+    before the window repaints."""
     for name, plot in plots(window).items():
         assert plot.cursor_n == n, name
         assert plot.cursor.value() == pytest.approx(math.log10(n)), name
     traffic = plots(window)["trafficPlot"]
-    assert traffic.series["current"][0] == [n, n]  # the model markers moved too
+    qtbot.waitUntil(lambda: traffic.series["current"][0] == [n, n], timeout=1000)
 
 
 def test_window_has_the_named_widgets_and_tooltips_on_every_control(qtbot, make_window):
@@ -79,7 +81,7 @@ def test_dragging_the_slider_moves_every_cursor_and_measures_the_new_n(qtbot, ma
         s.setSliderPosition(pos)
     s.setSliderDown(False)
     assert window.config.seq_len == 4096
-    assert_cursor_at(window, 4096)
+    assert_cursor_at(qtbot, window, 4096)
     qtbot.waitUntil(lambda: measured(window, 4096), timeout=5000)
 
 
@@ -93,11 +95,11 @@ def test_arrow_keys_on_the_slider_step_n_and_update_the_plots(qtbot, make_window
     assert window.config.seq_len == scale[i + 1]
     qtbot.keyClick(s, Qt.Key.Key_Right)
     assert window.config.seq_len == scale[i + 2]
-    assert_cursor_at(window, scale[i + 2])
+    assert_cursor_at(qtbot, window, scale[i + 2])
     qtbot.waitUntil(lambda: measured(window, scale[i + 2]), timeout=5000)
     qtbot.keyClick(s, Qt.Key.Key_Left)
     assert window.config.seq_len == scale[i + 1]
-    assert_cursor_at(window, scale[i + 1])
+    assert_cursor_at(qtbot, window, scale[i + 1])
 
 
 def test_typing_an_exact_n_moves_the_slider_to_the_nearest_step(qtbot, make_window):

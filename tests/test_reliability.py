@@ -335,11 +335,6 @@ def test_the_cpu_backend_refusing_a_config_beyond_free_ram_shows_why(qtbot, make
 LOAD_CHANGES = 1500
 
 
-@pytest.mark.xfail(
-    reason="known failure: a slider change costs the GUI thread about 2 ms, so 1,500 changes at "
-    "one event-loop turn per 1/60 s start about 300 runs, over the tenth this test allows",
-    strict=False,
-)
 def test_random_slider_spam_leaves_no_backlog_and_ends_on_the_last_config(qtbot, make_window):
     backend = CostModelBackend(delay_s=0.02)  # a fast GPU: 20 ms a measurement
     window = make_window(backend)
