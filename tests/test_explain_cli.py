@@ -173,3 +173,28 @@ def test_bench_profile_on_the_cpu_says_once_that_traffic_stays_modeled(capsys):
     assert code == 0
     out = capsys.readouterr().out
     assert out.count("--profile") == 1 and "needs the cuda backend" in out
+
+
+def test_explain_json_gives_the_training_figures_each_with_its_source(capsys):
+    """The recorded H200 step at N = 8192: one layer's peak is the memory pool's (measured, as
+    recorded), L layers' stack the model's."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "resources" / "recorded" / "h200_training.json"
+    raw = json.loads(path.read_text())
+    peak = next(
+        r["peak_bytes"]
+        for r in raw["results"]
+        if r["algorithm"] == NAIVE and r["config"]["seq_len"] == 8192
+    )
+    data = explain_json(capsys, "--open", str(path), "--seq", "8192", "--pass", "step",
+                        "--layers", "4")  # fmt: skip
+    t = data["figures"]["training"]
+    assert t["layers"] == 4 and t["budget_bytes"] == raw["device"]["memory_total_bytes"]
+    naive = t["algorithms"]["naive"]
+    assert naive["step_peak"] == {**naive["step_peak"], "value": peak, "source": "measured"}
+    h, n, d = 12, 8192, 64
+    saved = 4 * h * n * d * 2 + h * n * n * 2
+    assert naive["saved_per_layer"]["value"] == saved and naive["saved_total"]["value"] == 4 * saved
+    assert naive["layers_peak"]["source"] == "model" and naive["wall_seq_len"]["unit"] == "tokens"
+    assert t["algorithms"]["tiled"]["recompute_flops"]["value"] == 2 * h * n * n * d

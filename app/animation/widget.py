@@ -427,8 +427,10 @@ class TileAnimationWidget(QWidget):
         shown, results = self._point_question(config)
         asked = self._builds_asked
 
+        counted = self._counted(results)
+
         def work() -> list[Lane]:
-            if self._results is not None:  # the current point's bands, off the GUI thread
+            if counted:  # the current point's bands, off the GUI thread
                 point_for(config, shown, gpu, results)
             return build_lanes(config, gpu, algorithms, clocks)
 
@@ -460,6 +462,12 @@ class TileAnimationWidget(QWidget):
             return algos, {}
         return algos, {a: r for a in algos if (r := lookup(config, a)) is not None}
 
+    def _counted(self, results: dict) -> bool:
+        """Whether a lane's result has counters: only then does the banner show measured DRAM
+        bytes, and the lanes ask for the current point (a slider drag over unprofiled results
+        costs nothing more)."""
+        return any(r.traffic for a, r in results.items() if a in self.player.algorithms)
+
     def _clocks(
         self, config: AttentionConfig, gpu: GpuSpec, compute: bool = True
     ) -> dict[str, LaneClock]:
@@ -470,7 +478,9 @@ class TileAnimationWidget(QWidget):
         if self._results is None:
             return {}
         shown, results = self._point_question(config)
-        point = point_for(config, shown, gpu, results, compute=compute)
+        point = None
+        if self._counted(results):
+            point = point_for(config, shown, gpu, results, compute=compute)
         out = {}
         for algo in self.player.algorithms:
             figures = point.algorithms.get(algo) if point is not None else None
