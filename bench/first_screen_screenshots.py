@@ -78,8 +78,13 @@ def main(argv: list[str] | None = None) -> int:
         window.plots.flush_model()
         window.lesson.flush()
         wait(lambda window=window: bool(window.lesson.steps), 10.0)
-        for _ in range(20):
+        # what the views draw when the slider rests (coalesced timers) lands within this
+        end = time.monotonic() + 0.5
+        while time.monotonic() < end:
             qapp.processEvents()
+            time.sleep(0.005)
+        window.plots.flush_model()
+        qapp.processEvents()
         problems = clipped(window)
         print(f"{w}×{h}: window {window.width()}×{window.height()}, {len(problems)} cut")
         for p in problems:
