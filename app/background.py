@@ -335,7 +335,16 @@ def in_process(func: Callable[..., Any], *args: Any) -> Callable[[], Any]:
 def read_elsewhere(path: str) -> Any:
     """app.state.recorded_run.read_members in the compute process: reading and splitting a
     large file makes long calls that would hold the interpreter from the GUI thread; the
-    thread that waits here then checks the pieces one short call at a time."""
-    from .state.recorded_run import read_members
+    members come back a piece (about a megabyte) per call, and the thread that waits here then
+    checks the pieces one short call at a time. Read here instead if the process is lost
+    between two calls (it is started again empty)."""
+    from .state import recorded_run as run
 
-    return in_process(read_members, path)()
+    source_id, layout = in_process(run.keep_members, path)()
+    try:
+        members = run.assemble_members(
+            layout, lambda key, index: in_process(run.take_member_piece, key, index)()
+        )
+    except KeyError:  # a fresh process holds nothing of this file
+        return run.read_members(path)
+    return source_id, members

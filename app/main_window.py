@@ -58,6 +58,7 @@ from .lesson_strip import LessonStrip
 from .pacing import RESULTS_MS, coalesced
 from .plain_text import PlainLabel, tooltip
 from .plots import ALGOS, PlotsPanel
+from .release import free_later
 from .ring_panel import RingPanel
 from .runner import Runner
 from .state.app_state import AppState, Change, StateModel
@@ -720,7 +721,9 @@ class MainWindow(QMainWindow):
             # one's results, and its own are then taken over whole, in one step.
             for key in self.store.backend_keys():
                 if key.startswith(f"{REPLAY}:"):
-                    self.store.clear(key)
+                    free_later(self.store.detach(key))  # a million objects: not freed here
+            if s.replay:
+                free_later(s.backend)  # the recording replaced, once the runner lets it go
             self.store.take_over(recorded.store)  # cached before the views ask for them
             scale = recorded.seq_lens() or None
             first = recorded.first_config()

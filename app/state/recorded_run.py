@@ -133,6 +133,56 @@ def read_members(path: str) -> FileMembers:
     return source_id, parse_json_members(raw, printable(path))
 
 
+#: Members read by `keep_members`, handed back one piece at a time by `take_member_piece`.
+_kept: dict[str, Any] = {}
+
+#: (member name, number of pieces, or None for a member kept whole)
+MemberLayout = list[tuple[str, int | None]]
+
+
+def keep_members(path: str) -> tuple[str, MemberLayout]:
+    """`read_members`, keeping the members here (the compute process) and returning only the
+    content id and their layout; `take_member_piece` then hands each back. A result of tens of
+    MB sent back whole is unpickled in one call on the receiving process's pool thread, which
+    holds the interpreter from its GUI thread for as long (about 70 ms for 60 MB); a piece of
+    about a megabyte holds it for about one."""
+    from gpu.fileio import RawArray
+
+    _kept.clear()
+    source_id, members = read_members(path)
+    _kept.update(members)
+    layout = [
+        (key, len(value.pieces) if isinstance(value, RawArray) else None)
+        for key, value in members.items()
+    ]
+    return source_id, layout
+
+
+def take_member_piece(key: str, index: int | None) -> Any:
+    """One kept member (`index` None) or one piece of a split one; each is handed back once."""
+    value = _kept[key]
+    if index is None:
+        del _kept[key]
+        return value
+    if index == len(value.pieces) - 1:
+        del _kept[key]
+    return value.pieces[index]
+
+
+def assemble_members(
+    layout: MemberLayout, take: Callable[[str, int | None], Any]
+) -> dict[str, Any]:
+    """The members of `layout`, each asked of `take` whole or piece by piece."""
+    from gpu.fileio import RawArray
+
+    return {
+        key: take(key, None)
+        if count is None
+        else RawArray(tuple(take(key, i) for i in range(count)))
+        for key, count in layout
+    }
+
+
 class RecordedBackend:
     """Replays a results file; see the module docstring."""
 

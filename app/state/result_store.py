@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gpu.config import AttentionConfig
 from gpu.results import RunResult
@@ -179,6 +180,11 @@ class ResultStore:
     def backend_keys(self) -> list[str]:
         """Every source held: a backend (device) key, or a recording's own key."""
         return sorted(self._data)
+
+    def detach(self, backend_key: str) -> Any:
+        """Forget one source's entries and hand them back (to be freed elsewhere: a large
+        recording's are many objects)."""
+        return self._data.pop(backend_key, None)
 
     def clear(self, backend_key: str | None = None) -> None:
         if backend_key is None:
