@@ -51,7 +51,7 @@ def run_gui(open_path: str | None = None) -> int:
     """Open the main window (on a recorded run when `open_path` is given); returns exit code."""
     app = _application()
     quit_on_signals(app)
-    from .main_window import MainWindow
+    from .window.main_window import MainWindow
 
     window = MainWindow(open_path=open_path)
     window.show()
@@ -159,7 +159,7 @@ def render_window(
     app = _application()
     from PySide6.QtCore import QSettings
 
-    from .exports import (
+    from .export.exports import (
         ExportError,
         encoded_image,
         palette_png_bytes,
@@ -167,7 +167,7 @@ def render_window(
         render_image,
         write_file,
     )
-    from .main_window import MainWindow
+    from .window.main_window import MainWindow
 
     with tempfile.TemporaryDirectory() as folder:
         settings = QSettings(os.path.join(folder, "render.ini"), QSettings.Format.IniFormat)

@@ -34,7 +34,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
 from app.animation import TileAnimationWidget
-from app.background import LatestOnly
+from app.work.background import LatestOnly
 from gpu.algorithms import NAIVE, TILED
 from gpu.config import AttentionConfig
 

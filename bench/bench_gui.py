@@ -4,8 +4,9 @@
         [--moves 200] [--seq-max 131072] [--starts 5] [--out bench_gui.json]
 
 Every figure is taken on the real main window, offscreen, at 1600×1000 with the explain pane
-open. `--backend model` (the default) answers from the cost model (app.state.cost_model_backend,
-`--delay-ms` per run): the GUI's own cost on any machine. `--backend cuda` measures on the GPU.
+open. `--backend model` (the default) answers from the cost model
+(app.state.model.cost_model_backend, `--delay-ms` per run): the GUI's own cost on any machine.
+`--backend cuda` measures on the GPU.
 
 1. Slider move → repainted window, with the Measurements tab and with the Tiles tab shown. Every
    N of the slider's scale (up to --seq-max) is measured first, so the runner has nothing to do;
@@ -91,7 +92,7 @@ def _summary(values: list[float]) -> dict:
 
 def backend_factory(kind: str, delay_ms: float):  # type: ignore[no-untyped-def]
     if kind == "model":
-        from app.state.cost_model_backend import CostModelBackend
+        from app.state.model.cost_model_backend import CostModelBackend
         from gpu.algorithms import ALGORITHMS
 
         backend = CostModelBackend(
@@ -255,7 +256,7 @@ def wait_idle(app, window, timeout_s: float = 600.0) -> None:  # type: ignore[no
 
 
 def clear_model_memo() -> None:
-    from app.state import model_cache
+    from app.state.model import cache as model_cache
 
     model_cache.clear()
 
@@ -263,7 +264,7 @@ def clear_model_memo() -> None:
 def make_window(app, folder: str, factory):  # type: ignore[no-untyped-def]
     from PySide6.QtCore import QSettings
 
-    from app.main_window import MainWindow
+    from app.window.main_window import MainWindow
 
     s = QSettings(os.path.join(folder, "bench.ini"), QSettings.Format.IniFormat)
     s.setValue("controls/seq_len", 1024)
@@ -444,7 +445,7 @@ def stall_sweep(app, window, seq_max: int) -> dict:  # type: ignore[no-untyped-d
 
 
 def stall_export(app, window, folder: str) -> dict:  # type: ignore[no-untyped-def]
-    from app.file_menu import ExportRequest
+    from app.window.file_menu import ExportRequest
 
     show_tab(app, window, 0)
     path = os.path.join(folder, "plots_4000x2500.png")
@@ -535,7 +536,7 @@ def stall_failed_export(app, window, folder: str, count: int) -> dict:  # type: 
     import resource
     import signal
 
-    from app.file_menu import ExportRequest
+    from app.window.file_menu import ExportRequest
 
     show_tab(app, window, 0)
     wait_idle(app, window)
@@ -597,7 +598,7 @@ def _child_first_paint() -> int:
     from PySide6.QtWidgets import QApplication
 
     from app.launch import _application
-    from app.main_window import DEFAULT_SIZE, MainWindow
+    from app.window.main_window import DEFAULT_SIZE, MainWindow
 
     _quiet_qt()
     app = _application()

@@ -130,8 +130,8 @@ class Soak:
     def __init__(self, args: argparse.Namespace) -> None:
         from PySide6.QtCore import QSettings, QTimer
 
-        from app.main_window import MainWindow
         from app.state.seq_scale import powers_of_two_up_to
+        from app.window.main_window import MainWindow
 
         self.args = args
         self.rng = random.Random(args.seed)
@@ -282,7 +282,7 @@ class Soak:
 def _fake_backend_factory():  # type: ignore[no-untyped-def]
     """Every backend choice answers with a CostModelBackend: results from the cost model
     after 0.5 ms, so the window handles thousands of results a minute, as with a GPU."""
-    from app.state.cost_model_backend import CostModelBackend
+    from app.state.model.cost_model_backend import CostModelBackend
     from gpu.algorithms import NAIVE, TILED, TILED_MMA
 
     fake = CostModelBackend(

@@ -26,8 +26,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.elided_label import ElidedLabel
-from app.plot_kit import MetricPlot
+from app.plotting.plot_kit import MetricPlot
+from app.window.elided_label import ElidedLabel
 
 
 def _name(w: QWidget) -> str:

@@ -34,8 +34,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     import faulthandler
     import sys
 
-    if "app.background" in sys.modules:
-        sys.modules["app.background"].end_compute_process()
+    if "app.work.background" in sys.modules:
+        sys.modules["app.work.background"].end_compute_process()
     faulthandler.dump_traceback_later(EXIT_HANG_S, exit=True)
 
 
@@ -104,8 +104,8 @@ def window_settings(tmp_path):
 def make_window(qtbot, window_settings):
     """make(backend=None, factory=None, seq_len=None, **MainWindow kwargs): a shown main window
     whose backend (a CostModelBackend unless given) is ready."""
-    from app.main_window import MainWindow
-    from app.state.cost_model_backend import CostModelBackend
+    from app.state.model.cost_model_backend import CostModelBackend
+    from app.window.main_window import MainWindow
 
     def make(backend=None, factory=None, seq_len=None, **kwargs):
         if seq_len is not None:
@@ -153,7 +153,7 @@ def wait_started(qtbot):
 @pytest.fixture
 def runner(qtbot):
     """A Runner (its worker thread started), shut down after the test."""
-    from app.runner import Runner
+    from app.work.runner import Runner
 
     r = Runner()
     yield r

@@ -429,7 +429,7 @@ def test_slider_bursts_build_only_the_newest_config_off_the_gui_thread(widget, q
                 widget.set_config(AttentionConfig(seq_len=n))
             assert widget.config == AttentionConfig(seq_len=3000)
         qtbot.waitUntil(lambda: not widget.lanes_worker.busy, timeout=5000)
-    # Paced (app/pacing.py) and superseded: only the newest config was built.
+    # Paced (app/work/pacing.py) and superseded: only the newest config was built.
     assert [n for n, _ in built_on] == [3000]
     assert threading.get_ident() not in {t for _, t in built_on}
     assert applied == [AttentionConfig(seq_len=3000)]  # a superseded build is never shown

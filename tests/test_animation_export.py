@@ -18,9 +18,9 @@ import pytest
 from PySide6.QtCore import QSize, QTimer
 from PySide6.QtWidgets import QApplication
 
-from app import exports
-from app.animation_writers import GifStreamWriter, open_writer
-from app.file_menu import ExportRequest
+from app.export import exports
+from app.export.animation_writers import GifStreamWriter, open_writer
+from app.window.file_menu import ExportRequest
 from gpu.config import AttentionConfig
 from tests.stall_clock import stall_clock
 
@@ -277,9 +277,9 @@ SIGNAL_SCRIPT = textwrap.dedent(
     import sys
     from PySide6.QtCore import QSettings
     from app.launch import _application, quit_on_signals
-    from app.file_menu import ExportRequest
-    from app.main_window import MainWindow
-    from app.state.cost_model_backend import CostModelBackend
+    from app.window.file_menu import ExportRequest
+    from app.window.main_window import MainWindow
+    from app.state.model.cost_model_backend import CostModelBackend
 
     app = _application()
     assert quit_on_signals(app)  # as run_gui does

@@ -189,7 +189,7 @@ def test_the_light_theme_reaches_the_canvas_the_traces_and_the_kernel_source(mak
 
 
 def test_each_theme_outlines_the_sram_bands_origins_so_they_stand_out_from_its_background():
-    from app.theme import ANIMATION_DARK, ANIMATION_LIGHT, ANIMATION_PALETTES
+    from app.window.theme import ANIMATION_DARK, ANIMATION_LIGHT, ANIMATION_PALETTES
 
     for palette in ANIMATION_PALETTES.values():
         assert set(palette.slot_edges) == set(palette.slot_fills), palette.name

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.explain import ExplainInputs, explain_html, s_formula
-from app.state.cost_model_backend import CostModelBackend
+from app.measure.explain import ExplainInputs, explain_html, s_formula
 from app.state.family import cache_config
+from app.state.model.cost_model_backend import CostModelBackend
 from app.state.recorded_run import NotRecorded, RecordedBackend
 from app.state.result_store import ResultStore
 from app.state.seq_scale import SEQ_MAX, SEQ_MIN, default_scale, nearest_index, powers_of_two_up_to
@@ -188,7 +188,7 @@ def test_a_broken_results_file_is_a_recording_error(tmp_path):
 def test_a_verdict_judges_a_tile_agnostic_result_at_other_tiles_and_no_other_result():
     from profiled_results import profiled_result
 
-    from app.state.model_cache import verdict
+    from app.state.model.cache import verdict
     from gpu.roofline import MEASURED
 
     measured = profiled_result(4096, TILED_MMA)  # at the config's default 64 × 64 tiles

@@ -1,4 +1,4 @@
-"""The pacing policy (app/pacing.py) and the off-GUI-thread worker (app/background.py)."""
+"""The pacing policy (app/work/pacing.py) and the off-GUI-thread worker (app/work/background.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from app.background import LatestOnly, run_once
-from app.pacing import coalesced
+from app.work.background import LatestOnly, run_once
+from app.work.pacing import coalesced
 
 
 def test_a_burst_of_calls_runs_once_with_the_newest_arguments(qtbot):
@@ -130,7 +130,7 @@ def test_run_once_jobs_are_never_superseded(qtbot):
 
 
 def test_once_per_turn_runs_the_first_call_at_once_and_the_rest_once_when_the_loop_turns(qtbot):
-    from app.pacing import once_per_turn
+    from app.work.pacing import once_per_turn
 
     calls = []
     paced = once_per_turn(lambda: calls.append(len(calls)))
@@ -148,7 +148,7 @@ def test_once_per_turn_runs_the_first_call_at_once_and_the_rest_once_when_the_lo
 
 
 def test_settled_runs_once_the_calls_pause_with_the_newest_arguments(qtbot):
-    from app.pacing import settled
+    from app.work.pacing import settled
 
     calls = []
     paced = settled(calls.append, 300)

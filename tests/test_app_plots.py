@@ -13,10 +13,10 @@ from profiled_results import NCU, profiled_result, write_profiled
 from PySide6.QtCore import QEvent, QObject, QPointF, Qt
 from PySide6.QtWidgets import QApplication, QWidget
 
-from app.explain import ExplainInputs, ExplainPane, explain_html
-from app.plain_text import shown_text
+from app.measure.explain import ExplainInputs, ExplainPane, explain_html
 from app.state.app_state import AppState
-from app.state.cost_model_backend import CostModelBackend
+from app.state.model.cost_model_backend import CostModelBackend
+from app.window.plain_text import shown_text
 from gpu.algorithms import NAIVE, TILED, TILED_MMA
 from gpu.backend import RunOptions
 from gpu.config import AttentionConfig

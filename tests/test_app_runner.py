@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from app.state.cost_model_backend import CostModelBackend
+from app.state.model.cost_model_backend import CostModelBackend
 from gpu.algorithms import NAIVE, TILED
 from gpu.config import AttentionConfig
 from tests.polled_backend import PolledCpuBackend

@@ -9,8 +9,8 @@ import pytest
 
 from app.state.app_state import AppState, Change, StateModel
 from app.state.budget import CUSTOM_PRESET, DEVICE_PRESET
-from app.state.cost_model_backend import CostModelBackend
 from app.state.family import cache_config, family, family_of
+from app.state.model.cost_model_backend import CostModelBackend
 from app.state.runs import BackendReady
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED, TILED_MMA
 from gpu.config import AttentionConfig
@@ -134,19 +134,19 @@ def test_a_first_look_counts_every_field_as_changed():
 
 #: Every view that follows the app state, by the method the state calls.
 VIEWS = {
-    "controls": ("app.controls", "ControlsPanel", "on_state"),
-    "plots": ("app.plots", "PlotsPanel", "on_state"),
-    "explain": ("app.explain", "ExplainPane", "follow"),
-    "lesson": ("app.lesson_strip", "LessonStrip", "follow"),
-    "window": ("app.main_window", "MainWindow", "_on_state"),
-    "animation": ("app.main_window", "MainWindow", "_follow_animation"),
+    "controls": ("app.controls.panel", "ControlsPanel", "on_state"),
+    "plots": ("app.measure.plots", "PlotsPanel", "on_state"),
+    "explain": ("app.measure.explain", "ExplainPane", "follow"),
+    "lesson": ("app.window.lesson_strip", "LessonStrip", "follow"),
+    "window": ("app.window.main_window", "MainWindow", "_on_state"),
+    "animation": ("app.window.main_window", "MainWindow", "_follow_animation"),
 }
 #: What those views then do, counted too: nothing may run twice for one action.
 WORK = {
-    "request": ("app.runner", "Runner", "request"),
-    "cursor": ("app.plots", "PlotsPanel", "set_seq_len"),
-    "measured": ("app.main_window", "MainWindow", "_refresh_measured"),
-    "explain_html": ("app.explain", "ExplainPane", "_refresh"),
+    "request": ("app.work.runner", "Runner", "request"),
+    "cursor": ("app.measure.plots", "PlotsPanel", "set_seq_len"),
+    "measured": ("app.window.main_window", "MainWindow", "_refresh_measured"),
+    "explain_html": ("app.measure.explain", "ExplainPane", "_refresh"),
     "animation_config": ("app.animation.widget", "TileAnimationWidget", "set_config"),
     "animation_gpu": ("app.animation.widget", "TileAnimationWidget", "set_gpu"),
 }

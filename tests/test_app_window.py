@@ -11,8 +11,8 @@ import pytest
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QDialog, QSlider
 
-from app.main_window import NO_CUDA_MESSAGE
-from app.state.cost_model_backend import CostModelBackend
+from app.state.model.cost_model_backend import CostModelBackend
+from app.window.main_window import NO_CUDA_MESSAGE
 from gpu.algorithms import NAIVE, TILED
 from gpu.backend import BackendUnavailable
 from gpu.config import AttentionConfig

@@ -121,7 +121,7 @@ def test_the_graph_sees_relative_lazy_and_type_checking_imports():
     assert "gpu.flash_launch" in internal["gpu.flash_mma"]  # `from . import flash_launch`
     assert "gpu.units" in internal["app.state.units"]
     assert "PySide6" in external["app.qt_compat"]  # imported inside a function only
-    assert {"app.state.app_state", "app.state.runs"} <= internal["app.main_window"]
+    assert {"app.state.app_state", "app.state.runs"} <= internal["app.window.main_window"]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
@@ -191,3 +191,18 @@ print(json.dumps({{"qt": qt, "skipped": skipped, "loaded": len(sys.modules)}}))
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["qt"] == [], f"Qt loaded with gpu/ and app/state/: {report['qt']}"
     assert len(report["skipped"]) < len(modules) // 4, report["skipped"]  # most were imported
+
+
+def test_the_app_is_rooms_each_a_folder_with_one_job():
+    """app/'s top level holds only its entry points: every other module sits in the room (the
+    folder) of the part of the window it serves, so a newcomer finds it by where it shows."""
+    app_dir = Path(__file__).resolve().parent.parent / "app"
+    top = sorted(p.name for p in app_dir.glob("*.py"))
+    assert top == ["__init__.py", "launch.py", "qt_compat.py"]
+    rooms = sorted(p.name for p in app_dir.iterdir() if (p / "__init__.py").exists())
+    assert rooms == [
+        "animation", "controls", "export", "measure", "plotting", "ring", "state", "window", "work",
+    ]  # fmt: skip
+    for room in rooms:
+        doc = (app_dir / room / "__init__.py").read_text().lstrip()
+        assert doc.startswith('"""'), f"app/{room}/ says nothing of its job"

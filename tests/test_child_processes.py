@@ -176,7 +176,7 @@ def test_a_child_ends_when_its_parent_is_gone_even_in_a_long_c_call(tmp_path):
     script = f"""
 import multiprocessing, os, sys, time
 sys.path.insert(0, {str(ROOT)!r})
-from app.child_process import die_with_parent
+from app.work.child_process import die_with_parent
 from concurrent.futures import ProcessPoolExecutor
 
 def hold():
@@ -211,7 +211,7 @@ def test_the_program_ends_at_once_when_it_exits_with_a_job_still_running_in_the_
     script = f"""
 import sys, threading, time
 sys.path.insert(0, {str(ROOT)!r})
-from app.background import ComputeStopped, in_process
+from app.work.background import ComputeStopped, in_process
 
 def wait_for_job():
     try:
@@ -245,7 +245,7 @@ def test_a_job_whose_process_was_killed_mid_result_fails_and_the_program_still_e
     script = f"""
 import struct, sys, threading, time
 sys.path.insert(0, {str(ROOT)!r})
-from app import background
+from app.work import background
 
 out = []
 

@@ -27,7 +27,7 @@ FIRST_PAINT = textwrap.dedent(
 
     start = time.monotonic()
     app = QApplication(sys.argv[:1])
-    from app.main_window import MainWindow
+    from app.window.main_window import MainWindow
 
     settings = QSettings(os.path.join(tempfile.mkdtemp(), "t.ini"), QSettings.Format.IniFormat)
     window = MainWindow(settings=settings, restore=False, backend="cpu")

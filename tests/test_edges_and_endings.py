@@ -183,7 +183,7 @@ def test_a_successful_open_clears_whatever_error_the_banner_still_showed(
 
 
 def test_an_export_name_too_long_for_the_system_gives_a_message(qtbot, make_window, tmp_path):
-    from app.file_menu import ExportRequest
+    from app.window.file_menu import ExportRequest
 
     window = make_window()
     folder = tmp_path / "exports"

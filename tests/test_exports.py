@@ -19,9 +19,10 @@ from PySide6.QtWidgets import QDialog, QPushButton
 from test_session import FAKE_DATE, FAKE_DEVICE, synthetic_recording, write_synthetic
 
 import main
-from app import exports, file_menu
-from app.file_menu import ExportRequest
+from app.export import exports
 from app.state.recorded_run import SHIPPED_RECORDING
+from app.window import file_menu
+from app.window.file_menu import ExportRequest
 from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA
 from gpu.recording import load_recording
 
@@ -281,7 +282,7 @@ def test_picking_recorded_run_opens_the_shipped_recording(
     qtbot, make_window, tmp_path, monkeypatch
 ):
     rec = write_synthetic(tmp_path / "synthetic.json")
-    monkeypatch.setattr("app.file_menu.shipped_recording", lambda: rec)
+    monkeypatch.setattr("app.window.file_menu.shipped_recording", lambda: rec)
     window = make_window()
     assert window.controls.recorded_path == ""
     with qtbot.waitSignal(window.file_menu.fileOpened, timeout=5000):

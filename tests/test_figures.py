@@ -109,7 +109,7 @@ def test_the_strip_is_trimmed_to_the_kernel_not_the_sampled_window():
 
 
 def test_the_recorded_short_kernel_spans_one_interval_on_the_strip_axis():
-    from app.strip_chart import strip_series
+    from app.measure.strip_chart import strip_series
 
     gemm = at(256)[NAIVE]
     *_, spans = strip_series(gemm)
@@ -289,7 +289,7 @@ def test_one_unit_system_decimal_gb_for_the_same_device():
 
 
 def _recorded_inputs(algos=(NAIVE, TILED_MMA, "tiled_ws")):
-    from app.explain import ExplainInputs
+    from app.measure.explain import ExplainInputs
 
     results = at(N)
     config = results[NAIVE].config
@@ -307,7 +307,7 @@ def _plain(html: str) -> str:
 
 
 def test_the_explain_pane_gives_the_roofline_over_the_measured_time_as_its_speed():
-    from app.explain import explain_html
+    from app.measure.explain import explain_html
 
     text = _plain(explain_html(_recorded_inputs()))
     v = explained().algorithm("tiled_ws")
@@ -316,7 +316,7 @@ def test_the_explain_pane_gives_the_roofline_over_the_measured_time_as_its_speed
 
 
 def test_the_explain_pane_calls_the_d64_tie_a_tie_and_says_each_roofs_share():
-    from app.explain import explain_html
+    from app.measure.explain import explain_html
 
     text = _plain(explain_html(_recorded_inputs()))
     ws = next(line for line in text.splitlines() if "(warp-specialized): compute" in line)
@@ -327,8 +327,8 @@ def test_the_explain_pane_calls_the_d64_tie_a_tie_and_says_each_roofs_share():
 
 
 def test_the_strip_chart_draws_the_tensor_share_in_percent(qtbot):
-    from app.strip_chart import TrafficStripChart
-    from app.theme import DARK
+    from app.measure.strip_chart import TrafficStripChart
+    from app.window.theme import DARK
 
     chart = TrafficStripChart()
     qtbot.addWidget(chart)
@@ -413,7 +413,7 @@ def test_the_current_point_is_worked_out_once_per_config_and_results():
 
 def test_a_modeled_tiles_lane_plays_the_measurements_roofline_time():
     from app.state.animation.player import Player
-    from app.state.model_cache import verdict
+    from app.state.model.cache import verdict
 
     config = AttentionConfig(seq_len=N)
     lane = Player(config, algorithms=(TILED_MMA,)).lane(TILED_MMA)

@@ -10,10 +10,10 @@ import pytest
 from PySide6.QtCore import QSize
 from PySide6.QtGui import QColor, QPalette
 
-from app.state.cost_model_backend import CostModelBackend
-from app.state.model_cache import cost
+from app.state.model.cache import cost
+from app.state.model.cost_model_backend import CostModelBackend
 from app.state.units import fmt_bytes, fmt_int
-from app.theme import LIGHT, QT_COLORS
+from app.window.theme import LIGHT, QT_COLORS
 from gpu.algorithms import ALGORITHMS, NAIVE, RING, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
 from gpu.costmodel import naive_oom_seq_len
 from gpu.cpu_backend import CpuBackend
@@ -66,7 +66,7 @@ def test_the_window_is_clamped_to_a_screen_smaller_than_its_default_size(
 ):
     from PySide6.QtCore import QRect
 
-    from app.main_window import DEFAULT_SIZE, MainWindow
+    from app.window.main_window import DEFAULT_SIZE, MainWindow
 
     monkeypatch.setattr(MainWindow, "screen", lambda self: _SmallScreen())
     assert DEFAULT_SIZE[0] > 1280 and DEFAULT_SIZE[1] > 768  # the default would hang off it
@@ -305,8 +305,8 @@ def test_a_live_switch_to_light_restyles_the_key_and_the_tiles_toolbars(make_win
 
 def test_every_lane_fits_at_the_canvas_minimum_that_readme_and_dialog_state(qtbot):
     from app.animation.widget import FUSED, TileAnimationWidget
-    from app.exports import canvas_minimum_size
-    from app.file_menu import animation_limits
+    from app.export.exports import canvas_minimum_size
+    from app.window.file_menu import animation_limits
     from gpu.config import AttentionConfig
 
     w, h = canvas_minimum_size()
@@ -329,7 +329,7 @@ def test_the_exponential_roof_is_named_in_plain_words_clear_of_the_hbm_roof(
     from PySide6.QtCore import QPointF
     from PySide6.QtGui import QPolygonF
 
-    from app.label_placement import segment_hits_rect
+    from app.plotting.label_placement import segment_hits_rect
     from gpu.roofline import HBM, XU, roofs
 
     window = make_window(open_path=str(SHIPPED), seq_len=16384)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QDialog, QWidget
 
-from app.accessibility import is_interactive
 from app.state.session import app_version
+from app.window.accessibility import is_interactive
 from gpu.results import DeviceInfo
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,7 +50,7 @@ def test_about_names_the_version_backend_and_device(make_window):
 
 
 def test_about_gives_cupy_and_cuda_versions_when_the_backend_has_them(make_window):
-    from app.state.cost_model_backend import CostModelBackend
+    from app.state.model.cost_model_backend import CostModelBackend
 
     class WithCuda(CostModelBackend):
         def device_info(self) -> DeviceInfo:

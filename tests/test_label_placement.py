@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import QPointF, QRectF
 from PySide6.QtGui import QPolygonF
 
-from app.label_placement import GAP, first_free, segment_hits_rect, stacked_candidates
+from app.plotting.label_placement import GAP, first_free, segment_hits_rect, stacked_candidates
 
 BOX = QRectF(0, 0, 400, 300)
 

@@ -8,7 +8,7 @@ import threading
 import time
 import weakref
 
-from app import release
+from app.work import release
 
 
 class Leaf:
@@ -65,8 +65,8 @@ def test_a_large_file_comes_back_from_the_compute_process_a_piece_at_a_time(tmp_
     import json
     import pickle
 
-    from app import background
     from app.state.recorded_run import read_members
+    from app.work import background
     from tests.document_mutations import BASE
 
     doc = dict(BASE, results=[dict(r, message="x" * 2000) for r in BASE["results"]] * 400)

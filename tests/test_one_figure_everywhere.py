@@ -42,7 +42,7 @@ def test_at_16384_every_view_reads_naives_dram_bytes_and_verdict_from_one_point(
     and the Tiles banner labels the tile loads as the model's beside the measured DRAM."""
     from PySide6.QtCore import QSize
 
-    from app.explain import binds_text
+    from app.measure.explain import binds_text
     from app.state.current_point import point_for
     from app.state.units import fmt_bytes, fmt_ms
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.state.cost_model_backend import CostModelBackend
+from app.state.model.cost_model_backend import CostModelBackend
 from gpu.algorithms import NAIVE, TILED
 from gpu.backend import RunOptions, check_pass
 from gpu.config import BACKWARD, FORWARD, PASSES, STEP, AttentionConfig, ConfigError

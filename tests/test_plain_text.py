@@ -18,7 +18,7 @@ import pytest
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QGraphicsTextItem, QGraphicsView, QLabel, QTextEdit
 
-from app.plain_text import PlainLabel, ask, html_text, shown_text, tooltip
+from app.window.plain_text import PlainLabel, ask, html_text, shown_text, tooltip
 from tests.document_mutations import BASE, SESSION
 from tests.test_open_files import open_and_wait
 
@@ -270,7 +270,7 @@ def test_render_in_process_shows_markup_as_text(qtbot, tmp_path, fifo, monkeypat
     file = tmp_path / "r.json"
     file.write_text(json.dumps(doc))
     seen = []
-    from app import exports
+    from app.export import exports
 
     original = exports.render_image
 
@@ -279,7 +279,7 @@ def test_render_in_process_shows_markup_as_text(qtbot, tmp_path, fifo, monkeypat
         assert_plain(window)
         return original(window, size)
 
-    monkeypatch.setattr("app.exports.render_image", capture)
+    monkeypatch.setattr("app.export.exports.render_image", capture)
     code = launch.render_window(
         AttentionConfig(seq_len=4096), open_path=str(file), out=str(tmp_path / "r.png")
     )

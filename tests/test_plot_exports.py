@@ -15,9 +15,9 @@ from PySide6.QtCore import QByteArray, QRectF
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtSvg import QSvgRenderer
 
-from app import exports
-from app.file_menu import ExportRequest
-from app.svg_coordinates import output_space, parse_matrix, transform_path
+from app.export import exports
+from app.plotting.svg_coordinates import output_space, parse_matrix, transform_path
+from app.window.file_menu import ExportRequest
 from gpu.algorithms import NAIVE, TILED, TILED_MMA
 
 SIZE = (1200, 760)

@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PySide6.QtCore import Qt
 
-from app.controls import ControlsPanel
-from app.state.cost_model_backend import CostModelBackend
+from app.controls.panel import ControlsPanel
+from app.state.model.cost_model_backend import CostModelBackend
 from gpu import flash_launch, flash_mma, flash_readable
 from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA
 from gpu.backend import RunOptions
@@ -197,7 +197,7 @@ def test_runner_tiles_beyond_shared_memory_name_the_limit_and_the_field(
 def test_runner_gives_freed_heap_back_after_each_cpu_run_and_when_idle(
     qtbot, runner, start_backend, outcomes, monkeypatch, backend_name, trims_expected
 ):
-    import app.runner as runner_module
+    import app.work.runner as runner_module
 
     runner_module.trim_heap()  # the real one: glibc's malloc_trim, a no-op elsewhere
     trims = []

@@ -13,8 +13,8 @@ from ring_recording import recording, ring_results, widest_ring
 from app.state.app_state import AppState
 from app.state.family import cache_config, family
 from app.state.recorded_run import REPLAY
-from app.state.ring_curves import ring_curves
-from app.state.ring_devices import (
+from app.state.ring.curves import ring_curves
+from app.state.ring.devices import (
     MEASURED,
     MODEL,
     RECORDED,
@@ -26,7 +26,7 @@ from app.state.ring_devices import (
     parse_devices,
     restart_needed,
 )
-from app.state.ring_playback import (
+from app.state.ring.playback import (
     ACTIVE,
     DONE,
     FULL_RING_MAX,
@@ -44,10 +44,10 @@ from app.state.ring_playback import (
     score_matrix,
     shown_devices,
 )
-from app.state.ring_runs import FUSED_KERNELS, RingRun, RingRuns
-from app.state.ring_runs import RECORDED as RUN_RECORDED
-from app.state.ring_runs import SIMULATED as RUN_SIMULATED
-from app.state.ring_story import device_word, step_caption, timeline_summary
+from app.state.ring.runs import FUSED_KERNELS, RingRun, RingRuns
+from app.state.ring.runs import RECORDED as RUN_RECORDED
+from app.state.ring.runs import SIMULATED as RUN_SIMULATED
+from app.state.ring.story import device_word, step_caption, timeline_summary
 from app.state.runs import BackendReady
 from gpu.algorithms import NAIVE, RING, TILED, TILED_WGMMA, TILED_WS
 from gpu.backend import RunOptions
@@ -199,7 +199,7 @@ def _ready(kind: str, backend=None) -> BackendReady:
 
 
 def test_on_two_gpus_one_and_two_are_measured_and_larger_p_is_model_only(monkeypatch):
-    import app.state.ring_devices as rd
+    import app.state.ring.devices as rd
 
     monkeypatch.setitem(rd._gpus_present, "cuda", 2)
     choices = device_choices("cuda")
@@ -448,7 +448,7 @@ def test_model_curves_from_recorded_one_gpu_results_say_so():
 
 
 def test_a_sequence_too_short_for_p_devices_is_said_so_instead_of_modelled():
-    from app.state.ring_story import too_short_text
+    from app.state.ring.story import too_short_text
 
     config = AttentionConfig(seq_len=1024, causal=True)
     assert too_short_text(config, 512) == ""

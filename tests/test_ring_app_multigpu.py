@@ -11,9 +11,9 @@ pytestmark = pytest.mark.multigpu
 
 
 def test_two_gpus_measure_the_ring_and_the_tab_plays_its_events(qtbot, window_settings):
-    from app.main_window import MainWindow
-    from app.state.ring_devices import MEASURED
-    from app.state.ring_playback import MEASURED_CLOCK
+    from app.state.ring.devices import MEASURED
+    from app.state.ring.playback import MEASURED_CLOCK
+    from app.window.main_window import MainWindow
     from gpu.backends import create_backend
     from gpu.ring_backend import RingBackend
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from ring_recording import RING_RECORDING
 
-from app.state.ring_devices import MODEL, SIMULATED, SIMULATED_MAX
-from app.state.ring_playback import MEASURED_CLOCK
-from app.state.ring_runs import RECORDED
-from app.state.ring_runs import SIMULATED as RUN_SIMULATED
+from app.state.ring.devices import MODEL, SIMULATED, SIMULATED_MAX
+from app.state.ring.playback import MEASURED_CLOCK
+from app.state.ring.runs import RECORDED
+from app.state.ring.runs import SIMULATED as RUN_SIMULATED
 from gpu.cpu_backend import CpuBackend
 from gpu.ring_backend import RingBackend
 
@@ -95,7 +95,7 @@ def test_devices_is_saved_and_restored(qtbot, make_window, window_settings):
 
 
 def test_a_shipped_two_gpu_ring_recording_is_offered_and_replays(qtbot, make_window, monkeypatch):
-    import app.state.ring_runs as ring_runs
+    import app.state.ring.runs as ring_runs
 
     monkeypatch.setattr(ring_runs, "SHIPPED_RING_RECORDING", RING_RECORDING)
     window = make_window()
@@ -109,7 +109,7 @@ def test_a_shipped_two_gpu_ring_recording_is_offered_and_replays(qtbot, make_win
 
 
 def test_without_a_shipped_ring_recording_nothing_is_offered(make_window, monkeypatch, tmp_path):
-    import app.state.ring_runs as ring_runs
+    import app.state.ring.runs as ring_runs
 
     monkeypatch.setattr(ring_runs, "SHIPPED_RING_RECORDING", tmp_path / "absent.json")
     window = make_window()

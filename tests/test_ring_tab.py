@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 from ring_recording import RING_RECORDING, recording, ring_results, widest_ring
 
-import app.ring_panel as ring_panel
-import app.state.ring_runs as ring_runs
-from app.ring_panel import RingPanel, ring_run_to_show
+import app.ring.panel as ring_panel
+import app.state.ring.runs as ring_runs
+from app.ring.panel import RingPanel, ring_run_to_show
 from app.state.app_state import StateModel
-from app.state.ring_playback import FULL_RING_MAX, MEASURED_CLOCK, MODEL_CLOCK
-from app.state.ring_runs import RECORDED
+from app.state.ring.playback import FULL_RING_MAX, MEASURED_CLOCK, MODEL_CLOCK
+from app.state.ring.runs import RECORDED
 from app.state.units import fmt_int
-from app.state_signal import StateSignal
+from app.window.state_signal import StateSignal
 from gpu.algorithms import TILED_WS
 from gpu.config import AttentionConfig
 from gpu.results import KernelTime, RunResult

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QPushButton
 
-from app.state.cost_model_backend import CostModelBackend
+from app.state.model.cost_model_backend import CostModelBackend
 from gpu.algorithms import NAIVE, TILED
 from gpu.config import AttentionConfig
 from gpu.cpu_backend import CpuBackend
@@ -250,17 +250,17 @@ def test_saving_a_session_never_raises_out_of_the_file_menu(qtbot, make_window, 
 def test_render_of_a_substituted_config_shows_the_substitution_in_the_picture(
     tmp_path, monkeypatch, capsys
 ):
-    import app.exports
+    import app.export.exports
     from app.launch import render_window
 
     seen = []
-    real = app.exports.render_image
+    real = app.export.exports.render_image
 
     def render_image(widget, size=None):
         seen.append(widget.run_status.text())
         return real(widget, size)
 
-    monkeypatch.setattr(app.exports, "render_image", render_image)
+    monkeypatch.setattr(app.export.exports, "render_image", render_image)
     out = tmp_path / "shot.png"
     code = render_window(AttentionConfig(seq_len=1, heads=1), backend="replay", out=str(out))
     assert code == 0 and out.exists()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.state.cost_model_backend import CostModelBackend
+from app.state.model.cost_model_backend import CostModelBackend
 from app.state.session import (
     SESSION_SCHEMA,
     Session,

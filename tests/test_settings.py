@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QSettings
 
-from app import settings as stored
-from app.file_menu import KINDS, ExportRequest
-from app.main_window import MainWindow
-from app.state.cost_model_backend import CostModelBackend
+from app.state.model.cost_model_backend import CostModelBackend
+from app.window import settings as stored
+from app.window.file_menu import KINDS, ExportRequest
+from app.window.main_window import MainWindow
 from gpu.config import AttentionConfig
 
 #: What a damaged value can look like in the file: text where bytes were, a byte array cut

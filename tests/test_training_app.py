@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pyqtgraph as pg
 
-from app.state.cost_model_backend import CostModelBackend
+from app.state.model.cost_model_backend import CostModelBackend
 from gpu.algorithms import NAIVE, TILED
 from gpu.backend import RunOptions
 from gpu.config import FORWARD, PASSES, STEP, AttentionConfig
@@ -127,7 +127,7 @@ def test_a_recorded_training_sweep_replays_each_pass(qtbot, make_window, tmp_pat
 def test_explain_gives_a_verdict_for_every_backward_kernel_and_the_wall_for_l_layers(qtbot):
     from PySide6.QtWidgets import QTextBrowser
 
-    from app.explain import ExplainInputs, explain_html
+    from app.measure.explain import ExplainInputs, explain_html
     from gpu.costmodel import DEFAULT_GPU, GPUS
     from gpu.layer_stack import training_wall_seq_len
 
@@ -185,7 +185,7 @@ def test_the_explain_pane_labels_each_training_figure_measured_or_model():
     import re
     from pathlib import Path
 
-    from app.explain import ExplainInputs, explain_html
+    from app.measure.explain import ExplainInputs, explain_html
     from app.state.training_figures import training_figures
     from app.state.units import fmt_bytes
     from gpu.costmodel import DEFAULT_GPU, GPUS

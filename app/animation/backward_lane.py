@@ -23,9 +23,9 @@ from PySide6.QtWidgets import (
 from gpu.algorithms import ALGORITHMS, TILED_MMA
 from gpu.config import AttentionConfig
 
-from ..plain_text import PlainLabel
 from ..state.animation.backward_order import BackwardFrame, BackwardTileOrder
 from ..state.units import fmt_bytes, fmt_flops, fmt_int
+from ..window.plain_text import PlainLabel
 from .colors import DARK, AnimColors
 
 #: A pass plays in about this many seconds at most (long passes step several tiles a frame).

@@ -1,4 +1,5 @@
-"""The Tiles tab's colours as QColors, for the current theme (app/theme.py's AnimationPalette).
+"""The Tiles tab's colours as QColors, for the current theme (AnimationPalette in
+app/window/theme.py).
 
 Every painter of the tab (the lanes canvas, the trace views, the block strip, the source panel)
 holds one `AnimColors` and repaints with a new one when the theme changes
@@ -23,7 +24,7 @@ from ..state.animation.warp_roles import (
     WAIT,
     WAIT_PV,
 )
-from ..theme import AnimationPalette, animation_palette
+from ..window.theme import AnimationPalette, animation_palette
 
 
 def _q(hex_color: str) -> QColor:

@@ -19,13 +19,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..plain_text import PlainLabel
 from ..state.animation.kernel_source import (
     KERNEL_DIR,
     SOURCE_FILES,
     KernelSource,
     load_kernel_source,
 )
+from ..window.plain_text import PlainLabel
 from .colors import DARK, AnimColors
 
 RECHECK_MS = 3000

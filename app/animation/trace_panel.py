@@ -4,7 +4,7 @@ HBM/SRAM view (a TileCanvas), each lasting as long as it took on the hardware (s
 app/state/animation/trace_replay.py). A warp-specialized trace also shows the selected block's
 warp roles as the hardware ran them.
 
-Trace files are read, checked and laid out on a worker thread (app/background.py): the panel
+Trace files are read, checked and laid out on a worker thread (app/work/background.py): the panel
 says "Loading…" meanwhile and `loaded` fires once the traces (or a message) are in."""
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ from gpu.trace import (
     load_traces,
 )
 
-from ..background import LatestOnly
-from ..plain_text import PlainLabel
 from ..state.animation.player import Player
 from ..state.animation.trace_replay import BlockReplay
 from ..state.units import fmt_ns
+from ..window.plain_text import PlainLabel
+from ..work.background import LatestOnly
 from .block_strip import BlockStrip
 from .canvas import TileCanvas, scene_for
 from .colors import DARK, AnimColors

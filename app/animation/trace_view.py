@@ -51,8 +51,6 @@ from gpu.trace import (
     layout,
 )
 
-from ..background import LatestOnly
-from ..plain_text import tooltip
 from ..state.animation.player import Lane, build_lanes
 from ..state.animation.warp_roles import (
     EPILOGUE,
@@ -64,6 +62,8 @@ from ..state.animation.warp_roles import (
     overlap_share,
     traced_roles,
 )
+from ..window.plain_text import tooltip
+from ..work.background import LatestOnly
 from .colors import DARK, AnimColors
 from .trace_style import KERNEL_CAPTIONS, nice_step, query_tile_rows
 

@@ -40,9 +40,6 @@ from gpu.config import AttentionConfig
 from gpu.costmodel import DEFAULT_GPU, GPUS, GpuSpec
 from gpu.results import RunResult
 
-from ..background import LatestOnly
-from ..pacing import LANES_MS, SOURCE_MS, coalesced
-from ..plain_text import PlainLabel, tooltip
 from ..state.animation.clock import LaneClock, clock_for
 from ..state.animation.player import (
     DEFAULT_DURATION_S,
@@ -54,6 +51,9 @@ from ..state.animation.player import (
 )
 from ..state.current_point import point_for
 from ..state.units import fmt_seconds
+from ..window.plain_text import PlainLabel, tooltip
+from ..work.background import LatestOnly
+from ..work.pacing import LANES_MS, SOURCE_MS, coalesced
 from .canvas import TileCanvas, scene_for
 from .canvas_layout import layout_problems
 from .colors import DARK, AnimColors, colors_for
@@ -108,7 +108,7 @@ class TileAnimationWidget(QWidget):
     `gpu.costmodel.algorithm_cost` totals for all B·h heads.
 
     A new config's lanes are built off the GUI thread (tens of ms at N = 131072) by a LatestOnly
-    worker, paced by app/pacing.py: while the slider moves only the newest config is built, at
+    worker, paced by app/work/pacing.py: while the slider moves only the newest config is built, at
     most every LANES_MS, and the finished lanes are swapped in at once (`configApplied`).
     Anything that needs the new lanes now (counters, frames, stepping) builds them on the spot
     (`flush`).
@@ -699,7 +699,7 @@ class TileAnimationWidget(QWidget):
         self.frameChanged.emit()
 
     def _push_source(self, force: bool = False) -> None:
-        """The source highlight follows the clock, paced while playing (app/pacing.py)."""
+        """The source highlight follows the clock, paced while playing (app/work/pacing.py)."""
         if force:
             self._paced_source.cancel()
             self._show_source()

@@ -19,13 +19,13 @@ The state model (app_state.py)
   `if change.changed("devices"): ...` to its `on_state`. Nothing else changes.
 
 Views (in app/, Qt)
-- app/state_signal.StateSignal relays every Change as one Qt signal, `changed(Change)`. A Qt
+- app/window/state_signal.StateSignal relays every Change as one Qt signal, `changed(Change)`. A Qt
   view connects its `on_state(change)` to it (directly, or queued if it wants); Qt drops the
   connection when the view is deleted. The window's views: ControlsPanel (writes and shows),
   PlotsPanel, ExplainPane, and the window itself for runner requests, measured series and
   the animation. A view takes its first look with `on_state(Change.initial(state))`.
 
-Pacing and work off the GUI thread (app/pacing.py, app/background.py)
+Pacing and work off the GUI thread (app/work/pacing.py, app/work/background.py)
 - Anything that follows a stream of changes is paced by one policy, `coalesced(func, ms)`: a
   trailing throttle (a burst runs once with the newest arguments, a stream once per interval).
 - Computations and file I/O run in a `LatestOnly` worker: one job at a time, a newer request

@@ -58,7 +58,7 @@ class AppState:
     #: Why the running backend cannot measure bytes after all (the counters refused: no
     #: permission, no CUPTI); '' while it may. Cleared when another backend starts.
     bytes_refused: str = ""
-    #: Devices P the ring splits the sequence over (1: one device; app/state/ring_devices.py).
+    #: Devices P the ring splits the sequence over (1: one device; app/state/ring/devices.py).
     devices: int = 1
     #: Whether the user ticked the algorithms (else the default view's choice follows the
     #: backend: naive and its fastest fused kernel; app/state/default_view.py).

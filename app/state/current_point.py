@@ -30,7 +30,7 @@ from gpu.results import RunResult
 from gpu.roofline import MEASURED, AlgorithmVerdict, Explanation, Roof, explain
 
 from .family import cache_config
-from .model_cache import band, known_band
+from .model.cache import band, known_band
 from .units import fmt_bytes, fmt_flops, fmt_int, fmt_ms
 
 MODEL, DATASHEET, NOMINAL = "model", "datasheet", "nominal"

@@ -24,7 +24,7 @@ from gpu.results import RunResult
 from gpu.roofline import MEASURED
 
 from .default_view import fastest_fused
-from .model_cache import cost, verdict
+from .model.cache import cost, verdict
 from .seq_scale import SEQ_MAX
 from .units import fmt_bytes, fmt_int
 

@@ -42,7 +42,7 @@ from gpu.config import AttentionConfig, ceil_div
 from gpu.costmodel import DEFAULT_GPU, GPUS, GpuSpec, algorithm_cost, kv_tiles_for_query_tile
 from gpu.schedule import READ, WRITE, Schedule, Step, build_schedule, launch_query_tile
 
-from ..model_cache import verdict
+from ..model.cache import verdict
 from .blockdetail import KIND_CODES, BlockDetail, block_detail
 from .chip import SMEM, ChipLayout, SlotSpec, chip_layout
 from .clock import MODELED_CLOCK, LaneClock, kernel_scales

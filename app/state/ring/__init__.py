@@ -1,0 +1,2 @@
+"""The Ring tab's Qt-free model: curves, device counts, playback, runs and
+the story it tells."""

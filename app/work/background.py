@@ -1,0 +1,350 @@
+"""Work off the GUI thread, newest request first: the GUI thread only applies finished results.
+
+`LatestOnly` runs one job at a time on Qt's thread pool (superqt's function workers). A job
+submitted while another runs waits; a newer submission replaces a waiting one, and the result
+of a job that a newer submission superseded is dropped. The newest job's result is handed to
+its `apply` callback on the GUI thread, in one step, through a queued signal. An exception in
+the job goes to its `failed` callback instead (on the GUI thread too).
+
+Jobs must be pure computations or file I/O on data they own: they never touch a widget.
+`flush()` runs the newest job on the calling thread at once (for code that needs the result
+now: tests, exports of a config just set), and `wait()` lets a closing window finish cleanly.
+
+A thread still shares the GIL with the GUI thread: a job that is mostly Python (the cost
+model's curves) goes to a separate process with `in_process(func, *args)`, and the worker
+thread only waits for it (a wait releases the GIL).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import multiprocessing
+import os
+import signal
+import threading
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from typing import Any
+
+from PySide6.QtCore import QCoreApplication, QObject, Signal
+from superqt.utils import create_worker
+
+from .child_process import KeeperThread, die_with_parent
+
+#: LatestOnly objects whose owner went away while their job ran (see LatestOnly.abandon).
+_abandoned: set[LatestOnly] = set()
+
+
+@dataclass
+class _Job:
+    ticket: int
+    work: Callable[[], Any]
+    apply: Callable[[Any], None]
+    failed: Callable[[BaseException], None] | None
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class LatestOnly(QObject):
+    """See the module docstring. `applied` fires after each result is applied (tests)."""
+
+    applied = Signal()
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._ticket = 0
+        self._waiting: _Job | None = None
+        self._running: _Job | None = None
+        self._worker: Any = None
+        self.started = 0  # jobs started on a worker (tests and benchmarks read these)
+        self.dropped = 0  # results dropped because a newer job superseded them
+
+    @property
+    def busy(self) -> bool:
+        """A job is running or waiting."""
+        return self._running is not None or self._waiting is not None
+
+    def submit(
+        self,
+        work: Callable[[], Any],
+        apply: Callable[[Any], None],
+        failed: Callable[[BaseException], None] | None = None,
+    ) -> int:
+        """Run `work()` off the GUI thread, then `apply(result)` on it unless superseded."""
+        self._ticket += 1
+        if self._waiting is not None:
+            self.dropped += 1
+        self._waiting = _Job(self._ticket, work, apply, failed)
+        if self._running is None:
+            self._start_next()
+        return self._ticket
+
+    def flush(self) -> None:
+        """Run the newest job here and now (superseding one still running elsewhere)."""
+        job = self._waiting or (
+            self._running
+            if self._running is not None and self._running.ticket == self._ticket
+            else None
+        )
+        if job is None:
+            return
+        self._waiting = None
+        self._ticket += 1  # whatever is running now is stale
+        self._deliver(job, *_call(job.work))
+
+    def cancel(self) -> None:
+        """Drop the waiting job and the result of the one running."""
+        self._waiting = None
+        self._ticket += 1
+
+    def abandon(self) -> None:
+        """Drop the waiting job and the running one's result, and outlive the parent (a window
+        closing during a large open): the job finishes on its own thread, its report lands on
+        this object, kept by the application until then, and goes nowhere. Nobody waits."""
+        self.cancel()
+        if self._running is None:
+            return
+        self.setParent(QCoreApplication.instance())
+        _abandoned.add(self)
+
+    def wait(self, timeout_s: float = 5.0) -> bool:
+        """Block until the running job (if any) has finished; True if none is left running."""
+        job = self._running
+        return job is None or job.done.wait(timeout_s)
+
+    # ---------------------------------------------------------------- internals
+
+    def _start_next(self) -> None:
+        job, self._waiting = self._waiting, None
+        if job is None:
+            return
+        self._running = job
+        self.started += 1
+
+        def run() -> tuple[Any, BaseException | None]:
+            try:
+                return _call(job.work)
+            finally:
+                job.done.set()
+
+        worker = create_worker(run, _start_thread=False)
+        worker.returned.connect(self._on_returned)
+        self._worker = worker  # referenced until it has reported back
+        worker.start()
+
+    def _on_returned(self, outcome: tuple[Any, BaseException | None]) -> None:
+        job, self._running, self._worker = self._running, None, None
+        if self in _abandoned:
+            _abandoned.discard(self)
+            self.deleteLater()
+            return
+        if job is not None:
+            if job.ticket == self._ticket:
+                self._deliver(job, *outcome)
+            else:
+                self.dropped += 1
+        self._start_next()
+
+    def _deliver(self, job: _Job, result: Any, error: BaseException | None) -> None:
+        if error is None:
+            job.apply(result)
+            self.applied.emit()
+        elif job.failed is not None:
+            job.failed(error)
+        else:
+            raise error
+
+
+def _call(work: Callable[[], Any]) -> tuple[Any, BaseException | None]:
+    try:
+        return work(), None
+    except Exception as exc:  # handed to the GUI thread, never lost on the worker
+        return None, exc
+
+
+def run_once(
+    parent: QObject,
+    work: Callable[[], Any],
+    apply: Callable[[Any], None],
+    failed: Callable[[BaseException], None],
+) -> LatestOnly:
+    """One job that no later one supersedes (a save must happen even if another follows): its
+    own LatestOnly, which goes away once it has reported."""
+    runner = LatestOnly(parent)
+
+    def done(result: Any) -> None:
+        runner.deleteLater()
+        apply(result)
+
+    def error(exc: BaseException) -> None:
+        runner.deleteLater()
+        failed(exc)
+
+    runner.submit(work, done, error)
+    return runner
+
+
+_pool: ProcessPoolExecutor | None = None
+_pool_lock = threading.Lock()
+_keeper: KeeperThread | None = None
+_stops = 0  # how many times the process was stopped on purpose
+_jobs_in_process = 0  # jobs waiting on the process now
+
+
+class ComputeStopped(RuntimeError):
+    """The compute process was stopped under a job (its window closed): the result is moot."""
+
+
+def compute_process() -> ProcessPoolExecutor:
+    """One process for the app's Python-heavy jobs, started on first use ("spawn": a fork of a
+    process with Qt threads is not safe). It ends with the app however the app ends
+    (app.work.child_process): started from the keeper thread, watching its parent."""
+    global _pool, _keeper
+    with _pool_lock:
+        if _pool is None:
+            if _keeper is None:
+                _keeper = KeeperThread()
+            _pool = _keeper.call(_start_pool)
+        return _pool
+
+
+def start_compute_process() -> None:
+    """Start the compute process now, from the main thread (the window's start): the thread
+    that lives longest (PDEATHSIG follows it), and the one that can have the child ignore
+    SIGINT from its first instruction. A Ctrl+C to the process group while the child still
+    imports would print its KeyboardInterrupt traceback; an ignored signal stays ignored
+    across exec, and Python leaves an ignored SIGINT ignored. Elsewhere a no-op."""
+    global _pool
+    if threading.current_thread() is not threading.main_thread():
+        return
+    with _pool_lock:
+        if _pool is not None:
+            return
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            _pool = _start_pool()
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _start_pool() -> ProcessPoolExecutor:
+    pool = ProcessPoolExecutor(
+        1,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=die_with_parent,
+        initargs=(os.getpid(),),
+    )
+    pool.submit(int)  # the process starts here, on the keeper thread
+    return pool
+
+
+def end_compute_process() -> None:
+    """End the compute process now, whatever it is doing: the program is ending, so any result
+    is moot. Runs by itself as the interpreter ends, before concurrent.futures joins its
+    pools, which would otherwise wait for a running job (a large read, a model sweep) and hold
+    the exit for as long as the job takes."""
+    global _pool, _stops
+    with _pool_lock:
+        pool, _pool = _pool, None
+        busy = _jobs_in_process > 0
+        _stops += 1  # a job running now fails with ComputeStopped, it does not rerun in-thread
+    if pool is None:
+        return
+    if busy:
+        _kill(pool, wait=True)
+    else:  # idle: it ends on its own at once, and its queues are released cleanly
+        with contextlib.suppress(Exception):
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _kill(pool: ProcessPoolExecutor, wait: bool = False) -> None:
+    """SIGKILL the pool's process, then shut the pool (`wait` joins its manager thread).
+
+    A process killed while it sends a result leaves half a message in the result pipe, and
+    the pool's manager thread then waits in `recv` for the rest, forever: the pipe's other
+    writer is this process itself, so no end of file comes, the futures never fail and the
+    interpreter's exit waits for that thread. Closing our own copy of the writing end leaves
+    the dead process as its last holder: the read ends, the pool breaks as it should."""
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        with contextlib.suppress(OSError, AttributeError, ValueError):
+            process.kill()
+    results = getattr(pool, "_result_queue", None)
+    with contextlib.suppress(Exception):
+        results._writer.close()  # type: ignore[union-attr]
+    with contextlib.suppress(Exception):
+        pool.shutdown(wait=wait, cancel_futures=True)
+
+
+def _end_before_the_pools_are_joined() -> None:
+    # Interpreter exit joins every pool's manager thread in a hook that concurrent.futures
+    # registers with threading (run before atexit's handlers, newest first); ours, registered
+    # later, runs before it. atexit is the fallback where that hook does not exist.
+    register = getattr(threading, "_register_atexit", None)
+    try:
+        if register is None:
+            raise AttributeError
+        register(end_compute_process)
+    except (AttributeError, RuntimeError):
+        atexit.register(end_compute_process)
+
+
+_end_before_the_pools_are_joined()
+
+
+def stop_compute_process() -> bool:
+    """End the compute process now if a job is running in it (a window closes during a large
+    open): the job fails at once with ComputeStopped instead of holding the close for seconds.
+    An idle process stays for the next job. True if one was stopped."""
+    global _pool, _stops
+    with _pool_lock:
+        if _pool is None or _jobs_in_process == 0:
+            return False
+        pool, _pool = _pool, None
+        _stops += 1
+    _kill(pool)
+    return True
+
+
+def in_process(func: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+    """A job for LatestOnly.submit that runs `func(*args)` (picklable) in the compute process;
+    where that process cannot run, in the worker thread itself (not when it was stopped on
+    purpose under this job: then ComputeStopped)."""
+
+    def work() -> Any:
+        global _pool, _jobs_in_process
+        with _pool_lock:
+            stops = _stops
+            _jobs_in_process += 1
+        try:
+            return compute_process().submit(func, *args).result()
+        except (BrokenProcessPool, OSError, RuntimeError) as exc:
+            with _pool_lock:
+                if _stops != stops:
+                    raise ComputeStopped("the compute process was stopped") from exc
+                _pool = None  # a later job tries a fresh process
+            return func(*args)
+        finally:
+            with _pool_lock:
+                _jobs_in_process -= 1
+
+    return work
+
+
+def read_elsewhere(path: str) -> Any:
+    """app.state.recorded_run.read_members in the compute process: reading and splitting a
+    large file makes long calls that would hold the interpreter from the GUI thread; the
+    members come back a piece (about a megabyte) per call, and the thread that waits here then
+    checks the pieces one short call at a time. Read here instead if the process is lost
+    between two calls (it is started again empty)."""
+    from ..state import recorded_run as run
+
+    source_id, layout = in_process(run.keep_members, path)()
+    try:
+        members = run.assemble_members(
+            layout, lambda key, index: in_process(run.take_member_piece, key, index)()
+        )
+    except KeyError:  # a fresh process holds nothing of this file
+        return run.read_members(path)
+    return source_id, members
