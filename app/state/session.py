@@ -11,8 +11,9 @@ interpreter long); a session is checked against it before it is written, too, an
 or infinity.
 
 Opening a session replays it: the results of the backend the window was showing become a
-recorded run (app/state/recorded_run.py), labelled with their device and date, so a session saved on a
-GPU host opens anywhere. Results of other backends are kept too, under their own cache keys.
+recorded run (app/state/recorded_run.py), labelled with their device and date, so a session
+saved on a GPU host opens anywhere. Results of other backends are kept too, under their own
+cache keys.
 
 No Qt here: the window turns its state into a Session (app/window/file_menu.py) and back.
 """

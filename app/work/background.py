@@ -336,15 +336,33 @@ def read_elsewhere(path: str) -> Any:
     """app.state.recorded_run.read_members in the compute process: reading and splitting a
     large file makes long calls that would hold the interpreter from the GUI thread; the
     members come back a piece (about a megabyte) per call, and the thread that waits here then
-    checks the pieces one short call at a time. Read here instead if the process is lost
-    between two calls (it is started again empty)."""
+    checks the pieces one short call at a time. The whole read counts as a job in the process,
+    so a closing window stops it between two pieces as well (ComputeStopped); a process lost
+    otherwise between two calls (started again empty) has the file read here instead."""
     from ..state import recorded_run as run
 
-    source_id, layout = in_process(run.keep_members, path)()
+    global _jobs_in_process
+    with _pool_lock:
+        stops = _stops
+        _jobs_in_process += 1
+
+    def stopped() -> bool:
+        return _stops != stops
+
+    def take(key: str, index: int | None) -> Any:
+        if stopped():
+            raise ComputeStopped("the compute process was stopped")
+        return in_process(run.take_member_piece, key, index)()
+
     try:
-        members = run.assemble_members(
-            layout, lambda key, index: in_process(run.take_member_piece, key, index)()
-        )
-    except KeyError:  # a fresh process holds nothing of this file
-        return run.read_members(path)
-    return source_id, members
+        source_id, layout = in_process(run.keep_members, path)()
+        try:
+            members = run.assemble_members(layout, take)
+        except KeyError:  # a fresh process holds nothing of this file
+            if stopped():
+                raise ComputeStopped("the compute process was stopped") from None
+            return run.read_members(path)
+        return source_id, members
+    finally:
+        with _pool_lock:
+            _jobs_in_process -= 1
