@@ -38,12 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .results import (
-    STRIP_ACTIVE_SHARE,
-    STRIP_MAX_POINTS,
-    KernelTraffic,
-    TrafficStrip,
-)
+from .results import STRIP_ACTIVE_SHARE, STRIP_MAX_POINTS, KernelTraffic, TrafficStrip
 
 #: Counters sampled, in this order (CUPTI metric names; all collectable in one PM-sampling pass
 #: on Hopper).

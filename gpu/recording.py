@@ -17,19 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .errors import (
-    FileReadError,
-    FileWriteError,
-    RecordingError,
-    SchemaError,
-    printable,
-)
-from .fileio import (
-    atomic_write_text,
-    decode_json_members,
-    decode_member,
-    read_bytes,
-)
+from .errors import FileReadError, FileWriteError, RecordingError, SchemaError, printable
+from .fileio import atomic_write_text, decode_json_members, decode_member, read_bytes
 from .results import DeviceInfo, RunResult
 from .schema import (
     RESULTS_SCHEMA,

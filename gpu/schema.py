@@ -55,13 +55,7 @@ from .config import (
 )
 from .errors import FileReadError, SchemaError
 from .fileio import RawArray, decode_member
-from .results import (
-    STRIP_MAX_POINTS,
-    DeviceInfo,
-    KernelTime,
-    KernelTraffic,
-    RunResult,
-)
+from .results import STRIP_MAX_POINTS, DeviceInfo, KernelTime, KernelTraffic, RunResult
 
 RESULTS_SCHEMA = "tilescope.results/1"
 TRACE_SCHEMA = "tilescope.trace/1"
