@@ -206,3 +206,13 @@ def test_the_app_is_rooms_each_a_folder_with_one_job():
     for room in rooms:
         doc = (app_dir / room / "__init__.py").read_text().lstrip()
         assert doc.startswith('"""'), f"app/{room}/ says nothing of its job"
+
+
+def test_the_window_finds_its_icon_and_both_style_sheets_wherever_its_room_sits():
+    """A room moved one folder deeper once looked for resources/ inside app/: the window then
+    started with no icon and no style sheet, and said so only in a Qt warning."""
+    from app.window.theme import RESOURCES, icon_path, style_sheet
+
+    assert Path(__file__).resolve().parent.parent / "resources" == RESOURCES
+    assert icon_path().is_file()
+    assert style_sheet("dark").strip() and style_sheet("light").strip()

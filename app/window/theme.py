@@ -11,7 +11,7 @@ from pathlib import Path
 
 from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA
 
-RESOURCES = Path(__file__).resolve().parent.parent / "resources"
+RESOURCES = Path(__file__).resolve().parents[2] / "resources"
 THEMES = ("dark", "light")
 
 
