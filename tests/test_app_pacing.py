@@ -9,7 +9,7 @@ import time
 import pytest
 
 from app.work.background import LatestOnly, run_once
-from app.work.pacing import coalesced
+from app.work.pacing import before_paint, coalesced, own_turn
 
 
 def test_a_burst_of_calls_runs_once_with_the_newest_arguments(qtbot):
@@ -51,6 +51,59 @@ def test_a_steady_stream_runs_at_most_once_per_interval_is_never_starved_and_end
     gaps = [b - a for (_, a), (_, b) in itertools.pairwise(runs)]
     # Never more often than the interval (load only makes the gaps longer).
     assert min(gaps) >= 0.9 * 0.040, gaps
+
+
+def test_pieces_of_work_due_together_run_one_per_turn_with_a_timer_between(qtbot):
+    from PySide6.QtCore import QTimer
+
+    events = []
+    tick = QTimer()
+    tick.setInterval(1)
+    tick.timeout.connect(lambda: events.append("tick"))
+
+    def piece(name):
+        def run(*args):
+            time.sleep(0.01)  # a piece takes 10 ms: the 1 ms timer is due after each
+            events.append((name, *args))
+
+        return run
+
+    jobs = [own_turn(piece(name)) for name in "abc"]
+    tick.start()
+    qtbot.wait(5)
+    events.clear()
+    for job in jobs:
+        job(1)
+    jobs[0](2)  # called again while waiting: the newest arguments, one run
+    assert not any(isinstance(e, tuple) for e in events)  # nothing on the caller's stack
+    qtbot.waitUntil(lambda: len([e for e in events if isinstance(e, tuple)]) == 3, timeout=5000)
+    tick.stop()
+    ran = [e for e in events if isinstance(e, tuple)]
+    assert ran == [("a", 2), ("b", 1), ("c", 1)]  # oldest first, each once
+    at = [events.index(e) for e in ran]
+    assert all("tick" in events[i + 1 : j] for i, j in itertools.pairwise(at)), events
+
+
+def test_a_pending_own_turn_runs_at_flush_and_not_again_after_cancel(qtbot):
+    calls = []
+    job = own_turn(calls.append)
+    job("a")
+    job.flush()
+    assert calls == ["a"] and not job.pending
+    job("b")
+    job.cancel()
+    qtbot.wait(20)
+    assert calls == ["a"]
+
+
+def test_before_paint_runs_once_per_turn_however_often_it_is_asked(qtbot):
+    calls = []
+    placed = before_paint(lambda: calls.append(1))
+    for _ in range(5):
+        placed()
+    assert calls == [] and placed.pending
+    qtbot.wait(10)
+    assert calls == [1] and not placed.pending
 
 
 def test_flush_runs_a_pending_call_now_and_cancel_drops_it(qtbot):

@@ -586,3 +586,36 @@ def test_measure_bytes_on_the_gpu_puts_measured_points_on_the_roofline(qtbot, ma
     (x,) = roofline.series[f"at_measured_{NAIVE}"][0]
     assert x == pytest.approx(result.flops / counted_dram_bytes(result))
     assert "DRAM bytes measured by the hardware counters" in window.explain.plain_text()
+
+
+# ------------------------------------------------------------------------- roof labels
+
+
+def test_the_roof_labels_are_placed_once_per_turn_however_often_the_view_moves(
+    qtbot, make_window, monkeypatch
+):
+    from app.measure.plots import PlotsPanel
+
+    placed = []
+    place = PlotsPanel._place_roof_labels
+    monkeypatch.setattr(
+        PlotsPanel, "_place_roof_labels", lambda self: (placed.append(1), place(self))
+    )
+    window = make_window()
+    plots = window.plots
+    plots.flush_model()
+    qtbot.wait(20)
+    hbm = plots.roof_labels["hbm"]
+    assert hbm.isVisible()
+    placed.clear()
+    vb = plots.roofline.plotItem.vb
+    (x0, x1), (y0, y1) = vb.viewRange()
+    for k in range(1, 6):  # a state change re-ranges the roofline several times in one turn
+        vb.setRange(xRange=(x0 - 0.1 * k, x1), yRange=(y0 - 0.1 * k, y1), padding=0)
+    assert placed == []  # nothing placed on the caller's stack: the view may move again
+    before = hbm.pos()
+    qtbot.wait(10)
+    assert placed == [1]  # once, before the next paint
+    assert hbm.pos() != before  # along the roof as it is drawn now
+    rect = plots.roof_label_rect("hbm")  # a test (or an export) asks: placed now
+    assert vb.sceneBoundingRect().intersects(rect)

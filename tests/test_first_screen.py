@@ -228,7 +228,7 @@ def test_the_memory_plot_says_four_times_per_doubling_beside_naives_curve(make_w
 
 def test_next_walks_the_four_points_each_with_its_view(make_window, first_run, qtbot):
     window = make_window(open_path=str(SHIPPED), seq_len=16384)
-    qtbot.waitUntil(lambda: window.config.seq_len == 16384, timeout=5000)
+    qtbot.waitUntil(lambda: window.state.value.replay and window.config.seq_len == 16384)
     strip = _lesson(window)
     qtbot.waitUntil(lambda: bool(strip.steps) and "16" in strip.text.text(), timeout=5000)
     strip.next.click()  # 2: the wall

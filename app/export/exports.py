@@ -247,6 +247,7 @@ def _replica(panel: PlotsPanel, size: tuple[int, int], only: str | None) -> Plot
     replica = panel.replicate(keep_zoom=False)
     replica.show_only(only)
     _lay_out(replica, size)
+    replica.flush_roof_labels()
     return replica
 
 
@@ -305,6 +306,7 @@ class PlotImageExport(QObject):
         try:
             replica.show_only(self.only)
             yield from _lay_out_steps(replica, self.size)
+            replica.flush_roof_labels()
             for view in replica.graphics_views():  # a cache holds a whole item: render bands
                 for item in view.scene().items():
                     item.setCacheMode(QGraphicsItem.CacheMode.NoCache)

@@ -77,7 +77,7 @@ from ..state.units import (
 )
 from ..window.theme import Palette
 from ..work.background import LatestOnly, in_process
-from ..work.pacing import coalesced, once_per_turn
+from ..work.pacing import before_paint, coalesced, once_per_turn, own_turn
 from .explain import binds_text
 from .strip_chart import TrafficStripChart
 
@@ -246,9 +246,13 @@ class PlotsPanel(QWidget):
         self._pending_measured: dict[str, list[RunResult]] | None = None
         self._pending_reference: dict[str, list[RunResult]] | None = None
         self._relabel = False
-        self._paced_visibility = coalesced(self._apply_visibility, 0, parent=self)
+        # Legends and ranges, and new model curves: each in a turn of its own (app/work/pacing.py)
+        self._paced_visibility = own_turn(self._apply_visibility, parent=self)
+        self._paced_model = own_turn(self._draw_model, parent=self)
         self._paced_strip = coalesced(self._show_strip, STRIP_MS, parent=self)
         self._paced_markers = once_per_turn(self._move_markers, parent=self)
+        #: The roof labels follow the roofline's view once per turn, however often it moved.
+        self._paced_roof_labels = before_paint(self._place_roof_labels, parent=self)
         #: Model curves are computed here, off the GUI thread; only the newest set is drawn.
         self.model_worker = LatestOnly(self)
         yield from self._build_items()
@@ -475,7 +479,15 @@ class PlotsPanel(QWidget):
             self.set_recorded_note(s.backend.backend.label() if s.replay else "")
         if change.changed("budget", "budget_line_label"):
             self.set_budget(s.budget.line_bytes, s.budget_line_label)
-        if change.changed("roof_device", "roof_device_label", "on_gpu"):
+        # While a backend starts (none ready) the roofs stay those of the last one: its
+        # successor names its own GPU a moment later, and drawing a reference GPU's roofs in
+        # between would redraw every roof and point twice.
+        starting = s.backend is None and self._gpu is not None
+        if change.changed("roof_device", "roof_device_label", "on_gpu", "backend") and not (
+            starting
+            or (s.roof_device, s.roof_device_label, s.on_gpu)
+            == (self._gpu, self._gpu_label, self._time_model_gpu is not None)
+        ):
             self.set_gpu(s.roof_device, s.roof_device_label, time_model=s.on_gpu)
         if change.changed("layers") and s.layers != self._layers:
             self.set_layers(s.layers)
@@ -801,7 +813,20 @@ class PlotsPanel(QWidget):
             r.set_series(
                 f"roof_{name}", [10**start, 10**x1] if inside else [], [value] * 2 if inside else []
             )
-        self._place_roof_labels()
+        self._label_roofs()
+        self._paced_roof_labels()  # placed once this turn's range changes are over
+
+    def _label_roofs(self) -> None:
+        """Each roof label's text, shown where its roof is drawn (now: the roofline's fit
+        reads the labels' size; their places follow before the next paint)."""
+        r = self.roofline
+        for name, label in self.roof_labels.items():
+            text = r.labels.get(f"roof_{name}", "")
+            if text != label.toPlainText():
+                label.setText(text)
+            drawn = bool(r.series.get(f"roof_{name}", ([], []))[0])
+            if name != XU or not drawn:  # the exponential unit's is shown where it has room
+                label.setVisible(drawn)
 
     def _place_roof_labels(self) -> None:
         """Diagonal roofs: the label along the line near its lower end; flat roofs: above the
@@ -809,10 +834,9 @@ class PlotsPanel(QWidget):
         unit's goes last, to the first place free of the other labels and the memory roofs
         (at d = 64 its roof coincides with the tensor cores')."""
         r = self.roofline
+        self._label_roofs()
         for name, label in self.roof_labels.items():
             xs, ys = r.series.get(f"roof_{name}", ([], []))
-            label.setText(r.labels.get(f"roof_{name}", ""))
-            label.setVisible(bool(xs))
             if not xs or name == XU:
                 continue
             lx, hx = math.log10(xs[0]), math.log10(xs[-1])
@@ -831,7 +855,7 @@ class PlotsPanel(QWidget):
         the exponential unit's label again."""
         if XU in self._flat_roofs and not self.roofline.user_zoomed:
             self._fit_roofline()
-        self._place_xu_label()
+        self._paced_roof_labels()
 
     def _place_xu_label(self) -> None:
         """The exponential unit's label at its roof's right end, above the line, else moved
@@ -883,9 +907,14 @@ class PlotsPanel(QWidget):
 
     def roof_label_rect(self, name: str):  # type: ignore[no-untyped-def]
         """The scene rectangle a roof's label covers now (what the layout test checks)."""
+        self.flush_roof_labels()
         label = self.roof_labels[name]
         label.updateTransform(force=True)
         return label.sceneBoundingRect()
+
+    def flush_roof_labels(self) -> None:
+        """Place the roof labels now if a range change left them due (exports, tests)."""
+        self._paced_roof_labels.flush()
 
     def set_reference(self, series: dict[str, list[RunResult]]) -> None:
         """See `_show_reference`; noted only while the panel is hidden."""
@@ -1003,7 +1032,7 @@ class PlotsPanel(QWidget):
         warm = tuple(warm)
         self.model_worker.submit(
             in_process(model_curves, fam, algos, gpu, warm, self._gpu, self._layers),
-            self._draw_model,
+            self._paced_model,
             failed=self._model_failed,
         )
 
@@ -1011,7 +1040,7 @@ class PlotsPanel(QWidget):
         fam, algos, gpu, band_gpu = self._family, self._algorithms, self._time_model_gpu, self._gpu
         layers = self._layers
         self.model_worker.submit(
-            lambda: model_curves(fam, algos, gpu, (), band_gpu, layers), self._draw_model
+            lambda: model_curves(fam, algos, gpu, (), band_gpu, layers), self._paced_model
         )
 
     def _draw_model(self, curves: ModelCurves) -> None:
@@ -1056,7 +1085,10 @@ class PlotsPanel(QWidget):
         self.catch_up()
         self._paced_markers.flush()
         self.model_worker.flush()
+        self._paced_model.flush()
         self._paced_strip.flush()
+        self._paced_visibility.flush()
+        self.flush_roof_labels()
 
     def _draw_bounds(self) -> None:
         """Where the roofline puts each algorithm at the current N (hollow markers on the

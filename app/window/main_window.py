@@ -13,8 +13,10 @@ and paints. The window never calls a backend itself.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -61,7 +63,7 @@ from ..work.background import (
     start_compute_process,
     stop_compute_process,
 )
-from ..work.pacing import RESULTS_MS, coalesced
+from ..work.pacing import RESULTS_MS, coalesced, own_turn
 from ..work.release import free_later
 from ..work.runner import Runner
 from . import settings
@@ -82,6 +84,8 @@ from .status import (
 from .theme import THEMES, icon_path, palette, qt_palette, style_sheet
 
 BackendFactory = Callable[[str], Backend]
+log = logging.getLogger(__name__)
+
 ORGANIZATION = APPLICATION = "Tilescope"
 NO_CUDA_MESSAGE = "No CUDA device: using the CPU backend (NumPy)"
 SWEEP_TIP = (
@@ -102,6 +106,11 @@ RECORDED_SWEEP_TIP = (
 #: (model curves, animation lanes, JSON); at CPython's default of 5 ms the GUI thread could wait
 #: that long several times per frame.
 GIL_SWITCH_S = 0.001
+#: How long a closing window waits, in all, for jobs running off the GUI thread to end: a
+#: job still running then finishes on its own, its result dropped (a closed window's jobs
+#: must not hold the close; one that waited for a thread or a fresh compute process held it
+#: for 5 s).
+CLOSE_WAIT_S = 0.5
 
 
 #: The window's first size, where the screen has room for it (fit_to_screen clamps it).
@@ -162,7 +171,9 @@ class MainWindow(QMainWindow):
         #: (source key, results kept, file) while Continue measuring starts its backend
         self._continuing: tuple[str, int, str] | None = None
         #: Results arriving in a burst are drawn once (at most once a frame).
-        self._redraw_measured = coalesced(self._refresh_measured, RESULTS_MS, parent=self)
+        # At most once a frame, and in a turn of its own (not with the model's redraw).
+        self._measured_turn = own_turn(self._refresh_measured, parent=self)
+        self._redraw_measured = coalesced(self._queue_measured_redraw, RESULTS_MS, parent=self)
 
         self._build_ui()
         self._build_actions()
@@ -868,8 +879,7 @@ class MainWindow(QMainWindow):
             self.every_series_action.blockSignals(False)
         if change.changed("devices") and self._backend_generation and restart_needed(change.new):
             self._start_backend(change.new.backend_choice)
-        if not redraw:  # else the redraw, within a frame, takes the point to them
-            self._follow_point()
+        self._follow_point()  # now: the redraw waits for a turn of its own
 
     def _results_at_n(self) -> dict[str, RunResult]:
         """The shown algorithms' results at the N shown: a look-up per algorithm, whatever the
@@ -976,6 +986,9 @@ class MainWindow(QMainWindow):
             result.config, result.algorithm, s.algorithms, s.roof_device, results,
             compute=here and result.config.seq_len == s.config.seq_len,
         )  # fmt: skip
+
+    def _queue_measured_redraw(self) -> None:
+        self._measured_turn()
 
     def _refresh_measured(self) -> None:
         if self.animation is not None:
@@ -1171,10 +1184,22 @@ class MainWindow(QMainWindow):
             # compute process) and its result is moot (the reader is left to finish alone).
             stop_compute_process()
             self.file_menu.reader.abandon()
-            self.wait_for_background()
+            # Jobs not yet started never start; the rest get one short wait in all, and any
+            # still running then is left to finish on its own (its report goes nowhere).
+            workers = self.findChildren(LatestOnly)
+            for worker in workers:
+                worker.cancel()
+            for worker in self.wait_for_background(CLOSE_WAIT_S):
+                log.info("closing: %s is still running a job, left to finish alone", worker)
+                worker.abandon()
         super().closeEvent(event)
 
-    def wait_for_background(self, timeout_s: float = 5.0) -> None:
-        """Let work running off the GUI thread finish (a closing window, a test's end)."""
-        for worker in self.findChildren(LatestOnly):
-            worker.wait(timeout_s)
+    def wait_for_background(self, timeout_s: float = 5.0) -> list[LatestOnly]:
+        """Let work running off the GUI thread finish (a closing window, a test's end), for
+        `timeout_s` in all; the workers whose job is still running then."""
+        deadline = time.monotonic() + timeout_s
+        return [
+            worker
+            for worker in self.findChildren(LatestOnly)
+            if not worker.wait(max(0.0, deadline - time.monotonic()))
+        ]

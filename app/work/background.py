@@ -45,6 +45,9 @@ class _Job:
     apply: Callable[[Any], None]
     failed: Callable[[BaseException], None] | None
     done: threading.Event = field(default_factory=threading.Event)
+    #: Dropped before a pool thread took it up: it never starts (a closing window's job
+    #: waiting for a thread, or for a compute process it would have to start afresh).
+    dropped: bool = False
 
 
 class LatestOnly(QObject):
@@ -58,6 +61,8 @@ class LatestOnly(QObject):
         self._waiting: _Job | None = None
         self._running: _Job | None = None
         self._worker: Any = None
+        #: Jobs that must run once submitted (a save): cancel drops their results only.
+        self.keeps_jobs = False
         self.started = 0  # jobs started on a worker (tests and benchmarks read these)
         self.dropped = 0  # results dropped because a newer job superseded them
 
@@ -95,9 +100,12 @@ class LatestOnly(QObject):
         self._deliver(job, *_call(job.work))
 
     def cancel(self) -> None:
-        """Drop the waiting job and the result of the one running."""
+        """Drop the waiting job and the result of the one running (which does not start at
+        all if no pool thread has taken it up yet)."""
         self._waiting = None
         self._ticket += 1
+        if self._running is not None and not self.keeps_jobs:
+            self._running.dropped = True
 
     def abandon(self) -> None:
         """Drop the waiting job and the running one's result, and outlive the parent (a window
@@ -125,6 +133,8 @@ class LatestOnly(QObject):
 
         def run() -> tuple[Any, BaseException | None]:
             try:
+                if job.dropped:
+                    return None, None
                 return _call(job.work)
             finally:
                 job.done.set()
@@ -173,6 +183,7 @@ def run_once(
     """One job that no later one supersedes (a save must happen even if another follows): its
     own LatestOnly, which goes away once it has reported."""
     runner = LatestOnly(parent)
+    runner.keeps_jobs = True
 
     def done(result: Any) -> None:
         runner.deleteLater()

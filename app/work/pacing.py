@@ -18,6 +18,13 @@ A burst costs two runs and two repaints, whatever its length.
 `settled(func, pause_ms)` is the other policy, for text a reader reads rather than watches (the
 explain pane, the lesson strip): `func` runs once the calls have paused for `pause_ms`, with the
 newest arguments, so a drag lays the text out when it pauses or ends, never on every move.
+
+`own_turn(func)` is for the GUI thread's larger pieces of work that fall due together after a
+change (the measured redraw, the model redraw, the legends' relayout): each waits for a turn of
+the event loop of its own, oldest first, so no turn runs them all and timers and repaints run
+between them. `before_paint(func)` runs `func` once at the start of the next turn, before its
+repaints, however often it was asked for in this one (the roof labels, which every range change
+of a turn would otherwise place again).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import shiboken6
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt, QTimer
 from superqt.utils import qthrottled
 
@@ -131,3 +139,145 @@ class OncePerTurn(QObject):
 def once_per_turn(func: Callable[[], Any], parent: QObject | None = None) -> OncePerTurn:
     """`func`, run at most at the start and at the end of a turn of the event loop."""
     return OncePerTurn(func, parent)
+
+
+class BeforePaint(QObject):
+    """`func`, run once at the start of the next turn of the event loop, before the repaints
+    that turn delivers (a posted event of high priority), however often it was asked for.
+
+    For work that only places things (labels beside lines that a range change moved): a
+    state change moves the view's range several times in one turn, and placing the labels
+    after each move would cost several placements for one picture."""
+
+    def __init__(self, func: Callable[[], Any], parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._func = func
+        self._due = False
+
+    def __call__(self) -> None:
+        if not self._due:
+            self._due = True
+            QCoreApplication.postEvent(
+                self, QEvent(_BEFORE_PAINT), Qt.EventPriority.HighEventPriority.value
+            )
+
+    @property
+    def pending(self) -> bool:
+        return self._due
+
+    def flush(self) -> None:
+        """Run a due call now (its posted event then finds nothing to do)."""
+        if self._due:
+            self._due = False
+            self._func()
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == _BEFORE_PAINT:
+            self.flush()
+            return True
+        return super().event(event)
+
+
+def before_paint(func: Callable[[], Any], parent: QObject | None = None) -> BeforePaint:
+    """`func`, run at most once per turn of the event loop, before its repaints."""
+    return BeforePaint(func, parent)
+
+
+_BEFORE_PAINT = QEvent.Type(QEvent.registerEventType())
+
+
+class _TurnQueue(QObject):
+    """The jobs waiting for a turn of their own, oldest first; one runs per turn.
+
+    A zero-interval timer, not a posted event, starts each: Qt delivers a chain of posted
+    events ahead of due timers (a 10 ms heartbeat was seen starved for 50 ms by a chain of
+    5 ms events), while timers that fall due meanwhile run between two timer-started jobs."""
+
+    def __init__(self) -> None:
+        super().__init__(QCoreApplication.instance())
+        self.jobs: list[OwnTurn] = []
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(0)
+        self._timer.timeout.connect(self._run_one)
+
+    def add(self, job: OwnTurn) -> None:
+        if job not in self.jobs:
+            self.jobs.append(job)
+        if not self._timer.isActive():
+            self._timer.start()
+
+    def remove(self, job: OwnTurn) -> None:
+        if job in self.jobs:
+            self.jobs.remove(job)
+
+    def _run_one(self) -> None:
+        if not self.jobs:
+            return
+        job = self.jobs.pop(0)
+        try:
+            if shiboken6.isValid(job):  # its owner may have gone meanwhile
+                job.run()
+        finally:
+            # The next job in a later turn, started after this one: a timer that fell due
+            # while it ran (an earlier deadline) goes first.
+            if self.jobs and not self._timer.isActive():
+                self._timer.start()
+
+
+_turns: _TurnQueue | None = None
+
+
+def _turn_queue() -> _TurnQueue:
+    global _turns
+    app = QCoreApplication.instance()
+    if _turns is None or _turns.parent() is not app:
+        _turns = _TurnQueue()
+    return _turns
+
+
+class OwnTurn(QObject):
+    """`func`, run in a turn of the event loop of its own (see `own_turn`)."""
+
+    def __init__(self, func: Callable[..., Any], parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._func = func
+        self._args: tuple[Any, ...] = ()
+        self._due = False
+
+    def __call__(self, *args: Any) -> None:
+        self._args = args
+        self._due = True
+        _turn_queue().add(self)
+
+    @property
+    def pending(self) -> bool:
+        return self._due
+
+    def run(self) -> None:
+        if self._due:
+            self._due = False
+            args, self._args = self._args, ()
+            self._func(*args)
+
+    def flush(self) -> None:
+        """Run a due call now."""
+        if self._due:
+            _turn_queue().remove(self)
+            self.run()
+
+    def cancel(self) -> None:
+        self._due = False
+        self._args = ()
+        _turn_queue().remove(self)
+
+
+def own_turn(func: Callable[..., Any], parent: QObject | None = None) -> OwnTurn:
+    """`func`, run in a turn of the event loop of its own, with the newest arguments.
+
+    The GUI thread's larger pieces of work (a measured redraw, a model redraw, a relayout of
+    the legends) fall due together after a change: run in the same turn they make one long
+    stall. Each queued here runs in its own turn, oldest first, so timers, input and the
+    repaints of each piece run between them. A call while waiting only replaces the
+    arguments."""
+    return OwnTurn(func, parent)
