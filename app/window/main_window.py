@@ -63,7 +63,7 @@ from ..work.background import (
     start_compute_process,
     stop_compute_process,
 )
-from ..work.pacing import RESULTS_MS, coalesced, own_turn
+from ..work.pacing import RESULTS_MS, coalesced
 from ..work.release import free_later
 from ..work.runner import Runner
 from . import settings
@@ -171,9 +171,7 @@ class MainWindow(QMainWindow):
         #: (source key, results kept, file) while Continue measuring starts its backend
         self._continuing: tuple[str, int, str] | None = None
         #: Results arriving in a burst are drawn once (at most once a frame).
-        # At most once a frame, and in a turn of its own (not with the model's redraw).
-        self._measured_turn = own_turn(self._refresh_measured, parent=self)
-        self._redraw_measured = coalesced(self._queue_measured_redraw, RESULTS_MS, parent=self)
+        self._redraw_measured = coalesced(self._refresh_measured, RESULTS_MS, parent=self)
 
         self._build_ui()
         self._build_actions()
@@ -879,7 +877,8 @@ class MainWindow(QMainWindow):
             self.every_series_action.blockSignals(False)
         if change.changed("devices") and self._backend_generation and restart_needed(change.new):
             self._start_backend(change.new.backend_choice)
-        self._follow_point()  # now: the redraw waits for a turn of its own
+        if not redraw:  # else the redraw, within a frame, takes the point to them
+            self._follow_point()
 
     def _results_at_n(self) -> dict[str, RunResult]:
         """The shown algorithms' results at the N shown: a look-up per algorithm, whatever the
@@ -986,9 +985,6 @@ class MainWindow(QMainWindow):
             result.config, result.algorithm, s.algorithms, s.roof_device, results,
             compute=here and result.config.seq_len == s.config.seq_len,
         )  # fmt: skip
-
-    def _queue_measured_redraw(self) -> None:
-        self._measured_turn()
 
     def _refresh_measured(self) -> None:
         if self.animation is not None:

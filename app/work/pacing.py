@@ -20,7 +20,7 @@ explain pane, the lesson strip): `func` runs once the calls have paused for `pau
 newest arguments, so a drag lays the text out when it pauses or ends, never on every move.
 
 `own_turn(func)` is for the GUI thread's larger pieces of work that fall due together after a
-change (the measured redraw, the model redraw, the legends' relayout): each waits for a turn of
+change (the model curves' redraw, the legends' and ranges' pass): each waits for a turn of
 the event loop of its own, oldest first, so no turn runs them all and timers and repaints run
 between them. `before_paint(func)` runs `func` once at the start of the next turn, before its
 repaints, however often it was asked for in this one (the roof labels, which every range change
@@ -275,8 +275,8 @@ class OwnTurn(QObject):
 def own_turn(func: Callable[..., Any], parent: QObject | None = None) -> OwnTurn:
     """`func`, run in a turn of the event loop of its own, with the newest arguments.
 
-    The GUI thread's larger pieces of work (a measured redraw, a model redraw, a relayout of
-    the legends) fall due together after a change: run in the same turn they make one long
+    The GUI thread's larger pieces of work (a model redraw, a relayout of the legends) fall
+    due together after a change: run in the same turn they make one long
     stall. Each queued here runs in its own turn, oldest first, so timers, input and the
     repaints of each piece run between them. A call while waiting only replaces the
     arguments."""
