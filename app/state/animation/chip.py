@@ -284,8 +284,13 @@ def _warp_specialized(config: AttentionConfig, gpu: GpuSpec) -> ChipLayout:
     slots = (
         SlotSpec("align", 1024, "", ""),
         SlotSpec("Q_i", bm * config.head_dim * HALF, "Q", "load_Q_i"),
+        *(
+            (SlotSpec("Q_i+1", bm * config.head_dim * HALF, "Q", "load_Q_i"),)
+            if launch.persistent
+            else ()
+        ),
         *_ring(config, bn, stages),
-        SlotSpec("mbarriers", 8 * (1 + 4 * stages), "", ""),
+        SlotSpec("mbarriers", 8 * launch.barriers, "", ""),
         *_registers(config, bm, bn, q=False, two_s=False),
     )
     occ = None
