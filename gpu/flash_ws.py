@@ -229,11 +229,17 @@ def _ws_layout(config: AttentionConfig, launch: WsLaunch) -> tuple[tuple[int, ..
     )
 
     def arguments(q: Any, k: Any, v: Any, o: Any, m: Any, l: Any) -> tuple[Any, ...]:
+        import cupy
+
+        # The tile scheduler's counters, zero for the first launch; the kernel puts them back
+        # to zero as it ends. One pair per argument tuple, so two launches that could overlap
+        # (different streams) never share them.
+        sched = cupy.zeros(2, dtype=cupy.int32)
         return (
             tensor_map(q, launch.block_m, bf16),
             tensor_map(k, launch.block_n, bf16),
             tensor_map(v, launch.block_n, bf16),
-            o, m, l, *scalars,
+            o, m, l, *scalars, sched,
         )  # fmt: skip
 
     sm_count = device_attribute("MultiProcessorCount") if launch.persistent else 0

@@ -59,9 +59,15 @@ class WsLaunch:
 
     @property
     def smem_bytes(self) -> int:
-        """1024 B alignment slack + the Q tile(s) + `stages` K and V tiles + the mbarriers."""
+        """1024 B alignment slack + the Q tile(s) + `stages` K and V tiles + the mbarriers
+        (+ the tile slots when persistent)."""
         rows = self.q_buffers * self.block_m + 2 * self.stages * self.block_n
-        return 1024 + rows * self.head_dim * 2 + 8 * self.barriers
+        return 1024 + rows * self.head_dim * 2 + 8 * self.barriers + self.tile_slot_bytes
+
+    @property
+    def tile_slot_bytes(self) -> int:
+        """Persistent: the tile index each Q buffer holds (two int32 after the mbarriers)."""
+        return 8 if self.persistent else 0
 
     @property
     def label(self) -> str:

@@ -34,10 +34,13 @@
 //     back, then does the softmax of S_j while P_{j-1} V_{j-1} is still running.
 //   * Causal: key tiles above the diagonal are never loaded; blocks start longest first, and
 //     heads are handed out in groups that share L2 (see "Block order").
-//   * Persistent blocks (PERSIST): one block per SM walks the query tiles (tile = blockIdx.x,
-//     + gridDim.x, ...) with two Q buffers, so the producer copies the next tile's Q and its
-//     first K/V tiles while the consumers still finish this tile's P·V and epilogue; the next
-//     tile starts on data already in shared memory instead of a new block's cold start.
+//   * Persistent blocks (PERSIST): one block per SM walks the query tiles with two Q buffers,
+//     so the producer copies the next tile's Q and its first K/V tiles while the consumers
+//     still finish this tile's P·V and epilogue; the next tile starts on data already in shared
+//     memory instead of a new block's cold start. Tiles are handed out by a global counter
+//     (see "Tile scheduler"): a block takes the next one when its producer has issued the last
+//     copy of the current one, so the longest causal tiles, which go first, end up spread
+//     evenly and blocks finish together.
 //
 // Warp roles (NT = 128·(NCW + 1) threads, __launch_bounds__(NT, 1): one block per SM):
 //   warpgroup 0       producer: warp 0, lane 0 issues every TMA copy; the rest exit at once
@@ -52,6 +55,7 @@
 //   V ring  the same
 //   mbarriers  q_full[QB], (PERSIST: q_empty[2]), k_full[NS], k_empty[NS], v_full[NS],
 //              v_empty[NS] (8 bytes each; QB = 2 with PERSIST, else 1)
+//   PERSIST: tile[2], the tile index each Q buffer holds (int32 each)
 // Every tile is the 128-byte-swizzle layout (16-byte chunk c of row r at chunk c ^ (r % 8)),
 // written by TMA boxes of 64 columns (128 B) × rows with CU_TENSOR_MAP_SWIZZLE_128B.
 // wgmma descriptors: K-major for Q (A) and K (B): + 32 B per k-step, SBO = 1024 (8 rows);
@@ -90,8 +94,16 @@
 // producer may copy tile it + 2's Q into it, every consumer warp fences its shared-memory
 // accesses against the copy engine (fence.proxy.async) and arrives on q_empty[b].
 //
-// Block order. A linear tile index (blockIdx.x, or with PERSIST the block's k-th tile
-// blockIdx.x + k·gridDim.x) → (head, query tile): heads are handed out in groups of HG
+// Tile scheduler (PERSIST). Block b's first tile is b; after that its producer draws
+// gridDim.x + atomicAdd(&sched[0], 1) and writes the index to tile[buffer] before its arrival
+// on q_full[buffer] (an mbarrier arrival releases the thread's earlier writes; the consumers'
+// wait acquires them). An index past the last tile is the end: the producer arrives without
+// bytes and the consumers, reading it, leave. The last producer to leave puts both counters
+// back to 0 (sched[1] counts the producers that left), so the next launch starts from zero with
+// no host-side reset.
+//
+// Block order. A linear tile index (blockIdx.x, or with PERSIST the drawn one) → (head, query
+// tile): heads are handed out in groups of HG
 // (host-chosen so a group's K and V stay in L2), and inside a group causal blocks run longest
 // first (the last query tiles see the most key tiles), so short blocks fill the tail and SMs
 // finish together; non-causal blocks go in query-tile order.
@@ -127,20 +139,22 @@
 //   PINGPONG  consumers take turns on the tensor cores (named barriers)
 //   OVERLAP   softmax of S_j overlaps P_{j-1} V_{j-1} inside a warpgroup
 //   PREG    registers the producer warpgroup keeps (setmaxnreg.dec); consumers get the rest
-//   PERSIST one block per SM loops over the query tiles, two Q buffers (see "Q buffers")
+//   PERSIST one block per SM loops over the query tiles, two Q buffers (see "Q buffers" and
+//           "Tile scheduler")
 //   CAUSAL  key j may be seen by query i only when j <= i
 //   BF16    bf16 inputs/outputs (else fp16)
 // Grid: ceil(N / BR) · batch·heads (PERSIST: at most one block per SM). Block: 128·(NCW + 1). Dynamic shared memory: see
 // gpu/flash_ws.py (`WsLaunch.smem_bytes`), the same sum as the carve-up below.
 // Arguments: tensor maps of Q, K, V; O (u16, [bh, N, D]); M, L (fp32, [bh, N]); N; the number of
-// (batch, head) pairs; heads per L2 group; log2(e)/√d.
+// (batch, head) pairs; heads per L2 group; log2(e)/√d; the scheduler's two int32 counters (zero
+// before the first launch; unused without PERSIST).
 template <int D, int BC, int NCW, int NS, bool PINGPONG, bool OVERLAP, int PREG, bool PERSIST,
           bool CAUSAL, bool BF16>
 __global__ void __launch_bounds__(128 * (NCW + 1), 1)
 flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap tm_k,
              const __grid_constant__ TmaMap tm_v, u16* __restrict__ O, float* __restrict__ M,
              float* __restrict__ L, int N, int bh_count, int group_heads,
-             float scale_log2 TRACE_PARAM) {
+             float scale_log2, int* __restrict__ sched TRACE_PARAM) {
     constexpr int BR = 64 * NCW;
     constexpr int K_STEPS = D / 16;    // k-steps of S = Q Kᵀ (contraction over d)
     constexpr int PV_STEPS = BC / 16;  // k-steps of O += P V (contraction over keys)
@@ -172,6 +186,9 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
     auto k_empty = [&](int s) { return bars + 8u * (QBARS + NS + s); };
     auto v_full = [&](int s) { return bars + 8u * (QBARS + 2 * NS + s); };
     auto v_empty = [&](int s) { return bars + 8u * (QBARS + 3 * NS + s); };
+    // PERSIST: the tile index of each Q buffer, after the mbarriers.
+    volatile int* tile_slot =
+        reinterpret_cast<volatile int*>(smem_raw + (bars + 8u * (QBARS + 4 * NS) - smem_addr(smem_raw)));
 
     const int tid = threadIdx.x;
     const int wg = tid >> 7;          // 0: producer; 1..NCW: consumers
@@ -196,8 +213,6 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
         kv_tiles = (N + BC - 1) / BC;
         if (CAUSAL) kv_tiles = min(kv_tiles, (min(q0 + BR, N) - 1) / BC + 1);
     };
-    // This block's tiles: blockIdx.x, then every gridDim.x-th (one tile without PERSIST).
-    const int tile_step = PERSIST ? gridDim.x : tile_count;
 
     if (tid == 0) {
         for (int b = 0; b < QB; ++b) mbar_init(q_full(b), 1);
@@ -243,13 +258,21 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
 #pragma unroll
             for (int h = 0; h < D / 64; ++h) tma_load_3d(stage + h * (BC * 128), map, full, 64 * h, j * BC, bh);
         };
-        for (int tile = blockIdx.x, it = 0; tile < tile_count; tile += tile_step, ++it) {
-            locate(tile);
-            TRACE_SEEK(tile, trace_rows, trace_first);
+        int tile = blockIdx.x;
+        for (int it = 0;; ++it) {
             // STEP load_Q_i — Q_i: HBM -> shared memory once, D/64 boxes of 64 columns × BR
             // rows, into buffer it % QB once the tile that used it last has stored its O.
             const int b = it % QB;
             if (PERSIST && it >= QB) mbar_wait(q_empty(b), ((it / QB) - 1) & 1);
+            if constexpr (PERSIST) {
+                tile_slot[b] = tile;  // published by the arrival on q_full[b]
+                if (tile >= tile_count) {  // no tiles left: tell the consumers, then leave
+                    mbar_arrive(q_full(b));
+                    break;
+                }
+            }
+            locate(tile);
+            TRACE_SEEK(tile, trace_rows, trace_first);
             const u32 sQ = sQ0 + b * Q_BYTES;
             mbar_arrive_expect_tx(q_full(b), Q_BYTES);
 #pragma unroll
@@ -268,6 +291,14 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
             }
             TRACE_MARK_IF(true, role_word(PRODUCER_ROLE, RolePhase::end), q_tile);
             kv_base += kv_tiles;
+            if constexpr (!PERSIST) break;
+            tile = gridDim.x + atomicAdd(sched, 1);  // the next tile nobody has taken
+        }
+        if constexpr (PERSIST) {  // the last block out resets the scheduler for the next launch
+            if (atomicAdd(sched + 1, 1) == (int)gridDim.x - 1) {
+                atomicExch(sched, 0);
+                atomicExch(sched + 1, 0);
+            }
         }
         return;
     }
@@ -463,20 +494,22 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
         finish_pv(last);
     };
 
-    for (int tile = blockIdx.x, it = 0; tile < tile_count; tile += tile_step, ++it) {
+    for (int it = 0;; ++it) {
+        // STEP load_Q_i — wait for Q_i (the producer's TMA copy) and, with PERSIST, read which
+        // tile it is.
+        const int qb = it % QB;
+        mbar_wait(q_full(qb), (it / QB) & 1);
+        const int tile = PERSIST ? tile_slot[qb] : (int)blockIdx.x;
+        if (tile >= tile_count) break;
         locate(tile);
         TRACE_SEEK(tile, trace_rows, trace_first);
+        TRACE_MARK_IF(tracer, role_word(role, RolePhase::load_Q_i), q_tile);
         warp_row0 = q0 + c * 64 + warp * 16;
-        const int qb = it % QB;
         sQ = sQ0 + qb * Q_BYTES;
         rows.init();
 #pragma unroll
         for (int i = 0; i < O_REGS; ++i) o_acc[i] = 0.f;
         if (PINGPONG && c == 0) named_bar_arrive(1, 256);  // consumer 0 goes first
-
-        // STEP load_Q_i — wait for Q_i (the producer's TMA copy).
-        mbar_wait(q_full(qb), (it / QB) & 1);
-        TRACE_MARK_IF(tracer, role_word(role, RolePhase::load_Q_i), q_tile);
 
         // Tile 0: S_0, then its softmax (nothing to overlap with yet; O is still 0).
         TRACE_MARK_IF(tracer, role_word(role, RolePhase::wait_K_j), 0);
@@ -518,5 +551,6 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
         TRACE_MARK_IF(tracer, role_word(role, RolePhase::end), q_tile);
         if (PINGPONG && c == 0) named_bar_sync(1, 256);  // the last turn passed to consumer 0
         kv_base += kv_tiles;
+        if constexpr (!PERSIST) break;
     }
 }

@@ -291,6 +291,7 @@ def _warp_specialized(config: AttentionConfig, gpu: GpuSpec) -> ChipLayout:
         ),
         *_ring(config, bn, stages),
         SlotSpec("mbarriers", 8 * launch.barriers, "", ""),
+        *((SlotSpec("tile ids", launch.tile_slot_bytes, "", ""),) if launch.persistent else ()),
         *_registers(config, bm, bn, q=False, two_s=False),
     )
     occ = None
