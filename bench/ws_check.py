@@ -22,9 +22,17 @@ over the variants in alternating order, the median of the passes reported. The s
 one table per shape (best first, against cuDNN and the current default) and, per head dim, the
 variant to paste into gpu.algorithms.WS_DEFAULTS.
 
+With --sustained, the defaults (and any --variants) are checked, then timed after --warm
+seconds (30) of continuous device work, when clocks have settled where a user's long run keeps
+them, against SDPA flash and cuDNN at every FlashAttention-3 shape (fp16 and bf16 unless
+--dtypes says otherwise): --rounds rounds (3) a shape, the order reversed every other round,
+inputs rotating so that no launch starts from a warm L2. It prints each shape's median TF/s with
+the spread of the rounds, the ratios, and how many shapes with N >= 1024 reach 1.0x cuDNN.
+
     PYTHONPATH=$PWD python3 bench/ws_check.py --out $OUT                # ~4-5 minutes on an H200
     PYTHONPATH=$PWD python3 bench/ws_check.py --out $OUT --quick        # fewer shapes, ~2 minutes
     PYTHONPATH=$PWD python3 bench/ws_check.py --out $OUT --candidates   # ~3 minutes
+    PYTHONPATH=$PWD python3 bench/ws_check.py --out $OUT --sustained    # ~4 minutes
 """
 
 from __future__ import annotations
@@ -822,6 +830,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warm", type=float, default=30.0, help="--sustained: seconds of heating")
     p.add_argument("--rounds", type=int, default=3, help="--sustained: rounds per shape")
     p.add_argument("--dtypes", default="fp16,bf16", help="--sustained: dtypes to time")
+    p.add_argument(
+        "--variants", default="", help="--sustained: more variant labels to time (comma list)"
+    )
     p.add_argument("--worker", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
 
@@ -892,7 +903,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         records += recs
     elif correct and args.sustained and not args.skip_time:
-        timed = [x for x in correct if x in defaults or variant_by_label(x).persistent]
+        extra = [x for x in args.variants.split(",") if x]
+        timed = [x for x in correct if x in defaults or x in extra]
         stage(f"sustained: {args.warm:.0f} s of heating, then {len(timed)} variants vs SDPA")
         recs, _ = run_worker(
             ["sustained", str(args.rounds), str(args.repeats), args.dtypes, str(args.warm), *timed],

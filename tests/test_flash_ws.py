@@ -86,6 +86,7 @@ def test_the_candidate_timing_compares_the_defaults_with_the_baselines_and_new_k
     for d in (64, 128):
         here = [v for v in timed if v.head_dim == d]
         assert any(v.pingpong for v in here) and any(not v.pingpong for v in here), d
+        assert any(v.persistent for v in here) and any(not v.persistent for v in here), d
 
 
 def test_labels_name_every_template_parameter_and_read_back() -> None:
