@@ -446,6 +446,12 @@ def print_table(rows: list[dict]) -> None:
         for k, r in m.items():
             if k.startswith("variant") and r["ms"]:
                 print(f"{'':>19} {k}: {r['ms']:.3f} ms ({r['tflops']:.0f} TFLOP/s)")
+    naive_notes = {r["note"] for r in rows if r["method"] in NAIVE}
+    if naive_notes:
+        print("naive vs math: " + "; ".join(sorted(naive_notes)))
+    for r in rows:
+        if r["method"] in NAIVE and r["note"] not in ("interleaved", ""):
+            print(f"  {r['method']} d={r['head_dim']} N={r['seq_len']}: {r['note']}")
 
 
 def parse_variants(spec: str) -> dict[int, list[Any]]:
