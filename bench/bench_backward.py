@@ -343,12 +343,16 @@ def bench_naive_shape(config: AttentionConfig, args: argparse.Namespace) -> list
     rows = []
     if not failed:
         samples: dict[str, list[float]] = {m: [] for m in calls}
-        for r in range(args.rounds):
-            for method in calls if r % 2 == 0 else list(calls)[::-1]:
-                samples[method].append(time_batch(calls[method], 1, args.samples, 20.0))
-        calls.clear()
-        _free_device_memory()
-        return [_row(config, m, samples[m], "interleaved") for m in samples]
+        try:
+            for r in range(args.rounds):
+                for method in calls if r % 2 == 0 else list(calls)[::-1]:
+                    samples[method].append(time_batch(calls[method], 1, args.samples, 20.0))
+        except oom:  # a backward's own temporaries did not fit beside the other's buffers
+            failed["both"] = "out of memory while both were held"
+        else:
+            calls.clear()
+            _free_device_memory()
+            return [_row(config, m, samples[m], "interleaved") for m in samples]
     # Both at once do not fit: each alone, one after the other.
     calls.clear()
     _free_device_memory()
