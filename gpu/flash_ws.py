@@ -60,15 +60,16 @@ def default_launch(head_dim: int) -> WsLaunch:
 #: tiles (64 at d=256). Every candidate timing times the defaults against them.
 BASELINES = ("d64-128x2-c2-po-r24", "d128-128x2-c2-po-r24", "d256-64x2-c2-po-r24")
 
-#: What the candidate timing (`bench/ws_check.py --candidates`) compares at d = 64 and 128,
+#: What the candidate timing (`bench/ws_check.py --candidates`) compares,
 #: besides the defaults and BASELINES: overlap without ping-pong, with 3 consumers at d = 64
 #: and with 2 at d = 128, one block per query tile (the persistent defaults' per-tile twins),
-#: and persistent blocks without ping-pong at d = 128.
+#: persistent blocks without ping-pong at d = 128, and with one Q buffer at d = 256.
 CANDIDATES = (
     "d64-128x2-c3-o-r24",
     "d128-128x2-c2-o-r24",
     "d64-128x2-c3-po-r24",
     "d128-128x2-c2-o-r24-persist",
+    "d256-64x2-c2-po-r24-persist1",
 )
 
 #: Variants that change one thing of a baseline each, slower than their head dim's default on
@@ -120,6 +121,8 @@ def check_launch(launch: WsLaunch) -> None:
         raise ValueError(f"bad variant {launch}")
     if launch.producer_regs < 24 or launch.producer_regs % 8:
         raise ValueError(f"bad producer register count in {launch}")
+    if launch.persistent_q_buffers not in (1, 2):
+        raise ValueError(f"a persistent block holds 1 or 2 Q tiles, not {launch}")
     if launch.smem_bytes > MAX_SMEM_BYTES:
         raise ValueError(f"{launch.label} needs {launch.smem_bytes:,} B of shared memory")
 

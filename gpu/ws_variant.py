@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from .config import AttentionConfig, ceil_div
 
 _LABEL = re.compile(
-    r"^d(?P<d>\d+)-(?P<bn>\d+)x(?P<ns>\d+)-c(?P<c>\d+)-(?P<flags>po|p|o|none)-r(?P<r>\d+)(?P<persist>-persist)?$"
+    r"^d(?P<d>\d+)-(?P<bn>\d+)x(?P<ns>\d+)-c(?P<c>\d+)-(?P<flags>po|p|o|none)-r(?P<r>\d+)(?P<persist>-persist(?P<pq>1)?)?$"
 )
 
 
@@ -30,18 +30,20 @@ class WsLaunch:
     pingpong: bool = True
     overlap: bool = True
     producer_regs: int = 24
-    persistent: bool = False  # one block per SM walks the query tiles, two Q buffers
+    persistent: bool = False  # one block per SM walks the query tiles
+    persistent_q_buffers: int = 2  # Q tiles of a persistent block (1 where two do not fit)
 
     @property
     def q_buffers(self) -> int:
-        """Q tiles in shared memory: two when persistent (the next tile's Q lands meanwhile)."""
-        return 2 if self.persistent else 1
+        """Q tiles in shared memory: two when persistent (the next tile's Q lands meanwhile),
+        or one where two do not fit (d = 256)."""
+        return self.persistent_q_buffers if self.persistent else 1
 
     @property
     def barriers(self) -> int:
-        """mbarriers: q_full per Q buffer (and two q_empty when persistent), then full and
-        empty for each K and V stage."""
-        return (4 if self.persistent else 1) + 4 * self.stages
+        """mbarriers: q_full (and, when persistent, q_empty) per Q buffer, then full and empty
+        for each K and V stage."""
+        return (2 * self.q_buffers if self.persistent else 1) + 4 * self.stages
 
     @property
     def block_m(self) -> int:
@@ -72,12 +74,20 @@ class WsLaunch:
     @property
     def label(self) -> str:
         """Short name: d, key tile × stages, consumers, ping-pong/overlap flags, producer regs,
-        and `-persist` for persistent blocks. `WsLaunch.from_label` reads it back (WS_DEFAULTS
-        holds labels)."""
+        and `-persist` for persistent blocks (`-persist1` with one Q buffer).
+        `WsLaunch.from_label` reads it back (WS_DEFAULTS holds labels)."""
         flags = ("p" if self.pingpong else "") + ("o" if self.overlap else "")
         return (
             f"d{self.head_dim}-{self.block_n}x{self.stages}-c{self.consumers}"
-            f"-{flags or 'none'}-r{self.producer_regs}" + ("-persist" if self.persistent else "")
+            f"-{flags or 'none'}-r{self.producer_regs}" + self._persist_suffix
+        )
+
+    @property
+    def _persist_suffix(self) -> str:
+        if not self.persistent:
+            return ""
+        return (
+            "-persist" if self.persistent_q_buffers == 2 else f"-persist{self.persistent_q_buffers}"
         )
 
     @classmethod
@@ -96,6 +106,7 @@ class WsLaunch:
             overlap="o" in flags,
             producer_regs=int(match["r"]),
             persistent=bool(match["persist"]),
+            persistent_q_buffers=1 if match["pq"] else 2,
         )
 
     def template_name(self, causal: bool, bf16: bool) -> str:
@@ -103,7 +114,7 @@ class WsLaunch:
         return (
             f"flash_ws_fwd<{self.head_dim}, {self.block_n}, {self.consumers}, {self.stages}, "
             f"{b(self.pingpong)}, {b(self.overlap)}, {self.producer_regs}, "
-            f"{b(self.persistent)}, {b(causal)}, {b(bf16)}>"
+            f"{self.q_buffers if self.persistent else 0}, {b(causal)}, {b(bf16)}>"
         )
 
     def grid_blocks(self, config: AttentionConfig) -> int:

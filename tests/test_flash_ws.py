@@ -111,12 +111,12 @@ def test_the_defaults_are_labels_of_variants_of_their_own_head_dim() -> None:
 def test_template_name_lists_every_parameter_in_kernel_order() -> None:
     v = WsLaunch(128, 64, 3, 4, pingpong=False, overlap=True, producer_regs=40)
     assert v.template_name(True, False) == (
-        "flash_ws_fwd<128, 64, 3, 4, false, true, 40, false, true, false>"
+        "flash_ws_fwd<128, 64, 3, 4, false, true, 40, 0, true, false>"
     )
     assert (v.block_m, v.threads) == (192, 512)
     w = replace(v, pingpong=True, producer_regs=24)
     assert w.template_name(False, True) == (
-        "flash_ws_fwd<128, 64, 3, 4, true, true, 24, false, false, true>"
+        "flash_ws_fwd<128, 64, 3, 4, true, true, 24, 0, false, true>"
     )
 
 
@@ -138,10 +138,19 @@ def test_a_persistent_launch_starts_one_block_per_sm_and_walks_every_tile() -> N
     assert launch.launch_blocks(tiny, 132) == 6  # never more blocks than tiles
     per_tile = replace(launch, persistent=False)
     assert per_tile.launch_blocks(config, 132) == per_tile.grid_blocks(config)
-    assert per_tile.template_name(False, False).count("false") == 3
-    assert launch.template_name(False, False) == (
-        "flash_ws_fwd<128, 128, 2, 2, true, true, 24, true, false, false>"
+    assert per_tile.template_name(False, False) == (
+        "flash_ws_fwd<128, 128, 2, 2, true, true, 24, 0, false, false>"
     )
+    assert launch.template_name(False, False) == (
+        "flash_ws_fwd<128, 128, 2, 2, true, true, 24, 2, false, false>"
+    )
+    one_q = WsLaunch.from_label("d256-64x2-c2-po-r24-persist1")
+    assert (one_q.persistent, one_q.q_buffers, one_q.label) == (
+        True,
+        1,
+        "d256-64x2-c2-po-r24-persist1",
+    )
+    assert one_q.template_name(True, True).endswith(", 24, 1, true, true>")
 
 
 def test_a_persistent_launch_holds_two_q_tiles_and_two_more_barrier_pairs() -> None:
@@ -150,6 +159,9 @@ def test_a_persistent_launch_holds_two_q_tiles_and_two_more_barrier_pairs() -> N
     q_tile = per_tile.block_m * per_tile.head_dim * 2
     assert persistent.smem_bytes - per_tile.smem_bytes == q_tile + 8 * 3 + 8  # + 2 tile ids
     assert (per_tile.barriers, persistent.barriers) == (1 + 4 * 2, 4 + 4 * 2)
+    one_q = replace(per_tile, persistent=True, persistent_q_buffers=1)
+    assert one_q.smem_bytes - per_tile.smem_bytes == 8 * 1 + 8  # q_empty, 2 tile ids
+    assert one_q.barriers == 2 + 4 * 2
 
 
 def test_a_variant_too_large_for_shared_memory_is_refused() -> None:
@@ -157,6 +169,9 @@ def test_a_variant_too_large_for_shared_memory_is_refused() -> None:
     assert too_big.smem_bytes > 227 * 1024
     with pytest.raises(ValueError, match="shared memory"):
         check_launch(too_big)
+    check_launch(WsLaunch.from_label("d256-64x2-c2-po-r24-persist1"))  # one Q tile fits
+    with pytest.raises(ValueError, match="1 or 2 Q tiles"):
+        check_launch(replace(too_big, persistent_q_buffers=3))
 
 
 def test_launch_tiles_are_the_tiles_the_cost_model_and_schedule_use() -> None:

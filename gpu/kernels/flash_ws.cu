@@ -34,9 +34,10 @@
 //     back, then does the softmax of S_j while P_{j-1} V_{j-1} is still running.
 //   * Causal: key tiles above the diagonal are never loaded; blocks start longest first, and
 //     heads are handed out in groups that share L2 (see "Block order").
-//   * Persistent blocks (PERSIST): one block per SM walks the query tiles with two Q buffers,
-//     so the producer copies the next tile's Q and its first K/V tiles while the consumers
-//     still finish this tile's P·V and epilogue; the next tile starts on data already in shared
+//   * Persistent blocks (PERSIST): one block per SM walks the query tiles with two Q buffers
+//     (one at d = 256, where two do not fit: then the next tile's first K tile goes ahead of
+//     its Q), so the producer copies the next tile's Q and its first K/V tiles while the
+//     consumers still finish this tile's P·V and epilogue; the next tile starts on data already in shared
 //     memory instead of a new block's cold start. Tiles are handed out by a global counter
 //     (see "Tile scheduler"): a block takes the next one when its producer has issued the last
 //     copy of the current one, so the longest causal tiles, which go first, end up spread
@@ -49,13 +50,13 @@
 //                     slice, columns 2t and 2t+1 (the wgmma accumulator layout)
 //
 // Shared memory (dynamic, rounded up to 1024 B for the swizzle):
-//   Q_i     BR × D     (BR = 64·NCW), D/64 column blocks of BR rows × 128 B; PERSIST: two of
-//           them, tile number `it` of this block in buffer it % 2
+//   Q_i     BR × D     (BR = 64·NCW), D/64 column blocks of BR rows × 128 B; PERSIST: QB of
+//           them (1 or 2), tile number `it` of this block in buffer it % QB
 //   K ring  NS × BC × D, stage s at sK + s·BC·D·2, column block h at + h·BC·128
 //   V ring  the same
-//   mbarriers  q_full[QB], (PERSIST: q_empty[2]), k_full[NS], k_empty[NS], v_full[NS],
-//              v_empty[NS] (8 bytes each; QB = 2 with PERSIST, else 1)
-//   PERSIST: tile[2], the tile index each Q buffer holds (int32 each)
+//   mbarriers  q_full[QB], (PERSIST: q_empty[QB]), k_full[NS], k_empty[NS], v_full[NS],
+//              v_empty[NS] (8 bytes each)
+//   PERSIST: tile[QB], the tile index each Q buffer holds (int32 each, 8 bytes in all)
 // Every tile is the 128-byte-swizzle layout (16-byte chunk c of row r at chunk c ^ (r % 8)),
 // written by TMA boxes of 64 columns (128 B) × rows with CU_TENSOR_MAP_SWIZZLE_128B.
 // wgmma descriptors: K-major for Q (A) and K (B): + 32 B per k-step, SBO = 1024 (8 rows);
@@ -89,9 +90,9 @@
 // gets the first turn from itself, and takes the last pending turn at the end, so every barrier
 // is balanced when the block exits.
 //
-// Q buffers (PERSIST). The block's query tile number `it` uses buffer b = it % 2 and phase
-// it / 2 of q_full[b]. The epilogue stages O in that buffer (generic-proxy stores), so before the
-// producer may copy tile it + 2's Q into it, every consumer warp fences its shared-memory
+// Q buffers (PERSIST). The block's query tile number `it` uses buffer b = it % QB and phase
+// it / QB of q_full[b]. The epilogue stages O in that buffer (generic-proxy stores), so before
+// the producer may copy tile it + QB's Q into it, every consumer warp fences its shared-memory
 // accesses against the copy engine (fence.proxy.async) and arrives on q_empty[b].
 //
 // Tile scheduler (PERSIST). Block b's first tile is b; after that its producer draws
@@ -139,16 +140,16 @@
 //   PINGPONG  consumers take turns on the tensor cores (named barriers)
 //   OVERLAP   softmax of S_j overlaps P_{j-1} V_{j-1} inside a warpgroup
 //   PREG    registers the producer warpgroup keeps (setmaxnreg.dec); consumers get the rest
-//   PERSIST one block per SM loops over the query tiles, two Q buffers (see "Q buffers" and
-//           "Tile scheduler")
+//   PERSIST_Q  0: one block per query tile; 1 or 2: persistent blocks, one per SM, looping
+//           over the query tiles with that many Q buffers (see "Q buffers", "Tile scheduler")
 //   CAUSAL  key j may be seen by query i only when j <= i
 //   BF16    bf16 inputs/outputs (else fp16)
-// Grid: ceil(N / BR) · batch·heads (PERSIST: at most one block per SM). Block: 128·(NCW + 1). Dynamic shared memory: see
-// gpu/flash_ws.py (`WsLaunch.smem_bytes`), the same sum as the carve-up below.
+// Grid: ceil(N / BR) · batch·heads (PERSIST: at most one block per SM). Block: 128·(NCW + 1).
+// Dynamic shared memory: see gpu/flash_ws.py (`WsLaunch.smem_bytes`), the same sum as the carve-up below.
 // Arguments: tensor maps of Q, K, V; O (u16, [bh, N, D]); M, L (fp32, [bh, N]); N; the number of
 // (batch, head) pairs; heads per L2 group; log2(e)/√d; the scheduler's two int32 counters (zero
 // before the first launch; unused without PERSIST).
-template <int D, int BC, int NCW, int NS, bool PINGPONG, bool OVERLAP, int PREG, bool PERSIST,
+template <int D, int BC, int NCW, int NS, bool PINGPONG, bool OVERLAP, int PREG, int PERSIST_Q,
           bool CAUSAL, bool BF16>
 __global__ void __launch_bounds__(128 * (NCW + 1), 1)
 flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap tm_k,
@@ -174,14 +175,16 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
     static_assert(PREG >= 24 && PREG % 8 == 0 && CREG >= PREG, "register split");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
-    constexpr int QB = PERSIST ? 2 : 1;        // Q buffers
-    constexpr int QBARS = PERSIST ? 4 : 1;     // q_full[QB] (and q_empty[2])
+    constexpr bool PERSIST = PERSIST_Q > 0;
+    constexpr int QB = PERSIST ? PERSIST_Q : 1;  // Q buffers
+    constexpr int QBARS = PERSIST ? 2 * QB : 1;  // q_full[QB] (and q_empty[QB])
+    static_assert(PERSIST_Q >= 0 && PERSIST_Q <= 2, "0, 1 or 2 Q buffers of a persistent block");
     const u32 sQ0 = (smem_addr(smem_raw) + 1023u) & ~1023u;  // swizzle atoms need 1024 B
     const u32 sK = sQ0 + QB * Q_BYTES;
     const u32 sV = sK + NS * KV_BYTES;
     const u32 bars = sV + NS * KV_BYTES;  // 8-byte mbarriers after the tiles
     auto q_full = [&](int b) { return bars + 8u * b; };
-    auto q_empty = [&](int b) { return bars + 8u * (2 + b); };  // PERSIST only
+    auto q_empty = [&](int b) { return bars + 8u * (QB + b); };  // PERSIST only
     auto k_full = [&](int s) { return bars + 8u * (QBARS + s); };
     auto k_empty = [&](int s) { return bars + 8u * (QBARS + NS + s); };
     auto v_full = [&](int s) { return bars + 8u * (QBARS + 2 * NS + s); };
@@ -216,10 +219,8 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
 
     if (tid == 0) {
         for (int b = 0; b < QB; ++b) mbar_init(q_full(b), 1);
-        if constexpr (PERSIST) {
-            mbar_init(q_empty(0), 4 * NCW);
-            mbar_init(q_empty(1), 4 * NCW);
-        }
+        if constexpr (PERSIST)
+            for (int b = 0; b < QB; ++b) mbar_init(q_empty(b), 4 * NCW);
         for (int s = 0; s < NS; ++s) {
             mbar_init(k_full(s), 1);
             mbar_init(v_full(s), 1);
@@ -258,29 +259,41 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
 #pragma unroll
             for (int h = 0; h < D / 64; ++h) tma_load_3d(stage + h * (BC * 128), map, full, 64 * h, j * BC, bh);
         };
+        // One Q buffer: the next tile's K_0 goes into the ring before the wait for the Q buffer
+        // (the consumers' epilogue), so at least that copy overlaps the end of the tile.
+        constexpr bool K_FIRST = PERSIST && QB == 1;
         int tile = blockIdx.x;
         for (int it = 0;; ++it) {
+            const int b = it % QB;
+            const bool done = PERSIST && tile >= tile_count;  // no tiles left
+            if (!done) {
+                locate(tile);
+                TRACE_SEEK(tile, trace_rows, trace_first);
+                if (K_FIRST) {
+                    load_kv(tm_k, sK, true, 0);
+                    TRACE_MARK_IF(true, role_word(PRODUCER_ROLE, RolePhase::load_K_j), 0);
+                }
+            }
             // STEP load_Q_i — Q_i: HBM -> shared memory once, D/64 boxes of 64 columns × BR
             // rows, into buffer it % QB once the tile that used it last has stored its O.
-            const int b = it % QB;
             if (PERSIST && it >= QB) mbar_wait(q_empty(b), ((it / QB) - 1) & 1);
             if constexpr (PERSIST) {
                 tile_slot[b] = tile;  // published by the arrival on q_full[b]
-                if (tile >= tile_count) {  // no tiles left: tell the consumers, then leave
+                if (done) {  // tell the consumers, then leave
                     mbar_arrive(q_full(b));
                     break;
                 }
             }
-            locate(tile);
-            TRACE_SEEK(tile, trace_rows, trace_first);
             const u32 sQ = sQ0 + b * Q_BYTES;
             mbar_arrive_expect_tx(q_full(b), Q_BYTES);
 #pragma unroll
             for (int h = 0; h < D / 64; ++h) tma_load_3d(sQ + h * (BR * 128), tm_q, q_full(b), 64 * h, q0, bh);
             TRACE_MARK_IF(true, role_word(PRODUCER_ROLE, RolePhase::load_Q_i), q_tile);
 
-            load_kv(tm_k, sK, true, 0);
-            TRACE_MARK_IF(true, role_word(PRODUCER_ROLE, RolePhase::load_K_j), 0);
+            if (!K_FIRST) {
+                load_kv(tm_k, sK, true, 0);
+                TRACE_MARK_IF(true, role_word(PRODUCER_ROLE, RolePhase::load_K_j), 0);
+            }
             for (int j = 0; j < kv_tiles; ++j) {
                 if (j + 1 < kv_tiles) {
                     load_kv(tm_k, sK, true, j + 1);
