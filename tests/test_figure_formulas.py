@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from gpu import costmodel, roofline
 from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
 from gpu.config import AttentionConfig
-from gpu.costmodel import GPUS
-from gpu.recording import load_recording
+from gpu.files.recording import load_recording
+from gpu.model import costmodel, roofline
+from gpu.model.costmodel import GPUS
 from gpu.results import DeviceInfo, KernelTime, KernelTraffic, RunResult
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -623,7 +623,7 @@ def test_cached_reads_cover_every_edge_of_the_rule():
 
 
 def test_the_readable_kernel_holds_two_blocks_per_sm_where_shared_memory_allows():
-    from gpu.flash_readable import smem_bytes
+    from gpu.launch.flash_readable import smem_bytes
 
     config = AttentionConfig(seq_len=4096, head_dim=D, block_m=64, block_n=64)
     need = smem_bytes(config)

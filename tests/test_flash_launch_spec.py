@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpu import flash_launch, flash_mma, flash_wgmma, flash_ws
 from gpu.config import AttentionConfig, ceil_div
+from gpu.launch import flash_launch, flash_mma, flash_wgmma, flash_ws
 
 MODULES = (flash_mma, flash_wgmma, flash_ws)
 HOPPER = (90, 227 * 1024)
