@@ -46,6 +46,16 @@ MODULES: dict[str, tuple[str, ...]] = {
         "tests/test_costmodel.py",
         "tests/test_figures.py",
     ),
+    "gpu/model/kernel_cost.py": (
+        "tests/test_figure_formulas.py",
+        "tests/test_costmodel.py",
+        "tests/test_figures.py",
+    ),
+    "gpu/model/gpus.py": (
+        "tests/test_figure_formulas.py",
+        "tests/test_costmodel.py",
+        "tests/test_figures.py",
+    ),
     "gpu/profiling/profiler.py": ("tests/test_profiler.py",),
     "app/state/current_point.py": ("tests/test_figure_formulas.py", "tests/test_figures.py"),
     "app/state/training_figures.py": ("tests/test_figure_formulas.py",),

@@ -65,6 +65,7 @@ from ..profiling import profiler
 from ..results import DeviceInfo, KernelTime, KernelTraffic, RunResult
 from . import timing
 from .backend import RunOptions, check_pass
+from .cublas_gemm import gemm
 
 SOFTMAX_SOURCE = "softmax.cu"
 MEASURE_SOURCE = "measure.cu"
@@ -75,9 +76,6 @@ SOFTMAX_CHUNKS_PER_THREAD = 4
 #: The reference check works on row blocks whose fp32 scores take at most this many bytes.
 REFERENCE_CHUNK_BYTES = 256 << 20
 
-#: cudaDataType_t of each config dtype (library_types.h: CUDA_R_32F = 0, CUDA_R_16F = 2,
-#: CUDA_R_16BF = 14).
-_CUDA_DATA_TYPE = {"fp32": 0, "fp16": 2, "bf16": 14}
 
 OutOfMemoryError = cupy.cuda.memory.OutOfMemoryError
 
@@ -151,43 +149,6 @@ def random_inputs(config: AttentionConfig, seed: int, count: int = 3) -> tuple[c
 # Naive attention: GEMM, softmax, GEMM
 
 
-def _gemm(
-    transa: bool, m: int, n: int, k: int, alpha: float,
-    a: cupy.ndarray, lda: int, stride_a: int,
-    b: cupy.ndarray, ldb: int, stride_b: int,
-    c: cupy.ndarray, ldc: int, stride_c: int,
-    batch: int, dtype: str, transb: bool = False,
-) -> None:  # fmt: skip
-    """Column-major strided-batched C = alpha·op(A)·op(B) through cublasGemmStridedBatchedEx,
-    fp32 accumulation (CUBLAS_COMPUTE_32F: tensor cores for fp16/bf16, exact SGEMM for fp32)."""
-    from cupy_backends.cuda.libs import cublas
-
-    handle = cupy.cuda.device.get_cublas_handle()
-    cublas.setStream(handle, cupy.cuda.get_current_stream().ptr)
-    alpha_host = np.array(alpha, dtype=np.float32)
-    beta_host = np.array(0.0, dtype=np.float32)
-    mode = cublas.getPointerMode(handle)
-    cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
-    t = _CUDA_DATA_TYPE[dtype]
-    try:
-        cublas.gemmStridedBatchedEx(
-            handle,
-            cublas.CUBLAS_OP_T if transa else cublas.CUBLAS_OP_N,
-            cublas.CUBLAS_OP_T if transb else cublas.CUBLAS_OP_N,
-            m, n, k,
-            alpha_host.ctypes.data,
-            a.data.ptr, t, lda, stride_a,
-            b.data.ptr, t, ldb, stride_b,
-            beta_host.ctypes.data,
-            c.data.ptr, t, ldc, stride_c,
-            batch,
-            cublas.CUBLAS_COMPUTE_32F,
-            cublas.CUBLAS_GEMM_DEFAULT,
-        )  # fmt: skip
-    finally:
-        cublas.setPointerMode(handle, mode)
-
-
 def gemm_qk(q: cupy.ndarray, k: cupy.ndarray, s: cupy.ndarray, config: AttentionConfig) -> None:
     """S = Q Kᵀ / √d for every (batch, head), into `s`.
 
@@ -195,16 +156,16 @@ def gemm_qk(q: cupy.ndarray, k: cupy.ndarray, s: cupy.ndarray, config: Attention
     row-major S we want is the column-major Sᵀ = K Qᵀ: A = K (column-major d×N, i.e. Kᵀ) used
     transposed, times B = Q (column-major d×N, i.e. Qᵀ)."""
     n, d = config.seq_len, config.head_dim
-    _gemm(True, n, n, d, config.scale, k, d, n * d, q, d, n * d, s, n, n * n, config.bh,
-          config.dtype)  # fmt: skip
+    gemm(True, n, n, d, config.scale, k, d, n * d, q, d, n * d, s, n, n * n, config.bh,
+         config.dtype)  # fmt: skip
 
 
 def gemm_pv(p: cupy.ndarray, v: cupy.ndarray, o: cupy.ndarray, config: AttentionConfig) -> None:
     """O = P V. Row-major O is column-major Oᵀ = Vᵀ Pᵀ, with A = V (d×N column-major) and
     B = P (N×N column-major, i.e. Pᵀ)."""
     n, d = config.seq_len, config.head_dim
-    _gemm(False, d, n, n, 1.0, v, d, n * d, p, n, n * n, o, d, n * d, config.bh,
-          config.dtype)  # fmt: skip
+    gemm(False, d, n, n, 1.0, v, d, n * d, p, n, n * n, o, d, n * d, config.bh,
+         config.dtype)  # fmt: skip
 
 
 @dataclass(frozen=True)

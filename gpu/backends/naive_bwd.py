@@ -24,7 +24,7 @@ import numpy as np
 
 from ..config import AttentionConfig, ceil_div
 from ..launch.cuda_kernels import element_type, get_kernel
-from .cuda_backend import _gemm
+from .cublas_gemm import gemm
 
 SOURCE = "softmax_bwd.cu"
 #: Chunks of P and dP each thread keeps in registers between the row's dot product and dS.
@@ -39,31 +39,31 @@ def gemm_dv(p, do, dv, config: AttentionConfig) -> None:
     """dV = Pᵀ dO, issued as column-major dVᵀ = dOᵀ P: A = dO (read as dOᵀ, d×N), B = P's
     storage (read as Pᵀ) used transposed."""
     n, d = config.seq_len, config.head_dim
-    _gemm(False, d, n, n, 1.0, do, d, n * d, p, n, n * n, dv, d, n * d, config.bh,
-          config.dtype, transb=True)  # fmt: skip
+    gemm(False, d, n, n, 1.0, do, d, n * d, p, n, n * n, dv, d, n * d, config.bh,
+         config.dtype, transb=True)  # fmt: skip
 
 
 def gemm_dp(do, v, dp, config: AttentionConfig) -> None:
     """dP = dO Vᵀ, issued as column-major dPᵀ = V dOᵀ: A = V's storage (Vᵀ) used transposed,
     B = dO's storage (dOᵀ)."""
     n, d = config.seq_len, config.head_dim
-    _gemm(True, n, n, d, 1.0, v, d, n * d, do, d, n * d, dp, n, n * n, config.bh,
-          config.dtype)  # fmt: skip
+    gemm(True, n, n, d, 1.0, v, d, n * d, do, d, n * d, dp, n, n * n, config.bh,
+         config.dtype)  # fmt: skip
 
 
 def gemm_dq(ds, k, dq, config: AttentionConfig) -> None:
     """dQ = dS K / √d, issued as column-major dQᵀ = Kᵀ dSᵀ (the forward's O = P V pattern)."""
     n, d = config.seq_len, config.head_dim
-    _gemm(False, d, n, n, config.scale, k, d, n * d, ds, n, n * n, dq, d, n * d, config.bh,
-          config.dtype)  # fmt: skip
+    gemm(False, d, n, n, config.scale, k, d, n * d, ds, n, n * n, dq, d, n * d, config.bh,
+         config.dtype)  # fmt: skip
 
 
 def gemm_dk(ds, q, dk, config: AttentionConfig) -> None:
     """dK = dSᵀ Q / √d, issued as column-major dKᵀ = Qᵀ dS: B = dS's storage used
     transposed."""
     n, d = config.seq_len, config.head_dim
-    _gemm(False, d, n, n, config.scale, q, d, n * d, ds, n, n * n, dk, d, n * d, config.bh,
-          config.dtype, transb=True)  # fmt: skip
+    gemm(False, d, n, n, config.scale, q, d, n * d, ds, n, n * n, dk, d, n * d, config.bh,
+         config.dtype, transb=True)  # fmt: skip
 
 
 @dataclass(frozen=True)

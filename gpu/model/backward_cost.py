@@ -37,14 +37,15 @@ from dataclasses import replace
 
 from ..algorithms import NAIVE, NAIVE_GEMM_TILE, backward_tile_shape
 from ..config import BACKWARD, STAT_BYTES, AttentionConfig, ceil_div
-from .costmodel import (
+from .gpus import GpuSpec
+from .kernel_cost import (
+    DEFAULT_SMEM_OPTIN_BYTES,
     L2_SHARED_FRACTION,
     SOFTMAX_STATIC_SMEM,
     AlgorithmCost,
-    GpuSpec,
     KernelCost,
-    _cached_reads,
     attention_matrix_bytes,
+    cached_reads,
     matmul_unit,
     matrix_bytes,
     stats_bytes,
@@ -116,8 +117,6 @@ def _gemm_reads(m: int, k: int, cols: int, tile: int = NAIVE_GEMM_TILE) -> int:
 def softmax_bwd_reads_once(config: AttentionConfig, smem_limit_bytes: int | None = None) -> bool:
     """Whether a row of P and of dP fit together in one block's shared memory, so the softmax
     backward reads each once (D first, then dS from the same row); else it reads them twice."""
-    from .costmodel import DEFAULT_SMEM_OPTIN_BYTES
-
     limit = DEFAULT_SMEM_OPTIN_BYTES if smem_limit_bytes is None else smem_limit_bytes
     return 2 * config.seq_len * config.elem_bytes + SOFTMAX_STATIC_SMEM <= limit
 
@@ -193,19 +192,6 @@ def backward_kernels(
     return fused_backward_cost(config, algorithm)
 
 
-def training_cost(
-    config: AttentionConfig, algorithm: str, smem_limit_bytes: int | None = None
-) -> AlgorithmCost:
-    """The no-reuse cost of `config.pass_` (backward or step): the timed kernels, the step's
-    peak, and the useful FLOPs of the timed kernels (recompute excluded)."""
-    from .costmodel import algorithm_cost
-
-    forward = algorithm_cost(config.forward(), algorithm, smem_limit_bytes)
-    return with_forward(
-        config, algorithm, backward_kernels(config, algorithm, smem_limit_bytes), forward
-    )
-
-
 # --------------------------------------------------------------------------------------------
 # Compulsory and L2-aware traffic
 
@@ -269,12 +255,12 @@ def l2_aware_backward(
             low = lower[k.name]
             if k.name == "softmax_bwd":
                 ws = gpu.sms * 2 * 2 * n * eb  # rows of P and dP of the resident blocks
-                reads = _cached_reads(low.bytes_read, k.bytes_read, 2, 2, ws, usable)
+                reads = cached_reads(low.bytes_read, k.bytes_read, 2, 2, ws, usable)
             else:
                 # An N×N operand (P or dS) streams its strips; the N×d one is shared and cached.
                 strips = big if k.name != "bwd_dP_gemm" else 0
                 ws = heads * 2 * head_matrix
-                reads = strips + _cached_reads(
+                reads = strips + cached_reads(
                     low.bytes_read - strips, k.bytes_read - strips, cohorts, row_tiles, ws, usable
                 )
             out.append(replace(k, bytes_read=reads, bytes_written=low.bytes_written))
@@ -290,7 +276,7 @@ def l2_aware_backward(
     for k in upper:
         low = lower[k.name]
         if k.name == "flash_bwd":
-            reads = kv + _cached_reads(
+            reads = kv + cached_reads(
                 low.bytes_read - kv, k.bytes_read - kv, cohorts, kv_tiles, ws, usable
             )
         else:
@@ -326,6 +312,5 @@ __all__ = [
     "recompute_flops",
     "saved_activation_bytes",
     "step_peak_bytes",
-    "training_cost",
     "with_forward",
 ]
