@@ -25,7 +25,6 @@ from typing import Any
 
 from ..config import AttentionConfig, ceil_div
 from . import flash_launch
-from .cuda_kernels import device_limits
 
 SOURCE = "flash_bwd.cu"
 COMPILE_OPTIONS: tuple[str, ...] = ("-std=c++17", "--use_fast_math")
@@ -131,28 +130,29 @@ def backward_tile_shape(head_dim: int) -> tuple[int, int]:
     return launch.block_n, launch.block_m
 
 
-def supports(config: AttentionConfig) -> str | None:
-    """None when the fused backward can run `config`, else the reason it cannot."""
-    if config.dtype not in SUPPORTED_DTYPES:
-        return f"fused backward supports fp16 and bf16, not {config.dtype}"
-    if config.head_dim not in SUPPORTED_HEAD_DIMS:
-        dims = " and ".join(map(str, SUPPORTED_HEAD_DIMS))
-        return f"fused backward supports head_dim {dims}, not {config.head_dim}"
-    limits = device_limits()
-    if limits is not None:
-        cc, smem_optin = limits
-        if cc < MIN_COMPUTE_CAPABILITY:
-            return f"fused backward needs compute capability 8.0 or newer (this GPU: {cc / 10})"
-        need = max(
-            default_launch(config.head_dim).smem_bytes,
-            default_dq_launch(config.head_dim).smem_bytes,
-        )
-        if need > smem_optin:
-            return (
-                f"fused backward needs {need // 1024} KiB of shared memory per block, "
-                f"this GPU allows {smem_optin // 1024} KiB"
-            )
-    return None
+def _check_launch(launch: BwdLaunch) -> None:
+    if launch.block_n % 16 or launch.block_m % 16:
+        raise ValueError(f"bad tile shape {launch.block_n}×{launch.block_m}")
+
+
+def _smem_need(head_dim: int) -> int:
+    """Shared memory per block of the larger of `flash_bwd` and the deterministic dQ pass."""
+    return max(default_launch(head_dim).smem_bytes, default_dq_launch(head_dim).smem_bytes)
+
+
+SPEC = flash_launch.KernelSpec(
+    name="fused backward",
+    source=SOURCE,
+    options=COMPILE_OPTIONS,
+    head_dims=SUPPORTED_HEAD_DIMS,
+    dtypes=SUPPORTED_DTYPES,
+    default_launch=default_launch,
+    check_launch=_check_launch,
+    min_compute_capability=MIN_COMPUTE_CAPABILITY,
+    smem_need=_smem_need,
+)
+#: None when the fused backward can run a config, else the reason it cannot.
+supports = SPEC.supports
 
 
 def padded_rows(seq_len: int) -> int:
@@ -160,7 +160,7 @@ def padded_rows(seq_len: int) -> int:
     return ceil_div(seq_len, STAT_ROW_PAD) * STAT_ROW_PAD
 
 
-_kernels: dict[tuple, Any] = {}
+_kernels = SPEC.kernels
 
 
 @dataclass(frozen=True)

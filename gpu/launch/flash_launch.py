@@ -209,7 +209,10 @@ class KernelSpec:
     `min_compute_capability` admits that GPU and newer (no GPU: supported, the CPU path decides);
     `compute_capability` admits that GPU only (sm_90a code runs nowhere else) and refuses a
     machine without one. `default_launch(head_dim)` is the variant a plain launch uses,
-    `check_launch(variant)` raises ValueError for one the kernel's static checks would reject."""
+    `check_launch(variant)` raises ValueError for one the kernel's static checks would reject.
+    `smem_need(head_dim)` is the shared memory per block a config needs where a kernel launches
+    more than its default variant (the backward's deterministic dQ pass); by default that
+    variant's."""
 
     name: str  # "tensor-core kernel": the subject of every refusal
     source: str
@@ -221,6 +224,7 @@ class KernelSpec:
     min_compute_capability: int | None = None
     compute_capability: int | None = None
     layout: Layout = standard_layout
+    smem_need: Callable[[int], int] | None = None
     kernels: dict[tuple, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def supports(self, config: AttentionConfig) -> str | None:
@@ -247,7 +251,10 @@ class KernelSpec:
             return (
                 f"{self.name} needs compute capability {least / 10} or newer (this GPU: {cc / 10})"
             )
-        need = self.default_launch(config.head_dim).smem_bytes
+        if self.smem_need is not None:
+            need = self.smem_need(config.head_dim)
+        else:
+            need = self.default_launch(config.head_dim).smem_bytes
         if need > smem_optin:
             return (
                 f"{self.name} needs {need // 1024} KiB of shared memory per block, "
