@@ -81,16 +81,18 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
 }
 
 #: Default variant of the warp-specialized kernel per head dim, by its label
-#: (`gpu.launch.ws_variant.WsLaunch.label`: d, keys per K/V tile × ring stages, consumer warpgroups
-#: of 64 query rows, p = ping-pong / o = intra-warpgroup overlap, producer registers). To switch,
-#: paste the winner's label from `bench/ws_check.py --candidates`. Measured on the H200 (fp16): d=64
-#: three consumers (493 TFLOP/s against 406 with two at N = 4096), d=128 ping-pong (594 against
-#: 547 without at N = 16384, docs/bench/h200_ws_check_d128_pingpong.txt; 605 against 621 at 4096).
-#: Shared memory bounds the tiles: at d=256 a 128-row Q tile and two 64-key stages of K and V
-#: take 192 KiB of the 227 KiB.
+#: (`gpu.launch.ws_variant.WsLaunch.label`: d, keys per K/V tile × ring stages, consumer
+#: warpgroups of 64 query rows, p = ping-pong / o = intra-warpgroup overlap, producer registers,
+#: -persist = persistent blocks). To switch, paste the winner's label from `bench/ws_check.py
+#: --candidates`. Measured on the H200 (fp16): d=64 three consumers (493 TFLOP/s against 406 with
+#: two at N = 4096), d=128 ping-pong (594 against 547 without at N = 16384,
+#: docs/bench/h200_ws_check_d128_pingpong.txt); persistent blocks at both, which win most at
+#: short N (docs/bench/h200_ws_sustained.txt). Shared memory bounds the tiles: at d=256 a
+#: 128-row Q tile and two 64-key stages of K and V take 192 KiB of the 227 KiB, which leaves no
+#: room for the second Q buffer of a persistent block.
 WS_DEFAULTS: dict[int, str] = {
-    64: "d64-128x2-c3-po-r24",
-    128: "d128-128x2-c2-po-r24",
+    64: "d64-128x2-c3-po-r24-persist",
+    128: "d128-128x2-c2-po-r24-persist",
     256: "d256-64x2-c2-po-r24",
 }
 

@@ -55,7 +55,7 @@ REFUSALS = [
     (flash_ws, AMPERE, {},
      "warp-specialized Hopper kernel needs compute capability 9.0 (sm_90a: H100/H200), "
      "this GPU is 8.0"),
-    (flash_ws, (90, 100 * 1024), {}, None),
+    (flash_ws, (90, 120 * 1024), {}, None),
     (flash_ws, (90, 100 * 1024), {"head_dim": 256},
      "warp-specialized Hopper kernel needs 193 KiB of shared memory per block, "
      "this GPU allows 100 KiB"),
@@ -98,6 +98,20 @@ def test_mma_and_wgmma_run_one_block_per_query_tile_of_each_head_on_a_2d_grid(mo
 
 def test_the_warp_specialized_kernel_runs_a_1d_grid_of_every_query_tile():
     config = AttentionConfig(seq_len=1000, heads=3, batch=2)
-    launch = flash_ws.default_launch(64)
+    launch = flash_ws.WsLaunch.from_label("d64-128x2-c3-po-r24")
     grid, _ = flash_ws.SPEC.layout(config, launch)
     assert grid == (ceil_div(1000, launch.block_m) * 6,) == (launch.grid_blocks(config),)
+
+
+def test_a_persistent_warp_specialized_launch_starts_one_block_per_sm(monkeypatch):
+    from gpu.launch import cuda_kernels
+
+    monkeypatch.setattr(
+        cuda_kernels, "device_attribute", lambda name: {"MultiProcessorCount": 132}[name]
+    )
+    launch = flash_ws.default_launch(64)
+    assert launch.persistent
+    big = AttentionConfig(seq_len=4096, heads=16, batch=4)
+    assert flash_ws.SPEC.layout(big, launch)[0] == (132,) and launch.grid_blocks(big) > 132
+    small = AttentionConfig(seq_len=1000, heads=3, batch=2)  # fewer tiles than SMs
+    assert flash_ws.SPEC.layout(small, launch)[0] == (launch.grid_blocks(small),)

@@ -43,6 +43,8 @@ REQUIRED_COMPUTE_CAPABILITY = 90
 #: K and V bytes of one head that a group of heads may keep in L2 (the H200 has 60 MB); causal
 #: blocks of that many heads are interleaved longest first (see "Block order" in the kernel).
 L2_GROUP_BYTES = 40 * 2**20
+#: Shared memory one block may opt in to on sm_90 (227 KiB).
+MAX_SMEM_BYTES = 227 * 1024
 
 
 def default_launch(head_dim: int) -> WsLaunch:
@@ -59,11 +61,14 @@ def default_launch(head_dim: int) -> WsLaunch:
 BASELINES = ("d64-128x2-c2-po-r24", "d128-128x2-c2-po-r24", "d256-64x2-c2-po-r24")
 
 #: What the candidate timing (`bench/ws_check.py --candidates`) compares at d = 64 and 128,
-#: besides the defaults and BASELINES: overlap without ping-pong, with 3 consumers at
-#: d = 64 and with 2 at d = 128.
+#: besides the defaults and BASELINES: overlap without ping-pong, with 3 consumers at d = 64
+#: and with 2 at d = 128, one block per query tile (the persistent defaults' per-tile twins),
+#: and persistent blocks without ping-pong at d = 128.
 CANDIDATES = (
     "d64-128x2-c3-o-r24",
     "d128-128x2-c2-o-r24",
+    "d64-128x2-c3-po-r24",
+    "d128-128x2-c2-o-r24-persist",
 )
 
 #: Variants that change one thing of a baseline each, slower than their head dim's default on
@@ -115,6 +120,8 @@ def check_launch(launch: WsLaunch) -> None:
         raise ValueError(f"bad variant {launch}")
     if launch.producer_regs < 24 or launch.producer_regs % 8:
         raise ValueError(f"bad producer register count in {launch}")
+    if launch.smem_bytes > MAX_SMEM_BYTES:
+        raise ValueError(f"{launch.label} needs {launch.smem_bytes:,} B of shared memory")
 
 
 # --------------------------------------------------------------------------------------------
@@ -206,9 +213,12 @@ def group_heads(config: AttentionConfig) -> int:
 
 
 def _ws_layout(config: AttentionConfig, launch: WsLaunch) -> tuple[tuple[int, ...], Any]:
-    """A 1-D grid of ceil(N / block_m) · B·h blocks, and arguments that pass Q, K and V as TMA
-    tensor maps (made per launch: they hold the arrays' addresses)."""
+    """A 1-D grid of ceil(N / block_m) · B·h blocks (persistent: at most one per SM), and
+    arguments that pass Q, K and V as TMA tensor maps (made per launch: they hold the arrays'
+    addresses)."""
     import numpy as np
+
+    from .cuda_kernels import device_attribute
 
     bf16 = config.dtype == "bf16"
     scalars = (
@@ -219,14 +229,21 @@ def _ws_layout(config: AttentionConfig, launch: WsLaunch) -> tuple[tuple[int, ..
     )
 
     def arguments(q: Any, k: Any, v: Any, o: Any, m: Any, l: Any) -> tuple[Any, ...]:
+        import cupy
+
+        # The tile scheduler's counters, zero for the first launch; the kernel puts them back
+        # to zero as it ends. One pair per argument tuple, so two launches that could overlap
+        # (different streams) never share them.
+        sched = cupy.zeros(2, dtype=cupy.int32)
         return (
             tensor_map(q, launch.block_m, bf16),
             tensor_map(k, launch.block_n, bf16),
             tensor_map(v, launch.block_n, bf16),
-            o, m, l, *scalars,
+            o, m, l, *scalars, sched,
         )  # fmt: skip
 
-    return (launch.grid_blocks(config),), arguments
+    sm_count = device_attribute("MultiProcessorCount") if launch.persistent else 0
+    return (launch.launch_blocks(config, sm_count),), arguments
 
 
 SPEC = flash_launch.KernelSpec(

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ..config import AttentionConfig, ceil_div
 
 _LABEL = re.compile(
-    r"^d(?P<d>\d+)-(?P<bn>\d+)x(?P<ns>\d+)-c(?P<c>\d+)-(?P<flags>po|p|o|none)-r(?P<r>\d+)$"
+    r"^d(?P<d>\d+)-(?P<bn>\d+)x(?P<ns>\d+)-c(?P<c>\d+)-(?P<flags>po|p|o|none)-r(?P<r>\d+)(?P<persist>-persist)?$"
 )
 
 
@@ -30,6 +30,18 @@ class WsLaunch:
     pingpong: bool = True
     overlap: bool = True
     producer_regs: int = 24
+    persistent: bool = False  # one block per SM walks the query tiles, two Q buffers
+
+    @property
+    def q_buffers(self) -> int:
+        """Q tiles in shared memory: two when persistent (the next tile's Q lands meanwhile)."""
+        return 2 if self.persistent else 1
+
+    @property
+    def barriers(self) -> int:
+        """mbarriers: q_full per Q buffer (and two q_empty when persistent), then full and
+        empty for each K and V stage."""
+        return (4 if self.persistent else 1) + 4 * self.stages
 
     @property
     def block_m(self) -> int:
@@ -47,18 +59,25 @@ class WsLaunch:
 
     @property
     def smem_bytes(self) -> int:
-        """1024 B alignment slack + Q tile + `stages` K and V tiles + the mbarriers."""
-        tiles = (self.block_m + 2 * self.stages * self.block_n) * self.head_dim * 2
-        return 1024 + tiles + 8 * (1 + 4 * self.stages)
+        """1024 B alignment slack + the Q tile(s) + `stages` K and V tiles + the mbarriers
+        (+ the tile slots when persistent)."""
+        rows = self.q_buffers * self.block_m + 2 * self.stages * self.block_n
+        return 1024 + rows * self.head_dim * 2 + 8 * self.barriers + self.tile_slot_bytes
+
+    @property
+    def tile_slot_bytes(self) -> int:
+        """Persistent: the tile index each Q buffer holds (two int32 after the mbarriers)."""
+        return 8 if self.persistent else 0
 
     @property
     def label(self) -> str:
-        """Short name: d, key tile × stages, consumers, ping-pong/overlap flags, producer regs.
-        `WsLaunch.from_label` reads it back (WS_DEFAULTS holds labels)."""
+        """Short name: d, key tile × stages, consumers, ping-pong/overlap flags, producer regs,
+        and `-persist` for persistent blocks. `WsLaunch.from_label` reads it back (WS_DEFAULTS
+        holds labels)."""
         flags = ("p" if self.pingpong else "") + ("o" if self.overlap else "")
         return (
             f"d{self.head_dim}-{self.block_n}x{self.stages}-c{self.consumers}"
-            f"-{flags or 'none'}-r{self.producer_regs}"
+            f"-{flags or 'none'}-r{self.producer_regs}" + ("-persist" if self.persistent else "")
         )
 
     @classmethod
@@ -76,6 +95,7 @@ class WsLaunch:
             pingpong="p" in flags,
             overlap="o" in flags,
             producer_regs=int(match["r"]),
+            persistent=bool(match["persist"]),
         )
 
     def template_name(self, causal: bool, bf16: bool) -> str:
@@ -83,9 +103,17 @@ class WsLaunch:
         return (
             f"flash_ws_fwd<{self.head_dim}, {self.block_n}, {self.consumers}, {self.stages}, "
             f"{b(self.pingpong)}, {b(self.overlap)}, {self.producer_regs}, "
-            f"{b(causal)}, {b(bf16)}>"
+            f"{b(self.persistent)}, {b(causal)}, {b(bf16)}>"
         )
 
     def grid_blocks(self, config: AttentionConfig) -> int:
-        """Blocks a launch runs: one per query tile of every (batch, head) pair."""
+        """Query tiles of a launch, one per `block_m` rows of every (batch, head) pair: the
+        blocks it runs, or with `persistent` the tiles its blocks walk (a trace build writes
+        each tile's rows as a block's)."""
         return ceil_div(config.seq_len, self.block_m) * config.bh
+
+    def launch_blocks(self, config: AttentionConfig, sm_count: int) -> int:
+        """Thread blocks a launch starts: one per query tile, or when persistent at most one
+        per SM (one block fits an SM: `__launch_bounds__(threads, 1)`)."""
+        tiles = self.grid_blocks(config)
+        return min(tiles, sm_count) if self.persistent else tiles

@@ -284,8 +284,14 @@ def _warp_specialized(config: AttentionConfig, gpu: GpuSpec) -> ChipLayout:
     slots = (
         SlotSpec("align", 1024, "", ""),
         SlotSpec("Q_i", bm * config.head_dim * HALF, "Q", "load_Q_i"),
+        *(
+            (SlotSpec("Q_i+1", bm * config.head_dim * HALF, "Q", "load_Q_i"),)
+            if launch.persistent
+            else ()
+        ),
         *_ring(config, bn, stages),
-        SlotSpec("mbarriers", 8 * (1 + 4 * stages), "", ""),
+        SlotSpec("mbarriers", 8 * launch.barriers, "", ""),
+        *((SlotSpec("tile ids", launch.tile_slot_bytes, "", ""),) if launch.persistent else ()),
         *_registers(config, bm, bn, q=False, two_s=False),
     )
     occ = None
@@ -297,6 +303,8 @@ def _warp_specialized(config: AttentionConfig, gpu: GpuSpec) -> ChipLayout:
         source = f"the launch's cap, __launch_bounds__({threads}, 1)"
         occ = _occupancy(gpu, launch.smem_bytes, threads, cap, source)
     note = f"TMA ring of {stages} K/V stages (mbarriers); S, P, O in consumer registers"
+    if launch.persistent:
+        note += "; one block per SM walks the query tiles, the next tile's Q lands meanwhile"
     if not runs or config.dtype not in flash_ws.SUPPORTED_DTYPES:
         note += " (the kernel runs d = 64, 128 or 256, fp16 or bf16)"
     return ChipLayout(slots, launch.smem_bytes, threads, occ, note)
