@@ -1,7 +1,7 @@
 """Benchmark the backward passes against torch's on a GPU, at FlashAttention-3's shapes.
 
-Ours: the fused backward (gpu/flash_bwd.py: preprocess + flash_bwd + dQ convert, or the
-deterministic dQ pass) and the naive backward (gpu/naive_bwd.py: four cuBLAS GEMMs and our
+Ours: the fused backward (gpu/launch/flash_bwd.py: preprocess + flash_bwd + dQ convert, or the
+deterministic dQ pass) and the naive backward (gpu/backends/naive_bwd.py: four cuBLAS GEMMs and our
 softmax backward). Peers, in the same process: torch autograd through
 scaled_dot_product_attention with the FLASH_ATTENTION (FlashAttention-2), CUDNN_ATTENTION and
 MATH backends. Only the backward is timed: each input set's forward runs once, untimed, and
@@ -80,7 +80,7 @@ def time_batch(call: Callable[[int], None], sets: int, samples: int, target_ms: 
 def _random(shape: tuple[int, ...], dtype: str, rng: Any) -> Any:
     import cupy as cp
 
-    from gpu.cuda_backend import from_float32
+    from gpu.backends.cuda_backend import from_float32
 
     return from_float32(rng.standard_normal(shape, dtype=cp.float32), dtype)
 
@@ -99,7 +99,7 @@ class FusedSetup:
     def __init__(self, config: AttentionConfig, seed: int, variant: Any = None) -> None:
         import cupy as cp
 
-        from gpu import flash_bwd, flash_mma
+        from gpu.launch import flash_bwd, flash_mma
 
         self.config = config
         shape = (config.batch, config.heads, config.seq_len, config.head_dim)
@@ -196,7 +196,7 @@ def _run_kernel(per_set: list[list[Callable[[], None]]], k: int, i: int) -> None
 def _max_diff(ours: Any, theirs: Any, dtype: str) -> float:
     import cupy as cp
 
-    from gpu.cuda_backend import to_float32
+    from gpu.backends.cuda_backend import to_float32
 
     return float(cp.abs(to_float32(ours, dtype) - cp.from_dlpack(theirs.contiguous())).max())
 
@@ -270,7 +270,7 @@ def _setup_ours_naive(config: AttentionConfig) -> Callable[[int], None]:
     buffers live as long as the returned call)."""
     import cupy as cp
 
-    from gpu import cuda_backend, naive_bwd
+    from gpu.backends import cuda_backend, naive_bwd
 
     rng = cp.random.RandomState(7)
     shape = (config.batch, config.heads, config.seq_len, config.head_dim)
@@ -462,7 +462,7 @@ def parse_variants(spec: str) -> dict[int, list[Any]]:
     """'64:128x64s1,128x128;128:64x64' -> {64: [BwdLaunch(64, 128, 64, 1, 1), ...], ...}
     (keys per block × queries per step, optional sN dS stages; 2 blocks per SM for 64-key
     blocks)."""
-    from gpu.flash_bwd import BwdLaunch
+    from gpu.launch.flash_bwd import BwdLaunch
 
     out: dict[int, list[Any]] = {}
     for part in filter(None, spec.split(";")):

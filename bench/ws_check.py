@@ -66,7 +66,7 @@ def emit(obj: dict) -> None:
 
 
 def variant_by_label(label: str) -> Any:
-    from gpu import flash_ws
+    from gpu.launch import flash_ws
 
     try:
         return flash_ws.WsLaunch.from_label(label)
@@ -109,8 +109,8 @@ def worker_env() -> None:
 
 
 def worker_compile(labels: list[str]) -> None:
-    from gpu import flash_ws
-    from gpu.cuda_kernels import KernelCompileError
+    from gpu.launch import flash_ws
+    from gpu.launch.cuda_kernels import KernelCompileError
 
     for label in labels:
         v = variant_by_label(label)
@@ -160,8 +160,8 @@ def correctness_cases(label: str, full: bool) -> list[AttentionConfig]:
 def worker_correct(label: str, full: bool) -> None:
     import cupy as cp
 
-    from gpu import flash_ws
-    from gpu.attention_reference import check_outputs, poisoned_outputs, random_inputs
+    from gpu.launch import flash_ws
+    from gpu.launch.attention_reference import check_outputs, poisoned_outputs, random_inputs
 
     v = variant_by_label(label)
     for config in correctness_cases(label, full):
@@ -199,7 +199,7 @@ def worker_time(labels: list[str], quick: bool, repeats: int) -> None:
     import cupy as cp
     from bench_kernels import Row, bench_fused, bench_sdpa, finish, make_sets, torch_views
 
-    from gpu import flash_ws
+    from gpu.launch import flash_ws
 
     args = argparse.Namespace(repeats=repeats, target_ms=10.0)
     variants = [variant_by_label(x) for x in labels]
@@ -230,7 +230,7 @@ def worker_time(labels: list[str], quick: bool, repeats: int) -> None:
                     flash_out = res
                 rows.append(row)
         if d in (64, 128):
-            from gpu import flash_wgmma
+            from gpu.launch import flash_wgmma
 
             rows.append(
                 bench_fused(
@@ -343,7 +343,7 @@ def heat(seconds: float) -> dict:
     sustained load than after idle, and the timings after this are the ones a user sees."""
     import cupy as cp
 
-    from gpu import flash_ws
+    from gpu.launch import flash_ws
 
     config = fa3_config(16384, 128, False)
     shape = (config.batch, config.heads, 16384, 128)
@@ -444,8 +444,8 @@ def worker_trace(out_dir: str) -> None:
     import cupy as cp
     import numpy as np
 
-    from gpu import flash_ws
-    from gpu.attention_reference import random_inputs
+    from gpu.launch import flash_ws
+    from gpu.launch.attention_reference import random_inputs
 
     for causal in (False, True):
         config = AttentionConfig(seq_len=4096, heads=16, head_dim=128, causal=causal)
@@ -673,7 +673,7 @@ def candidate_lines(records: list[dict]) -> list[str]:
     import math
     import statistics
 
-    from gpu import flash_ws
+    from gpu.launch import flash_ws
 
     rows = [r for r in records if r.get("stage") == "candidate"]
     if not rows:
@@ -855,7 +855,7 @@ def main(argv: list[str] | None = None) -> int:
             worker_sustained(rest[4:], int(rounds), int(repeats), dtypes.split(","), float(warm))
         return 0
 
-    from gpu import flash_ws
+    from gpu.launch import flash_ws
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from gpu import flash_launch, flash_ws
 from gpu.algorithms import ALGORITHMS, TILED_WS, WS_DEFAULTS, tile_shape
 from gpu.config import AttentionConfig
-from gpu.costmodel import algorithm_cost
-from gpu.flash_ws import (
+from gpu.launch import flash_launch, flash_ws
+from gpu.launch.flash_ws import (
     SUPPORTED_HEAD_DIMS,
     WsLaunch,
     all_variants,
@@ -25,7 +24,8 @@ from gpu.flash_ws import (
     default_launch,
     supports,
 )
-from gpu.schedule import build_schedule
+from gpu.model.costmodel import algorithm_cost
+from gpu.model.schedule import build_schedule
 
 HOPPER = (90, 227 * 1024)  # (compute capability, opt-in shared memory) of an H100/H200
 #: Raw rows of the d=128 trace build recorded on an H200 (B=1, h=16, N=4096; variant
@@ -211,8 +211,8 @@ def test_a_broken_copy_reports_nvrtc_s_log_and_the_other_kernels_keep_running(tm
     import cupy as cp
     from flash_reference import assert_matches_reference
 
-    from gpu import flash_mma
-    from gpu.cuda_kernels import KERNEL_DIR, KernelCompileError, load_module
+    from gpu.launch import flash_mma
+    from gpu.launch.cuda_kernels import KERNEL_DIR, KernelCompileError, load_module
 
     broken = tmp_path / "flash_ws_broken.cu"
     shutil.copy(KERNEL_DIR / flash_ws.SOURCE, broken)
@@ -381,7 +381,7 @@ def test_the_trace_build_records_every_role_in_order_and_computes_the_same_outpu
 ) -> None:
     import cupy as cp
 
-    from gpu.attention_reference import random_inputs
+    from gpu.launch.attention_reference import random_inputs
 
     if cp.cuda.Device().compute_capability != "90":
         pytest.skip("the warp-specialized kernel runs on sm_90 only")

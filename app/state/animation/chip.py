@@ -1,12 +1,12 @@
 """What one thread block keeps on chip, as each kernel really lays it out, and how many such
 blocks an SM holds at once (Qt-free).
 
-The schedule (gpu/schedule.py) models a block's on-chip bytes in the input dtype; the kernels
+The schedule (gpu/model/schedule.py) models a block's on-chip bytes in the input dtype; the kernels
 lay them out their own way, and the animation's SRAM box shows the kernels' layouts:
 
 - the readable kernel (flash_readable.cu) converts every tile to fp32 and pads rows (+4 floats
   for Q, K, V; +1 for S) against bank conflicts, with the head dim rounded up to 32:
-  `gpu.flash_readable.smem_bytes`, 86,016 B at 64×64 tiles and d = 64;
+  `gpu.launch.flash_readable.smem_bytes`, 86,016 B at 64×64 tiles and d = 64;
 - the tensor-core kernels keep Q (16-bit) and a ring of K and V stages in shared memory, and S,
   P and O in registers: 2 stages (flash_mma.cu, flash_wgmma.cu), or the warp-specialized
   kernel's TMA ring guarded by mbarriers (flash_ws.cu);
@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpu import flash_mma, flash_readable, flash_wgmma, flash_ws
 from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS, tile_shape
 from gpu.config import STAT_BYTES, AttentionConfig
-from gpu.costmodel import GpuSpec
-from gpu.schedule import KernelSchedule
+from gpu.launch import flash_mma, flash_readable, flash_wgmma, flash_ws
+from gpu.model.costmodel import GpuSpec
+from gpu.model.schedule import KernelSchedule
 
 from .warp_roles import ws_launch
 
@@ -67,7 +67,7 @@ class ArchLimits:
     register_unit: int = 256  # registers are allocated per warp in units of this many
 
 
-#: By GPU (gpu.costmodel.GPUS names): the table's GPUs and their compute capabilities.
+#: By GPU (gpu.model.costmodel.GPUS names): the table's GPUs and their compute capabilities.
 ARCH_BY_GPU: dict[str, ArchLimits] = {
     "H200 SXM 141 GB": ArchLimits("9.0", 2048, 32),
     "H100 SXM 80 GB": ArchLimits("9.0", 2048, 32),
