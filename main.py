@@ -31,11 +31,9 @@ from typing import Any
 
 from gpu import exit_status
 from gpu.algorithms import ALGORITHMS, NAIVE, RING, TILED
-from gpu.backend import RunOptions, oom_result
-from gpu.backends import BACKEND_NAMES, create_backend
+from gpu.backends.backend import RunOptions, oom_result
+from gpu.backends.factory import BACKEND_NAMES, create_backend
 from gpu.config import DTYPE_BYTES, FORWARD, PASS_LABELS, PASSES, AttentionConfig, ConfigError
-from gpu.costmodel import GPUS, algorithm_cost, attention_matrix_bytes, pass_useful_flops
-from gpu.cuda_kernels import KernelCompileError
 from gpu.errors import (
     BackendUnavailable,
     FileReadError,
@@ -43,13 +41,15 @@ from gpu.errors import (
     TilescopeError,
     UnsupportedConfig,
 )
-from gpu.fileio import (
+from gpu.files.fileio import (
     MAX_READ_LABEL,
     check_writable,
     remove_partial_files,
     remove_partial_files_on_signals,
 )
-from gpu.schema import MAX_SM_COUNT, MAX_TRACE_BLOCKS
+from gpu.files.schema import MAX_SM_COUNT, MAX_TRACE_BLOCKS
+from gpu.launch.cuda_kernels import KernelCompileError
+from gpu.model.costmodel import GPUS, algorithm_cost, attention_matrix_bytes, pass_useful_flops
 from gpu.units import fmt_bytes, fmt_ms_column
 
 EXIT_OK = 0
@@ -178,7 +178,7 @@ def _shape_args(p: argparse.ArgumentParser) -> None:
 
 
 def _layer_args(p: argparse.ArgumentParser) -> None:
-    from gpu.layer_stack import LAYERS_MAX, PRESETS
+    from gpu.model.layer_stack import LAYERS_MAX, PRESETS
 
     p.add_argument(
         "--layers",
@@ -301,12 +301,12 @@ def _config(args: argparse.Namespace, seq_len: int) -> AttentionConfig:
 
 
 def _preset(args: argparse.Namespace):
-    """The --preset's model (gpu.layer_stack.ModelPreset), None without one; it sets the heads
+    """The --preset's model (gpu.model.layer_stack.ModelPreset), None without one; it sets the heads
     and head dim, so --heads or --head-dim beside it is refused rather than ignored."""
     key = getattr(args, "preset", None)
     if key is None:
         return None
-    from gpu.layer_stack import PRESETS
+    from gpu.model.layer_stack import PRESETS
 
     if (args.heads, args.head_dim) != (12, 64):
         raise UsageError(
@@ -317,7 +317,7 @@ def _preset(args: argparse.Namespace):
 
 def _layers(args: argparse.Namespace) -> int:
     """--layers, else the preset's, else 1; only a training pass stacks saved activations."""
-    from gpu.layer_stack import check_layers
+    from gpu.model.layer_stack import check_layers
 
     preset = _preset(args)
     layers = args.layers if args.layers is not None else (preset.layers if preset else 1)
@@ -397,8 +397,8 @@ def _training_model(cfg: AttentionConfig, layers: int, preset) -> dict[str, Any]
     """The training step's figures per algorithm: the backward's useful and recomputed FLOPs,
     the saved activations of one layer and of L, and, per GPU, the N where L layers hit the
     wall (attention's own tensors only: no weights, optimizer state or MLP activations)."""
-    from gpu.backward_cost import backward_useful_flops, recompute_flops, step_peak_bytes
-    from gpu.layer_stack import layer_stack, training_wall_seq_len
+    from gpu.model.backward_cost import backward_useful_flops, recompute_flops, step_peak_bytes
+    from gpu.model.layer_stack import layer_stack, training_wall_seq_len
 
     algos = {}
     for algo in (NAIVE, TILED):
@@ -552,7 +552,7 @@ class Progress:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from gpu.recording import Recording, save_recording
+    from gpu.files.recording import Recording, save_recording
 
     if args.repeats < 1 or args.warmup < 0:
         raise UsageError("--repeats must be at least 1 and --warmup at least 0")
@@ -651,7 +651,7 @@ def _refuse_long_runs(
     """Say up front how long the runs will take where it can be told (the simulated ring, the
     NumPy backend), on stdout whether or not it is a terminal, and refuse, before anything is
     built or measured, a run estimated past `limit_s`."""
-    from gpu.cpu_backend import CpuBackend
+    from gpu.backends.cpu_backend import CpuBackend
 
     estimate = getattr(backend, "estimate_s", None)
     if estimate is not None:  # the simulated ring: P² block pairs of NumPy calls
@@ -693,8 +693,8 @@ def _cpu_run_seconds(backend, config: AttentionConfig, algorithm: str, options) 
     result)."""
     import psutil
 
-    from gpu import ring_sim
-    from gpu.cpu_backend import RAM_HEADROOM
+    from gpu.backends.cpu_backend import RAM_HEADROOM
+    from gpu.ring import sim as ring_sim
 
     free = int(psutil.virtual_memory().available * RAM_HEADROOM)
     if backend.footprint_bytes(config, algorithm) > min(free, options.budget_bytes or free):
@@ -704,7 +704,7 @@ def _cpu_run_seconds(backend, config: AttentionConfig, algorithm: str, options) 
 
 
 def _cpu_rate_text() -> str:
-    from gpu import ring_sim
+    from gpu.ring import sim as ring_sim
 
     return f"NumPy at about {ring_sim.SIM_FLOPS_PER_S / 1e9:g} GFLOP/s"
 
@@ -720,7 +720,7 @@ def _fmt_duration(seconds: float) -> str:
 def _save_fallback(recording: Any, suffix: str) -> str | None:
     """Keep results whose --out write failed: a new, named file in the temporary folder, else
     in the home or the current folder; returns its path (None when nowhere would take it)."""
-    from gpu.recording import save_recording
+    from gpu.files.recording import save_recording
 
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     for folder in (tempfile.gettempdir(), Path.home(), Path.cwd()):
@@ -741,8 +741,8 @@ def _bench_backend(args: argparse.Namespace, configs: list[AttentionConfig]):
     """The backend `bench` measures on: the ring over --devices P when asked, else the usual."""
     if args.devices is None and not (args.algo and RING in args.algo):
         return create_backend(args.backend)
-    from gpu.ring_backend import RingBackend
-    from gpu.ring_schedule import RingConfigError
+    from gpu.ring.backend import RingBackend
+    from gpu.ring.schedule import RingConfigError
 
     if args.devices is None:
         raise UsageError("--algo ring needs --devices P (the number of devices in the ring)")
@@ -765,7 +765,7 @@ def _check_ring_split(backend: Any, configs: list[AttentionConfig]) -> None:
     check = getattr(backend, "check", None)
     if check is None:
         return
-    from gpu.ring_schedule import RingConfigError
+    from gpu.ring.schedule import RingConfigError
 
     for cfg in configs:
         try:
@@ -775,9 +775,9 @@ def _check_ring_split(backend: Any, configs: list[AttentionConfig]) -> None:
 
 
 def _ring_model(cfg: AttentionConfig, devices: int) -> dict:
-    from gpu.links import DEFAULT_TOPOLOGY
-    from gpu.ring_model import predict
-    from gpu.ring_schedule import RingConfigError, check_devices
+    from gpu.model.links import DEFAULT_TOPOLOGY
+    from gpu.ring.model import predict
+    from gpu.ring.schedule import RingConfigError, check_devices
 
     try:
         check_devices(devices)
@@ -850,7 +850,7 @@ def _profile_available(args: argparse.Namespace, backend) -> bool:
         print(f"# --profile: measured traffic needs the cuda backend ({backend.name} here); "
               "the figures stay the model's", flush=True)  # fmt: skip
         return False
-    from gpu.profiler import unavailable_reason
+    from gpu.profiling.profiler import unavailable_reason
 
     reason = unavailable_reason()
     if reason is not None:
@@ -883,7 +883,7 @@ def _traffic_column(r, options: RunOptions) -> str:
 
 
 def _add_explain_parser(sub) -> None:
-    from gpu.costmodel import GPUS
+    from gpu.model.costmodel import GPUS
 
     explain = sub.add_parser(
         "explain", help="memory- or compute-bound, per algorithm and kernel (hierarchical roofline)"
@@ -903,8 +903,8 @@ def _add_explain_parser(sub) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from gpu import roofline
-    from gpu.costmodel import GPUS, algorithm_cost, traffic_band
+    from gpu.model import roofline
+    from gpu.model.costmodel import GPUS, algorithm_cost, traffic_band
 
     cfg = _config(args, args.seq)
     results: dict = {}
@@ -912,7 +912,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.explain_open is not None:
         if not args.explain_open.strip():
             raise UsageError("--open needs a file name")
-        from gpu.recording import RecordingError, load_recording
+        from gpu.files.recording import RecordingError, load_recording
 
         try:
             recording = load_recording(args.explain_open)

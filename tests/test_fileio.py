@@ -17,9 +17,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from gpu import fileio
 from gpu.errors import FileReadError, FileWriteError
-from gpu.fileio import (
+from gpu.files import fileio
+from gpu.files.fileio import (
     MAX_READ_BYTES,
     atomic_write_bytes,
     check_writable,
@@ -148,7 +148,7 @@ _WRITER = textwrap.dedent(
     """
     import sys, time
     sys.path.insert(0, {root!r})
-    from gpu import fileio
+    from gpu.files import fileio
     fileio.remove_partial_files_on_signals()
     tmp = fileio.new_partial_file({target!r})
     try:
@@ -159,6 +159,38 @@ _WRITER = textwrap.dedent(
         sys.exit(130)
     """
 )
+
+
+def _writer_holding_a_partial_file(tmp_path: Path, target: Path) -> tuple[subprocess.Popen, Path]:
+    script = _WRITER.format(root=str(ROOT), target=str(target))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=tmp_path
+    )
+    return proc, Path(proc.stdout.readline().strip())
+
+
+def test_a_sigkilled_writers_partial_file_goes_with_the_next_write_of_its_target(tmp_path):
+    target = tmp_path / "out.json"
+    proc, tmp = _writer_holding_a_partial_file(tmp_path, target)
+    assert f".out.json.{proc.pid}." in tmp.name  # tagged with its writer's pid
+    proc.send_signal(signal.SIGKILL)  # nothing in the writer can clean up
+    proc.wait(timeout=30)
+    assert tmp.exists()
+    atomic_write_bytes(target, b"{}")
+    assert target.read_bytes() == b"{}" and _leftovers(tmp_path) == []
+
+
+def test_a_living_writers_partial_file_is_left_alone(tmp_path):
+    target = tmp_path / "out.json"
+    proc, tmp = _writer_holding_a_partial_file(tmp_path, target)
+    try:
+        atomic_write_bytes(target, b"{}")
+        assert tmp.exists()  # another process is still writing it
+        assert fileio.remove_leftovers(target) == []
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    assert fileio.remove_leftovers(target) == [str(tmp)]
 
 
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
@@ -275,7 +307,7 @@ def test_a_large_array_member_is_split_into_pieces_that_hold_every_item_in_order
 
 
 def test_a_bad_item_of_a_split_array_is_named_by_its_index_in_the_whole_array():
-    from gpu.schema import SchemaError, check_each
+    from gpu.files.schema import SchemaError, check_each
 
     items = [{"n": i} for i in range(3000)]
     items[2500] = {"n": "two thousand five hundred"}

@@ -27,7 +27,7 @@ from PySide6.QtGui import QFont, QFontMetricsF
 from app.state.units import fmt_bytes, fmt_flops, fmt_seconds
 from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
 from gpu.config import AttentionConfig
-from gpu.costmodel import GpuSpec, attention_matrix_bytes, matrix_bytes, stats_bytes
+from gpu.model.costmodel import GpuSpec, attention_matrix_bytes, matrix_bytes, stats_bytes
 
 from ..state.animation.chip import REGISTERS, SMEM, ChipLayout
 from ..state.animation.clock import LaneClock

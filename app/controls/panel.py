@@ -46,8 +46,8 @@ from gpu.config import (
     AttentionConfig,
     ConfigError,
 )
-from gpu.costmodel import GPUS
-from gpu.layer_stack import LAYERS_MAX, LAYERS_MIN
+from gpu.model.costmodel import GPUS
+from gpu.model.layer_stack import LAYERS_MAX, LAYERS_MIN
 
 from ..state.app_state import AppState, Change
 from ..state.budget import (

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 from gpu.algorithms import ALGORITHMS, NAIVE
 from gpu.config import AttentionConfig
-from gpu.costmodel import GpuSpec, naive_oom_seq_len
+from gpu.model.costmodel import GpuSpec, naive_oom_seq_len
+from gpu.model.roofline import MEASURED
 from gpu.results import RunResult
-from gpu.roofline import MEASURED
 
 from .default_view import fastest_fused
 from .model.cache import cost, verdict
