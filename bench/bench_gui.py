@@ -24,6 +24,8 @@ open. `--backend model` (the default) answers from the cost model
    (default --seq-max; the store is cleared first), a 4000×2500 PNG export of the plots, and
    opening the shipped recording (resources/recorded/h200_sweep.json). Target: no gap over
    50 ms. `slowest_events` in the JSON lists the longest events behind each stall.
+   `--only files` measures the same without the drag and the sweep: the PNG export, a
+   4000×2500 SVG export of the plots and the open.
 4. Longest GUI-thread stall under load (`--only storm,failed_export`), with the same heartbeat:
    a config storm of --storm-s seconds (every 50–150 ms a random change of heads, dtype, N or
    the tab shown, as a user trying things fast; on --backend cpu the runs are real NumPy work
@@ -444,22 +446,24 @@ def stall_sweep(app, window, seq_max: int) -> dict:  # type: ignore[no-untyped-d
     }
 
 
-def stall_export(app, window, folder: str) -> dict:  # type: ignore[no-untyped-def]
+def stall_export(app, window, folder: str, kind: str = "plots_png") -> dict:  # type: ignore[no-untyped-def]
     from app.window.file_menu import ExportRequest
 
     show_tab(app, window, 0)
-    path = os.path.join(folder, "plots_4000x2500.png")
+    path = os.path.join(folder, "plots_4000x2500." + ("svg" if kind == "plots_svg" else "png"))
     fm = window.file_menu
     ended: list[str] = []
     fm.exported.connect(ended.append)
     fm.exportFailed.connect(ended.append)
     with Heartbeat() as beat:
         t0 = time.perf_counter()
-        started = fm.export(ExportRequest("plots_png", path, size=(4000, 2500)))
+        started = fm.export(ExportRequest(kind, path, size=(4000, 2500)))
         if started:
             wait_until(app, lambda: bool(ended), 120)
         seconds = time.perf_counter() - t0
         spin(app, 0.1)
+    fm.exported.disconnect(ended.append)
+    fm.exportFailed.disconnect(ended.append)
     ok = started and os.path.isfile(path) and ended == [path]
     size = os.path.getsize(path) if ok else 0
     return {
@@ -658,6 +662,7 @@ def table(report: dict) -> str:
         ("stall_drag", "longest stall: drag, Tiles tab"),
         ("stall_sweep", "longest stall: sweep"),
         ("stall_export", "longest stall: 4000×2500 PNG export"),
+        ("stall_svg_export", "longest stall: 4000×2500 SVG export"),
         ("stall_open", "longest stall: open h200_sweep.json"),
         ("stall_storm", "longest stall: config storm"),
         ("stall_failed_export", "longest stall: PNG export failing"),
@@ -674,7 +679,7 @@ def table(report: dict) -> str:
     return "\n".join(lines)
 
 
-SCENARIOS = ("slider", "changes", "stalls", "storm", "failed_export", "cold")
+SCENARIOS = ("slider", "changes", "stalls", "files", "storm", "failed_export", "cold")
 
 
 def main() -> int:
@@ -691,7 +696,11 @@ def main() -> int:
     parser.add_argument("--starts", type=int, default=5)
     parser.add_argument("--storm-s", type=float, default=60.0, help="length of the config storm")
     parser.add_argument("--failed-exports", type=int, default=5, help="failing PNG exports")
-    parser.add_argument("--only", default=",".join(SCENARIOS), help=f"of {','.join(SCENARIOS)}")
+    parser.add_argument(
+        "--only",
+        default=",".join(s for s in SCENARIOS if s != "files"),  # "stalls" measures those too
+        help=f"of {','.join(SCENARIOS)}",
+    )
     parser.add_argument("--out", default="", help="write every sample as JSON here")
     parser.add_argument(
         "--profile-changes",
@@ -736,6 +745,10 @@ def main() -> int:
             results["stall_drag"] = stall_drag(app, window, args.seq_max)
             results["stall_sweep"] = stall_sweep(app, window, args.sweep_max or args.seq_max)
             results["stall_export"] = stall_export(app, window, folder)
+            results["stall_open"] = stall_open(app, window)
+        if "files" in only:
+            results["stall_export"] = stall_export(app, window, folder)
+            results["stall_svg_export"] = stall_export(app, window, folder, "plots_svg")
             results["stall_open"] = stall_open(app, window)
         if "storm" in only:
             results["stall_storm"] = stall_storm(app, window, args.storm_s)

@@ -85,9 +85,11 @@ def _point_counts(svg: bytes) -> tuple[Counter, list[str]]:
     return counts, texts
 
 
-def test_svg_export_parses_and_holds_every_curves_points(window, tmp_path):
+def test_svg_export_parses_and_holds_every_curves_points(qtbot, window, tmp_path):
     path = tmp_path / "plots.svg"
-    assert window.file_menu.export(ExportRequest("plots_svg", str(path), size=(1600, 1000)))
+    with qtbot.waitSignal(window.file_menu.exported, timeout=10000):
+        # made between frames, its coordinates rewritten and written off the GUI thread
+        assert window.file_menu.export(ExportRequest("plots_svg", str(path), size=(1600, 1000)))
     counts, texts = _point_counts(path.read_bytes())
     plotted = exports.plotted_series(window.plots)
     lines: Counter = Counter()

@@ -13,6 +13,8 @@ SVG is drawn by Qt's own QSvgGenerator: pyqtgraph 0.14's SVG exporter fails on Q
 enough values to unpack" on a 'Z' path command), and ours also keeps markers as vector symbols
 (pyqtgraph blits them from a pixmap atlas on screen). Its strokes are then rewritten in output
 coordinates (app/plotting/svg_coordinates.py), so librsvg and cairo draw it as browsers and Qt do.
+`PlotSvgExport` makes it the PNG's way: the replica a piece per frame, painted into the SVG a
+plot per timer tick, the rewrite and the write on a worker thread.
 
 Every file is written atomically (gpu.files.fileio.atomic_write_bytes, or for the animation a
 temporary file beside the target from gpu.files.fileio.new_partial_file, renamed at the end), so an
@@ -239,18 +241,6 @@ def _check_only(only: str | None) -> None:
         raise ExportError(f"no plot named {only!r} (one of {', '.join(PLOT_NAMES)})")
 
 
-def _replica(panel: PlotsPanel, size: tuple[int, int], only: str | None) -> PlotsPanel:
-    """The SVG's panel: fitted views (an SVG has no clipping: a zoomed curve would reach past
-    its plot)."""
-    _check_only(only)
-    panel.flush_model()
-    replica = panel.replicate(keep_zoom=False)
-    replica.show_only(only)
-    _lay_out(replica, size)
-    replica.flush_roof_labels()
-    return replica
-
-
 def plots_image(panel: PlotsPanel, size: tuple[int, int], only: str | None = None) -> QImage:
     """The four plots (or the one named `only`) at exactly `size` pixels."""
     job = PlotImageExport(panel, size, only)
@@ -357,32 +347,116 @@ def plots_svg(
     panel: PlotsPanel, size: tuple[int, int], only: str | None = None, description: str = ""
 ) -> bytes:
     """The plots as SVG through QSvgGenerator: curves are <path>/<polyline> elements with every
-    point, markers vector symbols, text real text."""
-    from PySide6.QtSvg import QSvgGenerator
+    point, markers vector symbols, text real text (`PlotSvgExport`, all its steps at once)."""
+    job = PlotSvgExport(panel, size, only, description=description)
+    for _ in job.svg_steps():
+        QApplication.sendPostedEvents()
+    assert job.svg is not None
+    return output_space(job.svg)
 
-    size = _check_size(size)
-    replica = _replica(panel, size, only)
-    data = QByteArray()
-    buffer = QBuffer(data)
-    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    generator = QSvgGenerator()
-    generator.setOutputDevice(buffer)
-    generator.setSize(QSize(*size))
-    generator.setViewBox(QRect(0, 0, *size))
-    generator.setTitle("Tilescope plots")
-    generator.setDescription(description or "Tilescope: the attention memory wall")
-    painter = QPainter()
-    try:
-        if not painter.begin(generator):
-            raise ExportError("could not start the SVG painter")
-        _vector_mode(replica, painter)
-        painter.fillRect(QRect(0, 0, *size), replica.palette().window())
-        replica.render(painter, QPoint(0, 0))
-    finally:
-        if painter.isActive():
+
+class PlotSvgExport(QObject):
+    """An SVG of the plots, made without stalling the GUI thread: the replica is built a piece
+    at a time between frames, laid out without painting, painted into the SVG a plot per timer
+    tick, and its coordinates rewritten and the file written on a worker thread.
+
+    `start()` checks the request and returns; then `finished(path)` or `failed(message)`.
+    """
+
+    finished = Signal(str)
+    failed = Signal(str)
+
+    def __init__(
+        self,
+        panel: PlotsPanel,
+        size: tuple[int, int],
+        only: str | None = None,
+        path: str = "",
+        overwrite: bool = False,
+        description: str = "",
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.size = _check_size(size)
+        _check_only(only)
+        self.panel, self.only, self.path, self.overwrite = panel, only, path, overwrite
+        self.description = description
+        self.svg: bytes | None = None  # as QSvgGenerator wrote it (before output_space)
+        self._steps: Iterator[None] | None = None
+        self._timer = QTimer(self)
+        self._timer.setInterval(0)
+        self._timer.timeout.connect(self._tick)
+        self._writer = LatestOnly(self)
+
+    def start(self) -> None:
+        self.panel.flush_model()  # the curves of the config being shown, not a pending one
+        self._steps = self.svg_steps()
+        self._timer.start()
+
+    def svg_steps(self) -> Iterator[None]:
+        """The GUI thread's share, one piece per step. The SVG gets the fitted views: it has
+        no clipping, and a zoomed curve would reach past its plot."""
+        from PySide6.QtSvg import QSvgGenerator
+
+        self.panel.flush_model()
+        replication = self.panel.replicate_steps(keep_zoom=False)
+        yield from replication
+        replica = replication.panel
+        painter = QPainter()
+        try:
+            replica.show_only(self.only)
+            yield from _lay_out_steps(replica, self.size)
+            replica.flush_roof_labels()
+            data = QByteArray()
+            buffer = QBuffer(data)
+            buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+            generator = QSvgGenerator()
+            generator.setOutputDevice(buffer)
+            generator.setSize(QSize(*self.size))
+            generator.setViewBox(QRect(0, 0, *self.size))
+            generator.setTitle("Tilescope plots")
+            generator.setDescription(self.description or "Tilescope: the attention memory wall")
+            if not painter.begin(generator):
+                raise ExportError("could not start the SVG painter")
+            _vector_mode(replica, painter)
+            painter.fillRect(QRect(0, 0, *self.size), replica.palette().window())
+            yield
+            for view in replica.views():
+                if not view.isVisibleTo(replica):
+                    continue
+                rect = view.geometry()
+                replica.render(painter, rect.topLeft(), QRegion(rect))
+                yield
             painter.end()
-        replica.deleteLater()
-    return output_space(bytes(data.data()))
+            self.svg = bytes(data.data())
+        finally:
+            if painter.isActive():
+                painter.end()
+            replica.deleteLater()
+
+    def _tick(self) -> None:
+        assert self._steps is not None
+        try:
+            next(self._steps)
+            return
+        except StopIteration:
+            pass
+        except Exception as exc:
+            self._timer.stop()
+            self.failed.emit(str(exc))
+            return
+        self._timer.stop()
+        svg, path, overwrite = self.svg, self.path, self.overwrite
+
+        def rewrite_and_write() -> str:
+            assert svg is not None
+            write_file(path, output_space(svg), overwrite=overwrite)
+            return path
+
+        self._writer.submit(rewrite_and_write, self.finished.emit, self._failed)
+
+    def _failed(self, exc: BaseException) -> None:
+        self.failed.emit(str(exc))
 
 
 def _vector_mode(panel: PlotsPanel, painter: QPainter) -> None:

@@ -193,6 +193,7 @@ class PlotsPanel(QWidget):
             x_label="useful FLOP per DRAM byte (intensity)",
             x_format=fmt_plain_axis,
         )
+        yield
         self.strip = TrafficStripChart()
         yield
         self.roofline.cursor.setVisible(False)  # x is FLOP/byte here, not N
@@ -256,8 +257,10 @@ class PlotsPanel(QWidget):
         #: Model curves are computed here, off the GUI thread; only the newest set is drawn.
         self.model_worker = LatestOnly(self)
         yield from self._build_items()
+        yield
         for plot in self.plots:
             plot.set_visible_items([])
+            yield
         self.set_n_span(SEQ_MIN, SEQ_MAX)
         self.memory.hover_provider = self._hover_memory
         self.timing.hover_provider = self._hover_timing
@@ -316,6 +319,7 @@ class PlotsPanel(QWidget):
                 Style(a, 2.0, symbol=_symbol(a), symbol_size=7),
             )
             t.add_error_bars(f"spread_{a}", f"{_label(a)}: fastest … slowest", Style(a, 1.2))
+        yield
         for k in NAIVE_KERNELS:
             t.add(f"kernel_{k}", f"naive: {k}", Style(k, 1.5, Qt.PenStyle.DashLine))
         for a in ALGOS:
@@ -348,6 +352,7 @@ class PlotsPanel(QWidget):
                 f"{_label(a)}: measured (hardware counters)",
                 Style(a, symbol=_symbol(a), line=False, symbol_size=10),
             )
+            yield
         h.add(
             "current",
             "",
@@ -377,6 +382,7 @@ class PlotsPanel(QWidget):
                 f"{_label(a)}: at model intensity",
                 Style(a, symbol=_symbol(a), line=False, symbol_size=9, hollow=True),
             )
+        yield
         # Where the roofline puts each algorithm at the current N: one item, a colour per point.
         r.add(
             "bounds",
@@ -1505,8 +1511,10 @@ class _Replication:
         if src.memory._palette is not None:
             other.apply_palette(src.memory._palette)
         other.set_n_span(*src._n_span)
+        yield
         if src._gpu is not None:
             other.set_gpu(src._gpu, src._gpu_label, src._time_model_gpu is not None)
+            yield
         other.set_budget(src._budget, src._budget_label)
         other.set_recorded_note(src._recorded_note)
         yield
@@ -1516,11 +1524,14 @@ class _Replication:
             other.memory.labels.update(src.memory.labels)
             other._show_timing_title()
             other._draw_roofs()
+            yield
             if src._model is not None:
                 other._draw_model(src._model)
+                yield
             other.set_seq_len(src._config)
         yield
         other.set_measured(src._measured)
+        yield
         other.set_reference(src._references)
         other.flush_visibility()
         other._paced_strip.flush()

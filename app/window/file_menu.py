@@ -320,7 +320,7 @@ class FileMenu(QObject):
         self.dialog: ExportDialog | None = None
         self.exporter: exports.AnimationExporter | None = None
         self.progress_dialog: QProgressDialog | None = None
-        self.plot_export: exports.PlotImageExport | None = None
+        self.plot_export: exports.PlotImageExport | exports.PlotSvgExport | None = None
         #: Files are read here, off the GUI thread; opening another supersedes a slow read.
         self.reader = LatestOnly(self)
 
@@ -453,7 +453,8 @@ class FileMenu(QObject):
         return dialog
 
     def export(self, request: ExportRequest) -> bool:
-        """Carry out `request`; True when the file was written (animations: when started)."""
+        """Carry out `request`; True when the file was written (plot images and animations:
+        when started; `exported` or `exportFailed` follows)."""
         path = request.path
         kind = KINDS.get(request.kind)
         if kind is None or not path:
@@ -465,14 +466,10 @@ class FileMenu(QObject):
         if request.kind in ("gif", "mp4"):
             return self._export_animation(request)
         panel = self.window.plots
-        if request.kind == "plots_png":
+        if request.kind in ("plots_png", "plots_svg"):
             return self._export_plot_image(request)
         try:
-            if request.kind == "plots_svg":
-                data = exports.plots_svg(
-                    panel, request.size or (1600, 1000), request.only, self._description()
-                )
-            elif request.kind == "plots_csv":
+            if request.kind == "plots_csv":
                 data = exports.plots_csv(panel, request.only).encode()
             elif request.kind == "results_csv":
                 data = exports.results_csv(panel).encode()
@@ -490,14 +487,14 @@ class FileMenu(QObject):
         what = KINDS[request.kind].text.lower()
         try:
             exports.check_writable(request.path)
-            job = exports.PlotImageExport(
-                self.window.plots,
-                request.size or (1600, 1000),
-                request.only,
-                request.path,
-                overwrite=True,
-                parent=self,
-            )
+            args = (self.window.plots, request.size or (1600, 1000), request.only, request.path)
+            job: exports.PlotImageExport | exports.PlotSvgExport
+            if request.kind == "plots_svg":
+                job = exports.PlotSvgExport(
+                    *args, overwrite=True, description=self._description(), parent=self
+                )
+            else:
+                job = exports.PlotImageExport(*args, overwrite=True, parent=self)
         except exports.ExportError as exc:
             self._error(f"Could not export {what}: {exc}")
             return False
