@@ -19,6 +19,7 @@ from gpu.config import AttentionConfig
 from gpu.costmodel import pass_useful_flops
 from gpu.cuda_kernels import KernelCompileError
 from gpu.errors import FileWriteError
+from gpu.units import fmt_rate, fmt_seconds
 
 from .arguments import check_writable_out, config_for, refuse_folder_names
 from .bench_output import BenchTable, Progress, traffic_column
@@ -162,15 +163,16 @@ def _refuse_long_runs(
         return
     cfg, algo, worst = max(known, key=lambda job: job[2])
     if worst > limit_s:
+        about = fmt_seconds(worst, digits=2)
         if estimate is not None:
             raise UsageError(
                 f"{backend.name} ring on {backend.devices} devices at N={cfg.seq_len}: about "
-                f"{_fmt_duration(worst)} by the estimate, beyond --time-limit {limit_s:g} s; "
+                f"{about} by the estimate, beyond --time-limit {limit_s:g} s; "
                 f"fewer devices or a GPU ring, or `main.py model --seq {cfg.seq_len} --devices "
                 f"{backend.devices}` for the model's figures at once"
             )
         raise UsageError(
-            f"{algo} at N={cfg.seq_len} on the cpu backend: about {_fmt_duration(worst)} by the "
+            f"{algo} at N={cfg.seq_len} on the cpu backend: about {about} by the "
             f"estimate ({_cpu_rate_text()}), beyond --time-limit {limit_s:g} s; a smaller --seq, "
             f"a GPU (--backend cuda), or `main.py model --seq {cfg.seq_len}` for the model's "
             "figures at once"
@@ -178,7 +180,7 @@ def _refuse_long_runs(
     total = sum(s for _, _, s in known)
     if total >= 10:
         how = "" if estimate is not None else f" ({_cpu_rate_text()})"
-        print(f"# about {_fmt_duration(total)} by the estimate{how}", flush=True)
+        print(f"# about {fmt_seconds(total, digits=2)} by the estimate{how}", flush=True)
 
 
 def _cpu_run_seconds(backend, config: AttentionConfig, algorithm: str, options) -> float:
@@ -201,15 +203,7 @@ def _cpu_run_seconds(backend, config: AttentionConfig, algorithm: str, options) 
 def _cpu_rate_text() -> str:
     from gpu import ring_sim
 
-    return f"NumPy at about {ring_sim.SIM_FLOPS_PER_S / 1e9:g} GFLOP/s"
-
-
-def _fmt_duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
+    return f"NumPy at about {fmt_rate(ring_sim.SIM_FLOPS_PER_S, 'FLOP/s')}"
 
 
 def _save_fallback(recording: Any, suffix: str) -> str | None:

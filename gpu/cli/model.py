@@ -11,7 +11,7 @@ from typing import Any
 from gpu.algorithms import NAIVE, TILED
 from gpu.config import PASS_LABELS, AttentionConfig
 from gpu.costmodel import GPUS, algorithm_cost, attention_matrix_bytes
-from gpu.units import fmt_bytes
+from gpu.units import fmt_bytes, fmt_flops
 
 from .arguments import config_for, layer_count, preset_of
 from .errors import UsageError
@@ -62,7 +62,7 @@ def cmd_model(args: argparse.Namespace) -> int:
             f"HBM traffic {fmt_bytes(cost.hbm_bytes)}   "
             f"intensity {cost.arithmetic_intensity:.1f} FLOP/B"
         )
-    print(f"  FLOPs: {naive.flops:.3e}")
+    print(f"  FLOPs: {fmt_flops(naive.flops)}")
     for name, g in report["gpus"].items():
         fits = "fits" if g["naive_fits"] else "naive DOES NOT FIT"
         print(
@@ -118,12 +118,12 @@ def print_training_model(t: dict[str, Any]) -> None:
         what += f" ({t['preset_source']})"
     print(f"  {PASS_LABELS[t['pass']]}, {what}; {t['counts']}:")
     for algo, a in t["algorithms"].items():
-        recompute = f", recompute {a['recompute_flops']:.3e}" if a["recompute_flops"] else ""
+        recompute = f", recompute {fmt_flops(a['recompute_flops'])}" if a["recompute_flops"] else ""
         print(
             f"    {algo:<6} saved {fmt_bytes(a['saved_per_layer_bytes'])}/layer, "
             f"{fmt_bytes(a['saved_total_bytes'])} for {t['layers']}; "
             f"peak {fmt_bytes(a['layers_peak_bytes'])}; "
-            f"backward FLOPs {a['backward_useful_flops']:.3e} useful{recompute}"
+            f"backward {fmt_flops(a['backward_useful_flops'])} useful{recompute}"
         )
         walls = ", ".join(
             f"{name}: N={n:,}" if n else f"{name}: fits at every N"
