@@ -7,9 +7,7 @@ from collections.abc import Sequence
 
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF
-from PySide6.QtWidgets import (
-    QGraphicsItem,
-)
+from PySide6.QtWidgets import QGraphicsItem
 
 
 class LegendSample(pg.ItemSample):

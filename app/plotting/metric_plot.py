@@ -15,9 +15,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QFont, QFontMetrics
-from PySide6.QtWidgets import (
-    QGraphicsItem,
-)
+from PySide6.QtWidgets import QGraphicsItem
 
 from ..state.units import fmt_int
 from ..window.plain_text import html_text, tooltip
