@@ -24,7 +24,7 @@ from gpu import exit_status
 from gpu.cli.arguments import refuse_bare_double_dash_values
 from gpu.cli.errors import EXIT_INTERRUPTED, reader_gone, report_error
 from gpu.cli.parser import build_parser
-from gpu.fileio import remove_partial_files, remove_partial_files_on_signals
+from gpu.files.fileio import remove_partial_files, remove_partial_files_on_signals
 
 
 def _run_command(args) -> int:  # type: ignore[no-untyped-def]

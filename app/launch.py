@@ -64,7 +64,7 @@ SIGNAL_CHECK_MS = 250
 
 def quit_on_signals(app) -> bool:  # type: ignore[no-untyped-def]
     """SIGTERM, SIGHUP and SIGINT end the app promptly and leave no partial file behind: the handler
-    removes every temporary file being written (gpu.fileio's registry: an animation export's,
+    removes every temporary file being written (gpu.files.fileio's registry: an animation export's,
     a session's) at once, then closes the windows from the event loop (an export in flight
     stops, the runner and background work wind up) and ends it with 128 + the signal's number
     (143, 129, 130). Ending the interpreter from inside the handler instead would tear Qt down under
@@ -76,7 +76,7 @@ def quit_on_signals(app) -> bool:  # type: ignore[no-untyped-def]
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from gpu.fileio import remove_partial_files, remove_partial_files_on_signals
+    from gpu.files.fileio import remove_partial_files, remove_partial_files_on_signals
 
     if not remove_partial_files_on_signals():  # also removes them at exit
         return False

@@ -1,7 +1,7 @@
 """Benchmark the backward passes against torch's on a GPU, at FlashAttention-3's shapes.
 
-Ours: the fused backward (gpu/flash_bwd.py: preprocess + flash_bwd + dQ convert, or the
-deterministic dQ pass) and the naive backward (gpu/naive_bwd.py: four cuBLAS GEMMs and our
+Ours: the fused backward (gpu/launch/flash_bwd.py: preprocess + flash_bwd + dQ convert, or the
+deterministic dQ pass) and the naive backward (gpu/backends/naive_bwd.py: four cuBLAS GEMMs and our
 softmax backward). Peers, in the same process: torch autograd through
 scaled_dot_product_attention with the FLASH_ATTENTION (FlashAttention-2), CUDNN_ATTENTION and
 MATH backends. Only the backward is timed: each input set's forward runs once, untimed, and
@@ -11,8 +11,10 @@ Method: one process; ≥ 30 s of continuous device work first (clocks settle); t
 rounds in which every method is measured in turn (interleaved), each sample a batch of
 back-to-back backward calls between two CUDA events, the inputs rotating over sets that add up
 to several times the 60 MB L2 so no call starts from a warm cache (the naive and math paths
-move N×N matrices far larger than the L2 and use one set). Per method: the median of each
-round's samples, then the median over rounds, with the spread of the round medians.
+move N×N matrices far larger than the L2 and use one set; those two are interleaved where both
+fit in device memory at once, one after the other where not, which each row's note says). Per
+method: the median of each round's samples, then the median over rounds, with the spread of the
+round medians.
 TFLOP/s counts the backward's useful 2.5 × 4·B·h·N²·d (halved when causal).
 
 Shapes (FlashAttention-3, section 4.1): 16k tokens in all (batch = 16384 / N), hidden 2048
@@ -78,7 +80,7 @@ def time_batch(call: Callable[[int], None], sets: int, samples: int, target_ms: 
 def _random(shape: tuple[int, ...], dtype: str, rng: Any) -> Any:
     import cupy as cp
 
-    from gpu.cuda_backend import from_float32
+    from gpu.backends.cuda_backend import from_float32
 
     return from_float32(rng.standard_normal(shape, dtype=cp.float32), dtype)
 
@@ -97,7 +99,7 @@ class FusedSetup:
     def __init__(self, config: AttentionConfig, seed: int, variant: Any = None) -> None:
         import cupy as cp
 
-        from gpu import flash_bwd, flash_mma
+        from gpu.launch import flash_bwd, flash_mma
 
         self.config = config
         shape = (config.batch, config.heads, config.seq_len, config.head_dim)
@@ -194,7 +196,7 @@ def _run_kernel(per_set: list[list[Callable[[], None]]], k: int, i: int) -> None
 def _max_diff(ours: Any, theirs: Any, dtype: str) -> float:
     import cupy as cp
 
-    from gpu.cuda_backend import to_float32
+    from gpu.backends.cuda_backend import to_float32
 
     return float(cp.abs(to_float32(ours, dtype) - cp.from_dlpack(theirs.contiguous())).max())
 
@@ -202,6 +204,8 @@ def _max_diff(ours: Any, theirs: Any, dtype: str) -> float:
 def bench_fused_shape(config: AttentionConfig, args: argparse.Namespace) -> list[dict]:
     import cupy as cp
 
+    if not args.fused_methods:
+        return []
     setup = FusedSetup(config, seed=config.seq_len + config.head_dim + config.causal)
     calls: dict[str, Callable[[int], None]] = {}
     notes: dict[str, str] = {}
@@ -261,11 +265,12 @@ def bench_fused_shape(config: AttentionConfig, args: argparse.Namespace) -> list
     return rows
 
 
-def _time_ours_naive(config: AttentionConfig, args: argparse.Namespace) -> list[float]:
-    """Round medians of our naive backward (its buffers go when this returns)."""
+def _setup_ours_naive(config: AttentionConfig) -> Callable[[int], None]:
+    """Our naive backward, ready to call: P from one forward, S's memory reused for dS (the
+    buffers live as long as the returned call)."""
     import cupy as cp
 
-    from gpu import cuda_backend, naive_bwd
+    from gpu.backends import cuda_backend, naive_bwd
 
     rng = cp.random.RandomState(7)
     shape = (config.batch, config.heads, config.seq_len, config.head_dim)
@@ -281,11 +286,12 @@ def _time_ours_naive(config: AttentionConfig, args: argparse.Namespace) -> list[
         for f in launches:
             f()
 
-    return [time_batch(ours, 1, args.samples, 20.0) for _ in range(args.rounds)]
+    return ours
 
 
-def _time_sdpa_math(config: AttentionConfig, args: argparse.Namespace) -> list[float]:
-    """Round medians of torch's math backward (its graph goes when this returns)."""
+def _setup_sdpa_math(config: AttentionConfig) -> Callable[[int], None]:
+    """torch's math backward, ready to call: the forward's autograd graph is retained (it
+    lives as long as the returned call)."""
     import cupy as cp
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -303,24 +309,62 @@ def _time_sdpa_math(config: AttentionConfig, args: argparse.Namespace) -> list[f
     def math_call(i: int) -> None:
         torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
 
-    return [time_batch(math_call, 1, args.samples, 20.0) for _ in range(args.rounds)]
+    return math_call
 
 
-def bench_naive_shape(config: AttentionConfig, args: argparse.Namespace) -> list[dict]:
-    """Our naive backward vs torch's math backward; one input set each (N×N ≫ L2). These two
-    are measured one after the other (rounds of one, then of the other): each holds several
-    N×N matrices, and both at once would halve the largest N that fits."""
+NAIVE_SETUPS = {"ours_naive": _setup_ours_naive, "sdpa_math": _setup_sdpa_math}
+
+
+def _free_device_memory() -> None:
     import cupy as cp
     import torch
 
-    rows = []
-    for method, timer in (("ours_naive", _time_ours_naive), ("sdpa_math", _time_sdpa_math)):
+    cp.get_default_memory_pool().free_all_blocks()
+    torch.cuda.empty_cache()
+
+
+def bench_naive_shape(config: AttentionConfig, args: argparse.Namespace) -> list[dict]:
+    """Our naive backward vs torch's math backward; one input set each (N×N ≫ L2).
+    Interleaved like the fused methods (rounds alternate between the two, the order reversed
+    every other round) where both fit in device memory at once; where they do not, one after
+    the other (each holds several N×N matrices), and the row says so."""
+    import cupy as cp
+    import torch
+
+    oom = (cp.cuda.memory.OutOfMemoryError, torch.OutOfMemoryError)
+    calls: dict[str, Callable[[int], None]] = {}
+    failed: dict[str, str] = {}
+    for method, setup in NAIVE_SETUPS.items():
         try:
-            rows.append(_row(config, method, timer(config, args), ""))
-        except (cp.cuda.memory.OutOfMemoryError, torch.OutOfMemoryError) as exc:
+            calls[method] = setup(config)
+        except oom as exc:
+            failed[method] = f"out of memory: {exc}"[:200]
+            break
+    rows = []
+    if not failed:
+        samples: dict[str, list[float]] = {m: [] for m in calls}
+        try:
+            for r in range(args.rounds):
+                for method in calls if r % 2 == 0 else list(calls)[::-1]:
+                    samples[method].append(time_batch(calls[method], 1, args.samples, 20.0))
+        except oom:  # a backward's own temporaries did not fit beside the other's buffers
+            failed["both"] = "out of memory while both were held"
+        else:
+            calls.clear()
+            _free_device_memory()
+            return [_row(config, m, samples[m], "interleaved") for m in samples]
+    # Both at once do not fit: each alone, one after the other.
+    calls.clear()
+    _free_device_memory()
+    for method, setup in NAIVE_SETUPS.items():
+        try:
+            call = setup(config)
+            ms = [time_batch(call, 1, args.samples, 20.0) for _ in range(args.rounds)]
+            del call
+            rows.append(_row(config, method, ms, "one after the other: both did not fit at once"))
+        except oom as exc:
             rows.append(_row(config, method, [], f"out of memory: {exc}"[:200]))
-        cp.get_default_memory_pool().free_all_blocks()
-        torch.cuda.empty_cache()
+        _free_device_memory()
     return rows
 
 
@@ -406,13 +450,19 @@ def print_table(rows: list[dict]) -> None:
         for k, r in m.items():
             if k.startswith("variant") and r["ms"]:
                 print(f"{'':>19} {k}: {r['ms']:.3f} ms ({r['tflops']:.0f} TFLOP/s)")
+    naive_notes = {r["note"] for r in rows if r["method"] in NAIVE}
+    if naive_notes:
+        print("naive vs math: " + "; ".join(sorted(naive_notes)))
+    for r in rows:
+        if r["method"] in NAIVE and r["note"] not in ("interleaved", ""):
+            print(f"  {r['method']} d={r['head_dim']} N={r['seq_len']}: {r['note']}")
 
 
 def parse_variants(spec: str) -> dict[int, list[Any]]:
     """'64:128x64s1,128x128;128:64x64' -> {64: [BwdLaunch(64, 128, 64, 1, 1), ...], ...}
     (keys per block × queries per step, optional sN dS stages; 2 blocks per SM for 64-key
     blocks)."""
-    from gpu.flash_bwd import BwdLaunch
+    from gpu.launch.flash_bwd import BwdLaunch
 
     out: dict[int, list[Any]] = {}
     for part in filter(None, spec.split(";")):
@@ -436,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--samples", type=int, default=5)
     p.add_argument("--warmup-s", type=float, default=30.0)
     p.add_argument("--fused-methods", default=",".join(FUSED))
-    p.add_argument("--naive-max-n", type=int, default=8192)
+    p.add_argument("--naive-max-n", type=int, default=16384)
     p.add_argument("--no-naive", action="store_true")
     p.add_argument("--variants", default="", help="extra fused variants, e.g. 64:128x128;128:64x64")
     p.add_argument("--breakdown", action="store_true", help="time each of our kernels alone")

@@ -104,7 +104,7 @@ def backend_factory(kind: str, delay_ms: float):  # type: ignore[no-untyped-def]
             record_calls=False,
         )
         return lambda name: backend
-    from gpu.backends import create_backend
+    from gpu.backends.factory import create_backend
 
     # The window's own fallbacks (to "cpu") still work; main() says when they happened.
     return lambda name: create_backend(kind if name in ("auto", kind) else name)

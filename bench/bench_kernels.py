@@ -1,10 +1,10 @@
 """Benchmark the tiled attention kernels against torch SDPA (FlashAttention-2 and cuDNN) on a GPU.
 
 One run measures, for every selected config: our fused tensor-core kernels through their one
-launch path (`prepare` -> gpu.flash_launch.Prepared): `mma` (mma.sync), `wgmma` (Hopper wgmma)
-and `ws` (warp-specialized, TMA + ping-pong), each optionally with several variants; our
-readable tiled kernel and our naive path (through `gpu.cuda_backend`); and torch's SDPA with the
-FLASH_ATTENTION and CUDNN_ATTENTION backends as peers. torch is imported here only; the app
+launch path (`prepare` -> gpu.launch.flash_launch.Prepared): `mma` (mma.sync), `wgmma` (Hopper
+wgmma) and `ws` (warp-specialized, TMA + ping-pong), each optionally with several variants; our
+readable tiled kernel and our naive path (through `gpu.backends.cuda_backend`); and torch's SDPA
+with the FLASH_ATTENTION and CUDNN_ATTENTION backends as peers. torch is imported here only; the app
 never needs it.
 
 Timing: CUDA events around a batch of back-to-back launches (so launch overhead hides behind
@@ -35,7 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gpu.config import AttentionConfig
-from gpu.costmodel import useful_flops
+from gpu.model.costmodel import useful_flops
 
 ALL_IMPLS = ("mma", "wgmma", "ws", "readable", "naive", "sdpa_flash", "sdpa_cudnn")
 ROTATE_BYTES = 256 * 2**20  # rotate inputs over at least this much memory (L2 is 60 MB)
@@ -172,9 +172,9 @@ def variant_label(launch: Any) -> str:
 
 #: impl name -> the module that launches it (imported lazily: CuPy is needed only here).
 FUSED_MODULES: dict[str, Callable[[], Any]] = {
-    "mma": lambda: __import__("gpu.flash_mma", fromlist=["x"]),
-    "wgmma": lambda: __import__("gpu.flash_wgmma", fromlist=["x"]),
-    "ws": lambda: __import__("gpu.flash_ws", fromlist=["x"]),
+    "mma": lambda: __import__("gpu.launch.flash_mma", fromlist=["x"]),
+    "wgmma": lambda: __import__("gpu.launch.flash_wgmma", fromlist=["x"]),
+    "ws": lambda: __import__("gpu.launch.flash_ws", fromlist=["x"]),
 }
 
 
@@ -194,7 +194,7 @@ def bench_fused(
     input set."""
     import cupy as cp
 
-    from gpu import flash_launch
+    from gpu.launch import flash_launch
 
     module = FUSED_MODULES[impl]()
     row = Row(name, config.dtype, config.heads, config.head_dim, config.seq_len, config.causal)
@@ -240,8 +240,8 @@ def bench_backend(config: AttentionConfig, algorithm: str, args: argparse.Namesp
     name = "readable" if algorithm == "tiled" else "naive"
     row = Row(name, config.dtype, config.heads, config.head_dim, config.seq_len, config.causal)
     try:
-        from gpu.backend import RunOptions
-        from gpu.backends import create_backend
+        from gpu.backends.backend import RunOptions
+        from gpu.backends.factory import create_backend
 
         backend = create_backend("cuda")
         if algorithm not in backend.algorithms():
@@ -380,8 +380,8 @@ def prepared_from_source(impl: str, config: AttentionConfig, source: Path | None
     file elsewhere, e.g. a copy from before a change) instead of gpu/kernels when given."""
     import dataclasses
 
-    from gpu import flash_launch, flash_readable
-    from gpu.cuda_kernels import get_kernel
+    from gpu.launch import flash_launch, flash_readable
+    from gpu.launch.cuda_kernels import get_kernel
 
     if impl == "readable":
         prepared = flash_readable.prepare(config)
@@ -405,7 +405,7 @@ def compare_sources(args: argparse.Namespace, configs: list[AttentionConfig]) ->
     new/old per config. Outputs must agree exactly (the same arithmetic)."""
     import cupy as cp
 
-    from gpu import flash_launch
+    from gpu.launch import flash_launch
 
     old_dir = Path(args.compare_sources)
     impls = [i for i in args.impls.split(",") if i in ("readable", "mma", "wgmma")]
@@ -505,7 +505,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--ws-variants",
         default="",
-        help="extra warp-specialized variants by label (gpu.flash_ws.WsLaunch.label), or 'all'",
+        help="extra warp-specialized variants by label (gpu.launch.flash_ws.WsLaunch.label), "
+        "or 'all'",
     )
     p.add_argument("--naive-max-n", type=int, default=16384)
     p.add_argument("--readable-max-n", type=int, default=32768)

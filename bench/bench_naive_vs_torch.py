@@ -2,8 +2,8 @@
 
 torch.nn.functional.scaled_dot_product_attention under SDPBackend.MATH computes
 softmax(Q Kᵀ·scale) V with a GEMM that writes S, a softmax kernel, and a GEMM that reads P: the
-naive algorithm as a mature library runs it. Our naive path (gpu/cuda_backend.py: cuBLAS GEMM,
-our softmax kernel, cuBLAS GEMM) must be at least 0.9x as fast, or its times would make tiling
+naive algorithm as a mature library runs it. Our naive path (gpu/backends/cuda_backend.py: cuBLAS
+GEMM, our softmax kernel, cuBLAS GEMM) must be at least 0.9x as fast, or its times would make tiling
 look better than it is.
 
 Two torch variants are timed, because torch's math path by default upcasts fp16 inputs to fp32
@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gpu.algorithms import NAIVE, TILED
 from gpu.config import AttentionConfig
-from gpu.costmodel import useful_flops
+from gpu.model.costmodel import useful_flops
 
 REQUIRED_RATIO = 0.9
 
@@ -82,7 +82,7 @@ def ours_naive_end_to_end(config: AttentionConfig, inputs, args: argparse.Namesp
     """(median ms, O): events around the three launches, as torch's call is timed."""
     import cupy
 
-    from gpu.cuda_backend import naive_forward, softmax_launcher
+    from gpu.backends.cuda_backend import naive_forward, softmax_launcher
 
     q, k, v = inputs
     shape_nn = (config.batch, config.heads, config.seq_len, config.seq_len)
@@ -197,8 +197,8 @@ def torch_math(config: AttentionConfig, inputs, ours_o, ours_ms: float, args) ->
 def bench_one(n: int, args: argparse.Namespace) -> dict:
     import cupy
 
-    from gpu.backend import RunOptions
-    from gpu.cuda_backend import CudaBackend, random_inputs
+    from gpu.backends.backend import RunOptions
+    from gpu.backends.cuda_backend import CudaBackend, random_inputs
 
     config = AttentionConfig(
         seq_len=n, heads=args.heads, head_dim=args.head_dim, batch=1, dtype="fp16"
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     import cupy
     import torch
 
-    from gpu.cuda_backend import CudaBackend
+    from gpu.backends.cuda_backend import CudaBackend
 
     info = CudaBackend().device_info()
     rows = [bench_one(int(n), args) for n in args.seq.split(",")]

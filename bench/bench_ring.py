@@ -8,12 +8,12 @@ Full run, for N = 65,536 … 1,048,576 (powers of two), (h=12, d=64) and (h=16, 
 with and without the causal mask, cheapest first within each N:
 - one GPU: the best fused kernel (the one the ring runs per step) on the whole sequence, timed
   with CUDA events (median);
-- the ring on GPUs 0 and 1 over NCCL (gpu/ring.py): median total, and from the median run's
-  events the per-GPU timeline, the share of communication hidden behind compute and the
+- the ring on GPUs 0 and 1 over NCCL (gpu/ring/cuda_ring.py): median total, and from the median
+  run's events the per-GPU timeline, the share of communication hidden behind compute and the
   achieved link bandwidth against the link's peak; pool peak per GPU;
 - max |O_ring − O_one| over every element, compared on GPU 0 chunk by chunk (no N×N reference
   fits at N = 1M); it must stay within the fused kernels' own tolerance (2e-3 for fp16);
-- the model's prediction for P = 2 (gpu/ring_model.py), from the one-GPU kernel's throughput
+- the model's prediction for P = 2 (gpu/ring/model.py), from the one-GPU kernel's throughput
   measured in this run at the chunk sizes the ring runs (N/2 and N/4, from 16,384 up).
 The JSON (schema tilescope.results/1: the one-GPU results, algorithm "tiled_wgmma" or whichever
 kernel ran, and the ring results, algorithm "ring" with their `ring` field) is rewritten after
@@ -46,13 +46,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpu.backend import RunOptions
+from gpu.backends.backend import RunOptions
 from gpu.config import AttentionConfig
-from gpu.costmodel import useful_flops
-from gpu.links import NVLINK4, LinkSpec
-from gpu.recording import Recording, save_recording
+from gpu.files.recording import Recording, save_recording
+from gpu.model.costmodel import useful_flops
+from gpu.model.links import NVLINK4, LinkSpec
 from gpu.results import DeviceInfo, KernelTime, RunResult
-from gpu.ring_model import MeasuredThroughput, predict
+from gpu.ring.model import MeasuredThroughput, predict
 
 FAMILIES = ((12, 64), (16, 128))
 FULL_SEQ = (65536, 131072, 262144, 524288, 1048576)
@@ -150,9 +150,9 @@ def time_single(config: AttentionConfig, q, k, v, base_bytes: int, warmup: int, 
 
     import cupy
 
-    from gpu.costmodel import algorithm_cost
-    from gpu.cuda_backend import device_name
-    from gpu.ring import fused_kernel
+    from gpu.backends.cuda_backend import device_name
+    from gpu.model.costmodel import algorithm_cost
+    from gpu.ring.cuda_ring import fused_kernel
 
     kernel, module = fused_kernel(config)
     shape = (config.batch, config.heads, config.seq_len)
@@ -202,7 +202,7 @@ def measure_item(ring, config, link, check_fp32: bool = False) -> tuple[RunResul
     the same inputs, compared with the one-GPU output."""
     import cupy
 
-    from gpu.cuda_backend import random_inputs
+    from gpu.backends.cuda_backend import random_inputs
 
     warmup, repeats = repetitions(config.seq_len)
     first = ring.devices[0]
@@ -233,7 +233,7 @@ def calibrate(log: Log, recorder: Recorder, device: int) -> None:
     """One-GPU kernel at the ring's smallest chunk sizes, for the model's throughput."""
     import cupy
 
-    from gpu.cuda_backend import random_inputs
+    from gpu.backends.cuda_backend import random_inputs
 
     for n in CALIBRATION_SEQ:
         for h, d in FAMILIES:
@@ -366,8 +366,8 @@ def smoke(args, log: Log) -> int:
     double, and the full run's code path on two virtual ranks."""
     import cupy
 
-    from gpu.ring import CudaRing
-    from gpu.ring_backend import cuda_ring_device_info
+    from gpu.ring.backend import cuda_ring_device_info
+    from gpu.ring.cuda_ring import CudaRing
     from tests.ring_test_double import SameDeviceCopyTransport
 
     device = cuda_ring_device_info([0])
@@ -425,8 +425,8 @@ def smoke(args, log: Log) -> int:
 def full(args, log: Log) -> int:
     import cupy
 
-    from gpu.ring import CudaRing, detect_link
-    from gpu.ring_backend import cuda_ring_device_info
+    from gpu.ring.backend import cuda_ring_device_info
+    from gpu.ring.cuda_ring import CudaRing, detect_link
 
     present = cupy.cuda.runtime.getDeviceCount()
     if present < args.devices:
@@ -468,7 +468,7 @@ def _meta(args, note: str) -> dict:
 
 
 def _reload(path: str) -> int:
-    from gpu.recording import load_recording
+    from gpu.files.recording import load_recording
 
     return len(load_recording(path).results)
 

@@ -66,7 +66,7 @@ class Steps:
 def step_environment():
     import cupy
 
-    from gpu.cuda_backend import device_name
+    from gpu.backends.cuda_backend import device_name
 
     info = {
         "python": platform.python_version(),
@@ -83,7 +83,7 @@ def step_environment():
 def step_library():
     from importlib import metadata
 
-    from gpu import profiler
+    from gpu.profiling import profiler
 
     info = {
         "cupti_python": metadata.version("cupti-python"),
@@ -117,8 +117,8 @@ def step_device():
 
 
 def step_config(state: dict):
-    from gpu import profiler
-    from gpu.cuda_kernels import device_attribute
+    from gpu.launch.cuda_kernels import device_attribute
+    from gpu.profiling import profiler
 
     sampler = profiler.PmSampler(0, device_attribute("MultiProcessorCount"))
     sampler.enable()
@@ -145,7 +145,7 @@ def step_decode(state: dict):
 def step_copies(state: dict):
     import cupy
 
-    from gpu import profiler
+    from gpu.profiling import profiler
 
     src = cupy.ones(GiB // 4, dtype=cupy.float32)
     dst = cupy.empty_like(src)
@@ -171,9 +171,9 @@ def step_copies(state: dict):
 
 
 def step_backend(state: dict):
-    from gpu.backend import RunOptions
+    from gpu.backends.backend import RunOptions
+    from gpu.backends.cuda_backend import CudaBackend
     from gpu.config import AttentionConfig
-    from gpu.cuda_backend import CudaBackend
 
     state["sampler"].close()  # the backend opens its own session
     backend = CudaBackend()

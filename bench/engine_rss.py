@@ -18,9 +18,9 @@ import tracemalloc
 import psutil
 
 sys.path.insert(0, os.getcwd())
-from gpu.backend import RunOptions
+from gpu.backends.backend import RunOptions
+from gpu.backends.cuda_backend import CudaBackend
 from gpu.config import AttentionConfig
-from gpu.cuda_backend import CudaBackend
 
 b = CudaBackend()
 algos = b.algorithms()

@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     from app.export.exports import palette_png_bytes
     from app.launch import quiet_offscreen_chatter
     from app.window.main_window import MainWindow
-    from gpu.fileio import atomic_write_bytes
+    from gpu.files.fileio import atomic_write_bytes
     from tests.clipping import clipped
 
     quiet_offscreen_chatter()

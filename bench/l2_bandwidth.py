@@ -18,7 +18,7 @@ Run from the repository root on the GPU host:
     PYTHONPATH=$PWD python3 bench/l2_bandwidth.py --out $OUT
 
 Writes l2_bandwidth.json to --out and prints a table, then the line to put in the GPU table
-(gpu/costmodel.py: `l2_bandwidth_bytes_s=`). About 15 s.
+(gpu/model/costmodel.py: `l2_bandwidth_bytes_s=`). About 15 s.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ def _sweep_launcher(buffer, passes: int, blocks: int, threads: int = 512, cache_
     """A launch of read_sweep (gpu/kernels/measure.cu) reading `buffer` `passes` times."""
     import numpy as np
 
-    from gpu.cuda_backend import MEASURE_SOURCE
-    from gpu.cuda_kernels import get_kernel
+    from gpu.backends.cuda_backend import MEASURE_SOURCE
+    from gpu.launch.cuda_kernels import get_kernel
 
     kernel = get_kernel(MEASURE_SOURCE, f"read_sweep<{'true' if cache_global else 'false'}>")
     ptr = np.uint64(buffer.data.ptr)
@@ -71,7 +71,7 @@ def measure_l2_read_bandwidth() -> dict:
     """{"best_bytes_s", "best" (its shape), "best_buffer_mib", "dram_read_bytes_s", "rows"}."""
     import cupy
 
-    from gpu.cuda_kernels import device_attribute
+    from gpu.launch.cuda_kernels import device_attribute
 
     l2 = device_attribute("L2CacheSize")
     sms = device_attribute("MultiProcessorCount")
@@ -122,8 +122,8 @@ def sampled_check(best_mib: int) -> dict | None:
     its counters; None where CUPTI is unavailable."""
     import cupy
 
-    from gpu import profiler
-    from gpu.cuda_kernels import device_attribute
+    from gpu.launch.cuda_kernels import device_attribute
+    from gpu.profiling import profiler
 
     if profiler.unavailable_reason() is not None:
         return None
@@ -161,7 +161,7 @@ def main() -> int:
     args = ap.parse_args()
     import cupy
 
-    from gpu.cuda_backend import device_name
+    from gpu.backends.cuda_backend import device_name
 
     result = measure_l2_read_bandwidth()
     result["device"] = device_name()

@@ -11,7 +11,7 @@ says nothing about the tests).
 Surviving mutants are printed with their line, to be judged: some are equivalent (a change no
 figure can show, such as a bound that the data never reaches), the rest are missing tests.
 
-    python bench/mutation_figures.py [--max 60] [--seed 1] [--module gpu/roofline.py ...]
+    python bench/mutation_figures.py [--max 60] [--seed 1] [--module gpu/model/roofline.py ...]
                                      [--timeout 120] [--out docs/bench/mutation_figures.json]
 
 Each mutant costs one pytest start (a few seconds to a minute on a busy machine), so runs are
@@ -36,17 +36,27 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Module -> the tests that cover it (Qt-free ones, so a mutant runs in seconds).
 MODULES: dict[str, tuple[str, ...]] = {
-    "gpu/roofline.py": (
+    "gpu/model/roofline.py": (
         "tests/test_figure_formulas.py",
         "tests/test_figures.py",
         "tests/test_roofline.py",
     ),
-    "gpu/costmodel.py": (
+    "gpu/model/costmodel.py": (
         "tests/test_figure_formulas.py",
         "tests/test_costmodel.py",
         "tests/test_figures.py",
     ),
-    "gpu/profiler.py": ("tests/test_profiler.py",),
+    "gpu/model/kernel_cost.py": (
+        "tests/test_figure_formulas.py",
+        "tests/test_costmodel.py",
+        "tests/test_figures.py",
+    ),
+    "gpu/model/gpus.py": (
+        "tests/test_figure_formulas.py",
+        "tests/test_costmodel.py",
+        "tests/test_figures.py",
+    ),
+    "gpu/profiling/profiler.py": ("tests/test_profiler.py",),
     "app/state/current_point.py": ("tests/test_figure_formulas.py", "tests/test_figures.py"),
     "app/state/training_figures.py": ("tests/test_figure_formulas.py",),
 }

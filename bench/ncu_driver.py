@@ -6,8 +6,8 @@ kernel and the tensor-core tiled kernel, in that order (what bench/trace_h200.py
 `--algos all` runs every algorithm the cuda backend offers on this GPU, in its order, and
 `--markers` launches a tiny marker kernel (`read_sweep` of gpu/kernels/measure.cu over 16 bytes)
 before each profiled kernel, so the CSV splits into one group per app kernel even when cuBLAS
-runs a GEMM as several kernels. The kernels come from `gpu.cuda_backend.algorithm_launches`,
-exactly what the backend times and profiles.
+runs a GEMM as several kernels. The kernels come from
+`gpu.backends.cuda_backend.algorithm_launches`, exactly what the backend times and profiles.
 
 Everything before the range (input generation, compilation, cuBLAS handles, one warm-up run of
 each) is not profiled. Prints nothing on stdout (ncu's CSV goes there); the launch order goes to
@@ -57,14 +57,14 @@ def main() -> int:
     import cupy
     import numpy as np
 
-    from gpu.config import AttentionConfig
-    from gpu.cuda_backend import (
+    from gpu.backends.cuda_backend import (
         MEASURE_SOURCE,
         CudaBackend,
         algorithm_launches,
         random_inputs,
     )
-    from gpu.cuda_kernels import get_kernel
+    from gpu.config import AttentionConfig
+    from gpu.launch.cuda_kernels import get_kernel
 
     config = AttentionConfig(
         seq_len=args.seq,

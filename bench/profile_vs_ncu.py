@@ -1,6 +1,6 @@
 """Measured DRAM bytes, two ways, side by side: `main.py bench --profile` (CUPTI PM sampling in
-the process, gpu/profiler.py) against Nsight Compute, for every algorithm this GPU offers at
-N = 4096 and 16384 (12 heads, d = 64, fp16, non-causal); plus a check that timing runs are
+the process, gpu/profiling/profiler.py) against Nsight Compute, for every algorithm this GPU offers
+at N = 4096 and 16384 (12 heads, d = 64, fp16, non-causal); plus a check that timing runs are
 unchanged by having profiled before.
 
 Run from the repository root on the GPU host (cupti-python and nvidia-cuda-cupti importable):
@@ -92,9 +92,9 @@ def ncu_bytes(n: int, out: Path, timeout: float) -> dict[str, dict[str, float]]:
 def ours(n: int) -> tuple[dict, dict]:
     """({"algorithm/kernel": traffic dict}, {"algorithm/kernel": timing before/after}) in this
     process through the backend, exactly as `main.py bench --profile` runs it."""
-    from gpu.backend import RunOptions
-    from gpu.cuda_backend import CudaBackend
-    from gpu.profiler import library_path, unavailable_reason
+    from gpu.backends.backend import RunOptions
+    from gpu.backends.cuda_backend import CudaBackend
+    from gpu.profiling.profiler import library_path, unavailable_reason
 
     reason = unavailable_reason()
     if reason is not None:

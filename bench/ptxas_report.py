@@ -112,10 +112,10 @@ def _instances() -> list[Instance]:
 
 
 def _ws_instances() -> list[Instance]:
-    """Every tiled_ws variant the GPU check script compiles (gpu.flash_ws.CANDIDATES)."""
+    """Every tiled_ws variant the GPU check script compiles (gpu.launch.flash_ws.CANDIDATES)."""
     sys.path.insert(0, str(KERNEL_DIR.parent.parent))
     try:
-        from gpu import flash_ws
+        from gpu.launch import flash_ws
     except ImportError:  # an older tree without the warp-specialized kernel
         return []
     out = []

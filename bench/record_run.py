@@ -1,15 +1,15 @@
 """Record a sweep on a GPU for replay anywhere: every algorithm of ours, plus PyTorch SDPA peers.
 
-The output is a `gpu.recording` file (schema tilescope.results/1) that `python main.py --open`
+The output is a `gpu.files.recording` file (schema tilescope.results/1) that `python main.py --open`
 and the app's "recorded run" backend show on machines without an NVIDIA GPU. Our algorithms run
-through `gpu.cuda_backend.CudaBackend`, exactly as the app runs them (naive out-of-memory points
-included: they are the lesson). PyTorch's scaled_dot_product_attention is measured in the same
-process as reference series, with algorithm ids `sdpa_flash`, `sdpa_cudnn` and `sdpa_math`;
+through `gpu.backends.cuda_backend.CudaBackend`, exactly as the app runs them (naive out-of-memory
+points included: they are the lesson). PyTorch's scaled_dot_product_attention is measured in the
+same process as reference series, with algorithm ids `sdpa_flash`, `sdpa_cudnn` and `sdpa_math`;
 torch is imported only here, never by the app.
 
 With `--profile`, every result (ours and the peers) also carries its measured traffic: DRAM and
-L2 bytes and unit activity per kernel from CUPTI PM sampling (gpu/profiler.py; the times stay
-those of unsampled runs), and the device record carries the L2 read bandwidth measured by
+L2 bytes and unit activity per kernel from CUPTI PM sampling (gpu/profiling/profiler.py; the times
+stay those of unsampled runs), and the device record carries the L2 read bandwidth measured by
 bench/l2_bandwidth.py, which the roofline then uses as this device's L2 roof. CUPTI is loaded
 before torch, whose own older libcupti would otherwise be the one in the process.
 
@@ -37,11 +37,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpu.algorithms import TILED
-from gpu.backend import RunOptions
+from gpu.backends.backend import RunOptions
+from gpu.backends.cuda_backend import CudaBackend
 from gpu.config import BACKWARD, FORWARD, PASSES, STEP, AttentionConfig
-from gpu.costmodel import useful_flops
-from gpu.cuda_backend import CudaBackend
-from gpu.recording import Recording, save_recording
+from gpu.files.recording import Recording, save_recording
+from gpu.model.costmodel import useful_flops
 from gpu.results import KernelTime, KernelTraffic, RunResult
 
 PEERS = {"sdpa_flash": "FLASH_ATTENTION", "sdpa_cudnn": "CUDNN_ATTENTION", "sdpa_math": "MATH"}
@@ -81,7 +81,7 @@ def time_peer(
             times = (KernelTime.from_samples("sdpa", samples),)
             traffic: tuple[KernelTraffic, ...] = ()
             if profile:
-                from gpu.cuda_backend import profile_launches
+                from gpu.backends.cuda_backend import profile_launches
 
                 launch = [("sdpa", lambda: sdpa(*inputs, is_causal=cfg.causal))]
                 traffic, note = profile_launches(launch, times, torch.cuda.synchronize)
@@ -112,7 +112,7 @@ def time_peer_training(
     above the inputs' baseline, over forward and backward."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from gpu.costmodel import algorithm_cost
+    from gpu.model.costmodel import algorithm_cost
 
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[cfg.dtype]
     base = dict(
@@ -214,7 +214,7 @@ def main() -> int:
 
     profile = False
     if args.profile:  # before torch: CUPTI must be the wheel's, not torch's older copy
-        from gpu.profiler import library_path, unavailable_reason
+        from gpu.profiling.profiler import library_path, unavailable_reason
 
         reason = unavailable_reason()
         if reason is not None:
@@ -292,8 +292,8 @@ def main() -> int:
     }
     if profile:
         meta["traffic"] = (
-            "measured per kernel with CUPTI PM sampling (gpu/profiler.py), each sampled launch "
-            "after an L2 flush; times are from unsampled runs"
+            "measured per kernel with CUPTI PM sampling (gpu/profiling/profiler.py), each sampled "
+            "launch after an L2 flush; times are from unsampled runs"
         )
     if stopped:
         meta["stopped"] = stopped

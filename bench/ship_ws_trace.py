@@ -2,10 +2,10 @@
 
 bench/ws_check.py's trace stage runs the trace build of the default d=128 variant once on the
 GPU and saves the buffer as ws_trace_<full|causal>.npy with a JSON description beside it. This
-converts one of them with the recorder's own decode path (gpu.trace_record.ws_trace_from_rows),
-checks the result (every block once, marks in order) and writes it, thinned to the first
-`--tiles` - 2 key tiles in a row and the last two of every block (warp roles take turns tile
-by tile, so kept tiles stay consecutive):
+converts one of them with the recorder's own decode path
+(gpu.profiling.trace_record.ws_trace_from_rows), checks the result (every block once, marks in
+order) and writes it, thinned to the first `--tiles` - 2 key tiles in a row and the last two of
+every block (warp roles take turns tile by tile, so kept tiles stay consecutive):
 
     python bench/ship_ws_trace.py ws_trace_full.npy --seq 4096 --heads 16 --head-dim 128 \\
         --device "NVIDIA H200" --sm-count 132 --made-by "..." --out resources/traces/x.json
@@ -25,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from gpu import flash_ws
 from gpu.config import AttentionConfig
-from gpu.trace import save_traces, summarize, trace_problems
-from gpu.trace_record import ws_trace_from_rows
+from gpu.launch import flash_ws
+from gpu.profiling.trace import save_traces, summarize, trace_problems
+from gpu.profiling.trace_record import ws_trace_from_rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,10 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     notes = (
         f"trace build of {launch.label}, one launch after 2 warm-up launches, recorded by "
         f"{args.made_by}; converted with bench/ship_ws_trace.py "
-        f"(gpu.trace_record.ws_trace_from_rows), marks of {kept} of {tiles} key tiles per block "
-        f"kept (the first {kept - 2} and the last 2). CUDA events around that launch read "
-        f"{event_ms:.3f} ms, but they also enclose the host encoding the three TMA tensor maps "
-        "before the launch, so no kernel time is given; the first mark to the last spans "
+        f"(gpu.profiling.trace_record.ws_trace_from_rows), marks of {kept} of {tiles} key tiles "
+        f"per block kept (the first {kept - 2} and the last 2). CUDA events around that launch "
+        f"read {event_ms:.3f} ms, but they also enclose the host encoding the three TMA tensor "
+        "maps before the launch, so no kernel time is given; the first mark to the last spans "
     )
     trace = ws_trace_from_rows(rows, config=config, device=args.device, sm_count=args.sm_count)
     trace = replace(trace, notes=f"{notes}{trace.span_ns / 1e6:.3f} ms.")

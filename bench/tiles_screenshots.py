@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     from app.state.recorded_run import shipped_recording
     from app.window.main_window import MainWindow
     from gpu.algorithms import NAIVE
-    from gpu.fileio import atomic_write_bytes
+    from gpu.files.fileio import atomic_write_bytes
 
     qapp = QApplication.instance() or QApplication(sys.argv)
     folder = tempfile.mkdtemp()

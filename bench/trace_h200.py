@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from gpu.algorithms import NAIVE, TILED, TILED_MMA  # noqa: E402
 from gpu.config import AttentionConfig  # noqa: E402
-from gpu.costmodel import algorithm_cost  # noqa: E402
+from gpu.model.costmodel import algorithm_cost  # noqa: E402
 
 TRACE_CONFIG = AttentionConfig(seq_len=4096, heads=12, head_dim=64, dtype="fp16")
 NCU_METRICS = "dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum"
@@ -116,8 +116,8 @@ def run_pytest(log: Tee, out: Path, timeout: float) -> dict:
 
 
 def record_traces(log: Tee, out: Path) -> dict:
-    from gpu.trace import save_traces, summarize, trace_problems
-    from gpu.trace_record import record_trace
+    from gpu.profiling.trace import save_traces, summarize, trace_problems
+    from gpu.profiling.trace_record import record_trace
 
     traces = []
     info = {}
@@ -167,7 +167,7 @@ def measure_overhead(log: Tee, sizes: list[int]) -> list[dict]:
     import cupy
     from bench_kernels import make_sets, time_launches
 
-    from gpu.trace_record import TiledKernel
+    from gpu.profiling.trace_record import TiledKernel
 
     rows = []
     for n in sizes:

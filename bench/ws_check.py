@@ -22,9 +22,17 @@ over the variants in alternating order, the median of the passes reported. The s
 one table per shape (best first, against cuDNN and the current default) and, per head dim, the
 variant to paste into gpu.algorithms.WS_DEFAULTS.
 
+With --sustained, the defaults (and any --variants) are checked, then timed after --warm
+seconds (30) of continuous device work, when clocks have settled where a user's long run keeps
+them, against SDPA flash and cuDNN at every FlashAttention-3 shape (fp16 and bf16 unless
+--dtypes says otherwise): --rounds rounds (3) a shape, the order reversed every other round,
+inputs rotating so that no launch starts from a warm L2. It prints each shape's median TF/s with
+the spread of the rounds, the ratios, and how many shapes with N >= 1024 reach 1.0x cuDNN.
+
     PYTHONPATH=$PWD python3 bench/ws_check.py --out $OUT                # ~4-5 minutes on an H200
     PYTHONPATH=$PWD python3 bench/ws_check.py --out $OUT --quick        # fewer shapes, ~2 minutes
     PYTHONPATH=$PWD python3 bench/ws_check.py --out $OUT --candidates   # ~3 minutes
+    PYTHONPATH=$PWD python3 bench/ws_check.py --out $OUT --sustained    # ~4 minutes
 """
 
 from __future__ import annotations
@@ -58,7 +66,7 @@ def emit(obj: dict) -> None:
 
 
 def variant_by_label(label: str) -> Any:
-    from gpu import flash_ws
+    from gpu.launch import flash_ws
 
     try:
         return flash_ws.WsLaunch.from_label(label)
@@ -101,8 +109,8 @@ def worker_env() -> None:
 
 
 def worker_compile(labels: list[str]) -> None:
-    from gpu import flash_ws
-    from gpu.cuda_kernels import KernelCompileError
+    from gpu.launch import flash_ws
+    from gpu.launch.cuda_kernels import KernelCompileError
 
     for label in labels:
         v = variant_by_label(label)
@@ -141,14 +149,19 @@ def correctness_cases(label: str, full: bool) -> list[AttentionConfig]:
                 )
     if full:  # more heads than one L2 group of the causal block order: the last group is short
         cases.append(AttentionConfig(seq_len=4096, heads=23, head_dim=v.head_dim, causal=True))
+    if v.persistent:  # several query tiles per block: both Q buffers, many ring rounds
+        for causal in (False, True):
+            cases.append(
+                AttentionConfig(seq_len=4097, heads=23, batch=2, head_dim=v.head_dim, causal=causal)
+            )
     return cases
 
 
 def worker_correct(label: str, full: bool) -> None:
     import cupy as cp
 
-    from gpu import flash_ws
-    from gpu.attention_reference import check_outputs, poisoned_outputs, random_inputs
+    from gpu.launch import flash_ws
+    from gpu.launch.attention_reference import check_outputs, poisoned_outputs, random_inputs
 
     v = variant_by_label(label)
     for config in correctness_cases(label, full):
@@ -186,7 +199,7 @@ def worker_time(labels: list[str], quick: bool, repeats: int) -> None:
     import cupy as cp
     from bench_kernels import Row, bench_fused, bench_sdpa, finish, make_sets, torch_views
 
-    from gpu import flash_ws
+    from gpu.launch import flash_ws
 
     args = argparse.Namespace(repeats=repeats, target_ms=10.0)
     variants = [variant_by_label(x) for x in labels]
@@ -217,7 +230,7 @@ def worker_time(labels: list[str], quick: bool, repeats: int) -> None:
                     flash_out = res
                 rows.append(row)
         if d in (64, 128):
-            from gpu import flash_wgmma
+            from gpu.launch import flash_wgmma
 
             rows.append(
                 bench_fused(
@@ -312,14 +325,127 @@ def worker_candidates(labels: list[str], passes: int, repeats: int) -> None:
                     torch.cuda.empty_cache()
 
 
+def _sm_clock_mhz() -> int | None:
+    """The SM clock nvidia-smi reports now (None where it cannot be read)."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=10,
+        ).stdout  # fmt: skip
+        return int(out.split()[0])
+    except Exception:
+        return None
+
+
+def heat(seconds: float) -> dict:
+    """Keep the device busy without a gap for `seconds`: the default kernel and SDPA cuDNN in
+    turn at d=128 N=16384, synchronizing only every few launches. Clocks settle lower under
+    sustained load than after idle, and the timings after this are the ones a user sees."""
+    import cupy as cp
+
+    from gpu.launch import flash_ws
+
+    config = fa3_config(16384, 128, False)
+    shape = (config.batch, config.heads, 16384, 128)
+    q, k, v = (cp.random.standard_normal(shape, dtype=cp.float32).astype(cp.float16) for _ in "qkv")
+    o = cp.empty_like(q)
+    m = cp.empty((config.batch, config.heads, 16384), cp.float32)
+    l = cp.empty_like(m)
+    prepared = flash_ws.prepare(config)
+    arguments = prepared.arguments(q, k, v, o, m, l)
+    peer = None
+    try:
+        import torch
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        tq, tk, tv = (torch.from_dlpack(a) for a in (q, k, v))
+
+        def peer() -> None:
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION), torch.no_grad():
+                F.scaled_dot_product_attention(tq, tk, tv)
+    except Exception:
+        pass
+    clock_before = _sm_clock_mhz()
+    t0 = time.time()
+    launches = 0
+    while time.time() - t0 < seconds:
+        for _ in range(8):
+            prepared.launch_with(arguments)
+            if peer is not None:
+                peer()
+            launches += 1
+        cp.cuda.Device().synchronize()
+    return {
+        "seconds": round(time.time() - t0, 1),
+        "launches": launches,
+        "sm_clock_mhz_before": clock_before,
+        "sm_clock_mhz_after": _sm_clock_mhz(),
+    }
+
+
+def worker_sustained(
+    labels: list[str], rounds: int, repeats: int, dtypes: list[str], warm_s: float
+) -> None:
+    """Ours against SDPA flash and cuDNN at every FlashAttention-3 shape, after `warm_s` seconds
+    of continuous device work: `rounds` rounds per shape, the order of the implementations
+    reversed every other round so that drift hits them alike; inputs rotate (bench_kernels)."""
+    import cupy as cp
+    from bench_kernels import bench_fused, bench_sdpa, finish, make_sets, torch_views
+
+    args = argparse.Namespace(repeats=repeats, target_ms=10.0)
+    variants = [variant_by_label(x) for x in labels]
+    try:
+        import torch
+
+        torch_ok = torch.cuda.is_available()
+    except Exception:
+        torch_ok = False
+    emit({"stage": "heat", **heat(warm_s)})
+    for dtype in dtypes:
+        for d in (64, 128, 256):
+            here = [v for v in variants if v.head_dim == d]
+            for causal in (False, True):
+                for n in FA3_SEQ:
+                    config = fa3_config(n, d, causal, dtype)
+                    sets = make_sets(config, seed=n + d + causal)
+                    out = cp.empty_like(sets[0][0])
+                    tsets = torch_views(sets, dtype) if torch_ok else None
+                    jobs: list[tuple[str, Any]] = []
+                    if torch_ok:
+                        jobs += [
+                            ("sdpa_flash", "FLASH_ATTENTION"),
+                            ("sdpa_cudnn", "CUDNN_ATTENTION"),
+                        ]
+                    jobs += [(v.label, v) for v in here]
+                    for rnd in range(rounds):
+                        for name, what in jobs if rnd % 2 == 0 else jobs[::-1]:
+                            if isinstance(what, str):
+                                row = bench_sdpa(config, tsets, what, args)[0]
+                            else:
+                                row = bench_fused("ws", name, what, config, sets, args, out)
+                            finish(row, config)
+                            emit({
+                                "stage": "sustained", "round": rnd, "config": config.label(),
+                                "dtype": dtype, "head_dim": d, "seq_len": n, "causal": causal,
+                                "batch": config.batch, "heads": config.heads, "impl": name,
+                                "ms": row.ms, "tflops": row.tflops, "error": row.error,
+                            })  # fmt: skip
+                    del sets, out, tsets
+                    cp.get_default_memory_pool().free_all_blocks()
+                    if torch_ok:
+                        torch.cuda.empty_cache()
+    emit({"stage": "heat_end", "sm_clock_mhz": _sm_clock_mhz()})
+
+
 def worker_trace(out_dir: str) -> None:
     """One trace-build launch (default variant, d=128, N=4096, 16 heads, causal and not) after
     two warm-ups; the raw rows go to ws_trace_<mask>.npy with a JSON description beside them."""
     import cupy as cp
     import numpy as np
 
-    from gpu import flash_ws
-    from gpu.attention_reference import random_inputs
+    from gpu.launch import flash_ws
+    from gpu.launch.attention_reference import random_inputs
 
     for causal in (False, True):
         config = AttentionConfig(seq_len=4096, heads=16, head_dim=128, causal=causal)
@@ -448,7 +574,92 @@ def summarize(records: list[dict], elapsed: float) -> list[str]:
         lines.append("")
         lines.extend(target_lines(timing))
     lines.extend(candidate_lines(records))
+    lines.extend(sustained_lines(records))
     return lines
+
+
+def sustained_lines(records: list[dict]) -> list[str]:
+    """Per shape: the median TFLOP/s over the rounds of each implementation and its spread
+    ((max − min) / median), then each of ours against cuDNN and flash; then how many shapes
+    with N >= 1024 reach 1.0x cuDNN, and the TFLOP/s targets at N = 16k."""
+    import statistics
+
+    rows = [r for r in records if r.get("stage") == "sustained"]
+    if not rows:
+        return []
+    out: list[str] = [""]
+    for r in records:
+        if r.get("stage") == "heat":
+            out.append(
+                f"sustained load: {r['seconds']} s of back-to-back launches first "
+                f"(SM clock {r['sm_clock_mhz_before']} -> {r['sm_clock_mhz_after']} MHz)"
+            )
+        if r.get("stage") == "heat_end":
+            out.append(f"SM clock at the end: {r['sm_clock_mhz']} MHz")
+    ours = sorted({r["impl"] for r in rows if not r["impl"].startswith("sdpa")})
+    rounds = 1 + max(r["round"] for r in rows)
+    out.append(
+        f"median of {rounds} rounds, TF/s (spread); x = ratio of medians. ours: {', '.join(ours)}"
+    )
+    out.append(
+        f"{'dtype':5} {'d':>3} {'N':>6} {'causal':6} {'flash':>12} {'cuDNN':>12}  "
+        "ours: TF/s (spread) ×cuDNN ×flash"
+    )
+    keys = sorted({(r["dtype"], r["head_dim"], r["causal"], r["seq_len"]) for r in rows})
+    tally: dict[str, list[float]] = {}
+    for key in keys:
+        here = [r for r in rows if (r["dtype"], r["head_dim"], r["causal"], r["seq_len"]) == key]
+        runs: dict[str, list[float]] = {}
+        for r in here:
+            if r.get("tflops"):
+                runs.setdefault(r["impl"], []).append(r["tflops"])
+        med = {k: statistics.median(v) for k, v in runs.items()}
+        spread = {k: (max(v) - min(v)) / med[k] for k, v in runs.items()}
+
+        def cell(k: str, med: dict = med, spread: dict = spread) -> str:
+            return f"{med[k]:5.0f} ({spread[k]:4.1%})" if k in med else f"{'-':>12}"
+
+        dtype, d, causal, n = key
+        parts = []
+        for label in ours:
+            if label not in med:
+                continue
+            x_cudnn = med[label] / med["sdpa_cudnn"] if "sdpa_cudnn" in med else None
+            x_flash = med[label] / med["sdpa_flash"] if "sdpa_flash" in med else None
+            parts.append(
+                f"{label.split('-', 1)[1]} {cell(label)} "
+                + (f"{x_cudnn:.2f}" if x_cudnn else "-")
+                + " "
+                + (f"{x_flash:.2f}" if x_flash else "-")
+            )
+            if x_cudnn and n >= 1024:
+                tally.setdefault(label, []).append(x_cudnn)
+        out.append(
+            f"{dtype:5} {d:>3} {n:>6} {('yes' if causal else 'no'):6} "
+            f"{cell('sdpa_flash')} {cell('sdpa_cudnn')}  " + " | ".join(parts)
+        )
+    out.append("")
+    for label, xs in sorted(tally.items()):
+        hit = sum(x >= 1.0 for x in xs)
+        out.append(
+            f"{label}: >= 1.0x cuDNN at {hit} of {len(xs)} shapes with N >= 1024 "
+            f"(worst {min(xs):.2f}, best {max(xs):.2f})"
+        )
+    for d, goal in TFLOPS_TARGETS.items():
+        for label in ours:
+            got = [
+                r["tflops"]
+                for r in rows
+                if r["impl"] == label and r["head_dim"] == d and r["seq_len"] == 16384
+                and not r["causal"] and r["dtype"] == "fp16" and r.get("tflops")
+            ]  # fmt: skip
+            if got:
+                tf = statistics.median(got)
+                verdict = "met" if tf >= goal else "missed"
+                out.append(
+                    f"target d={d} N=16k full >= {goal} TFLOP/s: {label} {tf:.0f} ({verdict})"
+                )
+    return out
 
 
 #: TFLOP/s targets at N = 16k, non-causal fp16, per head dim.
@@ -462,7 +673,7 @@ def candidate_lines(records: list[dict]) -> list[str]:
     import math
     import statistics
 
-    from gpu import flash_ws
+    from gpu.launch import flash_ws
 
     rows = [r for r in records if r.get("stage") == "candidate"]
     if not rows:
@@ -610,6 +821,18 @@ def main(argv: list[str] | None = None) -> int:
         help="check and time the defaults and gpu.flash_ws.CANDIDATES only (table per shape)",
     )
     p.add_argument("--passes", type=int, default=3, help="--candidates: sweeps per shape")
+    p.add_argument(
+        "--sustained",
+        action="store_true",
+        help="after --warm seconds of continuous work, time the defaults and the persistent "
+        "candidates against SDPA flash and cuDNN at every FA3 shape, --rounds rounds each",
+    )
+    p.add_argument("--warm", type=float, default=30.0, help="--sustained: seconds of heating")
+    p.add_argument("--rounds", type=int, default=3, help="--sustained: rounds per shape")
+    p.add_argument("--dtypes", default="fp16,bf16", help="--sustained: dtypes to time")
+    p.add_argument(
+        "--variants", default="", help="--sustained: more variant labels to time (comma list)"
+    )
     p.add_argument("--worker", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
 
@@ -627,9 +850,12 @@ def main(argv: list[str] | None = None) -> int:
             worker_candidates(rest[2:], int(rest[0]), int(rest[1]))
         elif stage == "trace":
             worker_trace(rest[0])
+        elif stage == "sustained":
+            rounds, repeats, dtypes, warm = rest[:4]
+            worker_sustained(rest[4:], int(rounds), int(repeats), dtypes.split(","), float(warm))
         return 0
 
-    from gpu import flash_ws
+    from gpu.launch import flash_ws
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -643,7 +869,11 @@ def main(argv: list[str] | None = None) -> int:
 
     stage("env")
     records += run_worker(["env"], 120, log)[0]
-    variants = flash_ws.candidate_variants() if args.candidates else flash_ws.all_variants()
+    variants = (
+        flash_ws.candidate_variants()
+        if args.candidates or args.sustained
+        else flash_ws.all_variants()
+    )
     labels = [v.label for v in variants]
     stage(f"compile {len(labels)} variants × 4 instances, {args.jobs} processes")
     chunks = [labels[i :: args.jobs] for i in range(args.jobs) if labels[i :: args.jobs]]
@@ -672,6 +902,16 @@ def main(argv: list[str] | None = None) -> int:
             ["candidates", str(args.passes), str(args.repeats), *correct], 420, log
         )
         records += recs
+    elif correct and args.sustained and not args.skip_time:
+        extra = [x for x in args.variants.split(",") if x]
+        timed = [x for x in correct if x in defaults or x in extra]
+        stage(f"sustained: {args.warm:.0f} s of heating, then {len(timed)} variants vs SDPA")
+        recs, _ = run_worker(
+            ["sustained", str(args.rounds), str(args.repeats), args.dtypes, str(args.warm), *timed],
+            590,
+            log,
+        )
+        records += recs
     elif correct and not args.skip_time:
         stage(f"time {len(correct)} correct variants vs wgmma, SDPA flash, SDPA cuDNN")
         recs, _ = run_worker(
@@ -679,7 +919,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         records += recs
     default_128 = flash_ws.default_launch(128).label
-    if default_128 in correct and not args.candidates:
+    if default_128 in correct and not (args.candidates or args.sustained):
         stage("trace build (d=128, N=4096): raw rows to ws_trace_*.npy")
         records += run_worker(["trace", str(out)], 120, log)[0]
     elapsed = time.time() - t0

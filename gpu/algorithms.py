@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import AttentionConfig
-from .ws_variant import WsLaunch
+from .launch.ws_variant import WsLaunch
 
 #: Output tile (rows × cols) of the naive path's GEMMs in the cost model and the schedule. A real
 #: cuBLAS kernel picks its own tiling; 128×128 is the common choice for these shapes on Ampere and
@@ -81,16 +81,18 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
 }
 
 #: Default variant of the warp-specialized kernel per head dim, by its label
-#: (`gpu.ws_variant.WsLaunch.label`: d, keys per K/V tile × ring stages, consumer warpgroups of 64
-#: query rows, p = ping-pong / o = intra-warpgroup overlap, producer registers). To switch, paste
-#: the winner's label from `bench/ws_check.py --candidates`. Measured on the H200 (fp16): d=64
-#: three consumers (493 TFLOP/s against 406 with two at N = 4096), d=128 ping-pong (594 against
-#: 547 without at N = 16384, docs/bench/h200_ws_check_d128_pingpong.txt; 605 against 621 at 4096).
-#: Shared memory bounds the tiles: at d=256 a 128-row Q tile and two 64-key stages of K and V
-#: take 192 KiB of the 227 KiB.
+#: (`gpu.launch.ws_variant.WsLaunch.label`: d, keys per K/V tile × ring stages, consumer
+#: warpgroups of 64 query rows, p = ping-pong / o = intra-warpgroup overlap, producer registers,
+#: -persist = persistent blocks). To switch, paste the winner's label from `bench/ws_check.py
+#: --candidates`. Measured on the H200 (fp16): d=64 three consumers (493 TFLOP/s against 406 with
+#: two at N = 4096), d=128 ping-pong (594 against 547 without at N = 16384,
+#: docs/bench/h200_ws_check_d128_pingpong.txt); persistent blocks at both, which win most at
+#: short N (docs/bench/h200_ws_sustained.txt). Shared memory bounds the tiles: at d=256 a
+#: 128-row Q tile and two 64-key stages of K and V take 192 KiB of the 227 KiB, which leaves no
+#: room for the second Q buffer of a persistent block.
 WS_DEFAULTS: dict[int, str] = {
-    64: "d64-128x2-c3-po-r24",
-    128: "d128-128x2-c2-po-r24",
+    64: "d64-128x2-c3-po-r24-persist",
+    128: "d128-128x2-c2-po-r24-persist",
     256: "d256-64x2-c2-po-r24",
 }
 
@@ -139,14 +141,14 @@ def backward_tile_shape(config: AttentionConfig, algorithm: str) -> tuple[int, i
     """(rows of Q per streamed tile, rows of K/V held per block) of `algorithm`'s backward.
     The readable algorithm (and the CPU's tiled backward) uses the config's tiles: block_m
     query rows, block_n keys; naive's GEMMs the naive output tile; the tensor-core kernels the
-    launch of gpu/kernels/flash_bwd.cu (gpu.flash_bwd.default_launch: 128 keys per block, 128
+    launch of gpu/kernels/flash_bwd.cu (gpu.launch.flash_bwd.default_launch: 128 keys per block, 128
     query rows per step at d = 64, 64 at d = 128; other head dims, which it refuses, d = 128's)."""
     if algorithm == TILED:
         return config.block_m, config.block_n
     if algorithm == NAIVE:
         return NAIVE_GEMM_TILE, NAIVE_GEMM_TILE
     if algorithm in ALGORITHMS:
-        from .flash_bwd import SUPPORTED_HEAD_DIMS, default_launch  # no device needed
+        from .launch.flash_bwd import SUPPORTED_HEAD_DIMS, default_launch  # no device needed
 
         d = config.head_dim if config.head_dim in SUPPORTED_HEAD_DIMS else 128
         launch = default_launch(d)

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .config import AttentionConfig
-from .ring_timeline import RingMeasurement
+from .ring.timeline import RingMeasurement
 
 #: Largest max-abs error vs the reference that still counts as agreeing, per input dtype, for
 #: unit-normal inputs (the error is dominated by rounding S, P and O to the storage dtype).
@@ -156,7 +156,7 @@ class KernelTraffic:
     dram_read_bytes: int
     dram_write_bytes: int
     l2_bytes: int
-    # A file may leave the rest out (gpu.schema.KernelTrafficDoc): the same defaults here.
+    # A file may leave the rest out (gpu.files.schema.KernelTrafficDoc): the same defaults here.
     tensor_active_cycles: int = 0
     xu_warp_instructions: int = 0
     elapsed_cycles: int = 0
@@ -211,7 +211,7 @@ class RunResult:
     #: Per-kernel counters when the run was profiled (`RunOptions.profile`), else empty.
     traffic: tuple[KernelTraffic, ...] = ()
     #: Ring attention over `ring.devices` devices: timeline, hidden communication, per-device
-    #: memory (gpu/ring_timeline.py). None for single-device algorithms.
+    #: memory (gpu/ring/timeline.py). None for single-device algorithms.
     ring: RingMeasurement | None = None
 
     @property

@@ -55,7 +55,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     _skip_multigpu_without_two_devices(items)
     if not any("gpu" in item.keywords for item in items):
         return
-    from gpu.backends import cuda_available
+    from gpu.backends.factory import cuda_available
 
     if cuda_available():
         return
@@ -68,7 +68,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _skip_multigpu_without_two_devices(items: list[pytest.Item]) -> None:
     if not any("multigpu" in item.keywords for item in items):
         return
-    from gpu.ring_backend import cuda_device_count
+    from gpu.ring.backend import cuda_device_count
 
     present = cuda_device_count()
     if present >= 2:

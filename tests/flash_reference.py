@@ -1,12 +1,13 @@
 """What the fused-kernel tests share: the check that a kernel wrote every output (NaN-poisoned
-first) within tolerance of the fp32 reference (gpu.attention_reference), and the shape check."""
+first) within tolerance of the fp32 reference (gpu.launch.attention_reference), and the shape
+check."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from gpu.attention_reference import check_outputs, poisoned_outputs, random_inputs
 from gpu.config import AttentionConfig
+from gpu.launch.attention_reference import check_outputs, poisoned_outputs, random_inputs
 
 
 def assert_matches_reference(flash_forward: Callable, config: AttentionConfig, seed: int) -> None:

@@ -13,7 +13,7 @@ class PolledCpuBackend:
     how much work a run did after it was told to stop, counted in the tiles between polls."""
 
     def __init__(self) -> None:
-        from gpu.cpu_backend import CpuBackend
+        from gpu.backends.cpu_backend import CpuBackend
 
         self.inner = CpuBackend()
         self.polls: list[tuple[AttentionConfig, bool]] = []

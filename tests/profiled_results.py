@@ -14,8 +14,8 @@ from pathlib import Path
 
 from gpu.algorithms import NAIVE, TILED, TILED_MMA
 from gpu.config import AttentionConfig
-from gpu.costmodel import algorithm_cost
-from gpu.recording import Recording, save_recording
+from gpu.files.recording import Recording, save_recording
+from gpu.model.costmodel import algorithm_cost
 from gpu.results import DeviceInfo, KernelTime, KernelTraffic, RunResult, TrafficStrip
 
 DEVICE = "NVIDIA H200 (test data: DRAM counts from Nsight Compute)"

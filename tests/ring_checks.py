@@ -3,9 +3,9 @@ check that a ring's output, timeline and memory are what they should be."""
 
 from __future__ import annotations
 
-from gpu.backend import RunOptions
+from gpu.backends.backend import RunOptions
 from gpu.config import AttentionConfig
-from gpu.ring_model import device_peak_bytes
+from gpu.ring.model import device_peak_bytes
 
 #: The fused kernels' tolerance against an fp32 reference (tests/flash_reference.py).
 TOLERANCE = {"fp16": 2e-3, "bf16": 1e-2}
@@ -17,8 +17,8 @@ def one_gpu_output(config: AttentionConfig, seed: int, device: int = 0):
     """(q, k, v) on `device` and the fused kernel's O over the whole sequence there."""
     import cupy
 
-    from gpu.cuda_backend import random_inputs
-    from gpu.ring import fused_kernel
+    from gpu.backends.cuda_backend import random_inputs
+    from gpu.ring.cuda_ring import fused_kernel
 
     with cupy.cuda.Device(device):
         q, k, v = random_inputs(config, seed)

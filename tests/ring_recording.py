@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpu.recording import Recording, load_recording
+from gpu.files.recording import Recording, load_recording
 from gpu.results import RunResult
 
 RING_RECORDING = Path(__file__).resolve().parent / "data" / "ring_smoke_subset.json"

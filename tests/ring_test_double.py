@@ -1,7 +1,7 @@
 """TEST DOUBLE of the ring's transport: P ranks on ONE GPU, blocks moved by device copies.
 
-The product ring always moves blocks with NCCL (gpu/ring.py, `NcclTransport`), one device per
-rank. NCCL refuses two ranks on one device, so on a one-GPU machine this double stands in for it
+The product ring always moves blocks with NCCL (gpu/ring/cuda_ring.py, `NcclTransport`), one device
+per rank. NCCL refuses two ranks on one device, so on a one-GPU machine this double stands in for it
 to run the multi-step ring (block order, double buffering, merges, events) on the real fused
 kernels: `CudaRing([0, 0, 0], transport=SameDeviceCopyTransport())`. Its timings say nothing
 about links and its ranks share one GPU; use it to check results, never to measure a ring.
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import cupy
 
-from gpu.ring import Rank
+from gpu.ring.cuda_ring import Rank
 
 
 class SameDeviceCopyTransport:

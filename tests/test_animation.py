@@ -15,11 +15,11 @@ from app.state.animation.lane import cost_model_seconds, sram_slots
 from app.state.animation.online_softmax import online_softmax_trace, toy_trace
 from app.state.animation.player import Player
 from app.state.animation.warp_roles import ws_launch
-from gpu import flash_readable
 from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WS
 from gpu.config import AttentionConfig
-from gpu.costmodel import GPUS, algorithm_cost
-from gpu.schedule import STEP_NAMES, build_schedule
+from gpu.launch import flash_readable
+from gpu.model.costmodel import GPUS, algorithm_cost
+from gpu.model.schedule import STEP_NAMES, build_schedule
 
 CONFIGS = [
     AttentionConfig(seq_len=512),

@@ -23,13 +23,13 @@ from app.state.animation.warp_roles import (
     traced_roles,
     ws_launch,
 )
-from gpu import flash_mma, flash_readable, flash_wgmma, flash_ws
 from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
 from gpu.config import AttentionConfig
-from gpu.costmodel import GPUS, algorithm_cost
-from gpu.recording import load_recording
+from gpu.files.recording import load_recording
+from gpu.launch import flash_mma, flash_readable, flash_wgmma, flash_ws
+from gpu.model.costmodel import GPUS, algorithm_cost
+from gpu.model.schedule import build_schedule
 from gpu.results import KernelTime, RunResult
-from gpu.schedule import build_schedule
 
 H200 = GPUS["H200 SXM 141 GB"]
 RTX4090 = GPUS["RTX 4090 24 GB"]
@@ -341,7 +341,7 @@ def test_a_long_warp_specialized_block_is_modeled_in_bounded_work_and_alike():
 
 
 def test_the_shipped_warp_specialized_trace_shows_the_consumers_taking_turns():
-    from gpu.trace import load_traces
+    from gpu.profiling.trace import load_traces
 
     (trace,) = load_traces(ROOT / "resources" / "traces" / "h200_ws_trace.json")
     assert trace.algorithm == TILED_WS and trace.roles[:3] == (

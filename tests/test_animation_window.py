@@ -15,9 +15,9 @@ from PySide6.QtTest import QTest
 
 from app.animation.canvas_checks import layout_problems
 from app.animation.widget import FUSED
-from gpu import flash_ws
 from gpu.algorithms import NAIVE, TILED, TILED_WS
 from gpu.config import AttentionConfig
+from gpu.launch import flash_ws
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = [(1280, 800), (1500, 920)]
@@ -348,7 +348,7 @@ def test_the_trace_views_split_warp_specialized_blocks_into_role_sub_lanes(qtbot
     from app.animation.trace_panel import SHIPPED_DIR, TracePanel
     from app.animation.trace_view import ROLE_KIND_CODES
     from app.state.animation.warp_roles import GEMM, ISSUE, SOFTMAX
-    from gpu.trace import load_traces
+    from gpu.profiling.trace import load_traces
 
     panel = TracePanel(traces=load_traces(SHIPPED_DIR / "h200_ws_trace.json"))
     qtbot.addWidget(panel)

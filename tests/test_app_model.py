@@ -18,8 +18,8 @@ from app.state.seq_scale import SEQ_MAX, SEQ_MIN, default_scale, nearest_index, 
 from app.state.units import fmt_bytes
 from gpu.algorithms import NAIVE, TILED, TILED_MMA
 from gpu.config import AttentionConfig
-from gpu.costmodel import GPUS
-from gpu.recording import Recording, RecordingError, save_recording
+from gpu.files.recording import Recording, RecordingError, save_recording
+from gpu.model.costmodel import GPUS
 
 BASE = AttentionConfig(seq_len=1024)
 KEY = "fake:Fake GPU"
@@ -190,7 +190,7 @@ def test_a_verdict_judges_a_tile_agnostic_result_at_other_tiles_and_no_other_res
     from profiled_results import profiled_result
 
     from app.state.model.cache import verdict
-    from gpu.roofline import MEASURED
+    from gpu.model.roofline import MEASURED
 
     measured = profiled_result(4096, TILED_MMA)  # at the config's default 64 × 64 tiles
     other_tiles = measured.config.with_(block_m=128, block_n=128)

@@ -210,7 +210,7 @@ class _CountedCpuBackend:
 
     @staticmethod
     def make():
-        from gpu.cpu_backend import CpuBackend
+        from gpu.backends.cpu_backend import CpuBackend
 
         class Counted(CpuBackend):
             def __init__(self) -> None:

@@ -14,7 +14,7 @@ from app.state.model.cost_model_backend import CostModelBackend
 from app.state.runs import BackendReady
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED, TILED_MMA
 from gpu.config import AttentionConfig
-from gpu.costmodel import DEFAULT_GPU, GPUS, gpu_for_device_name
+from gpu.model.costmodel import DEFAULT_GPU, GPUS, gpu_for_device_name
 
 BASE = AttentionConfig(seq_len=1024)
 

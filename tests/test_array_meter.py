@@ -6,8 +6,8 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from gpu import array_meter
-from gpu.array_meter import measure_peak
+from gpu.backends import array_meter
+from gpu.backends.array_meter import measure_peak
 
 MB = 1 << 20
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from gpu.algorithms import NAIVE, TILED, TILED_MMA
-from gpu.backward_cost import (
+from gpu.config import BACKWARD, FORWARD, STEP, AttentionConfig
+from gpu.model.backward_cost import (
     FUSED_BACKWARD_KERNELS,
     NAIVE_BACKWARD_KERNELS,
     backward_useful_flops,
@@ -14,8 +15,7 @@ from gpu.backward_cost import (
     saved_activation_bytes,
     step_peak_bytes,
 )
-from gpu.config import BACKWARD, FORWARD, STEP, AttentionConfig
-from gpu.costmodel import (
+from gpu.model.costmodel import (
     DEFAULT_GPU,
     GPUS,
     algorithm_cost,
@@ -23,7 +23,7 @@ from gpu.costmodel import (
     l2_aware_cost,
     traffic_band,
 )
-from gpu.layer_stack import PRESETS, layer_stack, training_wall_seq_len
+from gpu.model.layer_stack import PRESETS, layer_stack, training_wall_seq_len
 
 # B=1, h=2, N=256, d=64, fp16: one of Q, K, V, O is 2·256·64·2 = 65,536 B; S or P 262,144 B.
 SMALL = AttentionConfig(seq_len=256, heads=2, head_dim=64, block_m=64, block_n=128)
@@ -203,7 +203,7 @@ def test_a_bad_layer_count_names_the_range(layers):
 @pytest.mark.parametrize("pass_", [FORWARD, BACKWARD, STEP])
 @pytest.mark.parametrize("causal", [False, True])
 def test_the_useful_flops_of_a_pass_are_the_models(pass_, causal):
-    from gpu.costmodel import pass_useful_flops
+    from gpu.model.costmodel import pass_useful_flops
 
     cfg = SMALL.with_(pass_=pass_, causal=causal)
     assert pass_useful_flops(cfg) == algorithm_cost(cfg, NAIVE).flops

@@ -32,7 +32,7 @@ REL_BOUND = {"fp16": 1e-2, "bf16": 5e-2}
 def _inputs(config: AttentionConfig, seed: int):
     import cupy as cp
 
-    from gpu.cuda_backend import from_float32
+    from gpu.backends.cuda_backend import from_float32
 
     shape = (config.batch, config.heads, config.seq_len, config.head_dim)
     rng = cp.random.RandomState(seed)
@@ -45,7 +45,7 @@ def _reference_fp32(q, k, v, do, config: AttentionConfig):
     """dQ, dK, dV of softmax(QKᵀ/√d)V in fp32 (CuPy, upcast inputs, the whole N×N)."""
     import cupy as cp
 
-    from gpu.cuda_backend import to_float32
+    from gpu.backends.cuda_backend import to_float32
 
     qf, kf, vf, dof = (to_float32(x, config.dtype) for x in (q, k, v, do))
     n = config.seq_len
@@ -89,10 +89,11 @@ def _torch_low_precision(q, k, v, do, config: AttentionConfig):
 def _ours(kernel: str, q, k, v, do, config: AttentionConfig):
     import cupy as cp
 
-    from gpu import cuda_backend, flash_mma
+    from gpu.backends import cuda_backend
+    from gpu.launch import flash_mma
 
     if kernel == "naive":
-        from gpu.naive_bwd import naive_backward
+        from gpu.backends.naive_bwd import naive_backward
 
         n = config.seq_len
         s = cp.empty((config.batch, config.heads, n, n), dtype=q.dtype)
@@ -102,7 +103,7 @@ def _ours(kernel: str, q, k, v, do, config: AttentionConfig):
         del s
         grads = naive_backward(q, k, v, p, do, config)
     else:
-        from gpu.flash_bwd import flash_backward
+        from gpu.launch.flash_bwd import flash_backward
 
         stats = (config.batch, config.heads, config.seq_len)
         o = cp.empty_like(q)
@@ -167,7 +168,7 @@ def test_deterministic_dq_is_bit_identical_across_two_runs(head_dim: int, causal
 def test_fused_backward_refuses_arrays_of_the_wrong_shape() -> None:
     import cupy as cp
 
-    from gpu.flash_bwd import flash_backward
+    from gpu.launch.flash_bwd import flash_backward
 
     config = AttentionConfig(seq_len=128, heads=2, head_dim=64)
     q, k, v, do = _inputs(config, 3)
@@ -185,9 +186,9 @@ def test_fused_backward_refuses_arrays_of_the_wrong_shape() -> None:
 def test_the_backend_times_the_backward_kernels_and_checks_the_gradients(
     algorithm: str, pass_: str
 ) -> None:
-    from gpu.backend import RunOptions
-    from gpu.backends import create_backend
-    from gpu.backward_cost import FUSED_BACKWARD_KERNELS, NAIVE_BACKWARD_KERNELS
+    from gpu.backends.backend import RunOptions
+    from gpu.backends.factory import create_backend
+    from gpu.model.backward_cost import FUSED_BACKWARD_KERNELS, NAIVE_BACKWARD_KERNELS
 
     backend = create_backend("cuda")
     assert pass_ in backend.passes(algorithm)
@@ -205,10 +206,10 @@ def test_the_backend_times_the_backward_kernels_and_checks_the_gradients(
 @pytest.mark.parametrize("algorithm", ["naive", "tiled_mma"])
 def test_one_measured_training_layer_holds_what_the_model_says(algorithm: str) -> None:
     """Naive: inputs, O, P, dP, dS (in S's memory) and the gradients; fused: no N×N at all. The
-    measured peak is the model's (gpu.backward_cost) to within a few row statistics and the
+    measured peak is the model's (gpu.model.backward_cost) to within a few row statistics and the
     allocator's rounding (on the H200 the two agreed to the byte)."""
-    from gpu.backend import RunOptions
-    from gpu.backends import create_backend
+    from gpu.backends.backend import RunOptions
+    from gpu.backends.factory import create_backend
 
     config = AttentionConfig(seq_len=4096, heads=4, head_dim=64, pass_="step")
     r = create_backend("cuda").run(config, algorithm, RunOptions(warmup=1, repeats=2))
@@ -224,8 +225,8 @@ def test_one_measured_training_layer_holds_what_the_model_says(algorithm: str) -
 def test_a_profiled_training_step_still_checks_the_gradients_of_one_whole_step() -> None:
     """The profiler launches each kernel alone several times (the fused dQ accumulator then
     holds several sums); the check must see the outputs of one whole step."""
-    from gpu.backend import RunOptions
-    from gpu.backends import create_backend
+    from gpu.backends.backend import RunOptions
+    from gpu.backends.factory import create_backend
 
     config = AttentionConfig(seq_len=512, heads=2, head_dim=64, pass_="step")
     options = RunOptions(warmup=1, repeats=2, check=True, profile=True)
@@ -234,7 +235,7 @@ def test_a_profiled_training_step_still_checks_the_gradients_of_one_whole_step()
 
 
 def test_an_algorithm_without_a_backward_refuses_the_training_step_by_name() -> None:
-    from gpu.backends import create_backend
+    from gpu.backends.factory import create_backend
     from gpu.errors import UnsupportedConfig
 
     backend = create_backend("cuda")

@@ -10,7 +10,7 @@ import pytest
 from app.state.animation.backward_order import VISIT_PHASES, BackwardTileOrder
 from gpu.algorithms import TILED, TILED_MMA
 from gpu.config import BACKWARD, STEP, AttentionConfig
-from gpu.costmodel import algorithm_cost
+from gpu.model.costmodel import algorithm_cost
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -26,7 +26,7 @@ from gpu.config import (
     AttentionConfig,
     ConfigError,
 )
-from gpu.recording import (
+from gpu.files.recording import (
     Recording,
     RecordingError,
     load_recording,
@@ -34,7 +34,7 @@ from gpu.recording import (
     results_csv,
     save_recording,
 )
-from gpu.trace import layout, trace_problems
+from gpu.profiling.trace import layout, trace_problems
 from tests.document_mutations import BASE_TEXT, FILES, SESSION_TEXT, mutated_documents
 
 INT_FIELDS = {

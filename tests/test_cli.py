@@ -19,7 +19,7 @@ import main
 from gpu.cli.arguments import size_bytes
 from gpu.cli.bench import DEFAULT_SEQ
 from gpu.cli.parser import build_parser
-from gpu.recording import load_recording
+from gpu.files.recording import load_recording
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -102,7 +102,7 @@ def test_bench_check_passes_and_writes_json(tmp_path):
 
 
 def test_bench_check_fails_when_an_algorithm_disagrees(monkeypatch, tmp_path, capsys):
-    import gpu.cpu_backend as cpu
+    import gpu.backends.cpu_backend as cpu
 
     real = cpu._tiled_kernels
 
@@ -162,7 +162,7 @@ def test_bench_csv_has_units_in_the_header_and_refuses_to_overwrite(tmp_path):
 
 
 def test_cuda_backend_without_a_gpu_is_a_clear_error(monkeypatch, capsys):
-    import gpu.backends as backends_module
+    import gpu.backends.factory as backends_module
 
     monkeypatch.setattr(backends_module, "cuda_available", lambda: False)
     assert main.main(["bench", "--backend", "cuda", "--seq", "64"]) == 2
@@ -186,7 +186,7 @@ def _one_line_error(capsys) -> str:
 @pytest.fixture
 def no_runs(monkeypatch):
     """Fails the test if anything is measured."""
-    from gpu.cpu_backend import CpuBackend
+    from gpu.backends.cpu_backend import CpuBackend
 
     def run(*a, **k):
         raise AssertionError("measured before the flags were checked")
@@ -257,9 +257,9 @@ def test_a_read_only_folder_for_out_is_refused_before_measuring(capsys, tmp_path
 def test_when_the_final_write_fails_the_results_are_kept_in_a_named_file(
     capsys, tmp_path, monkeypatch
 ):
-    import gpu.recording as recording
+    import gpu.files.recording as recording
     from gpu.errors import FileWriteError
-    from gpu.recording import load_recording
+    from gpu.files.recording import load_recording
 
     out = tmp_path / "r.json"
     real = recording.atomic_write_text
@@ -282,8 +282,8 @@ def test_when_the_final_write_fails_the_results_are_kept_in_a_named_file(
 
 
 def test_a_kernel_that_will_not_compile_is_one_line_and_the_rest_still_runs(capsys, monkeypatch):
-    from gpu.cpu_backend import CpuBackend
-    from gpu.cuda_kernels import KernelCompileError
+    from gpu.backends.cpu_backend import CpuBackend
+    from gpu.launch.cuda_kernels import KernelCompileError
 
     real = CpuBackend.run
     log = 'flash.cu(12): error: identifier "acc" is undefined\n  acc += 1;\n'
@@ -302,7 +302,7 @@ def test_a_kernel_that_will_not_compile_is_one_line_and_the_rest_still_runs(caps
 
 
 def test_a_memory_error_is_an_oom_row_not_a_crash(capsys, monkeypatch):
-    from gpu.cpu_backend import CpuBackend
+    from gpu.backends.cpu_backend import CpuBackend
 
     def run(self, config, algorithm, options=None):
         raise MemoryError("cannot allocate 4 GiB")
@@ -341,7 +341,7 @@ def test_the_cpu_table_uses_gflops_and_keeps_its_columns_aligned(capsys):
 
 
 def test_the_cpu_runs_smaller_sequences_by_default(monkeypatch, capsys):
-    from gpu.cpu_backend import CpuBackend
+    from gpu.backends.cpu_backend import CpuBackend
 
     seen = []
     real = CpuBackend.run
@@ -417,7 +417,7 @@ def test_the_app_failing_to_start_is_one_line_too(capsys, monkeypatch):
 def test_a_cpu_bench_of_hours_is_refused_with_its_estimate_when_stdout_is_no_terminal(
     capsys, monkeypatch
 ):
-    from gpu.cpu_backend import CpuBackend
+    from gpu.backends.cpu_backend import CpuBackend
 
     def measured(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise AssertionError("measured although the estimate is hours")
@@ -433,9 +433,9 @@ def test_a_cpu_bench_of_hours_is_refused_with_its_estimate_when_stdout_is_no_ter
 
 
 def test_a_long_cpu_bench_says_its_estimate_before_the_table(capsys, monkeypatch):
-    from gpu import ring_sim
     from gpu.config import AttentionConfig
-    from gpu.costmodel import pass_useful_flops
+    from gpu.model.costmodel import pass_useful_flops
+    from gpu.ring import sim as ring_sim
 
     flops = pass_useful_flops(AttentionConfig(seq_len=128, heads=1)) * 3  # warm-up, run, meter
     monkeypatch.setattr(ring_sim, "SIM_FLOPS_PER_S", flops / 30)  # 30 s by the estimate

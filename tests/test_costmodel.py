@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA
 from gpu.config import AttentionConfig
-from gpu.costmodel import (
+from gpu.model.costmodel import (
     DEFAULT_GPU,
     FP32,
     GPUS,

@@ -10,11 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpu.algorithms import NAIVE, TILED
-from gpu.backend import RunOptions
-from gpu.backends import create_backend
-from gpu.config import AttentionConfig
-from gpu.costmodel import attention_matrix_bytes
-from gpu.cpu_backend import (
+from gpu.backends.backend import RunOptions
+from gpu.backends.cpu_backend import (
     CpuBackend,
     _naive_kernels,
     _tiled_kernels,
@@ -22,9 +19,12 @@ from gpu.cpu_backend import (
     reference_attention,
     tile_buffer_bytes,
 )
+from gpu.backends.factory import create_backend
+from gpu.config import AttentionConfig
 from gpu.errors import RunCancelled
+from gpu.files.schema import MAX_FLOAT
+from gpu.model.costmodel import attention_matrix_bytes
 from gpu.results import ERROR_TOLERANCE
-from gpu.schema import MAX_FLOAT
 
 
 def _max_error(cfg, kernels):
@@ -104,7 +104,7 @@ def test_budget_turns_naive_into_an_oom_result_but_tiled_runs():
 
 
 def test_auto_backend_without_a_gpu_is_the_cpu_backend(monkeypatch):
-    import gpu.backends as backends_module
+    import gpu.backends.factory as backends_module
 
     monkeypatch.setattr(backends_module, "cuda_available", lambda: False)
     assert create_backend("auto").name == "cpu"
@@ -177,7 +177,7 @@ def test_a_set_event_abandons_a_long_run_at_its_next_tile():
 
 
 def test_times_are_never_zero_and_a_non_finite_output_is_a_finite_disagreement(monkeypatch):
-    import gpu.cpu_backend as cpu
+    import gpu.backends.cpu_backend as cpu
 
     real = cpu._tiled_kernels
 

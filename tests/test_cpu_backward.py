@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 
 from gpu.algorithms import NAIVE, TILED
-from gpu.array_meter import measure_peak
-from gpu.backend import RunOptions
-from gpu.backward_cost import FUSED_BACKWARD_KERNELS, NAIVE_BACKWARD_KERNELS, step_peak_bytes
+from gpu.backends.array_meter import measure_peak
+from gpu.backends.backend import RunOptions
+from gpu.backends.cpu_backend import CpuBackend, random_inputs
+from gpu.backends.cpu_backward import flash_backward, random_grad_output, reference_backward
 from gpu.config import BACKWARD, STEP, AttentionConfig
-from gpu.costmodel import attention_matrix_bytes
-from gpu.cpu_backend import CpuBackend, random_inputs
-from gpu.cpu_backward import flash_backward, random_grad_output, reference_backward
 from gpu.errors import RunCancelled
+from gpu.model.backward_cost import FUSED_BACKWARD_KERNELS, NAIVE_BACKWARD_KERNELS, step_peak_bytes
+from gpu.model.costmodel import attention_matrix_bytes
 from gpu.results import ERROR_TOLERANCE
 
 

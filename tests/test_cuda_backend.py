@@ -12,10 +12,10 @@ import shutil
 import numpy as np
 import pytest
 
-from gpu import costmodel
 from gpu.algorithms import NAIVE, TILED
-from gpu.backend import RunOptions
+from gpu.backends.backend import RunOptions
 from gpu.config import AttentionConfig
+from gpu.model import costmodel
 
 pytestmark = pytest.mark.gpu
 
@@ -37,7 +37,7 @@ def cupy():
 
 @pytest.fixture(scope="module")
 def backend(cupy):
-    from gpu.cuda_backend import CudaBackend
+    from gpu.backends.cuda_backend import CudaBackend
 
     return CudaBackend()
 
@@ -79,8 +79,8 @@ def test_naive_and_tiled_match_the_fp32_reference(backend, dtype, head_dim, seq_
     [("fp16", 1000, True), ("bf16", 777, False), ("fp32", 129, True), ("fp16", 1, False)],
 )
 def test_tiled_kernel_writes_row_max_and_row_sum(cupy, dtype, seq_len, causal):
-    from gpu.cuda_backend import random_inputs, reference_attention, to_float32
-    from gpu.flash_readable import flash_forward
+    from gpu.backends.cuda_backend import random_inputs, reference_attention, to_float32
+    from gpu.launch.flash_readable import flash_forward
 
     config = AttentionConfig(seq_len=seq_len, heads=3, head_dim=64, batch=2, dtype=dtype,
                              causal=causal)  # fmt: skip
@@ -108,9 +108,9 @@ def test_tiled_kernel_is_exact_for_any_tile_shape(backend, block_m, block_n, hea
 
 
 def test_tiled_refuses_tiles_that_exceed_shared_memory_and_names_the_limit(backend):
-    from gpu.cuda_backend import UnsupportedConfig
-    from gpu.cuda_kernels import smem_optin_bytes
-    from gpu.flash_readable import supports
+    from gpu.backends.cuda_backend import UnsupportedConfig
+    from gpu.launch.cuda_kernels import smem_optin_bytes
+    from gpu.launch.flash_readable import supports
 
     config = AttentionConfig(head_dim=256, block_m=128, block_n=128, seq_len=256)
     reason = supports(config)
@@ -126,7 +126,7 @@ def test_tiled_refuses_tiles_that_exceed_shared_memory_and_names_the_limit(backe
 def test_two_pass_softmax_for_long_rows_matches_the_single_read_kernel(
     cupy, dtype, causal, seq_len
 ):
-    from gpu.cuda_backend import from_float32, softmax_launcher, softmax_plan, to_float32
+    from gpu.backends.cuda_backend import from_float32, softmax_launcher, softmax_plan, to_float32
 
     config = AttentionConfig(seq_len=seq_len, heads=3, head_dim=64, dtype=dtype, causal=causal)
     assert softmax_plan(config).single_read
@@ -211,7 +211,7 @@ def test_device_info_describes_the_gpu(backend):
 
 
 def test_a_broken_kernel_reports_the_compiler_log(tmp_path):
-    from gpu.cuda_kernels import KERNEL_DIR, KernelCompileError, load_module
+    from gpu.launch.cuda_kernels import KERNEL_DIR, KernelCompileError, load_module
 
     broken = tmp_path / "softmax_broken.cu"
     shutil.copy(KERNEL_DIR / "softmax.cu", broken)

@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 import main as cli
-from gpu.recording import recording_from_document
+from gpu.files.recording import recording_from_document
 from tests.document_mutations import BASE, BASE_TEXT
 from tests.test_child_processes import _alive, _start, _wait_for_children
 from tests.test_child_processes import large_file as large_file  # the fixture
@@ -63,7 +63,7 @@ def test_sighup_on_the_command_line_removes_a_partial_file_and_exits_129(tmp_pat
     script = textwrap.dedent(f"""
         import os, signal, sys, time
         sys.path.insert(0, {str(ROOT)!r})
-        from gpu.fileio import new_partial_file, remove_partial_files_on_signals
+        from gpu.files.fileio import new_partial_file, remove_partial_files_on_signals
         remove_partial_files_on_signals()
         tmp = new_partial_file({str(tmp_path / "target.gif")!r}, ".gif")
         print(tmp, flush=True)

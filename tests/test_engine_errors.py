@@ -7,7 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpu import backend, backends, errors
+from gpu import errors
+from gpu.backends import backend
+from gpu.backends import factory as backends
 from gpu.config import AttentionConfig
 
 TENSOR_CORE_KERNEL = SimpleNamespace(SUPPORTED_DTYPES=("fp16", "bf16"), SUPPORTED_HEAD_DIMS=(64,))
@@ -72,7 +74,7 @@ def test_an_escaped_memory_error_becomes_an_oom_result_with_the_models_figures()
 @pytest.mark.gpu
 def test_the_cuda_backend_names_the_field_of_each_refused_config():
     from gpu.algorithms import TILED, TILED_MMA
-    from gpu.backend import RunOptions
+    from gpu.backends.backend import RunOptions
 
     cuda = backends.create_backend("cuda")
     quick = RunOptions(warmup=0, repeats=1)
@@ -93,7 +95,7 @@ def test_the_cuda_backend_names_the_field_of_each_refused_config():
 @pytest.mark.gpu
 def test_the_cuda_backend_accepts_a_cancel_hook():
     from gpu.algorithms import NAIVE, TILED
-    from gpu.backend import RunOptions
+    from gpu.backends.backend import RunOptions
 
     cuda = backends.create_backend("cuda")
     options = RunOptions(warmup=0, repeats=1, check=True, cancel=lambda: False)

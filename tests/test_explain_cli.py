@@ -11,8 +11,8 @@ import pytest
 import main
 from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA
 from gpu.config import AttentionConfig
-from gpu.costmodel import algorithm_cost, compulsory_cost
-from gpu.recording import Recording, save_recording
+from gpu.files.recording import Recording, save_recording
+from gpu.model.costmodel import algorithm_cost, compulsory_cost
 from gpu.results import DeviceInfo, KernelTime, KernelTraffic, RunResult, TrafficStrip
 
 CONTRACT = ("flops", "bytes", "bytes_source", "intensity", "bound", "roof", "roofline_ms",

@@ -24,7 +24,7 @@ from app.state.recorded_run import SHIPPED_RECORDING
 from app.window import file_menu
 from app.window.file_menu import ExportRequest
 from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA
-from gpu.recording import load_recording
+from gpu.files.recording import load_recording
 
 imageio = pytest.importorskip("imageio.v3")
 UNWRITABLE = "/proc/tilescope_export"  # not even root can create files in /proc

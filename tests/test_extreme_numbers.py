@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 import main as cli
 from gpu.algorithms import ALGORITHMS
-from gpu.recording import recording_from_document
-from gpu.roofline import device_gpu, explain
+from gpu.files.recording import recording_from_document
+from gpu.model.roofline import device_gpu, explain
 from tests.document_mutations import BASE, BASE_TEXT, SESSION, SESSION_TEXT
 from tests.test_open_files import open_and_wait
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from gpu import costmodel
 from gpu.algorithms import NAIVE, TILED
-from gpu.backend import RunOptions
+from gpu.backends.backend import RunOptions
 from gpu.config import AttentionConfig
+from gpu.model import costmodel
 
 pytestmark = pytest.mark.gpu
 
@@ -35,7 +35,7 @@ def _budgets() -> list[tuple[str, str, int]]:
 
 @pytest.fixture(scope="module")
 def backend():
-    from gpu.cuda_backend import CudaBackend
+    from gpu.backends.cuda_backend import CudaBackend
 
     return CudaBackend()
 

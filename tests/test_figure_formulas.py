@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from gpu import costmodel, roofline
 from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
 from gpu.config import AttentionConfig
-from gpu.costmodel import GPUS
-from gpu.recording import load_recording
+from gpu.files.recording import load_recording
+from gpu.model import costmodel, kernel_cost, roofline
+from gpu.model.costmodel import GPUS
 from gpu.results import DeviceInfo, KernelTime, KernelTraffic, RunResult
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -611,19 +611,19 @@ def test_the_two_pass_softmax_rereads_hit_l2_by_the_resident_rows_share_of_it():
 
 
 def test_cached_reads_cover_every_edge_of_the_rule():
-    assert costmodel._cached_reads(100, 100, 5, 5, 10, 5.0) == 100  # no re-reads
-    assert costmodel._cached_reads(100, 80, 5, 5, 10, 5.0) == 80  # fewer than once: as read
-    assert costmodel._cached_reads(100, 500, 1, 5, 10, 5.0) == 100  # one cohort
-    assert costmodel._cached_reads(100, 500, 3, 1, 10, 5.0) == 100  # one unit
-    assert costmodel._cached_reads(100, 500, 3, 5, 10, 5.0) == 100 + round(400 * 0.5 * 0.5)
-    assert costmodel._cached_reads(100, 500, 9, 5, 0, 5.0) == 100  # no working set: all hit
-    assert costmodel._cached_reads(100, 500, 2, 2, 20, 5.0) == 100 + 300
-    assert costmodel._cached_reads(100, 500, 2, 2, 1, 0.0) == 500  # no L2: every re-read misses
-    assert costmodel._cached_reads(100, 101, 2, 2, 20, 5.0) == 101  # one re-read, 3/4 missed
+    assert kernel_cost.cached_reads(100, 100, 5, 5, 10, 5.0) == 100  # no re-reads
+    assert kernel_cost.cached_reads(100, 80, 5, 5, 10, 5.0) == 80  # fewer than once: as read
+    assert kernel_cost.cached_reads(100, 500, 1, 5, 10, 5.0) == 100  # one cohort
+    assert kernel_cost.cached_reads(100, 500, 3, 1, 10, 5.0) == 100  # one unit
+    assert kernel_cost.cached_reads(100, 500, 3, 5, 10, 5.0) == 100 + round(400 * 0.5 * 0.5)
+    assert kernel_cost.cached_reads(100, 500, 9, 5, 0, 5.0) == 100  # no working set: all hit
+    assert kernel_cost.cached_reads(100, 500, 2, 2, 20, 5.0) == 100 + 300
+    assert kernel_cost.cached_reads(100, 500, 2, 2, 1, 0.0) == 500  # no L2: every re-read misses
+    assert kernel_cost.cached_reads(100, 101, 2, 2, 20, 5.0) == 101  # one re-read, 3/4 missed
 
 
 def test_the_readable_kernel_holds_two_blocks_per_sm_where_shared_memory_allows():
-    from gpu.flash_readable import smem_bytes
+    from gpu.launch.flash_readable import smem_bytes
 
     config = AttentionConfig(seq_len=4096, head_dim=D, block_m=64, block_n=64)
     need = smem_bytes(config)

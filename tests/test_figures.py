@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 import main
-from gpu import cpu_roofs, roofline
 from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA
 from gpu.config import AttentionConfig
-from gpu.costmodel import DEFAULT_GPU, GPUS, algorithm_cost
-from gpu.recording import load_recording
+from gpu.files.recording import load_recording
+from gpu.model import cpu_roofs, roofline
+from gpu.model.costmodel import DEFAULT_GPU, GPUS, algorithm_cost
 from gpu.results import DeviceInfo, KernelTime, KernelTraffic, RunResult, TrafficStrip
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -360,7 +360,7 @@ def test_measured_bytes_count_the_compulsory_writes_still_in_l2():
 
 
 def test_the_plots_measured_dram_dots_never_sit_below_the_compulsory_edge():
-    from gpu.costmodel import compulsory_cost
+    from gpu.model.costmodel import compulsory_cost
 
     for r in sweep().results:
         if r.traffic and r.algorithm in (NAIVE, TILED, TILED_MMA, TILED_WGMMA, "tiled_ws"):
@@ -436,7 +436,7 @@ def test_a_replayed_recording_judges_on_the_clock_its_counters_measured():
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("n", [100, 4096])
 def test_the_closed_form_compulsory_writes_equal_the_cost_models(n, causal):
-    from gpu.costmodel import compulsory_cost
+    from gpu.model.costmodel import compulsory_cost
 
     config = AttentionConfig(seq_len=n, heads=3, causal=causal)
     for a in (NAIVE, TILED, TILED_MMA, TILED_WGMMA, "tiled_ws"):

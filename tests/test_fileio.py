@@ -17,9 +17,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from gpu import fileio
 from gpu.errors import FileReadError, FileWriteError
-from gpu.fileio import (
+from gpu.files import fileio
+from gpu.files.fileio import (
     MAX_READ_BYTES,
     atomic_write_bytes,
     check_writable,
@@ -148,7 +148,7 @@ _WRITER = textwrap.dedent(
     """
     import sys, time
     sys.path.insert(0, {root!r})
-    from gpu import fileio
+    from gpu.files import fileio
     fileio.remove_partial_files_on_signals()
     tmp = fileio.new_partial_file({target!r})
     try:
@@ -275,7 +275,7 @@ def test_a_large_array_member_is_split_into_pieces_that_hold_every_item_in_order
 
 
 def test_a_bad_item_of_a_split_array_is_named_by_its_index_in_the_whole_array():
-    from gpu.schema import SchemaError, check_each
+    from gpu.files.schema import SchemaError, check_each
 
     items = [{"n": i} for i in range(3000)]
     items[2500] = {"n": "two thousand five hundred"}

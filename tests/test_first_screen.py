@@ -15,8 +15,8 @@ from app.state.model.cost_model_backend import CostModelBackend
 from app.state.units import fmt_bytes, fmt_int
 from app.window.theme import LIGHT, QT_COLORS
 from gpu.algorithms import ALGORITHMS, NAIVE, RING, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
-from gpu.costmodel import naive_oom_seq_len
-from gpu.cpu_backend import CpuBackend
+from gpu.backends.cpu_backend import CpuBackend
+from gpu.model.costmodel import naive_oom_seq_len
 from tests.clipping import clipped
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -330,7 +330,7 @@ def test_the_exponential_roof_is_named_in_plain_words_clear_of_the_hbm_roof(
     from PySide6.QtGui import QPolygonF
 
     from app.plotting.label_placement import segment_hits_rect
-    from gpu.roofline import HBM, XU, roofs
+    from gpu.model.roofline import HBM, XU, roofs
 
     window = make_window(open_path=str(SHIPPED), seq_len=16384)
     window.resize(*size)
@@ -371,7 +371,7 @@ def test_the_exponential_roof_is_named_in_plain_words_clear_of_the_hbm_roof(
 
 
 def test_devices_four_says_only_the_ring_runs_and_draws_no_unlabelled_curve(make_window, qtbot):
-    from gpu.ring_backend import RingBackend
+    from gpu.ring.backend import RingBackend
 
     window = make_window(factory=lambda name: CpuBackend(), seq_len=1024)
     window.controls.devices.set_devices(4)
@@ -477,7 +477,7 @@ def test_render_filters_only_that_one_offscreen_line_every_other_qt_message_show
 
 
 def test_cpu_times_keep_each_kernels_spread_for_the_time_plots_bars():
-    from gpu.backend import RunOptions
+    from gpu.backends.backend import RunOptions
     from gpu.config import AttentionConfig
 
     result = CpuBackend().run(AttentionConfig(seq_len=128, heads=2), NAIVE, RunOptions(repeats=5))

@@ -6,7 +6,7 @@ No GPU needed; the exactness of the kernels themselves is tests/test_backward_gp
 from __future__ import annotations
 
 from gpu.config import AttentionConfig
-from gpu.flash_bwd import (
+from gpu.launch.flash_bwd import (
     STAT_ROW_PAD,
     SUPPORTED_HEAD_DIMS,
     BwdLaunch,

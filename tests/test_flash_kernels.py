@@ -3,8 +3,8 @@ shape it accepts, and writes every output.
 
 One test, parametrized over the kernels (mma.sync, wgmma, warp-specialized), dtypes, head dims,
 masks and sequence lengths, against an fp32 reference computed with CuPy on the upcast inputs
-(gpu.attention_reference), after poisoning O, m and l with NaN. A kernel that does not accept a
-config here is skipped with its reason, except that a Hopper GPU must run the Hopper kernels.
+(gpu.launch.attention_reference), after poisoning O, m and l with NaN. A kernel that does not accept
+a config here is skipped with its reason, except that a Hopper GPU must run the Hopper kernels.
 """
 
 from __future__ import annotations
@@ -20,7 +20,11 @@ from gpu.config import AttentionConfig
 
 pytestmark = pytest.mark.gpu
 
-KERNELS = {"mma": "gpu.flash_mma", "wgmma": "gpu.flash_wgmma", "ws": "gpu.flash_ws"}
+KERNELS = {
+    "mma": "gpu.launch.flash_mma",
+    "wgmma": "gpu.launch.flash_wgmma",
+    "ws": "gpu.launch.flash_ws",
+}
 HOPPER_ONLY = {"wgmma", "ws"}
 SEQ_LENS = (1, 17, 113, 128, 1000, 1023, 4096)
 
@@ -70,7 +74,7 @@ def test_rejects_arrays_of_the_wrong_shape(kernel: str) -> None:
 
 @pytest.mark.parametrize(("kernel", "algorithm"), [("wgmma", TILED_WGMMA), ("ws", TILED_WS)])
 def test_the_cuda_backend_offers_the_hopper_kernels_on_sm90_only(kernel: str, algorithm: str):
-    from gpu.backends import create_backend
+    from gpu.backends.factory import create_backend
 
     offered = algorithm in create_backend("cuda").algorithms()
     assert offered == (_module(kernel).supports(AttentionConfig()) is None)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpu import flash_launch, flash_mma, flash_wgmma, flash_ws
 from gpu.config import AttentionConfig, ceil_div
+from gpu.launch import flash_bwd, flash_launch, flash_mma, flash_wgmma, flash_ws
 
 MODULES = (flash_mma, flash_wgmma, flash_ws)
 HOPPER = (90, 227 * 1024)
@@ -22,9 +22,9 @@ def test_each_launcher_is_its_specs(module):
     assert module.SPEC.source == module.SOURCE and module.SPEC.options == module.COMPILE_OPTIONS
 
 
-def test_the_three_kernels_compile_into_caches_of_their_own():
-    caches = {id(m.SPEC.kernels) for m in MODULES}
-    assert len(caches) == 3
+def test_the_fused_kernels_compile_into_caches_of_their_own():
+    caches = {id(m.SPEC.kernels) for m in (*MODULES, flash_bwd)}
+    assert len(caches) == 4
 
 
 REFUSALS = [
@@ -55,11 +55,19 @@ REFUSALS = [
     (flash_ws, AMPERE, {},
      "warp-specialized Hopper kernel needs compute capability 9.0 (sm_90a: H100/H200), "
      "this GPU is 8.0"),
-    (flash_ws, (90, 100 * 1024), {}, None),
+    (flash_ws, (90, 120 * 1024), {}, None),
     (flash_ws, (90, 100 * 1024), {"head_dim": 256},
      "warp-specialized Hopper kernel needs 193 KiB of shared memory per block, "
      "this GPU allows 100 KiB"),
     (flash_ws, HOPPER, {"head_dim": 256, "dtype": "bf16"}, None),
+    (flash_bwd, AMPERE, {"dtype": "fp32"}, "fused backward supports fp16 and bf16, not fp32"),
+    (flash_bwd, AMPERE, {"head_dim": 256}, "fused backward supports head_dim 64 and 128, not 256"),
+    (flash_bwd, (75, 64 * 1024), {},
+     "fused backward needs compute capability 8.0 or newer (this GPU: 7.5)"),
+    (flash_bwd, (86, 100 * 1024), {"head_dim": 128},
+     "fused backward needs 161 KiB of shared memory per block, this GPU allows 100 KiB"),
+    (flash_bwd, None, {}, None),
+    (flash_bwd, HOPPER, {"head_dim": 128, "dtype": "bf16"}, None),
 ]  # fmt: skip
 
 
@@ -90,6 +98,20 @@ def test_mma_and_wgmma_run_one_block_per_query_tile_of_each_head_on_a_2d_grid(mo
 
 def test_the_warp_specialized_kernel_runs_a_1d_grid_of_every_query_tile():
     config = AttentionConfig(seq_len=1000, heads=3, batch=2)
-    launch = flash_ws.default_launch(64)
+    launch = flash_ws.WsLaunch.from_label("d64-128x2-c3-po-r24")
     grid, _ = flash_ws.SPEC.layout(config, launch)
     assert grid == (ceil_div(1000, launch.block_m) * 6,) == (launch.grid_blocks(config),)
+
+
+def test_a_persistent_warp_specialized_launch_starts_one_block_per_sm(monkeypatch):
+    from gpu.launch import cuda_kernels
+
+    monkeypatch.setattr(
+        cuda_kernels, "device_attribute", lambda name: {"MultiProcessorCount": 132}[name]
+    )
+    launch = flash_ws.default_launch(64)
+    assert launch.persistent
+    big = AttentionConfig(seq_len=4096, heads=16, batch=4)
+    assert flash_ws.SPEC.layout(big, launch)[0] == (132,) and launch.grid_blocks(big) > 132
+    small = AttentionConfig(seq_len=1000, heads=3, batch=2)  # fewer tiles than SMs
+    assert flash_ws.SPEC.layout(small, launch)[0] == (launch.grid_blocks(small),)

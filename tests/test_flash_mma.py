@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from gpu.algorithms import TILED_MMA, tile_shape
 from gpu.config import AttentionConfig
-from gpu.flash_mma import SUPPORTED_HEAD_DIMS, default_launch, supports
+from gpu.launch.flash_mma import SUPPORTED_HEAD_DIMS, default_launch, supports
 
 # ---------------------------------------------------------------------------------------------
 # Capability checks and tile bookkeeping: no GPU needed.

@@ -7,12 +7,12 @@ on sm_90 only) are shared by all fused kernels: tests/test_flash_kernels.py.
 
 from __future__ import annotations
 
-from gpu import flash_launch
 from gpu.algorithms import ALGORITHMS, TILED_WGMMA, tile_shape
 from gpu.config import AttentionConfig
-from gpu.costmodel import algorithm_cost
-from gpu.flash_wgmma import SUPPORTED_HEAD_DIMS, default_launch, supports
-from gpu.schedule import build_schedule
+from gpu.launch import flash_launch
+from gpu.launch.flash_wgmma import SUPPORTED_HEAD_DIMS, default_launch, supports
+from gpu.model.costmodel import algorithm_cost
+from gpu.model.schedule import build_schedule
 
 HOPPER = (90, 227 * 1024)  # (compute capability, opt-in shared memory) of an H100/H200
 

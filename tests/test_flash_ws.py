@@ -13,12 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from gpu import flash_launch, flash_ws
 from gpu.algorithms import ALGORITHMS, TILED_WS, WS_DEFAULTS, tile_shape
 from gpu.config import AttentionConfig
-from gpu.costmodel import algorithm_cost
-from gpu.flash_ws import SUPPORTED_HEAD_DIMS, WsLaunch, all_variants, default_launch, supports
-from gpu.schedule import build_schedule
+from gpu.launch import flash_launch, flash_ws
+from gpu.launch.flash_ws import (
+    SUPPORTED_HEAD_DIMS,
+    WsLaunch,
+    all_variants,
+    check_launch,
+    default_launch,
+    supports,
+)
+from gpu.model.costmodel import algorithm_cost
+from gpu.model.schedule import build_schedule
 
 HOPPER = (90, 227 * 1024)  # (compute capability, opt-in shared memory) of an H100/H200
 #: Raw rows of the d=128 trace build recorded on an H200 (B=1, h=16, N=4096; variant
@@ -79,6 +86,7 @@ def test_the_candidate_timing_compares_the_defaults_with_the_baselines_and_new_k
     for d in (64, 128):
         here = [v for v in timed if v.head_dim == d]
         assert any(v.pingpong for v in here) and any(not v.pingpong for v in here), d
+        assert any(v.persistent for v in here) and any(not v.persistent for v in here), d
 
 
 def test_labels_name_every_template_parameter_and_read_back() -> None:
@@ -103,12 +111,12 @@ def test_the_defaults_are_labels_of_variants_of_their_own_head_dim() -> None:
 def test_template_name_lists_every_parameter_in_kernel_order() -> None:
     v = WsLaunch(128, 64, 3, 4, pingpong=False, overlap=True, producer_regs=40)
     assert v.template_name(True, False) == (
-        "flash_ws_fwd<128, 64, 3, 4, false, true, 40, true, false>"
+        "flash_ws_fwd<128, 64, 3, 4, false, true, 40, 0, true, false>"
     )
     assert (v.block_m, v.threads) == (192, 512)
     w = replace(v, pingpong=True, producer_regs=24)
     assert w.template_name(False, True) == (
-        "flash_ws_fwd<128, 64, 3, 4, true, true, 24, false, true>"
+        "flash_ws_fwd<128, 64, 3, 4, true, true, 24, 0, false, true>"
     )
 
 
@@ -118,6 +126,52 @@ def test_a_launch_runs_one_block_per_query_tile_of_every_head() -> None:
     assert launch.grid_blocks(config) == 4096 // launch.block_m * 64
     small = AttentionConfig(seq_len=300, heads=2, head_dim=128)
     assert launch.grid_blocks(small) == 6  # a ragged last query tile is a block too
+
+
+def test_a_persistent_launch_starts_one_block_per_sm_and_walks_every_tile() -> None:
+    config = AttentionConfig(seq_len=4096, heads=16, head_dim=128, batch=4)
+    launch = WsLaunch.from_label("d128-128x2-c2-po-r24-persist")
+    assert launch.persistent and launch.label == "d128-128x2-c2-po-r24-persist"
+    assert launch.grid_blocks(config) == 4096 // 128 * 64  # the tiles it walks
+    assert launch.launch_blocks(config, 132) == 132
+    tiny = AttentionConfig(seq_len=300, heads=2, head_dim=128)
+    assert launch.launch_blocks(tiny, 132) == 6  # never more blocks than tiles
+    per_tile = replace(launch, persistent=False)
+    assert per_tile.launch_blocks(config, 132) == per_tile.grid_blocks(config)
+    assert per_tile.template_name(False, False) == (
+        "flash_ws_fwd<128, 128, 2, 2, true, true, 24, 0, false, false>"
+    )
+    assert launch.template_name(False, False) == (
+        "flash_ws_fwd<128, 128, 2, 2, true, true, 24, 2, false, false>"
+    )
+    one_q = WsLaunch.from_label("d256-64x2-c2-po-r24-persist1")
+    assert (one_q.persistent, one_q.q_buffers, one_q.label) == (
+        True,
+        1,
+        "d256-64x2-c2-po-r24-persist1",
+    )
+    assert one_q.template_name(True, True).endswith(", 24, 1, true, true>")
+
+
+def test_a_persistent_launch_holds_two_q_tiles_and_two_more_barrier_pairs() -> None:
+    per_tile = WsLaunch.from_label("d128-128x2-c2-po-r24")
+    persistent = replace(per_tile, persistent=True)
+    q_tile = per_tile.block_m * per_tile.head_dim * 2
+    assert persistent.smem_bytes - per_tile.smem_bytes == q_tile + 8 * 3 + 8  # + 2 tile ids
+    assert (per_tile.barriers, persistent.barriers) == (1 + 4 * 2, 4 + 4 * 2)
+    one_q = replace(per_tile, persistent=True, persistent_q_buffers=1)
+    assert one_q.smem_bytes - per_tile.smem_bytes == 8 * 1 + 8  # q_empty, 2 tile ids
+    assert one_q.barriers == 2 + 4 * 2
+
+
+def test_a_variant_too_large_for_shared_memory_is_refused() -> None:
+    too_big = WsLaunch.from_label("d256-64x2-c2-po-r24-persist")  # two 64 KiB Q tiles + ring
+    assert too_big.smem_bytes > 227 * 1024
+    with pytest.raises(ValueError, match="shared memory"):
+        check_launch(too_big)
+    check_launch(WsLaunch.from_label("d256-64x2-c2-po-r24-persist1"))  # one Q tile fits
+    with pytest.raises(ValueError, match="1 or 2 Q tiles"):
+        check_launch(replace(too_big, persistent_q_buffers=3))
 
 
 def test_launch_tiles_are_the_tiles_the_cost_model_and_schedule_use() -> None:
@@ -157,8 +211,8 @@ def test_a_broken_copy_reports_nvrtc_s_log_and_the_other_kernels_keep_running(tm
     import cupy as cp
     from flash_reference import assert_matches_reference
 
-    from gpu import flash_mma
-    from gpu.cuda_kernels import KERNEL_DIR, KernelCompileError, load_module
+    from gpu.launch import flash_mma
+    from gpu.launch.cuda_kernels import KERNEL_DIR, KernelCompileError, load_module
 
     broken = tmp_path / "flash_ws_broken.cu"
     shutil.copy(KERNEL_DIR / flash_ws.SOURCE, broken)
@@ -195,6 +249,39 @@ def test_every_variant_matches_the_fp32_reference(variant: WsLaunch, causal: boo
             flash_ws.launch_forward(q, k, v, o, m, l, config, variant)
 
         assert_matches_reference(forward, config, seed=seq_len + variant.head_dim)
+
+
+PERSISTENT = [v for v in all_variants() if v.persistent]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", PERSISTENT, ids=lambda v: v.label)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_a_persistent_block_computes_every_tile_it_walks(variant: WsLaunch, causal: bool) -> None:
+    """More tiles than SMs, a ragged last tile and an odd head count: each block walks ~11
+    query tiles through both Q buffers and many rounds of the K/V ring. Two launches with the
+    same arguments: the scheduler's counters must be back at zero for the second."""
+    import cupy as cp
+    from flash_reference import assert_matches_reference
+
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("the warp-specialized kernel runs on sm_90 only")
+    for dtype in ("fp16", "bf16"):
+        config = AttentionConfig(
+            seq_len=4097, heads=23, batch=2, head_dim=variant.head_dim, dtype=dtype, causal=causal
+        )
+        assert variant.grid_blocks(config) > 8 * 132
+
+        def forward(q, k, v, o, m, l, config, variant=variant):
+            prepared = flash_ws.prepare(config, variant)
+            arguments = prepared.arguments(q, k, v, o, m, l)
+            prepared.launch_with(arguments)
+            o.view(cp.uint16).fill(0xFFFF)  # NaN in fp16 and bf16: every row must be written again
+            m.fill(float("nan"))
+            l.fill(float("nan"))
+            prepared.launch_with(arguments)  # the same counters, reset by the first launch
+
+        assert_matches_reference(forward, config, seed=variant.head_dim + causal)
 
 
 @pytest.mark.gpu
@@ -286,18 +373,21 @@ def test_trace_rows_decode_to_roles_and_phases() -> None:
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize(
+    "label", [WS_DEFAULTS[128], "d128-128x2-c2-po-r24-persist"], ids=["default", "persistent"]
+)
 def test_the_trace_build_records_every_role_in_order_and_computes_the_same_output(
-    causal: bool,
+    causal: bool, label: str
 ) -> None:
     import cupy as cp
 
-    from gpu.attention_reference import random_inputs
+    from gpu.launch.attention_reference import random_inputs
 
     if cp.cuda.Device().compute_capability != "90":
         pytest.skip("the warp-specialized kernel runs on sm_90 only")
     # 8 query tiles × 80 heads: more blocks than SMs, so every SM runs several in turn.
     config = AttentionConfig(seq_len=1000, heads=40, batch=2, head_dim=128, causal=causal)
-    launch = default_launch(128)
+    launch = WsLaunch.from_label(label)
     (q, k, v), _ = random_inputs(config, seed=5)
     stats = (config.batch, config.heads, config.seq_len)
     outs = []

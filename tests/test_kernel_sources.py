@@ -1,7 +1,7 @@
 """The CUDA sources share their helpers through headers, and the compile cache sees the headers.
 
-No GPU needed: these read the .cu/.cuh files and hash them the way gpu.cuda_kernels does before
-it asks NVRTC for a module.
+No GPU needed: these read the .cu/.cuh files and hash them the way gpu.launch.cuda_kernels does
+before it asks NVRTC for a module.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import shutil
 
-from gpu.cuda_kernels import KERNEL_DIR, include_dirs, included_files, source_hash
+from gpu.launch.cuda_kernels import KERNEL_DIR, include_dirs, included_files, source_hash
 
 SOURCES = sorted(KERNEL_DIR.glob("*.cu"))
 _DEFINITION = re.compile(r"^__device__[^(]*?\b(\w+)\s*\(", re.MULTILINE)

@@ -11,10 +11,10 @@ import json
 
 import pytest
 
-from gpu import costmodel
 from gpu.algorithms import NAIVE, TILED_MMA
-from gpu.backend import RunOptions
+from gpu.backends.backend import RunOptions
 from gpu.config import AttentionConfig
+from gpu.model import costmodel
 from gpu.results import STRIP_MAX_POINTS, RunResult
 
 pytestmark = pytest.mark.gpu
@@ -25,7 +25,7 @@ MiB = 1 << 20
 
 @pytest.fixture(scope="module")
 def sampling():
-    from gpu import profiler
+    from gpu.profiling import profiler
 
     reason = profiler.unavailable_reason()
     if reason is not None:
@@ -35,7 +35,7 @@ def sampling():
 
 @pytest.fixture(scope="module")
 def backend(sampling):
-    from gpu.cuda_backend import CudaBackend
+    from gpu.backends.cuda_backend import CudaBackend
 
     return CudaBackend()
 
@@ -43,7 +43,7 @@ def backend(sampling):
 def test_copies_are_counted_to_within_one_percent(sampling):
     import cupy
 
-    from gpu.cuda_kernels import device_attribute
+    from gpu.launch.cuda_kernels import device_attribute
 
     src = cupy.ones(256 * MiB // 4, dtype=cupy.float32)
     dst = cupy.empty_like(src)

@@ -16,7 +16,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
 from gpu.algorithms import NAIVE, TILED
-from gpu.recording import Recording, save_recording
+from gpu.files.recording import Recording, save_recording
 from tests.document_mutations import BASE_TEXT, FILES, SESSION_TEXT, mutated_documents
 from tests.stall_clock import stall_clock
 from tests.test_session import synthetic_recording

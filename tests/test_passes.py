@@ -11,12 +11,12 @@ import pytest
 
 from app.state.model.cost_model_backend import CostModelBackend
 from gpu.algorithms import NAIVE, TILED
-from gpu.backend import RunOptions, check_pass
+from gpu.backends.backend import RunOptions, check_pass
 from gpu.config import BACKWARD, FORWARD, PASSES, STEP, AttentionConfig, ConfigError
 from gpu.errors import UnsupportedConfig
-from gpu.recording import Recording, load_recording, save_recording
+from gpu.files.recording import Recording, load_recording, save_recording
+from gpu.files.schema import SchemaError, check_config, check_result
 from gpu.results import DeviceInfo, RunResult
-from gpu.schema import SchemaError, check_config, check_result
 
 SHIPPED = Path(__file__).resolve().parents[1] / "resources" / "recorded" / "h200_sweep.json"
 

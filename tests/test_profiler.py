@@ -9,9 +9,9 @@ from typing import ClassVar
 
 import pytest
 
-from gpu import profiler
-from gpu.backends import cuda_available
-from gpu.profiler import (
+from gpu.backends.factory import cuda_available
+from gpu.profiling import profiler
+from gpu.profiling.profiler import (
     DRAM_READ,
     DRAM_WRITE,
     ELAPSED_CYCLES,

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from gpu.algorithms import NAIVE, TILED
-from gpu.backend import RunOptions
+from gpu.backends.backend import RunOptions
+from gpu.backends.cpu_backend import CpuBackend
 from gpu.config import AttentionConfig
-from gpu.cpu_backend import CpuBackend
 from gpu.errors import FileWriteError, SchemaError
-from gpu.recording import (
+from gpu.files.recording import (
     Recording,
     RecordingError,
     load_recording,
@@ -286,11 +286,11 @@ def test_json_is_plain_data(tmp_path, recording):
 
 def test_every_field_the_dataclasses_write_is_checked_by_the_format():
     """A field added to RunResult, KernelTime, DeviceInfo or AttentionConfig must be added to
-    its document type in gpu/schema.py too, with its type and range."""
+    its document type in gpu/files/schema.py too, with its type and range."""
     from dataclasses import fields
 
+    from gpu.files.schema import ConfigDoc, DeviceDoc, KernelTimeDoc, ResultDoc
     from gpu.results import DeviceInfo, RunResult
-    from gpu.schema import ConfigDoc, DeviceDoc, KernelTimeDoc, ResultDoc
 
     for cls, doc in (
         (RunResult, ResultDoc),
@@ -299,19 +299,17 @@ def test_every_field_the_dataclasses_write_is_checked_by_the_format():
         (AttentionConfig, ConfigDoc),
     ):
         missing = {f.name for f in fields(cls)} - set(doc.__struct_fields__)
-        assert not missing, f"add {sorted(missing)} to gpu.schema.{doc.__name__}"
+        assert not missing, f"add {sorted(missing)} to gpu.files.schema.{doc.__name__}"
 
 
 def test_every_field_a_file_may_leave_out_takes_the_same_default_in_the_program():
-    """A field the format lets a file leave out (a default in gpu/schema.py) needs the same
+    """A field the format lets a file leave out (a default in gpu/files/schema.py) needs the same
     default in the dataclass it builds, or a file the check accepted fails to load."""
     from dataclasses import MISSING, fields
 
     import msgspec
 
-    from gpu.results import KernelTraffic, RunResult, TrafficStrip
-    from gpu.ring_timeline import RingEvent, RingMeasurement
-    from gpu.schema import (
+    from gpu.files.schema import (
         KernelTimeDoc,
         KernelTrafficDoc,
         ResultDoc,
@@ -319,6 +317,8 @@ def test_every_field_a_file_may_leave_out_takes_the_same_default_in_the_program(
         RingEventDoc,
         TrafficStripDoc,
     )
+    from gpu.results import KernelTraffic, RunResult, TrafficStrip
+    from gpu.ring.timeline import RingEvent, RingMeasurement
 
     for cls, doc in (
         (RunResult, ResultDoc),
@@ -359,7 +359,7 @@ def test_a_nan_error_from_a_backend_is_written_as_a_finite_disagreement(tmp_path
 
 @pytest.mark.gpu
 def test_cuda_results_pass_the_format_and_round_trip(tmp_path):
-    from gpu.backends import create_backend
+    from gpu.backends.factory import create_backend
 
     cuda = create_backend("cuda")
     cfg = AttentionConfig(seq_len=1024)

@@ -25,13 +25,13 @@ from PySide6.QtCore import Qt
 
 from app.controls.panel import ControlsPanel
 from app.state.model.cost_model_backend import CostModelBackend
-from gpu import flash_launch, flash_mma, flash_readable
 from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA
-from gpu.backend import RunOptions
+from gpu.backends.backend import RunOptions
+from gpu.backends.cpu_backend import CpuBackend
 from gpu.config import AttentionConfig
-from gpu.cpu_backend import CpuBackend
-from gpu.cuda_kernels import KernelCompileError
 from gpu.errors import UnsupportedConfig
+from gpu.launch import flash_launch, flash_mma, flash_readable
+from gpu.launch.cuda_kernels import KernelCompileError
 
 H100_SMEM_OPTIN = 232_448  # cudaDevAttrMaxSharedMemoryPerBlockOptin on an H100/H200
 
@@ -481,8 +481,8 @@ def test_a_refused_edit_in_the_window_requests_nothing_and_clears_on_a_good_one(
 def test_gpu_a_broken_copy_of_a_kernel_raises_the_nvrtc_log_and_the_app_keeps_working(
     qtbot, make_window, tmp_path, monkeypatch
 ):
-    from gpu import cuda_kernels
-    from gpu.cuda_backend import CudaBackend
+    from gpu.backends.cuda_backend import CudaBackend
+    from gpu.launch import cuda_kernels
 
     broken = tmp_path / "flash_readable.cu"
     shutil.copy(cuda_kernels.KERNEL_DIR / flash_readable.SOURCE, broken)
@@ -514,8 +514,8 @@ def test_gpu_a_broken_tensor_core_kernel_is_off_and_the_others_keep_running_on_t
     import dataclasses
     import importlib
 
-    from gpu import cuda_kernels
-    from gpu.cuda_backend import CudaBackend
+    from gpu.backends.cuda_backend import CudaBackend
+    from gpu.launch import cuda_kernels
 
     module = importlib.import_module(f"gpu.{module_name}")
     config = AttentionConfig(seq_len=1024, heads=2, head_dim=64, dtype="fp16")
@@ -552,8 +552,8 @@ def test_gpu_a_broken_tensor_core_kernel_is_off_and_the_others_keep_running_on_t
 
 @pytest.mark.gpu
 def test_gpu_tiles_beyond_the_devices_shared_memory_name_its_limit(qtbot, make_window):
-    from gpu.cuda_backend import CudaBackend
-    from gpu.cuda_kernels import smem_optin_bytes
+    from gpu.backends.cuda_backend import CudaBackend
+    from gpu.launch.cuda_kernels import smem_optin_bytes
 
     window = make_window(CudaBackend(), seq_len=512)
     c = window.controls
@@ -567,7 +567,7 @@ def test_gpu_tiles_beyond_the_devices_shared_memory_name_its_limit(qtbot, make_w
 def test_gpu_a_real_cuda_runtime_error_mid_run_falls_back_to_cpu(qtbot, make_window):
     import cupy
 
-    from gpu.cuda_backend import CudaBackend
+    from gpu.backends.cuda_backend import CudaBackend
 
     class Failing(CudaBackend):
         def run(self, config, algorithm, options=None):

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from gpu.config import AttentionConfig
-from gpu.recording import Recording, RecordingError, load_recording, save_recording
+from gpu.files.recording import Recording, RecordingError, load_recording, save_recording
 from gpu.results import DeviceInfo, KernelTime, KernelTraffic, RunResult, TrafficStrip
 
 CONFIG = AttentionConfig(seq_len=4096)

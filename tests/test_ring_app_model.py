@@ -50,14 +50,14 @@ from app.state.ring.runs import SIMULATED as RUN_SIMULATED
 from app.state.ring.story import device_word, step_caption, timeline_summary
 from app.state.runs import BackendReady
 from gpu.algorithms import NAIVE, RING, TILED, TILED_WGMMA, TILED_WS
-from gpu.backend import RunOptions
+from gpu.backends.backend import RunOptions
+from gpu.backends.cpu_backend import CpuBackend
 from gpu.config import AttentionConfig
-from gpu.cpu_backend import CpuBackend
-from gpu.links import DEFAULT_TOPOLOGY
+from gpu.model.links import DEFAULT_TOPOLOGY
 from gpu.results import DeviceInfo, KernelTime, RunResult
-from gpu.ring_backend import RingBackend
-from gpu.ring_model import DEVICE_COUNTS, MeasuredThroughput, RooflineThroughput, predict
-from gpu.ring_schedule import SKIPPED, ring_schedule
+from gpu.ring.backend import RingBackend
+from gpu.ring.model import DEVICE_COUNTS, MeasuredThroughput, RooflineThroughput, predict
+from gpu.ring.schedule import SKIPPED, ring_schedule
 
 # --------------------------------------------------------------------------------------------
 # The schedule on demand
@@ -83,12 +83,12 @@ def test_a_ring_beyond_sixteen_devices_is_drawn_by_its_two_ends():
 
 
 def test_a_frame_of_1024_devices_builds_only_the_drawn_devices_steps(monkeypatch):
-    import gpu.ring_schedule
+    import gpu.ring.schedule
 
     def whole_schedule(*_a, **_k):
         raise AssertionError("a frame must not build the whole schedule")
 
-    monkeypatch.setattr(gpu.ring_schedule, "ring_schedule", whole_schedule)
+    monkeypatch.setattr(gpu.ring.schedule, "ring_schedule", whole_schedule)
     config = AttentionConfig(seq_len=1 << 20, causal=True)
     clock = model_clock(predict(config, 1024))
     frame = ring_frame(config, clock, clock.span_ms / 3)

@@ -14,8 +14,8 @@ def test_two_gpus_measure_the_ring_and_the_tab_plays_its_events(qtbot, window_se
     from app.state.ring.devices import MEASURED
     from app.state.ring.playback import MEASURED_CLOCK
     from app.window.main_window import MainWindow
-    from gpu.backends import create_backend
-    from gpu.ring_backend import RingBackend
+    from gpu.backends.factory import create_backend
+    from gpu.ring.backend import RingBackend
 
     window_settings.setValue("controls/seq_len", 65536)
     window = MainWindow(backend_factory=create_backend, settings=window_settings, backend="cuda")

@@ -9,9 +9,9 @@ import time
 import pytest
 
 import main
-from gpu import ring_backend
 from gpu.algorithms import RING
-from gpu.recording import load_recording
+from gpu.files.recording import load_recording
+from gpu.ring import backend as ring_backend
 
 
 def run(capsys, *args: str) -> tuple[int, str, str]:
@@ -98,7 +98,7 @@ def test_the_cpu_ring_on_1024_devices_is_refused_with_its_estimate_within_2_s(ca
 
 
 def test_a_long_cpu_ring_says_its_estimate_before_it_starts(capsys, monkeypatch):
-    from gpu import ring_sim
+    from gpu.ring import sim as ring_sim
 
     monkeypatch.setattr(ring_sim, "PAIR_OVERHEAD_S", 1.0)  # every pair a second: 16 s at P = 4
     code, out, _ = run(
@@ -111,7 +111,7 @@ def test_a_long_cpu_ring_says_its_estimate_before_it_starts(capsys, monkeypatch)
 
 def test_the_estimate_of_the_simulated_ring_grows_as_its_block_pairs():
     from gpu.config import AttentionConfig
-    from gpu.ring_sim import estimate_seconds
+    from gpu.ring.sim import estimate_seconds
 
     cfg = AttentionConfig(seq_len=1024, heads=1)
     small, large = estimate_seconds(cfg, 32), estimate_seconds(cfg, 1024)

@@ -10,8 +10,8 @@ from app.state.ring.devices import MODEL, SIMULATED, SIMULATED_MAX
 from app.state.ring.playback import MEASURED_CLOCK
 from app.state.ring.runs import RECORDED
 from app.state.ring.runs import SIMULATED as RUN_SIMULATED
-from gpu.cpu_backend import CpuBackend
-from gpu.ring_backend import RingBackend
+from gpu.backends.cpu_backend import CpuBackend
+from gpu.ring.backend import RingBackend
 
 
 def devices_choice(window, p: int):

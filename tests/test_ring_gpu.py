@@ -21,7 +21,7 @@ CASES = [
 def test_nccl_with_one_rank_moves_a_block_to_itself_byte_for_byte():
     import cupy
 
-    from gpu.ring import CudaRing
+    from gpu.ring.cuda_ring import CudaRing
 
     with CudaRing([0]) as ring:
         a = cupy.arange(1 << 16, dtype=cupy.uint8)
@@ -34,7 +34,7 @@ def test_nccl_with_one_rank_moves_a_block_to_itself_byte_for_byte():
 
 @pytest.mark.parametrize(("head_dim", "dtype", "causal"), CASES)
 def test_ring_of_one_gpu_over_nccl_is_the_fused_kernel(head_dim, dtype, causal):
-    from gpu.ring import CudaRing
+    from gpu.ring.cuda_ring import CudaRing
 
     config = AttentionConfig(seq_len=1000, heads=3, head_dim=head_dim, dtype=dtype, causal=causal)
     with CudaRing([0]) as ring:
@@ -47,7 +47,7 @@ def test_ring_of_one_gpu_over_nccl_is_the_fused_kernel(head_dim, dtype, causal):
 def test_ring_of_virtual_ranks_on_one_gpu_matches_the_fused_kernel(
     devices, head_dim, dtype, causal
 ):
-    from gpu.ring import CudaRing
+    from gpu.ring.cuda_ring import CudaRing
     from tests.ring_test_double import SameDeviceCopyTransport
 
     config = AttentionConfig(
@@ -58,9 +58,9 @@ def test_ring_of_virtual_ranks_on_one_gpu_matches_the_fused_kernel(
 
 
 def test_ring_on_one_gpu_refuses_a_sequence_without_equal_chunks():
-    from gpu.backend import RunOptions
-    from gpu.ring import CudaRing
-    from gpu.ring_schedule import RingConfigError
+    from gpu.backends.backend import RunOptions
+    from gpu.ring.cuda_ring import CudaRing
+    from gpu.ring.schedule import RingConfigError
     from tests.ring_test_double import SameDeviceCopyTransport
 
     ring = CudaRing([0, 0, 0], SameDeviceCopyTransport())

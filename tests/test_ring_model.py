@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import pytest
 
 from gpu.config import AttentionConfig
-from gpu.costmodel import DEFAULT_GPU, GPUS, tiled_cost, useful_flops
-from gpu.links import (
+from gpu.model.costmodel import DEFAULT_GPU, GPUS, tiled_cost, useful_flops
+from gpu.model.links import (
     DEFAULT_TOPOLOGY,
     IB_NDR,
     LINKS,
@@ -20,7 +20,7 @@ from gpu.links import (
     link_from_topology_matrix,
 )
 from gpu.results import KernelTime, RunResult
-from gpu.ring_model import (
+from gpu.ring.model import (
     DEVICE_COUNTS,
     MODEL_KERNEL,
     MeasuredThroughput,

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def ring():
-    from gpu.ring import CudaRing
+    from gpu.ring.cuda_ring import CudaRing
 
     with CudaRing([0, 1]) as r:
         yield r

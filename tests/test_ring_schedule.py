@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from gpu.config import AttentionConfig
-from gpu.ring_schedule import (
+from gpu.ring.schedule import (
     CONTIGUOUS,
     DIAGONAL,
     FULL,

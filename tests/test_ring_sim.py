@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from gpu.algorithms import RING
-from gpu.backend import RunOptions
+from gpu.backends.backend import RunOptions
+from gpu.backends.cpu_backend import random_inputs, reference_attention
 from gpu.config import AttentionConfig
-from gpu.cpu_backend import random_inputs, reference_attention
 from gpu.results import KernelTime, RunResult
-from gpu.ring_sim import block_attention, merge_partial, run_ring_cpu, simulate_ring
-from gpu.ring_timeline import COMM, COMPUTE, RingEvent, RingMeasurement
+from gpu.ring.sim import block_attention, merge_partial, run_ring_cpu, simulate_ring
+from gpu.ring.timeline import COMM, COMPUTE, RingEvent, RingMeasurement
 
 
 def reference_stats(q, k, causal):

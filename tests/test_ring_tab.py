@@ -17,8 +17,8 @@ from app.window.state_signal import StateSignal
 from gpu.algorithms import TILED_WS
 from gpu.config import AttentionConfig
 from gpu.results import KernelTime, RunResult
-from gpu.ring_model import DEVICE_COUNTS, MeasuredThroughput
-from gpu.ring_timeline import COMM
+from gpu.ring.model import DEVICE_COUNTS, MeasuredThroughput
+from gpu.ring.timeline import COMM
 
 
 @pytest.fixture

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from gpu import roofline
 from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA
 from gpu.config import AttentionConfig
-from gpu.costmodel import DEFAULT_GPU, GPUS, algorithm_cost, compulsory_cost, with_measured_l2
+from gpu.model import roofline
+from gpu.model.costmodel import DEFAULT_GPU, GPUS, algorithm_cost, compulsory_cost, with_measured_l2
 from gpu.results import DeviceInfo, KernelTime, KernelTraffic, RunResult
 
 H200 = GPUS[DEFAULT_GPU]

@@ -11,8 +11,8 @@ from PySide6.QtWidgets import QPushButton
 
 from app.state.model.cost_model_backend import CostModelBackend
 from gpu.algorithms import NAIVE, TILED
+from gpu.backends.cpu_backend import CpuBackend
 from gpu.config import AttentionConfig
-from gpu.cpu_backend import CpuBackend
 from tests.polled_backend import PolledCpuBackend
 
 ROOT = Path(__file__).resolve().parents[1]

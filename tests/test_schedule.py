@@ -6,8 +6,8 @@ import pytest
 
 from gpu.algorithms import NAIVE, TILED, TILED_MMA
 from gpu.config import AttentionConfig
-from gpu.costmodel import algorithm_cost
-from gpu.schedule import COMPUTE, READ, STEP_NAMES, WRITE, build_schedule
+from gpu.model.costmodel import algorithm_cost
+from gpu.model.schedule import COMPUTE, READ, STEP_NAMES, WRITE, build_schedule
 
 CONFIGS = [
     AttentionConfig(seq_len=1, heads=1, head_dim=8),

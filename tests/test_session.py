@@ -23,9 +23,9 @@ from app.state.session import (
 )
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED, TILED_MMA, TILED_WGMMA
 from gpu.config import AttentionConfig
-from gpu.recording import Recording, save_recording
+from gpu.files.recording import Recording, save_recording
+from gpu.profiling.trace import load_traces
 from gpu.results import KernelTime
-from gpu.trace import load_traces
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE_DATE = "2001-02-03T04:05:06+00:00"

@@ -11,7 +11,7 @@ import statistics
 
 import pytest
 
-from gpu import costmodel, roofline
+from gpu.model import costmodel, roofline
 
 pytestmark = pytest.mark.gpu
 
@@ -20,7 +20,7 @@ N = 8192
 
 @pytest.fixture(scope="module")
 def sampling():
-    from gpu import profiler
+    from gpu.profiling import profiler
 
     reason = profiler.unavailable_reason()
     if reason is not None:
@@ -31,7 +31,7 @@ def sampling():
 def test_a_cublas_gemms_tensor_share_is_its_tflops_over_the_wgmma_roof(sampling):
     import cupy
 
-    from gpu.cuda_kernels import device_attribute
+    from gpu.launch.cuda_kernels import device_attribute
 
     spec = costmodel.gpu_for_device_name(cupy.cuda.runtime.getDeviceProperties(0)["name"].decode())
     if spec is None or not spec.tensor_flops_per_clock_per_sm:

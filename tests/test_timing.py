@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpu import timing
+from gpu.backends import timing
 
 
 class Device:

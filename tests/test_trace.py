@@ -18,10 +18,9 @@ import pytest
 
 from gpu.algorithms import NAIVE, TILED, TILED_MMA
 from gpu.config import AttentionConfig
-from gpu.recording import Recording, RecordingError, load_recording, save_recording
-from gpu.results import DeviceInfo
-from gpu.schema import MAX_SM_COUNT, MAX_TRACE_BLOCKS
-from gpu.trace import (
+from gpu.files.recording import Recording, RecordingError, load_recording, save_recording
+from gpu.files.schema import MAX_SM_COUNT, MAX_TRACE_BLOCKS
+from gpu.profiling.trace import (
     BLOCK_LEVEL,
     KERNEL_LEVEL,
     NAIVE_KERNELS,
@@ -39,6 +38,7 @@ from gpu.trace import (
     trace_from_rows,
     trace_problems,
 )
+from gpu.results import DeviceInfo
 from tests.trace_fakes import fake_rows
 
 SHIPPED = Path(__file__).resolve().parent.parent / "resources" / "traces" / "h200_trace.json"
@@ -411,7 +411,7 @@ def test_phase_codes_match_the_kernels_trace_comment():
     ids=lambda x: x if isinstance(x, str) else x.label().replace(" ", "_"),
 )
 def test_record_trace_on_the_gpu_gives_a_valid_trace(algorithm, config, tmp_path):
-    from gpu.trace_record import record_trace
+    from gpu.profiling.trace_record import record_trace
 
     t = record_trace(config, algorithm)
     _assert_valid(t)

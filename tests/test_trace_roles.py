@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpu import flash_ws
 from gpu.algorithms import TILED_WS
 from gpu.config import AttentionConfig
-from gpu.schema import MAX_ROLES, ROLE_NAMES, ROLE_PHASES
-from gpu.trace import (
+from gpu.files.schema import MAX_ROLES, ROLE_NAMES, ROLE_PHASES
+from gpu.launch import flash_ws
+from gpu.profiling.trace import (
     Trace,
     TraceError,
     covers_every_block_once,
@@ -26,7 +26,7 @@ from gpu.trace import (
     traces_from_document,
     traces_json,
 )
-from gpu.trace_record import ws_trace_from_rows
+from gpu.profiling.trace_record import ws_trace_from_rows
 from tests.trace_fakes import fake_ws_rows
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -172,7 +172,7 @@ def test_the_shipped_warp_specialized_trace_is_small_valid_and_says_how_it_was_m
     ids=lambda c: c.label().replace(" ", "_"),
 )
 def test_record_trace_of_the_warp_specialized_kernel_gives_every_role(config, tmp_path):
-    from gpu.trace_record import record_trace
+    from gpu.profiling.trace_record import record_trace
 
     if flash_ws.supports(config) is not None:
         pytest.skip(flash_ws.supports(config))

@@ -8,11 +8,11 @@ import pyqtgraph as pg
 
 from app.state.model.cost_model_backend import CostModelBackend
 from gpu.algorithms import NAIVE, TILED
-from gpu.backend import RunOptions
+from gpu.backends.backend import RunOptions
+from gpu.backends.cpu_backend import CpuBackend
 from gpu.config import FORWARD, PASSES, STEP, AttentionConfig
-from gpu.cpu_backend import CpuBackend
-from gpu.layer_stack import layer_stack
-from gpu.recording import Recording, save_recording
+from gpu.files.recording import Recording, save_recording
+from gpu.model.layer_stack import layer_stack
 
 
 def _plot(window, name: str) -> pg.PlotWidget:
@@ -36,7 +36,7 @@ def test_the_pass_control_switches_the_window_to_a_training_step(qtbot, make_win
     qtbot.waitUntil(lambda: 1024 in memory.series["measured_naive"][0], timeout=5000)
     i = memory.series["measured_naive"][0].index(1024)
     step = AttentionConfig(seq_len=1024, pass_=STEP)
-    from gpu.costmodel import algorithm_cost
+    from gpu.model.costmodel import algorithm_cost
 
     # The fake backend reports 1.02 × the model's peak: the step's, with P, dP and dS.
     assert memory.series["measured_naive"][1][i] == int(
@@ -129,8 +129,8 @@ def test_explain_gives_a_verdict_for_every_backward_kernel_and_the_wall_for_l_la
 
     from app.measure.explain import explain_html
     from app.state.point_inputs import PointInputs
-    from gpu.costmodel import DEFAULT_GPU, GPUS
-    from gpu.layer_stack import training_wall_seq_len
+    from gpu.model.costmodel import DEFAULT_GPU, GPUS
+    from gpu.model.layer_stack import training_wall_seq_len
 
     cfg = AttentionConfig(seq_len=8192, pass_=STEP)
     budget = 80 * 10**9
@@ -190,8 +190,8 @@ def test_the_explain_pane_labels_each_training_figure_measured_or_model():
     from app.state.point_inputs import PointInputs
     from app.state.training_figures import training_figures
     from app.state.units import fmt_bytes
-    from gpu.costmodel import DEFAULT_GPU, GPUS
-    from gpu.recording import load_recording
+    from gpu.files.recording import load_recording
+    from gpu.model.costmodel import DEFAULT_GPU, GPUS
 
     path = Path(__file__).resolve().parent.parent / "resources" / "recorded" / "h200_training.json"
     results = {

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gpu.backward_cost import FUSED_BACKWARD_KERNELS, NAIVE_BACKWARD_KERNELS
-from gpu.recording import load_recording
+from gpu.files.recording import load_recording
+from gpu.model.backward_cost import FUSED_BACKWARD_KERNELS, NAIVE_BACKWARD_KERNELS
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,8 +8,8 @@ import numpy as np
 
 from gpu.algorithms import tile_shape
 from gpu.config import AttentionConfig, ceil_div
-from gpu.costmodel import kv_tiles_for_query_tile
-from gpu.trace import END_CODE, ROW_WORDS, rows_per_block
+from gpu.model.costmodel import kv_tiles_for_query_tile
+from gpu.profiling.trace import END_CODE, ROW_WORDS, rows_per_block
 
 
 def fake_rows(
@@ -61,7 +61,7 @@ def fake_ws_rows(
     (gpu/kernels/flash_ws.cu: per block the producer's 2T + 2 rows, then 4T + 4 per consumer;
     phase word role · 256 + code), with -1 in rows a causal block never reaches. One block per
     SM at a time; each consumer's phases are offset and jittered on their own."""
-    from gpu import flash_ws
+    from gpu.launch import flash_ws
 
     rng = np.random.default_rng(seed)
     launch = flash_ws.default_launch(config.head_dim)

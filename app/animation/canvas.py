@@ -24,8 +24,8 @@ from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 from app.state.units import fmt_bytes, fmt_flops, fmt_int, fmt_seconds
 from gpu.algorithms import NAIVE, TILED_WS, tile_shape
 from gpu.config import AttentionConfig
-from gpu.costmodel import GpuSpec
-from gpu.schedule import READ, WRITE
+from gpu.model.costmodel import GpuSpec
+from gpu.model.schedule import READ, WRITE
 
 from ..state.animation.chip import REGISTERS, SMEM, explain_layout
 from ..state.animation.kernel_steps import KERNEL_TITLES

@@ -9,7 +9,7 @@ from PySide6.QtCore import QRectF
 from PySide6.QtGui import QFont
 
 from app.state.units import fmt_bytes, fmt_flops, fmt_seconds
-from gpu.costmodel import GpuSpec
+from gpu.model.costmodel import GpuSpec
 
 from .canvas_geometry import CounterRow, LaneScene, Scene
 from .canvas_text import FRACTIONS, LEFT, Fonts, TextItem, place

@@ -9,7 +9,7 @@ from PySide6.QtCore import QRectF
 from PySide6.QtGui import QFont
 
 from gpu.config import AttentionConfig
-from gpu.costmodel import GpuSpec
+from gpu.model.costmodel import GpuSpec
 
 from ..state.animation.chip import ChipLayout
 from ..state.animation.clock import LaneClock

@@ -7,7 +7,7 @@ from PySide6.QtCore import QRectF
 
 from app.state.units import fmt_bytes
 from gpu.algorithms import NAIVE
-from gpu.costmodel import attention_matrix_bytes, matrix_bytes, stats_bytes
+from gpu.model.costmodel import attention_matrix_bytes, matrix_bytes, stats_bytes
 
 from .canvas_geometry import MIN_ML_PX, MIN_STRIP_PX, LaneScene, Scene
 from .canvas_text import CENTER, LEFT, RIGHT, Fonts, TextItem, Variant, place

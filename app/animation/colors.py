@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from PySide6.QtGui import QColor
 
-from gpu.schedule import COMPUTE, READ, WRITE
+from gpu.model.schedule import COMPUTE, READ, WRITE
 
 from ..state.animation.warp_roles import (
     COPY_K,

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gpu.trace import (
+from gpu.profiling.trace import (
     BLOCK_LEVEL,
     KERNEL_LEVEL,
     BlockTrace,

@@ -40,8 +40,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.state.units import fmt_bytes, fmt_ns
-from gpu.costmodel import DEFAULT_GPU, GPUS, GpuSpec, algorithm_cost, gpu_for_device_name
-from gpu.trace import (
+from gpu.model.costmodel import DEFAULT_GPU, GPUS, GpuSpec, algorithm_cost, gpu_for_device_name
+from gpu.profiling.trace import (
     BLOCK_LEVEL,
     KERNEL_LEVEL,
     ROLE_TILE_PHASES,

@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
 
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
 from gpu.config import AttentionConfig
-from gpu.costmodel import DEFAULT_GPU, GPUS, GpuSpec
+from gpu.model.costmodel import DEFAULT_GPU, GPUS, GpuSpec
 from gpu.results import RunResult
 
 from ..state.animation.clock import LaneClock, clock_for
@@ -100,7 +100,7 @@ class TileAnimationWidget(QWidget):
     `results_changed()` (lanes with a measurement of this config on this GPU run on its measured
     clock), `set_theme(name)`, and `render_canvas(painter, size)` / `canvas_image(size)` (the
     canvas alone, for exports). Counters at the end of a play equal
-    `gpu.costmodel.algorithm_cost` totals for all B·h heads.
+    `gpu.model.costmodel.algorithm_cost` totals for all B·h heads.
 
     A new config's lanes are built off the GUI thread (tens of ms at N = 131072) by a LatestOnly
     worker, paced by app/work/pacing.py: while the slider moves only the newest config is built, at

@@ -29,7 +29,7 @@ from gpu.config import (
     HEADS_MIN,
     TILE_CHOICES,
 )
-from gpu.layer_stack import LAYERS_MAX, LAYERS_MIN
+from gpu.model.layer_stack import LAYERS_MAX, LAYERS_MIN
 
 from ..state.budget import (
     BUDGET_PRESETS,

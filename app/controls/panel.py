@@ -26,7 +26,7 @@ from gpu.config import (
     AttentionConfig,
     ConfigError,
 )
-from gpu.costmodel import GPUS
+from gpu.model.costmodel import GPUS
 
 from ..state.app_state import AppState, Change
 from ..state.budget import (

@@ -9,7 +9,7 @@ import contextlib
 from PySide6.QtCore import QSettings
 
 from gpu.config import ConfigError
-from gpu.layer_stack import LAYERS_MAX, LAYERS_MIN
+from gpu.model.layer_stack import LAYERS_MAX, LAYERS_MIN
 
 from ..state.budget import BUDGET_PRESETS
 from ..state.ring.devices import parse_devices

@@ -14,8 +14,8 @@ enough values to unpack" on a 'Z' path command), and ours also keeps markers as 
 (pyqtgraph blits them from a pixmap atlas on screen). Its strokes are then rewritten in output
 coordinates (app/plotting/svg_coordinates.py), so librsvg and cairo draw it as browsers and Qt do.
 
-Every file is written atomically (gpu.fileio.atomic_write_bytes, or for the animation a
-temporary file beside the target from gpu.fileio.new_partial_file, renamed at the end), so an
+Every file is written atomically (gpu.files.fileio.atomic_write_bytes, or for the animation a
+temporary file beside the target from gpu.files.fileio.new_partial_file, renamed at the end), so an
 unwritable folder, a full disk, a cancelled export or a signal never leaves a partial file.
 Overwriting is the caller's decision: these functions refuse an existing file unless
 `overwrite` is True.
@@ -62,14 +62,14 @@ from PySide6.QtWidgets import QApplication, QGraphicsItem, QGraphicsView, QWidge
 
 from gpu.algorithms import ALGORITHMS
 from gpu.config import AttentionConfig
-from gpu.costmodel import GpuSpec
 from gpu.errors import FileWriteError
-from gpu.fileio import (
+from gpu.files.fileio import (
     atomic_write_bytes,
     commit_partial_file,
     discard_partial_file,
     new_partial_file,
 )
+from gpu.model.costmodel import GpuSpec
 from gpu.results import RunResult
 
 from ..measure.plots import PlotsPanel
@@ -682,7 +682,7 @@ class AnimationExporter(QObject):
     `finished(path)`, `failed(message)` or `cancelled()`. The frames are `frames` equally
     spaced instants of one pass of the modeled clock, first to last.
 
-    The file is written to a temporary file beside the target (gpu.fileio.new_partial_file,
+    The file is written to a temporary file beside the target (gpu.files.fileio.new_partial_file,
     removed on SIGTERM and SIGINT too) and renamed over it at the end; `abort()` stops at once
     and removes it (the window closing).
     """

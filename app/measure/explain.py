@@ -1,6 +1,6 @@
 """The explain pane: the lesson's formulas with the current numbers, and the roofline verdicts.
 
-The verdicts are the current point's (app/state/current_point.py, gpu.roofline inside): per
+The verdicts are the current point's (app/state/current_point.py, gpu.model.roofline inside): per
 kernel, the roof that binds (HBM, L2, tensor cores at the rate of the instruction the kernel
 issues, fp32 CUDA cores or the exponential unit, or a tie of two within 5 %), each roof's share
 of its peak, and so whether it is memory- or compute-bound,
@@ -27,15 +27,15 @@ from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED
 from gpu.config import PASS_LABELS, STAT_BYTES, STEP, AttentionConfig
-from gpu.costmodel import (
+from gpu.model.costmodel import (
     attention_matrix_bytes,
     matrix_bytes,
     naive_oom_seq_len,
     stats_bytes,
 )
-from gpu.layer_stack import layer_stack, training_wall_seq_len
+from gpu.model.layer_stack import layer_stack, training_wall_seq_len
+from gpu.model.roofline import MEASURED, AlgorithmVerdict, Explanation, KernelVerdict
 from gpu.results import RunResult
-from gpu.roofline import MEASURED, AlgorithmVerdict, Explanation, KernelVerdict
 
 from ..state.app_state import AppState
 from ..state.current_point import point_for
@@ -124,7 +124,7 @@ def _shown(inp: PointInputs) -> list[str]:
 
 
 def explanation(inp: PointInputs) -> Explanation:
-    """gpu.roofline's verdicts for the shown algorithms (naive always, for the DRAM ratios),
+    """gpu.model.roofline's verdicts for the shown algorithms (naive always, for the DRAM ratios),
     from the results given for this config: the current point's (point_for), the one the
     plots, the Tiles banner and the status bar read."""
     point = point_for(inp.config, _shown(inp), inp.gpu, dict(inp.results))

@@ -16,8 +16,8 @@ from gpu.cli.model import print_training_model, training_model
 
 def cmd_explain(args: argparse.Namespace) -> int:
     """Print the verdicts (or one JSON object with the current point's figures); 0 on success."""
-    from gpu import roofline
-    from gpu.costmodel import GPUS, algorithm_cost, traffic_band
+    from gpu.model import roofline
+    from gpu.model.costmodel import GPUS, algorithm_cost, traffic_band
 
     cfg = config_for(args, args.seq)
     results: dict = {}
@@ -25,7 +25,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.explain_open is not None:
         if not args.explain_open.strip():
             raise UsageError("--open needs a file name")
-        from gpu.recording import RecordingError, load_recording
+        from gpu.files.recording import RecordingError, load_recording
 
         try:
             recording = load_recording(args.explain_open)

@@ -31,11 +31,10 @@ from PySide6.QtGui import QPixmapCache, QPolygonF
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QToolButton, QWidget
 
 from gpu.algorithms import ALGORITHMS, NAIVE, RING, TILED, TILED_MMA, TILED_WGMMA
-from gpu.backward_cost import NAIVE_BACKWARD_KERNELS
 from gpu.config import BACKWARD, STEP, AttentionConfig
-from gpu.costmodel import FP32, TENSOR, GpuSpec
-from gpu.results import RunResult
-from gpu.roofline import (
+from gpu.model.backward_cost import NAIVE_BACKWARD_KERNELS
+from gpu.model.costmodel import FP32, TENSOR, GpuSpec
+from gpu.model.roofline import (
     DRAM,
     HBM,
     L2,
@@ -46,6 +45,7 @@ from gpu.roofline import (
     counted_dram_bytes,
     roofs,
 )
+from gpu.results import RunResult
 
 from ..plotting.axes import drawable
 from ..plotting.label_placement import first_free, stacked_candidates
@@ -261,7 +261,7 @@ class PlotsPanel(QWidget):
         m, t, h, r = self.memory, self.timing, self.traffic, self.roofline
         m.add("model_naive", "naive (model)", Style(NAIVE, 2.0))
         m.add("model_tiled", "tiled, every kernel (model)", Style(TILED, 2.0))
-        # A training step's saved activations for L layers (gpu/layer_stack.py), dashed.
+        # A training step's saved activations for L layers (gpu/model/layer_stack.py), dashed.
         m.add("stack_naive", "naive, L layers (model)", Style(NAIVE, 1.6, Qt.PenStyle.DashLine))
         m.add("stack_tiled", "tiled, L layers (model)", Style(TILED, 1.6, Qt.PenStyle.DashLine))
         for a in ALGOS:

@@ -41,9 +41,9 @@ from PySide6.QtWidgets import (
 
 from gpu.algorithms import RING
 from gpu.config import AttentionConfig
-from gpu.links import DEFAULT_TOPOLOGY, TOPOLOGIES
+from gpu.model.links import DEFAULT_TOPOLOGY, TOPOLOGIES
 from gpu.results import RunResult
-from gpu.ring_model import RooflineThroughput, device_peak_bytes
+from gpu.ring.model import RooflineThroughput, device_peak_bytes
 
 from ..state.app_state import AppState, Change
 from ..state.family import cache_config, family_of
@@ -147,7 +147,8 @@ class RingPanel(QWidget):
         self.topology_combo.setMinimumContentsLength(10)
         self.topology_combo.setToolTip(
             "The links the model assumes: GPUs per node on a fast link, nodes joined by a slower "
-            "one. A ring runs at its slowest hop (gpu/links.py: every figure with its source)."
+            "one. A ring runs at its slowest hop (gpu/model/links.py: every figure with its "
+            "source)."
         )
         self.topology_combo.currentIndexChanged.connect(self._on_topology)
         top.addWidget(self.topology_combo)

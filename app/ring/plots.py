@@ -18,9 +18,9 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QHBoxLayout, QTabWidget, QVBoxLayout, QWidget
 
 from gpu.config import AttentionConfig
-from gpu.links import Topology
+from gpu.model.links import Topology
 from gpu.results import RunResult
-from gpu.ring_model import device_peak_bytes
+from gpu.ring.model import device_peak_bytes
 
 from ..plotting.axes import Log2NAxis
 from ..plotting.labelled_line import LabelledLine

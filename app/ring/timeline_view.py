@@ -25,7 +25,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-from gpu.ring_timeline import COMM, COMPUTE, RingMeasurement
+from gpu.ring.timeline import COMM, COMPUTE, RingMeasurement
 
 from ..state.ring.playback import MODEL_CLOCK, RingClock, shown_devices
 from ..state.units import fmt_bytes, fmt_ms

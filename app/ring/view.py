@@ -20,7 +20,7 @@ from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QImage, QPainter, QPainterPath, QPaintEvent, QPen
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-from gpu.ring_schedule import DIAGONAL, SKIPPED
+from gpu.ring.schedule import DIAGONAL, SKIPPED
 
 from ..state.ring.playback import (
     ACTIVE,

@@ -18,8 +18,8 @@ from functools import cached_property
 
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED
 from gpu.config import AttentionConfig
-from gpu.costmodel import DEFAULT_GPU, GPUS, GpuSpec, gpu_for_device_name
-from gpu.roofline import device_gpu
+from gpu.model.costmodel import DEFAULT_GPU, GPUS, GpuSpec, gpu_for_device_name
+from gpu.model.roofline import device_gpu
 
 from .budget import CUSTOM_PRESET, DEVICE_PRESET, Budget, Device, budget_for
 from .family import Family, family
@@ -67,7 +67,7 @@ class AppState:
     #: view's few).
     all_series: bool = False
     #: Attention layers L whose saved activations a training step stacks up (the memory plot's
-    #: L-layer lines and the explain pane's wall for L layers; gpu/layer_stack.py).
+    #: L-layer lines and the explain pane's wall for L layers; gpu/model/layer_stack.py).
     layers: int = 12
 
     # ------------------------------------------------------------------ derived

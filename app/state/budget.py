@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpu.costmodel import GPUS, GpuSpec
+from gpu.model.costmodel import GPUS, GpuSpec
 
 from .units import fmt_bytes
 
@@ -30,7 +30,7 @@ BUDGET_PRESETS: tuple[str, ...] = (
 @dataclass(frozen=True)
 class Device:
     """What "this device" is: its memory, a label for it, its GPUS entry if known, and on the
-    CPU backend this CPU's roofs (gpu/cpu_roofs.py)."""
+    CPU backend this CPU's roofs (gpu/model/cpu_roofs.py)."""
 
     memory_bytes: int | None = None
     label: str = "this device"

@@ -8,7 +8,7 @@ A figure's source is one of
 - `nominal`: a counter's own ceiling, not a rate anything reached (the L2's, here).
 
 The explain pane, `main.py explain`, the plots (markers, points and hover read-outs), the
-Tiles tab's banner and the status bar's last run read the same objects (gpu.roofline's
+Tiles tab's banner and the status bar's last run read the same objects (gpu.model.roofline's
 Explanation inside), so they cannot disagree: the views ask through `point_for`, which makes
 every view's question the same one (the shown algorithms in one order, the results of this
 config among them, the model cache's traffic bands). Qt-free: `current_point` is memoized per
@@ -25,9 +25,9 @@ from typing import Any
 
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED
 from gpu.config import AttentionConfig
-from gpu.costmodel import CPU, GpuSpec, TrafficBand, traffic_band
+from gpu.model.costmodel import CPU, GpuSpec, TrafficBand, traffic_band
+from gpu.model.roofline import MEASURED, AlgorithmVerdict, Explanation, Roof, explain
 from gpu.results import RunResult
-from gpu.roofline import MEASURED, AlgorithmVerdict, Explanation, Roof, explain
 
 from .family import cache_config
 from .model.cache import band, known_band

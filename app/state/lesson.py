@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpu.algorithms import ALGORITHMS, NAIVE
-from gpu.costmodel import naive_oom_seq_len
+from gpu.model.costmodel import naive_oom_seq_len
+from gpu.model.roofline import MEASURED
 from gpu.results import RunResult
-from gpu.roofline import MEASURED
 
 from .default_view import fastest_fused
 from .model.cache import cost, verdict

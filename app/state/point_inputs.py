@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpu.config import AttentionConfig
-from gpu.costmodel import GpuSpec
+from gpu.model.costmodel import GpuSpec
 from gpu.results import RunResult
 
 from .app_state import AppState

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpu.algorithms import ALGORITHMS
-from gpu.backend import RunOptions
+from gpu.backends.backend import RunOptions
 from gpu.config import AttentionConfig
 from gpu.errors import FileReadError, printable
-from gpu.fileio import decode_member
-from gpu.recording import Recording, recording_from_members
+from gpu.files.fileio import decode_member
+from gpu.files.recording import Recording, recording_from_members
+from gpu.model.roofline import measured_clock_hz
 from gpu.results import DeviceInfo, RunResult
-from gpu.roofline import measured_clock_hz
 
 from .family import cache_config, family, family_of
 from .result_store import ResultStore
@@ -118,7 +118,7 @@ class NotRecorded(LookupError):
     """The recorded run holds no result for this (config, algorithm)."""
 
 
-#: A file's content id and its members, raw (gpu.fileio.split_json_members).
+#: A file's content id and its members, raw (gpu.files.fileio.split_json_members).
 FileMembers = tuple[str, dict[str, Any]]
 
 
@@ -146,7 +146,7 @@ def keep_members(path: str) -> tuple[str, MemberLayout]:
     MB sent back whole is unpickled in one call on the receiving process's pool thread, which
     holds the interpreter from its GUI thread for as long (about 70 ms for 60 MB); a piece of
     about a megabyte holds it for about one."""
-    from gpu.fileio import RawArray
+    from gpu.files.fileio import RawArray
 
     _kept.clear()
     source_id, members = read_members(path)
@@ -173,7 +173,7 @@ def assemble_members(
     layout: MemberLayout, take: Callable[[str, int | None], Any]
 ) -> dict[str, Any]:
     """The members of `layout`, each asked of `take` whole or piece by piece."""
-    from gpu.fileio import RawArray
+    from gpu.files.fileio import RawArray
 
     return {
         key: take(key, None)
@@ -241,11 +241,12 @@ class RecordedBackend:
     def from_file(
         cls, path: str | os.PathLike[str], read: Callable[[str], FileMembers] | None = None
     ) -> RecordedBackend:
-        """Load and validate a recording or a saved session; raises gpu.recording.RecordingError
-        or app.state.session.SessionError with the file and the cause. Called off the GUI
-        thread; see `collector_paused` for why it pauses the garbage collector. `read` does
-        the reading and splitting (`read_members`; the app runs it in its compute process,
-        where its long calls over the whole file hold up no thread of the GUI's)."""
+        """Load and validate a recording or a saved session; raises
+        gpu.files.recording.RecordingError or app.state.session.SessionError with the file and the
+        cause. Called off the GUI thread; see `collector_paused` for why it pauses the garbage
+        collector. `read` does the reading and splitting (`read_members`; the app runs it in its
+        compute process, where its long calls over the whole file hold up no thread of the
+        GUI's)."""
         with collector_paused():
             return cls._from_file(os.fspath(path), read or read_members)
 

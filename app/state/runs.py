@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpu.backend import Backend
+from gpu.backends.backend import Backend
 from gpu.config import AttentionConfig
 from gpu.results import DeviceInfo, RunResult
 

@@ -1,11 +1,11 @@
 """Saved sessions: what the window showed (config, controls, every result, device, traces) as JSON.
 
 A session file (schema "tilescope.session/1") is written by File ▸ Save session and opened by
-File ▸ Open or `main.py --open FILE`. It reuses gpu.recording's pieces: the same RunResult,
+File ▸ Open or `main.py --open FILE`. It reuses gpu.files.recording's pieces: the same RunResult,
 DeviceInfo and Trace dictionaries, the same atomic write (temporary file, then rename; never a
 partial file, never a silent overwrite) and the same rules for bad files (corrupt, truncated or
 newer-version JSON is a SessionError naming the file and the cause, before anything is applied).
-Every field is checked by one document type, `SessionDoc`, made of gpu/schema.py's types (its
+Every field is checked by one document type, `SessionDoc`, made of gpu/files/schema.py's types (its
 envelope first, then each result and trace one at a time, so a reading thread never holds the
 interpreter long); a session is checked against it before it is written, too, and holds no NaN
 or infinity.
@@ -34,15 +34,14 @@ from msgspec import Meta
 
 from gpu.config import AttentionConfig
 from gpu.errors import FileReadError, FileWriteError, SchemaError, printable
-from gpu.fileio import (
+from gpu.files.fileio import (
     atomic_write_bytes,
     decode_member,
     read_bytes,
     split_json_members,
 )
-from gpu.recording import Recording, RecordingError
-from gpu.results import DeviceInfo, RunResult
-from gpu.schema import (
+from gpu.files.recording import Recording, RecordingError
+from gpu.files.schema import (
     INT64_MAX,
     MAX_NAME,
     ConfigDoc,
@@ -59,7 +58,8 @@ from gpu.schema import (
     finite_result,
     result_from_checked,
 )
-from gpu.trace import Trace
+from gpu.profiling.trace import Trace
+from gpu.results import DeviceInfo, RunResult
 
 from .budget import CUSTOM_GB_RANGE
 
@@ -90,7 +90,7 @@ class EntryDoc(ResultDoc):
 
 
 class SessionDoc(msgspec.Struct):
-    """A session file as `Session.to_dict` writes it, checked field by field (gpu/schema.py's
+    """A session file as `Session.to_dict` writes it, checked field by field (gpu/files/schema.py's
     types for its config, device, results and traces) before anything is built from it."""
 
     schema: Name
@@ -202,7 +202,7 @@ class Session:
 
     @classmethod
     def from_members(cls, members: Mapping[str, Any], where: str = "session") -> Session:
-        """`from_dict` for a session's members, parsed or raw (gpu.fileio's
+        """`from_dict` for a session's members, parsed or raw (gpu.files.fileio's
         decode_json_members): the envelope is checked first, then each result and trace, one
         at a time, before anything is built (a large file never holds the interpreter long)."""
         try:
@@ -334,7 +334,7 @@ def parse_json_members(data: bytes, where: str) -> dict[str, Any]:
 
 
 def read_file_bytes(path: str | os.PathLike[str]) -> bytes:
-    """The bytes of a file to open, through gpu.fileio's safe read (regular files up to its
+    """The bytes of a file to open, through gpu.files.fileio's safe read (regular files up to its
     size limit); a SessionError for anything else."""
     try:
         return read_bytes(path)

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED
-from gpu.backward_cost import backward_useful_flops, recompute_flops
 from gpu.config import PASS_LABELS, AttentionConfig
-from gpu.layer_stack import layer_stack, training_wall_seq_len
+from gpu.model.backward_cost import backward_useful_flops, recompute_flops
+from gpu.model.layer_stack import layer_stack, training_wall_seq_len
 from gpu.results import RunResult
 
 from .current_point import MAX_POINTS, MODEL, Figure

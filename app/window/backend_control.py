@@ -5,7 +5,7 @@ actions and the shown series may offer on it."""
 from __future__ import annotations
 
 from gpu.algorithms import ALGORITHMS
-from gpu.backend import Backend
+from gpu.backends.backend import Backend
 
 from ..state.app_state import AppState
 from ..state.default_view import default_checked

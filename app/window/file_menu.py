@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
 )
 
 from gpu.algorithms import ALGORITHMS
-from gpu.recording import RecordingError
+from gpu.files.recording import RecordingError
 
 from ..export import exports
 from ..state.budget import BUDGET_PRESETS, CUSTOM_GB_RANGE

@@ -34,8 +34,8 @@ from PySide6.QtWidgets import (
 )
 
 from gpu.algorithms import NAIVE
-from gpu.backend import Backend
-from gpu.backends import create_backend
+from gpu.backends.backend import Backend
+from gpu.backends.factory import create_backend
 from gpu.config import AttentionConfig
 from gpu.results import RunResult
 

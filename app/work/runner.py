@@ -49,11 +49,11 @@ from dataclasses import dataclass, field, replace
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from gpu.backend import Backend, RunOptions, oom_result
+from gpu.backends.backend import Backend, RunOptions, oom_result
 from gpu.config import AttentionConfig, ConfigError
-from gpu.costmodel import algorithm_cost, pass_useful_flops
-from gpu.cuda_kernels import KernelCompileError
 from gpu.errors import RunCancelled, UnsupportedConfig
+from gpu.launch.cuda_kernels import KernelCompileError
+from gpu.model.costmodel import algorithm_cost, pass_useful_flops
 from gpu.results import RunResult
 from gpu.units import fmt_seconds
 
@@ -470,7 +470,7 @@ class Runner(QObject):
         """Warm a fresh NumPy backend up before its first measurement (app/state/settle.py);
         stopped by a newer backend or the shutdown, its results thrown away. GPU backends time
         with their own warm-up, recordings measure nothing."""
-        from gpu.cpu_backend import CpuBackend
+        from gpu.backends.cpu_backend import CpuBackend
 
         if not isinstance(backend, CpuBackend) or self.settle_budget_s <= 0:
             return

@@ -12,8 +12,8 @@ import os
 from gpu.algorithms import ALGORITHMS
 from gpu.config import DTYPE_BYTES, FORWARD, PASSES, AttentionConfig
 from gpu.errors import FileWriteError
-from gpu.fileio import MAX_READ_LABEL, check_writable
-from gpu.schema import MAX_SM_COUNT, MAX_TRACE_BLOCKS
+from gpu.files.fileio import MAX_READ_LABEL, check_writable
+from gpu.files.schema import MAX_SM_COUNT, MAX_TRACE_BLOCKS
 
 from .errors import UsageError
 
@@ -124,7 +124,7 @@ def shape_args(p: argparse.ArgumentParser) -> None:
 
 
 def layer_args(p: argparse.ArgumentParser) -> None:
-    from gpu.layer_stack import LAYERS_MAX, PRESETS
+    from gpu.model.layer_stack import LAYERS_MAX, PRESETS
 
     p.add_argument(
         "--layers",
@@ -158,12 +158,12 @@ def config_for(args: argparse.Namespace, seq_len: int) -> AttentionConfig:
 
 
 def preset_of(args: argparse.Namespace):
-    """The --preset's model (gpu.layer_stack.ModelPreset), None without one; it sets the heads
+    """The --preset's model (gpu.model.layer_stack.ModelPreset), None without one; it sets the heads
     and head dim, so --heads or --head-dim beside it is refused rather than ignored."""
     key = getattr(args, "preset", None)
     if key is None:
         return None
-    from gpu.layer_stack import PRESETS
+    from gpu.model.layer_stack import PRESETS
 
     if (args.heads, args.head_dim) != (12, 64):
         raise UsageError(
@@ -174,7 +174,7 @@ def preset_of(args: argparse.Namespace):
 
 def layer_count(args: argparse.Namespace) -> int:
     """--layers, else the preset's, else 1; only a training pass stacks saved activations."""
-    from gpu.layer_stack import check_layers
+    from gpu.model.layer_stack import check_layers
 
     preset = preset_of(args)
     layers = args.layers if args.layers is not None else (preset.layers if preset else 1)

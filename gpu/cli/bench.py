@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from gpu.algorithms import RING
-from gpu.backend import RunOptions, oom_result
-from gpu.backends import create_backend
+from gpu.backends.backend import RunOptions, oom_result
+from gpu.backends.factory import create_backend
 from gpu.config import AttentionConfig
-from gpu.costmodel import pass_useful_flops
-from gpu.cuda_kernels import KernelCompileError
 from gpu.errors import FileWriteError
+from gpu.launch.cuda_kernels import KernelCompileError
+from gpu.model.costmodel import pass_useful_flops
 from gpu.units import fmt_rate, fmt_seconds
 
 from .arguments import check_writable_out, config_for, refuse_folder_names
@@ -48,7 +48,7 @@ def _check_out(args: argparse.Namespace) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from gpu.recording import Recording, save_recording
+    from gpu.files.recording import Recording, save_recording
 
     if args.repeats < 1 or args.warmup < 0:
         raise UsageError("--repeats must be at least 1 and --warmup at least 0")
@@ -147,7 +147,7 @@ def _refuse_long_runs(
     """Say up front how long the runs will take where it can be told (the simulated ring, the
     NumPy backend), on stdout whether or not it is a terminal, and refuse, before anything is
     built or measured, a run estimated past `limit_s`."""
-    from gpu.cpu_backend import CpuBackend
+    from gpu.backends.cpu_backend import CpuBackend
 
     estimate = getattr(backend, "estimate_s", None)
     if estimate is not None:  # the simulated ring: P² block pairs of NumPy calls
@@ -190,8 +190,8 @@ def _cpu_run_seconds(backend, config: AttentionConfig, algorithm: str, options) 
     result)."""
     import psutil
 
-    from gpu import ring_sim
-    from gpu.cpu_backend import RAM_HEADROOM
+    from gpu.backends.cpu_backend import RAM_HEADROOM
+    from gpu.ring import sim as ring_sim
 
     free = int(psutil.virtual_memory().available * RAM_HEADROOM)
     if backend.footprint_bytes(config, algorithm) > min(free, options.budget_bytes or free):
@@ -201,7 +201,7 @@ def _cpu_run_seconds(backend, config: AttentionConfig, algorithm: str, options) 
 
 
 def _cpu_rate_text() -> str:
-    from gpu import ring_sim
+    from gpu.ring import sim as ring_sim
 
     return f"NumPy at about {fmt_rate(ring_sim.SIM_FLOPS_PER_S, 'FLOP/s')}"
 
@@ -209,7 +209,7 @@ def _cpu_rate_text() -> str:
 def _save_fallback(recording: Any, suffix: str) -> str | None:
     """Keep results whose --out write failed: a new, named file in the temporary folder, else
     in the home or the current folder; returns its path (None when nowhere would take it)."""
-    from gpu.recording import save_recording
+    from gpu.files.recording import save_recording
 
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     for folder in (tempfile.gettempdir(), Path.home(), Path.cwd()):
@@ -230,8 +230,8 @@ def _bench_backend(args: argparse.Namespace, configs: list[AttentionConfig]):
     """The backend `bench` measures on: the ring over --devices P when asked, else the usual."""
     if args.devices is None and not (args.algo and RING in args.algo):
         return create_backend(args.backend)
-    from gpu.ring_backend import RingBackend
-    from gpu.ring_schedule import RingConfigError
+    from gpu.ring.backend import RingBackend
+    from gpu.ring.schedule import RingConfigError
 
     if args.devices is None:
         raise UsageError("--algo ring needs --devices P (the number of devices in the ring)")
@@ -254,7 +254,7 @@ def _check_ring_split(backend: Any, configs: list[AttentionConfig]) -> None:
     check = getattr(backend, "check", None)
     if check is None:
         return
-    from gpu.ring_schedule import RingConfigError
+    from gpu.ring.schedule import RingConfigError
 
     for cfg in configs:
         try:
@@ -271,7 +271,7 @@ def _profile_available(args: argparse.Namespace, backend) -> bool:
         print(f"# --profile: measured traffic needs the cuda backend ({backend.name} here); "
               "the figures stay the model's", flush=True)  # fmt: skip
         return False
-    from gpu.profiler import unavailable_reason
+    from gpu.profiling.profiler import unavailable_reason
 
     reason = unavailable_reason()
     if reason is not None:

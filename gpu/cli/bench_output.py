@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from gpu.backend import RunOptions
+from gpu.backends.backend import RunOptions
 from gpu.units import fmt_bytes
 
 

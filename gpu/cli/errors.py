@@ -10,8 +10,8 @@ import sys
 import traceback
 
 from gpu.config import ConfigError
-from gpu.cuda_kernels import KernelCompileError
 from gpu.errors import BackendUnavailable, FileReadError, TilescopeError, UnsupportedConfig
+from gpu.launch.cuda_kernels import KernelCompileError
 
 EXIT_OK = 0
 EXIT_USAGE = 2

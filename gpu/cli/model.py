@@ -10,7 +10,7 @@ from typing import Any
 
 from gpu.algorithms import NAIVE, TILED
 from gpu.config import PASS_LABELS, AttentionConfig
-from gpu.costmodel import GPUS, algorithm_cost, attention_matrix_bytes
+from gpu.model.costmodel import GPUS, algorithm_cost, attention_matrix_bytes
 from gpu.units import fmt_bytes, fmt_flops
 
 from .arguments import config_for, layer_count, preset_of
@@ -80,8 +80,8 @@ def training_model(cfg: AttentionConfig, layers: int, preset) -> dict[str, Any]:
     """The training step's figures per algorithm: the backward's useful and recomputed FLOPs,
     the saved activations of one layer and of L, and, per GPU, the N where L layers hit the
     wall (attention's own tensors only: no weights, optimizer state or MLP activations)."""
-    from gpu.backward_cost import backward_useful_flops, recompute_flops, step_peak_bytes
-    from gpu.layer_stack import layer_stack, training_wall_seq_len
+    from gpu.model.backward_cost import backward_useful_flops, recompute_flops, step_peak_bytes
+    from gpu.model.layer_stack import layer_stack, training_wall_seq_len
 
     algos = {}
     for algo in (NAIVE, TILED):
@@ -133,9 +133,9 @@ def print_training_model(t: dict[str, Any]) -> None:
 
 
 def _ring_model(cfg: AttentionConfig, devices: int) -> dict:
-    from gpu.links import DEFAULT_TOPOLOGY
-    from gpu.ring_model import predict
-    from gpu.ring_schedule import RingConfigError, check_devices
+    from gpu.model.links import DEFAULT_TOPOLOGY
+    from gpu.ring.model import predict
+    from gpu.ring.schedule import RingConfigError, check_devices
 
     try:
         check_devices(devices)

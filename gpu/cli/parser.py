@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from gpu.backends import BACKEND_NAMES
-from gpu.fileio import MAX_READ_LABEL
+from gpu.backends.factory import BACKEND_NAMES
+from gpu.files.fileio import MAX_READ_LABEL
 
 from .arguments import (
     LIMITS_EPILOG,
@@ -111,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_explain_parser(sub) -> None:
-    from gpu.costmodel import GPUS
+    from gpu.model.costmodel import GPUS
 
     explain = sub.add_parser(
         "explain", help="memory- or compute-bound, per algorithm and kernel (hierarchical roofline)"

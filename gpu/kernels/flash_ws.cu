@@ -34,6 +34,14 @@
 //     back, then does the softmax of S_j while P_{j-1} V_{j-1} is still running.
 //   * Causal: key tiles above the diagonal are never loaded; blocks start longest first, and
 //     heads are handed out in groups that share L2 (see "Block order").
+//   * Persistent blocks (PERSIST): one block per SM walks the query tiles with two Q buffers
+//     (one at d = 256, where two do not fit: then the next tile's first K tile goes ahead of
+//     its Q), so the producer copies the next tile's Q and its first K/V tiles while the
+//     consumers still finish this tile's P·V and epilogue; the next tile starts on data already in shared
+//     memory instead of a new block's cold start. Tiles are handed out by a global counter
+//     (see "Tile scheduler"): a block takes the next one when its producer has issued the last
+//     copy of the current one, so the longest causal tiles, which go first, end up spread
+//     evenly and blocks finish together.
 //
 // Warp roles (NT = 128·(NCW + 1) threads, __launch_bounds__(NT, 1): one block per SM):
 //   warpgroup 0       producer: warp 0, lane 0 issues every TMA copy; the rest exit at once
@@ -42,10 +50,13 @@
 //                     slice, columns 2t and 2t+1 (the wgmma accumulator layout)
 //
 // Shared memory (dynamic, rounded up to 1024 B for the swizzle):
-//   Q_i     BR × D     (BR = 64·NCW), D/64 column blocks of BR rows × 128 B
+//   Q_i     BR × D     (BR = 64·NCW), D/64 column blocks of BR rows × 128 B; PERSIST: QB of
+//           them (1 or 2), tile number `it` of this block in buffer it % QB
 //   K ring  NS × BC × D, stage s at sK + s·BC·D·2, column block h at + h·BC·128
 //   V ring  the same
-//   mbarriers  q_full, k_full[NS], k_empty[NS], v_full[NS], v_empty[NS] (8 bytes each)
+//   mbarriers  q_full[QB], (PERSIST: q_empty[QB]), k_full[NS], k_empty[NS], v_full[NS],
+//              v_empty[NS] (8 bytes each)
+//   PERSIST: tile[QB], the tile index each Q buffer holds (int32 each, 8 bytes in all)
 // Every tile is the 128-byte-swizzle layout (16-byte chunk c of row r at chunk c ^ (r % 8)),
 // written by TMA boxes of 64 columns (128 B) × rows with CU_TENSOR_MAP_SWIZZLE_128B.
 // wgmma descriptors: K-major for Q (A) and K (B): + 32 B per k-step, SBO = 1024 (8 rows);
@@ -57,7 +68,8 @@
 // outside the tensor, so TMA zero-fills them: a ragged last tile reads zeros, never the next
 // head's rows.
 //
-// Ring protocol. Tile t lives in stage t % NS, round t / NS. The producer, before writing stage
+// Ring protocol. Tile t lives in stage t % NS, round t / NS (t counts every key tile the block
+// has visited, over all its query tiles). The producer, before writing stage
 // s for round r ≥ 1, waits for phase r−1 of empty[s] (parity (r−1) & 1); it then arrives on
 // full[s] with expect_tx(bytes) and issues the copies, which complete the phase. A consumer waits
 // for phase r of full[s] (parity r & 1), and once its wgmmas reading the stage are complete
@@ -78,7 +90,21 @@
 // gets the first turn from itself, and takes the last pending turn at the end, so every barrier
 // is balanced when the block exits.
 //
-// Block order. blockIdx.x → (head, query tile): heads are handed out in groups of HG
+// Q buffers (PERSIST). The block's query tile number `it` uses buffer b = it % QB and phase
+// it / QB of q_full[b]. The epilogue stages O in that buffer (generic-proxy stores), so before
+// the producer may copy tile it + QB's Q into it, every consumer warp fences its shared-memory
+// accesses against the copy engine (fence.proxy.async) and arrives on q_empty[b].
+//
+// Tile scheduler (PERSIST). Block b's first tile is b; after that its producer draws
+// gridDim.x + atomicAdd(&sched[0], 1) and writes the index to tile[buffer] before its arrival
+// on q_full[buffer] (an mbarrier arrival releases the thread's earlier writes; the consumers'
+// wait acquires them). An index past the last tile is the end: the producer arrives without
+// bytes and the consumers, reading it, leave. The last producer to leave puts both counters
+// back to 0 (sched[1] counts the producers that left), so the next launch starts from zero with
+// no host-side reset.
+//
+// Block order. A linear tile index (blockIdx.x, or with PERSIST the drawn one) → (head, query
+// tile): heads are handed out in groups of HG
 // (host-chosen so a group's K and V stay in L2), and inside a group causal blocks run longest
 // first (the last query tiles see the most key tiles), so short blocks fill the tail and SMs
 // finish together; non-causal blocks go in query-tile order.
@@ -114,19 +140,22 @@
 //   PINGPONG  consumers take turns on the tensor cores (named barriers)
 //   OVERLAP   softmax of S_j overlaps P_{j-1} V_{j-1} inside a warpgroup
 //   PREG    registers the producer warpgroup keeps (setmaxnreg.dec); consumers get the rest
+//   PERSIST_Q  0: one block per query tile; 1 or 2: persistent blocks, one per SM, looping
+//           over the query tiles with that many Q buffers (see "Q buffers", "Tile scheduler")
 //   CAUSAL  key j may be seen by query i only when j <= i
 //   BF16    bf16 inputs/outputs (else fp16)
-// Grid: (ceil(N / BR) · batch·heads). Block: 128·(NCW + 1). Dynamic shared memory: see
-// gpu/flash_ws.py (`WsLaunch.smem_bytes`), the same sum as the carve-up below.
+// Grid: ceil(N / BR) · batch·heads (PERSIST: at most one block per SM). Block: 128·(NCW + 1).
+// Dynamic shared memory: see gpu/flash_ws.py (`WsLaunch.smem_bytes`), the same sum as the carve-up below.
 // Arguments: tensor maps of Q, K, V; O (u16, [bh, N, D]); M, L (fp32, [bh, N]); N; the number of
-// (batch, head) pairs; heads per L2 group; log2(e)/√d.
-template <int D, int BC, int NCW, int NS, bool PINGPONG, bool OVERLAP, int PREG, bool CAUSAL,
-          bool BF16>
+// (batch, head) pairs; heads per L2 group; log2(e)/√d; the scheduler's two int32 counters (zero
+// before the first launch; unused without PERSIST).
+template <int D, int BC, int NCW, int NS, bool PINGPONG, bool OVERLAP, int PREG, int PERSIST_Q,
+          bool CAUSAL, bool BF16>
 __global__ void __launch_bounds__(128 * (NCW + 1), 1)
 flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap tm_k,
              const __grid_constant__ TmaMap tm_v, u16* __restrict__ O, float* __restrict__ M,
              float* __restrict__ L, int N, int bh_count, int group_heads,
-             float scale_log2 TRACE_PARAM) {
+             float scale_log2, int* __restrict__ sched TRACE_PARAM) {
     constexpr int BR = 64 * NCW;
     constexpr int K_STEPS = D / 16;    // k-steps of S = Q Kᵀ (contraction over d)
     constexpr int PV_STEPS = BC / 16;  // k-steps of O += P V (contraction over keys)
@@ -146,41 +175,52 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
     static_assert(PREG >= 24 && PREG % 8 == 0 && CREG >= PREG, "register split");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
-    const u32 sQ = (smem_addr(smem_raw) + 1023u) & ~1023u;  // swizzle atoms need 1024 B
-    const u32 sK = sQ + Q_BYTES;
+    constexpr bool PERSIST = PERSIST_Q > 0;
+    constexpr int QB = PERSIST ? PERSIST_Q : 1;  // Q buffers
+    constexpr int QBARS = PERSIST ? 2 * QB : 1;  // q_full[QB] (and q_empty[QB])
+    static_assert(PERSIST_Q >= 0 && PERSIST_Q <= 2, "0, 1 or 2 Q buffers of a persistent block");
+    const u32 sQ0 = (smem_addr(smem_raw) + 1023u) & ~1023u;  // swizzle atoms need 1024 B
+    const u32 sK = sQ0 + QB * Q_BYTES;
     const u32 sV = sK + NS * KV_BYTES;
     const u32 bars = sV + NS * KV_BYTES;  // 8-byte mbarriers after the tiles
-    const u32 q_full = bars;
-    auto k_full = [&](int s) { return bars + 8u * (1 + s); };
-    auto k_empty = [&](int s) { return bars + 8u * (1 + NS + s); };
-    auto v_full = [&](int s) { return bars + 8u * (1 + 2 * NS + s); };
-    auto v_empty = [&](int s) { return bars + 8u * (1 + 3 * NS + s); };
+    auto q_full = [&](int b) { return bars + 8u * b; };
+    auto q_empty = [&](int b) { return bars + 8u * (QB + b); };  // PERSIST only
+    auto k_full = [&](int s) { return bars + 8u * (QBARS + s); };
+    auto k_empty = [&](int s) { return bars + 8u * (QBARS + NS + s); };
+    auto v_full = [&](int s) { return bars + 8u * (QBARS + 2 * NS + s); };
+    auto v_empty = [&](int s) { return bars + 8u * (QBARS + 3 * NS + s); };
+    // PERSIST: the tile index of each Q buffer, after the mbarriers.
+    volatile int* tile_slot =
+        reinterpret_cast<volatile int*>(smem_raw + (bars + 8u * (QBARS + 4 * NS) - smem_addr(smem_raw)));
 
     const int tid = threadIdx.x;
     const int wg = tid >> 7;          // 0: producer; 1..NCW: consumers
     const int warp = (tid >> 5) & 3;  // warp within its warpgroup
     const int lane = tid & 31;
 
-    // Block order: blockIdx.x -> (head group, then query tile and head within the group).
+    // Block order: tile index -> (head group, then query tile and head within the group).
     const int q_tiles = (N + BR - 1) / BR;
-    int bh, q_tile;
-    {
+    const int tile_count = q_tiles * bh_count;
+    int bh = 0, q_tile = 0, q0 = 0, kv_tiles = 0;  // of the query tile being worked on
+    auto locate = [&](int tile) {
         const int per_group = group_heads * q_tiles;
-        const int group = blockIdx.x / per_group;
+        const int group = tile / per_group;
         const int heads = min(group_heads, bh_count - group * group_heads);
-        const int r = blockIdx.x - group * per_group;
-        const int q_rank = r / heads;  // blocks of one query tile (all heads of the group) ...
+        const int r = tile - group * per_group;
+        const int q_rank = r / heads;  // tiles of one query tile (all heads of the group) ...
         bh = group * group_heads + (r - q_rank * heads);
         q_tile = CAUSAL ? q_tiles - 1 - q_rank : q_rank;  // ... longest first when causal
-    }
-    const int q0 = q_tile * BR;
-
-    // Key tiles this block visits (causal: up to the one holding its last row's diagonal).
-    int kv_tiles = (N + BC - 1) / BC;
-    if (CAUSAL) kv_tiles = min(kv_tiles, (min(q0 + BR, N) - 1) / BC + 1);
+        q0 = q_tile * BR;
+        // Key tiles this query tile visits (causal: up to the one holding its last row's
+        // diagonal).
+        kv_tiles = (N + BC - 1) / BC;
+        if (CAUSAL) kv_tiles = min(kv_tiles, (min(q0 + BR, N) - 1) / BC + 1);
+    };
 
     if (tid == 0) {
-        mbar_init(q_full, 1);
+        for (int b = 0; b < QB; ++b) mbar_init(q_full(b), 1);
+        if constexpr (PERSIST)
+            for (int b = 0; b < QB; ++b) mbar_init(q_empty(b), 4 * NCW);
         for (int s = 0; s < NS; ++s) {
             mbar_init(k_full(s), 1);
             mbar_init(v_full(s), 1);
@@ -198,7 +238,7 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
                                     : WS_TRACE_ROWS_PRODUCER(trace_t) +
                                           (wg - 1) * WS_TRACE_ROWS_CONSUMER(trace_t);
 #endif
-    TRACE_SEGMENT(blockIdx.x, trace_rows, trace_first);
+    TRACE_CURSOR;  // moved to each query tile's rows (TRACE_SEEK) as the tile starts
 
     if (wg == 0) {
         // ---------------------------------------------------------------- producer warpgroup
@@ -207,34 +247,72 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
         tma_prefetch(tm_q);
         tma_prefetch(tm_k);
         tma_prefetch(tm_v);
-        // STEP load_Q_i — Q_i: HBM -> shared memory once, D/64 boxes of 64 columns × BR rows.
-        mbar_arrive_expect_tx(q_full, Q_BYTES);
-#pragma unroll
-        for (int h = 0; h < D / 64; ++h) tma_load_3d(sQ + h * (BR * 128), tm_q, q_full, 64 * h, q0, bh);
-        TRACE_MARK_IF(true, role_word(PRODUCER_ROLE, RolePhase::load_Q_i), q_tile);
-
-        // STEP load_K_j / STEP load_V_j — tile t into stage t % NS once that stage is free.
-        auto load_kv = [&](const TmaMap& map, u32 s_ring, u32 full, u32 empty, int t) {
-            const int round = t / NS;
-            if (round > 0) mbar_wait(empty, (round - 1) & 1);
+        int kv_base = 0;  // key tiles of this block's earlier query tiles (the ring's count)
+        // STEP load_K_j / STEP load_V_j — key tile j of this query tile into ring stage
+        // t % NS (t = kv_base + j) once that stage is free.
+        auto load_kv = [&](const TmaMap& map, u32 s_ring, bool is_k, int j) {
+            const int t = kv_base + j, s = t % NS, round = t / NS;
+            const u32 full = is_k ? k_full(s) : v_full(s);
+            if (round > 0) mbar_wait(is_k ? k_empty(s) : v_empty(s), (round - 1) & 1);
             mbar_arrive_expect_tx(full, KV_BYTES);
-            const u32 stage = s_ring + (t % NS) * KV_BYTES;
+            const u32 stage = s_ring + s * KV_BYTES;
 #pragma unroll
-            for (int h = 0; h < D / 64; ++h) tma_load_3d(stage + h * (BC * 128), map, full, 64 * h, t * BC, bh);
+            for (int h = 0; h < D / 64; ++h) tma_load_3d(stage + h * (BC * 128), map, full, 64 * h, j * BC, bh);
         };
-        load_kv(tm_k, sK, k_full(0), k_empty(0), 0);
-        TRACE_MARK_IF(true, role_word(PRODUCER_ROLE, RolePhase::load_K_j), 0);
-        for (int j = 0; j < kv_tiles; ++j) {
-            if (j + 1 < kv_tiles) {
-                const int s = (j + 1) % NS;
-                load_kv(tm_k, sK, k_full(s), k_empty(s), j + 1);
-                TRACE_MARK_IF(true, role_word(PRODUCER_ROLE, RolePhase::load_K_j), j + 1);
+        // One Q buffer: the next tile's K_0 goes into the ring before the wait for the Q buffer
+        // (the consumers' epilogue), so at least that copy overlaps the end of the tile.
+        constexpr bool K_FIRST = PERSIST && QB == 1;
+        int tile = blockIdx.x;
+        for (int it = 0;; ++it) {
+            const int b = it % QB;
+            const bool done = PERSIST && tile >= tile_count;  // no tiles left
+            if (!done) {
+                locate(tile);
+                TRACE_SEEK(tile, trace_rows, trace_first);
+                if (K_FIRST) {
+                    load_kv(tm_k, sK, true, 0);
+                    TRACE_MARK_IF(true, role_word(PRODUCER_ROLE, RolePhase::load_K_j), 0);
+                }
             }
-            const int s = j % NS;
-            load_kv(tm_v, sV, v_full(s), v_empty(s), j);
-            TRACE_MARK_IF(true, role_word(PRODUCER_ROLE, RolePhase::load_V_j), j);
+            // STEP load_Q_i — Q_i: HBM -> shared memory once, D/64 boxes of 64 columns × BR
+            // rows, into buffer it % QB once the tile that used it last has stored its O.
+            if (PERSIST && it >= QB) mbar_wait(q_empty(b), ((it / QB) - 1) & 1);
+            if constexpr (PERSIST) {
+                tile_slot[b] = tile;  // published by the arrival on q_full[b]
+                if (done) {  // tell the consumers, then leave
+                    mbar_arrive(q_full(b));
+                    break;
+                }
+            }
+            const u32 sQ = sQ0 + b * Q_BYTES;
+            mbar_arrive_expect_tx(q_full(b), Q_BYTES);
+#pragma unroll
+            for (int h = 0; h < D / 64; ++h) tma_load_3d(sQ + h * (BR * 128), tm_q, q_full(b), 64 * h, q0, bh);
+            TRACE_MARK_IF(true, role_word(PRODUCER_ROLE, RolePhase::load_Q_i), q_tile);
+
+            if (!K_FIRST) {
+                load_kv(tm_k, sK, true, 0);
+                TRACE_MARK_IF(true, role_word(PRODUCER_ROLE, RolePhase::load_K_j), 0);
+            }
+            for (int j = 0; j < kv_tiles; ++j) {
+                if (j + 1 < kv_tiles) {
+                    load_kv(tm_k, sK, true, j + 1);
+                    TRACE_MARK_IF(true, role_word(PRODUCER_ROLE, RolePhase::load_K_j), j + 1);
+                }
+                load_kv(tm_v, sV, false, j);
+                TRACE_MARK_IF(true, role_word(PRODUCER_ROLE, RolePhase::load_V_j), j);
+            }
+            TRACE_MARK_IF(true, role_word(PRODUCER_ROLE, RolePhase::end), q_tile);
+            kv_base += kv_tiles;
+            if constexpr (!PERSIST) break;
+            tile = gridDim.x + atomicAdd(sched, 1);  // the next tile nobody has taken
         }
-        TRACE_MARK_IF(true, role_word(PRODUCER_ROLE, RolePhase::end), q_tile);
+        if constexpr (PERSIST) {  // the last block out resets the scheduler for the next launch
+            if (atomicAdd(sched + 1, 1) == (int)gridDim.x - 1) {
+                atomicExch(sched, 0);
+                atomicExch(sched + 1, 0);
+            }
+        }
         return;
     }
 
@@ -243,7 +321,9 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
     const int c = wg - 1;              // consumer index: rows 64c .. 64c + 63 of the block
     const int g = lane >> 2;           // this thread's rows: g and g + 8 of its warp's 16
     const int t = lane & 3;            // its column pair in every 8-column slice: 2t, 2t + 1
-    const int warp_row0 = q0 + c * 64 + warp * 16;  // first query row of this warp
+    int warp_row0 = 0;  // first query row of this warp in the current query tile
+    u32 sQ = sQ0;       // the current query tile's Q buffer
+    int kv_base = 0;    // key tiles of this block's earlier query tiles (the ring's count)
     const bool tracer = (tid & 127) == 0;
     (void)tracer;
     const int role = 1 + c;
@@ -257,7 +337,6 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
     auto pass_turn = [&]() {
         if constexpr (PINGPONG) named_bar_arrive(1 + (c + 1) % NCW, 256);
     };
-    if (PINGPONG && c == 0) named_bar_arrive(1, 256);  // consumer 0 goes first
 
     // Free a stage: once this warp's wgmmas reading it are complete, one arrival per warp.
     auto release = [&](u32 empty) {
@@ -265,15 +344,12 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
         if (lane == 0) mbar_arrive(empty);
     };
 
-    // Ring stage and phase parity of key tile j.
-    auto stage = [&](int j) { return j % NS; };
-    auto parity = [&](int j) { return (j / NS) & 1; };
+    // Ring stage and phase parity of key tile j of the current query tile.
+    auto stage = [&](int j) { return (kv_base + j) % NS; };
+    auto parity = [&](int j) { return ((kv_base + j) / NS) & 1; };
 
     RowStats rows;  // running max, row sums and the lazy-rescaling reference of 2 rows
-    rows.init();
     float o_acc[O_REGS];
-#pragma unroll
-    for (int i = 0; i < O_REGS; ++i) o_acc[i] = 0.f;
     float s_acc[S_REGS];
     u32 p_frag[PV_STEPS][4];  // P as the A operand of the P V wgmma
 
@@ -431,43 +507,63 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
         finish_pv(last);
     };
 
-    // STEP load_Q_i — wait for Q_i (the producer's TMA copy).
-    mbar_wait(q_full, 0);
-    TRACE_MARK_IF(tracer, role_word(role, RolePhase::load_Q_i), q_tile);
+    for (int it = 0;; ++it) {
+        // STEP load_Q_i — wait for Q_i (the producer's TMA copy) and, with PERSIST, read which
+        // tile it is.
+        const int qb = it % QB;
+        mbar_wait(q_full(qb), (it / QB) & 1);
+        const int tile = PERSIST ? tile_slot[qb] : (int)blockIdx.x;
+        if (tile >= tile_count) break;
+        locate(tile);
+        TRACE_SEEK(tile, trace_rows, trace_first);
+        TRACE_MARK_IF(tracer, role_word(role, RolePhase::load_Q_i), q_tile);
+        warp_row0 = q0 + c * 64 + warp * 16;
+        sQ = sQ0 + qb * Q_BYTES;
+        rows.init();
+#pragma unroll
+        for (int i = 0; i < O_REGS; ++i) o_acc[i] = 0.f;
+        if (PINGPONG && c == 0) named_bar_arrive(1, 256);  // consumer 0 goes first
 
-    // Tile 0: S_0, then its softmax (nothing to overlap with yet; O is still 0).
-    TRACE_MARK_IF(tracer, role_word(role, RolePhase::wait_K_j), 0);
-    mbar_wait(k_full(stage(0)), parity(0));
-    my_turn();
-    TRACE_MARK_IF(tracer, role_word(role, RolePhase::gemm_issue), 0);
-    issue_S(0);
-    pass_turn();
-    wgmma_wait<0>();
-    keep_regs(s_acc);
-    release(k_empty(stage(0)));
-    TRACE_MARK_IF(tracer, role_word(role, RolePhase::online_softmax), 0);
-    softmax(0, alpha);
-    TRACE_MARK_IF(tracer, role_word(role, RolePhase::wait_PV), 0);
-    pack_P(p_frag);
+        // Tile 0: S_0, then its softmax (nothing to overlap with yet; O is still 0).
+        TRACE_MARK_IF(tracer, role_word(role, RolePhase::wait_K_j), 0);
+        mbar_wait(k_full(stage(0)), parity(0));
+        my_turn();
+        TRACE_MARK_IF(tracer, role_word(role, RolePhase::gemm_issue), 0);
+        issue_S(0);
+        pass_turn();
+        wgmma_wait<0>();
+        keep_regs(s_acc);
+        release(k_empty(stage(0)));
+        TRACE_MARK_IF(tracer, role_word(role, RolePhase::online_softmax), 0);
+        softmax(0, alpha);
+        TRACE_MARK_IF(tracer, role_word(role, RolePhase::wait_PV), 0);
+        pack_P(p_frag);
 
-    for (int j = 1; j < kv_tiles; ++j) {
-        if constexpr (OVERLAP) overlap_step(j);
-        else plain_step(j);
+        for (int j = 1; j < kv_tiles; ++j) {
+            if constexpr (OVERLAP) overlap_step(j);
+            else plain_step(j);
+        }
+        last_pv();
+
+        // Finish the rows: full row sums (quad reduction), then O_i / l.
+        float inv_l[2];
+        rows.finish(inv_l);
+        TRACE_MARK_IF(tracer, role_word(role, RolePhase::store_O_i), q_tile);
+
+        // STEP store_O_i — stage this warp's 16×D rows in its own rows of the Q tile (only this
+        // warpgroup's wgmmas read them, all complete), then 16-byte coalesced stores to HBM.
+        store_o_sw128<D, BR, BF16>(O + (size_t)bh * N * D, sQ, c * 64 + warp * 16, q0, N, o_acc, inv_l,
+                                   lane);
+        if constexpr (PERSIST) {  // this warp is done with the Q buffer: the producer may refill it
+            fence_proxy_async_smem();
+            release(q_empty(qb));
+        }
+
+        // STEP store_ml — m in natural-log units (m_run · ln 2), l as is.
+        store_row_stats(M, L, (size_t)bh * N, warp_row0 + g, N, t, rows.m_run, rows.l_run);
+        TRACE_MARK_IF(tracer, role_word(role, RolePhase::end), q_tile);
+        if (PINGPONG && c == 0) named_bar_sync(1, 256);  // the last turn passed to consumer 0
+        kv_base += kv_tiles;
+        if constexpr (!PERSIST) break;
     }
-    last_pv();
-
-    // Finish the rows: full row sums (quad reduction), then O_i / l.
-    float inv_l[2];
-    rows.finish(inv_l);
-    TRACE_MARK_IF(tracer, role_word(role, RolePhase::store_O_i), q_tile);
-
-    // STEP store_O_i — stage this warp's 16×D rows in its own rows of the Q tile (only this
-    // warpgroup's wgmmas read them, all complete), then 16-byte coalesced stores to HBM.
-    store_o_sw128<D, BR, BF16>(O + (size_t)bh * N * D, sQ, c * 64 + warp * 16, q0, N, o_acc, inv_l,
-                               lane);
-
-    // STEP store_ml — m in natural-log units (m_run · ln 2), l as is.
-    store_row_stats(M, L, (size_t)bh * N, warp_row0 + g, N, t, rows.m_run, rows.l_run);
-    TRACE_MARK_IF(tracer, role_word(role, RolePhase::end), q_tile);
-    if (PINGPONG && c == 0) named_bar_sync(1, 256);  // the last turn passed to consumer 0
 }

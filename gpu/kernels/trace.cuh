@@ -14,6 +14,8 @@
 //   TRACE_SYNC_MARK(phase, j)  a barrier (trace build only), then TRACE_MARK
 //   TRACE_SEGMENT(block, rows, first)   this thread's rows start at row `first` of the block
 //   TRACE_MARK_IF(writer, phase, j)     the thread for which `writer` holds writes a row
+//   TRACE_CURSOR; TRACE_SEEK(block, rows, first)   TRACE_SEGMENT in two steps, for a block that
+//                              works on several tiles: each tile's rows are a "block" of their own
 //
 // `phase` is always one of the codes below, never a bare number.
 #pragma once
@@ -67,6 +69,9 @@ __host__ __device__ constexpr int phase_word(BlockPhase code) { return static_ca
     const long long trace_block = (block)
 #define TRACE_MARK_IF(writer, phase, j) \
     do { if (writer) trace_write(trace_row, trace_block, (phase), (j)); } while (0)
+#define TRACE_CURSOR long long* trace_row = trace; long long trace_block = 0
+#define TRACE_SEEK(block, rows, first) \
+    do { trace_row = trace + ((long long)(block) * (rows) + (first)) * 5; trace_block = (block); } while (0)
 
 __device__ __forceinline__ void trace_write(long long*& row, long long block, int phase, int j) {
     unsigned long long t;
@@ -90,4 +95,6 @@ __device__ __forceinline__ void trace_mark(long long*& row, long long block, int
 #define TRACE_SYNC_MARK(phase, j)
 #define TRACE_SEGMENT(block, rows, first)
 #define TRACE_MARK_IF(writer, phase, j)
+#define TRACE_CURSOR
+#define TRACE_SEEK(block, rows, first) do { } while (0)
 #endif

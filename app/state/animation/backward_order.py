@@ -16,7 +16,7 @@ step at a time (the order, not to time scale: on a GPU the blocks run side by si
 
 Nothing iterates the steps: per-block and per-query-tile prefix sums locate any step and give
 exact byte, FLOP and recompute counts after it; after the last step they equal the cost model's
-`flash_bwd` kernel for one head (gpu/backward_cost.py), which the tests check.
+`flash_bwd` kernel for one head (gpu/model/backward_cost.py), which the tests check.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpu.algorithms import backward_tile_shape
-from gpu.backward_cost import DQ_ACCUM_BYTES
 from gpu.config import STAT_BYTES, AttentionConfig, ceil_div
+from gpu.model.backward_cost import DQ_ACCUM_BYTES
 
 LOAD_KV, STORE_KV = "load_KV", "store_dK_dV"
 #: What a block does for each streamed query tile, in order.

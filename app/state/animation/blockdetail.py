@@ -3,7 +3,7 @@
 Why this exists: at N = 131072 one block of the tiled kernel has ~10 000 steps and building them
 as `Step` objects costs ~35 ms, far too slow to do for every block the playhead crosses. The two
 kernels whose blocks loop (the tiled `flash_fwd` and naive `gemm_pv`) get a vectorised
-description here that follows `gpu.schedule` rule for rule; every other kernel (the loop-free
+description here that follows `gpu.model.schedule` rule for rule; every other kernel (the loop-free
 `gemm_qk` and `softmax` blocks, or any kernel added later) is read from `block_steps` itself.
 The fast paths are checked against `block_steps` by tests/test_animation.py, and at run time
 each block's array sums are checked against the schedule's per-block table; a mismatch switches
@@ -19,8 +19,8 @@ import numpy as np
 
 from gpu.algorithms import NAIVE, tile_shape
 from gpu.config import STAT_BYTES, AttentionConfig, ceil_div
-from gpu.costmodel import kv_tiles_for_query_tile, tile_rows
-from gpu.schedule import (
+from gpu.model.costmodel import kv_tiles_for_query_tile, tile_rows
+from gpu.model.schedule import (
     COMPUTE,
     READ,
     STEP_NAMES,
@@ -74,7 +74,7 @@ def detail_from_steps(kernel: str, block: int, steps: list[Step]) -> BlockDetail
 
 
 # --------------------------------------------------------------------------------------------
-# Fast paths (mirror gpu/schedule.py; verified by tests against block_steps).
+# Fast paths (mirror gpu/model/schedule.py; verified by tests against block_steps).
 
 
 def _flash_detail(config: AttentionConfig, algorithm: str, block: int) -> BlockDetail:

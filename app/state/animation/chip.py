@@ -1,12 +1,12 @@
 """What one thread block keeps on chip, as each kernel really lays it out, and how many such
 blocks an SM holds at once (Qt-free).
 
-The schedule (gpu/schedule.py) models a block's on-chip bytes in the input dtype; the kernels
+The schedule (gpu/model/schedule.py) models a block's on-chip bytes in the input dtype; the kernels
 lay them out their own way, and the animation's SRAM box shows the kernels' layouts:
 
 - the readable kernel (flash_readable.cu) converts every tile to fp32 and pads rows (+4 floats
   for Q, K, V; +1 for S) against bank conflicts, with the head dim rounded up to 32:
-  `gpu.flash_readable.smem_bytes`, 86,016 B at 64×64 tiles and d = 64;
+  `gpu.launch.flash_readable.smem_bytes`, 86,016 B at 64×64 tiles and d = 64;
 - the tensor-core kernels keep Q (16-bit) and a ring of K and V stages in shared memory, and S,
   P and O in registers: 2 stages (flash_mma.cu, flash_wgmma.cu), or the warp-specialized
   kernel's TMA ring guarded by mbarriers (flash_ws.cu);
@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpu import flash_mma, flash_readable, flash_wgmma, flash_ws
 from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS, tile_shape
 from gpu.config import STAT_BYTES, AttentionConfig
-from gpu.costmodel import GpuSpec
-from gpu.schedule import KernelSchedule
+from gpu.launch import flash_mma, flash_readable, flash_wgmma, flash_ws
+from gpu.model.costmodel import GpuSpec
+from gpu.model.schedule import KernelSchedule
 
 from .warp_roles import ws_launch
 
@@ -67,7 +67,7 @@ class ArchLimits:
     register_unit: int = 256  # registers are allocated per warp in units of this many
 
 
-#: By GPU (gpu.costmodel.GPUS names): the table's GPUs and their compute capabilities.
+#: By GPU (gpu.model.costmodel.GPUS names): the table's GPUs and their compute capabilities.
 ARCH_BY_GPU: dict[str, ArchLimits] = {
     "H200 SXM 141 GB": ArchLimits("9.0", 2048, 32),
     "H100 SXM 80 GB": ArchLimits("9.0", 2048, 32),
@@ -284,8 +284,14 @@ def _warp_specialized(config: AttentionConfig, gpu: GpuSpec) -> ChipLayout:
     slots = (
         SlotSpec("align", 1024, "", ""),
         SlotSpec("Q_i", bm * config.head_dim * HALF, "Q", "load_Q_i"),
+        *(
+            (SlotSpec("Q_i+1", bm * config.head_dim * HALF, "Q", "load_Q_i"),)
+            if launch.persistent
+            else ()
+        ),
         *_ring(config, bn, stages),
-        SlotSpec("mbarriers", 8 * (1 + 4 * stages), "", ""),
+        SlotSpec("mbarriers", 8 * launch.barriers, "", ""),
+        *((SlotSpec("tile ids", launch.tile_slot_bytes, "", ""),) if launch.persistent else ()),
         *_registers(config, bm, bn, q=False, two_s=False),
     )
     occ = None
@@ -297,6 +303,8 @@ def _warp_specialized(config: AttentionConfig, gpu: GpuSpec) -> ChipLayout:
         source = f"the launch's cap, __launch_bounds__({threads}, 1)"
         occ = _occupancy(gpu, launch.smem_bytes, threads, cap, source)
     note = f"TMA ring of {stages} K/V stages (mbarriers); S, P, O in consumer registers"
+    if launch.persistent:
+        note += "; one block per SM walks the query tiles, the next tile's Q lands meanwhile"
     if not runs or config.dtype not in flash_ws.SUPPORTED_DTYPES:
         note += " (the kernel runs d = 64, 128 or 256, fp16 or bf16)"
     return ChipLayout(slots, launch.smem_bytes, threads, occ, note)

@@ -1,8 +1,8 @@
 """Find the lines of a `.cu` kernel that each schedule step corresponds to (Qt-free).
 
 The readable kernels mark their phases with `// STEP <name>` comments whose names equal
-`gpu.schedule.STEP_NAMES`. A tagged block starts at the tag line and runs until the next tag or
-the first blank line, whichever comes first. A name may be tagged more than once (all blocks are
+`gpu.model.schedule.STEP_NAMES`. A tagged block starts at the tag line and runs until the next tag
+or the first blank line, whichever comes first. A name may be tagged more than once (all blocks are
 highlighted).
 """
 

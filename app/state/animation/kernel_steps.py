@@ -3,7 +3,7 @@ its title, and the tensors each kind of step uses."""
 
 from __future__ import annotations
 
-from gpu.schedule import READ, WRITE
+from gpu.model.schedule import READ, WRITE
 
 from .blockdetail import KIND_CODES
 

@@ -5,9 +5,9 @@ What the clock means (documented choice): each algorithm is a *lane* that plays 
 (batch, head) in launch order, kernel after kernel. The clock is **whole-GPU time**: while the
 lane shows block b, all B·h copies of that block (one per head) run concurrently and share the
 GPU's full bandwidth and peak. Modeled, each kernel takes the roofline's time, the very figure
-the Measurements tab's roofline gives it (gpu.roofline: L2-aware DRAM bytes, L2 bytes, FLOPs at
-the roof of the instruction family the kernel uses, exponentials), and its blocks share that
-time in proportion to
+the Measurements tab's roofline gives it (gpu.model.roofline: L2-aware DRAM bytes, L2 bytes, FLOPs
+at the roof of the instruction family the kernel uses, exponentials), and its blocks share
+that time in proportion to
 
     T_b = B·h · max(tile bytes_b / bandwidth, flops_b / peak)     (a roofline per block)
 
@@ -39,8 +39,8 @@ import numpy as np
 
 from gpu.algorithms import ALGORITHMS, TILED_WS, tile_shape
 from gpu.config import AttentionConfig, ceil_div
-from gpu.costmodel import DEFAULT_GPU, GPUS, GpuSpec, algorithm_cost, kv_tiles_for_query_tile
-from gpu.schedule import Schedule, build_schedule, launch_query_tile
+from gpu.model.costmodel import DEFAULT_GPU, GPUS, GpuSpec, algorithm_cost, kv_tiles_for_query_tile
+from gpu.model.schedule import Schedule, build_schedule, launch_query_tile
 
 from ..model.cache import verdict
 from .blockdetail import BlockDetail, block_detail
@@ -535,7 +535,7 @@ def roofline_kernel_seconds(
     config: AttentionConfig, algorithm: str, gpu: GpuSpec
 ) -> dict[str, float]:
     """Each kernel's roofline time (s) at `config` on `gpu`: the verdict the Measurements tab
-    draws (gpu.roofline, memoized in model_cache), so the animation's modeled clock and the
+    draws (gpu.model.roofline, memoized in model_cache), so the animation's modeled clock and the
     roofline agree."""
     v = verdict(config, algorithm, gpu)
     return {k.name: k.roofline_ms * 1e-3 for k in v.kernels}

@@ -10,7 +10,7 @@ from collections import deque
 
 from gpu.algorithms import NAIVE, TILED, TILED_WS
 from gpu.config import AttentionConfig
-from gpu.costmodel import DEFAULT_GPU, GPUS, GpuSpec
+from gpu.model.costmodel import DEFAULT_GPU, GPUS, GpuSpec
 
 from .chip import SMEM
 from .clock import MODELED_CLOCK, LaneClock

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpu.config import AttentionConfig
-from gpu.schedule import Step
+from gpu.model.schedule import Step
 
 from .blockdetail import BlockDetail
 from .chip import SMEM, ChipLayout

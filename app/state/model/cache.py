@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from gpu.config import AttentionConfig
-from gpu.costmodel import AlgorithmCost, GpuSpec, TrafficBand, algorithm_cost, traffic_band
+from gpu.model.costmodel import AlgorithmCost, GpuSpec, TrafficBand, algorithm_cost, traffic_band
+from gpu.model.roofline import AlgorithmVerdict, algorithm_verdict
 from gpu.results import RunResult
-from gpu.roofline import AlgorithmVerdict, algorithm_verdict
 
 from ..family import cache_config
 
@@ -65,7 +65,7 @@ def known_band(config: AttentionConfig, algorithm: str, gpu: GpuSpec) -> Traffic
 def verdict(
     config: AttentionConfig, algorithm: str, gpu: GpuSpec, result: RunResult | None = None
 ) -> AlgorithmVerdict:
-    """gpu.roofline's verdict for `algorithm` at `config` on `gpu`, from `result`'s measured
+    """gpu.model.roofline's verdict for `algorithm` at `config` on `gpu`, from `result`'s measured
     times and bytes where it has them. A result of an algorithm that ignores the tile sizes
     holds at `config`'s tiles too; a result of another config counts as none."""
     if result is not None and (

@@ -1,9 +1,9 @@
 """A backend that answers from the cost model: instant, deterministic results on any machine.
 
-It implements gpu.backend.Backend, so the whole app (runner, store, plots, animation) runs on it
-as on a GPU: the app's tests use it, the GUI benchmarks and soaks use it to put GPU-like result
-rates through the window on a laptop, and a demo can show the lesson's shapes without hardware.
-Its numbers are the model's, never presented as measurements: the device says so.
+It implements gpu.backends.backend.Backend, so the whole app (runner, store, plots, animation) runs
+on it as on a GPU: the app's tests use it, the GUI benchmarks and soaks use it to put GPU-like
+result rates through the window on a laptop, and a demo can show the lesson's shapes without
+hardware. Its numbers are the model's, never presented as measurements: the device says so.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import threading
 import time
 
 from gpu.algorithms import NAIVE, TILED
-from gpu.backend import RunOptions, check_pass
+from gpu.backends.backend import RunOptions, check_pass
 from gpu.config import FORWARD, AttentionConfig, ConfigError
-from gpu.costmodel import algorithm_cost
+from gpu.model.costmodel import algorithm_cost
 from gpu.results import DeviceInfo, KernelTime, RunResult
 
 

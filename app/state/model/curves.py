@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED
 from gpu.config import AttentionConfig
-from gpu.costmodel import AlgorithmCost, GpuSpec, TrafficBand
-from gpu.layer_stack import layer_stack
-from gpu.roofline import algorithm_verdict
+from gpu.model.costmodel import AlgorithmCost, GpuSpec, TrafficBand
+from gpu.model.layer_stack import layer_stack
+from gpu.model.roofline import algorithm_verdict
 
 from ..family import Family
 from ..seq_scale import SEQ_MAX, SEQ_MIN, log_grid
@@ -34,7 +34,7 @@ Series = tuple[tuple[int, ...], tuple[float, ...]]
 class ModelCurves:
     """Line series by (plot, item): memory `model_naive`/`model_tiled` (and, for a training
     pass, `stack_naive`/`stack_tiled`: the peak of `layers` layers' saved activations plus one
-    layer's backward, gpu/layer_stack.py); traffic `model_<algo>`
+    layer's backward, gpu/model/layer_stack.py); traffic `model_<algo>`
     (the L2-aware estimate on `gpu`) between `compulsory_<algo>` and `noreuse_<algo>` (the
     band); timing `roofline_<algo>`, the hierarchical roofline's time on `time_gpu` (empty
     where an algorithm is off or no GPU times apply)."""
@@ -82,7 +82,7 @@ def model_curves(
         return bands[key]
 
     def roofline_ms(config: AttentionConfig, algorithm: str, on: GpuSpec) -> float:
-        """The hierarchical roofline's lower bound on the time (gpu.roofline)."""
+        """The hierarchical roofline's lower bound on the time (gpu.model.roofline)."""
         figures = band(config, algorithm) if on == gpu else None
         return algorithm_verdict(config, algorithm, on, band=figures).roofline_ms
 

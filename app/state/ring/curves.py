@@ -1,5 +1,5 @@
 """The ring model's curves for the Ring tab: time against N for each P, and time and efficiency
-against P = 1 … 1024 at one N, from gpu/ring_model.py. No Qt; computed off the GUI thread.
+against P = 1 … 1024 at one N, from gpu/ring/model.py. No Qt; computed off the GUI thread.
 
 Throughput: a fused kernel's one-GPU results when there are any (recorded or measured here:
 `MeasuredThroughput`, at the chunk size each device really runs), else the roofline of the
@@ -12,9 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gpu.config import AttentionConfig
-from gpu.links import Topology
-from gpu.ring_model import DEVICE_COUNTS, RingPrediction, Throughput, curve, predict
-from gpu.ring_schedule import chunk_count
+from gpu.model.links import Topology
+from gpu.ring.model import DEVICE_COUNTS, RingPrediction, Throughput, curve, predict
+from gpu.ring.schedule import chunk_count
 
 #: Sequence lengths of the time-against-N curves: 1,024 … 1,048,576, two points per octave.
 CURVE_SEQ: tuple[int, ...] = tuple(

@@ -2,10 +2,10 @@
 
 The Devices control offers P = 1 … 1024. What the app can do with P depends on the backend:
 - `cuda`: one GPU per device, so P up to the GPUs present is *measured* (NCCL between them);
-- `cpu`: the NumPy ring (gpu/ring_sim.py) runs P virtual devices on any machine, so P up to
+- `cpu`: the NumPy ring (gpu/ring/sim.py) runs P virtual devices on any machine, so P up to
   SIMULATED_MAX is *simulated* (beyond it a simulation teaches nothing more and takes long);
 - a recorded run: the P it holds are *recorded*;
-- every other P is *model only*: the cost model predicts it (gpu/ring_model.py), nothing runs.
+- every other P is *model only*: the cost model predicts it (gpu/ring/model.py), nothing runs.
 The runner measures with the ring backend of P devices when P > 1 can run here, and with the
 single-device backend otherwise (P = 1, or a model-only P), so the single-device algorithms keep
 working whatever P shows.
@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gpu.backend import Backend
-from gpu.ring_backend import RingBackend, cuda_device_count
-from gpu.ring_schedule import MAX_DEVICES
+from gpu.backends.backend import Backend
+from gpu.ring.backend import RingBackend, cuda_device_count
+from gpu.ring.schedule import MAX_DEVICES
 
 from ..recorded_run import REPLAY
 

@@ -1,7 +1,7 @@
 """The Ring tab's playback model, free of Qt: which K/V block each device holds at each step, when
 it computes and when it sends, and how the score matrix fills up.
 
-Steps follow gpu/ring_schedule.py's rules one device and one step at a time (`device_step`):
+Steps follow gpu/ring/schedule.py's rules one device and one step at a time (`device_step`):
 the whole schedule at P = 1024 is a million DeviceSteps (seconds to build), while a frame needs
 at most 2·SUMMARY_SIDE of them. A test checks `device_step` against `ring_schedule` entry by
 entry.
@@ -9,7 +9,7 @@ entry.
 The clock is a ring run's timeline in milliseconds, one of:
 - measured: the CUDA events on each device's compute and communication streams
   (`RingMeasurement.timeline`), one row per device;
-- model: gpu/ring_model.py's prediction, the same for every device: step s computes c_s and
+- model: gpu/ring/model.py's prediction, the same for every device: step s computes c_s and
   sends x, both starting when step s − 1 ended (the first step computes the causal diagonal);
 - schedule: equal steps, no time units (while the model is still being computed).
 A pass of the ring plays in `pass_seconds` of wall time at 1×.
@@ -27,8 +27,8 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from gpu.config import AttentionConfig
-from gpu.ring_model import RingPrediction
-from gpu.ring_schedule import (
+from gpu.ring.model import RingPrediction
+from gpu.ring.schedule import (
     ChunkPair,
     DeviceStep,
     check_devices,
@@ -38,7 +38,7 @@ from gpu.ring_schedule import (
     kv_block_bytes,
     pair_kind,
 )
-from gpu.ring_timeline import COMM, COMPUTE, RingMeasurement
+from gpu.ring.timeline import COMM, COMPUTE, RingMeasurement
 
 #: Up to this many devices every one is drawn; beyond, the ring is summarised.
 FULL_RING_MAX = 16

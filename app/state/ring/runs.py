@@ -17,10 +17,10 @@ from pathlib import Path
 
 from gpu.algorithms import ALGORITHMS, RING, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
 from gpu.config import AttentionConfig
-from gpu.recording import Recording
+from gpu.files.recording import Recording
 from gpu.results import RunResult
-from gpu.ring_model import MeasuredThroughput, Throughput
-from gpu.ring_timeline import RingMeasurement
+from gpu.ring.model import MeasuredThroughput, Throughput
+from gpu.ring.timeline import RingMeasurement
 
 from ..family import cache_config, family, family_of
 from ..recorded_run import RECORDED_DIR

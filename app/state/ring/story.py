@@ -4,9 +4,9 @@ device. Plain strings from plain data, so tests read them without Qt."""
 from __future__ import annotations
 
 from gpu.config import AttentionConfig
-from gpu.ring_model import RingPrediction
-from gpu.ring_schedule import DIAGONAL, FULL, SKIPPED, ZIGZAG, chunk_count, layout_for
-from gpu.ring_timeline import RingMeasurement
+from gpu.ring.model import RingPrediction
+from gpu.ring.schedule import DIAGONAL, FULL, SKIPPED, ZIGZAG, chunk_count, layout_for
+from gpu.ring.timeline import RingMeasurement
 
 from ..units import fmt_bytes, fmt_int, fmt_ms
 from .playback import MEASURED_CLOCK, MODEL_CLOCK, RingClock, RingFrame
