@@ -166,7 +166,7 @@ def _formatters_defined_outside_units() -> list[str]:
     N the way gpu/units.py does (their names give them away)."""
     found = []
     suspects = ("fmt_bytes", "fmt_ms", "fmt_s", "fmt_seconds", "short_n", "fmt_ns", "compact")
-    suspects += ("fmt_duration", "fmt_flops", "fmt_rate")
+    suspects += ("fmt_duration", "fmt_flops", "fmt_rate", "gb", "mb")
     files = [ROOT / "main.py", *(ROOT / "app").rglob("*.py"), *(ROOT / "gpu").rglob("*.py")]
     for path in files:
         if path.name == "units.py":
