@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import psutil
 import pytest
 
@@ -279,3 +280,49 @@ print(out)
                 p.kill()
     assert proc.returncode == 0
     assert stdout.strip() == "['stopped']"
+
+
+_VIDEO_EXPORT = """
+import os, signal, sys
+import numpy as np
+sys.path.insert(0, {root!r})
+from app.export.animation_writers import open_writer
+from gpu.files.fileio import new_partial_file
+tmp = new_partial_file({target!r}, ".mp4")
+writer = open_writer(".mp4", tmp, (64, 48), 10.0)
+for i in range(20):
+    writer.append(np.full((48, 64, 3), i * 10, dtype=np.uint8))
+print(writer._process.pid, tmp, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_sigkill_during_a_video_export_ends_the_encoder_and_the_next_export_clears_its_file(
+    tmp_path,
+):
+    pytest.importorskip("imageio_ffmpeg")
+    from app.export.animation_writers import open_writer
+    from gpu.files.fileio import commit_partial_file, new_partial_file
+
+    target = tmp_path / "tiles.mp4"
+    script = _VIDEO_EXPORT.format(root=str(ROOT), target=str(target))
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    pid_text, tmp = proc.stdout.readline().split()
+    encoder = psutil.Process(int(pid_text))
+    assert proc.wait(30) == -signal.SIGKILL
+    deadline = time.monotonic() + DEADLINE_S
+    while _alive([encoder]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = _alive([encoder])
+    for p in left:
+        p.kill()
+    assert not left, "the video encoder outlived the app"
+    assert Path(tmp).exists() and not target.exists()  # a SIGKILL can clean nothing up ...
+    again = new_partial_file(target, ".mp4")  # ... the next export of the same file does
+    assert not Path(tmp).exists()
+    writer = open_writer(".mp4", again, (64, 48), 10.0)
+    writer.append(np.zeros((48, 64, 3), dtype=np.uint8))
+    writer.close()
+    commit_partial_file(again, target)
+    assert target.stat().st_size > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiles.mp4"]

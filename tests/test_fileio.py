@@ -161,6 +161,38 @@ _WRITER = textwrap.dedent(
 )
 
 
+def _writer_holding_a_partial_file(tmp_path: Path, target: Path) -> tuple[subprocess.Popen, Path]:
+    script = _WRITER.format(root=str(ROOT), target=str(target))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=tmp_path
+    )
+    return proc, Path(proc.stdout.readline().strip())
+
+
+def test_a_sigkilled_writers_partial_file_goes_with_the_next_write_of_its_target(tmp_path):
+    target = tmp_path / "out.json"
+    proc, tmp = _writer_holding_a_partial_file(tmp_path, target)
+    assert f".out.json.{proc.pid}." in tmp.name  # tagged with its writer's pid
+    proc.send_signal(signal.SIGKILL)  # nothing in the writer can clean up
+    proc.wait(timeout=30)
+    assert tmp.exists()
+    atomic_write_bytes(target, b"{}")
+    assert target.read_bytes() == b"{}" and _leftovers(tmp_path) == []
+
+
+def test_a_living_writers_partial_file_is_left_alone(tmp_path):
+    target = tmp_path / "out.json"
+    proc, tmp = _writer_holding_a_partial_file(tmp_path, target)
+    try:
+        atomic_write_bytes(target, b"{}")
+        assert tmp.exists()  # another process is still writing it
+        assert fileio.remove_leftovers(target) == []
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    assert fileio.remove_leftovers(target) == [str(tmp)]
+
+
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_during_a_write_leaves_no_partial_file(tmp_path, signum, status):
     script = _WRITER.format(root=str(ROOT), target=str(tmp_path / "out.json"))

@@ -1,15 +1,17 @@
 """Files in and out: atomic writes that never leave half a file, and one safe way to read.
 
-Writing (recordings, sessions, traces, exports): the bytes go to a temporary ``.NAME.*.part``
+Writing (recordings, sessions, traces, exports): the bytes go to a temporary ``.NAME.<pid>.*.part``
 file in the target's own folder, are flushed and fsync'ed, then renamed over the target with
 `os.replace`, so a reader sees the old file or the new one, never a mix. A target that exists is
-replaced only when asked (`overwrite=True`); a symlink keeps being a link (its target is
-written), and a replaced file keeps its permission bits (a 0600 file stays 0600). Any failure
-removes the temporary file and raises `FileWriteError` naming the file and the cause.
+replaced only when asked (`overwrite=True`); a symlink keeps being a link (its target is written),
+and a replaced file keeps its permission bits (a 0600 file stays 0600). Any failure removes the
+temporary file and raises `FileWriteError` naming the file and the cause.
 
 Temporary files in flight are registered, so `remove_partial_files_on_signals()` (the CLI calls
 it; the app may too) can delete them when SIGTERM or SIGINT arrives or the process exits, before
-the default action runs.
+the default action runs. A process killed outright (SIGKILL, the OOM killer, a power cut)
+cannot; its temporary files carry its pid, so the next write of the same target removes the
+ones whose process is gone.
 
 Reading (recordings, sessions, traces, anything a user points the program at): only regular
 files (a FIFO would block forever, /dev/zero would fill memory), at most `MAX_READ_BYTES`, and
@@ -246,11 +248,16 @@ def _name_max(folder: Path) -> int:
         return 255
 
 
+def _partial_prefix(target: Path, pid: int | None = None) -> str:
+    """The temporary files' prefix for `target`, tagged with the writing process's pid."""
+    return f".{target.name}.{os.getpid() if pid is None else pid}."
+
+
 def check_name(target: Path, suffix: str = "") -> None:
     """FileWriteError when `target`'s name is too long for its folder once the temporary file
-    beside it adds its own characters (".<name>.XXXXXXXX.part<suffix>")."""
+    beside it adds its own characters (".<name>.<pid>.XXXXXXXX.part<suffix>")."""
     folder = target.parent if str(target.parent) else Path(".")
-    extra = len(f"..XXXXXXXX{_PART_SUFFIX}{suffix}".encode())
+    extra = len(f"{_partial_prefix(Path(''))}XXXXXXXX{_PART_SUFFIX}{suffix}".encode())
     longest = _name_max(folder) - extra
     size = len(os.fsencode(target.name))
     if size > longest:
@@ -298,9 +305,10 @@ def new_partial_file(target: str | os.PathLike[str], suffix: str = "") -> str:
     target = Path(target)
     folder = target.parent if str(target.parent) else Path(".")
     check_name(target, suffix)
+    remove_leftovers(target)
     try:
         fd, tmp = tempfile.mkstemp(
-            prefix=f".{target.name}.", suffix=_PART_SUFFIX + suffix, dir=folder
+            prefix=_partial_prefix(target), suffix=_PART_SUFFIX + suffix, dir=folder
         )
     except OSError as exc:
         raise FileWriteError(f"cannot write in {folder}: {exc.strerror or exc}") from exc
@@ -308,6 +316,42 @@ def new_partial_file(target: str | os.PathLike[str], suffix: str = "") -> str:
     with _in_flight_lock:
         _in_flight.add(tmp)
     return tmp
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists but is not ours (EPERM): alive
+        return True
+    return True
+
+
+def remove_leftovers(target: str | os.PathLike[str]) -> list[str]:
+    """Remove the temporary files of `target` that a process killed outright left beside it:
+    those whose pid names no living process (a living one may still be writing its own).
+    Returns their paths. Never raises: a file that cannot be removed stays."""
+    target = Path(target)
+    folder = target.parent if str(target.parent) else Path(".")
+    head = f".{target.name}."
+    removed = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return removed
+    for name in names:
+        if not name.startswith(head) or _PART_SUFFIX not in name:
+            continue
+        pid_text = name[len(head) :].split(".", 1)[0]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid() or _pid_alive(int(pid_text)):
+            continue
+        path = os.path.join(folder, name)
+        with contextlib.suppress(OSError):
+            if stat.S_ISREG(os.lstat(path).st_mode):
+                os.unlink(path)
+                removed.append(path)
+    return removed
 
 
 def discard_partial_file(tmp: str) -> None:
