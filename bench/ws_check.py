@@ -3,7 +3,7 @@
 Stages, each in its own subprocess with a timeout, so a compile error is a log line and a
 deadlocked variant costs its timeout, never the whole call:
 
-  1. compile  every variant (gpu.flash_ws.all_variants) × causal × fp16/bf16 with NVRTC, in
+  1. compile  every variant (gpu.launch.flash_ws.all_variants) × causal × fp16/bf16 with NVRTC, in
               parallel processes; failures print NVRTC's log
   2. correct  one process per variant: NaN-poisoned outputs vs the fp32 reference, O, m and l
               (defaults: fp16/bf16 × N ∈ {1, 17, 113, 128, 1000, 1023, 4096} × causal or not,
@@ -15,12 +15,12 @@ deadlocked variant costs its timeout, never the whole call:
   4. trace    one trace-build launch of the d=128 default (raw rows as .npy, for the recorder)
   5. summary  a compact table (printed last) and JSON under --out
 
-With --candidates, only the defaults, gpu.flash_ws.BASELINES and gpu.flash_ws.CANDIDATES are
-compiled and checked, and stage 3 times them instead, interleaved with SDPA cuDNN, at
-N = 1024, 4096, 16384 (FA3 shapes, fp16, causal and not, d 64, 128 and 256): --passes sweeps
-over the variants in alternating order, the median of the passes reported. The summary then has
-one table per shape (best first, against cuDNN and the current default) and, per head dim, the
-variant to paste into gpu.algorithms.WS_DEFAULTS.
+With --candidates, only the defaults, gpu.launch.flash_ws.BASELINES and
+gpu.launch.flash_ws.CANDIDATES are compiled and checked, and stage 3 times them instead,
+interleaved with SDPA cuDNN, at N = 1024, 4096, 16384 (FA3 shapes, fp16, causal and not, d 64, 128
+and 256): --passes sweeps over the variants in alternating order, the median of the passes
+reported. The summary then has one table per shape (best first, against cuDNN and the current
+default) and, per head dim, the variant to paste into gpu.algorithms.WS_DEFAULTS.
 
 With --sustained, the defaults (and any --variants) are checked, then timed after --warm
 seconds (30) of continuous device work, when clocks have settled where a user's long run keeps
@@ -818,7 +818,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--candidates",
         action="store_true",
-        help="check and time the defaults and gpu.flash_ws.CANDIDATES only (table per shape)",
+        help="check and time the defaults and gpu.launch.flash_ws.CANDIDATES only (a table a "
+        "shape)",
     )
     p.add_argument("--passes", type=int, default=3, help="--candidates: sweeps per shape")
     p.add_argument(

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.plotting.plot_kit import MetricPlot
+from app.plotting.metric_plot import MetricPlot
 from app.window.elided_label import ElidedLabel
 
 

@@ -11,8 +11,9 @@ import pytest
 from app.state.animation.blockdetail import block_detail, detail_from_steps
 from app.state.animation.chip import SMEM, chip_layout
 from app.state.animation.kernel_source import KERNEL_DIR, SOURCE_FILES, parse_step_tags
+from app.state.animation.lane import cost_model_seconds, sram_slots
 from app.state.animation.online_softmax import online_softmax_trace, toy_trace
-from app.state.animation.player import Player, cost_model_seconds, sram_slots
+from app.state.animation.player import Player
 from app.state.animation.warp_roles import ws_launch
 from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WS
 from gpu.config import AttentionConfig

@@ -12,7 +12,8 @@ import pytest
 
 from app.state.animation.chip import REGISTERS, SMEM, chip_layout
 from app.state.animation.clock import MEASURED, MODELED, clock_for
-from app.state.animation.player import Player, build_lanes
+from app.state.animation.lane import build_lanes
+from app.state.animation.player import Player
 from app.state.animation.warp_roles import (
     GEMM,
     PV,

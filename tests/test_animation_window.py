@@ -13,7 +13,7 @@ from PySide6.QtCore import QPointF, QSize, Qt
 from PySide6.QtGui import QColor
 from PySide6.QtTest import QTest
 
-from app.animation.canvas_layout import layout_problems
+from app.animation.canvas_checks import layout_problems
 from app.animation.widget import FUSED
 from gpu.algorithms import NAIVE, TILED, TILED_WS
 from gpu.config import AttentionConfig
@@ -237,7 +237,7 @@ def test_switching_to_the_tiles_tab_gives_the_canvas_the_step_keys(make_window, 
 
 
 def test_a_recorded_h200_run_puts_the_measured_times_on_the_lanes(make_window, qtbot):
-    from app.state.animation.player import cost_model_seconds
+    from app.state.animation.lane import cost_model_seconds
 
     window = make_window(seq_len=4096)
     anim = _tiles(window, qtbot)

@@ -8,9 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.measure.explain import ExplainInputs, explain_html, s_formula
+from app.measure.explain import explain_html, s_formula
 from app.state.family import cache_config
 from app.state.model.cost_model_backend import CostModelBackend
+from app.state.point_inputs import PointInputs
 from app.state.recorded_run import NotRecorded, RecordedBackend
 from app.state.result_store import ResultStore
 from app.state.seq_scale import SEQ_MAX, SEQ_MIN, default_scale, nearest_index, powers_of_two_up_to
@@ -141,7 +142,7 @@ def test_explain_states_the_lessons_numbers_for_32k_tokens():
     config = AttentionConfig(seq_len=32768, heads=12, head_dim=64, dtype="fp16")
     rtx = GPUS["RTX 4090 24 GB"]
     html = explain_html(
-        ExplainInputs(config, (NAIVE, TILED), rtx, rtx.name, rtx.memory_bytes, "an RTX 4090")
+        PointInputs(config, (NAIVE, TILED), rtx, rtx.name, rtx.memory_bytes, "an RTX 4090")
     )
     assert s_formula(config) == "12 × 32\u2009768² × 2 B"
     assert "25.8 GB" in html

@@ -13,9 +13,10 @@ from profiled_results import NCU, profiled_result, write_profiled
 from PySide6.QtCore import QEvent, QObject, QPointF, Qt
 from PySide6.QtWidgets import QApplication, QWidget
 
-from app.measure.explain import ExplainInputs, ExplainPane, explain_html
+from app.measure.explain import ExplainPane, explain_html
 from app.state.app_state import AppState
 from app.state.model.cost_model_backend import CostModelBackend
+from app.state.point_inputs import PointInputs
 from app.window.plain_text import shown_text
 from gpu.algorithms import NAIVE, TILED, TILED_MMA
 from gpu.backends.backend import RunOptions
@@ -246,12 +247,12 @@ def test_explain_gives_the_measured_naive_to_tiled_ratio_beside_the_models(qtbot
 def test_explain_names_useful_and_executed_flops_under_the_causal_mask(qtbot):
     config = AttentionConfig(seq_len=4096, causal=True)
     html = explain_html(
-        ExplainInputs(config, (NAIVE, TILED), H200, H200.label, H200.memory_bytes, "an H200")
+        PointInputs(config, (NAIVE, TILED), H200, H200.label, H200.memory_bytes, "an H200")
     )
     assert "Useful FLOPs" in html and "execute more" in html
     assert "useful FLOP/B (executed " in html
     plain = explain_html(
-        ExplainInputs(config.with_(causal=False), (NAIVE, TILED), H200, H200.label, None, "")
+        PointInputs(config.with_(causal=False), (NAIVE, TILED), H200, H200.label, None, "")
     )
     assert "useful FLOP/B" in plain and "(executed " not in plain  # one where they agree
 

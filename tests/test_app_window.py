@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QDialog, QSlider
 
 from app.state.model.cost_model_backend import CostModelBackend
-from app.window.main_window import NO_CUDA_MESSAGE
+from app.window.backend_control import NO_CUDA_MESSAGE
 from gpu.algorithms import NAIVE, TILED
 from gpu.backends.backend import BackendUnavailable
 from gpu.backends.cpu_backend import CpuBackend

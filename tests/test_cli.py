@@ -9,11 +9,16 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
+import gpu.cli.bench
 import main
+from gpu.cli.arguments import size_bytes
+from gpu.cli.bench import DEFAULT_SEQ
+from gpu.cli.parser import build_parser
 from gpu.files.recording import load_recording
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -210,12 +215,12 @@ def test_a_budget_that_is_not_a_whole_finite_size_exits_2(capsys, no_runs, budge
 
 
 def test_budget_sizes_in_every_unit():
-    assert main._bytes("24GB") == 24 * 10**9
-    assert main._bytes("512MiB") == 512 * 2**20
-    assert main._bytes("1.5 KiB") == 1536
-    assert main._bytes("1e9") == 10**9
-    assert main._bytes("2B") == 2
-    assert main._bytes("9223372036854775807") == 2**63 - 1  # exact, not rounded to 2^63
+    assert size_bytes("24GB") == 24 * 10**9
+    assert size_bytes("512MiB") == 512 * 2**20
+    assert size_bytes("1.5 KiB") == 1536
+    assert size_bytes("1e9") == 10**9
+    assert size_bytes("2B") == 2
+    assert size_bytes("9223372036854775807") == 2**63 - 1  # exact, not rounded to 2^63
 
 
 @pytest.mark.parametrize(
@@ -267,7 +272,7 @@ def test_when_the_final_write_fails_the_results_are_kept_in_a_named_file(
     monkeypatch.setattr(recording, "atomic_write_text", full_disk)
     keep = tmp_path / "kept"
     keep.mkdir()
-    monkeypatch.setattr(main.tempfile, "gettempdir", lambda: str(keep))
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(keep))
     assert main.main([*BENCH_SMALL, "--out", str(out)]) == 1
     err = _one_line_error(capsys)
     assert "No space left on device" in err and "the results were kept in" in err
@@ -311,7 +316,7 @@ def test_an_unexpected_error_is_one_line_with_a_hint(capsys, monkeypatch):
     def boom(name):
         raise RuntimeError("the unexpected\nsecond line")
 
-    monkeypatch.setattr(main, "create_backend", boom)
+    monkeypatch.setattr(gpu.cli.bench, "create_backend", boom)
     monkeypatch.delenv("TILESCOPE_DEBUG", raising=False)
     assert main.main(BENCH_SMALL) == 1
     err = _one_line_error(capsys)
@@ -347,7 +352,7 @@ def test_the_cpu_runs_smaller_sequences_by_default(monkeypatch, capsys):
 
     monkeypatch.setattr(CpuBackend, "run", run)
     assert main.main(["bench", "--backend", "cpu", "--repeats", "1", "--algo", "tiled"]) == 0
-    assert seen == main.DEFAULT_SEQ["cpu"] == [256, 512, 1024]
+    assert seen == DEFAULT_SEQ["cpu"] == [256, 512, 1024]
 
 
 def test_progress_goes_to_a_terminal_on_stderr_only(monkeypatch, capsys):
@@ -366,11 +371,11 @@ def test_progress_goes_to_a_terminal_on_stderr_only(monkeypatch, capsys):
 
 
 def test_help_states_the_limits_on_files_and_traces():
-    text = main.build_parser()._subparsers._group_actions[0].choices["bench"].format_help()
+    text = build_parser()._subparsers._group_actions[0].choices["bench"].format_help()
     flat = " ".join(text.split())
     assert "256 MiB" in flat and "1024 SMs" in flat and "1,048,576 blocks" in flat
     assert "256,512,1024 on cpu" in flat
-    assert "256 MiB" in " ".join(main.build_parser().format_help().split())
+    assert "256 MiB" in " ".join(build_parser().format_help().split())
 
 
 # --------------------------------------------------------------------------------------------

@@ -289,12 +289,12 @@ def test_one_unit_system_decimal_gb_for_the_same_device():
 
 
 def _recorded_inputs(algos=(NAIVE, TILED_MMA, "tiled_ws")):
-    from app.measure.explain import ExplainInputs
+    from app.state.point_inputs import PointInputs
 
     results = at(N)
     config = results[NAIVE].config
     gpu = roofline.device_gpu(sweep().device, results.values())
-    return ExplainInputs(
+    return PointInputs(
         config, algos, gpu, gpu.label, 150_109_880_320, "this H200",
         tuple((a, results[a]) for a in algos),
     )  # fmt: skip

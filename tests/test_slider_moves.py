@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QObject
 
-from app.plotting.plot_kit import MetricPlot
+from app.plotting.metric_plot import MetricPlot
 from app.state.runs import Job, RunOutcome
 from gpu.algorithms import NAIVE
 

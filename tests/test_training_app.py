@@ -127,13 +127,14 @@ def test_a_recorded_training_sweep_replays_each_pass(qtbot, make_window, tmp_pat
 def test_explain_gives_a_verdict_for_every_backward_kernel_and_the_wall_for_l_layers(qtbot):
     from PySide6.QtWidgets import QTextBrowser
 
-    from app.measure.explain import ExplainInputs, explain_html
+    from app.measure.explain import explain_html
+    from app.state.point_inputs import PointInputs
     from gpu.model.costmodel import DEFAULT_GPU, GPUS
     from gpu.model.layer_stack import training_wall_seq_len
 
     cfg = AttentionConfig(seq_len=8192, pass_=STEP)
     budget = 80 * 10**9
-    inp = ExplainInputs(
+    inp = PointInputs(
         cfg, (NAIVE, TILED, "tiled_mma"), GPUS[DEFAULT_GPU], "H200", budget, "an H100", layers=12
     )
     doc = QTextBrowser()
@@ -185,7 +186,8 @@ def test_the_explain_pane_labels_each_training_figure_measured_or_model():
     import re
     from pathlib import Path
 
-    from app.measure.explain import ExplainInputs, explain_html
+    from app.measure.explain import explain_html
+    from app.state.point_inputs import PointInputs
     from app.state.training_figures import training_figures
     from app.state.units import fmt_bytes
     from gpu.files.recording import load_recording
@@ -198,7 +200,7 @@ def test_the_explain_pane_labels_each_training_figure_measured_or_model():
         if r.config.seq_len == 8192 and r.config.head_dim == 64 and not r.config.causal
     }
     cfg = results[NAIVE].config
-    inp = ExplainInputs(
+    inp = PointInputs(
         cfg, (NAIVE, "tiled_mma"), GPUS[DEFAULT_GPU], "H200", 141 * 10**9, "an H200",
         tuple(results.items()), layers=32,
     )  # fmt: skip

@@ -123,6 +123,25 @@ def test_rates_flops_and_intensities():
     assert fmt_int(32768) == "32\u2009768"
 
 
+def test_an_estimate_keeps_two_figures_from_seconds_to_hours():
+    # what `bench` and the window's runner both say before a long run
+    assert fmt_seconds(30.2, digits=2) == "30 s" and fmt_seconds(45.6, digits=2) == "46 s"
+    assert fmt_seconds(130, digits=2) == "2.2 min" and fmt_seconds(7.3 * 3600, digits=2) == "7.3 h"
+    assert fmt_seconds(59.97, digits=2) == "1.0 min"  # never "60 s"
+
+
+def test_the_command_line_prints_flop_counts_in_units_never_in_exponents(capsys):
+    import main
+
+    # a training step of Llama-7B's shape at N = 4096: 12·h·N²·d = 12·32·4096²·128 FLOPs,
+    # the backward's 8·h·N²·d of them useful and the fused kernel's recompute 2·h·N²·d
+    assert main.main(["model", "--seq", "4096", "--pass", "step", "--preset", "llama-7b"]) == 0
+    out = capsys.readouterr().out
+    assert "FLOPs: 825 GFLOP" in out
+    assert "backward 550 GFLOP useful, recompute 137 GFLOP" in out
+    assert "e+" not in out
+
+
 def test_sequence_lengths_take_k_only_for_whole_multiples_of_1024():
     assert short_n(131072) == "128k" and short_n(1000) == "1000" and short_n(512) == "512"
 
@@ -147,6 +166,7 @@ def _formatters_defined_outside_units() -> list[str]:
     N the way gpu/units.py does (their names give them away)."""
     found = []
     suspects = ("fmt_bytes", "fmt_ms", "fmt_s", "fmt_seconds", "short_n", "fmt_ns", "compact")
+    suspects += ("fmt_duration", "fmt_flops", "fmt_rate", "gb", "mb")
     files = [ROOT / "main.py", *(ROOT / "app").rglob("*.py"), *(ROOT / "gpu").rglob("*.py")]
     for path in files:
         if path.name == "units.py":

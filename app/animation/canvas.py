@@ -1,12 +1,12 @@
 """QPainter drawing of the lanes: HBM tile grids to scale, one SM's SRAM (and register file), the
 link, counters, and the warp-specialized kernel's roles.
 
-Where everything goes comes from the layout model (canvas_layout.py), computed once per
-(size, scene): texts never overlap and quantities are never cut, at any size from a 1280×800
-window up. Everything that does not move (panels, matrix outlines, tile grids, static labels) is
-painted once into a background pixmap; a frame then draws a few dozen rectangles and lines plus
-its own texts, whatever N is. `render_to` paints the same picture into any QPainter at any size
-(exports of the canvas alone).
+Where everything goes comes from the layout model (canvas_layout.py, made of the canvas_*.py
+parts), computed once per (size, scene): texts never overlap and quantities are never cut, at
+any size from a 1280×800 window up. Everything that does not move (panels, matrix outlines, tile
+grids, static labels) is painted once into a background pixmap; a frame then draws a few dozen
+rectangles and lines plus its own texts, whatever N is. `render_to` paints the same picture into
+any QPainter at any size (exports of the canvas alone).
 """
 
 from __future__ import annotations
@@ -28,26 +28,13 @@ from gpu.model.costmodel import GpuSpec
 from gpu.model.schedule import READ, WRITE
 
 from ..state.animation.chip import REGISTERS, SMEM, explain_layout
-from ..state.animation.player import KERNEL_TITLES, LaneFrame, SlotState
+from ..state.animation.kernel_steps import KERNEL_TITLES
+from ..state.animation.snapshots import LaneFrame, SlotState
 from ..state.animation.warp_roles import GEMM, ISSUE, PV, RoleTimeline, ws_launch
-from .canvas_layout import (
-    CENTER,
-    LEFT,
-    REGISTER_FILE_BYTES,
-    RIGHT,
-    CanvasLayout,
-    Fonts,
-    LaneGeo,
-    LaneScene,
-    LegendEntry,
-    Scene,
-    TextItem,
-    fit_legend,
-    lay_out,
-    legend_entries,
-    legend_text,
-    place,
-)
+from .canvas_geometry import REGISTER_FILE_BYTES, CanvasLayout, LaneGeo, LaneScene, Scene
+from .canvas_layout import lay_out
+from .canvas_sram import LegendEntry, fit_legend, legend_entries, legend_text
+from .canvas_text import CENTER, LEFT, RIGHT, Fonts, TextItem, place
 from .colors import DARK, AnimColors
 
 GRID_MIN_PX = 4.0

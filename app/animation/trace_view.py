@@ -51,7 +51,7 @@ from gpu.profiling.trace import (
     layout,
 )
 
-from ..state.animation.player import Lane, build_lanes
+from ..state.animation.lane import Lane, build_lanes
 from ..state.animation.warp_roles import (
     EPILOGUE,
     GEMM,

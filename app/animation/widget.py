@@ -41,21 +41,16 @@ from gpu.model.costmodel import DEFAULT_GPU, GPUS, GpuSpec
 from gpu.results import RunResult
 
 from ..state.animation.clock import LaneClock, clock_for
-from ..state.animation.player import (
-    DEFAULT_DURATION_S,
-    Counters,
-    Lane,
-    LaneFrame,
-    Player,
-    build_lanes,
-)
+from ..state.animation.lane import Lane, build_lanes
+from ..state.animation.player import DEFAULT_DURATION_S, Player
+from ..state.animation.snapshots import Counters, LaneFrame
 from ..state.current_point import point_for
 from ..state.units import fmt_seconds
 from ..window.plain_text import PlainLabel, tooltip
 from ..work.background import LatestOnly
 from ..work.pacing import LANES_MS, SOURCE_MS, coalesced
 from .canvas import TileCanvas, scene_for
-from .canvas_layout import layout_problems
+from .canvas_checks import layout_problems
 from .colors import DARK, AnimColors, colors_for
 from .softmax_panel import OnlineSoftmaxPanel
 from .source_panel import SourcePanel

@@ -7,176 +7,45 @@ Widgets bound their own ranges, and what a range cannot express (an unsupported 
 backend, say) arrives as a ConfigError: its message is shown inline next to the field it names,
 never as a dialog or a crash. Typed text a number field cannot take (out of its range, say) is
 not put back silently either: the field keeps its value and says why, inline. Nothing here runs
-anything: starting a backend is asked for with `backendWanted`.
-"""
+anything: starting a backend is asked for with `backendWanted`."""
 
 from __future__ import annotations
 
-import bisect
 import contextlib
-import re
 
-from PySide6.QtCore import QSettings, Qt, Signal
-from PySide6.QtGui import QValidator
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QCheckBox,
-    QComboBox,
     QDoubleSpinBox,
-    QFormLayout,
-    QGroupBox,
-    QHBoxLayout,
     QLabel,
-    QSlider,
-    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
 
 from gpu.algorithms import ALGORITHMS
 from gpu.config import (
-    BATCH_MAX,
-    BATCH_MIN,
-    DTYPE_BYTES,
-    HEAD_DIM_MAX,
-    HEAD_DIM_MIN,
-    HEADS_MAX,
-    HEADS_MIN,
-    PASS_LABELS,
-    TILE_CHOICES,
     AttentionConfig,
     ConfigError,
 )
 from gpu.model.costmodel import GPUS
-from gpu.model.layer_stack import LAYERS_MAX, LAYERS_MIN
 
 from ..state.app_state import AppState, Change
 from ..state.budget import (
     BUDGET_PRESETS,
-    CUSTOM_GB_RANGE,
     CUSTOM_PRESET,
     DEVICE_PRESET,
     Budget,
 )
-from ..state.ring.devices import parse_devices
-from ..state.seq_scale import SEQ_MAX, SEQ_MIN, default_scale, nearest_index
+from ..state.seq_scale import SEQ_MAX, SEQ_MIN, nearest_index
 from ..state.units import fmt_bytes, fmt_int, short_n
-from ..window import settings
-from ..window.plain_text import PlainLabel, tooltip
+from ..window.plain_text import tooltip
 from ..window.state_signal import StateSignal
-from .devices import DevicesControl
-
-BACKEND_CHOICES = (
-    ("auto", "auto", "CUDA when CuPy sees a GPU, otherwise the NumPy CPU backend."),
-    ("cuda", "cuda (CuPy)", "Real CUDA kernels through CuPy: cuBLAS + softmax, our fused kernels."),
-    ("cpu", "cpu (NumPy)", "The same algorithms, exact, in NumPy on the CPU: slow, everywhere."),
-    ("recorded", "recorded run", "Results measured earlier (main.py bench --out), from a file."),
-)
-
-#: Every algorithm the engine knows, in its order; a backend enables those it can run.
-ALGORITHM_ORDER = tuple(ALGORITHMS)
-
-#: Config fields that have a widget (and an inline error label); "pass" is the config's pass_.
-CONFIG_FIELDS = (
-    "seq_len", "heads", "head_dim", "batch", "dtype", "causal", "block_m", "block_n", "pass",
-)  # fmt: skip
-
-#: The Pass control's entries: (config pass, text, tooltip). A backward alone comes from a file
-#: or the command line; the control offers it too, so such a config is shown as it is.
-PASS_CHOICES = (
-    (
-        "forward",
-        PASS_LABELS["forward"],
-        "Inference: O = softmax(QKᵀ/√d)V. Naive writes S and P to memory; the fused kernels "
-        "keep them on chip.",
-    ),
-    (
-        "step",
-        PASS_LABELS["step"],
-        "Training: the forward, then the backward for dQ, dK, dV, each kernel timed. Naive keeps "
-        "P (B·h·N² per layer) for its backward and materializes dP and dS; FlashAttention keeps "
-        "O and its row statistics and recomputes S and P tile by tile.",
-    ),
-    (
-        "backward",
-        "backward only",
-        "The backward kernels alone, after an untimed forward that saves what they need.",
-    ),
-)
+from .choices import ALGORITHM_ORDER, BACKEND_CHOICES, CONFIG_FIELDS
+from .control_groups import ControlGroups
+from .panel_settings import PanelSettings
+from .spin_boxes import ValidatedDoubleSpinBox, ValidatedSpinBox
 
 
-_NUMBER_LIKE = re.compile(r"[+-]?\d*(?:[.,]\d*)?(?:[eE][+-]?\d*)?")
-
-
-def _bare_text(box: QSpinBox | QDoubleSpinBox, text: str) -> str:
-    return text.removeprefix(box.prefix()).removesuffix(box.suffix()).strip()
-
-
-def _number_like(box: QSpinBox | QDoubleSpinBox, text: str, result: object) -> object:
-    """Let out-of-range numbers be typed (Qt would drop the keystroke without a word), so that
-    Enter can say why they are refused; letters are still refused as they are typed."""
-    state = result[0] if isinstance(result, tuple) else result
-    if state == QValidator.State.Invalid and _NUMBER_LIKE.fullmatch(_bare_text(box, text)):
-        return (QValidator.State.Intermediate, text, result[2] if isinstance(result, tuple) else 0)
-    return result
-
-
-def _report_refusal(box: ValidatedSpinBox | ValidatedDoubleSpinBox, text: str, fixed: str) -> None:
-    """Qt keeps the old value unless its own fix-up (dropping group separators, say) turned
-    `text` into an acceptable value: only a refusal is reported."""
-    if fixed != text and box.validate(fixed, len(fixed))[0] == QValidator.State.Acceptable:
-        return
-    box.rejections += 1
-    box.rejected.emit(_bare_text(box, text))
-
-
-class _ReportsRefusals:
-    """Validation shared by the spin boxes below (mixed in before the Qt class): typed text that
-    is not a number of this field is Invalid, and a refusal is reported, not silently undone."""
-
-    rejections = 0  # edits refused since the last accepted one (set per box once refused)
-
-    def validate(self, text: str, pos: int) -> object:
-        return _number_like(self, text, super().validate(text, pos))
-
-    def fixup(self, text: str) -> str:
-        fixed = super().fixup(text)
-        _report_refusal(self, text, fixed)
-        return fixed
-
-
-class ValidatedSpinBox(_ReportsRefusals, QSpinBox):
-    """A spin box that reports typed text it cannot take instead of silently restoring the old
-    value: `rejected(text)` fires when Enter or leaving the field finds such text."""
-
-    rejected = Signal(str)
-
-
-class ValidatedDoubleSpinBox(_ReportsRefusals, QDoubleSpinBox):
-    """ValidatedSpinBox for decimals (the custom memory budget)."""
-
-    rejected = Signal(str)
-
-
-class SeqLenSpinBox(ValidatedSpinBox):
-    """Exact N; the arrows step along the slider's scale instead of by 1."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.scale: tuple[int, ...] = default_scale()
-        self.snap = False  # a recorded run: only its N values are allowed
-
-    def stepBy(self, steps: int) -> None:
-        n, scale = self.value(), self.scale
-        if steps > 0:
-            i = bisect.bisect_right(scale, n) + steps - 1
-        elif steps < 0:
-            i = bisect.bisect_left(scale, n) + steps
-        else:
-            return
-        self.setValue(scale[max(0, min(len(scale) - 1, i))])
-
-
-class ControlsPanel(QWidget):
+class ControlsPanel(ControlGroups, PanelSettings, QWidget):
     """Every input of a run; writes to `state` and shows it (see the module docstring)."""
 
     backendWanted = Signal(str)  # the user picked another backend ("auto", "cuda", "cpu", ...)
@@ -204,262 +73,6 @@ class ControlsPanel(QWidget):
         self.on_state(Change.initial(self.state.value))
 
     # ------------------------------------------------------------------ construction
-
-    def _error_label(self, field: str) -> QLabel:
-        label = PlainLabel()
-        label.setObjectName("fieldError")
-        label.setProperty("role", "error")
-        label.setWordWrap(True)
-        label.setVisible(False)
-        self._errors[field] = label
-        return label
-
-    def _build_seq_group(self) -> QGroupBox:
-        box = QGroupBox("Sequence length N")
-        v = QVBoxLayout(box)
-        row = QHBoxLayout()
-        self.seq_value = PlainLabel()
-        self.seq_value.setObjectName("seqLenValue")
-        self.seq_value.setToolTip("The sequence length of this run: N tokens of Q, K and V.")
-        row.addWidget(self.seq_value, 1)
-        self.seq_spin = SeqLenSpinBox()
-        self.seq_spin.setObjectName("seqLenSpin")
-        self.seq_spin.setRange(SEQ_MIN, SEQ_MAX)
-        self.seq_spin.setKeyboardTracking(False)
-        self.seq_spin.setAccelerated(True)
-        self.seq_spin.setToolTip(
-            "Exact N (128 to 131072). Type any value and press Enter; the arrows step along the "
-            "slider's scale."
-        )
-        self.seq_spin.valueChanged.connect(self._on_spin)
-        self._validate_edits(self.seq_spin, "seq_len")
-        row.addWidget(self.seq_spin)
-        v.addLayout(row)
-        self.slider = QSlider(Qt.Orientation.Horizontal)
-        self.slider.setObjectName("seqLenSlider")
-        self.slider.setTickPosition(QSlider.TickPosition.TicksBelow)
-        self.slider.setToolTip(
-            "Drag to change N on a log scale (four steps per doubling). Model curves follow "
-            "instantly; measurements run in the background, newest first. ←/→ step N."
-        )
-        self.slider.valueChanged.connect(self._on_slider)
-        v.addWidget(self.slider)
-        ends = QHBoxLayout()
-        self.seq_lo = PlainLabel()
-        self.seq_hi = PlainLabel()
-        for lab in (self.seq_lo, self.seq_hi):
-            lab.setProperty("role", "hint")
-        ends.addWidget(self.seq_lo)
-        ends.addStretch(1)
-        ends.addWidget(self.seq_hi)
-        v.addLayout(ends)
-        v.addWidget(self._error_label("seq_len"))
-        return box
-
-    def _build_pass_group(self) -> QGroupBox:
-        box = QGroupBox("Pass")
-        form = QFormLayout(box)
-        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-        self.pass_combo = QComboBox()
-        self.pass_combo.setObjectName("passCombo")
-        for key, text, tip in PASS_CHOICES:
-            self.pass_combo.addItem(text, key)
-            self.pass_combo.setItemData(
-                self.pass_combo.count() - 1, tip, Qt.ItemDataRole.ToolTipRole
-            )
-        self.pass_combo.setToolTip(
-            "What is run and timed: inference (the forward pass) or a training step (forward "
-            "and backward). The plots, the explain pane and the tiles follow."
-        )
-        self.pass_combo.currentIndexChanged.connect(self._emit_config)
-        self.layers = ValidatedSpinBox()
-        self.layers.setObjectName("layersSpin")
-        self.layers.setRange(LAYERS_MIN, LAYERS_MAX)
-        self.layers.setValue(12)
-        self.layers.setKeyboardTracking(False)
-        self.layers.setToolTip(
-            "Attention layers L of a model trained with this shape: every layer's forward keeps "
-            "its saved activations until its backward, so they stack up L times (the memory "
-            "plot's L-layer lines; attention's own tensors only)."
-        )
-        self.layers.valueChanged.connect(self._on_layers)
-        self._validate_edits(self.layers, "layers")
-        form.addRow("Pass", self.pass_combo)
-        form.addRow("", self._error_label("pass"))
-        form.addRow("Layers L", self.layers)
-        form.addRow("", self._error_label("layers"))
-        return box
-
-    def _on_layers(self, value: int) -> None:
-        if not self._building:
-            self.state.update(layers=value)
-
-    def _build_shape_group(self) -> QGroupBox:
-        box = QGroupBox("Problem shape")
-        form = QFormLayout(box)
-        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-
-        def spin(name: str, lo: int, hi: int, value: int, tip: str) -> QSpinBox:
-            s = ValidatedSpinBox()
-            s.setObjectName(name)
-            s.setRange(lo, hi)
-            s.setValue(value)
-            s.setKeyboardTracking(False)
-            s.setToolTip(tooltip(tip))
-            s.valueChanged.connect(self._emit_config)
-            return s
-
-        self.heads = spin(
-            "headsSpin",
-            HEADS_MIN,
-            HEADS_MAX,
-            12,
-            "Attention heads h. S and P hold B·h·N² elements each, so memory grows linearly in h.",
-        )
-        self.head_dim = spin(
-            "headDimSpin",
-            HEAD_DIM_MIN,
-            HEAD_DIM_MAX,
-            64,
-            "Head dimension d. FLOPs grow as N²·d, naive's S/P traffic does not "
-            "depend on d: small d makes naive attention memory-bound.",
-        )
-        self.batch = spin(
-            "batchSpin",
-            BATCH_MIN,
-            BATCH_MAX,
-            1,
-            "Batch size B: independent sequences; every memory and FLOP figure scales with B.",
-        )
-        self.dtype = QComboBox()
-        self.dtype.setObjectName("dtypeCombo")
-        for d in DTYPE_BYTES:
-            self.dtype.addItem(f"{d} ({DTYPE_BYTES[d]} B)", d)
-        self.dtype.setToolTip("Element type of Q, K, V, S, P and O. Softmax statistics are fp32.")
-        self.dtype.currentIndexChanged.connect(self._emit_config)
-        self.causal = QCheckBox("causal mask")
-        self.causal.setObjectName("causalCheck")
-        self.causal.setToolTip(
-            "Mask future keys: half the useful FLOPs. Naive still computes and stores all of S; "
-            "the tiled kernel skips key tiles above the diagonal."
-        )
-        self.causal.toggled.connect(self._emit_config)
-
-        def tile_combo(name: str, tip: str) -> QComboBox:
-            c = QComboBox()
-            c.setObjectName(name)
-            for t in TILE_CHOICES:
-                c.addItem(str(t), t)
-            c.setCurrentIndex(TILE_CHOICES.index(64))
-            c.setToolTip(tooltip(tip))
-            c.currentIndexChanged.connect(self._emit_config)
-            return c
-
-        self.block_m = tile_combo(
-            "blockMCombo",
-            "Br: query rows per tile of the readable tiled "
-            "kernel (one thread block's Q_i, kept on chip).",
-        )
-        self.block_n = tile_combo(
-            "blockNCombo",
-            "Bc: key/value rows per tile of the readable "
-            "tiled kernel (the K_j, V_j streamed through shared memory). "
-            "HBM traffic falls as the tiles grow.",
-        )
-        for widget, field in (
-            (self.heads, "heads"),
-            (self.head_dim, "head_dim"),
-            (self.batch, "batch"),
-        ):
-            self._validate_edits(widget, field)
-        for label, widget, field in (
-            ("Heads h", self.heads, "heads"),
-            ("Head dim d", self.head_dim, "head_dim"),
-            ("Batch B", self.batch, "batch"),
-            ("Dtype", self.dtype, "dtype"),
-            ("", self.causal, "causal"),
-        ):
-            form.addRow(label, widget)
-            form.addRow("", self._error_label(field))
-        tiles = QHBoxLayout()
-        tiles.addWidget(PlainLabel("Br"))
-        tiles.addWidget(self.block_m, 1)
-        tiles.addWidget(PlainLabel("Bc"))
-        tiles.addWidget(self.block_n, 1)
-        tiles_w = QWidget()
-        tiles_w.setLayout(tiles)
-        tiles.setContentsMargins(0, 0, 0, 0)
-        tiles_w.setToolTip(
-            "Tile sizes of the readable tiled kernel (the tensor-core kernel chooses its own)."
-        )
-        form.addRow("Tiles", tiles_w)
-        form.addRow("", self._error_label("block_m"))
-        form.addRow("", self._error_label("block_n"))
-        return box
-
-    def _build_algorithm_group(self) -> QGroupBox:
-        box = QGroupBox("Algorithms")
-        v = QVBoxLayout(box)
-        self.algo_checks: dict[str, QCheckBox] = {}
-        for algo in ALGORITHM_ORDER:
-            info = ALGORITHMS[algo]
-            check = QCheckBox(info.label)
-            check.setObjectName(f"algo_{algo}")
-            check.setChecked(True)
-            check.setToolTip(tooltip(info.description))
-            check.toggled.connect(self._emit_algorithms)
-            self.algo_checks[algo] = check
-            v.addWidget(check)
-        v.addWidget(self._error_label("algorithms"))
-        return box
-
-    def _build_device_group(self) -> QGroupBox:
-        box = QGroupBox("Device")
-        form = QFormLayout(box)
-        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-        self.backend = QComboBox()
-        self.backend.setObjectName("backendCombo")
-        for key, label, tip in BACKEND_CHOICES:
-            self.backend.addItem(label, key)
-            self.backend.setItemData(self.backend.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
-        self.backend.setToolTip(
-            "Where runs happen. auto: CUDA when a GPU is present, else NumPy. recorded run: "
-            "results from a file (File ▸ Open recorded run…)."
-        )
-        self.backend.currentIndexChanged.connect(self._on_backend)
-        form.addRow("Backend", self.backend)
-        form.addRow("", self._error_label("backend"))
-        self.devices = DevicesControl(self.state)
-        form.addRow("Devices", self.devices)
-
-        self.budget = QComboBox()
-        self.budget.setObjectName("budgetCombo")
-        for key in BUDGET_PRESETS:
-            self.budget.addItem(key, key)
-        self.budget.setToolTip(
-            "GPU memory budget: draws the wall on the memory plot and caps what a run may "
-            "allocate (CUDA: pool limit; CPU: RAM cap), emulating a smaller GPU. The preset's GPU "
-            "also sets the roofline and the memory-/compute-bound verdict."
-        )
-        self.budget.currentIndexChanged.connect(self._on_budget)
-        self.custom_gb = ValidatedDoubleSpinBox()
-        self.custom_gb.setObjectName("customBudgetSpin")
-        self.custom_gb.setRange(*CUSTOM_GB_RANGE)
-        self.custom_gb.setDecimals(1)
-        self.custom_gb.setValue(16.0)
-        self.custom_gb.setSuffix(" GB")
-        self.custom_gb.setKeyboardTracking(False)
-        self.custom_gb.setToolTip("A custom memory budget in GB (10⁹ bytes).")
-        self.custom_gb.valueChanged.connect(self._on_budget)
-        self._validate_edits(self.custom_gb, "budget")
-        form.addRow("Memory", self.budget)
-        form.addRow("Custom", self.custom_gb)
-        form.addRow("", self._error_label("budget"))
-        self.measure_bytes = QCheckBox("Measure bytes (hardware counters)")
-        self.measure_bytes.setObjectName("measureBytesCheck")
-        self.measure_bytes.toggled.connect(self._on_measure_bytes)
-        form.addRow(self.measure_bytes)  # both columns: the panel stays narrow
-        return box
 
     # ------------------------------------------------------------------ typed values
 
@@ -822,83 +435,6 @@ class ControlsPanel(QWidget):
             self.state.update(budget_preset=preset)
 
     # ------------------------------------------------------------------ settings
-
-    def save(self, s: QSettings) -> None:
-        st = self.state.value
-        c = st.config
-        s.beginGroup("controls")
-        s.setValue("seq_len", c.seq_len)
-        s.setValue("heads", c.heads)
-        s.setValue("head_dim", c.head_dim)
-        s.setValue("batch", c.batch)
-        s.setValue("dtype", c.dtype)
-        s.setValue("causal", c.causal)
-        s.setValue("block_m", c.block_m)
-        s.setValue("block_n", c.block_n)
-        s.setValue("pass", c.pass_)
-        s.setValue("layers", st.layers)
-        if st.algorithms_chosen:  # the default view's choice follows the backend: not saved
-            s.setValue("algorithms", ",".join(st.checked))
-        else:
-            s.remove("algorithms")
-        s.setValue("backend", st.backend_choice)
-        s.setValue("recorded_path", st.recorded_path)
-        s.setValue("budget", st.budget_preset)
-        s.setValue("custom_gb", st.custom_budget_gb)
-        s.setValue("measure_bytes", st.measure_bytes)
-        s.setValue("devices", st.devices)
-        s.endGroup()
-
-    def restore(self, s: QSettings) -> None:
-        """Apply saved values in one update; each is type-checked (app/window/settings.py), and one
-        that is missing, of the wrong type or no longer valid is ignored on its own."""
-        state = self.state.value
-        config = state.config
-        for field in ("seq_len", "heads", "head_dim", "batch", "dtype", "causal"):
-            value = settings.read(s, f"controls/{field}")
-            if value is not None:
-                try:
-                    config = config.with_(**{field: value})
-                except ConfigError as exc:
-                    settings.log.warning("ignored the setting controls/%s: %s", field, exc)
-        tiles = {f: settings.read(s, f"controls/{f}") for f in ("block_m", "block_n")}
-        with contextlib.suppress(ConfigError):  # a pair: valid together or not at all
-            config = config.with_(**{f: v for f, v in tiles.items() if v is not None})
-        pass_ = settings.read(s, "controls/pass")
-        if pass_ is not None:
-            try:
-                config = config.with_(pass_=pass_)
-            except ConfigError as exc:
-                settings.log.warning("ignored the setting controls/pass: %s", exc)
-        changes: dict[str, object] = {"config": config.with_(seq_len=state.snap(config.seq_len))}
-        layers = settings.read(s, "controls/layers")
-        if isinstance(layers, int) and LAYERS_MIN <= layers <= LAYERS_MAX:
-            changes["layers"] = layers
-        algos = settings.read(s, "controls/algorithms")
-        if algos is not None:
-            changes["checked"] = tuple(a for a in ALGORITHM_ORDER if a in algos.split(","))
-            changes["algorithms_chosen"] = True
-        lo, hi = self.custom_gb.minimum(), self.custom_gb.maximum()
-        gb = settings.read(s, "controls/custom_gb")
-        if gb is not None and lo <= gb <= hi:
-            changes["custom_budget_gb"] = gb
-        preset = settings.read_in(s, "controls/budget", BUDGET_PRESETS)
-        if preset is not None:
-            changes["budget_preset"] = preset
-        path = settings.read(s, "controls/recorded_path")
-        if path:
-            changes["recorded_path"] = path
-        choices = [self.backend.itemData(i) for i in range(self.backend.count())]
-        backend = settings.read_in(s, "controls/backend", choices)
-        if backend is not None:
-            changes["backend_choice"] = backend
-        devices = parse_devices(settings.read(s, "controls/devices"))
-        if devices is not None:
-            changes["devices"] = devices
-        measure = settings.read(s, "controls/measure_bytes")
-        if measure is not None:
-            changes["measure_bytes"] = measure
-        self.state.update(**changes)
 
     def sizeHint(self):
         hint = super().sizeHint()

@@ -75,7 +75,7 @@ from gpu.model.costmodel import GpuSpec
 from gpu.results import RunResult
 
 from ..measure.plots import PlotsPanel
-from ..plotting.plot_kit import MetricPlot
+from ..plotting.metric_plot import MetricPlot
 from ..plotting.svg_coordinates import output_space
 from ..state.model.cache import band as model_band
 from ..state.recorded_run import reference_label

@@ -21,7 +21,6 @@ drag pays nothing for it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from html import escape
 
 from PySide6.QtWidgets import QTextBrowser, QWidget
@@ -29,7 +28,6 @@ from PySide6.QtWidgets import QTextBrowser, QWidget
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED
 from gpu.config import PASS_LABELS, STAT_BYTES, STEP, AttentionConfig
 from gpu.model.costmodel import (
-    GpuSpec,
     attention_matrix_bytes,
     matrix_bytes,
     naive_oom_seq_len,
@@ -42,6 +40,7 @@ from gpu.results import RunResult
 from ..state.app_state import AppState
 from ..state.current_point import point_for
 from ..state.model.cache import cost
+from ..state.point_inputs import PointInputs
 from ..state.training_figures import FUSED, training_figures
 from ..state.units import fmt_bytes, fmt_flops, fmt_int, fmt_intensity, fmt_ms
 from ..window.theme import DARK, Palette
@@ -96,38 +95,6 @@ def shares_text(shares: Mapping[str, float]) -> str:
     return ", ".join(f"{ROOF_NAMES.get(r, r)} {s:.0%}" for r, s in ranked)
 
 
-@dataclass(frozen=True)
-class ExplainInputs:
-    config: AttentionConfig
-    algorithms: tuple[str, ...]
-    gpu: GpuSpec  # whose roofs decide memory- vs compute-bound
-    gpu_label: str
-    budget_bytes: int | None  # the memory the verdicts compare against (None: unknown)
-    budget_name: str  # "an RTX 4090", "this H200", "this machine's RAM"
-    #: Results at this config, per algorithm (measured or recorded; profiled ones carry bytes).
-    results: tuple[tuple[str, RunResult], ...] = ()
-    #: Devices P (Device ▸ Devices): past one, only the ring runs.
-    devices: int = 1
-    #: Attention layers whose saved activations a training pass stacks (AppState.layers).
-    layers: int = 1
-
-    @classmethod
-    def from_state(
-        cls, s: AppState, results: Mapping[str, RunResult] | None = None
-    ) -> ExplainInputs:
-        return cls(
-            config=s.config,
-            algorithms=s.algorithms,
-            gpu=s.roof_device,
-            gpu_label=s.roof_device_label,
-            budget_bytes=s.budget.line_bytes,
-            budget_name=s.budget_name,
-            results=tuple((results or {}).items()),
-            devices=s.devices,
-            layers=s.layers,
-        )
-
-
 def compare(nbytes: int, budget_bytes: int | None, budget_name: str) -> str:
     """'— more than an RTX 4090 has (25.8 GB)' or '— fits in an RTX 4090 (25.8 GB, 27%)'."""
     if not budget_bytes:
@@ -151,12 +118,12 @@ def s_formula(config: AttentionConfig) -> str:
     return " × ".join(parts)
 
 
-def _shown(inp: ExplainInputs) -> list[str]:
+def _shown(inp: PointInputs) -> list[str]:
     """The algorithms explained, in the app's order (naive and tiled when none is ticked)."""
     return [a for a in ALGORITHMS if a in inp.algorithms] or [NAIVE, TILED]
 
 
-def explanation(inp: ExplainInputs) -> Explanation:
+def explanation(inp: PointInputs) -> Explanation:
     """gpu.model.roofline's verdicts for the shown algorithms (naive always, for the DRAM ratios),
     from the results given for this config: the current point's (point_for), the one the
     plots, the Tiles banner and the status bar read."""
@@ -165,7 +132,7 @@ def explanation(inp: ExplainInputs) -> Explanation:
     return point.explanation
 
 
-def explain_html(inp: ExplainInputs, palette: Palette = DARK) -> str:
+def explain_html(inp: PointInputs, palette: Palette = DARK) -> str:
     c = inp.config
     col = {a: palette.color(a) for a in ALGORITHMS}
     muted = palette.muted
@@ -268,7 +235,7 @@ def explain_html(inp: ExplainInputs, palette: Palette = DARK) -> str:
     return "\n".join(out)
 
 
-def _training_section(inp: ExplainInputs, name) -> list[str]:  # type: ignore[no-untyped-def]
+def _training_section(inp: PointInputs, name) -> list[str]:  # type: ignore[no-untyped-def]
     """What the backward keeps and makes (naive: P kept; fused: O and the row statistics, S
     and P recomputed) and L layers' saved activations against the budget (attention's own
     tensors only): the current point's training figures (app/state/training_figures.py),
@@ -432,9 +399,9 @@ class ExplainPane(QTextBrowser):
         self.setAccessibleName("Explain")
         self.setOpenExternalLinks(False)
         self.setToolTip("The lesson's formulas for the current configuration (F1 shows/hides).")
-        self._inputs: ExplainInputs | None = None
+        self._inputs: PointInputs | None = None
         self._palette: Palette = DARK
-        self._shown: tuple[ExplainInputs, str] | None = None
+        self._shown: tuple[PointInputs, str] | None = None
         self._settled_refresh = settled(self._refresh, PAUSE_MS, parent=self)
         self.html_worker = LatestOnly(self)
         #: How many times a text was laid out (setHtml), for tests of the pacing.
@@ -443,7 +410,7 @@ class ExplainPane(QTextBrowser):
 
     def follow(self, s: AppState, results: Mapping[str, RunResult]) -> None:
         """The point on screen: the state and the shown algorithms' results at its N."""
-        inputs = ExplainInputs.from_state(s, results)
+        inputs = PointInputs.from_state(s, results)
         if inputs != self._inputs:
             self.set_inputs(inputs)
 
@@ -457,7 +424,7 @@ class ExplainPane(QTextBrowser):
         self._settled_refresh.flush()
         self.html_worker.flush()
 
-    def set_inputs(self, inputs: ExplainInputs, now: bool = False) -> None:
+    def set_inputs(self, inputs: PointInputs, now: bool = False) -> None:
         self._inputs = inputs
         if now:
             self._settled_refresh.cancel()

@@ -1,7 +1,7 @@
 """The lesson's plots: peak memory, time, DRAM traffic over N, a hierarchical roofline, and the
 measured samples of the current point.
 
-Built from the plotting kit (app/plotting/plot_kit.py). One key above the plots names the
+Built from the plotting kit (app/plotting/). One key above the plots names the
 algorithms (an algorithm has the same colour and symbol everywhere); each plot's own legend
 strip, above its data, names what its line styles and markers mean. The panel follows the app state
 (`on_state`): the cursor and the "you are here" markers move with the slider at once; the model
@@ -47,15 +47,12 @@ from gpu.model.roofline import (
 )
 from gpu.results import RunResult
 
+from ..plotting.axes import drawable
 from ..plotting.label_placement import first_free, stacked_candidates
-from ..plotting.plot_kit import (
-    LabelledLine,
-    MetricPlot,
-    SeriesKey,
-    Style,
-    drawable,
-    with_alpha,
-)
+from ..plotting.labelled_line import LabelledLine
+from ..plotting.metric_plot import MetricPlot
+from ..plotting.plot_items import Style, with_alpha
+from ..plotting.series_key import SeriesKey
 from ..state.app_state import AppState, Change
 from ..state.current_point import AlgorithmFigures, CurrentPoint, point_for
 from ..state.device_memory import device_memory_note

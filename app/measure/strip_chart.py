@@ -22,7 +22,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QSizePolicy, QVBoxLayout, 
 from gpu.algorithms import ALGORITHMS
 from gpu.results import RunResult
 
-from ..plotting.plot_kit import with_alpha
+from ..plotting.plot_items import with_alpha
 from ..state.units import fmt_int
 from ..window.elided_label import ElidedLabel
 from ..window.theme import Palette

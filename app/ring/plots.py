@@ -4,7 +4,7 @@ and memory per device.
 Measured points (recorded, measured on GPUs, or simulated in NumPy: the legend says which) are
 markers; everything the cost model predicts is a dashed line labelled "model". The plots are
 drawn from finished data (`RingCurves`, computed off the GUI thread, and the ring runs) with
-`setData`, on the plotting kit of the Measurements tab (app/plotting/plot_kit.py).
+`setData`, on the plotting kit of the Measurements tab (app/plotting/).
 """
 
 from __future__ import annotations
@@ -22,7 +22,10 @@ from gpu.model.links import Topology
 from gpu.results import RunResult
 from gpu.ring.model import device_peak_bytes
 
-from ..plotting.plot_kit import LabelledLine, Log2NAxis, MetricPlot, Style, with_alpha
+from ..plotting.axes import Log2NAxis
+from ..plotting.labelled_line import LabelledLine
+from ..plotting.metric_plot import MetricPlot
+from ..plotting.plot_items import Style, with_alpha
 from ..state.ring.curves import RingCurves
 from ..state.ring.playback import shown_devices
 from ..state.ring.runs import RingRun

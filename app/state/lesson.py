@@ -18,13 +18,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpu.algorithms import ALGORITHMS, NAIVE
-from gpu.config import AttentionConfig
-from gpu.model.costmodel import GpuSpec, naive_oom_seq_len
+from gpu.model.costmodel import naive_oom_seq_len
 from gpu.model.roofline import MEASURED
 from gpu.results import RunResult
 
 from .default_view import fastest_fused
 from .model.cache import cost, verdict
+from .point_inputs import PointInputs
 from .seq_scale import SEQ_MAX
 from .units import fmt_bytes, fmt_int
 
@@ -40,22 +40,11 @@ class LessonStep:
     focus: str  # the objectName of the view the step is about
 
 
-@dataclass(frozen=True)
-class LessonInputs:
-    config: AttentionConfig
-    algorithms: tuple[str, ...]
-    gpu: GpuSpec
-    gpu_label: str  # whose roofs: "H200 SXM (reference)", "this CPU", ...
-    budget_bytes: int | None
-    budget_name: str
-    results: tuple[tuple[str, RunResult], ...] = ()
-
-
-def _fused(inp: LessonInputs) -> str:
+def _fused(inp: PointInputs) -> str:
     return fastest_fused(a for a in inp.algorithms if a != NAIVE)
 
 
-def memory_step(inp: LessonInputs) -> LessonStep:
+def memory_step(inp: PointInputs) -> LessonStep:
     c = inp.config
     n = c.seq_len
     lo, hi = (n // 2, n) if n * 2 > SEQ_MAX else (n, n * 2)
@@ -75,7 +64,7 @@ def memory_step(inp: LessonInputs) -> LessonStep:
     )
 
 
-def wall_step(inp: LessonInputs) -> LessonStep:
+def wall_step(inp: PointInputs) -> LessonStep:
     c = inp.config
     if not inp.budget_bytes:
         return LessonStep(
@@ -97,7 +86,7 @@ def wall_step(inp: LessonInputs) -> LessonStep:
     )
 
 
-def bound_step(inp: LessonInputs) -> LessonStep:
+def bound_step(inp: PointInputs) -> LessonStep:
     c = inp.config
     results: Mapping[str, RunResult] = dict(inp.results)
     fused = _fused(inp)
@@ -122,7 +111,7 @@ def bound_step(inp: LessonInputs) -> LessonStep:
     )
 
 
-def animation_step(inp: LessonInputs) -> LessonStep:
+def animation_step(inp: PointInputs) -> LessonStep:
     fused = ALGORITHMS[_fused(inp)].label
     return LessonStep(
         "What the animation shows",
@@ -134,5 +123,5 @@ def animation_step(inp: LessonInputs) -> LessonStep:
     )
 
 
-def lesson_steps(inp: LessonInputs) -> tuple[LessonStep, ...]:
+def lesson_steps(inp: PointInputs) -> tuple[LessonStep, ...]:
     return (memory_step(inp), wall_step(inp), bound_step(inp), animation_step(inp))

@@ -18,23 +18,12 @@ from PySide6.QtWidgets import QFrame, QGridLayout, QSizePolicy, QToolButton, QWi
 from gpu.results import RunResult
 
 from ..state.app_state import AppState
-from ..state.lesson import STEPS, LessonInputs, LessonStep, lesson_steps
+from ..state.lesson import STEPS, LessonStep, lesson_steps
+from ..state.point_inputs import PointInputs
 from ..work.background import LatestOnly
 from ..work.pacing import PAUSE_MS, settled
 from .elided_label import ElidedLabel
 from .plain_text import PlainLabel
-
-
-def lesson_inputs(s: AppState, results: Mapping[str, RunResult]) -> LessonInputs:
-    return LessonInputs(
-        config=s.config,
-        algorithms=s.algorithms,
-        gpu=s.target_gpu,
-        gpu_label=s.target_gpu_label,
-        budget_bytes=s.budget.line_bytes,
-        budget_name=s.budget_name,
-        results=tuple(results.items()),
-    )
 
 
 class LessonStrip(QFrame):
@@ -81,8 +70,8 @@ class LessonStrip(QFrame):
         grid.setColumnStretch(0, 1)
         self.step = 0
         self.steps: tuple[LessonStep, ...] = ()
-        self._inputs: LessonInputs | None = None
-        self._made: LessonInputs | None = None
+        self._inputs: PointInputs | None = None
+        self._made: PointInputs | None = None
         self._paced = settled(self._make, PAUSE_MS, parent=self)
         self.worker = LatestOnly(self)
         self._show()
@@ -99,7 +88,7 @@ class LessonStrip(QFrame):
 
     def follow(self, s: AppState, results: Mapping[str, RunResult]) -> None:
         """The point on screen: the state and the shown algorithms' results at its N."""
-        inputs = lesson_inputs(s, results)
+        inputs = PointInputs.from_state(s, results)
         if inputs == self._inputs:
             return
         self._inputs = inputs

@@ -36,6 +36,7 @@ from ..files.schema import finite_result
 from ..model import cpu_roofs
 from ..model.costmodel import algorithm_cost
 from ..results import DeviceInfo, KernelTime, RunResult
+from ..units import fmt_bytes
 from . import cpu_backward
 from .array_meter import measure_peak
 from .backend import CancelHook, RunOptions, check_cancel, check_pass
@@ -143,8 +144,8 @@ class CpuBackend:
                 **base,
                 oom=True,
                 message=(
-                    f"{algorithm} at N={config.seq_len} needs {_gb(need)} on the CPU; "
-                    f"{what} allows {_gb(limit)}"
+                    f"{algorithm} at N={config.seq_len} needs {fmt_bytes(need)} on the CPU; "
+                    f"{what} allows {fmt_bytes(limit)}"
                 ),
             )
 
@@ -201,7 +202,8 @@ def _peak_note(algorithm: str, peak: int, model: int) -> str:
         else "fp32 row chunks of the N×N matrices and fp32 copies of K and V"
     )
     return (
-        f"CPU peak is {_mb(extra)} above the model: {where}; NumPy has no fast fp16 matrix multiply"
+        f"CPU peak is {fmt_bytes(extra)} above the model: {where}; "
+        "NumPy has no fast fp16 matrix multiply"
     )
 
 
@@ -458,11 +460,3 @@ def _cpu_name() -> str:
     except OSError:
         pass
     return f"CPU: {name} ({os.cpu_count() or 1} cores)"
-
-
-def _gb(n: int) -> str:
-    return f"{n / 1e9:.2f} GB"
-
-
-def _mb(n: int) -> str:
-    return f"{n / 1e6:.2f} MB"

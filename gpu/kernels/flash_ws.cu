@@ -63,7 +63,7 @@
 // V is MN-major (transposed B): + 16 rows · 128 B per k-step, LBO = BC·128 (next 64 columns of
 // d), SBO = 1024.
 //
-// Tensor maps (built by gpu/flash_ws.py): Q, K and V each as a 3-D tensor (D, N, batch·heads),
+// Tensor maps (built by gpu/launch/flash_ws.py): Q, K and V each as a 3-D tensor (D, N, batch·heads),
 // innermost first, 16-bit elements; boxes of (64, BR or BC, 1). Rows at or past N of a head are
 // outside the tensor, so TMA zero-fills them: a ragged last tile reads zeros, never the next
 // head's rows.
@@ -145,7 +145,7 @@
 //   CAUSAL  key j may be seen by query i only when j <= i
 //   BF16    bf16 inputs/outputs (else fp16)
 // Grid: ceil(N / BR) · batch·heads (PERSIST: at most one block per SM). Block: 128·(NCW + 1).
-// Dynamic shared memory: see gpu/flash_ws.py (`WsLaunch.smem_bytes`), the same sum as the carve-up below.
+// Dynamic shared memory: see gpu/launch/flash_ws.py (`WsLaunch.smem_bytes`), the same sum as the carve-up below.
 // Arguments: tensor maps of Q, K, V; O (u16, [bh, N, D]); M, L (fp32, [bh, N]); N; the number of
 // (batch, head) pairs; heads per L2 group; log2(e)/√d; the scheduler's two int32 counters (zero
 // before the first launch; unused without PERSIST).

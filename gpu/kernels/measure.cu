@@ -16,7 +16,7 @@
 //                buffer), and measuring L2 bandwidth (many passes over a buffer that fits in
 //                L2; `.cg` loads are cached in L2 only, so every pass crosses the L1-L2 link).
 //
-// Compiled with NVRTC through gpu/cuda_kernels.py like every kernel of the app.
+// Compiled with NVRTC through gpu/launch/cuda_kernels.py like every kernel of the app.
 
 #include "ptx.cuh"  // global_timer_ns
 

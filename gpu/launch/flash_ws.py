@@ -296,7 +296,8 @@ def flash_forward(q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, config: Attent
 # role · ROLE_STRIDE + code (`TRACE_ROLES`; the codes are trace.cuh's RolePhase, `TRACE_CODES`).
 
 TRACE_ROLES = ("producer", "consumer 0", "consumer 1", "consumer 2")
-#: code -> (name, what the kernel marks), read from trace.cuh's RolePhase (gpu/trace_phases.py).
+#: code -> (name, what the kernel marks), read from trace.cuh's RolePhase
+#: (gpu/profiling/trace_phases.py).
 #: Producer: load_Q_i, load_K_j, load_V_j, end; consumers: all but load_K_j and load_V_j.
 TRACE_CODES: dict[int, tuple[str, str]] = {p.code: (p.name, p.what) for p in ROLE_PHASES}
 

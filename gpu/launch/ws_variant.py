@@ -1,7 +1,7 @@
 """A variant of the warp-specialized kernel (gpu/kernels/flash_ws.cu): its template parameters
 and the short label that names it.
 
-Plain Python, apart from the launcher (gpu/flash_ws.py), so the tile bookkeeping
+Plain Python, apart from the launcher (gpu/launch/flash_ws.py), so the tile bookkeeping
 (`algorithms.ws_tile_shape`, the cost model, the schedule, the animation) reads a variant
 without importing the launcher, and the launcher reads its defaults (`algorithms.WS_DEFAULTS`)
 without the two importing each other.

@@ -1,6 +1,6 @@
 """Where a lane's time comes from: a measurement of that very config, or the roofline model.
 
-A lane plays on the whole-GPU clock (player.py). Modeled, each kernel takes its roofline time,
+A lane plays on the whole-GPU clock (lane.py). Modeled, each kernel takes its roofline time,
 the Measurements tab's (gpu.model.roofline), and its blocks share it in proportion to their own
 roofline. A model can be far off: on the H200 the readable kernel's roofline is under 1 ms at
 N = 4096 (h = 12, d = 64), and it measures 3.5 ms.

@@ -1,7 +1,7 @@
 """Replay one traced block on the schedule's modeled clock (Qt-free).
 
 A trace says when the hardware began each phase of a block (gpu/profiling/trace.py); the animation's
-`Lane` (player.py) knows where on its modeled clock each schedule step of a block lies. This
+`Lane` (lane.py) knows where on its modeled clock each schedule step of a block lies. This
 module pairs them: every traced phase becomes a `ReplaySegment` from its real start/end (ns) to
 the modeled start/end of the schedule steps it covers (`gpu.profiling.trace.PHASE_STEPS`), so a
 replay cursor moving through the block's real time moves the HBM/SRAM view through the same steps,
@@ -24,7 +24,7 @@ from gpu.model.costmodel import kv_tiles_for_query_tile
 from gpu.model.schedule import launch_query_tile
 from gpu.profiling.trace import KERNEL_LEVEL, PHASE_STEPS, BlockTrace, Trace
 
-from .player import Lane
+from .lane import Lane
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,48 @@
+"""What the controls offer: the backends, the algorithms in the engine's order, the config
+fields that have a widget, and the passes, each with the text and tool tip it is shown with."""
+
+from __future__ import annotations
+
+from gpu.algorithms import ALGORITHMS
+from gpu.config import PASS_LABELS
+
+BACKEND_CHOICES = (
+    ("auto", "auto", "CUDA when CuPy sees a GPU, otherwise the NumPy CPU backend."),
+    ("cuda", "cuda (CuPy)", "Real CUDA kernels through CuPy: cuBLAS + softmax, our fused kernels."),
+    ("cpu", "cpu (NumPy)", "The same algorithms, exact, in NumPy on the CPU: slow, everywhere."),
+    ("recorded", "recorded run", "Results measured earlier (main.py bench --out), from a file."),
+)
+
+
+#: Every algorithm the engine knows, in its order; a backend enables those it can run.
+ALGORITHM_ORDER = tuple(ALGORITHMS)
+
+
+#: Config fields that have a widget (and an inline error label); "pass" is the config's pass_.
+CONFIG_FIELDS = (
+    "seq_len", "heads", "head_dim", "batch", "dtype", "causal", "block_m", "block_n", "pass",
+)  # fmt: skip
+
+
+#: The Pass control's entries: (config pass, text, tooltip). A backward alone comes from a file
+#: or the command line; the control offers it too, so such a config is shown as it is.
+PASS_CHOICES = (
+    (
+        "forward",
+        PASS_LABELS["forward"],
+        "Inference: O = softmax(QKᵀ/√d)V. Naive writes S and P to memory; the fused kernels "
+        "keep them on chip.",
+    ),
+    (
+        "step",
+        PASS_LABELS["step"],
+        "Training: the forward, then the backward for dQ, dK, dV, each kernel timed. Naive keeps "
+        "P (B·h·N² per layer) for its backward and materializes dP and dS; FlashAttention keeps "
+        "O and its row statistics and recomputes S and P tile by tile.",
+    ),
+    (
+        "backward",
+        "backward only",
+        "The backward kernels alone, after an untimed forward that saves what they need.",
+    ),
+)

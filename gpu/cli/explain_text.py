@@ -1,0 +1,75 @@
+"""`main.py explain` as text: per algorithm and kernel, the roof that binds, its DRAM bytes and
+where they come from (measured or model), the roofline and measured times, and the share of
+each roof's peak; then the naive/tiled byte ratios and the model's check against counters."""
+
+from __future__ import annotations
+
+from gpu.units import fmt_bytes, fmt_ms_column
+
+
+def _roof_text(v) -> str:
+    """'hbm', or 'xu=tensor' when two roofs tie (within 5 %)."""
+    return "=".join(v.ties)
+
+
+def _shares_text(v) -> str:
+    """'xu 60%, tensor 59%, hbm 1%': the share of each roof's peak the kernel ran at."""
+    shares = sorted(v.roof_share.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{name} {share:.0%}" for name, share in shares)
+
+
+def print_explanation(e, source: str | None) -> None:
+    print(f"{e.config.label()} on the {e.gpu.label} roofline")
+    print("  roofs: " + "; ".join(r.label for r in e.roofs.values()))
+    if e.gpu.clock_hz and e.gpu.kind == "gpu":
+        how = "measured" if e.gpu.clock_measured else "datasheet"
+        print(f"  clock: {e.gpu.clock_hz / 1e9:.3f} GHz, {how} ({e.gpu.clock_source})")
+    kw = max([10] + [len(k.name) for a in e.algorithms for k in a.kernels])
+    print(
+        f"  {'algorithm':<14} {'kernel':<{kw}} {'DRAM bytes':>10} {'source':<8} "
+        f"{'FLOP/B':>9} {'bound':<8} {'roof':<12} {'roofline ms':>11} {'measured ms':>11}  "
+        "share of each roof's peak"
+    )
+    for a in e.algorithms:
+        rows = [(a.algorithm, "", a)] + [("", k.name, k) for k in a.kernels]
+        if len(a.kernels) == 1:
+            rows = rows[:1]
+        for name, kernel, v in rows:
+            intensity = v.intensity
+            ai = "" if intensity is None else f"{intensity:,.1f}"
+            bound = "tie" if v.tie and v.bound == "compute" else v.bound
+            dram = fmt_bytes(v.dram_bytes if kernel else v.bytes)
+            print(
+                f"  {name:<14} {kernel:<{kw}} {dram:>10} "
+                f"{v.bytes_source:<8} {ai:>9} {bound:<8} {_roof_text(v):<12} "
+                f"{fmt_ms_column(v.roofline_ms):>11} {fmt_ms_column(v.measured_ms):>11}  "
+                f"{_shares_text(v)}"
+            )
+    for pair, ratio in e.naive_ratios.items():
+        measured = "" if ratio["measured"] is None else f"measured {ratio['measured']:,.0f}×, "
+        if ratio.get("model_over_measured") is not None:
+            measured = (
+                f"naive's model over the measured {pair.split('/')[1]} "
+                f"{ratio['model_over_measured']:,.0f}×, "
+            )
+        print(
+            f"  DRAM bytes {pair}: {measured}model {ratio['model_l2_aware']:,.0f}× (L2-aware), "
+            f"{ratio['model_no_reuse']:,.1f}× (no reuse)"
+        )
+    for a in e.algorithms:
+        check = a.model_over_measured
+        if check is not None and not 0.8 <= check <= 1.25:
+            model = fmt_bytes(a.model_bytes["l2_aware"])
+            print(
+                f"  model check, {a.algorithm}: the L2-aware model's {model} is {check:.2f}× "
+                f"the {fmt_bytes(a.bytes)} the counters measured"
+            )
+    useful = {"forward": "4", "backward": "8", "step": "12"}[e.config.pass_]
+    print(
+        f"  FLOP/B: useful FLOPs ({useful}·B·h·N²·d, halved when causal"
+        + ("; the fused backward's recompute of S not counted" if e.config.has_backward else "")
+        + ") per DRAM byte; source: "
+        "measured (hardware counters"
+        + (f" in {source})" if source else ")")
+        + " or model (the cost model's L2-aware estimate). Roofs within 5 % are a tie (a=b)."
+    )
