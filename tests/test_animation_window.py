@@ -345,8 +345,8 @@ def test_the_sram_box_says_where_its_blocks_per_sm_come_from(qtbot):
 
 
 def test_the_trace_views_split_warp_specialized_blocks_into_role_sub_lanes(qtbot):
+    from app.animation.trace_image import ROLE_KIND_CODES
     from app.animation.trace_panel import SHIPPED_DIR, TracePanel
-    from app.animation.trace_view import ROLE_KIND_CODES
     from app.state.animation.warp_roles import GEMM, ISSUE, SOFTMAX
     from gpu.profiling.trace import load_traces
 

@@ -15,44 +15,28 @@ import itertools
 import math
 import time
 from collections import deque
-from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, QLineF, QPointF, QRectF, QSize, QSizeF, Qt
 from PySide6.QtGui import QColor, QHelpEvent, QPainter, QPaintEvent, QPen, QPixmap
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-from app.state.units import fmt_bytes, fmt_flops, fmt_int, fmt_seconds
 from gpu.algorithms import NAIVE, TILED_WS, tile_shape
 from gpu.config import AttentionConfig
 from gpu.model.costmodel import GpuSpec
 from gpu.model.schedule import READ, WRITE
 
 from ..state.animation.chip import REGISTERS, SMEM, explain_layout
-from ..state.animation.kernel_steps import KERNEL_TITLES
-from ..state.animation.snapshots import LaneFrame, SlotState
+from ..state.animation.snapshots import LaneFrame
 from ..state.animation.warp_roles import GEMM, ISSUE, PV, RoleTimeline, ws_launch
+from .canvas_frame_texts import FrameTexts, LaneParts, SlotKey
 from .canvas_geometry import REGISTER_FILE_BYTES, CanvasLayout, LaneGeo, LaneScene, Scene
 from .canvas_layout import lay_out
-from .canvas_sram import LegendEntry, fit_legend, legend_entries, legend_text
-from .canvas_text import CENTER, LEFT, RIGHT, Fonts, TextItem, place
+from .canvas_text import Fonts, TextItem
 from .colors import DARK, AnimColors
 
 GRID_MIN_PX = 4.0
-#: Key tiles the roles strip shows around the current one.
-ROLE_WINDOW = (1, 3)
 
 __all__ = ["LaneScene", "Scene", "TileCanvas", "scene_for"]
-
-SlotKey = tuple[str, str]  # (SMEM or REGISTERS, the buffer's name)
-
-
-@dataclass(frozen=True)
-class _LaneParts:
-    """What one lane's frame needs for both its painting and its texts, worked out once."""
-
-    slots: dict[SlotKey, SlotState]  # the current kernel's on-chip buffers
-    legend: list[LegendEntry]  # the legend rows that fit the lane's legend column
-    bands: dict[SlotKey, QRectF]  # where each buffer is drawn (`TileCanvas._slot_rects`)
 
 
 def scene_for(config: AttentionConfig, gpu: GpuSpec, lanes: list) -> Scene:
@@ -83,7 +67,7 @@ def scene_for(config: AttentionConfig, gpu: GpuSpec, lanes: list) -> Scene:
 MINIMUM_SIZE = (520, 400)
 
 
-class TileCanvas(QWidget):
+class TileCanvas(FrameTexts, QWidget):
     """Draws `LaneFrame`s; knows nothing about the clock."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -355,149 +339,6 @@ class TileCanvas(QWidget):
 
     # ---- per frame
 
-    def _frame_texts(
-        self, lay: CanvasLayout, parts: list[_LaneParts] | None = None
-    ) -> list[TextItem]:
-        """The frame's own texts: the clock, each lane's status, counter values, legend
-        (`parts`: each lane's, where the caller has them already)."""
-        scene = self._scene
-        assert scene is not None
-        fonts = self.fonts
-        out: list[TextItem] = []
-        clock = self._frames[0].clock_s if self._frames else 0.0
-        if self.header_text is not None:
-            variants = [(self.header_text, ())]
-        else:
-            now, end = fmt_seconds(clock), fmt_seconds(scene.total_time_s)
-            variants = [(f"t = {now}  of  {end}", (now, end)), (f"t = {now}", (now,))]
-        item = place(fonts, "header.clock", lay.clock_rect, variants, fonts.big, LEFT)
-        if item is None and self.header_text is not None:
-            shown = fonts.metrics(fonts.norm).elidedText(
-                self.header_text, Qt.TextElideMode.ElideRight, lay.clock_rect.width()
-            )
-            item = TextItem(
-                "header.clock",
-                lay.clock_rect,
-                shown,
-                fonts.norm,
-                LEFT,
-                "text",
-                (),
-                shown != self.header_text,
-            )
-        if item is not None:
-            out.append(item)
-        lanes = list(zip(self._frames, lay.lanes, strict=False))
-        if parts is None:
-            parts = [self._lane_parts(f, g) for f, g in lanes]
-        for i, ((f, g), lp) in enumerate(zip(lanes, parts, strict=True)):
-            out += self._lane_texts(i, f, g, lp)
-        return out
-
-    def _lane_parts(self, f: LaneFrame, g: LaneGeo) -> _LaneParts:
-        layout = f.layout
-        legend = fit_legend(legend_entries(layout), len(g.legend)) if layout is not None else []
-        return _LaneParts({(s.place, s.name): s for s in f.slots}, legend, self._slot_rects(f, g))
-
-    def _lane_texts(self, i: int, f: LaneFrame, g: LaneGeo, lp: _LaneParts) -> list[TextItem]:
-        fonts = self.fonts
-        key = f"lane{i}"
-        out: list[TextItem] = []
-        # status line: what runs now (left), the level of detail (right) where there is room
-        if f.done:
-            took = fmt_seconds(f.totals.time_s)
-            variants = [(f"done after {took}", (took,)), (took, (took,))]
-            color = "done"
-        else:
-            title = KERNEL_TITLES.get(f.kernel, f.kernel)
-            k = f"kernel {f.kernel_index + 1}/{f.kernel_count}"
-            b = f"block {fmt_int(f.block + 1)}/{fmt_int(f.blocks)}"
-            step = f.step.name + (f" (j={f.tile})" if f.tile >= 0 else "")
-            variants = [
-                (f"{k}  {title}  ·  {b}  ·  {step}", ()),
-                (f"{k}  ·  {b}  ·  {step}", ()),
-                (f"{b}  ·  {step}", ()),
-                (step, ()),
-            ]
-            color = "text"
-        status = place(fonts, f"{key}.status", g.status, variants, fonts.small, LEFT, color)
-        if status is not None:
-            out.append(status)
-            room = QRectF(
-                status.rect.right() + 16,
-                g.status.y(),
-                g.status.right() - status.rect.right() - 16,
-                g.status.height(),
-            )
-            lod = place(
-                fonts,
-                f"{key}.lod",
-                room,
-                [(f"level of detail: {f.lod}", ()), (f.lod, ())],
-                fonts.small,
-                RIGHT,
-                "faint",
-            )
-            if lod is not None:
-                out.append(lod)
-        # counter values
-        cn = f.counters
-        values = {
-            "read": fmt_bytes(cn.bytes_read),
-            "written": fmt_bytes(cn.bytes_written),
-            "flops": fmt_flops(cn.flops),
-            "sram": fmt_bytes(cn.sram_bytes),
-            "time": fmt_seconds(cn.time_s),
-        }
-        for row in g.counters:
-            value = values[row.key]
-            out.append(
-                TextItem(
-                    f"{key}.counter.{row.key}.value",
-                    row.value,
-                    value,
-                    row.font,
-                    RIGHT,
-                    row.color,
-                    (value,),
-                )
-            )
-        # legend of the current kernel's on-chip buffers
-        for k, (row, entry) in enumerate(zip(g.legend, lp.legend, strict=False)):
-            s = lp.slots.get((entry[3], entry[0]))
-            if s is not None and s.active and not f.done:
-                color = {READ: "read", WRITE: "write"}.get(f.step.kind, "compute")
-            elif s is None or s.resident:
-                color = "text"
-            else:
-                color = "faint"
-            text = legend_text(entry)
-            size = fmt_bytes(entry[1])
-            out.append(
-                TextItem(f"{key}.legend{k}", row.text, text, g.legend_font, LEFT, color, (size,))
-            )
-        # which tile each ring stage holds, inside its band
-        for (where, name), rect in lp.bands.items():
-            s = lp.slots.get((where, name))
-            if s is None or s.tile < 0 or not s.resident:
-                continue
-            label = place(
-                fonts,
-                f"{key}.band.{name}",
-                rect.adjusted(3, 0, -2, 0),
-                [(f"j={s.tile}", ())],
-                fonts.small,
-                LEFT,
-                "text",
-                shrink=True,
-            )
-            if label is not None and rect.height() >= fonts.height(fonts.small):
-                out.append(label)
-        # roles strip: the tiles on its axis
-        if g.roles is not None and f.roles is not None and g.role_axis is not None:
-            out += self._role_axis_texts(key, f, g)
-        return out
-
     def _paint_frame(self, p: QPainter, lay: CanvasLayout) -> None:
         p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
         p.setRenderHint(QPainter.RenderHint.TextAntialiasing, True)
@@ -508,7 +349,7 @@ class TileCanvas(QWidget):
         for item in self._frame_texts(lay, parts):
             self._text(p, item)
 
-    def _paint_lane(self, p: QPainter, f: LaneFrame, g: LaneGeo, lp: _LaneParts) -> None:
+    def _paint_lane(self, p: QPainter, f: LaneFrame, g: LaneGeo, lp: LaneParts) -> None:
         scene = self._scene
         assert scene is not None
         c = self.c
@@ -664,7 +505,7 @@ class TileCanvas(QWidget):
                 y += h
         return out
 
-    def _paint_sram(self, p: QPainter, f: LaneFrame, g: LaneGeo, lp: _LaneParts) -> None:
+    def _paint_sram(self, p: QPainter, f: LaneFrame, g: LaneGeo, lp: LaneParts) -> None:
         c = self.c
         for key, r in lp.bands.items():
             s = lp.slots[key]
@@ -695,40 +536,6 @@ class TileCanvas(QWidget):
             p.fillRect(QRectF(box.x(), box.bottom() - 4, box.width(), 4), c.error)
 
     # ---- warp roles
-
-    def _role_window(self, f: LaneFrame) -> tuple[int, int, float, float]:
-        tl = f.roles
-        assert tl is not None
-        j = tl.tile_at(f.role_t)
-        j0, j1 = max(0, j - ROLE_WINDOW[0]), min(tl.tiles, j + ROLE_WINDOW[1])
-        t0 = float(tl.wait[0, j0]) if j0 > 0 else 0.0
-        t1 = float(tl.wait[0, j1]) if j1 < tl.tiles else tl.end
-        if not math.isfinite(t0):
-            t0 = 0.0
-        if not math.isfinite(t1) or t1 <= t0:
-            t1 = tl.end
-        return j0, j1, t0, max(t1, t0 + 1e-30)
-
-    def _role_axis_texts(self, key: str, f: LaneFrame, g: LaneGeo) -> list[TextItem]:
-        tl = f.roles
-        axis = g.role_axis
-        assert tl is not None and axis is not None
-        j0, j1, t0, t1 = self._role_window(f)
-        out = []
-        last_right = axis.x() - 1e9
-        for j in range(j0, min(j1, tl.tiles - 1) + 1):
-            t = tl.issue[0, j]
-            if not math.isfinite(t) or not t0 <= t <= t1:
-                continue
-            x = axis.x() + axis.width() * (t - t0) / (t1 - t0)
-            text = f"j={j}"
-            w = self.fonts.width(text, self.fonts.small) + 2
-            r = QRectF(x - w / 2, axis.y(), w, axis.height())
-            if r.x() < last_right + 6 or r.right() > axis.right() or r.x() < axis.x():
-                continue
-            out.append(TextItem(f"{key}.roles.tile{j}", r, text, self.fonts.small, CENTER, "dim"))
-            last_right = r.right()
-        return out
 
     def _paint_roles(self, p: QPainter, f: LaneFrame, g: LaneGeo) -> None:
         tl: RoleTimeline | None = f.roles

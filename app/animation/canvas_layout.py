@@ -10,7 +10,8 @@ checks them on this model, not on pixels):
 
 Texts that change with the clock (counter values, the status line, the SRAM legend of the
 current kernel) get rectangles wide enough for any value they can take, measured with the
-same fonts the canvas paints with."""
+same fonts the canvas paints with.
+"""
 
 from __future__ import annotations
 

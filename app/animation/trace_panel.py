@@ -44,8 +44,9 @@ from ..work.background import LatestOnly
 from .block_strip import BlockStrip
 from .canvas import TileCanvas, scene_for
 from .colors import DARK, AnimColors
+from .trace_image import PreparedTrace, prepare_trace
 from .trace_style import algo_label, query_tile_rows, trace_title
-from .trace_view import PreparedTrace, TraceView, prepare_trace
+from .trace_view import TraceView
 
 SHIPPED_DIR = Path(__file__).resolve().parents[2] / "resources" / "traces"
 #: The traces shipped with the app: naive and the tiled kernels (bench/trace_h200.py), the

@@ -7,7 +7,8 @@ Widgets bound their own ranges, and what a range cannot express (an unsupported 
 backend, say) arrives as a ConfigError: its message is shown inline next to the field it names,
 never as a dialog or a crash. Typed text a number field cannot take (out of its range, say) is
 not put back silently either: the field keeps its value and says why, inline. Nothing here runs
-anything: starting a backend is asked for with `backendWanted`."""
+anything: starting a backend is asked for with `backendWanted`.
+"""
 
 from __future__ import annotations
 
