@@ -279,6 +279,9 @@ class PlotImageExport(QObject):
         self.image: QImage | None = None
         self._steps: Iterator[None] | None = None
         self._timer = QTimer(self)
+        # One step per tick, the next started once this one is done: a timer that fell due
+        # meanwhile (input, a frame) runs before it.
+        self._timer.setSingleShot(True)
         self._timer.setInterval(0)
         self._timer.timeout.connect(self._tick)
         self._writer = LatestOnly(self)
@@ -322,14 +325,13 @@ class PlotImageExport(QObject):
         assert self._steps is not None
         try:
             next(self._steps)
+            self._timer.start()
             return
         except StopIteration:
             pass
         except Exception as exc:
-            self._timer.stop()
             self.failed.emit(str(exc))
             return
-        self._timer.stop()
         image, path, overwrite = self.image, self.path, self.overwrite
 
         def encode_and_write() -> str:
@@ -384,6 +386,9 @@ class PlotSvgExport(QObject):
         self.svg: bytes | None = None  # as QSvgGenerator wrote it (before output_space)
         self._steps: Iterator[None] | None = None
         self._timer = QTimer(self)
+        # One step per tick, the next started once this one is done: a timer that fell due
+        # meanwhile (input, a frame) runs before it.
+        self._timer.setSingleShot(True)
         self._timer.setInterval(0)
         self._timer.timeout.connect(self._tick)
         self._writer = LatestOnly(self)
@@ -418,9 +423,10 @@ class PlotSvgExport(QObject):
             generator.setDescription(self.description or "Tilescope: the attention memory wall")
             if not painter.begin(generator):
                 raise ExportError("could not start the SVG painter")
-            _vector_mode(replica, painter)
+            for view in replica.graphics_views():
+                _vector_mode(view, painter)
+                yield
             painter.fillRect(QRect(0, 0, *self.size), replica.palette().window())
-            yield
             for view in replica.views():
                 if not view.isVisibleTo(replica):
                     continue
@@ -438,14 +444,13 @@ class PlotSvgExport(QObject):
         assert self._steps is not None
         try:
             next(self._steps)
+            self._timer.start()
             return
         except StopIteration:
             pass
         except Exception as exc:
-            self._timer.stop()
             self.failed.emit(str(exc))
             return
-        self._timer.stop()
         svg, path, overwrite = self.svg, self.path, self.overwrite
 
         def rewrite_and_write() -> str:
@@ -459,18 +464,17 @@ class PlotSvgExport(QObject):
         self.failed.emit(str(exc))
 
 
-def _vector_mode(panel: PlotsPanel, painter: QPainter) -> None:
+def _vector_mode(view: QGraphicsView, painter: QPainter) -> None:
     """No pixmap caches anywhere, and pyqtgraph items in export mode (scatter symbols drawn as
     paths rather than blitted from the atlas), so the SVG holds vectors, not pictures."""
-    for view in panel.graphics_views():
-        view.setCacheMode(QGraphicsView.CacheModeFlag.CacheNone)
-        opts = {"antialias": True, "background": None, "painter": painter, "resolutionScale": 1.0}
-        for item in view.scene().items():
-            item.setCacheMode(QGraphicsItem.CacheMode.NoCache)
-            set_export = getattr(item, "setExportMode", None)
-            if set_export is not None:
-                with contextlib.suppress(Exception):
-                    set_export(True, opts)
+    view.setCacheMode(QGraphicsView.CacheModeFlag.CacheNone)
+    opts = {"antialias": True, "background": None, "painter": painter, "resolutionScale": 1.0}
+    for item in view.scene().items():
+        item.setCacheMode(QGraphicsItem.CacheMode.NoCache)
+        set_export = getattr(item, "setExportMode", None)
+        if set_export is not None:
+            with contextlib.suppress(Exception):
+                set_export(True, opts)
 
 
 # ----------------------------------------------------------------------------------- CSV
