@@ -159,14 +159,8 @@ def render_window(
     app = _application()
     from PySide6.QtCore import QSettings
 
-    from .export.exports import (
-        ExportError,
-        encoded_image,
-        palette_png_bytes,
-        png_bytes,
-        render_image,
-        write_file,
-    )
+    from .export.export_files import ExportError, write_file
+    from .export.plot_images import encoded_image, palette_png_bytes, png_bytes, render_image
     from .window.main_window import MainWindow
 
     with tempfile.TemporaryDirectory() as folder:

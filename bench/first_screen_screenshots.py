@@ -6,7 +6,7 @@ nothing on it is cut (tests/clipping.py, the check the layout test makes).
 A first launch: no saved settings, so the default view (naive, the fastest fused kernel the
 backend has), the lesson strip at its first step and the CPU backend measuring N = --seq. Once
 the first results are drawn it saves first_run_<W>x<H>.png as 256-colour palette PNGs
-(app/export/exports.palette_png_bytes), prints what, if anything, is cut, and exits 1 if
+(app/export/plot_images.palette_png_bytes), prints what, if anything, is cut, and exits 1 if
 something is.
 """
 
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
 
-    from app.export.exports import palette_png_bytes
+    from app.export.plot_images import palette_png_bytes
     from app.launch import quiet_offscreen_chatter
     from app.window.main_window import MainWindow
     from gpu.files.fileio import atomic_write_bytes

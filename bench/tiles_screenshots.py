@@ -5,8 +5,8 @@ every label of the lanes canvas on its layout model (none cut, none overlapping)
 
 The window replays the shipped H200 recording (so the lanes run on measured clocks) at
 N = 4096, with naive against the lane named by --lanes, 30% into a pass, and saves
-tiles_<W>x<H>.png as 256-colour palette PNGs (app/export/exports.palette_png_bytes). It prints each
-size's canvas and what, if anything, does not fit, and exits 1 if something does not.
+tiles_<W>x<H>.png as 256-colour palette PNGs (app/export/plot_images.palette_png_bytes). It
+prints each size's canvas and what, if anything, does not fit, and exits 1 if something does not.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
 
-    from app.export.exports import palette_png_bytes
+    from app.export.plot_images import palette_png_bytes
     from app.state.recorded_run import shipped_recording
     from app.window.main_window import MainWindow
     from gpu.algorithms import NAIVE

@@ -18,7 +18,7 @@ import pytest
 from PySide6.QtCore import QSize, QTimer
 from PySide6.QtWidgets import QApplication
 
-from app.export import exports
+from app.export import animation_export, plot_images
 from app.export.animation_writers import GifStreamWriter, open_writer
 from app.window.file_menu import ExportRequest
 from gpu.config import AttentionConfig
@@ -56,8 +56,8 @@ def test_the_export_is_the_canvas_alone_not_the_buttons_and_panels(qtbot, make_w
     canvas = widget.canvas
     canvas.setParent(None)
     qtbot.addWidget(canvas)
-    exports._lay_out(canvas, SMALL)
-    direct = exports._frame_array(exports.render_image(canvas, SMALL)).astype(int)
+    plot_images.lay_out(canvas, SMALL)
+    direct = plot_images.frame_array(plot_images.render_image(canvas, SMALL)).astype(int)
     assert first.shape == direct.shape
     assert np.abs(first - direct).mean() < 3  # only the GIF palette's rounding differs
     # The whole widget would start with its mode tabs and buttons on the window's colour.
@@ -80,7 +80,7 @@ def test_the_default_size_fits_the_s_and_p_labels(qtbot, config):
 
     widget = TileAnimationWidget(config=config)
     qtbot.addWidget(widget)
-    size = QSize(*exports.ANIMATION_SIZE)
+    size = QSize(*animation_export.ANIMATION_SIZE)
     assert widget.canvas_problems(size) == []  # no label cut or overlapping
     keys = {item.key for item in widget.canvas.text_items(size)}
     assert {"lane0.name.S", "lane0.name.P"} <= keys  # the N×N matrices keep their names
@@ -91,7 +91,7 @@ def test_sizes_below_the_canvas_minimum_are_refused_naming_it(make_window, tmp_p
     fm = window.file_menu
     path = tmp_path / "x.gif"
     assert not fm.export(ExportRequest("gif", str(path), size=(960, 300), frames=2))
-    w, h = exports.canvas_minimum_size()
+    w, h = animation_export.canvas_minimum_size()
     assert f"at least {w}×{h} pixels" in window.banner.message
     assert not path.exists() and leftovers(tmp_path) == []
 
@@ -99,8 +99,11 @@ def test_sizes_below_the_canvas_minimum_are_refused_naming_it(make_window, tmp_p
 def test_the_dialog_defaults_to_a_size_that_fits_and_states_the_limits(make_window):
     window = make_window()
     dialog = window.file_menu.export_dialog("gif")
-    assert (dialog.width_spin.value(), dialog.height_spin.value()) == exports.ANIMATION_SIZE
-    assert dialog.width_spin.minimum() == exports.canvas_minimum_size()[0]
+    assert (
+        dialog.width_spin.value(),
+        dialog.height_spin.value(),
+    ) == animation_export.ANIMATION_SIZE
+    assert dialog.width_spin.minimum() == animation_export.canvas_minimum_size()[0]
     assert dialog.limits.isVisibleTo(dialog) and "4.29 gigapixels" in dialog.limits.text()
     dialog.kind.setCurrentIndex(dialog.kind.findData("plots_png"))
     assert not dialog.limits.isVisibleTo(dialog) and dialog.width_spin.minimum() == 64
@@ -124,7 +127,7 @@ def test_a_size_whose_frames_would_not_fit_in_memory_is_refused(make_window, tmp
     class Little:
         available = 200 * 2**20
 
-    monkeypatch.setattr(exports.psutil, "virtual_memory", lambda: Little)
+    monkeypatch.setattr(animation_export.psutil, "virtual_memory", lambda: Little)
     window = make_window()
     path = tmp_path / "a.gif"
     assert not window.file_menu.export(
@@ -135,9 +138,9 @@ def test_a_size_whose_frames_would_not_fit_in_memory_is_refused(make_window, tmp
 
 
 def test_memory_holds_a_few_frames_whatever_the_count():
-    assert exports.frames_in_flight((1280, 720)) == 6
-    assert exports.frames_in_flight((8192, 8192)) == 1
-    big = exports.animation_memory_bytes((8192, 8192))
+    assert animation_export.frames_in_flight((1280, 720)) == 6
+    assert animation_export.frames_in_flight((8192, 8192)) == 1
+    big = animation_export.animation_memory_bytes((8192, 8192))
     assert big == 5 * 8192 * 8192 * 4  # one in flight, four being painted or encoded
 
 
@@ -160,11 +163,11 @@ def _gaps_exporting(qtbot, window, path: Path, bands: list[int]) -> list[float]:
     """Export a 4K MP4 while a 5 ms timer ticks on the GUI thread: the gaps between ticks,
     longest first, not counting the GUI thread's waits for a CPU that other processes held
     (stall_clock). `bands` collects the pixel count of every band painted."""
-    real = exports.AnimationExporter._paint_band
+    real = animation_export.AnimationExporter._paint_band
 
     def counted(self):  # type: ignore[no-untyped-def]
         w, _ = self.size
-        bands.append(w * max(8, exports.BAND_PIXELS // w))
+        bands.append(w * max(8, animation_export.BAND_PIXELS // w))
         return real(self)
 
     clock = stall_clock()
@@ -172,7 +175,7 @@ def _gaps_exporting(qtbot, window, path: Path, bands: list[int]) -> list[float]:
     timer = QTimer()
     timer.timeout.connect(lambda: ticks.append(clock()))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(exports.AnimationExporter, "_paint_band", counted)
+        mp.setattr(animation_export.AnimationExporter, "_paint_band", counted)
         timer.start(5)
         exported(qtbot, window, path, frames=4, size=(3840, 2160))
         timer.stop()
@@ -188,7 +191,7 @@ def test_painting_a_large_frame_never_stalls_the_gui_thread(
     gaps = _gaps_exporting(qtbot, window, tmp_path / "big.mp4", bands)
     # Each 8.3-megapixel frame is painted a band of at most a megapixel at a time, between
     # turns of the event loop (a whole 4K frame in one turn is some 45 ms of CPU here) ...
-    assert len(bands) >= 4 * 8 and max(bands) <= exports.BAND_PIXELS
+    assert len(bands) >= 4 * 8 and max(bands) <= animation_export.BAND_PIXELS
     # ... so nothing holds the GUI thread: the canvas's background picture is painted once at
     # full size (one gap may be long), every gap after it is short.
     longest = [round(g * 1e3) for g in gaps[:3]]
@@ -202,7 +205,7 @@ def test_painting_a_large_frame_never_stalls_the_gui_thread(
 def full_disk(monkeypatch):
     """Every partial file the exporter opens is a link to /dev/full: writes fail with ENOSPC,
     as on a full disk."""
-    real = exports.new_partial_file
+    real = animation_export.new_partial_file
 
     def on_full_disk(target, suffix=""):
         tmp = real(target, suffix)
@@ -210,7 +213,7 @@ def full_disk(monkeypatch):
         os.symlink("/dev/full", tmp)
         return tmp
 
-    monkeypatch.setattr(exports, "new_partial_file", on_full_disk)
+    monkeypatch.setattr(animation_export, "new_partial_file", on_full_disk)
 
 
 @pytest.mark.parametrize("suffix", [".gif", ".mp4"])
@@ -335,7 +338,7 @@ def test_a_gif_shows_the_lane_and_the_measured_clock_on_screen(qtbot, make_windo
     qtbot.waitUntil(lambda: all(lane.clock.measured for lane in anim.player.lanes), timeout=10_000)
     assert anim.algorithms == (NAIVE, TILED_WS)
     anim.seek_fraction(0.0)
-    on_screen = exports._frame_array(anim.canvas_image(QSize(*SMALL))).astype(int)
+    on_screen = plot_images.frame_array(anim.canvas_image(QSize(*SMALL))).astype(int)
     path = tmp_path / "ws.gif"
     exported(qtbot, window, path, frames=3)
     first = imageio.imread(path, index=0)[..., :3].astype(int)
@@ -346,5 +349,5 @@ def test_a_gif_shows_the_lane_and_the_measured_clock_on_screen(qtbot, make_windo
     )
     qtbot.addWidget(other)
     other.seek_fraction(0.0)
-    readable = exports._frame_array(other.canvas_image(QSize(*SMALL))).astype(int)
+    readable = plot_images.frame_array(other.canvas_image(QSize(*SMALL))).astype(int)
     assert np.abs(first - readable).mean() > 3 * np.abs(first - on_screen).mean()

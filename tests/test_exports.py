@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QDialog, QPushButton
 from test_session import FAKE_DATE, FAKE_DEVICE, synthetic_recording, write_synthetic
 
 import main
-from app.export import exports
+from app.export import plot_tables
 from app.state.recorded_run import SHIPPED_RECORDING
 from app.window import file_menu
 from app.window.file_menu import ExportRequest
@@ -91,7 +91,7 @@ def test_svg_export_parses_and_holds_every_curves_points(qtbot, window, tmp_path
         # made between frames, its coordinates rewritten and written off the GUI thread
         assert window.file_menu.export(ExportRequest("plots_svg", str(path), size=(1600, 1000)))
     counts, texts = _point_counts(path.read_bytes())
-    plotted = exports.plotted_series(window.plots)
+    plotted = plot_tables.plotted_series(window.plots)
     lines: Counter = Counter()
     for (plot_name, name), (xs, _) in plotted.items():
         plot = window.findChild(object, plot_name)
@@ -121,8 +121,8 @@ def test_csv_round_trips_to_the_plotted_data_with_units_in_the_header(window, tm
     path = tmp_path / "plots.csv"
     assert window.file_menu.export(ExportRequest("plots_csv", str(path)))
     text = path.read_text()
-    plotted = exports.plotted_series(window.plots)
-    assert exports.read_plots_csv(text) == plotted  # exact, every series
+    plotted = plot_tables.plotted_series(window.plots)
+    assert plot_tables.read_plots_csv(text) == plotted  # exact, every series
     header = text.splitlines()[0]
     for unit in ("[tokens]", "[B]", "[ms]", "[FLOP/B]", "[FLOP/s]"):
         assert unit in header
@@ -215,7 +215,7 @@ def test_overwriting_asks_first_through_a_replaceable_question(window, tmp_path,
     assert len(asked) == 1 and str(path) in asked[0][2] and path.read_text() == "precious"
     fm.confirm_overwrite = lambda p: True
     assert fm.export(ExportRequest("plots_csv", str(path)))
-    assert exports.read_plots_csv(path.read_text()) == exports.plotted_series(window.plots)
+    assert plot_tables.read_plots_csv(path.read_text()) == plot_tables.plotted_series(window.plots)
 
 
 def test_the_export_dialog_exports_what_it_is_set_to(qtbot, window, tmp_path):

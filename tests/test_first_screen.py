@@ -305,7 +305,7 @@ def test_a_live_switch_to_light_restyles_the_key_and_the_tiles_toolbars(make_win
 
 def test_every_lane_fits_at_the_canvas_minimum_that_readme_and_dialog_state(qtbot):
     from app.animation.widget import FUSED, TileAnimationWidget
-    from app.export.exports import canvas_minimum_size
+    from app.export.animation_export import canvas_minimum_size
     from app.window.file_menu import animation_limits
     from gpu.config import AttentionConfig
 

@@ -270,16 +270,16 @@ def test_render_in_process_shows_markup_as_text(qtbot, tmp_path, fifo, monkeypat
     file = tmp_path / "r.json"
     file.write_text(json.dumps(doc))
     seen = []
-    from app.export import exports
+    from app.export import plot_images
 
-    original = exports.render_image
+    original = plot_images.render_image
 
     def capture(window, size):  # what the window shows when its picture is taken
         seen.append(shown_texts(window))
         assert_plain(window)
         return original(window, size)
 
-    monkeypatch.setattr("app.export.exports.render_image", capture)
+    monkeypatch.setattr("app.export.plot_images.render_image", capture)
     code = launch.render_window(
         AttentionConfig(seq_len=4096), open_path=str(file), out=str(tmp_path / "r.png")
     )

@@ -15,7 +15,7 @@ from PySide6.QtCore import QByteArray, QRectF
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtSvg import QSvgRenderer
 
-from app.export import exports
+from app.export import plot_images, plot_tables
 from app.plotting.svg_coordinates import output_space, parse_matrix, transform_path
 from app.window.file_menu import ExportRequest
 from gpu.algorithms import NAIVE, TILED, TILED_MMA
@@ -99,7 +99,7 @@ def _ink(image: np.ndarray, background: np.ndarray, cell: int = 20) -> np.ndarra
 
 
 def test_the_svg_renders_alike_in_cairo_and_in_qt(window):
-    svg = exports.plots_svg(window.plots, SIZE)
+    svg = plot_images.plots_svg(window.plots, SIZE)
     assert b"non-scaling-stroke" not in svg
     qt, cairo = _qt_raster(svg, SIZE), _cairo_raster(svg, SIZE)
     background = qt[5, SIZE[0] // 2].astype(int)  # the window colour behind the plots
@@ -119,7 +119,7 @@ def test_the_svg_renders_alike_in_cairo_and_in_qt(window):
 def test_png_and_svg_exports_keep_the_budget_line_its_label_and_legend_entry(
     qtbot, window, tmp_path
 ):
-    svg = exports.plots_svg(window.plots, SIZE)
+    svg = plot_images.plots_svg(window.plots, SIZE)
     texts = " ".join(
         "".join(t.itertext()) for t in ET.fromstring(svg).iter() if t.tag.endswith("text")
     )
@@ -145,7 +145,7 @@ def test_results_csv_is_one_row_per_result_and_kernel_with_units_config_and_devi
     path = tmp_path / "results.csv"
     assert window.file_menu.export(ExportRequest("results_csv", str(path)))
     rows = list(csv.DictReader(io.StringIO(path.read_text())))
-    assert tuple(rows[0]) == exports.RESULT_COLUMNS
+    assert tuple(rows[0]) == plot_tables.RESULT_COLUMNS
     # naive: 3 kernels, the tiled kernels: 1, at each of N = 4096 and 16384.
     assert len(rows) == 2 * (3 + 1 + 1)
     naive_4096 = [r for r in rows if r["algorithm"] == NAIVE and r["seq_len"] == "4096"]
@@ -167,7 +167,7 @@ def test_results_csv_is_one_row_per_result_and_kernel_with_units_config_and_devi
         name.endswith(("_ms", "_bytes", "_flops", "_tflop_s", "_samples"))
         for name in (
             c
-            for c in exports.RESULT_COLUMNS
+            for c in plot_tables.RESULT_COLUMNS
             if c.startswith(("kernel_", "peak", "total", "useful"))
         )
     )
@@ -179,4 +179,4 @@ def test_the_wide_series_csv_labels_each_series_and_reads_back(window, tmp_path)
     header = path.read_text().splitlines()[0]
     assert "trafficPlot/measured_naive y: DRAM traffic [B]" in header
     assert "rooflinePlot/at_measured_tiled_mma x: arithmetic intensity [FLOP/B]" in header
-    assert exports.read_plots_csv(path.read_text()) == exports.plotted_series(window.plots)
+    assert plot_tables.read_plots_csv(path.read_text()) == plot_tables.plotted_series(window.plots)

@@ -257,17 +257,17 @@ def test_saving_a_session_never_raises_out_of_the_file_menu(qtbot, make_window, 
 def test_render_of_a_substituted_config_shows_the_substitution_in_the_picture(
     tmp_path, monkeypatch, capsys
 ):
-    import app.export.exports
+    import app.export.plot_images
     from app.launch import render_window
 
     seen = []
-    real = app.export.exports.render_image
+    real = app.export.plot_images.render_image
 
     def render_image(widget, size=None):
         seen.append(widget.run_status.text())
         return real(widget, size)
 
-    monkeypatch.setattr(app.export.exports, "render_image", render_image)
+    monkeypatch.setattr(app.export.plot_images, "render_image", render_image)
     out = tmp_path / "shot.png"
     code = render_window(AttentionConfig(seq_len=1, heads=1), backend="replay", out=str(out))
     assert code == 0 and out.exists()

@@ -2,9 +2,10 @@
 ffmpeg. Nothing accumulates: memory holds the frame being encoded, whatever the frame count.
 
 Qt-free (frames are RGB NumPy arrays), used by the exporter's encoding thread
-(app/export/exports.py). Every failure is an `AnimationWriteError` with one line for a user (a full
-disk says so, never a broken pipe and ffmpeg's command line); `discard()` closes a writer
-without raising, so a cancelled or failed export leaves nothing behind to be reported later.
+(app/export/animation_export.py). Every failure is an `AnimationWriteError` with one line for
+a user (a full disk says so, never a broken pipe and ffmpeg's command line); `discard()` closes
+a writer without raising, so a cancelled or failed export leaves nothing behind to be reported
+later.
 
 GIF: Pillow quantizes each frame to its own 256-colour palette (octree, no dithering: the flat
 colours of the canvas stay flat) and encodes it at once with its own colour table, through

@@ -38,7 +38,7 @@ from PySide6.QtWidgets import (
 from gpu.algorithms import ALGORITHMS
 from gpu.files.recording import RecordingError
 
-from ..export import exports
+from ..export import animation_export, export_files, plot_images, plot_tables
 from ..state.budget import BUDGET_PRESETS, CUSTOM_GB_RANGE
 from ..state.recorded_run import RECORDED_DIR, REPLAY, RecordedBackend, shipped_recording
 from ..state.session import Session, SessionError, make_session, save_session
@@ -71,8 +71,10 @@ ANIMATION_LIMITS = (
 
 
 def animation_limits() -> str:
-    w, h = exports.canvas_minimum_size()
-    return ANIMATION_LIMITS.format(w, h, exports.MAX_FRAMES, exports.MAX_ANIMATION_PIXELS_LABEL)
+    w, h = animation_export.canvas_minimum_size()
+    return ANIMATION_LIMITS.format(
+        w, h, animation_export.MAX_FRAMES, animation_export.MAX_ANIMATION_PIXELS_LABEL
+    )
 
 
 #: How the banner's message about a file that could not be opened begins.
@@ -88,7 +90,7 @@ class ExportKind:
     default_size: tuple[int, int] | None  # None: no size to choose
 
 
-_ANIMATION_SIZE = exports.ANIMATION_SIZE
+_ANIMATION_SIZE = animation_export.ANIMATION_SIZE
 EXPORT_KINDS: tuple[ExportKind, ...] = (
     ExportKind("plots_png", "Plots as PNG image", ".png", "PNG image (*.png)", (1600, 1000)),
     ExportKind("plots_svg", "Plots as SVG (vector)", ".svg", "SVG image (*.svg)", (1600, 1000)),
@@ -185,15 +187,19 @@ class ExportDialog(QDialog):
         self.plot.setToolTip("All four plots in one image, or one of them.")
         form.addRow("Plots", self.plot)
         size_row = QHBoxLayout()
-        self.width_spin = self._spin("exportWidth", exports.MIN_SIZE, exports.MAX_SIZE, 1600)
-        self.height_spin = self._spin("exportHeight", exports.MIN_SIZE, exports.MAX_SIZE, 1000)
+        self.width_spin = self._spin(
+            "exportWidth", plot_images.MIN_SIZE, plot_images.MAX_SIZE, 1600
+        )
+        self.height_spin = self._spin(
+            "exportHeight", plot_images.MIN_SIZE, plot_images.MAX_SIZE, 1000
+        )
         self.width_spin.setSuffix(" px")
         self.height_spin.setSuffix(" px")
         size_row.addWidget(self.width_spin)
         size_row.addWidget(self.height_spin)
         form.addRow("Size (w × h)", size_row)
         anim_row = QHBoxLayout()
-        self.frames = self._spin("exportFrames", 2, exports.MAX_FRAMES, 60)
+        self.frames = self._spin("exportFrames", 2, animation_export.MAX_FRAMES, 60)
         self.frames.setSuffix(" frames")
         self.frames.setToolTip("Frames over one pass of the animation's clock.")
         self.fps = self._spin("exportFps", 1, 60, 12)
@@ -245,7 +251,9 @@ class ExportDialog(QDialog):
         self.plot.setEnabled(plots)
         self.width_spin.setEnabled(kind.default_size is not None)
         self.height_spin.setEnabled(self.width_spin.isEnabled())
-        lowest = exports.canvas_minimum_size() if animation else (exports.MIN_SIZE,) * 2
+        lowest = (
+            animation_export.canvas_minimum_size() if animation else (plot_images.MIN_SIZE,) * 2
+        )
         self.width_spin.setMinimum(lowest[0])
         self.height_spin.setMinimum(lowest[1])
         self.limits.setVisible(animation)
@@ -318,9 +326,9 @@ class FileMenu(QObject):
         #: Show a progress dialog for animation exports (tests may turn it off).
         self.show_progress = True
         self.dialog: ExportDialog | None = None
-        self.exporter: exports.AnimationExporter | None = None
+        self.exporter: animation_export.AnimationExporter | None = None
         self.progress_dialog: QProgressDialog | None = None
-        self.plot_export: exports.PlotImageExport | exports.PlotSvgExport | None = None
+        self.plot_export: plot_images.PlotImageExport | plot_images.PlotSvgExport | None = None
         #: Files are read here, off the GUI thread; opening another supersedes a slow read.
         self.reader = LatestOnly(self)
 
@@ -470,13 +478,13 @@ class FileMenu(QObject):
             return self._export_plot_image(request)
         try:
             if request.kind == "plots_csv":
-                data = exports.plots_csv(panel, request.only).encode()
+                data = plot_tables.plots_csv(panel, request.only).encode()
             elif request.kind == "results_csv":
-                data = exports.results_csv(panel).encode()
+                data = plot_tables.results_csv(panel).encode()
             else:
-                data = exports.window_png(self.window)
-            exports.write_file(path, data, overwrite=True)
-        except (exports.ExportError, OSError) as exc:
+                data = plot_images.window_png(self.window)
+            export_files.write_file(path, data, overwrite=True)
+        except (export_files.ExportError, OSError) as exc:
             self._error(f"Could not export {kind.text.lower()}: {exc}")
             return False
         self._status(f"Exported {kind.text.lower()} to {path}")
@@ -486,16 +494,16 @@ class FileMenu(QObject):
     def _export_plot_image(self, request: ExportRequest) -> bool:
         what = KINDS[request.kind].text.lower()
         try:
-            exports.check_writable(request.path)
+            export_files.check_writable(request.path)
             args = (self.window.plots, request.size or (1600, 1000), request.only, request.path)
-            job: exports.PlotImageExport | exports.PlotSvgExport
+            job: plot_images.PlotImageExport | plot_images.PlotSvgExport
             if request.kind == "plots_svg":
-                job = exports.PlotSvgExport(
+                job = plot_images.PlotSvgExport(
                     *args, overwrite=True, description=self._description(), parent=self
                 )
             else:
-                job = exports.PlotImageExport(*args, overwrite=True, parent=self)
-        except exports.ExportError as exc:
+                job = plot_images.PlotImageExport(*args, overwrite=True, parent=self)
+        except export_files.ExportError as exc:
             self._error(f"Could not export {what}: {exc}")
             return False
 
@@ -527,12 +535,14 @@ class FileMenu(QObject):
         animation = getattr(self.window, "animation", None)
         player = getattr(animation, "player", None)
         try:
-            exporter = exports.AnimationExporter(
+            exporter = animation_export.AnimationExporter(
                 self.window.config,
                 request.path,
                 frames=request.frames,
                 fps=request.fps,
-                size=request.size or KINDS[request.kind].default_size or exports.ANIMATION_SIZE,
+                size=request.size
+                or KINDS[request.kind].default_size
+                or animation_export.ANIMATION_SIZE,
                 overwrite=True,
                 gpu=getattr(player, "gpu", None),
                 duration_s=getattr(player, "duration_s", None),
@@ -543,7 +553,7 @@ class FileMenu(QObject):
                 parent=self,
             )
             exporter.start()
-        except (exports.ExportError, OSError) as exc:
+        except (export_files.ExportError, OSError) as exc:
             self._error(f"Could not export the animation: {exc}")
             return False
         self.exporter = exporter

@@ -43,7 +43,8 @@ from gpu.results import RunResult
 
 from ..controls.panel import ControlsPanel
 from ..measure.explain import ExplainPane
-from ..measure.plots import ALGOS, PlotsPanel
+from ..measure.plot_styles import ALGOS
+from ..measure.plots import PlotsPanel
 from ..ring.panel import RingPanel
 from ..state.app_state import Change, StateModel
 from ..state.default_view import fastest_fused

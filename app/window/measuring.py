@@ -12,7 +12,7 @@ from PySide6.QtCore import QCoreApplication, QEvent
 from gpu.algorithms import ALGORITHMS
 from gpu.results import RunResult
 
-from ..measure.plots import ALGOS
+from ..measure.plot_styles import ALGOS
 from ..state.app_state import AppState
 from ..state.current_point import AlgorithmFigures, figures_for
 from ..state.default_view import shown_peers

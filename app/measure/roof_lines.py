@@ -1,0 +1,195 @@
+"""The roofline plot's roofs: one line per roof of the device that judges the results, clipped
+to the view, each with its label placed clear of the others and of the data (the exponential
+unit's where it has room), once per turn however often the view moved."""
+
+from __future__ import annotations
+
+import math
+
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, QRectF
+from PySide6.QtGui import QPolygonF
+
+from gpu.model.roofline import (
+    L2,
+    MEMORY_ROOFS,
+    MMA,
+    XU,
+    roofs,
+)
+
+from ..plotting.axes import drawable
+from ..plotting.label_placement import first_free, stacked_candidates
+from ..state.units import (
+    fmt_rate,
+)
+from .plot_styles import (
+    ROOF_LABELS,
+    ROOF_STYLES,
+    xu_label,
+)
+
+
+class RoofLines:
+    """The roofs and their labels on the roofline plot (a part of PlotsPanel)."""
+
+    def _draw_roofs(self) -> None:
+        """HBM and L2 roofs up to the tensor cores' peak, and a flat roof per compute unit
+        (the exponential unit's in FLOP/s at this shape's 4·d FLOPs per exponential)."""
+        gpu = self._gpu
+        if gpu is None:
+            return
+        r = self.roofline
+        # the backend's own: a GPU's per instruction family, or this CPU's; a roof a log axis
+        # cannot draw is left out (the check refuses such files; this is the point of use)
+        peaks = {n: roof for n, roof in roofs(gpu).items() if drawable(roof.peak)}
+        if not peaks:
+            self._roofs, self._flat_roofs = {}, {}
+            return
+        d = self._family.head_dim if self._family is not None else 64
+        self._roofs = {n: peaks[n].peak for n in MEMORY_ROOFS if n in peaks}
+        self._flat_roofs = {n: p.peak for n, p in peaks.items() if n not in MEMORY_ROOFS}
+        for name, roof in peaks.items():
+            r.labels[f"roof_{name}"] = ROOF_LABELS.get(name, roof.label.split(" ")[0]) + (
+                f" {fmt_rate(roof.peak, roof.unit)}"
+            )
+        if XU in peaks:
+            # one exponential per score, whose two matmuls cost 4·d FLOPs: the roof in FLOP/s
+            self._flat_roofs[XU] = peaks[XU].peak * 4 * d
+            r.labels[f"roof_{XU}"] = xu_label(peaks[XU].peak)
+        if L2 in peaks and peaks[L2].nominal:
+            r.labels[f"roof_{L2}"] += " nominal ◇"
+        self._clip_roofs()
+        ridge = gpu.ridge_flops_per_byte
+        self.ridge_line.set(ridge, f"ridge {ridge:.0f}")
+
+    def _clip_roofs(self, *_: object) -> None:
+        """The roofs drawn within the roofline's view only (an SVG export has no clipping):
+        again whenever the view's range changes."""
+        if not self._flat_roofs:
+            return
+        r = self.roofline
+        (x0, x1), (y0, y1) = r.plotItem.vb.viewRange()
+        top = math.log10(max(self._flat_roofs.values()))
+        for name in MEMORY_ROOFS:
+            bandwidth = self._roofs.get(name)
+            if bandwidth is None:
+                r.set_series(f"roof_{name}", [], [])
+                continue
+            b = math.log10(bandwidth)  # log y = b + log x
+            lo, hi = max(x0, y0 - b), min(x1, top - b, y1 - b)
+            xs = [10**lo, 10**hi] if lo < hi else []
+            r.set_series(f"roof_{name}", xs, [10 ** (b + x) for x in (lo, hi)][: len(xs)])
+        fastest = max(self._roofs.values(), default=0.0)
+        for name in ROOF_STYLES:
+            value = self._flat_roofs.get(name)
+            if value is None or name in MEMORY_ROOFS:
+                continue
+            v = math.log10(value)
+            start = max(x0, v - math.log10(fastest)) if fastest else x0
+            inside = y0 <= v <= y1 and start < x1
+            r.set_series(
+                f"roof_{name}", [10**start, 10**x1] if inside else [], [value] * 2 if inside else []
+            )
+        self._label_roofs()
+        self._paced_roof_labels()  # placed once this turn's range changes are over
+
+    def _label_roofs(self) -> None:
+        """Each roof label's text, shown where its roof is drawn (now: the roofline's fit
+        reads the labels' size; their places follow before the next paint)."""
+        r = self.roofline
+        for name, label in self.roof_labels.items():
+            text = r.labels.get(f"roof_{name}", "")
+            if text != label.toPlainText():
+                label.setText(text)
+            drawn = bool(r.series.get(f"roof_{name}", ([], []))[0])
+            if name != XU or not drawn:  # the exponential unit's is shown where it has room
+                label.setVisible(drawn)
+
+    def _place_roof_labels(self) -> None:
+        """Diagonal roofs: the label along the line near its lower end; flat roofs: above the
+        line at its right end (mma.sync's mid-line, just below the wgmma roof). The exponential
+        unit's goes last, to the first place free of the other labels and the memory roofs
+        (at d = 64 its roof coincides with the tensor cores')."""
+        r = self.roofline
+        self._label_roofs()
+        for name, label in self.roof_labels.items():
+            xs, ys = r.series.get(f"roof_{name}", ([], []))
+            if not xs or name == XU:
+                continue
+            lx, hx = math.log10(xs[0]), math.log10(xs[-1])
+            ly = math.log10(ys[0])
+            if name in MEMORY_ROOFS:
+                x = lx + 0.15 * (hx - lx)
+                label.setPos(x, ly + (x - lx))
+            elif name == MMA:  # just below the wgmma roof: its label sits mid-line
+                label.setPos(lx + 0.8 * (hx - lx), ly)
+            else:
+                label.setPos(hx, ly)
+        self._place_xu_label()
+
+    def _roofline_resized(self, *_: object) -> None:
+        """The label room above the roofs is in pixels: fit again (unless zoomed), and place
+        the exponential unit's label again."""
+        if XU in self._flat_roofs and not self.roofline.user_zoomed:
+            self._fit_roofline()
+        self._paced_roof_labels()
+
+    def _place_xu_label(self) -> None:
+        """The exponential unit's label at its roof's right end, above the line, else moved
+        left or up past what it would cover, else below the line: the first such place inside
+        the plot that covers no other roof label, no point and no memory roof
+        (app/plotting/label_placement.py).
+        Where a small plot has no such place the label is left out; the roofline's hover
+        read-out names the roof."""
+        r, label = self.roofline, self.roof_labels[XU]
+        xs, ys = r.series.get(f"roof_{XU}", ([], []))
+        if not xs:
+            return
+        vb = r.plotItem.vb
+        end = vb.mapViewToScene(pg.Point(math.log10(xs[-1]), math.log10(ys[0])))
+        others = []
+        for name, other in self.roof_labels.items():
+            if name != XU and other.isVisible():
+                other.updateTransform(force=True)  # the view moved: its shape follows now
+                others.append(other.mapToScene(other.boundingRect()))
+        lines = []
+        for name in MEMORY_ROOFS:
+            mx, my = r.series.get(f"roof_{name}", ([], []))
+            if len(mx) == 2:
+                a, b = (
+                    vb.mapViewToScene(pg.Point(math.log10(x), math.log10(y)))
+                    for x, y in zip(mx, my, strict=True)
+                )
+                lines.append((a, b))
+        points = QPolygonF(  # the points, mapped in one call: a label never covers one
+            [
+                QPointF(math.log10(x), math.log10(y))
+                for name, (mx, my) in r.series.items()
+                if not name.startswith("roof_")
+                for x, y in zip(mx, my, strict=True)
+                if x > 0 and y > 0
+            ]
+        )
+        for p in vb.mapViewToScene(points):
+            others.append(QPolygonF(QRectF(p.x() - 7, p.y() - 7, 14, 14)))
+        size = label.textItem.boundingRect()
+        candidates = stacked_candidates(end, (size.width(), size.height()), others)
+        rect = first_free(candidates, vb.sceneBoundingRect(), others, lines)
+        label.setVisible(rect is not None)
+        if rect is None:
+            return
+        label.setAnchor((1, 1))
+        label.setPos(vb.mapSceneToView(rect.bottomRight()))
+        label.updateTransform(force=True)
+
+    def roof_label_rect(self, name: str):  # type: ignore[no-untyped-def]
+        """The scene rectangle a roof's label covers now (what the layout test checks)."""
+        self.flush_roof_labels()
+        label = self.roof_labels[name]
+        label.updateTransform(force=True)
+        return label.sceneBoundingRect()
+
+    def flush_roof_labels(self) -> None:
+        """Place the roof labels now if a range change left them due (exports, tests)."""
+        self._paced_roof_labels.flush()
