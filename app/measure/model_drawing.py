@@ -1,6 +1,6 @@
 """The cost model's curves on the plots: asked for off the GUI thread for the family on screen,
-drawn when they arrive (in a turn of their own), with the growth label and the traffic plot's
-bounds."""
+drawn when they arrive (in a turn of their own), with the growth label and, on the roofline,
+where each algorithm sits at the current N."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What each plot shows and the range it fits: the series and legends of the algorithms on screen
-(naive's kernels only where they were measured), and ranges that fit the data, the roofline's
-labels and the markers until the user zooms."""
+(naive's kernels, those of the pass shown, under "Every series"), and ranges that fit the data,
+the roofline's labels and the markers until the user zooms."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The plots' hover read-outs: at the N under the pointer, what each plot shows there, measured
-and modeled, each figure with its source."""
+"""The plots' hover read-outs: at the N under the pointer (on the roofline, at the nearest
+marker), what each plot shows there, measured and modeled, each figure with its source."""
 
 from __future__ import annotations
 

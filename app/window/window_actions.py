@@ -1,5 +1,5 @@
-"""The window's actions (menus, shortcuts, tool tips): File, Run, View, Device and Help, each
-made once and shared by the menu bar and the buttons that trigger the same thing."""
+"""The window's actions and its menu bar (File, Run, View, Help): each action made once, with
+its shortcut and tool tip."""
 
 from __future__ import annotations
 
