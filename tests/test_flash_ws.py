@@ -258,7 +258,7 @@ PERSISTENT = [v for v in all_variants() if v.persistent]
 @pytest.mark.parametrize("variant", PERSISTENT, ids=lambda v: v.label)
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_a_persistent_block_computes_every_tile_it_walks(variant: WsLaunch, causal: bool) -> None:
-    """More tiles than SMs, a ragged last tile and an odd head count: each block walks ~11
+    """More tiles than SMs, a ragged last tile and an odd head count: each block walks 7-11
     query tiles through both Q buffers and many rounds of the K/V ring. Two launches with the
     same arguments: the scheduler's counters must be back at zero for the second."""
     import cupy as cp
@@ -270,7 +270,7 @@ def test_a_persistent_block_computes_every_tile_it_walks(variant: WsLaunch, caus
         config = AttentionConfig(
             seq_len=4097, heads=23, batch=2, head_dim=variant.head_dim, dtype=dtype, causal=causal
         )
-        assert variant.grid_blocks(config) > 8 * 132
+        assert variant.grid_blocks(config) > 7 * 132  # 1,012 tiles at d = 64, 1,518 at 128
 
         def forward(q, k, v, o, m, l, config, variant=variant):
             prepared = flash_ws.prepare(config, variant)

@@ -517,7 +517,7 @@ def test_gpu_a_broken_tensor_core_kernel_is_off_and_the_others_keep_running_on_t
     from gpu.backends.cuda_backend import CudaBackend
     from gpu.launch import cuda_kernels
 
-    module = importlib.import_module(f"gpu.{module_name}")
+    module = importlib.import_module(f"gpu.launch.{module_name}")
     config = AttentionConfig(seq_len=1024, heads=2, head_dim=64, dtype="fp16")
     if module.supports(config) is not None:
         pytest.skip(module.supports(config))
