@@ -20,7 +20,8 @@ from __future__ import annotations
 import contextlib
 import io
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 from PySide6.QtCore import (
@@ -168,8 +169,10 @@ def plots_png(panel: PlotsPanel, size: tuple[int, int], only: str | None = None)
     return png_bytes(plots_image(panel, size, only))
 
 
-class PlotImageExport(QObject):
-    """A PNG of the plots, made without stalling the GUI thread (see the module docstring).
+class _SteppedPlotExport(QObject):
+    """An export of the plots made without stalling the GUI thread: `steps()` is the GUI
+    thread's share, one piece per timer tick; then `file_bytes()` (encoding, rewriting) and
+    the write run on a worker thread.
 
     `start()` checks the request and returns; then `finished(path)` or `failed(message)`.
     """
@@ -190,7 +193,6 @@ class PlotImageExport(QObject):
         self.size = check_size(size)
         _check_only(only)
         self.panel, self.only, self.path, self.overwrite = panel, only, path, overwrite
-        self.image: QImage | None = None
         self._steps: Iterator[None] | None = None
         self._timer = QTimer(self)
         # One step per tick, the next started once this one is done: a timer that fell due
@@ -202,8 +204,54 @@ class PlotImageExport(QObject):
 
     def start(self) -> None:
         self.panel.flush_model()  # the curves of the config being shown, not a pending one
-        self._steps = self.image_steps()
+        self._steps = self.steps()
         self._timer.start()
+
+    def steps(self) -> Iterator[None]:
+        raise NotImplementedError
+
+    def file_bytes(self) -> Callable[[], bytes]:
+        """What the worker thread turns into the file's bytes, made from this export's result
+        on the GUI thread (the worker touches no Qt object the GUI thread owns)."""
+        raise NotImplementedError
+
+    def _tick(self) -> None:
+        assert self._steps is not None
+        try:
+            next(self._steps)
+            self._timer.start()
+            return
+        except StopIteration:
+            pass
+        except Exception as exc:
+            self.failed.emit(str(exc))
+            return
+        make, path, overwrite = self.file_bytes(), self.path, self.overwrite
+
+        def write() -> str:
+            write_file(path, make(), overwrite=overwrite)
+            return path
+
+        self._writer.submit(write, self.finished.emit, self._failed)
+
+    def _failed(self, exc: BaseException) -> None:
+        self.failed.emit(str(exc))
+
+
+class PlotImageExport(_SteppedPlotExport):
+    """A PNG of the plots, made without stalling the GUI thread (see the module docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.image: QImage | None = None
+
+    def steps(self) -> Iterator[None]:
+        return self.image_steps()
+
+    def file_bytes(self) -> Callable[[], bytes]:
+        image = self.image
+        assert image is not None
+        return lambda: png_bytes(image)
 
     def image_steps(self) -> Iterator[None]:
         """The GUI thread's share, one piece per step (each a few tens of ms at most)."""
@@ -235,29 +283,6 @@ class PlotImageExport(QObject):
         finally:
             replica.deleteLater()
 
-    def _tick(self) -> None:
-        assert self._steps is not None
-        try:
-            next(self._steps)
-            self._timer.start()
-            return
-        except StopIteration:
-            pass
-        except Exception as exc:
-            self.failed.emit(str(exc))
-            return
-        image, path, overwrite = self.image, self.path, self.overwrite
-
-        def encode_and_write() -> str:
-            assert image is not None
-            write_file(path, png_bytes(image), overwrite=overwrite)
-            return path
-
-        self._writer.submit(encode_and_write, self.finished.emit, self._failed)
-
-    def _failed(self, exc: BaseException) -> None:
-        self.failed.emit(str(exc))
-
 
 def plots_svg(
     panel: PlotsPanel, size: tuple[int, int], only: str | None = None, description: str = ""
@@ -271,16 +296,10 @@ def plots_svg(
     return output_space(job.svg)
 
 
-class PlotSvgExport(QObject):
+class PlotSvgExport(_SteppedPlotExport):
     """An SVG of the plots, made without stalling the GUI thread: the replica is built a piece
     at a time between frames, laid out without painting, painted into the SVG a plot per timer
-    tick, and its coordinates rewritten and the file written on a worker thread.
-
-    `start()` checks the request and returns; then `finished(path)` or `failed(message)`.
-    """
-
-    finished = Signal(str)
-    failed = Signal(str)
+    tick, and its coordinates rewritten and the file written on a worker thread."""
 
     def __init__(
         self,
@@ -292,25 +311,17 @@ class PlotSvgExport(QObject):
         description: str = "",
         parent: QObject | None = None,
     ) -> None:
-        super().__init__(parent)
-        self.size = check_size(size)
-        _check_only(only)
-        self.panel, self.only, self.path, self.overwrite = panel, only, path, overwrite
+        super().__init__(panel, size, only, path, overwrite, parent)
         self.description = description
         self.svg: bytes | None = None  # as QSvgGenerator wrote it (before output_space)
-        self._steps: Iterator[None] | None = None
-        self._timer = QTimer(self)
-        # One step per tick, the next started once this one is done: a timer that fell due
-        # meanwhile (input, a frame) runs before it.
-        self._timer.setSingleShot(True)
-        self._timer.setInterval(0)
-        self._timer.timeout.connect(self._tick)
-        self._writer = LatestOnly(self)
 
-    def start(self) -> None:
-        self.panel.flush_model()  # the curves of the config being shown, not a pending one
-        self._steps = self.svg_steps()
-        self._timer.start()
+    def steps(self) -> Iterator[None]:
+        return self.svg_steps()
+
+    def file_bytes(self) -> Callable[[], bytes]:
+        svg = self.svg
+        assert svg is not None
+        return lambda: output_space(svg)
 
     def svg_steps(self) -> Iterator[None]:
         """The GUI thread's share, one piece per step. The SVG gets the fitted views: it has
@@ -353,29 +364,6 @@ class PlotSvgExport(QObject):
             if painter.isActive():
                 painter.end()
             replica.deleteLater()
-
-    def _tick(self) -> None:
-        assert self._steps is not None
-        try:
-            next(self._steps)
-            self._timer.start()
-            return
-        except StopIteration:
-            pass
-        except Exception as exc:
-            self.failed.emit(str(exc))
-            return
-        svg, path, overwrite = self.svg, self.path, self.overwrite
-
-        def rewrite_and_write() -> str:
-            assert svg is not None
-            write_file(path, output_space(svg), overwrite=overwrite)
-            return path
-
-        self._writer.submit(rewrite_and_write, self.finished.emit, self._failed)
-
-    def _failed(self, exc: BaseException) -> None:
-        self.failed.emit(str(exc))
 
 
 def _vector_mode(view: QGraphicsView, painter: QPainter) -> None:
