@@ -100,23 +100,13 @@ def settled(func: Callable[..., Any], pause_ms: int, parent: QObject | None = No
 _TURN = QEvent.Type(QEvent.registerEventType())
 
 
-class OncePerTurn(QObject):
-    """`func`, run at the first call of a turn of the event loop and once more at its end when
-    called again meanwhile (see the module docstring)."""
+class _DueCall(QObject):
+    """`func` and whether a call of it is due: what OncePerTurn and BeforePaint share."""
 
     def __init__(self, func: Callable[[], Any], parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._func = func
-        self._in_turn = False  # a call ran in this turn; the turn's end is posted
-        self._due = False  # called again since
-
-    def __call__(self) -> None:
-        if self._in_turn:
-            self._due = True
-            return
-        self._in_turn = True
-        QCoreApplication.postEvent(self, QEvent(_TURN))
-        self._func()
+        self._due = False
 
     @property
     def pending(self) -> bool:
@@ -127,6 +117,24 @@ class OncePerTurn(QObject):
         if self._due:
             self._due = False
             self._func()
+
+
+class OncePerTurn(_DueCall):
+    """`func`, run at the first call of a turn of the event loop and once more at its end when
+    called again meanwhile (see the module docstring)."""
+
+    def __init__(self, func: Callable[[], Any], parent: QObject | None = None) -> None:
+        super().__init__(func, parent)
+        # A call ran in this turn and the turn's end is posted; `_due`: called again since.
+        self._in_turn = False
+
+    def __call__(self) -> None:
+        if self._in_turn:
+            self._due = True
+            return
+        self._in_turn = True
+        QCoreApplication.postEvent(self, QEvent(_TURN))
+        self._func()
 
     def event(self, event: QEvent) -> bool:
         if event.type() == _TURN:
@@ -141,18 +149,14 @@ def once_per_turn(func: Callable[[], Any], parent: QObject | None = None) -> Onc
     return OncePerTurn(func, parent)
 
 
-class BeforePaint(QObject):
+class BeforePaint(_DueCall):
     """`func`, run once at the start of the next turn of the event loop, before the repaints
     that turn delivers (a posted event of high priority), however often it was asked for.
 
     For work that only places things (labels beside lines that a range change moved): a
     state change moves the view's range several times in one turn, and placing the labels
-    after each move would cost several placements for one picture."""
-
-    def __init__(self, func: Callable[[], Any], parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self._func = func
-        self._due = False
+    after each move would cost several placements for one picture. A flush runs a due call
+    now; its posted event then finds nothing to do."""
 
     def __call__(self) -> None:
         if not self._due:
@@ -160,16 +164,6 @@ class BeforePaint(QObject):
             QCoreApplication.postEvent(
                 self, QEvent(_BEFORE_PAINT), Qt.EventPriority.HighEventPriority.value
             )
-
-    @property
-    def pending(self) -> bool:
-        return self._due
-
-    def flush(self) -> None:
-        """Run a due call now (its posted event then finds nothing to do)."""
-        if self._due:
-            self._due = False
-            self._func()
 
     def event(self, event: QEvent) -> bool:
         if event.type() == _BEFORE_PAINT:
