@@ -38,8 +38,8 @@
 //   Q_i  block_m x (D+4)   K_j, V_j  block_n x (D+4) each   S_ij  block_m x (block_n+1)
 //   O_i  block_m x D       m_i, l_i, alpha_i  block_m each
 // The +4 / +1 padding shifts consecutive rows to different memory banks (no bank conflicts).
-// The host (gpu/launch/flash_readable.py) computes the same total and refuses tile sizes that exceed
-// the device's opt-in limit, naming that limit.
+// The host (gpu/launch/flash_readable.py) computes the same total and refuses tile sizes that
+// exceed the device's opt-in limit, naming that limit.
 
 #include "dtypes.cuh"
 #include "reductions.cuh"

@@ -34,14 +34,14 @@
 //     back, then does the softmax of S_j while P_{j-1} V_{j-1} is still running.
 //   * Causal: key tiles above the diagonal are never loaded; blocks start longest first, and
 //     heads are handed out in groups that share L2 (see "Block order").
-//   * Persistent blocks (PERSIST): one block per SM walks the query tiles with two Q buffers
-//     (one at d = 256, where two do not fit: then the next tile's first K tile goes ahead of
-//     its Q), so the producer copies the next tile's Q and its first K/V tiles while the
-//     consumers still finish this tile's P·V and epilogue; the next tile starts on data already in shared
-//     memory instead of a new block's cold start. Tiles are handed out by a global counter
-//     (see "Tile scheduler"): a block takes the next one when its producer has issued the last
-//     copy of the current one, so the longest causal tiles, which go first, end up spread
-//     evenly and blocks finish together.
+//   * Persistent blocks (PERSIST): one block per SM walks the query tiles with two Q buffers (one
+//     at d = 256, where two do not fit: then the next tile's first K tile goes ahead of its Q), so
+//     the producer copies the next tile's Q and its first K/V tiles while the consumers still
+//     finish this tile's P·V and epilogue; the next tile starts on data already in shared memory
+//     instead of a new block's cold start. Tiles are handed out by a global counter (see "Tile
+//     scheduler"): a block takes the next one when its producer has issued the last copy of the
+//     current one, so the longest causal tiles, which go first, end up spread evenly and blocks
+//     finish together.
 //
 // Warp roles (NT = 128·(NCW + 1) threads, __launch_bounds__(NT, 1): one block per SM):
 //   warpgroup 0       producer: warp 0, lane 0 issues every TMA copy; the rest exit at once
@@ -63,10 +63,10 @@
 // V is MN-major (transposed B): + 16 rows · 128 B per k-step, LBO = BC·128 (next 64 columns of
 // d), SBO = 1024.
 //
-// Tensor maps (built by gpu/launch/flash_ws.py): Q, K and V each as a 3-D tensor (D, N, batch·heads),
-// innermost first, 16-bit elements; boxes of (64, BR or BC, 1). Rows at or past N of a head are
-// outside the tensor, so TMA zero-fills them: a ragged last tile reads zeros, never the next
-// head's rows.
+// Tensor maps (built by gpu/launch/flash_ws.py): Q, K and V each as a 3-D tensor (D, N,
+// batch·heads), innermost first, 16-bit elements; boxes of (64, BR or BC, 1). Rows at or past N of
+// a head are outside the tensor, so TMA zero-fills them: a ragged last tile reads zeros, never the
+// next head's rows.
 //
 // Ring protocol. Tile t lives in stage t % NS, round t / NS (t counts every key tile the block
 // has visited, over all its query tiles). The producer, before writing stage
@@ -145,7 +145,8 @@
 //   CAUSAL  key j may be seen by query i only when j <= i
 //   BF16    bf16 inputs/outputs (else fp16)
 // Grid: ceil(N / BR) · batch·heads (PERSIST: at most one block per SM). Block: 128·(NCW + 1).
-// Dynamic shared memory: see gpu/launch/flash_ws.py (`WsLaunch.smem_bytes`), the same sum as the carve-up below.
+// Dynamic shared memory: see gpu/launch/flash_ws.py (`WsLaunch.smem_bytes`), the same sum as
+// the carve-up below.
 // Arguments: tensor maps of Q, K, V; O (u16, [bh, N, D]); M, L (fp32, [bh, N]); N; the number of
 // (batch, head) pairs; heads per L2 group; log2(e)/√d; the scheduler's two int32 counters (zero
 // before the first launch; unused without PERSIST).

@@ -1,7 +1,7 @@
 // trace.cuh — the trace build of the tiled kernels.
 //
-// Compiled only with -DTILESCOPE_TRACE (gpu/profiling/trace.py); without it every TRACE_* macro is empty
-// and a kernel is exactly the code around them (same SASS). In the trace build one thread per
+// Compiled only with -DTILESCOPE_TRACE (gpu/profiling/trace.py); without it every TRACE_* macro is
+// empty and a kernel is exactly the code around them (same SASS). In the trace build one thread per
 // block (or per role, in the warp-specialized kernel) writes one row per phase boundary, as it
 // passes it, to the extra kernel argument `trace`:
 //     int64 row = [block, sm, phase, j, t_ns]      t_ns = %globaltimer, sm = %smid
@@ -21,8 +21,8 @@
 #pragma once
 
 // ------------------------------------------------------------------------------ phase codes
-// What a row's `phase` word says. gpu/profiling/trace_phases.py reads these enums (each enumerator's
-// name, value and the comment after it), so the decoder, the trace file format and the
+// What a row's `phase` word says. gpu/profiling/trace_phases.py reads these enums (each
+// enumerator's name, value and the comment after it), so the decoder, the trace file format and the
 // animation name exactly what the kernels write. One enumerator per line:
 // `name = value,  // what it marks`, values 0, 1, 2, ... in order.
 
