@@ -613,8 +613,7 @@ def sustained_lines(records: list[dict]) -> list[str]:
         for r in here:
             if r.get("tflops"):
                 runs.setdefault(r["impl"], []).append(r["tflops"])
-        med = {k: statistics.median(v) for k, v in runs.items()}
-        spread = {k: (max(v) - min(v)) / med[k] for k, v in runs.items()}
+        med, spread = median_and_spread(runs)
 
         def cell(k: str, med: dict = med, spread: dict = spread) -> str:
             return f"{med[k]:5.0f} ({spread[k]:4.1%})" if k in med else f"{'-':>12}"
@@ -666,12 +665,19 @@ def sustained_lines(records: list[dict]) -> list[str]:
 TFLOPS_TARGETS = {64: 500, 128: 650}
 
 
+def median_and_spread(runs: dict[str, list[float]]) -> tuple[dict[str, float], dict[str, float]]:
+    """Per implementation: the median of its runs and their spread, (max − min) / median."""
+    import statistics
+
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    return med, {k: (max(v) - min(v)) / med[k] for k, v in runs.items()}
+
+
 def candidate_lines(records: list[dict]) -> list[str]:
     """One table per shape, best first: TFLOP/s (median of the sweeps), × cuDNN, × the current
     default, and the spread of the sweeps ((max − min) / median: differences below it are
     noise); then per head dim the variant with the best geometric mean over the shapes."""
     import math
-    import statistics
 
     from gpu.launch import flash_ws
 
@@ -693,8 +699,7 @@ def candidate_lines(records: list[dict]) -> list[str]:
                 runs.setdefault(r["impl"], []).append(r["tflops"])
             elif r.get("error"):
                 errors[r["impl"]] = r["error"]
-        med = {k: statistics.median(v) for k, v in runs.items()}
-        spread = {k: (max(v) - min(v)) / med[k] for k, v in runs.items()}
+        med, spread = median_and_spread(runs)
         cudnn = med.pop("sdpa_cudnn", None)
         default = med.get(defaults[d])
         bh = f"{here[0]['batch']}×{here[0]['heads']}"

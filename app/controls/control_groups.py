@@ -42,6 +42,16 @@ from .devices import DevicesControl
 from .spin_boxes import SeqLenSpinBox, ValidatedDoubleSpinBox, ValidatedSpinBox
 
 
+def _choice_combo(object_name: str, choices: tuple[tuple[str, str, str], ...]) -> QComboBox:
+    """A combo box of (key, text, tooltip) choices: the key is each item's data."""
+    combo = QComboBox()
+    combo.setObjectName(object_name)
+    for key, text, tip in choices:
+        combo.addItem(text, key)
+        combo.setItemData(combo.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
+    return combo
+
+
 class ControlGroups:
     """The groups of the controls panel, built in its constructor (a part of ControlsPanel)."""
 
@@ -100,13 +110,7 @@ class ControlGroups:
         box = QGroupBox("Pass")
         form = QFormLayout(box)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-        self.pass_combo = QComboBox()
-        self.pass_combo.setObjectName("passCombo")
-        for key, text, tip in PASS_CHOICES:
-            self.pass_combo.addItem(text, key)
-            self.pass_combo.setItemData(
-                self.pass_combo.count() - 1, tip, Qt.ItemDataRole.ToolTipRole
-            )
+        self.pass_combo = _choice_combo("passCombo", PASS_CHOICES)
         self.pass_combo.setToolTip(
             "What is run and timed: inference (the forward pass) or a training step (forward "
             "and backward). The plots, the explain pane and the tiles follow."
@@ -257,11 +261,7 @@ class ControlGroups:
         box = QGroupBox("Device")
         form = QFormLayout(box)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-        self.backend = QComboBox()
-        self.backend.setObjectName("backendCombo")
-        for key, label, tip in BACKEND_CHOICES:
-            self.backend.addItem(label, key)
-            self.backend.setItemData(self.backend.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
+        self.backend = _choice_combo("backendCombo", BACKEND_CHOICES)
         self.backend.setToolTip(
             "Where runs happen. auto: CUDA when a GPU is present, else NumPy. recorded run: "
             "results from a file (File ▸ Open recorded run…)."
