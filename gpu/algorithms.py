@@ -154,3 +154,22 @@ def backward_tile_shape(config: AttentionConfig, algorithm: str) -> tuple[int, i
         launch = default_launch(d)
         return launch.block_m, launch.block_n
     raise KeyError(f"unknown algorithm {algorithm!r}: known are {', '.join(ALGORITHMS)}")
+
+
+def dq_pass_tile_shape(config: AttentionConfig, algorithm: str) -> tuple[int, int]:
+    """(query rows per block, keys per step) of the deterministic backward's dQ pass, which
+    holds Q_i, dO_i and dQ_i while the key tiles stream in a fixed order. The CPU's tiled
+    backward uses the config's tiles, as its main pass does; the tensor-core kernels the
+    launch of gpu.launch.flash_bwd.default_dq_launch (128 query rows, 64 keys per step)."""
+    if algorithm == TILED:
+        return config.block_m, config.block_n
+    if algorithm in ALGORITHMS and algorithm != NAIVE:
+        from .launch.flash_bwd import SUPPORTED_HEAD_DIMS, default_dq_launch  # no device needed
+
+        d = config.head_dim if config.head_dim in SUPPORTED_HEAD_DIMS else 128
+        launch = default_dq_launch(d)
+        return launch.block_m, launch.block_n
+    raise KeyError(
+        f"{algorithm!r} has no dQ pass: known fused algorithms are "
+        + ", ".join(a for a, info in ALGORITHMS.items() if info.fused)
+    )

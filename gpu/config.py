@@ -1,4 +1,5 @@
-"""What one attention run is: shape, precision, masking, tile sizes and which pass it times.
+"""What one attention run is: shape, precision, masking, tile sizes, which pass it times and
+how the backward sums dQ.
 
 Every layer (cost model, schedule, backends, plots, animation) takes an `AttentionConfig`, so
 validation happens once, here, and a bad value is reported with the field, the value and the
@@ -31,6 +32,9 @@ PASSES: tuple[str, ...] = (FORWARD, BACKWARD, STEP)
 #: The key the pass is written under in dicts and files (`pass` is a Python keyword, so the
 #: dataclass field is `pass_`). Files written before the training step lack it: forward.
 PASS_KEY = "pass"
+#: The key of `AttentionConfig.deterministic` in dicts and files (absent in files written
+#: before it: dQ by atomics).
+DETERMINISTIC_KEY = "deterministic"
 
 
 class ConfigError(ValueError):
@@ -66,6 +70,14 @@ class AttentionConfig:
     block_n: int = 64
     #: The pass a run times: one of PASSES (written as "pass" in dicts and files).
     pass_: str = FORWARD
+    #: The backward sums dQ in a fixed order (bit-identical runs) instead of by atomics: the
+    #: fused backward then runs a dQ pass (`flash_bwd_dq`) in place of its dQ conversion and
+    #: does two more products per tile. A field of the config, not of the run options, because
+    #: it changes what is computed (the kernels, their FLOPs, bytes and peak), so each result,
+    #: recording and cost-model figure carries the mode that produced it. Only a pass with a
+    #: backward has a dQ: a forward config must leave it False. Naive's backward has no
+    #: atomics, so for naive both modes run the same kernels.
+    deterministic: bool = False
 
     def __post_init__(self) -> None:
         _check_int("seq_len", self.seq_len, SEQ_LEN_MIN, SEQ_LEN_MAX)
@@ -82,6 +94,12 @@ class AttentionConfig:
                 raise ConfigError(name, value, "one of " + ", ".join(map(str, TILE_CHOICES)))
         if not isinstance(self.pass_, str) or self.pass_ not in PASSES:
             raise ConfigError(PASS_KEY, self.pass_, "one of " + ", ".join(PASSES))
+        if not isinstance(self.deterministic, bool):
+            raise ConfigError(DETERMINISTIC_KEY, self.deterministic, "true or false")
+        if self.deterministic and self.pass_ == FORWARD:
+            raise ConfigError(
+                DETERMINISTIC_KEY, self.deterministic, "false for the forward pass (it has no dQ)"
+            )
 
     @property
     def elem_bytes(self) -> int:
@@ -107,8 +125,8 @@ class AttentionConfig:
         return self.pass_ != BACKWARD
 
     def forward(self) -> AttentionConfig:
-        """The same problem as an inference forward pass."""
-        return self if self.pass_ == FORWARD else replace(self, pass_=FORWARD)
+        """The same problem as an inference forward pass (which has no dQ to sum)."""
+        return self if self.pass_ == FORWARD else replace(self, pass_=FORWARD, deterministic=False)
 
     def with_(self, **changes: Any) -> AttentionConfig:
         """A copy with some fields changed, validated like a new config."""
@@ -140,9 +158,10 @@ class AttentionConfig:
     def label(self) -> str:
         causal = ", causal" if self.causal else ""
         step = "" if self.pass_ == FORWARD else f", {PASS_LABELS[self.pass_]}"
+        det = f", {DETERMINISTIC_LABEL}" if self.deterministic else ""
         return (
             f"B={self.batch} h={self.heads} N={self.seq_len} d={self.head_dim} "
-            f"{self.dtype}{causal}{step}"
+            f"{self.dtype}{causal}{step}{det}"
         )
 
 
@@ -152,6 +171,8 @@ PASS_LABELS: dict[str, str] = {
     BACKWARD: "backward",
     STEP: "training step",
 }
+#: How the deterministic dQ mode is named to a user (labels, the control, explain).
+DETERMINISTIC_LABEL = "deterministic dQ"
 
 
 def _key(field_name: str) -> str:

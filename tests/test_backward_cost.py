@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from gpu.algorithms import NAIVE, TILED, TILED_MMA
+from gpu.algorithms import NAIVE, TILED, TILED_MMA, dq_pass_tile_shape
 from gpu.config import BACKWARD, FORWARD, STEP, AttentionConfig
 from gpu.model.backward_cost import (
+    DETERMINISTIC_BACKWARD_KERNELS,
     FUSED_BACKWARD_KERNELS,
     NAIVE_BACKWARD_KERNELS,
     backward_useful_flops,
+    fused_backward_kernel_names,
     recompute_flops,
     saved_activation_bytes,
     step_peak_bytes,
@@ -208,3 +210,98 @@ def test_the_useful_flops_of_a_pass_are_the_models(pass_, causal):
     cfg = SMALL.with_(pass_=pass_, causal=causal)
     assert pass_useful_flops(cfg) == algorithm_cost(cfg, NAIVE).flops
     assert pass_useful_flops(cfg) == algorithm_cost(cfg, TILED).flops
+
+
+# --------------------------------------------------------------------------------------------
+# Deterministic dQ: flash_bwd without dQ, then the dQ pass
+
+DET = SMALL.with_(pass_=BACKWARD, deterministic=True)
+UNIT = 2 * 2 * 256 * 256 * 64  # one product over every (query, key) pair of both heads
+
+
+def test_the_deterministic_backward_runs_the_dq_pass_in_place_of_the_conversion():
+    assert tuple(_kernels(DET, TILED)) == DETERMINISTIC_BACKWARD_KERNELS
+    assert tuple(_kernels(DET, TILED_MMA)) == DETERMINISTIC_BACKWARD_KERNELS
+    assert fused_backward_kernel_names(DET) == DETERMINISTIC_BACKWARD_KERNELS
+    assert fused_backward_kernel_names(SMALL.with_(pass_=BACKWARD)) == FUSED_BACKWARD_KERNELS
+    # Naive's backward has no atomics: the mode changes none of its kernels.
+    assert _kernels(DET, NAIVE) == _kernels(SMALL.with_(pass_=BACKWARD), NAIVE)
+
+
+def test_the_dq_pass_rebuilds_s_and_dp_and_does_one_useful_product():
+    ks = _kernels(DET, TILED)
+    assert ks["flash_bwd"].flops == 4 * UNIT  # S (recompute), dV, dP, dK: no dQ
+    assert ks["flash_bwd"].recomputed_flops == UNIT
+    assert ks["flash_bwd_dq"].flops == 3 * UNIT  # S and dP again, then dQ
+    assert ks["flash_bwd_dq"].recomputed_flops == 2 * UNIT
+    assert ks["flash_bwd_dq"].exps == 2 * 256 * 256  # P_ij rebuilt once more
+    # Two more products than the atomic backward's five, the same useful eight·B·h·N²·d.
+    det, atomic = algorithm_cost(DET, TILED), algorithm_cost(SMALL.with_(pass_=BACKWARD), TILED)
+    assert det.executed_flops == 7 * UNIT and atomic.executed_flops == 5 * UNIT
+    assert det.flops == atomic.flops == 4 * UNIT
+    assert recompute_flops(DET, TILED) == 3 * UNIT == det.executed_flops - det.flops
+
+
+def test_deterministic_backward_bytes_by_hand():
+    ks = _kernels(DET, TILED)
+    rows = 2 * 256
+    # No accumulator to clear, read or write.
+    assert ks["flash_bwd_preprocess"].bytes_written == 2 * rows * 4
+    assert ks["flash_bwd"].bytes_read == 2 * MAT + 2 * (2 * MAT + 2 * rows * 4)
+    assert ks["flash_bwd"].bytes_written == 2 * MAT
+    # The dQ pass (64-row query tiles here: four per head) reads Q_i, dO_i, lse_i and D_i once
+    # and every K_j, V_j once per query tile; it writes dQ once.
+    assert ks["flash_bwd_dq"].bytes_read == 2 * MAT + 2 * rows * 4 + 4 * 2 * MAT
+    assert ks["flash_bwd_dq"].bytes_written == MAT
+    low = {k.name: k for k in compulsory_cost(DET, TILED).kernels}
+    assert low["flash_bwd_dq"].bytes_read == 4 * MAT + 2 * rows * 4
+    assert low["flash_bwd"].bytes_written == 2 * MAT
+
+
+def test_causal_dq_pass_visits_key_tiles_up_to_the_diagonal():
+    ks = _kernels(DET.with_(causal=True), TILED)
+    # Query tiles of 64 rows, key tiles of 128: tiles 0 and 1 see key tile 0 (128 keys),
+    # tiles 2 and 3 both key tiles (256 keys).
+    pairs = 64 * (128 + 128 + 256 + 256)
+    assert ks["flash_bwd_dq"].flops == 2 * 6 * pairs * 64
+    assert ks["flash_bwd_dq"].exps == 2 * pairs
+
+
+def test_the_deterministic_step_holds_no_dq_accumulator():
+    rows = 2 * 256
+    atomic = step_peak_bytes(SMALL.with_(pass_=STEP), TILED)
+    det = step_peak_bytes(SMALL.with_(pass_=STEP, deterministic=True), TILED)
+    assert atomic - det == rows * 64 * 4
+    assert algorithm_cost(DET, TILED).peak_bytes == det
+
+
+@pytest.mark.parametrize("seq_len", [256, 4096, 32768])
+@pytest.mark.parametrize("causal", [False, True])
+def test_deterministic_traffic_compulsory_le_l2_aware_le_no_reuse(seq_len, causal):
+    cfg = AttentionConfig(seq_len=seq_len, causal=causal, pass_=STEP, deterministic=True)
+    band = traffic_band(cfg, TILED_MMA, GPUS[DEFAULT_GPU])
+    names = [k.name for k in band.l2_aware.kernels]
+    assert names == ["flash_fwd", *DETERMINISTIC_BACKWARD_KERNELS]
+    for low, mid, high in zip(
+        band.compulsory.kernels, band.l2_aware.kernels, band.no_reuse.kernels, strict=True
+    ):
+        assert low.hbm_bytes <= mid.hbm_bytes <= high.hbm_bytes, low.name
+
+
+def test_a_head_whose_query_tiles_fit_one_wave_reads_k_and_v_for_the_dq_pass_once():
+    cfg = AttentionConfig(seq_len=4096, pass_=BACKWARD, deterministic=True)  # 32 query tiles
+    gpu = GPUS[DEFAULT_GPU]
+    mid = {k.name: k for k in l2_aware_cost(cfg, TILED_MMA, gpu).kernels}
+    low = {k.name: k for k in compulsory_cost(cfg, TILED_MMA).kernels}
+    assert mid["flash_bwd_dq"].bytes_read == low["flash_bwd_dq"].bytes_read
+    assert dq_pass_tile_shape(cfg, TILED_MMA) == (128, 64)
+
+
+def test_on_the_roofline_the_dq_pass_is_useful_for_its_dq_product_alone():
+    from gpu.model.roofline import explain
+
+    verdict = explain(DET, [TILED_MMA], GPUS[DEFAULT_GPU]).algorithm(TILED_MMA)
+    assert verdict.kernel("flash_bwd_dq").flops == UNIT
+    assert verdict.kernel("flash_bwd_dq").executed_flops == 3 * UNIT
+    assert verdict.kernel("flash_bwd").flops == 3 * UNIT  # dV, dP, dK
+    assert sum(k.flops for k in verdict.kernels) == verdict.flops == 4 * UNIT

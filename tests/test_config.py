@@ -55,3 +55,41 @@ def test_unknown_field_in_a_dict_is_named():
 def test_with_validates_the_changed_copy():
     with pytest.raises(ConfigError, match="heads"):
         AttentionConfig().with_(heads=0)
+
+
+def test_deterministic_dq_is_a_field_of_the_backward_and_the_step():
+    for pass_ in ("backward", "step"):
+        cfg = AttentionConfig(pass_=pass_, deterministic=True)
+        assert cfg.deterministic and "deterministic dQ" in cfg.label()
+    assert "deterministic" not in AttentionConfig(pass_="step").label()
+
+
+def test_the_forward_pass_refuses_deterministic_dq_by_name():
+    with pytest.raises(ConfigError, match="deterministic = True .*forward pass"):
+        AttentionConfig(deterministic=True)
+    with pytest.raises(ConfigError, match="deterministic"):
+        AttentionConfig(pass_="step", deterministic="yes")
+
+
+def test_the_forward_of_a_deterministic_step_is_the_plain_forward():
+    step = AttentionConfig(seq_len=512, pass_="step", deterministic=True)
+    assert step.forward() == AttentionConfig(seq_len=512)
+
+
+def test_deterministic_round_trips_and_older_dicts_sum_dq_by_atomics():
+    cfg = AttentionConfig(seq_len=333, pass_="backward", deterministic=True)
+    assert cfg.to_dict()["deterministic"] is True
+    assert AttentionConfig.from_dict(cfg.to_dict()) == cfg
+    assert not AttentionConfig.from_dict({"seq_len": 128, "pass": "step"}).deterministic
+
+
+def test_a_file_config_with_deterministic_dq_is_checked():
+    from gpu.errors import SchemaError
+    from gpu.files.schema import check_config
+
+    cfg = check_config({"seq_len": 64, "pass": "step", "deterministic": True}, "run.json")
+    assert cfg.deterministic
+    with pytest.raises(SchemaError, match="config.deterministic"):
+        check_config({"seq_len": 64, "deterministic": True}, "run.json")
+    with pytest.raises(SchemaError, match="deterministic"):
+        check_config({"seq_len": 64, "pass": "step", "deterministic": 1}, "run.json")

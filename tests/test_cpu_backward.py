@@ -13,7 +13,13 @@ from gpu.backends.cpu_backend import CpuBackend, random_inputs
 from gpu.backends.cpu_backward import flash_backward, random_grad_output, reference_backward
 from gpu.config import BACKWARD, STEP, AttentionConfig
 from gpu.errors import RunCancelled
-from gpu.model.backward_cost import FUSED_BACKWARD_KERNELS, NAIVE_BACKWARD_KERNELS, step_peak_bytes
+from gpu.model.backward_cost import (
+    DETERMINISTIC_BACKWARD_KERNELS,
+    FUSED_BACKWARD_KERNELS,
+    NAIVE_BACKWARD_KERNELS,
+    dq_accumulator_bytes,
+    step_peak_bytes,
+)
 from gpu.model.costmodel import attention_matrix_bytes
 from gpu.results import ERROR_TOLERANCE
 
@@ -161,3 +167,98 @@ def test_a_cancelled_backward_stops(algorithm):
 def test_the_cpu_backend_runs_every_pass_of_both_algorithms():
     backend = CpuBackend()
     assert backend.passes(NAIVE) == backend.passes(TILED) == ("forward", "backward", "step")
+
+
+# --------------------------------------------------------------------------------------------
+# Deterministic dQ: the dQ pass in place of the accumulator
+
+
+def _saved_forward(cfg):
+    """Q, K, V, dO and what the tiled forward saves (O, m, l), from the float64 reference."""
+    q, k, v = random_inputs(cfg)
+    do = random_grad_output(cfg)
+    n = q.shape[-2]
+    s = q.astype(np.float64) @ np.swapaxes(k.astype(np.float64), -1, -2) * cfg.scale
+    if cfg.causal:
+        s = np.where(np.triu(np.ones((n, n), bool), 1), -np.inf, s)
+    m = s.max(-1)
+    l_sum = np.exp(s - m[..., None]).sum(-1)
+    o = reference_backward(q, k, v, do, cfg.causal)[0].astype(q.dtype)
+    return q, k, v, do, o, m.astype(np.float32), l_sum.astype(np.float32)
+
+
+@pytest.mark.parametrize("pass_", [BACKWARD, STEP])
+def test_deterministic_backward_runs_the_dq_pass_instead_of_atomics(pass_):
+    cfg = AttentionConfig(seq_len=128, heads=2, head_dim=32, pass_=pass_, deterministic=True)
+    result = CpuBackend().run(cfg, TILED, RunOptions(warmup=0, repeats=1))
+    names = [k.name for k in result.kernel_times]
+    assert names == ["flash_fwd"][: int(pass_ == STEP)] + list(DETERMINISTIC_BACKWARD_KERNELS)
+    assert "flash_bwd_dq_convert" not in names
+    assert result.config.deterministic  # the result says which mode produced it
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(
+    ("seq_len", "block_m", "block_n"), [(113, 64, 64), (200, 32, 64), (200, 64, 16)]
+)
+def test_the_deterministic_tiled_backward_matches_float64_in_fp32(
+    causal, seq_len, block_m, block_n
+):
+    cfg = AttentionConfig(
+        seq_len=seq_len, heads=2, head_dim=32, dtype="fp32", causal=causal, block_m=block_m,
+        block_n=block_n, pass_=STEP, deterministic=True,
+    )  # fmt: skip
+    result = CpuBackend().run(cfg, TILED, RunOptions(warmup=0, repeats=1, check=True))
+    assert result.max_abs_error is not None and result.max_abs_error < 1e-5
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_deterministic_tiled_backward_agrees_with_float64_in_16_bits(dtype, causal):
+    cfg = AttentionConfig(
+        seq_len=160, heads=2, head_dim=64, dtype=dtype, causal=causal, pass_=BACKWARD,
+        deterministic=True,
+    )  # fmt: skip
+    result = CpuBackend().run(cfg, TILED, RunOptions(warmup=0, repeats=1, check=True))
+    assert result.agrees, (result.max_abs_error, ERROR_TOLERANCE[dtype])
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_only_dq_changes_with_the_deterministic_mode(causal):
+    """dK and dV come from the same K/V pass, bit for bit; dQ from another summation order,
+    equal to rounding."""
+    atomic = AttentionConfig(
+        seq_len=200, heads=2, head_dim=32, dtype="fp32", causal=causal, pass_=BACKWARD
+    )
+    det = atomic.with_(deterministic=True)
+    saved = _saved_forward(atomic)
+    (dq_a, dk_a, dv_a), _ = flash_backward(atomic, *saved[:3], *saved[4:], saved[3])
+    (dq_d, dk_d, dv_d), _ = flash_backward(det, *saved[:3], *saved[4:], saved[3])
+    assert np.array_equal(dk_a, dk_d) and np.array_equal(dv_a, dv_d)
+    np.testing.assert_allclose(dq_d, dq_a, atol=1e-5)
+    dq_ref = reference_backward(*saved[:4], causal)[1]
+    assert np.max(np.abs(dq_d - dq_ref)) < 1e-5
+
+
+def test_a_wrong_dq_pass_would_show():
+    """The dQ pass's own statistics feed its dS: wrong ones make dQ wrong, not only dK, dV."""
+    cfg = AttentionConfig(seq_len=128, heads=1, head_dim=32, dtype="fp32", deterministic=True,
+                          pass_=BACKWARD)  # fmt: skip
+    q, k, v, do, o, m, l_sum = _saved_forward(cfg)
+    (dq, _, _), _ = flash_backward(cfg, q, k, v, o, m, l_sum, do)
+    (bad, _, _), _ = flash_backward(cfg, q, k, v, o, m, l_sum * 2, do)
+    dq_ref = reference_backward(q, k, v, do, False)[1]
+    assert np.max(np.abs(dq - dq_ref)) < 1e-5
+    assert np.max(np.abs(bad - dq_ref)) > 1e-3
+
+
+def test_the_deterministic_backward_allocates_no_dq_accumulator():
+    atomic = AttentionConfig(seq_len=2048, heads=1, head_dim=32, dtype="fp32", pass_=BACKWARD)
+    det = atomic.with_(deterministic=True)
+    saved = _saved_forward(atomic)
+    args = (*saved[:3], *saved[4:], saved[3])
+    peak_atomic, _ = measure_peak(lambda: flash_backward(atomic, *args))
+    peak_det, _ = measure_peak(lambda: flash_backward(det, *args))
+    accumulator = dq_accumulator_bytes(atomic)
+    assert accumulator == 2048 * 32 * 4 and dq_accumulator_bytes(det) == 0
+    assert peak_det <= peak_atomic - accumulator // 2

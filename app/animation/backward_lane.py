@@ -203,7 +203,7 @@ class BackwardLane(QWidget):
         self.timeline.blockSignals(False)
         label = ALGORITHMS[self.algorithm].label
         self.title.setText(
-            f"Backward of {config.with_(pass_='forward').label()} ({label} tiles: "
+            f"Backward of {config.forward().label()} ({label} tiles: "
             f"{order.block_m} query rows stream past {order.block_n} keys held per block) — "
             f"{fmt_int(order.kv_tiles)} blocks, {fmt_int(order.total_steps)} steps for one "
             "(batch, head), in launch order (not to time scale)"

@@ -14,6 +14,10 @@ names gpu.model.backward_cost gives them.
   and P_ij are recomputed, dV_j and dK_j accumulate in the block, and dQ_i is added to an fp32
   accumulator (a GPU's atomics). No N×N array exists; the working set is a few tiles, in fp32
   buffers allocated once per run (NumPy has no fast fp16 matrix multiply).
+- tiled with `config.deterministic` runs what the GPU's deterministic backward runs: the K/V
+  pass without dQ and no accumulator, then a dQ pass (`flash_bwd_dq`) that holds one query
+  tile's Q_i, dO_i and dQ_i while the key tiles stream in a fixed order, rebuilding S_ij, P_ij
+  and dP_ij once more for dS_ij. The same kernel list and the same extra work as on the GPU.
 
 Both check the cancel hook between tiles or row chunks. `reference_backward` is the float64
 ground truth the CPU backend's check compares with.
@@ -25,7 +29,7 @@ import time
 
 import numpy as np
 
-from ..algorithms import TILED, backward_tile_shape
+from ..algorithms import TILED, backward_tile_shape, dq_pass_tile_shape
 from ..config import AttentionConfig, ceil_div
 from .backend import CancelHook, check_cancel
 from .numpy_dtypes import NUMPY_DTYPES
@@ -187,11 +191,13 @@ class _BackwardTiles:
 
 
 def tiled_backward_buffer_bytes(config: AttentionConfig, algorithm: str = TILED) -> int:
-    """Bytes of `_BackwardTiles` and of one head's fp32 upcasts of dO and O in the preprocess:
-    all the tiled backward holds beyond the model's peak."""
+    """Bytes of `_BackwardTiles` and of one head's fp32 upcasts of dO and O in the preprocess
+    (and the dQ pass's one product tile when deterministic): all the tiled backward holds
+    beyond the model's peak."""
     bm, bn = backward_tile_shape(config, algorithm)
     n, d = config.seq_len, config.head_dim
-    return 4 * (5 * bn * d + 3 * bm * d + 2 * bm * bn + 2 * n * d)
+    dq_pass = bm * d if config.deterministic else 0
+    return 4 * (5 * bn * d + 3 * bm * d + 2 * bm * bn + 2 * n * d + dq_pass)
 
 
 def flash_backward(
@@ -216,7 +222,8 @@ def flash_backward(
     spent: list[tuple[str, float]] = []
 
     # Kernel 1 (preprocess): logsumexp_i = m_i + log l_i, D_i = rowsum(dO_i ∘ O_i), and the
-    # fp32 dQ accumulator cleared.
+    # fp32 dQ accumulator cleared (none when deterministic: the dQ pass owns dQ_i).
+    atomic = not config.deterministic
     t0 = time.perf_counter()
     lsef = np.log(l_sum.reshape(bh, n))
     lsef += m.reshape(bh, n)
@@ -226,7 +233,7 @@ def flash_backward(
         np.einsum(
             "ij,ij->i", dof[head].astype(np.float32), of[head].astype(np.float32), out=big_d[head]
         )
-    dq_acc = np.zeros((bh, n, d), np.float32)
+    dq_acc = np.zeros((bh, n, d), np.float32) if atomic else None
     spent.append(("flash_bwd_preprocess", time.perf_counter() - t0))
 
     # Kernel 2: one block per K/V tile j; the query tiles stream past it.
@@ -268,20 +275,80 @@ def flash_backward(
                 dp *= p  # dS_ij = P_ij ∘ (dP_ij − D_i), in place of dP_ij
                 np.matmul(dp.T, q_i, out=grad)
                 dk_j += grad  # dK_j += dS_ijᵀ Q_i (the 1/√d applied once at the end)
-                np.matmul(dp, k_j, out=dq_i)
-                dq_i *= scale
-                dq_acc[head, i0:i1] += dq_i  # dQ_i += dS_ij K_j / √d (atomics on a GPU)
+                if dq_acc is not None:
+                    np.matmul(dp, k_j, out=dq_i)
+                    dq_i *= scale
+                    dq_acc[head, i0:i1] += dq_i  # dQ_i += dS_ij K_j / √d (atomics on a GPU)
             dk_j *= scale
             dk_out[head, j0:j1] = dk_j  # store dK_j, dV_j: written once
             dv_out[head, j0:j1] = dv_j
     spent.append(("flash_bwd", time.perf_counter() - t0))
 
-    # Kernel 3: the fp32 accumulator converted to the input dtype.
     t0 = time.perf_counter()
-    dq_out = dq_acc.astype(q.dtype)
-    spent.append(("flash_bwd_dq_convert", time.perf_counter() - t0))
+    if dq_acc is not None:
+        # Kernel 3: the fp32 accumulator converted to the input dtype.
+        dq_out = dq_acc.astype(q.dtype)
+        spent.append(("flash_bwd_dq_convert", time.perf_counter() - t0))
+    else:
+        # Kernel 3, deterministic: the dQ pass.
+        dq_out = _dq_pass(config, t, qf, kf, vf, dof, lsef, big_d, cancel)
+        spent.append(("flash_bwd_dq", time.perf_counter() - t0))
     shape = (b, h, n, d)
     return (dq_out.reshape(shape), dk_out.reshape(shape), dv_out.reshape(shape)), spent
+
+
+def _dq_pass(
+    config: AttentionConfig,
+    t: _BackwardTiles,
+    qf: np.ndarray,
+    kf: np.ndarray,
+    vf: np.ndarray,
+    dof: np.ndarray,
+    lsef: np.ndarray,
+    big_d: np.ndarray,
+    cancel: CancelHook | None,
+) -> np.ndarray:
+    """The deterministic dQ (B·h, N, d) in the input dtype: one block per query tile i holds
+    Q_i, dO_i, logsumexp_i, D_i and dQ_i while the key tiles j stream in order; S_ij, P_ij and
+    dP_ij are rebuilt (no one kept them) for dS_ij, and dQ_i = Σ_j dS_ij K_j / √d is summed on
+    chip and written once."""
+    bh, n, d = qf.shape
+    bm, bn = dq_pass_tile_shape(config, TILED)  # the K/V pass's tiles: `t` fits them
+    scale = np.float32(config.scale)
+    dq_out = np.empty((bh, n, d), dtype=qf.dtype)
+    product = np.empty((bm, d), np.float32)  # dS_ij K_j before it is added to dQ_i
+    for head in range(bh):
+        for i0 in range(0, n, bm):
+            check_cancel(cancel)
+            i1 = min(i0 + bm, n)
+            r = i1 - i0
+            q_i, do_i, dq_i = t.q[:r], t.do[:r], t.dq[:r]
+            q_i[...] = qf[head, i0:i1]  # load Q_i, dO_i (and lse_i, D_i) once
+            do_i[...] = dof[head, i0:i1]
+            dq_i.fill(0.0)
+            # With a causal mask, key tiles that start after the tile's last query are skipped.
+            last = i1 if config.causal else n
+            for j0 in range(0, last, bn):
+                j1 = min(j0 + bn, n)
+                c = j1 - j0
+                k_j, v_j = t.k[:c], t.v[:c]
+                p, dp, grad = t.p[:r, :c], t.dp[:r, :c], product[:r]
+                k_j[...] = kf[head, j0:j1]  # stream K_j, V_j
+                v_j[...] = vf[head, j0:j1]
+                np.matmul(q_i, k_j.T, out=p)  # S_ij again
+                p *= scale
+                p -= lsef[head, i0:i1, None]
+                if config.causal and j1 - 1 > i0:
+                    p[np.arange(i0, i1)[:, None] < np.arange(j0, j1)[None, :]] = -np.inf
+                np.exp(p, out=p)  # P_ij again
+                np.matmul(do_i, v_j.T, out=dp)  # dP_ij again
+                dp -= big_d[head, i0:i1, None]
+                dp *= p  # dS_ij
+                np.matmul(dp, k_j, out=grad)
+                dq_i += grad  # dQ_i += dS_ij K_j, key tiles in order: the same sum every run
+            dq_i *= scale
+            dq_out[head, i0:i1] = dq_i  # store dQ_i: written once
+    return dq_out
 
 
 def key_tiles(config: AttentionConfig) -> int:

@@ -8,9 +8,11 @@
 - backward and training step (config.pass_): naive keeps P and runs gpu/backends/naive_bwd.py (four
   cuBLAS GEMMs around our softmax backward, dP and dS really allocated; dS takes the memory of
   S, dead once P exists, as a framework's allocator would); `tiled_mma` keeps O, m and l and
-  runs our fused backward (gpu/launch/flash_bwd.py). The other algorithms have no backward here and
-  refuse those passes. "backward" runs the forward once, untimed, and times the backward's
-  kernels; "step" times the forward's and the backward's.
+  runs our fused backward (gpu/launch/flash_bwd.py: dQ by atomics, or with
+  `config.deterministic` by its dQ pass in a fixed order, bit-identical from run to run). The
+  other algorithms have no backward here and refuse those passes. "backward" runs the forward
+  once, untimed, and times the backward's kernels; "step" times the forward's and the
+  backward's.
 
 Times (`time_launches`): CUDA events between the kernels of the sequence, run back to back in
 batches, by the policy of gpu/backends/timing.py (a first batch that loads every module, warm-up
@@ -575,8 +577,9 @@ def algorithm_launches(
     backward) and return the kernels `config.pass_` times as (name, launch) in order, compiled
     now: naive's gemm_qk, softmax, gemm_pv, or a fused kernel's flash_fwd; for a step these
     followed by the backward's (naive: bwd_dV_gemm, bwd_dP_gemm, softmax_bwd, bwd_dQ_gemm,
-    bwd_dK_gemm; fused: flash_bwd_preprocess, flash_bwd, flash_bwd_dq_convert); for "backward"
-    the backward's alone, after the forward has run here once (untimed) to save what they read.
+    bwd_dK_gemm; fused: flash_bwd_preprocess, flash_bwd, flash_bwd_dq_convert, or with
+    `config.deterministic` flash_bwd_dq in place of the conversion); for "backward" the
+    backward's alone, after the forward has run here once (untimed) to save what they read.
     The timing, the profiler and bench/ncu_driver.py all launch these."""
     forward = _forward_launches(config, algorithm, arrays)
     if not config.has_backward:
@@ -601,7 +604,7 @@ def _backward_launches(
         raise UnsupportedConfig(f"{algorithm} has no backward pass on the cuda backend")
     from ..launch import flash_bwd
 
-    plan = flash_bwd.prepare_backward(config)
+    plan = flash_bwd.prepare_backward(config, deterministic=config.deterministic)
     a.update(plan.workspace())
     for name in ("dq", "dk", "dv"):
         a[name] = cupy.empty_like(a["q"])

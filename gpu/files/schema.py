@@ -173,7 +173,8 @@ class _Doc(msgspec.Struct):
 
 class ConfigDoc(_Doc, forbid_unknown_fields=True):
     """gpu.config.AttentionConfig; missing fields take the config's defaults (a file written
-    before the training step has no "pass": it holds forward passes)."""
+    before the training step has no "pass": it holds forward passes; one written before the
+    deterministic dQ has no "deterministic": its backwards summed dQ by atomics)."""
 
     seq_len: Annotated[int, Meta(ge=SEQ_LEN_MIN, le=SEQ_LEN_MAX)] = _config_default("seq_len")
     heads: Annotated[int, Meta(ge=HEADS_MIN, le=HEADS_MAX)] = _config_default("heads")
@@ -186,6 +187,7 @@ class ConfigDoc(_Doc, forbid_unknown_fields=True):
     pass_: Literal[PASSES] = msgspec.field(  # type: ignore[valid-type]
         default=_config_default("pass_"), name=PASS_KEY
     )
+    deterministic: bool = _config_default("deterministic")
 
 
 class KernelTimeDoc(_Doc):

@@ -20,11 +20,20 @@ Kernels, with the names the backends time them under:
   `flash_bwd` (one block per K/V tile j: K_j, V_j on chip, the query tiles i streaming with
   dO_i, logsumexp_i and D_i; dK_j, dV_j accumulated on chip, dQ_i added to the fp32 accumulator
   with atomics), `flash_bwd_dq_convert` (the accumulator converted to the input dtype).
+- fused, deterministic (`config.deterministic`): `flash_bwd_preprocess` without the
+  accumulator, `flash_bwd` without dQ (S, dV, dP, dK: four products), then `flash_bwd_dq`,
+  one block per query tile i holding Q_i, dO_i, logsumexp_i and D_i while the key tiles
+  stream in a fixed order: it rebuilds S_ij and P_ij and dP_ij = dO_i V_jᵀ once more
+  (recompute: 4·N²·d per head, not useful) to get dS_ij, and sums dQ_i = Σ_j dS_ij K_j · s
+  (2·N²·d, the useful one) on chip before writing it once. Two more products per tile than
+  the atomic backward (14·N²·d executed against 10·N²·d), no fp32 accumulator, and the same
+  dQ bits on every run.
 
 Traffic follows gpu.model.costmodel's three figures (no reuse, compulsory, L2-aware) with the same
 rules: the no-reuse figure reads every tile a block touches (naive GEMMs as 128×128 output
-tiles; the fused kernel's atomics read and write dQ_i once per visit), the compulsory one every
-tensor once, and the L2-aware one credits re-reads that a cohort of resident blocks shares.
+tiles; the fused kernel's atomics read and write dQ_i once per visit; the dQ pass reads K_j and
+V_j once per query tile), the compulsory one every tensor once, and the L2-aware one credits
+re-reads that a cohort of resident blocks shares.
 
 A training step is the forward's kernels (gpu.model.costmodel) followed by these; `pass_` "backward"
 times the backward kernels alone (the forward that saves P or the logsumexp runs untimed), so
@@ -35,7 +44,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..algorithms import NAIVE, NAIVE_GEMM_TILE, backward_tile_shape
+from ..algorithms import NAIVE, NAIVE_GEMM_TILE, backward_tile_shape, dq_pass_tile_shape
 from ..config import BACKWARD, STAT_BYTES, AttentionConfig, ceil_div
 from .gpus import GpuSpec
 from .kernel_cost import (
@@ -46,6 +55,7 @@ from .kernel_cost import (
     KernelCost,
     attention_matrix_bytes,
     cached_reads,
+    kv_tiles_for_query_tile,
     matmul_unit,
     matrix_bytes,
     stats_bytes,
@@ -56,6 +66,8 @@ from .kernel_cost import (
 #: The backward kernels of each kind of algorithm, in launch order.
 NAIVE_BACKWARD_KERNELS = ("bwd_dV_gemm", "bwd_dP_gemm", "softmax_bwd", "bwd_dQ_gemm", "bwd_dK_gemm")
 FUSED_BACKWARD_KERNELS = ("flash_bwd_preprocess", "flash_bwd", "flash_bwd_dq_convert")
+#: The fused backward with `config.deterministic`: the dQ pass in place of the conversion.
+DETERMINISTIC_BACKWARD_KERNELS = ("flash_bwd_preprocess", "flash_bwd", "flash_bwd_dq")
 #: Bytes of one element of the fused kernel's dQ accumulator (fp32, added to with atomics).
 DQ_ACCUM_BYTES = 4
 
@@ -69,11 +81,18 @@ def backward_useful_flops(config: AttentionConfig) -> int:
     return 2 * useful_flops(config.forward())
 
 
+def fused_backward_kernel_names(config: AttentionConfig) -> tuple[str, ...]:
+    """The fused backward's kernels for `config`: with the dQ pass when deterministic."""
+    return DETERMINISTIC_BACKWARD_KERNELS if config.deterministic else FUSED_BACKWARD_KERNELS
+
+
 def recompute_flops(config: AttentionConfig, algorithm: str) -> int:
-    """FLOPs the fused backward spends rebuilding S_ij = Q_i K_jᵀ (0 for naive: it kept P)."""
+    """FLOPs the fused backward spends rebuilding what it did not keep: S_ij = Q_i K_jᵀ in
+    `flash_bwd`, and S_ij and dP_ij once more in the deterministic dQ pass (0 for naive: it
+    kept P)."""
     if algorithm == NAIVE:
         return 0
-    return sum(k.flops for k in fused_backward_cost(config, algorithm)) // 5
+    return sum(k.recomputed_flops for k in fused_backward_cost(config, algorithm))
 
 
 def saved_activation_bytes(config: AttentionConfig, algorithm: str) -> int:
@@ -89,12 +108,19 @@ def saved_activation_bytes(config: AttentionConfig, algorithm: str) -> int:
 def backward_working_bytes(config: AttentionConfig, algorithm: str) -> int:
     """What one layer's backward allocates on top of its saved activations: dO, dQ, dK, dV, and
     dP and dS (B·h·N² each) for naive, or the logsumexp and D per row and the fp32 dQ
-    accumulator for a fused kernel."""
+    accumulator (none when deterministic: the dQ pass writes dQ itself) for a fused kernel."""
     grads = 4 * matrix_bytes(config)
     if algorithm == NAIVE:
         return grads + 2 * attention_matrix_bytes(config)
     rows = config.bh * config.seq_len
-    return grads + 2 * rows * STAT_BYTES + rows * config.head_dim * DQ_ACCUM_BYTES
+    return grads + 2 * rows * STAT_BYTES + dq_accumulator_bytes(config)
+
+
+def dq_accumulator_bytes(config: AttentionConfig) -> int:
+    """The fused backward's fp32 dQ accumulator (B·h·N·d), or 0 when deterministic."""
+    return (
+        0 if config.deterministic else config.bh * config.seq_len * config.head_dim * DQ_ACCUM_BYTES
+    )
 
 
 def step_peak_bytes(config: AttentionConfig, algorithm: str) -> int:
@@ -155,7 +181,9 @@ def query_rows_for_key_tile(config: AttentionConfig, block_m: int, block_n: int,
 def fused_backward_cost(config: AttentionConfig, algorithm: str) -> tuple[KernelCost, ...]:
     n, d, eb, bh = config.seq_len, config.head_dim, config.elem_bytes, config.bh
     bm, bn = backward_tile_shape(config, algorithm)
-    acc = DQ_ACCUM_BYTES
+    atomic = not config.deterministic
+    acc = DQ_ACCUM_BYTES if atomic else 0  # the dQ accumulator's bytes per element
+    products = 5 if atomic else 4  # S (recompute), dV, dP, dK, and dQ unless deterministic
     read = written = flops = exps = 0
     for j in range(ceil_div(n, bn)):
         cols = tile_rows(n, bn, j)
@@ -166,22 +194,47 @@ def fused_backward_cost(config: AttentionConfig, algorithm: str) -> tuple[Kernel
         # and written in the accumulator once per visit, in this no-reuse count).
         read += rows * (2 * d * eb + 2 * STAT_BYTES + d * acc)
         written += rows * d * acc
-        flops += 10 * rows * cols * d  # S_ij (recompute), dV_j, dP_ij, dK_j, dQ_i
+        flops += 2 * products * rows * cols * d
         exps += rows * cols  # P_ij = exp(S_ij − logsumexp_i)
     unit = matmul_unit(config, algorithm)
     rows_all = n
-    return (
-        KernelCost(
-            "flash_bwd_preprocess",
-            bh * rows_all * (2 * d * eb + 2 * STAT_BYTES),  # dO and O; m and l
-            bh * rows_all * (2 * STAT_BYTES + d * acc),  # logsumexp, D; the cleared accumulator
-            0,
-        ),
-        KernelCost("flash_bwd", bh * read, bh * written, bh * flops, bh * exps, unit),
-        KernelCost(
-            "flash_bwd_dq_convert", bh * rows_all * d * acc, bh * rows_all * d * eb, 0, 0, ""
-        ),
+    main = KernelCost(
+        "flash_bwd", bh * read, bh * written, bh * flops, bh * exps, unit,
+        recomputed_flops=bh * flops // products,
+    )  # fmt: skip
+    preprocess = KernelCost(
+        "flash_bwd_preprocess",
+        bh * rows_all * (2 * d * eb + 2 * STAT_BYTES),  # dO and O; m and l
+        bh * rows_all * (2 * STAT_BYTES + d * acc),  # logsumexp, D; the cleared accumulator
+        0,
     )
+    if atomic:
+        convert = KernelCost(
+            "flash_bwd_dq_convert", bh * rows_all * d * acc, bh * rows_all * d * eb, 0, 0, ""
+        )
+        return preprocess, main, convert
+    return preprocess, main, dq_pass_cost(config, algorithm)
+
+
+def dq_pass_cost(config: AttentionConfig, algorithm: str) -> KernelCost:
+    """The deterministic backward's `flash_bwd_dq`, no reuse: per query tile i, Q_i, dO_i,
+    logsumexp_i and D_i read once and dQ_i written once; every visited K_j and V_j read. Three
+    products per (i, j): S_ij and dP_ij rebuilt (recomputed), dQ_i += dS_ij K_j (useful);
+    one exponential per score for P_ij."""
+    n, d, eb, bh = config.seq_len, config.head_dim, config.elem_bytes, config.bh
+    bm, bn = dq_pass_tile_shape(config, algorithm)
+    read = written = flops = exps = 0
+    for i in range(ceil_div(n, bm)):
+        rows = tile_rows(n, bm, i)
+        kv_rows = min(kv_tiles_for_query_tile(config, bm, bn, i) * bn, n)
+        read += rows * (2 * d * eb + 2 * STAT_BYTES) + 2 * kv_rows * d * eb
+        written += rows * d * eb
+        flops += 6 * rows * kv_rows * d
+        exps += rows * kv_rows
+    return KernelCost(
+        "flash_bwd_dq", bh * read, bh * written, bh * flops, bh * exps,
+        matmul_unit(config, algorithm), recomputed_flops=bh * flops * 2 // 3,
+    )  # fmt: skip
 
 
 def backward_kernels(
@@ -207,19 +260,22 @@ def _compulsory_backward_reads(config: AttentionConfig, algorithm: str) -> dict[
             "bwd_dK_gemm": s + qkvo,
         }
     rows = config.bh * config.seq_len
+    acc = dq_accumulator_bytes(config)
     return {
         "flash_bwd_preprocess": 2 * qkvo + 2 * rows * STAT_BYTES,
         # Q, K, V, dO, logsumexp and D once; the accumulator's lines once.
-        "flash_bwd": 4 * qkvo + 2 * rows * STAT_BYTES + rows * config.head_dim * DQ_ACCUM_BYTES,
-        "flash_bwd_dq_convert": rows * config.head_dim * DQ_ACCUM_BYTES,
+        "flash_bwd": 4 * qkvo + 2 * rows * STAT_BYTES + acc,
+        "flash_bwd_dq_convert": acc,
+        # The dQ pass: Q, K, V, dO, logsumexp and D once.
+        "flash_bwd_dq": 4 * qkvo + 2 * rows * STAT_BYTES,
     }
 
 
 def _compulsory_backward_writes(config: AttentionConfig, algorithm: str) -> dict[str, int]:
-    rows = config.bh * config.seq_len
     if algorithm == NAIVE:
         return {}  # every naive backward kernel writes its output once already
-    return {"flash_bwd": 2 * matrix_bytes(config) + rows * config.head_dim * DQ_ACCUM_BYTES}
+    # dK, dV (and the accumulator's lines once); the dQ pass writes dQ once already.
+    return {"flash_bwd": 2 * matrix_bytes(config) + dq_accumulator_bytes(config)}
 
 
 def compulsory_backward(
@@ -271,7 +327,8 @@ def l2_aware_backward(
     cohorts = ceil_div(kv_tiles, min(kv_tiles, resident))
     heads = min(bh, ceil_div(resident, kv_tiles))
     # What a head's blocks share: Q, dO and the dQ accumulator, plus each block's K_j, V_j.
-    ws = heads * (2 * head_matrix + n * d * DQ_ACCUM_BYTES) + resident * 2 * bn * d * eb
+    acc_per_head = dq_accumulator_bytes(config) // bh
+    ws = heads * (2 * head_matrix + acc_per_head) + resident * 2 * bn * d * eb
     kv = 2 * matrix_bytes(config)
     for k in upper:
         low = lower[k.name]
@@ -279,10 +336,31 @@ def l2_aware_backward(
             reads = kv + cached_reads(
                 low.bytes_read - kv, k.bytes_read - kv, cohorts, kv_tiles, ws, usable
             )
+        elif k.name == "flash_bwd_dq":
+            reads = _l2_aware_dq_pass_reads(config, algorithm, gpu, k, low)
         else:
             reads = low.bytes_read
         out.append(replace(k, bytes_read=reads, bytes_written=low.bytes_written))
     return tuple(out)
+
+
+def _l2_aware_dq_pass_reads(
+    config: AttentionConfig, algorithm: str, gpu: GpuSpec, upper: KernelCost, lower: KernelCost
+) -> int:
+    """The dQ pass's DRAM reads by the forward kernel's rule (gpu.model.costmodel): its blocks
+    own query tiles and stream K and V, so Q, dO and the row statistics are read once, and the
+    K/V re-reads that a cohort of resident blocks (one per SM) shares hit L2."""
+    n, d, eb, bh = config.seq_len, config.head_dim, config.elem_bytes, config.bh
+    bm, _ = dq_pass_tile_shape(config, algorithm)
+    q_tiles = ceil_div(n, bm)
+    resident = gpu.sms
+    cohorts = ceil_div(q_tiles, min(q_tiles, resident))
+    heads = min(bh, ceil_div(resident, q_tiles))
+    ws = heads * 2 * n * d * eb + resident * 2 * bm * d * eb  # K, V per head; Q_i, dO_i per block
+    own = 2 * matrix_bytes(config) + 2 * bh * n * STAT_BYTES  # Q, dO, logsumexp and D once
+    usable = gpu.l2_bytes * L2_SHARED_FRACTION
+    kv = cached_reads(lower.bytes_read - own, upper.bytes_read - own, cohorts, q_tiles, ws, usable)
+    return own + kv
 
 
 def with_forward(
@@ -299,6 +377,7 @@ def with_forward(
 
 
 __all__ = [
+    "DETERMINISTIC_BACKWARD_KERNELS",
     "DQ_ACCUM_BYTES",
     "FUSED_BACKWARD_KERNELS",
     "NAIVE_BACKWARD_KERNELS",
@@ -306,7 +385,10 @@ __all__ = [
     "backward_useful_flops",
     "backward_working_bytes",
     "compulsory_backward",
+    "dq_accumulator_bytes",
+    "dq_pass_cost",
     "fused_backward_cost",
+    "fused_backward_kernel_names",
     "l2_aware_backward",
     "naive_backward_cost",
     "recompute_flops",

@@ -34,6 +34,9 @@ class KernelCost:
     flops: int
     exps: int = 0  # exponentials (exp/exp2) issued, all B·h heads
     unit: str = ""  # where the FLOPs run: TENSOR, FP32, or "" (no matmul)
+    #: Of `flops`, the products this kernel does again because nothing kept their result (the
+    #: fused backward's S, the deterministic dQ pass's S and dP): executed, never useful.
+    recomputed_flops: int = 0
 
     @property
     def hbm_bytes(self) -> int:

@@ -503,10 +503,14 @@ def device_gpu(device: DeviceInfo | None, results: Iterable[RunResult] = ()) -> 
 
 
 def _useful_share(cost: KernelCost, total_executed: int, useful: int) -> int:
-    """A kernel's share of the algorithm's useful FLOPs, in proportion to what it executes."""
-    if not cost.flops or not total_executed:
+    """A kernel's share of the algorithm's useful FLOPs, in proportion to the products it
+    executes that are not recomputed (`total_executed`: the algorithm's such FLOPs). A fused
+    backward's rebuilt S, and the deterministic dQ pass's rebuilt S and dP, are no one's
+    useful work: the dQ pass's share is its dQ product alone."""
+    done = cost.flops - cost.recomputed_flops
+    if not done or not total_executed:
         return 0
-    return round(useful * cost.flops / total_executed)
+    return round(useful * done / total_executed)
 
 
 def kernel_verdict(
@@ -591,11 +595,12 @@ def algorithm_verdict(
         band = costmodel.traffic_band(config, algorithm, gpu, smem_limit_bytes)
     gpu_roofs = roofs(gpu)
     no_reuse = band.no_reuse
+    not_recomputed = sum(k.flops - k.recomputed_flops for k in no_reuse.kernels)
     kernels = tuple(
         kernel_verdict(
             algorithm,
             k,
-            _useful_share(k, no_reuse.executed_flops, no_reuse.flops),
+            _useful_share(k, not_recomputed, no_reuse.flops),
             band.l2_aware.kernel(k.name),
             k,
             gpu_roofs,
