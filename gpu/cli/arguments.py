@@ -121,6 +121,13 @@ def shape_args(p: argparse.ArgumentParser) -> None:
         help="forward (inference, the default), backward (the gradients, after an untimed "
         "forward that saves what they need) or step (a training step: forward and backward)",
     )
+    p.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="with --pass backward or step: the fused backward sums dQ in a fixed order "
+        "(its dQ pass, flash_bwd_dq: bit-identical runs, two more products per tile) "
+        "instead of by atomics",
+    )
 
 
 def layer_args(p: argparse.ArgumentParser) -> None:
@@ -144,6 +151,12 @@ def layer_args(p: argparse.ArgumentParser) -> None:
 
 def config_for(args: argparse.Namespace, seq_len: int) -> AttentionConfig:
     preset = preset_of(args)
+    deterministic = getattr(args, "deterministic", False)
+    if deterministic and args.pass_ == FORWARD:
+        raise UsageError(
+            "--deterministic chooses how the backward sums dQ, and the forward pass has none: "
+            "add --pass backward or --pass step"
+        )
     return AttentionConfig(
         seq_len=seq_len,
         heads=preset.heads if preset else args.heads,
@@ -154,6 +167,7 @@ def config_for(args: argparse.Namespace, seq_len: int) -> AttentionConfig:
         block_m=args.block_m,
         block_n=args.block_n,
         pass_=args.pass_,
+        deterministic=deterministic,
     )
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from gpu.algorithms import RING
 from gpu.backends.backend import RunOptions, oom_result
 from gpu.backends.factory import create_backend
-from gpu.config import AttentionConfig
+from gpu.config import DETERMINISTIC_LABEL, AttentionConfig
 from gpu.errors import FileWriteError
 from gpu.launch.cuda_kernels import KernelCompileError
 from gpu.model.costmodel import pass_useful_flops
@@ -74,6 +74,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     device = backend.device_info()
     table = BenchTable(algos, "GFLOP/s" if backend.name == "cpu" else "TFLOP/s")
     print(f"# {backend.name} backend on {device.name}", flush=True)
+    if configs[0].deterministic:
+        print(
+            f"# {DETERMINISTIC_LABEL}: the fused backward sums dQ in a fixed order "
+            "(flash_bwd_dq in place of the atomics and flash_bwd_dq_convert)",
+            flush=True,
+        )
     print(table.header(), flush=True)
     runs_each = args.warmup + args.repeats + 1  # + the metered run
     jobs = [(cfg, algo) for cfg in configs for algo in algos]

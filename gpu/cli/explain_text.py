@@ -18,6 +18,13 @@ def _shares_text(v) -> str:
     return ", ".join(f"{name} {share:.0%}" for name, share in shares)
 
 
+def _recompute_note(config) -> str:
+    """What the useful FLOPs leave out of a training pass: what the fused backward rebuilds."""
+    if config.deterministic:
+        return "; the fused backward's recompute of S, and of S and dP in its dQ pass, not counted"
+    return "; the fused backward's recompute of S not counted"
+
+
 def print_explanation(e, source: str | None) -> None:
     print(f"{e.config.label()} on the {e.gpu.label} roofline")
     print("  roofs: " + "; ".join(r.label for r in e.roofs.values()))
@@ -67,7 +74,7 @@ def print_explanation(e, source: str | None) -> None:
     useful = {"forward": "4", "backward": "8", "step": "12"}[e.config.pass_]
     print(
         f"  FLOP/B: useful FLOPs ({useful}·B·h·N²·d, halved when causal"
-        + ("; the fused backward's recompute of S not counted" if e.config.has_backward else "")
+        + (_recompute_note(e.config) if e.config.has_backward else "")
         + ") per DRAM byte; source: "
         "measured (hardware counters"
         + (f" in {source})" if source else ")")

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from gpu.algorithms import NAIVE, TILED
-from gpu.config import PASS_LABELS, AttentionConfig
+from gpu.config import DETERMINISTIC_LABEL, PASS_LABELS, AttentionConfig
 from gpu.model.costmodel import GPUS, algorithm_cost, attention_matrix_bytes
 from gpu.units import fmt_bytes, fmt_flops
 
@@ -104,6 +104,7 @@ def training_model(cfg: AttentionConfig, layers: int, preset) -> dict[str, Any]:
         }
     return {
         "pass": cfg.pass_,
+        "deterministic": cfg.deterministic,
         "layers": layers,
         "preset": preset.key if preset else None,
         "preset_source": preset.source if preset else None,
@@ -116,7 +117,8 @@ def print_training_model(t: dict[str, Any]) -> None:
     what = f"{t['layers']} layer" + ("s" if t["layers"] != 1 else "")
     if t["preset"]:
         what += f" ({t['preset_source']})"
-    print(f"  {PASS_LABELS[t['pass']]}, {what}; {t['counts']}:")
+    how = f", {DETERMINISTIC_LABEL}" if t["deterministic"] else ""
+    print(f"  {PASS_LABELS[t['pass']]}{how}, {what}; {t['counts']}:")
     for algo, a in t["algorithms"].items():
         recompute = f", recompute {fmt_flops(a['recompute_flops'])}" if a["recompute_flops"] else ""
         print(
