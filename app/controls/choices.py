@@ -21,6 +21,7 @@ ALGORITHM_ORDER = tuple(ALGORITHMS)
 #: Config fields that have a widget (and an inline error label); "pass" is the config's pass_.
 CONFIG_FIELDS = (
     "seq_len", "heads", "head_dim", "batch", "dtype", "causal", "block_m", "block_n", "pass",
+    "deterministic",
 )  # fmt: skip
 
 
@@ -45,4 +46,15 @@ PASS_CHOICES = (
         "backward only",
         "The backward kernels alone, after an untimed forward that saves what they need.",
     ),
+)
+
+
+#: The tool tip of the deterministic dQ control (beside the Pass control).
+DETERMINISTIC_TIP = (
+    "How the training pass sums dQ. Off: the fused backward adds each key tile's share of dQ "
+    "by fp32 atomics, in whatever order the blocks finish, so two runs can differ in the last "
+    "bits. On: a dQ pass (flash_bwd_dq) owns each query tile and sums the key tiles in a fixed "
+    "order, rebuilding S, P and dP once more: bit-identical runs, two more products per tile "
+    "and no fp32 accumulator. Naive's backward has no atomics and runs the same either way. "
+    "Only a pass with a backward has a dQ: off for the inference forward."
 )

@@ -22,6 +22,7 @@ from gpu.algorithms import ALGORITHMS
 from gpu.config import (
     BATCH_MAX,
     BATCH_MIN,
+    DETERMINISTIC_LABEL,
     DTYPE_BYTES,
     HEAD_DIM_MAX,
     HEAD_DIM_MIN,
@@ -37,7 +38,7 @@ from ..state.budget import (
 )
 from ..state.seq_scale import SEQ_MAX, SEQ_MIN
 from ..window.plain_text import PlainLabel, tooltip
-from .choices import ALGORITHM_ORDER, BACKEND_CHOICES, PASS_CHOICES
+from .choices import ALGORITHM_ORDER, BACKEND_CHOICES, DETERMINISTIC_TIP, PASS_CHOICES
 from .devices import DevicesControl
 from .spin_boxes import SeqLenSpinBox, ValidatedDoubleSpinBox, ValidatedSpinBox
 
@@ -128,8 +129,14 @@ class ControlGroups:
         )
         self.layers.valueChanged.connect(self._on_layers)
         self._validate_edits(self.layers, "layers")
+        self.deterministic = QCheckBox(DETERMINISTIC_LABEL)
+        self.deterministic.setObjectName("deterministicCheck")
+        self.deterministic.setToolTip(tooltip(DETERMINISTIC_TIP))
+        self.deterministic.toggled.connect(self._emit_config)
         form.addRow("Pass", self.pass_combo)
         form.addRow("", self._error_label("pass"))
+        form.addRow("", self.deterministic)
+        form.addRow("", self._error_label("deterministic"))
         form.addRow("Layers L", self.layers)
         form.addRow("", self._error_label("layers"))
         return box

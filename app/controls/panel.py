@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 
 from gpu.algorithms import ALGORITHMS
 from gpu.config import (
+    FORWARD,
     AttentionConfig,
     ConfigError,
 )
@@ -192,6 +193,13 @@ class ControlsPanel(ControlGroups, PanelSettings, QWidget):
             self.pass_combo.setCurrentIndex(i)
             self.pass_combo.blockSignals(False)
         self.layers.setEnabled(c.has_backward)
+        # The forward has no dQ: the control keeps the user's choice, disabled, for the next
+        # training pass; a pass with a backward shows its config's mode.
+        self.deterministic.setEnabled(c.has_backward)
+        if c.has_backward and self.deterministic.isChecked() != c.deterministic:
+            self.deterministic.blockSignals(True)
+            self.deterministic.setChecked(c.deterministic)
+            self.deterministic.blockSignals(False)
         self.seq_value.setText(f"N = {fmt_int(c.seq_len)}")
 
     def _show_algorithms(self, s: AppState) -> None:
@@ -357,6 +365,7 @@ class ControlsPanel(ControlGroups, PanelSettings, QWidget):
 
     def config(self) -> AttentionConfig:
         """The config the widgets show; raises ConfigError for a value the engine refuses."""
+        pass_ = self.pass_combo.currentData()
         return AttentionConfig(
             seq_len=self.state.value.config.seq_len,
             heads=self.heads.value(),
@@ -366,7 +375,8 @@ class ControlsPanel(ControlGroups, PanelSettings, QWidget):
             causal=self.causal.isChecked(),
             block_m=self.block_m.currentData(),
             block_n=self.block_n.currentData(),
-            pass_=self.pass_combo.currentData(),
+            pass_=pass_,
+            deterministic=self.deterministic.isChecked() and pass_ != FORWARD,
         )
 
     @property

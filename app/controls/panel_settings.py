@@ -8,7 +8,7 @@ import contextlib
 
 from PySide6.QtCore import QSettings
 
-from gpu.config import ConfigError
+from gpu.config import FORWARD, ConfigError
 from gpu.model.layer_stack import LAYERS_MAX, LAYERS_MIN
 
 from ..state.budget import BUDGET_PRESETS
@@ -33,6 +33,7 @@ class PanelSettings:
         s.setValue("block_m", c.block_m)
         s.setValue("block_n", c.block_n)
         s.setValue("pass", c.pass_)
+        s.setValue("deterministic", self.deterministic.isChecked())  # kept while forward too
         s.setValue("layers", st.layers)
         if st.algorithms_chosen:  # the default view's choice follows the backend: not saved
             s.setValue("algorithms", ",".join(st.checked))
@@ -64,9 +65,18 @@ class PanelSettings:
         pass_ = settings.read(s, "controls/pass")
         if pass_ is not None:
             try:
-                config = config.with_(pass_=pass_)
+                # A forward has no dQ to sum: the mode goes with the pass it belongs to.
+                keep = config.deterministic and pass_ != FORWARD
+                config = config.with_(pass_=pass_, deterministic=keep)
             except ConfigError as exc:
                 settings.log.warning("ignored the setting controls/pass: %s", exc)
+        deterministic = settings.read(s, "controls/deterministic")
+        if deterministic is not None:
+            self.deterministic.blockSignals(True)  # the choice, for a later training pass too
+            self.deterministic.setChecked(deterministic)
+            self.deterministic.blockSignals(False)
+            if config.has_backward:
+                config = config.with_(deterministic=deterministic)
         changes: dict[str, object] = {"config": config.with_(seq_len=state.snap(config.seq_len))}
         layers = settings.read(s, "controls/layers")
         if isinstance(layers, int) and LAYERS_MIN <= layers <= LAYERS_MAX:

@@ -26,7 +26,7 @@ from html import escape
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED
-from gpu.config import PASS_LABELS, STAT_BYTES, STEP, AttentionConfig
+from gpu.config import DETERMINISTIC_LABEL, PASS_LABELS, STAT_BYTES, STEP, AttentionConfig
 from gpu.model.costmodel import (
     attention_matrix_bytes,
     matrix_bytes,
@@ -235,6 +235,23 @@ def explain_html(inp: PointInputs, palette: Palette = DARK) -> str:
     return "\n".join(out)
 
 
+def _recompute_line(c, name, useful, extra) -> str:  # type: ignore[no-untyped-def]
+    """What the fused backward does again for want of P: S (a fifth product), and with
+    deterministic dQ, S and dP once more in the dQ pass."""
+    share = f"{(extra.value or 0) / (useful.value or 1):.0%} more than the useful work"
+    if c.deterministic:
+        what = (
+            "it recomputes S and P tile by tile, and its dQ pass rebuilds S, P and dP once "
+            f"more: three products of {extra.text()} ({share})"
+        )
+    else:
+        what = f"it recomputes S and P tile by tile, a fifth product of {extra.text()} ({share})"
+    return (
+        f"<li>{name(TILED)} kept no P: {what} in exchange for the "
+        f"{fmt_bytes(attention_matrix_bytes(c))} of P per layer.</li>"
+    )
+
+
 def _training_section(inp: PointInputs, name) -> list[str]:  # type: ignore[no-untyped-def]
     """What the backward keeps and makes (naive: P kept; fused: O and the row statistics, S
     and P recomputed) and L layers' saved activations against the budget (attention's own
@@ -251,10 +268,16 @@ def _training_section(inp: PointInputs, name) -> list[str]:  # type: ignore[no-u
         f"8·B·h·N²·d = {useful.text()}"
         + (", after the forward's" if c.pass_ == STEP else "")
         + ".</li>",
-        f"<li>{name(TILED)} kept no P: it recomputes S and P tile by tile, a fifth product of "
-        f"{extra.text()} ({(extra.value or 0) / (useful.value or 1):.0%} more than the useful "
-        f"work) in exchange for the {fmt_bytes(attention_matrix_bytes(c))} of P per layer.</li>",
+        _recompute_line(c, name, useful, extra),
     ]
+    if c.deterministic:
+        out.append(
+            f"<li><b>{DETERMINISTIC_LABEL}</b>: the fused backward's dQ is summed by a pass of "
+            "its own (flash_bwd_dq), one block per query tile, the key tiles in a fixed order: "
+            "the same bits on every run, no fp32 dQ accumulator, and two more products per "
+            "tile than fp32 atomics in whatever order the blocks finish. Naive's backward "
+            "has no atomics: it runs the same either way.</li>"
+        )
     per = ", ".join(
         f"{name(a)} {f.saved_per_layer.text()}" for a, f in ((NAIVE, naive), (TILED, fused))
     )

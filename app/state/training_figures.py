@@ -69,6 +69,7 @@ class TrainingFigures:
     def to_dict(self) -> dict[str, Any]:
         return {
             "pass": self.config.pass_,
+            "deterministic": self.config.deterministic,
             "layers": self.layers,
             "budget_bytes": self.budget_bytes,
             "counts": COUNTS,
@@ -128,8 +129,7 @@ def _algorithm(
         algorithm=algorithm,
         recompute_flops=Figure(
             recompute_flops(config, algorithm), "FLOP", MODEL,
-            "none: naive's backward reads the P it kept" if algorithm == NAIVE
-            else "cost model: S = QKᵀ rebuilt tile by tile in the backward, 2·B·h·N²·d",
+            _recompute_source(config, algorithm),
         ),
         saved_per_layer=Figure(
             stack.saved_per_layer, "B", MODEL, f"cost model: {kept} of one layer"
@@ -142,6 +142,18 @@ def _algorithm(
         step_peak=step,
         wall_seq_len=wall,
     )  # fmt: skip
+
+
+def _recompute_source(config: AttentionConfig, algorithm: str) -> str:
+    """Where the recompute figure comes from, in the mode `config` sums dQ in."""
+    if algorithm == NAIVE:
+        return "none: naive's backward reads the P it kept"
+    if config.deterministic:
+        return (
+            "cost model: S = QKᵀ rebuilt tile by tile in flash_bwd, and S and dP = dO·Vᵀ once "
+            "more in the deterministic dQ pass (flash_bwd_dq), 6·B·h·N²·d"
+        )
+    return "cost model: S = QKᵀ rebuilt tile by tile in the backward, 2·B·h·N²·d"
 
 
 _memo: dict[tuple, TrainingFigures] = {}

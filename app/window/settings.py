@@ -101,6 +101,7 @@ KEYS: dict[str, Kind] = {
     "controls/block_m": _int,
     "controls/block_n": _int,
     "controls/pass": _text,
+    "controls/deterministic": _bool,
     "controls/layers": _int,
     "controls/algorithms": _text,
     "controls/backend": _text,
