@@ -65,7 +65,7 @@ def test_deterministic_dq_is_a_field_of_the_backward_and_the_step():
 
 
 def test_the_forward_pass_refuses_deterministic_dq_by_name():
-    with pytest.raises(ConfigError, match="deterministic = True .*forward pass"):
+    with pytest.raises(ConfigError, match=r"deterministic = True .*forward pass"):
         AttentionConfig(deterministic=True)
     with pytest.raises(ConfigError, match="deterministic"):
         AttentionConfig(pass_="step", deterministic="yes")
@@ -89,7 +89,7 @@ def test_a_file_config_with_deterministic_dq_is_checked():
 
     cfg = check_config({"seq_len": 64, "pass": "step", "deterministic": True}, "run.json")
     assert cfg.deterministic
-    with pytest.raises(SchemaError, match="config.deterministic"):
+    with pytest.raises(SchemaError, match=r"config\.deterministic"):
         check_config({"seq_len": 64, "deterministic": True}, "run.json")
     with pytest.raises(SchemaError, match="deterministic"):
         check_config({"seq_len": 64, "pass": "step", "deterministic": 1}, "run.json")
