@@ -101,3 +101,39 @@ def test_the_backward_lane_plays_in_the_tiles_tab(qtbot, make_window):
     # The lane follows the config: a new N rebuilds its order.
     window.controls.set_seq_len(2048)
     qtbot.waitUntil(lambda: lane.order.config.seq_len == 2048, timeout=5000)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("algorithm", [TILED, TILED_MMA])
+def test_a_deterministic_lane_adds_no_dq_and_ends_on_the_models_deterministic_kernel(
+    causal, algorithm
+):
+    cfg = AttentionConfig(seq_len=1000, causal=causal, pass_=STEP, block_n=128, deterministic=True)
+    order = BackwardTileOrder(cfg, algorithm)
+    kernel = algorithm_cost(cfg, algorithm).kernel("flash_bwd")
+    per_head = (kernel.bytes_read // cfg.bh, kernel.bytes_written // cfg.bh, kernel.flops // cfg.bh)
+    assert order.totals() == per_head
+    assert order.phases == VISIT_PHASES[:-1] and "dQ_atomic" not in order.phases
+    frames = [order.frame(s) for s in range(order.total_steps)]
+    assert all(f.phase != "dQ_atomic" and not f.dq_added.any() for f in frames)
+    last = frames[-1]
+    assert (last.bytes_read, last.bytes_written, last.flops) == per_head
+    assert last.recompute_flops * 4 == last.flops  # S rebuilt: one product of four
+    # Fewer steps than the atomic lane: one fewer per visit.
+    atomic = BackwardTileOrder(cfg.with_(deterministic=False), algorithm)
+    assert atomic.total_steps - order.total_steps == int(order.visits.sum())
+
+
+def test_the_lane_of_a_deterministic_step_says_the_dq_pass_sums_dq(qtbot, make_window):
+    window = make_window()
+    window.controls.pass_combo.setCurrentIndex(window.controls.pass_combo.findData(STEP))
+    window.controls.deterministic.setChecked(True)
+    window.tabs.setCurrentIndex(1)
+    qtbot.waitUntil(lambda: window.animation is not None, timeout=10_000)
+    anim = window.animation
+    anim.set_mode(anim.BACKWARD_MODE)
+    lane = anim.backward_lane
+    qtbot.waitUntil(
+        lambda: lane.order is not None and lane.order.config.deterministic, timeout=5000
+    )
+    assert "flash_bwd_dq" in lane.title.text() and "adds no dQ" in lane.title.text()

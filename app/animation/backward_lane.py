@@ -3,7 +3,8 @@
 Three columns of tiles in HBM (K/V, Q/dO, the dQ accumulator) and the chip between them: the
 K/V tile of the current block sits on chip for the whole block, the query tiles stream past it,
 P_ij is recomputed on chip (the tile lights up as it happens, with a running count of tiles and
-FLOPs spent again), and each dQ_i fills as the blocks add their share with atomics. The model is
+FLOPs spent again), and each dQ_i fills as the blocks add their share with atomics (with
+deterministic dQ it stays empty: the dQ pass sums it after this kernel). The model is
 app/state/animation/backward_order.py; this view only draws its frames.
 """
 
@@ -69,7 +70,8 @@ class BackwardCanvas(QWidget):
         p.setPen(c.text)
         p.drawText(QRectF(xs["kv"], 4, col_w + 40, 20), "K, V (HBM)")
         p.drawText(QRectF(xs["q"], 4, col_w + 60, 20), "Q, dO (HBM)")
-        p.drawText(QRectF(xs["dq"] - 20, 4, col_w + 40, 20), "dQ acc. (HBM)")
+        dq_title = "dQ: dQ pass" if order.config.deterministic else "dQ acc. (HBM)"
+        p.drawText(QRectF(xs["dq"] - 20, 4, col_w + 40, 20), dq_title)
         p.drawText(QRectF(chip.left(), chip.top() - 20, chip.width(), 18), "on chip (SRAM)")
 
         def rows(count: int) -> tuple[int, float]:
@@ -207,6 +209,12 @@ class BackwardLane(QWidget):
             f"{order.block_m} query rows stream past {order.block_n} keys held per block) — "
             f"{fmt_int(order.kv_tiles)} blocks, {fmt_int(order.total_steps)} steps for one "
             "(batch, head), in launch order (not to time scale)"
+            + (
+                "; deterministic dQ: this kernel adds no dQ, the dQ pass (flash_bwd_dq, not "
+                "played) sums it afterwards, one block per query tile"
+                if config.deterministic
+                else ""
+            )
         )
         self.seek(0)
 

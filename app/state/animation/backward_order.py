@@ -11,8 +11,11 @@ holds them on chip while the query tiles i stream past it. For each (j, i) it
     dQ_atomic     dQ_i += dS_ij K_j/√d, added to the fp32 accumulator in HBM (atomics)
 
 and at the end writes dK_j and dV_j once. With a causal mask a block skips the query tiles that
-end before its first key. The lane plays the blocks of one (batch, head) in launch order, one
-step at a time (the order, not to time scale: on a GPU the blocks run side by side).
+end before its first key. With deterministic dQ (`config.deterministic`) the kernel has no
+dQ_atomic step and no accumulator: dQ is summed afterwards by the dQ pass (`flash_bwd_dq`),
+which the lane does not play, so its dQ column stays empty. The lane plays the blocks of one
+(batch, head) in launch order, one step at a time (the order, not to time scale: on a GPU the
+blocks run side by side).
 
 Nothing iterates the steps: per-block and per-query-tile prefix sums locate any step and give
 exact byte, FLOP and recompute counts after it; after the last step they equal the cost model's
@@ -44,7 +47,6 @@ PHASE_TEXT: dict[str, str] = {
     "dQ_atomic": "dQ_i += dS_ij K_j/√d: fp32 atomic adds into the accumulator in HBM",
     STORE_KV: "write dK_j, dV_j to HBM, once",
 }
-_PER_VISIT = len(VISIT_PHASES)
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,13 @@ class BackwardTileOrder:
     def __init__(self, config: AttentionConfig, algorithm: str) -> None:
         self.config = config
         self.algorithm = algorithm
+        #: The steps of one visit: without dQ_atomic when dQ is left to the dQ pass.
+        self.phases = VISIT_PHASES[:-1] if config.deterministic else VISIT_PHASES
+        per_visit = len(self.phases)
+        acc = 0 if config.deterministic else DQ_ACCUM_BYTES
+        #: GEMM-shaped products per visit: S (recompute), dV, dP, dK, and dQ unless
+        #: deterministic.
+        self.products = per_visit - 1
         n, d, eb = config.seq_len, config.head_dim, config.elem_bytes
         bm, bn = backward_tile_shape(config, algorithm)
         self.block_m, self.block_n = bm, bn
@@ -97,19 +106,19 @@ class BackwardTileOrder:
         #: The first query tile block j streams (0 without a causal mask).
         self.first = (j * bn) // bm if config.causal else np.zeros_like(j)
         self.visits = self.q_tiles - self.first
-        self.block_steps = 2 + _PER_VISIT * self.visits
+        self.block_steps = 2 + per_visit * self.visits
         self.block_start = np.concatenate(([0], np.cumsum(self.block_steps)))
         self.total_steps = int(self.block_start[-1])
         # Prefix sums over query tiles: rows before tile i (for the visits of a block so far).
         self.q_rows_before = np.concatenate(([0], np.cumsum(q_rows)))
         # Bytes and FLOPs of one visit per row of Q_i (times the block's keys for FLOPs).
-        self._visit_read_per_row = 2 * d * eb + 2 * STAT_BYTES + d * DQ_ACCUM_BYTES
-        self._visit_write_per_row = d * DQ_ACCUM_BYTES
+        self._visit_read_per_row = 2 * d * eb + 2 * STAT_BYTES + d * acc
+        self._visit_write_per_row = d * acc
         self._kv_bytes = 2 * kv_rows * d * eb  # K_j + V_j in, or dK_j + dV_j out
         streamed = self.q_rows_before[-1] - self.q_rows_before[self.first]  # rows per block
         self._block_read = self._kv_bytes + streamed * self._visit_read_per_row
         self._block_write = self._kv_bytes + streamed * self._visit_write_per_row
-        self._block_flops = 10 * streamed * kv_rows * d
+        self._block_flops = 2 * self.products * streamed * kv_rows * d
         self._before = {
             name: np.concatenate(([0], np.cumsum(a)))
             for name, a in (
@@ -120,8 +129,11 @@ class BackwardTileOrder:
                 ("recompute", 2 * streamed * kv_rows * d),
             )
         }
-        # Query tile i receives a dQ contribution from every block j with first[j] <= i.
+        # Query tile i receives a dQ contribution from every block j with first[j] <= i (none
+        # from this kernel when deterministic: the dQ pass owns dQ_i).
         self.dq_needed = np.searchsorted(self.first, np.arange(self.q_tiles), side="right")
+        if config.deterministic:
+            self.dq_needed = np.zeros_like(self.dq_needed)
 
     def totals(self) -> tuple[int, int, int]:
         """Bytes read, bytes written and FLOPs of the whole kernel for one (batch, head)."""
@@ -151,17 +163,17 @@ class BackwardTileOrder:
             visits_done, phase_index = 0, -1
         elif offset == last:
             phase, i = STORE_KV, None
-            visits_done, phase_index = int(self.visits[j]), _PER_VISIT
+            visits_done, phase_index = int(self.visits[j]), len(self.phases)
             write += int(self._kv_bytes[j])
         else:
-            k, phase_index = divmod(offset - 1, _PER_VISIT)
-            phase, i = VISIT_PHASES[phase_index], first + k
+            k, phase_index = divmod(offset - 1, len(self.phases))
+            phase, i = self.phases[phase_index], first + k
             visits_done = k
         # Whole visits done in this block.
         rows_done = int(self.q_rows_before[first + visits_done] - self.q_rows_before[first])
         read += rows_done * self._visit_read_per_row
         write += rows_done * self._visit_write_per_row
-        flops += 10 * rows_done * c * d
+        flops += 2 * self.products * rows_done * c * d
         recomputed += visits_done
         recompute_flops += 2 * rows_done * c * d
         if i is not None:  # the visit in progress, phase by phase
@@ -178,11 +190,12 @@ class BackwardTileOrder:
                 * d
                 * sum((phase_index >= 1, phase_index >= 2, phase_index >= 3, phase_index >= 4))
             )
-            if phase_index >= 5:
+            if phase_index >= 5:  # dQ_atomic (never reached when deterministic)
                 flops += 2 * r * c * d
                 write += r * self._visit_write_per_row
         added = np.minimum(j, self.dq_needed)  # from every earlier block that visits tile i
-        if visits_done or (i is not None and phase_index >= 5):
+        # (When deterministic no step adds to dQ: dq_needed and so `added` are zero.)
+        if not self.config.deterministic and (visits_done or (i is not None and phase_index >= 5)):
             done_to = first + visits_done + (1 if i is not None and phase_index >= 5 else 0)
             added = added.copy()
             added[first:done_to] += 1
