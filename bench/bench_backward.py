@@ -1,11 +1,13 @@
 """Benchmark the backward passes against torch's on a GPU, at FlashAttention-3's shapes.
 
 Ours: the fused backward (gpu/launch/flash_bwd.py: preprocess + flash_bwd + dQ convert, or the
-deterministic dQ pass) and the naive backward (gpu/backends/naive_bwd.py: four cuBLAS GEMMs and our
-softmax backward). Peers, in the same process: torch autograd through
-scaled_dot_product_attention with the FLASH_ATTENTION (FlashAttention-2), CUDNN_ATTENTION and
-MATH backends. Only the backward is timed: each input set's forward runs once, untimed, and
-keeps what its backward needs (torch: its autograd graph, retained; ours: O, m, l or P).
+deterministic dQ pass; `ours_fused` runs the main kernel this GPU gets by default, the wgmma one
+on an H100/H200, and `ours_fused_mma` the mma.sync one) and the naive backward
+(gpu/backends/naive_bwd.py: four cuBLAS GEMMs and our softmax backward). Peers, in the same
+process: torch autograd through scaled_dot_product_attention with the FLASH_ATTENTION
+(FlashAttention-2), CUDNN_ATTENTION and MATH backends. Only the backward is timed: each input
+set's forward runs once, untimed, and keeps what its backward needs (torch: its autograd graph,
+retained; ours: O, m, l or P).
 
 Method: one process; ≥ 30 s of continuous device work first (clocks settle); then per shape,
 rounds in which every method is measured in turn (interleaved), each sample a batch of
@@ -44,7 +46,7 @@ from gpu.config import AttentionConfig
 TOKENS = 16384
 HIDDEN = 2048
 ROTATE_BYTES = 256 * 2**20
-FUSED = ("ours_fused", "ours_fused_det", "sdpa_flash", "sdpa_cudnn")
+FUSED = ("ours_fused", "ours_fused_det", "ours_fused_mma", "sdpa_flash", "sdpa_cudnn")
 NAIVE = ("ours_naive", "sdpa_math")
 
 
@@ -120,6 +122,7 @@ class FusedSetup:
         self._plans: dict[tuple, Any] = {}
         self._variant = variant
         self._flash_bwd = flash_bwd
+        self.mma_launch = flash_bwd.default_launch(config.head_dim)
         self._graphs: dict[str, list] = {}
 
     def ours(self, deterministic: bool, variant: Any = None) -> Callable[[int], None]:
@@ -215,6 +218,8 @@ def bench_fused_shape(config: AttentionConfig, args: argparse.Namespace) -> list
                 calls[method] = setup.ours(False)
             elif method == "ours_fused_det":
                 calls[method] = setup.ours(True)
+            elif method == "ours_fused_mma":
+                calls[method] = setup.ours(False, setup.mma_launch)
             elif method == "sdpa_flash":
                 calls[method] = setup.torch_call("FLASH_ATTENTION")
             elif method == "sdpa_cudnn":
@@ -234,11 +239,13 @@ def bench_fused_shape(config: AttentionConfig, args: argparse.Namespace) -> list
     diffs: dict[str, float] = {}
     try:
         ref = setup.torch_grads("FLASH_ATTENTION")
-        for det in (False, True):
-            got = setup.grads_of(det)
-            diffs["det" if det else "atomic"] = max(
-                _max_diff(g, r, config.dtype) for g, r in zip(got, ref, strict=True)
-            )
+        for label, det, variant in (
+            ("atomic", False, None),
+            ("det", True, None),
+            ("mma", False, setup.mma_launch),
+        ):
+            got = setup.grads_of(det, variant)
+            diffs[label] = max(_max_diff(g, r, config.dtype) for g, r in zip(got, ref, strict=True))
     except Exception as exc:
         notes["diff"] = f"{type(exc).__name__}: {exc}"[:200]
     rows = []
@@ -423,9 +430,9 @@ def print_table(rows: list[dict]) -> None:
     for r in rows:
         key = (r["head_dim"], r["causal"], r["seq_len"])
         by_shape.setdefault(key, {})[r["method"]] = r
-    print(f"{'d':>4} {'mask':>6} {'N':>6} | {'ours':>7} {'det':>7} {'flash':>7} {'cudnn':>7} | "
-          f"{'flash/ours':>10} {'cudnn/ours':>10} | {'naive':>7} {'math':>8} {'math/naive':>10}"
-          f" | ours TF/s  spread")  # fmt: skip
+    print(f"{'d':>4} {'mask':>6} {'N':>6} | {'ours':>7} {'det':>7} {'mma':>7} {'flash':>7} "
+          f"{'cudnn':>7} | {'mma/ours':>8} {'flash/ours':>10} {'cudnn/ours':>10} | {'naive':>7} "
+          f"{'math':>8} {'math/naive':>10} | ours TF/s  spread")  # fmt: skip
 
     def ms(m: dict, k: str) -> float | None:
         return m.get(k, {}).get("ms")
@@ -434,8 +441,9 @@ def print_table(rows: list[dict]) -> None:
         return f"{x:{w}.3f}" if x is not None else f"{'—':>{w}}"
 
     for (d, causal, n), m in sorted(by_shape.items()):
-        ours = ms(m, "ours_fused")
+        ours, mma = ms(m, "ours_fused"), ms(m, "ours_fused_mma")
         fl, cu = ms(m, "sdpa_flash"), ms(m, "sdpa_cudnn")
+        r0 = mma / ours if mma and ours else None
         nv, mt = ms(m, "ours_naive"), ms(m, "sdpa_math")
         r1 = fl / ours if fl and ours else None
         r2 = cu / ours if cu and ours else None
@@ -444,7 +452,8 @@ def print_table(rows: list[dict]) -> None:
         sp = m.get("ours_fused", {}).get("spread")
         print(
             f"{d:>4} {'causal' if causal else 'full':>6} {n:>6} | {f(ours)} "
-            f"{f(ms(m, 'ours_fused_det'))} {f(fl)} {f(cu)} | {f(r1, 10)} {f(r2, 10)} | "
+            f"{f(ms(m, 'ours_fused_det'))} {f(mma)} {f(fl)} {f(cu)} | {f(r0, 8)} {f(r1, 10)} "
+            f"{f(r2, 10)} | "
             f"{f(nv)} {f(mt, 8)} {f(r3, 10)} | {f(tf, 8)} {f(sp, 6)}"
         )
         for k, r in m.items():

@@ -1,8 +1,9 @@
 """Both GPU backwards compute dQ, dK and dV within FlashAttention's own test criterion.
 
-For every kernel (the fused backward with atomic dQ, its deterministic variant, and the naive
-cuBLAS + softmax-backward path), fp16 and bf16, d ∈ {64, 128}, causal or not and
-N ∈ {113, 128, 1023, 1024, 2048, 4097}:
+For every kernel (the fused backward with atomic dQ and its deterministic variant, each with
+the main kernel this GPU runs by default — the wgmma one on an H100/H200 — and with the
+mma.sync one, and the naive cuBLAS + softmax-backward path), fp16 and bf16, d ∈ {64, 128},
+causal or not and N ∈ {113, 128, 1023, 1024, 2048, 4097}:
 
     max |ours − ref_fp32| ≤ 2 × max |torch's low-precision autograd − ref_fp32|
 
@@ -24,7 +25,7 @@ from gpu.config import AttentionConfig
 pytestmark = pytest.mark.gpu
 
 SEQ_LENS = (113, 128, 1023, 1024, 2048, 4097)
-KERNELS = ("fused", "fused_deterministic", "naive")
+KERNELS = ("fused", "fused_deterministic", "fused_mma", "fused_mma_deterministic", "naive")
 #: Relative bound (max error / max |ref|) used where torch is absent.
 REL_BOUND = {"fp16": 1e-2, "bf16": 5e-2}
 
@@ -103,16 +104,18 @@ def _ours(kernel: str, q, k, v, do, config: AttentionConfig):
         del s
         grads = naive_backward(q, k, v, p, do, config)
     else:
-        from gpu.launch.flash_bwd import flash_backward
+        from gpu.launch.flash_bwd import default_launch, flash_backward
 
         stats = (config.batch, config.heads, config.seq_len)
         o = cp.empty_like(q)
         m = cp.empty(stats, dtype=cp.float32)
         l = cp.empty(stats, dtype=cp.float32)
         flash_mma.flash_forward(q, k, v, o, m, l, config)
+        launch = default_launch(config.head_dim) if kernel.startswith("fused_mma") else None
         grads = flash_backward(
-            q, k, v, o, m, l, do, config, deterministic=kernel == "fused_deterministic"
-        )
+            q, k, v, o, m, l, do, config,
+            deterministic=kernel.endswith("deterministic"), launch=launch,
+        )  # fmt: skip
     return tuple(cuda_backend.to_float32(g, config.dtype) for g in grads)
 
 
@@ -154,15 +157,32 @@ def test_every_backward_meets_flash_attentions_criterion(
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("head_dim", [64, 128])
-def test_deterministic_dq_is_bit_identical_across_two_runs(head_dim: int, causal: bool) -> None:
+@pytest.mark.parametrize("kernel", ["fused_deterministic", "fused_mma_deterministic"])
+def test_deterministic_dq_is_bit_identical_across_two_runs(
+    kernel: str, head_dim: int, causal: bool
+) -> None:
     import cupy as cp
 
     config = AttentionConfig(seq_len=2048, heads=4, head_dim=head_dim, causal=causal)
     q, k, v, do = _inputs(config, 11 + head_dim)
-    first = _ours("fused_deterministic", q, k, v, do, config)
-    second = _ours("fused_deterministic", q, k, v, do, config)
+    first = _ours(kernel, q, k, v, do, config)
+    second = _ours(kernel, q, k, v, do, config)
     for a, b in zip(first, second, strict=True):
         assert bool((a.view(cp.uint32) == b.view(cp.uint32)).all())
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_the_hopper_backward_is_the_default_on_sm_90a_and_barely_spills(head_dim: int) -> None:
+    from gpu.launch import flash_bwd
+
+    launch = flash_bwd.main_launch(head_dim)
+    if not flash_bwd.wgmma_here():
+        assert launch == flash_bwd.default_launch(head_dim)
+        return
+    assert isinstance(launch, flash_bwd.WgmmaBwdLaunch)
+    for causal in (False, True):
+        resources = flash_bwd.kernel_resources(launch, causal, False)
+        assert resources["local_bytes"] <= 64, resources
 
 
 def test_fused_backward_refuses_arrays_of_the_wrong_shape() -> None:

@@ -130,18 +130,6 @@ __device__ __forceinline__ float b16_to_float(u16 x, bool bf16) {
     return f;
 }
 
-// p[0] += a, p[1] += b as fp32 reductions resolved in L2 (no value returned). On sm_90 one
-// vector instruction covers both (p must be 8-byte aligned): half the instructions, and every
-// 32-byte sector a warp touches is filled.
-__device__ __forceinline__ void red_add_f32x2(float* p, float a, float b) {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(a), "f"(b) : "memory");
-#else
-    asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(p), "f"(a) : "memory");
-    asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(p + 1), "f"(b) : "memory");
-#endif
-}
-
 // ------------------------------------------------------------------------------------------
 // STEP preprocess — D = rowsum(dO ∘ O) and LSE2 = (m + log l) · log2 e, one row per D/8 threads
 // (each thread one 16-byte chunk of dO and of O). Rows are padded to `n_pad` per head: padded

@@ -77,31 +77,6 @@
 #include "online_softmax.cuh"
 
 // ------------------------------------------------------------------------------------------
-// Copy a ROWS×D tile (row-major in HBM, rows `rows_valid` and beyond zero-filled) into the
-// 128-byte-swizzle layout with 16-byte cp.async. Consecutive threads take consecutive chunks
-// of a row, so each warp reads whole 128-byte lines of HBM. A thread's chunks are NT/CPR rows
-// apart (a multiple of 8), so its column, its swizzle XOR and its destination stride are the
-// same for all of them: one base address plus compile-time offsets, few registers.
-template <int ROWS, int D, int NT>
-__device__ __forceinline__ void load_tile_sw128_async(u32 s_tile, const u16* g_tile, int rows_valid,
-                                                int tid) {
-    constexpr int CHUNKS_PER_ROW = D / 8;
-    constexpr int ROW_STEP = NT / CHUNKS_PER_ROW;  // rows between a thread's chunks
-    static_assert(ROW_STEP % 8 == 0 && ROWS % ROW_STEP == 0, "tile/thread mismatch");
-    const int r0 = tid / CHUNKS_PER_ROW;
-    const int c = tid % CHUNKS_PER_ROW;
-    const u16* src0 = g_tile + r0 * D + c * 8;
-    const u32 dst0 = s_tile + (c >> 3) * (ROWS * 128) + r0 * 128 + (((c & 7) ^ (r0 & 7)) << 4);
-    const int rows_left = rows_valid - r0;  // chunk i is valid when i · ROW_STEP < rows_left
-#pragma unroll
-    for (int i = 0; i < ROWS / ROW_STEP; ++i) {
-        const bool valid = i * ROW_STEP < rows_left;
-        // An invalid chunk copies 0 bytes from the tile's first row (always a real address).
-        cp_async_16(dst0 + i * ROW_STEP * 128, valid ? src0 + i * ROW_STEP * D : g_tile, valid);
-    }
-}
-
-// ------------------------------------------------------------------------------------------
 // The kernel.
 //   D       head dim (64 or 128)
 //   BC      key/value rows per tile (64 or 128): the N of the S wgmma

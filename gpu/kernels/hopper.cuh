@@ -7,6 +7,8 @@
 //   keep_regs                       pin accumulator reads below the wait that completes them
 //   sw128_desc                      descriptor of a 128-byte-swizzled tile (the layout TMA writes)
 //   wgmma_ss / wgmma_rs             D(64×N) (+)= A(64×16)·B(16×N), A from smem or registers
+//   load_tile_sw128_async           cp.async of a row-major tile into the 128-byte-swizzle layout
+//   stmatrix_x4_trans               accumulator fragments -> shared memory, transposed
 //   TmaMap                          the 128-byte CUtensorMap, built on the host
 //   mbar_*                          mbarrier init / arrive / expect_tx / wait (parity)
 //   tma_load_3d                     cp.async.bulk.tensor: one box HBM -> smem, completes on an mbarrier
@@ -83,9 +85,9 @@ __device__ __forceinline__ u64 sw128_desc(u32 addr, u32 lbo, u32 sbo) {
 #define WGMMA_SS_64(TY, C)                                                                         \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                      \
                  "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                       \
-                 "{" WGMMA_ACC_64 "}, %32, %33, p, 1, 1, 0, 0;\n}\n"                               \
+                 "{" WGMMA_ACC_64 "}, %32, %33, p, 1, 1, 0, %35;\n}\n"                             \
                  : WGMMA_ACC_OPS_64(C, d)                                                          \
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"((int)TRANS_B))
 
 #define WGMMA_RS_64(TY, C)                                                                         \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                      \
@@ -98,9 +100,9 @@ __device__ __forceinline__ u64 sw128_desc(u32 addr, u32 lbo, u32 sbo) {
 #define WGMMA_SS_128(TY, C)                                                                        \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                      \
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " "                      \
-                 "{" WGMMA_ACC_128 "}, %64, %65, p, 1, 1, 0, 0;\n}\n"                              \
+                 "{" WGMMA_ACC_128 "}, %64, %65, p, 1, 1, 0, %67;\n}\n"                            \
                  : WGMMA_ACC_OPS_128(C, d)                                                         \
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"((int)TRANS_B))
 
 #define WGMMA_RS_128(TY, C)                                                                        \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                      \
@@ -141,10 +143,11 @@ __device__ __forceinline__ u64 sw128_desc(u32 addr, u32 lbo, u32 sbo) {
                  : "l"(desc_a), "l"(desc_b), "r"(scale_d))
 
 // ACC = false: D = A·B, and D's old contents are not inputs ("=f"), so the compiler need not keep
-// them alive; ACC = true: D += A·B.
-template <int N, bool ACC, bool BF16>
+// them alive; ACC = true: D += A·B. TRANS_B = true reads B as MN-major (N = 64 and 128 only).
+template <int N, bool ACC, bool BF16, bool TRANS_B = false>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], u64 desc_a, u64 desc_b) {
     static_assert(N == 64 || N == 128 || N == 192, "wrappers exist for N = 64, 128 and 192");
+    static_assert(!TRANS_B || N != 192, "the N = 192 wrapper reads B K-major only");
     const int scale_d = ACC ? 1 : 0;
     if constexpr (N == 64) {
         if constexpr (BF16) {
@@ -186,6 +189,41 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const u32 (&a)[4], u
             if constexpr (ACC) WGMMA_RS_128("f16", "+f"); else WGMMA_RS_128("f16", "=f");
         }
     }
+}
+
+// --- Shared-memory tiles in the 128-byte-swizzle layout ---------------------------------------
+// Copy a ROWS×D tile (row-major in HBM, rows `rows_valid` and beyond zero-filled) into the
+// 128-byte-swizzle layout with 16-byte cp.async. Consecutive threads take consecutive chunks
+// of a row, so each warp reads whole 128-byte lines of HBM. A thread's chunks are NT/CPR rows
+// apart (a multiple of 8), so its column, its swizzle XOR and its destination stride are the
+// same for all of them: one base address plus compile-time offsets, few registers.
+template <int ROWS, int D, int NT>
+__device__ __forceinline__ void load_tile_sw128_async(u32 s_tile, const u16* g_tile, int rows_valid,
+                                                int tid) {
+    constexpr int CHUNKS_PER_ROW = D / 8;
+    constexpr int ROW_STEP = NT / CHUNKS_PER_ROW;  // rows between a thread's chunks
+    static_assert(ROW_STEP % 8 == 0 && ROWS % ROW_STEP == 0, "tile/thread mismatch");
+    const int r0 = tid / CHUNKS_PER_ROW;
+    const int c = tid % CHUNKS_PER_ROW;
+    const u16* src0 = g_tile + r0 * D + c * 8;
+    const u32 dst0 = s_tile + (c >> 3) * (ROWS * 128) + r0 * 128 + (((c & 7) ^ (r0 & 7)) << 4);
+    const int rows_left = rows_valid - r0;  // chunk i is valid when i · ROW_STEP < rows_left
+#pragma unroll
+    for (int i = 0; i < ROWS / ROW_STEP; ++i) {
+        const bool valid = i * ROW_STEP < rows_left;
+        // An invalid chunk copies 0 bytes from the tile's first row (always a real address).
+        cp_async_16(dst0 + i * ROW_STEP * 128, valid ? src0 + i * ROW_STEP * D : g_tile, valid);
+    }
+}
+
+// Four 8×8 b16 matrices registers -> shared memory, transposed (the inverse of
+// ldmatrix.trans): register i of a thread holds row lane/4, columns 2·(lane%4) and +1 of matrix
+// i, i.e. one m16n8k16 accumulator fragment packed to 16-bit pairs; lanes 8i..8i+7 give the
+// addresses of the 8 rows of matrix i as stored, each row 16 bytes (8 values) — so matrix i is
+// written with its columns as rows. sm_90.
+__device__ __forceinline__ void stmatrix_x4_trans(u32 addr, u32 r0, u32 r1, u32 r2, u32 r3) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n"
+                 ::"r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
 }
 
 // --- TMA and mbarriers ----------------------------------------------------------------------

@@ -7,6 +7,7 @@
 //   fence_proxy_async             generic-proxy smem writes -> visible to wgmma / TMA (sm_90)
 //   ldmatrix_x4 / _trans          four 8×8 b16 matrices smem -> the mma register layouts
 //   mma_16816                     mma.sync m16n8k16, fp16/bf16 in, fp32 accumulate
+//   red_add_f32x2                 two fp32 reductions into global memory (dQ's atomics)
 //   fast_exp2, neg_inf            one ex2.approx; the -inf bit pattern
 #pragma once
 
@@ -68,6 +69,18 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const u32 (&a)[4], u32 
             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     }
+}
+
+// p[0] += a, p[1] += b as fp32 reductions resolved in L2 (no value returned). On sm_90 one
+// vector instruction covers both (p must be 8-byte aligned): half the instructions, and every
+// 32-byte sector a warp touches is filled.
+__device__ __forceinline__ void red_add_f32x2(float* p, float a, float b) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(a), "f"(b) : "memory");
+#else
+    asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(p), "f"(a) : "memory");
+    asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(p + 1), "f"(b) : "memory");
+#endif
 }
 
 __device__ __forceinline__ float fast_exp2(float x) {  // 2^x; 2^-inf = +0

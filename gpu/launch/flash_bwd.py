@@ -10,6 +10,11 @@ computes dQ, dK and dV without ever materialising an N×N matrix:
 or, deterministic, `flash_bwd` without its dQ part followed by `flash_bwd_dq`, which owns each
 query tile's dQ and sums the key tiles in a fixed order (bit-identical runs).
 
+`flash_bwd` has two implementations of the same algorithm and interface: the mma.sync kernel of
+flash_bwd.cu (any GPU of compute capability 8.0 or newer) and, on sm_90a (H100, H200), the
+warpgroup-MMA kernel of flash_bwd_wgmma.cu, which a plain `prepare_backward` picks there. The
+element-wise kernels and the deterministic dQ pass come from flash_bwd.cu either way.
+
 Arrays follow the forward kernels: q, k, v, o, do, dq, dk, dv are C-contiguous (B, h, N, d)
 16-bit storage (float16 for fp16, uint16 holding bf16 bit patterns for bf16); m, l are the
 forward's float32 (B, h, N) statistics. CuPy is imported lazily, so the variant bookkeeping
@@ -28,6 +33,10 @@ from . import flash_launch
 
 SOURCE = "flash_bwd.cu"
 COMPILE_OPTIONS: tuple[str, ...] = ("-std=c++17", "--use_fast_math")
+WGMMA_SOURCE = "flash_bwd_wgmma.cu"
+#: wgmma exists only on the architecture-specific target sm_90a.
+WGMMA_OPTIONS: tuple[str, ...] = (*COMPILE_OPTIONS, "-arch=sm_90a")
+WGMMA_COMPUTE_CAPABILITY = 90
 SUPPORTED_HEAD_DIMS = (64, 128)
 SUPPORTED_DTYPES = ("fp16", "bf16")
 MIN_COMPUTE_CAPABILITY = 80
@@ -79,6 +88,44 @@ class BwdLaunch:
 
 
 @dataclass(frozen=True)
+class WgmmaBwdLaunch:
+    """The Hopper `flash_bwd` (flash_bwd_wgmma.cu): 128 keys per block in two warpgroups of 64,
+    and per step 128 queries at d=64 or 64 at d=128 (fixed by the kernel: dK, dV, Sᵀ and dPᵀ
+    share the 255 registers a thread has)."""
+
+    head_dim: int
+
+    @property
+    def block_n(self) -> int:
+        return 128
+
+    @property
+    def block_m(self) -> int:
+        return 128 if self.head_dim <= 64 else 64
+
+    @property
+    def threads(self) -> int:
+        return 256
+
+    @property
+    def smem_bytes(self) -> int:
+        """1024 bytes of alignment slack; K_j, V_j; two stages of Q_i and dO_i; dS; two
+        stages of LSE2 and D."""
+        d, bc, br = self.head_dim, self.block_n, self.block_m
+        return 1024 + 2 * bc * d * 2 + 4 * br * d * 2 + br * bc * 2 + 4 * br * 4
+
+    def template_name(self, causal: bool, bf16: bool, dq_atomic: bool = True) -> str:
+        return (
+            f"flash_bwd_wgmma<{self.head_dim}, {self.block_m}, {str(causal).lower()}, "
+            f"{str(bf16).lower()}, {str(dq_atomic).lower()}>"
+        )
+
+
+#: A variant of the main kernel, on either implementation.
+MainLaunch = BwdLaunch | WgmmaBwdLaunch
+
+
+@dataclass(frozen=True)
 class DqLaunch:
     """One variant of the deterministic `flash_bwd_dq`: BR query rows per block (16 per warp),
     BC keys per step."""
@@ -116,6 +163,19 @@ def default_launch(head_dim: int) -> BwdLaunch:
     shapes, 128 queries beat 64 at d=64 by 2-4 % and two dS stages beat one by 0-4 %
     (docs/KERNELS.md)."""
     return BwdLaunch(head_dim, 128, 128 if head_dim <= 64 else 64, 1, 2)
+
+
+def wgmma_here() -> bool:
+    """Whether this machine's current GPU runs sm_90a code (the Hopper `flash_bwd`)."""
+    limits = flash_launch.device_limits()
+    return limits is not None and limits[0] == WGMMA_COMPUTE_CAPABILITY
+
+
+def main_launch(head_dim: int) -> MainLaunch:
+    """The `flash_bwd` variant a plain `prepare_backward` uses here: the wgmma kernel on an
+    H100/H200 (1.25–1.47× the mma.sync one on an H200 at FlashAttention-3's shapes,
+    docs/KERNELS.md), the mma.sync kernel on any other GPU."""
+    return WgmmaBwdLaunch(head_dim) if wgmma_here() else default_launch(head_dim)
 
 
 def default_dq_launch(head_dim: int) -> DqLaunch:
@@ -179,7 +239,7 @@ class _Named:
 class _AtomicVariant:
     """A `flash_bwd` variant with its dQ mode, the one more template flag than the forward's."""
 
-    launch: BwdLaunch
+    launch: MainLaunch
     dq_atomic: bool
 
     @property
@@ -191,12 +251,14 @@ class _AtomicVariant:
 
 
 def _kernel(variant: Any, causal: bool, bf16: bool) -> Any:
-    return flash_launch.compiled_variant(SOURCE, variant, causal, bf16, COMPILE_OPTIONS, _kernels)
+    hopper = isinstance(variant, _AtomicVariant) and isinstance(variant.launch, WgmmaBwdLaunch)
+    source, options = (WGMMA_SOURCE, WGMMA_OPTIONS) if hopper else (SOURCE, COMPILE_OPTIONS)
+    return flash_launch.compiled_variant(source, variant, causal, bf16, options, _kernels)
 
 
-def kernel_resources(launch: BwdLaunch | DqLaunch, causal: bool, bf16: bool) -> dict[str, int]:
+def kernel_resources(launch: MainLaunch | DqLaunch, causal: bool, bf16: bool) -> dict[str, int]:
     """Registers, local (spill) bytes and shared memory of a compiled variant, for the notes."""
-    variant = _AtomicVariant(launch, True) if isinstance(launch, BwdLaunch) else launch
+    variant = launch if isinstance(launch, DqLaunch) else _AtomicVariant(launch, True)
     return flash_launch.kernel_resources(_kernel(variant, causal, bf16), launch)
 
 
@@ -210,7 +272,7 @@ class BackwardPlan:
 
     config: AttentionConfig
     deterministic: bool
-    main: BwdLaunch
+    main: MainLaunch
     dq: DqLaunch
     _preprocess: Any
     _main: Any
@@ -286,15 +348,17 @@ class BackwardPlan:
 def prepare_backward(
     config: AttentionConfig,
     deterministic: bool = False,
-    launch: BwdLaunch | None = None,
+    launch: MainLaunch | None = None,
     dq_launch: DqLaunch | None = None,
 ) -> BackwardPlan:
-    """Compile (once) the kernels `config` needs. Raises ValueError when the fused backward
-    cannot run it here."""
+    """Compile (once) the kernels `config` needs (`main_launch` unless `launch` names a
+    variant). Raises ValueError when the fused backward cannot run it here."""
     reason = supports(config)
     if reason is not None:
         raise ValueError(reason)
-    launch = launch or default_launch(config.head_dim)
+    launch = launch or main_launch(config.head_dim)
+    if isinstance(launch, WgmmaBwdLaunch) and not wgmma_here():
+        raise ValueError("the wgmma backward needs compute capability 9.0 (sm_90a: H100/H200)")
     dq_launch = dq_launch or default_dq_launch(config.head_dim)
     if launch.head_dim != config.head_dim or dq_launch.head_dim != config.head_dim:
         raise ValueError("launch head_dim does not match the config")
@@ -307,7 +371,7 @@ def prepare_backward(
         _Named(f"flash_bwd_preprocess<{d}, {str(bf16).lower()}, {str(not deterministic).lower()}>"),
         causal, bf16,
     )  # fmt: skip
-    if deterministic:  # no dQ in flash_bwd: one dSᵀ buffer is all it needs
+    if deterministic and isinstance(launch, BwdLaunch):  # no dQ: one dSᵀ buffer is enough
         launch = replace(launch, ds_stages=1)
     main = _kernel(_AtomicVariant(launch, not deterministic), causal, bf16)
     if deterministic:
@@ -337,14 +401,15 @@ def check_arrays(config: AttentionConfig, **arrays: Any) -> None:
 
 def flash_backward(
     q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, do: Any, config: AttentionConfig,
-    *, deterministic: bool = False,
+    *, deterministic: bool = False, launch: MainLaunch | None = None,
 ) -> tuple[Any, Any, Any]:  # fmt: skip
     """(dQ, dK, dV) of O = softmax(Q Kᵀ/√d [causal]) V for the upstream gradient dO, from the
-    forward's O, m and l. Asynchronous like any CUDA launch (CuPy's current stream)."""
+    forward's O, m and l (`launch` picks a `flash_bwd` variant, `main_launch` by default).
+    Asynchronous like any CUDA launch (CuPy's current stream)."""
     import cupy
 
     check_arrays(config, q=q, k=k, v=v, o=o, m=m, l=l, do=do)
-    plan = prepare_backward(config, deterministic)
+    plan = prepare_backward(config, deterministic, launch)
     arrays = {"q": q, "k": k, "v": v, "o": o, "m": m, "l": l, "do": do}
     arrays.update(plan.workspace())
     for name in ("dq", "dk", "dv"):
