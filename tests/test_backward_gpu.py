@@ -265,3 +265,58 @@ def test_an_algorithm_without_a_backward_refuses_the_training_step_by_name() -> 
         assert backend.passes(algorithm) == ("forward",)
         with pytest.raises(UnsupportedConfig, match=algorithm):
             backend.run(AttentionConfig(pass_="step"), algorithm)
+
+
+# ---------------------------------------------------------------------------------------------
+# Deterministic dQ through the backend (config.deterministic)
+
+
+@pytest.mark.parametrize("pass_", ["backward", "step"])
+def test_the_backend_times_the_deterministic_dq_pass_and_checks_the_gradients(pass_: str) -> None:
+    from gpu.backends.backend import RunOptions
+    from gpu.backends.factory import create_backend
+    from gpu.model.backward_cost import DETERMINISTIC_BACKWARD_KERNELS
+
+    config = AttentionConfig(
+        seq_len=1000, heads=3, head_dim=64, causal=True, pass_=pass_, deterministic=True
+    )
+    r = create_backend("cuda").run(config, "tiled_mma", RunOptions(warmup=1, repeats=3, check=True))
+    names = [k.name for k in r.kernel_times]
+    assert names == ["flash_fwd"][: int(pass_ == "step")] + list(DETERMINISTIC_BACKWARD_KERNELS)
+    assert r.config.deterministic
+    assert r.agrees, r.max_abs_error
+    # No fp32 dQ accumulator: the measured peak is the model's, which has none.
+    rows = config.bh * config.seq_len
+    assert abs(r.peak_bytes - r.model_peak_bytes) <= 4 * rows * 4 + (1 << 20)
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_two_deterministic_backend_runs_give_bit_identical_dq(
+    head_dim: int, causal: bool, dtype: str
+) -> None:
+    """The backend's own launches (what it times and profiles) for a deterministic config,
+    run twice on the same inputs: the same dQ, bit for bit, and the dQ pass among them."""
+    import cupy as cp
+
+    from gpu.backends import cuda_backend
+    from gpu.model.backward_cost import DETERMINISTIC_BACKWARD_KERNELS
+
+    config = AttentionConfig(
+        seq_len=2048, heads=4, head_dim=head_dim, dtype=dtype, causal=causal,
+        pass_="backward", deterministic=True,
+    )  # fmt: skip
+    q, k, v, do = _inputs(config, 29 + head_dim)
+    runs = []
+    for _ in range(2):
+        arrays = {"q": q, "k": k, "v": v, "do": do}
+        launches = cuda_backend.algorithm_launches(config, "tiled_mma", arrays)
+        assert [name for name, _ in launches] == list(DETERMINISTIC_BACKWARD_KERNELS)
+        assert "dq_acc" not in arrays
+        for _, launch in launches:
+            launch()
+        cp.cuda.get_current_stream().synchronize()
+        runs.append(arrays["dq"].view(cp.uint16).copy())
+    assert bool(cp.isfinite(cuda_backend.to_float32(arrays["dq"], dtype)).all())
+    assert bool((runs[0] == runs[1]).all())
