@@ -228,6 +228,10 @@ def test_the_compute_roof_follows_the_instruction_family_the_kernel_issues():
     assert roofline.compute_roof(H200, TILED_MMA, "tensor") == roofline.MMA
     assert roofline.compute_roof(H200, "sdpa_flash", "tensor") == roofline.MMA
     assert roofline.compute_roof(H200, TILED_WGMMA, "tensor") == "tensor"
+    # The fused backward's main kernel is the wgmma build on Hopper; its dQ pass is mma.sync.
+    assert roofline.compute_roof(H200, TILED_MMA, "tensor", "flash_bwd") == "tensor"
+    assert roofline.compute_roof(H200, TILED_MMA, "tensor", "flash_bwd_dq") == roofline.MMA
+    assert roofline.compute_roof(H200, TILED_MMA, "tensor", "flash_mma_fwd") == roofline.MMA
     # without a separate mma.sync rate, mma.sync kernels use the tensor roof
     assert roofline.compute_roof(GPUS["A100 SXM 40 GB"], TILED_MMA, "tensor") == "tensor"
 

@@ -55,6 +55,10 @@ TIE = 0.05
 #: Algorithms whose matmuls are mma.sync (the rest of the tensor-core kernels, and cuBLAS on
 #: Hopper, use wgmma: the counters show it, gpu/model/costmodel.py).
 MMA_SYNC_ALGORITHMS = frozenset({TILED_MMA, "sdpa_flash"})
+#: Kernels of those algorithms that run on wgmma where the GPU has it (Hopper): the fused
+#: backward's main kernel, whose Hopper build (gpu/kernels/flash_bwd_wgmma.cu) replaces the
+#: mma.sync one there. Its deterministic dQ pass stays mma.sync.
+WGMMA_ON_HOPPER_KERNELS = frozenset({"flash_bwd"})
 
 
 @dataclass(frozen=True)
@@ -154,7 +158,7 @@ def roofs(gpu: GpuSpec) -> dict[str, Roof]:
     return out
 
 
-def compute_roof(gpu: GpuSpec, algorithm: str, unit: str) -> str:
+def compute_roof(gpu: GpuSpec, algorithm: str, unit: str, kernel: str = "") -> str:
     """The roof a kernel's matmuls run against: fp32 SIMD on a CPU; on a GPU the fp32 CUDA
     cores, or the tensor cores at the rate of the instruction the kernel issues (mma.sync or
     wgmma). "" for a kernel without matmuls."""
@@ -163,7 +167,7 @@ def compute_roof(gpu: GpuSpec, algorithm: str, unit: str) -> str:
     if gpu.kind == CPU or unit == FP32:
         return FP32
     if algorithm in MMA_SYNC_ALGORITHMS and gpu.mma_sync_flops_per_clock_per_sm:
-        return MMA
+        return TENSOR if kernel in WGMMA_ON_HOPPER_KERNELS else MMA
     return TENSOR
 
 
@@ -542,7 +546,7 @@ def kernel_verdict(
         exps = cost.exps
     memory = DRAM if gpu.kind == CPU else HBM
     work = {memory: dram, L2: l2, XU: exps}
-    unit_roof = compute_roof(gpu, algorithm, cost.unit)
+    unit_roof = compute_roof(gpu, algorithm, cost.unit, cost.name)
     if unit_roof:
         work[unit_roof] = cost.flops
     times = {
