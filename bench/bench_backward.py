@@ -82,7 +82,7 @@ def time_batch(call: Callable[[int], None], sets: int, samples: int, target_ms: 
 def _random(shape: tuple[int, ...], dtype: str, rng: Any) -> Any:
     import cupy as cp
 
-    from gpu.backends.cuda_backend import from_float32
+    from gpu.backends.cuda_arrays import from_float32
 
     return from_float32(rng.standard_normal(shape, dtype=cp.float32), dtype)
 
@@ -199,7 +199,7 @@ def _run_kernel(per_set: list[list[Callable[[], None]]], k: int, i: int) -> None
 def _max_diff(ours: Any, theirs: Any, dtype: str) -> float:
     import cupy as cp
 
-    from gpu.backends.cuda_backend import to_float32
+    from gpu.backends.cuda_arrays import to_float32
 
     return float(cp.abs(to_float32(ours, dtype) - cp.from_dlpack(theirs.contiguous())).max())
 
@@ -277,7 +277,7 @@ def _setup_ours_naive(config: AttentionConfig) -> Callable[[int], None]:
     buffers live as long as the returned call)."""
     import cupy as cp
 
-    from gpu.backends import cuda_backend, naive_bwd
+    from gpu.backends import naive_bwd, naive_fwd
 
     rng = cp.random.RandomState(7)
     shape = (config.batch, config.heads, config.seq_len, config.head_dim)
@@ -285,7 +285,7 @@ def _setup_ours_naive(config: AttentionConfig) -> Callable[[int], None]:
     n = config.seq_len
     s = cp.empty((config.batch, config.heads, n, n), dtype=a["q"].dtype)
     a["p"] = cp.empty_like(s)
-    cuda_backend.naive_forward(a["q"], a["k"], a["v"], s, a["p"], cp.empty_like(a["q"]), config)
+    naive_fwd.naive_forward(a["q"], a["k"], a["v"], s, a["p"], cp.empty_like(a["q"]), config)
     a["ds"] = s  # S is dead once P exists: its memory holds dS
     launches = [f for _, f in naive_bwd.backward_launches(config, a)]
 

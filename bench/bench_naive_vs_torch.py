@@ -2,7 +2,7 @@
 
 torch.nn.functional.scaled_dot_product_attention under SDPBackend.MATH computes
 softmax(Q Kᵀ·scale) V with a GEMM that writes S, a softmax kernel, and a GEMM that reads P: the
-naive algorithm as a mature library runs it. Our naive path (gpu/backends/cuda_backend.py: cuBLAS
+naive algorithm as a mature library runs it. Our naive path (gpu/backends/naive_fwd.py: cuBLAS
 GEMM, our softmax kernel, cuBLAS GEMM) must be at least 0.9x as fast, or its times would make tiling
 look better than it is.
 
@@ -82,7 +82,7 @@ def ours_naive_end_to_end(config: AttentionConfig, inputs, args: argparse.Namesp
     """(median ms, O): events around the three launches, as torch's call is timed."""
     import cupy
 
-    from gpu.backends.cuda_backend import naive_forward, softmax_launcher
+    from gpu.backends.naive_fwd import naive_forward, softmax_launcher
 
     q, k, v = inputs
     shape_nn = (config.batch, config.heads, config.seq_len, config.seq_len)
@@ -198,7 +198,8 @@ def bench_one(n: int, args: argparse.Namespace) -> dict:
     import cupy
 
     from gpu.backends.backend import RunOptions
-    from gpu.backends.cuda_backend import CudaBackend, random_inputs
+    from gpu.backends.cuda_arrays import random_inputs
+    from gpu.backends.cuda_backend import CudaBackend
 
     config = AttentionConfig(
         seq_len=n, heads=args.heads, head_dim=args.head_dim, batch=1, dtype="fp16"

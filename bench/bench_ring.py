@@ -202,7 +202,7 @@ def measure_item(ring, config, link, check_fp32: bool = False) -> tuple[RunResul
     the same inputs, compared with the one-GPU output."""
     import cupy
 
-    from gpu.backends.cuda_backend import random_inputs
+    from gpu.backends.cuda_arrays import random_inputs
 
     warmup, repeats = repetitions(config.seq_len)
     first = ring.devices[0]
@@ -233,7 +233,7 @@ def calibrate(log: Log, recorder: Recorder, device: int) -> None:
     """One-GPU kernel at the ring's smallest chunk sizes, for the model's throughput."""
     import cupy
 
-    from gpu.backends.cuda_backend import random_inputs
+    from gpu.backends.cuda_arrays import random_inputs
 
     for n in CALIBRATION_SEQ:
         for h, d in FAMILIES:

@@ -41,7 +41,7 @@ def _sweep_launcher(buffer, passes: int, blocks: int, threads: int = 512, cache_
     """A launch of read_sweep (gpu/kernels/measure.cu) reading `buffer` `passes` times."""
     import numpy as np
 
-    from gpu.backends.cuda_backend import MEASURE_SOURCE
+    from gpu.backends.launch_timing import MEASURE_SOURCE
     from gpu.launch.cuda_kernels import get_kernel
 
     kernel = get_kernel(MEASURE_SOURCE, f"read_sweep<{'true' if cache_global else 'false'}>")

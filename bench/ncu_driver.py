@@ -57,12 +57,9 @@ def main() -> int:
     import cupy
     import numpy as np
 
-    from gpu.backends.cuda_backend import (
-        MEASURE_SOURCE,
-        CudaBackend,
-        algorithm_launches,
-        random_inputs,
-    )
+    from gpu.backends.cuda_arrays import random_inputs
+    from gpu.backends.cuda_backend import CudaBackend, algorithm_launches
+    from gpu.backends.launch_timing import MEASURE_SOURCE
     from gpu.config import AttentionConfig
     from gpu.launch.cuda_kernels import get_kernel
 

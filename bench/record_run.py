@@ -81,7 +81,7 @@ def time_peer(
             times = (KernelTime.from_samples("sdpa", samples),)
             traffic: tuple[KernelTraffic, ...] = ()
             if profile:
-                from gpu.backends.cuda_backend import profile_launches
+                from gpu.backends.launch_timing import profile_launches
 
                 launch = [("sdpa", lambda: sdpa(*inputs, is_causal=cfg.causal))]
                 traffic, note = profile_launches(launch, times, torch.cuda.synchronize)

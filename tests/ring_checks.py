@@ -17,7 +17,7 @@ def one_gpu_output(config: AttentionConfig, seed: int, device: int = 0):
     """(q, k, v) on `device` and the fused kernel's O over the whole sequence there."""
     import cupy
 
-    from gpu.backends.cuda_backend import random_inputs
+    from gpu.backends.cuda_arrays import random_inputs
     from gpu.ring.cuda_ring import fused_kernel
 
     with cupy.cuda.Device(device):

@@ -33,7 +33,7 @@ REL_BOUND = {"fp16": 1e-2, "bf16": 5e-2}
 def _inputs(config: AttentionConfig, seed: int):
     import cupy as cp
 
-    from gpu.backends.cuda_backend import from_float32
+    from gpu.backends.cuda_arrays import from_float32
 
     shape = (config.batch, config.heads, config.seq_len, config.head_dim)
     rng = cp.random.RandomState(seed)
@@ -46,7 +46,7 @@ def _reference_fp32(q, k, v, do, config: AttentionConfig):
     """dQ, dK, dV of softmax(QKᵀ/√d)V in fp32 (CuPy, upcast inputs, the whole N×N)."""
     import cupy as cp
 
-    from gpu.backends.cuda_backend import to_float32
+    from gpu.backends.cuda_arrays import to_float32
 
     qf, kf, vf, dof = (to_float32(x, config.dtype) for x in (q, k, v, do))
     n = config.seq_len
@@ -90,7 +90,7 @@ def _torch_low_precision(q, k, v, do, config: AttentionConfig):
 def _ours(kernel: str, q, k, v, do, config: AttentionConfig):
     import cupy as cp
 
-    from gpu.backends import cuda_backend
+    from gpu.backends import cuda_arrays, naive_fwd
     from gpu.launch import flash_mma
 
     if kernel == "naive":
@@ -100,7 +100,7 @@ def _ours(kernel: str, q, k, v, do, config: AttentionConfig):
         s = cp.empty((config.batch, config.heads, n, n), dtype=q.dtype)
         p = cp.empty_like(s)
         o = cp.empty_like(q)
-        cuda_backend.naive_forward(q, k, v, s, p, o, config)
+        naive_fwd.naive_forward(q, k, v, s, p, o, config)
         del s
         grads = naive_backward(q, k, v, p, do, config)
     else:
@@ -116,7 +116,7 @@ def _ours(kernel: str, q, k, v, do, config: AttentionConfig):
             q, k, v, o, m, l, do, config,
             deterministic=kernel.endswith("deterministic"), launch=launch,
         )  # fmt: skip
-    return tuple(cuda_backend.to_float32(g, config.dtype) for g in grads)
+    return tuple(cuda_arrays.to_float32(g, config.dtype) for g in grads)
 
 
 @pytest.mark.parametrize("seq_len", SEQ_LENS)
@@ -300,7 +300,7 @@ def test_two_deterministic_backend_runs_give_bit_identical_dq(
     run twice on the same inputs: the same dQ, bit for bit, and the dQ pass among them."""
     import cupy as cp
 
-    from gpu.backends import cuda_backend
+    from gpu.backends import cuda_arrays, cuda_backend
     from gpu.model.backward_cost import DETERMINISTIC_BACKWARD_KERNELS
 
     config = AttentionConfig(
@@ -318,5 +318,5 @@ def test_two_deterministic_backend_runs_give_bit_identical_dq(
             launch()
         cp.cuda.get_current_stream().synchronize()
         runs.append(arrays["dq"].view(cp.uint16).copy())
-    assert bool(cp.isfinite(cuda_backend.to_float32(arrays["dq"], dtype)).all())
+    assert bool(cp.isfinite(cuda_arrays.to_float32(arrays["dq"], dtype)).all())
     assert bool((runs[0] == runs[1]).all())

@@ -79,7 +79,8 @@ def test_naive_and_tiled_match_the_fp32_reference(backend, dtype, head_dim, seq_
     [("fp16", 1000, True), ("bf16", 777, False), ("fp32", 129, True), ("fp16", 1, False)],
 )
 def test_tiled_kernel_writes_row_max_and_row_sum(cupy, dtype, seq_len, causal):
-    from gpu.backends.cuda_backend import random_inputs, reference_attention, to_float32
+    from gpu.backends.cuda_arrays import random_inputs, to_float32
+    from gpu.backends.cuda_reference import reference_attention
     from gpu.launch.flash_readable import flash_forward
 
     config = AttentionConfig(seq_len=seq_len, heads=3, head_dim=64, batch=2, dtype=dtype,
@@ -126,7 +127,8 @@ def test_tiled_refuses_tiles_that_exceed_shared_memory_and_names_the_limit(backe
 def test_two_pass_softmax_for_long_rows_matches_the_single_read_kernel(
     cupy, dtype, causal, seq_len
 ):
-    from gpu.backends.cuda_backend import from_float32, softmax_launcher, softmax_plan, to_float32
+    from gpu.backends.cuda_arrays import from_float32, to_float32
+    from gpu.backends.naive_fwd import softmax_launcher, softmax_plan
 
     config = AttentionConfig(seq_len=seq_len, heads=3, head_dim=64, dtype=dtype, causal=causal)
     assert softmax_plan(config).single_read

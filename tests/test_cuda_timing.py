@@ -47,14 +47,14 @@ def two_small_kernels():
 
 
 def test_a_host_stall_between_launches_is_measured_without_the_gate(two_small_kernels):
-    from gpu.backends.cuda_backend import run_batch
+    from gpu.backends.launch_timing import run_batch
 
     ungated = run_batch(two_small_kernels, 5, None)
     assert ungated[1] / 5 >= 0.8 * STALL_S * 1e3  # the idle GPU was timed as kernel time
 
 
 def test_the_launch_gate_keeps_a_host_stall_out_of_the_kernel_time(backend, two_small_kernels):
-    from gpu.backends.cuda_backend import run_batch
+    from gpu.backends.launch_timing import run_batch
 
     gate = backend._launch_gate()
     assert gate is not None, backend._gate_failed

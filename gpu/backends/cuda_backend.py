@@ -1,86 +1,74 @@
 """The `cuda` backend: naive and tiled attention as real kernels on the GPU, measured.
 
-- naive: cuBLAS GEMM S = (Q Kᵀ)/√d into a really allocated (B, h, N, N) buffer, our softmax
-  kernel S -> P (gpu/kernels/softmax.cu: one read of S, one write of P), cuBLAS GEMM O = P V.
+- naive (gpu/backends/naive_fwd.py): cuBLAS GEMM S = (Q Kᵀ)/√d into a really allocated
+  (B, h, N, N) buffer, our softmax kernel S -> P (gpu/kernels/softmax.cu: one read of S, one
+  write of P), cuBLAS GEMM O = P V.
 - tiled: our fused kernel (gpu/kernels/flash_readable.cu); `tiled_mma` dispatches to
   gpu/launch/flash_mma.py when that module exists and accepts the config, `tiled_wgmma` (sm_90 only)
   to gpu/launch/flash_wgmma.py.
-- backward and training step (config.pass_): naive keeps P and runs gpu/backends/naive_bwd.py (four
-  cuBLAS GEMMs around our softmax backward, dP and dS really allocated; dS takes the memory of
-  S, dead once P exists, as a framework's allocator would); `tiled_mma` keeps O, m and l and
-  runs our fused backward (gpu/launch/flash_bwd.py: dQ by atomics, or with
-  `config.deterministic` by its dQ pass in a fixed order, bit-identical from run to run). The
-  other algorithms have no backward here and refuse those passes. "backward" runs the forward
-  once, untimed, and times the backward's kernels; "step" times the forward's and the
-  backward's.
+- backward and training step (config.pass_): naive keeps P and runs gpu/backends/naive_bwd.py
+  (four cuBLAS GEMMs around our softmax backward, dP and dS really allocated; dS takes the
+  memory of S, dead once P exists, as a framework's allocator would); `tiled_mma` keeps O, m and
+  l and runs our fused backward (gpu/launch/flash_bwd.py, its main kernel the wgmma one on an
+  H100/H200: dQ by atomics, or with `config.deterministic` by its dQ pass in a fixed order,
+  bit-identical from run to run). The other algorithms have no backward here and refuse those
+  passes. "backward" runs the forward once, untimed, and times the backward's kernels; "step"
+  times the forward's and the backward's.
 
-Times (`time_launches`): CUDA events between the kernels of the sequence, run back to back in
-batches, by the policy of gpu/backends/timing.py (a first batch that loads every module, warm-up
-until two batches agree, batches of at least 1 ms, samples taken again when their spread is too
-wide). A live sweep once drew a 30 µs kernel at 3 ms. Besides lazy module loading on a first
-launch and clocks ramping up from idle (both absorbed by the warm-up), the likeliest cause is
-the host: the app times on a worker thread, and while the GUI thread holds the GIL (up to the
-5 ms switch interval) the GPU sits idle between two events, and the idle time is measured as
-kernel time. So each timed batch is queued behind a launch gate (gpu/kernels/measure.cu) that
-the host opens only once the whole batch is queued: the kernels then run back to back whatever
-the host does meanwhile. Compilation happens before any of this (the launchers compile on
-creation).
+Times (`time_launches`, gpu/backends/launch_timing.py): CUDA events between the kernels of the
+sequence, run back to back in batches, by the policy of gpu/backends/timing.py (a first batch
+that loads every module, warm-up until two batches agree, batches of at least 1 ms, samples
+taken again when their spread is too wide). A live sweep once drew a 30 µs kernel at 3 ms.
+Besides lazy module loading on a first launch and clocks ramping up from idle (both absorbed by
+the warm-up), the likeliest cause is the host: the app times on a worker thread, and while the
+GUI thread holds the GIL (up to the 5 ms switch interval) the GPU sits idle between two events,
+and the idle time is measured as kernel time. So each timed batch is queued behind a launch gate
+(gpu/kernels/measure.cu) that the host opens only once the whole batch is queued: the kernels
+then run back to back whatever the host does meanwhile. Compilation happens before any of this
+(the launchers compile on creation).
 
-Memory is the CuPy pool's in-use bytes, sampled at every allocation of the run by a wrapping
-allocator; `peak_bytes` is the highest value above the pool's in-use bytes before the run.
-`device_peak_bytes` is the device's free memory before the run minus the least free memory seen
-during it (cudaMemGetInfo at every allocation and after the launches): it includes what the
-libraries allocate on their own (the cuBLAS workspace on its first use, loaded modules) and the
-allocator's rounding. A budget becomes the pool's limit for the run, so naive attention hits the
-memory wall where the model says it does; an out-of-memory error at any allocation becomes an
-`oom` result, every buffer goes back, and the previous limit is restored.
+The reference checks are gpu/backends/cuda_reference.py's, the storage dtypes
+gpu/backends/cuda_arrays.py's. Memory is the CuPy pool's in-use bytes, sampled at every
+allocation of the run by a wrapping allocator; `peak_bytes` is the highest value above the
+pool's in-use bytes before the run. `device_peak_bytes` is the device's free memory before the
+run minus the least free memory seen during it (cudaMemGetInfo at every allocation and after the
+launches): it includes what the libraries allocate on their own (the cuBLAS workspace on its
+first use, loaded modules) and the allocator's rounding. A budget becomes the pool's limit for
+the run, so naive attention hits the memory wall where the model says it does; an out-of-memory
+error at any allocation becomes an `oom` result, every buffer goes back, and the previous limit
+is restored.
 
 Profile mode (`RunOptions.profile`): after the timing, each kernel of the run is launched again
-under CUPTI PM sampling (gpu/profiling/profiler.py), each launch after an L2 flush, and the result
-carries the counters (`RunResult.traffic`) beside the unsampled times. Where counters cannot be
-read, the result says why in its message and carries none.
-"""
+under CUPTI PM sampling (gpu/profiling/profiler.py, through `profile_launches`), each launch
+after an L2 flush, and the result carries the counters (`RunResult.traffic`) beside the
+unsampled times. Where counters cannot be read, the result says why in its message and carries
+none."""
 
 from __future__ import annotations
 
-import ctypes
 import functools
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import cupy
-import numpy as np
 
 from ..algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
-from ..config import BACKWARD, FORWARD, PASSES, STEP, AttentionConfig, ceil_div
+from ..config import BACKWARD, FORWARD, PASSES, AttentionConfig
 from ..errors import UnsupportedConfig
-from ..launch.cuda_kernels import (
-    device_attribute,
-    element_type,
-    get_kernel,
-    smem_optin_bytes,
-    storage_dtype,
-)
+from ..launch.cuda_kernels import device_attribute, smem_optin_bytes, storage_dtype
 from ..model import costmodel
-from ..profiling import profiler
 from ..results import DeviceInfo, KernelTime, KernelTraffic, RunResult
-from . import timing
 from .backend import RunOptions, check_pass
-from .cublas_gemm import gemm
-
-SOFTMAX_SOURCE = "softmax.cu"
-MEASURE_SOURCE = "measure.cu"
-#: Static shared memory of the softmax kernels (their 32-float reduction scratch) plus slack.
-SOFTMAX_STATIC_SMEM = costmodel.SOFTMAX_STATIC_SMEM
-#: Chunks (16-byte or single elements) each softmax thread handles, at least.
-SOFTMAX_CHUNKS_PER_THREAD = 4
-#: The reference check works on row blocks whose fp32 scores take at most this many bytes.
-REFERENCE_CHUNK_BYTES = 256 << 20
-
-
-OutOfMemoryError = cupy.cuda.memory.OutOfMemoryError
-
+from .cuda_arrays import random_inputs
+from .cuda_reference import max_abs_error, max_abs_grad_error, reference_bytes, reference_grad_bytes
+from .launch_timing import (
+    GateTimedOut,
+    LaunchGate,
+    OutOfMemoryError,
+    profile_launches,
+    time_launches,
+)
+from .naive_fwd import gemm_pv, gemm_qk, softmax_launcher, softmax_plan
 
 # --------------------------------------------------------------------------------------------
 # Device facts
@@ -94,242 +82,6 @@ def _device_name(device_id: int) -> str:
 
 def device_name() -> str:
     return _device_name(cupy.cuda.Device().id)
-
-
-# --------------------------------------------------------------------------------------------
-# dtype helpers: bf16 lives in uint16 arrays as raw bit patterns (CuPy has no bfloat16 dtype)
-
-
-@functools.cache
-def _bf16_kernels() -> tuple[cupy.ElementwiseKernel, cupy.ElementwiseKernel]:
-    to_bf16 = cupy.ElementwiseKernel(
-        "float32 x",
-        "uint16 y",
-        # round to nearest even on the 16 dropped bits (inputs here are finite)
-        "unsigned int u = __float_as_uint(x);"
-        "y = (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);",
-        "tilescope_f32_to_bf16",
-    )
-    from_bf16 = cupy.ElementwiseKernel(
-        "uint16 x",
-        "float32 y",
-        "y = __uint_as_float(((unsigned int)x) << 16);",
-        "tilescope_bf16_to_f32",
-    )
-    return to_bf16, from_bf16
-
-
-def from_float32(x: cupy.ndarray, dtype: str) -> cupy.ndarray:
-    """fp32 array -> storage array of config dtype `dtype`."""
-    if dtype == "fp32":
-        return x
-    if dtype == "fp16":
-        return x.astype(cupy.float16)
-    return _bf16_kernels()[0](x)
-
-
-def to_float32(x: cupy.ndarray, dtype: str) -> cupy.ndarray:
-    """Storage array of config dtype `dtype` -> fp32 array (a new array)."""
-    if dtype == "bf16":
-        return _bf16_kernels()[1](x)
-    return x.astype(cupy.float32)
-
-
-def random_inputs(config: AttentionConfig, seed: int, count: int = 3) -> tuple[cupy.ndarray, ...]:
-    """Q, K, V (and, with count=4, the upstream gradient dO) of shape (B, h, N, d): seeded
-    standard-normal data (never zeros, which would make every row's softmax uniform and hide
-    masking or rescaling bugs)."""
-    shape = (config.batch, config.heads, config.seq_len, config.head_dim)
-    rng = cupy.random.RandomState(seed)
-    out = []
-    for _ in range(count):  # one fp32 temporary at a time
-        out.append(from_float32(rng.standard_normal(shape, dtype=cupy.float32), config.dtype))
-    return tuple(out)
-
-
-# --------------------------------------------------------------------------------------------
-# Naive attention: GEMM, softmax, GEMM
-
-
-def gemm_qk(q: cupy.ndarray, k: cupy.ndarray, s: cupy.ndarray, config: AttentionConfig) -> None:
-    """S = Q Kᵀ / √d for every (batch, head), into `s`.
-
-    cuBLAS is column-major, and a row-major matrix read column-major is its transpose. So the
-    row-major S we want is the column-major Sᵀ = K Qᵀ: A = K (column-major d×N, i.e. Kᵀ) used
-    transposed, times B = Q (column-major d×N, i.e. Qᵀ)."""
-    n, d = config.seq_len, config.head_dim
-    gemm(True, n, n, d, config.scale, k, d, n * d, q, d, n * d, s, n, n * n, config.bh,
-         config.dtype)  # fmt: skip
-
-
-def gemm_pv(p: cupy.ndarray, v: cupy.ndarray, o: cupy.ndarray, config: AttentionConfig) -> None:
-    """O = P V. Row-major O is column-major Oᵀ = Vᵀ Pᵀ, with A = V (d×N column-major) and
-    B = P (N×N column-major, i.e. Pᵀ)."""
-    n, d = config.seq_len, config.head_dim
-    gemm(False, d, n, n, 1.0, v, d, n * d, p, n, n * n, o, d, n * d, config.bh,
-         config.dtype)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class SoftmaxPlan:
-    """How the softmax kernel is launched for a config, and whether it reads S once."""
-
-    kernel_name: str
-    vec: int
-    threads: int
-    grid: int
-    shared_bytes: int
-    single_read: bool
-
-
-def softmax_plan(config: AttentionConfig, smem_limit: int | None = None) -> SoftmaxPlan:
-    """One block per row. A row that fits in shared memory is read once (smem kernel); a longer
-    one (fp16/bf16 N > ~116k, fp32 N > ~58k on Hopper) is read twice (two-pass kernel)."""
-    n, eb = config.seq_len, config.elem_bytes
-    limit = smem_optin_bytes() if smem_limit is None else smem_limit
-    vec = 16 // eb if n % (16 // eb) == 0 else 1  # 16-byte accesses when rows stay aligned
-    chunks = n // vec
-    single = costmodel.softmax_reads_s_once(config, limit)
-    if single:
-        threads = ceil_div(chunks, SOFTMAX_CHUNKS_PER_THREAD)
-        threads = min(1024, max(32, 1 << (threads - 1).bit_length()))
-    else:
-        threads = 1024
-    rows = config.bh * n
-    name = "softmax_rows_smem" if single else "softmax_rows_twopass"
-    return SoftmaxPlan(
-        kernel_name=f"{name}<{element_type(config.dtype)}, {vec}>",
-        vec=vec,
-        threads=threads,
-        grid=min(rows, (1 << 31) - 1),
-        shared_bytes=n * eb if single else 0,
-        single_read=single,
-    )
-
-
-def softmax_launcher(
-    config: AttentionConfig, smem_limit: int | None = None
-) -> Callable[[cupy.ndarray, cupy.ndarray], None]:
-    """A function p <- softmax(s) for this config, with its kernel compiled and set up now.
-    `smem_limit` overrides the device's limit (tests use it to force the two-pass kernel)."""
-    plan = softmax_plan(config, smem_limit)
-    kernel = get_kernel(SOFTMAX_SOURCE, plan.kernel_name)
-    if plan.shared_bytes and kernel.max_dynamic_shared_size_bytes < plan.shared_bytes:
-        kernel.max_dynamic_shared_size_bytes = plan.shared_bytes
-    rows = np.int64(config.bh * config.seq_len)
-    n = np.int32(config.seq_len)
-    causal = np.int32(1 if config.causal else 0)
-
-    def launch(s: cupy.ndarray, p: cupy.ndarray) -> None:
-        kernel((plan.grid,), (plan.threads,), (s, p, rows, n, causal), shared_mem=plan.shared_bytes)
-
-    return launch
-
-
-def naive_forward(
-    q, k, v, s, p, o, config: AttentionConfig, launch_softmax: Callable | None = None
-) -> None:
-    """The three naive kernels, unmeasured (benchmarks time the whole sequence). Pass a
-    `softmax_launcher(config)` made once to keep its set-up out of a timed loop."""
-    launch_softmax = launch_softmax or softmax_launcher(config)
-    gemm_qk(q, k, s, config)
-    launch_softmax(s, p)
-    gemm_pv(p, v, o, config)
-
-
-# --------------------------------------------------------------------------------------------
-# Reference
-
-
-def reference_attention(q, k, v, config: AttentionConfig):
-    """(O, m, l) in fp32 computed with plain CuPy ops, the whole N×N at once (small sizes)."""
-    n = config.seq_len
-    qf, kf, vf = (to_float32(x, config.dtype) for x in (q, k, v))
-    s = cupy.matmul(qf, kf.swapaxes(-1, -2)) * np.float32(config.scale)
-    if config.causal:
-        mask = cupy.arange(n)[None, :] > cupy.arange(n)[:, None]
-        s = cupy.where(mask, -cupy.inf, s)
-    m = s.max(axis=-1)
-    e = cupy.exp(s - m[..., None])
-    l = e.sum(axis=-1)
-    o = cupy.matmul(e, vf) / l[..., None]
-    return o.astype(cupy.float32), m.astype(cupy.float32), l.astype(cupy.float32)
-
-
-def reference_bytes(config: AttentionConfig) -> int:
-    """Device memory the chunked reference check needs at once."""
-    n, d = config.seq_len, config.head_dim
-    rows = _reference_rows(n)
-    return 4 * (4 * n * d + 4 * rows * n + 2 * rows * d)
-
-
-def _reference_rows(n: int) -> int:
-    return max(1, min(n, REFERENCE_CHUNK_BYTES // (4 * n)))
-
-
-def max_abs_error(q, k, v, o, config: AttentionConfig) -> float:
-    """max |O - O_ref| with O_ref computed in fp32, one head and one block of rows at a time."""
-    n, d = config.seq_len, config.head_dim
-    shape = (config.bh, n, d)
-    q3, k3, v3, o3 = (x.reshape(shape) for x in (q, k, v, o))
-    rows = _reference_rows(n)
-    scale = np.float32(config.scale)
-    worst = 0.0
-    for bh in range(config.bh):
-        qf = to_float32(q3[bh], config.dtype)
-        kf_t = to_float32(k3[bh], config.dtype).T
-        vf = to_float32(v3[bh], config.dtype)
-        for r0 in range(0, n, rows):
-            r1 = min(n, r0 + rows)
-            s = cupy.matmul(qf[r0:r1], kf_t) * scale
-            if config.causal:
-                mask = cupy.arange(n)[None, :] > cupy.arange(r0, r1)[:, None]
-                s = cupy.where(mask, -cupy.inf, s)
-            s -= s.max(axis=1, keepdims=True)
-            cupy.exp(s, out=s)
-            ref = cupy.matmul(s, vf) / s.sum(axis=1, keepdims=True)
-            got = to_float32(o3[bh, r0:r1], config.dtype)
-            worst = max(worst, float(cupy.abs(ref - got).max()))
-            del s, ref, got
-    return worst
-
-
-def reference_grad_bytes(config: AttentionConfig) -> int:
-    """Device memory the gradient check needs at once (one head's fp32 N×N matrices)."""
-    n, d = config.seq_len, config.head_dim
-    return 4 * (3 * n * n + 12 * n * d)
-
-
-def max_abs_grad_error(a: dict[str, cupy.ndarray], config: AttentionConfig) -> float:
-    """max |ours − fp32 reference| over dQ, dK, dV (and O for a step, whose forward is timed),
-    one (batch, head) at a time: the backward of softmax(QKᵀ/√d)V on the upcast inputs."""
-    n, d = config.seq_len, config.head_dim
-    shape = (config.bh, n, d)
-    names = ("q", "k", "v", "do", "o", "dq", "dk", "dv")
-    x = {name: a[name].reshape(shape) for name in names}
-    scale = np.float32(config.scale)
-    worst = 0.0
-    for bh in range(config.bh):
-        qf, kf, vf, dof = (to_float32(x[name][bh], config.dtype) for name in ("q", "k", "v", "do"))
-        s = cupy.matmul(qf, kf.T) * scale
-        if config.causal:
-            s = cupy.where(cupy.arange(n)[None, :] > cupy.arange(n)[:, None], -cupy.inf, s)
-        s -= s.max(axis=1, keepdims=True)
-        cupy.exp(s, out=s)
-        s /= s.sum(axis=1, keepdims=True)  # s now holds P
-        refs = {"dv": cupy.matmul(s.T, dof)}
-        if config.pass_ == STEP:
-            refs["o"] = cupy.matmul(s, vf)
-        dp = cupy.matmul(dof, vf.T)
-        dp -= (s * dp).sum(axis=1, keepdims=True)
-        dp *= s  # dp now holds dS
-        refs["dq"] = cupy.matmul(dp, kf) * scale
-        refs["dk"] = cupy.matmul(dp.T, qf) * scale
-        del s, dp
-        for name, ref in refs.items():
-            got = to_float32(x[name][bh], config.dtype)
-            worst = max(worst, float(cupy.abs(ref - got).max()))
-    return worst
 
 
 # --------------------------------------------------------------------------------------------
@@ -363,202 +115,6 @@ class _PeakTracker:
             self.peak = used
         self.note_device()
         return mem
-
-
-# --------------------------------------------------------------------------------------------
-# Timing
-
-#: Launches queued behind one gate (the launch queue holds about a thousand entries; a host
-#: that fills it would block with the gate closed until the gate times out).
-GATE_LAUNCHES = 96
-GATE_TIMEOUT_NS = 2_000_000_000
-
-
-#: cudaDevAttrUnifiedAddressing, cudaDevAttrCanMapHostMemory (driver_types.h: 41, 19).
-_MAPPED_HOST_MEMORY_ATTRIBUTES = (41, 19)
-
-
-class LaunchGate:
-    """Holds the current stream until the host has queued a batch (kernel in measure.cu).
-
-    `hold()` queues the gate kernel, `release()` opens it; `timed_out()` after the batch has
-    run says whether the gate gave up waiting (then the batch's times cannot be trusted)."""
-
-    def __init__(self) -> None:
-        # Unified addressing makes the host pointer of mapped pinned memory valid on the device.
-        runtime, dev = cupy.cuda.runtime, cupy.cuda.Device().id
-        if not all(runtime.deviceGetAttribute(a, dev) for a in _MAPPED_HOST_MEMORY_ATTRIBUTES):
-            raise RuntimeError("the device cannot read mapped host memory")
-        self._kernel = get_kernel(MEASURE_SOURCE, "launch_gate")
-        # cudaHostAllocPortable | cudaHostAllocMapped
-        self._ptr = cupy.cuda.runtime.hostAlloc(8, 3)
-        self._status = (ctypes.c_uint32 * 2).from_address(self._ptr)
-        self._status[0], self._status[1] = 1, 0
-        self._launch()  # load the module now: never lazily behind a closed gate
-        cupy.cuda.get_current_stream().synchronize()
-
-    def _launch(self) -> None:
-        self._kernel((1,), (1,), (np.uint64(self._ptr), np.uint64(GATE_TIMEOUT_NS)))
-
-    def hold(self) -> None:
-        self._status[0], self._status[1] = 0, 0
-        self._launch()
-
-    def release(self) -> None:
-        self._status[0] = 1
-
-    def timed_out(self) -> bool:
-        return bool(self._status[1])
-
-    def __del__(self) -> None:
-        ptr, self._ptr = getattr(self, "_ptr", 0), 0
-        if ptr:
-            try:
-                self._status[0] = 1
-                cupy.cuda.runtime.freeHost(ptr)
-            except Exception:
-                pass
-
-
-class GateTimedOut(RuntimeError):
-    """A gated batch did not start within GATE_TIMEOUT_NS: its times mean nothing."""
-
-
-class _EventPool(threading.local):
-    """CUDA events reused from batch to batch (one set per thread)."""
-
-    def __init__(self) -> None:
-        self.events: list = []
-
-    def take(self, count: int) -> list:
-        while len(self.events) < count:
-            self.events.append(cupy.cuda.Event())
-        return self.events[:count]
-
-
-_event_pool = _EventPool()
-
-
-def run_batch(
-    launches: list[tuple[str, Callable[[], None]]],
-    sequences: int,
-    gate: LaunchGate | None,
-) -> list[float]:
-    """Per-kernel milliseconds summed over `sequences` back-to-back runs of the sequence,
-    measured by CUDA events between consecutive kernels, in chunks of GATE_LAUNCHES launches,
-    each queued behind `gate` when there is one."""
-    nk = len(launches)
-    per_chunk = max(1, GATE_LAUNCHES // nk)
-    sums = [0.0] * nk
-    done = 0
-    while done < sequences:
-        m = min(per_chunk, sequences - done)
-        events = _event_pool.take(m * nk + 1)
-        if gate is not None:
-            gate.hold()
-        try:
-            events[0].record()
-            i = 0
-            for _ in range(m):
-                for _, launch in launches:
-                    launch()
-                    i += 1
-                    events[i].record()
-        finally:
-            if gate is not None:
-                gate.release()
-        events[m * nk].synchronize()
-        if gate is not None and gate.timed_out():
-            raise GateTimedOut("the launch gate timed out before the batch was queued")
-        for i in range(m * nk):
-            sums[i % nk] += cupy.cuda.get_elapsed_time(events[i], events[i + 1])
-        done += m
-    return sums
-
-
-def time_launches(
-    launches: list[tuple[str, Callable[[], None]]],
-    warmup: int,
-    repeats: int,
-    gate: LaunchGate | None = None,
-) -> tuple[tuple[KernelTime, ...], int]:
-    """(per-kernel times, re-measurements) by the policy of gpu/backends/timing.py; the first batch
-    (one sequence, which loads every module) runs ungated, the others behind `gate`."""
-    names = [name for name, _ in launches]
-
-    def batch(sequences: int, first: bool) -> list[float]:
-        return run_batch(launches, sequences, None if first else gate)
-
-    return timing.time_batches(batch, names, warmup, repeats)
-
-
-# --------------------------------------------------------------------------------------------
-# Profiling
-
-#: Sampled launches per kernel (each after an L2 flush); long kernels get one.
-PROFILE_LAUNCHES = 3
-PROFILE_ONE_LAUNCH_MS = 50.0
-#: The L2 flush reads a buffer this many times the L2's size.
-FLUSH_L2_MULTIPLE = 4
-
-
-class L2Flush:
-    """Evicts the L2 cache by reading a buffer several times its size (read_sweep in
-    measure.cu); the buffer comes straight from cudaMalloc, outside CuPy's pool, so it never
-    counts against a run's budget or peak, and goes back when this object does."""
-
-    def __init__(self, l2_bytes: int) -> None:
-        self.nbytes = max(1 << 24, FLUSH_L2_MULTIPLE * l2_bytes) // 16 * 16
-        self._memory = cupy.cuda.memory.Memory(self.nbytes)
-        self._kernel = get_kernel(MEASURE_SOURCE, "read_sweep<false>")
-        self._blocks = 4 * device_attribute("MultiProcessorCount")
-
-    def __call__(self) -> None:
-        ptr = np.uint64(self._memory.ptr)
-        n16 = np.uint64(self.nbytes // 16)
-        self._kernel((self._blocks,), (512,), (ptr, n16, np.int32(1), ptr))
-        cupy.cuda.get_current_stream().synchronize()
-
-
-def profile_launches(
-    launches: list[tuple[str, Callable[[], None]]],
-    times: tuple[KernelTime, ...],
-    synchronize: Callable[[], None] | None = None,
-) -> tuple[tuple[KernelTraffic, ...], str]:
-    """Counters of each kernel of the sequence (gpu.profiling.profiler), or () and the reason why
-    not. `times` (the unsampled timing) picks the sampling interval and how many launches to
-    sample; `synchronize` waits for the launches (default: CuPy's current stream)."""
-    device_id = cupy.cuda.Device().id
-    reason = profiler.unavailable_reason(device_id)
-    if reason is not None:
-        return (), f"traffic not measured: {reason}"
-    longest_ms = max(k.ms for k in times)
-    interval = profiler.interval_for(longest_ms * 1e6)
-    notes = []
-    try:
-        flush: L2Flush | None = L2Flush(device_attribute("L2CacheSize"))
-    except (OutOfMemoryError, cupy.cuda.runtime.CUDARuntimeError):  # cudaMalloc refused
-        flush = None
-        notes.append("L2 not flushed before sampling (no memory for the flush buffer)")
-    sync = synchronize or cupy.cuda.get_current_stream().synchronize
-    by_name = {k.name: k.ms for k in times}
-    try:
-        with profiler.PmSampler(
-            device_id, device_attribute("MultiProcessorCount"), interval
-        ) as sampler:
-            traffic = tuple(
-                sampler.measure(
-                    name,
-                    launch,
-                    sync,
-                    flush,
-                    1 if by_name.get(name, 0.0) > PROFILE_ONE_LAUNCH_MS else PROFILE_LAUNCHES,
-                )
-                for name, launch in launches
-            )
-    except profiler.ProfilerUnavailable as exc:
-        return (), f"traffic not measured: {exc}"
-    return traffic, "; ".join(notes)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """How a backend times its kernels so that one number per kernel can be trusted: the policy,
-apart from the device that runs the batches (gpu/backends/cuda_backend.py runs them with CUDA
+apart from the device that runs the batches (gpu/backends/launch_timing.py runs them with CUDA
 events).
 
 A *batch* runs the run's kernel sequence back to back `sequences` times and returns, per kernel,

@@ -140,7 +140,8 @@ def record_trace(
     kernels after warm-up (kernel-level: cuBLAS kernels cannot be instrumented)."""
     import cupy
 
-    from ..backends.cuda_backend import device_name, random_inputs, to_float32
+    from ..backends.cuda_arrays import random_inputs, to_float32
+    from ..backends.cuda_backend import device_name
     from ..launch.cuda_kernels import device_attribute, storage_dtype
 
     if algorithm not in TRACEABLE:
@@ -194,7 +195,7 @@ def record_trace(
 def _record_naive(config, q, k, v, o, warmup: int, sm_count: int, device: str) -> Trace:
     import cupy
 
-    from ..backends.cuda_backend import gemm_pv, gemm_qk, naive_forward, softmax_launcher
+    from ..backends.naive_fwd import gemm_pv, gemm_qk, naive_forward, softmax_launcher
 
     n = config.seq_len
     s = cupy.empty((config.batch, config.heads, n, n), dtype=o.dtype)
@@ -279,7 +280,7 @@ def _record_ws(config, q, k, v, o, warmup: int, check: bool, sm_count: int, devi
     alone."""
     import cupy
 
-    from ..backends.cuda_backend import to_float32
+    from ..backends.cuda_arrays import to_float32
     from ..launch import flash_ws
 
     shape = (config.batch, config.heads, config.seq_len)

@@ -46,15 +46,12 @@ import numpy as np
 
 from ..algorithms import RING, TILED_MMA, TILED_WGMMA
 from ..backends.backend import BackendUnavailable, RunOptions
-from ..backends.cuda_backend import (
-    OutOfMemoryError,
-    UnsupportedConfig,
-    _flash_module,
-    device_name,
-    max_abs_error,
-    random_inputs,
-)
+from ..backends.cuda_arrays import random_inputs
+from ..backends.cuda_backend import _flash_module, device_name
+from ..backends.cuda_reference import max_abs_error
+from ..backends.launch_timing import OutOfMemoryError
 from ..config import AttentionConfig, ceil_div
+from ..errors import UnsupportedConfig
 from ..launch.cuda_kernels import get_kernel, storage_dtype
 from ..model.links import LinkSpec, link_from_topology_matrix
 from ..results import KernelTime, RunResult
@@ -489,7 +486,7 @@ class CudaRing:
     ) -> RunResult:
         """Set up, load, run `warmup` + `repeats` times; the median run's time and timeline.
 
-        `inputs` (q, k, v on any device) default to `cuda_backend.random_inputs` on the first
+        `inputs` (q, k, v on any device) default to `cuda_arrays.random_inputs` on the first
         rank's device. `compare_with` is a single-device output to compare against (max |ΔO|);
         `options.check` compares with an fp32 reference as the other backends do."""
         cost = ring_cost(config, self.size)
@@ -553,7 +550,7 @@ class CudaRing:
         )
 
     def _check(self, state: RingState, inputs) -> tuple[float | None, str]:
-        """max |O - O_ref| against the fp32 reference (cuda_backend.max_abs_error) on the inputs'
+        """max |O - O_ref| against the fp32 reference (cuda_reference.max_abs_error) on the inputs'
         device; its cost grows like N², which the caller asked for."""
         q, k, v = inputs
         dev = q.device.id
