@@ -53,6 +53,7 @@ class PlotSeries:
             "",
             Style("fg", symbol="o", line=False, symbol_size=15, hollow=True),
             bounds=False,
+            moves=True,
         )
         m.key("k_model", "model", Style("fg", 2.0))
         m.key(
@@ -95,6 +96,7 @@ class PlotSeries:
             "",
             Style("fg", symbol="o", line=False, symbol_size=15, hollow=True),
             bounds=False,
+            moves=True,
         )
         t.key("k_measured", "median, bar: min…max", Style("fg", 2.0, symbol="o"))
         t.key("k_roofline", "roofline model", Style("fg", 1.2, Qt.PenStyle.DotLine))
@@ -122,6 +124,7 @@ class PlotSeries:
             "",
             Style("fg", symbol="o", line=False, symbol_size=13, hollow=True),
             bounds=False,
+            moves=True,
         )
         h.key("k_l2", "model: L2-aware", Style("fg", 2.0))
         h.key("k_band", "model: compulsory…no reuse", Style("fg", 0.8, fill=90))
@@ -153,12 +156,14 @@ class PlotSeries:
             "bound at this N",
             Style("muted", symbol="o", line=False, symbol_size=13, hollow=True),
             bounds=False,
+            moves=True,
         )
         r.add(
             "current",
             "",
             Style("fg", symbol="o", line=False, symbol_size=16, hollow=True),
             bounds=False,
+            moves=True,
         )
         # The L2 roof judges L2 bytes: each algorithm at its L2 intensity at this N (Nsight
         # Compute's hierarchical roofline draws one point per memory level the same way).
@@ -166,6 +171,7 @@ class PlotSeries:
             "l2_current",
             "at L2 intensity (against the L2 roof)",
             Style("muted", symbol="d", line=False, symbol_size=11, hollow=True),
+            moves=True,
         )
         r.key("k_l2", "◇ at L2 intensity (L2 roof)", Style("muted", symbol="d", line=False))
         r.key("k_measured", "bytes measured", Style("fg", symbol="o", line=False))

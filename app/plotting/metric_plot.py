@@ -4,7 +4,9 @@ cached grid, ranges that fit the data until the user zooms and come back on a do
 
 Every item is created once and updated with `setData`/`setValue`. Data are plotted in log10
 coordinates by us (not pyqtgraph's log mode) so cursors, labels and markers share one coordinate
-system; `series` on each plot keeps the linear data of every item for tests and exports."""
+system; `series` on each plot keeps the linear data of every item for tests and exports. What
+moves with the slider (the cursor, and the markers added with `moves=True`) is the plot's live
+layer, painted over a picture of the scene (app/plotting/live_layer.py, scene_picture.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, Qt
-from PySide6.QtGui import QFont, QFontMetrics
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QFont, QFontMetrics, QPainter, QTransform
 from PySide6.QtWidgets import QGraphicsItem
 
 from ..state.units import fmt_int
@@ -22,7 +24,9 @@ from ..window.plain_text import html_text, tooltip
 from ..window.theme import Palette
 from .axes import Log2NAxis, LogValueAxis, decades, drawable, octaves
 from .legend import LegendSample, LegendStrip
-from .plot_items import CachedBoundsScatter, CursorLine, RingMarkers, Style, with_alpha
+from .live_layer import LayerMarkers, LiveLayer
+from .plot_items import CachedBoundsScatter, Style, with_alpha
+from .scene_picture import ScenePicture
 
 
 class MetricPlot(pg.PlotWidget):
@@ -87,7 +91,9 @@ class MetricPlot(pg.PlotWidget):
         self.x_ticks: Callable[[float, float], list[float]] = octaves if self._n_axis else decades
         self.plotItem.vb.sigRangeChanged.connect(self._update_grid)
         self.plotItem.vb.sigRangeChangedManually.connect(self._zoomed_by_user)
-        self.cursor = CursorLine(self, label=cursor_label)
+        self.layer = LiveLayer(self._layer_moved, cursor_label, self.font())
+        self.cursor = self.layer.cursor
+        self.picture = ScenePicture(self, self.layer, self._data_geometry)
         self._show_cursor_label = cursor_label
         self.cursor_n: int | None = None
         self.hover = pg.TextItem(anchor=(0, 0))
@@ -122,15 +128,19 @@ class MetricPlot(pg.PlotWidget):
 
     # ------------------------------------------------------------------ items
 
-    def add(self, name: str, label: str, style: Style, bounds: bool = True):  # type: ignore[no-untyped-def]
+    def add(self, name: str, label: str, style: Style, bounds: bool = True, moves: bool = False):  # type: ignore[no-untyped-def]
         """A named item; `bounds=False` keeps it out of auto-range (markers that follow the
-        slider must not make every move re-range and repaint the whole plot)."""
+        slider must not make every move re-range and repaint the whole plot). `moves`: hollow
+        markers that follow the slider, drawn in the live layer instead of the scene."""
         self.styles[name] = style
         self.labels[name] = label
         self.series[name] = ([], [])
-        if not bounds and style.hollow:  # moves with the slider: Qt-drawn rings
-            self.items[name] = RingMarkers(self, style.symbol_size)
-            return self.items[name]
+        if moves:
+            markers = self.layer.add_markers(style.symbol or "o", style.symbol_size)
+            self.items[name] = markers  # type: ignore[assignment]
+            if bounds:
+                self._bounded.add(name)
+            return markers
         # Markers alone are plain ScatterPlotItems: a PlotDataItem costs twice as much per setData.
         item = pg.PlotDataItem() if style.line else CachedBoundsScatter(pxMode=True)
         self._register(name, item, bounds)
@@ -404,7 +414,7 @@ class MetricPlot(pg.PlotWidget):
             else:
                 text = self.labels[name]
                 item = self.items[name]
-                source = item.legend_sample if isinstance(item, RingMarkers) else item
+                source = item.legend_sample if isinstance(item, LayerMarkers) else item
             row = self._legend_rows.get(name)
             if row is None or row[0].item is not source:
                 label = pg.LabelItem(
@@ -442,6 +452,25 @@ class MetricPlot(pg.PlotWidget):
             self.legend_shown = visible
             self._relayout_legend(force=True)
 
+    # ------------------------------------------------------------------ painting
+
+    def _data_geometry(self) -> tuple[QTransform, QRectF]:
+        """The view box's data-to-scene transform and its data area (scene coordinates)."""
+        vb = self.plotItem.vb
+        return vb.childGroup.sceneTransform(), vb.sceneBoundingRect()
+
+    def _layer_moved(self) -> None:
+        if "picture" in self.__dict__:
+            self.picture.layer_moved()
+
+    def paintEvent(self, event) -> None:  # type: ignore[no-untyped-def]
+        if not self.picture.paint(event):
+            super().paintEvent(event)
+
+    def drawForeground(self, painter: QPainter, rect: QRectF) -> None:
+        super().drawForeground(painter, rect)
+        self.picture.foreground(painter)
+
     def resizeEvent(self, event) -> None:  # type: ignore[no-untyped-def]
         super().resizeEvent(event)
         if "legend" in self.__dict__:  # pyqtgraph resizes the view before __init__ is done
@@ -468,6 +497,7 @@ class MetricPlot(pg.PlotWidget):
     def apply_palette(self, p: Palette) -> None:
         self._palette = p
         self.setBackground(p.background)
+        self.picture.invalidate()  # the background is the view's, not the scene's
         for axis in ("left", "bottom"):
             ax = self.getAxis(axis)
             ax.setPen(pg.mkPen(p.muted))
@@ -504,7 +534,8 @@ class MetricPlot(pg.PlotWidget):
 
     def _restyle(self, item, style: Style, p: Palette) -> None:  # type: ignore[no-untyped-def]
         color = self._color(p, style.color)
-        if isinstance(item, RingMarkers):
+        if isinstance(item, LayerMarkers):
+            item.set_symbol(style.symbol or "o", style.symbol_size)
             item.setPen(pg.mkPen(color, width=2))
             return
         if isinstance(item, pg.ErrorBarItem):
