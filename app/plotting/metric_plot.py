@@ -185,6 +185,8 @@ class MetricPlot(pg.PlotWidget):
         ]
         self.series[name] = ([p[0] for p in pts], [p[1] for p in pts])
         item = self.items[name]
+        if not isinstance(item, LayerMarkers):
+            self.picture.touched()
         if not pts:
             item.setData(x=[], y=[])
             return
@@ -209,6 +211,7 @@ class MetricPlot(pg.PlotWidget):
         ]
         self.series[name] = ([p[0] for p in pts], [p[1] for p in pts])
         self.spreads[name] = ([p[2] for p in pts], [p[3] for p in pts])
+        self.picture.touched()
         item = self.items[name]
         if not pts:
             item.setData(x=np.zeros(0), y=np.zeros(0), top=None, bottom=None)
@@ -389,6 +392,7 @@ class MetricPlot(pg.PlotWidget):
         """Show these items and hide the others; the legend lists `legend` (keys or items, in
         this order), by default the shown items that have a label."""
         names = [n for n in names if n in self.items]
+        self.picture.touched()
         for name, item in self.items.items():
             item.setVisible(name in names)
         if legend is None:
@@ -571,6 +575,7 @@ class MetricPlot(pg.PlotWidget):
     # ------------------------------------------------------------------ hover
 
     def _on_mouse(self, event: tuple[QPointF]) -> None:
+        self.picture.touched()  # the read-out may appear, move or go
         pos = event[0]
         vb = self.plotItem.vb
         if self.hover_provider is None or not vb.sceneBoundingRect().contains(pos):

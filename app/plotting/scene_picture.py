@@ -4,9 +4,14 @@ with the live layer (app/plotting/live_layer.py) painted over it.
 QGraphicsView repaints a strip by walking every item of the scene and asking each for its
 bounding rect (a Python call for pyqtgraph's items) before it blits the cached ones: about
 0.8 ms a plot on 2 cores for the thin strips of a slider move. Here a move blits those strips
-from the picture and paints the cursor and markers on them; the scene is painted (into the
-picture) only where it reported a change (`QGraphicsScene.changed`), where the viewport was
-resized or restyled, or where a repaint came that the layer did not ask for.
+from the picture and paints the cursor and markers on them. The scene is painted (into the
+picture) wherever a repaint came that the layer did not ask for: Qt asks for those where the
+scene changed (with the rects it painted before, so nothing is left behind), or resized or
+exposed. A scene change inside the strips the layer asked for in the same frame would be
+hidden by them: the plot says when its scene changes (`touched`), and those strips are
+painted into the picture too. (`QGraphicsScene.changed` is no way to learn what changed:
+connecting it switches Qt to reporting an item's new rect only, and pyqtgraph's items would
+leave their old pixels behind.)
 
 Painting elsewhere than the screen goes the usual way: a view that is not `live` (an export's
 replica), and any painter that is not a raster one (SVG), get the scene painted item by item
@@ -45,16 +50,15 @@ class ScenePicture:
         self.rendering = False
         #: Times the scene was painted into the picture (tests, benchmarks).
         self.renders = 0
-        view.scene().changed.connect(self._scene_changed)
 
     def invalidate(self) -> None:
         """The whole picture again at the next repaint (a new size, background or style)."""
         self.pixmap = None
 
-    def _scene_changed(self, rects: list[QRectF]) -> None:
-        to_view = self.view.viewportTransform()
-        for rect in rects:
-            self.stale += to_view.mapRect(rect).toAlignedRect().adjusted(-2, -2, 2, 2)
+    def touched(self) -> None:
+        """The scene changed (data, visibility, a read-out): the strips the layer asked for
+        since the last paint may hold some of it, so they are painted into the picture too."""
+        self.stale += self._asked
 
     def _device(self, world: QTransform) -> tuple[QTransform, QRectF]:
         data, area = self._to_data()
