@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from app.state.animation.backward_order import VISIT_PHASES, BackwardTileOrder
+from app.state.animation.kernel_source import BACKWARD_PHASE_STEPS
 from gpu.algorithms import TILED, TILED_MMA
 from gpu.config import BACKWARD, STEP, AttentionConfig
 from gpu.model.costmodel import algorithm_cost
@@ -137,3 +138,34 @@ def test_the_lane_of_a_deterministic_step_says_the_dq_pass_sums_dq(qtbot, make_w
         lambda: lane.order is not None and lane.order.config.deterministic, timeout=5000
     )
     assert "flash_bwd_dq" in lane.title.text() and "adds no dQ" in lane.title.text()
+
+
+def test_the_lane_shows_the_backward_kernels_source_at_the_current_phase(qtbot):
+    from app.animation.backward_lane import BackwardLane
+
+    lane = BackwardLane()
+    qtbot.addWidget(lane)
+    lane.set_config(AttentionConfig(seq_len=1024, pass_=STEP))
+    panel = lane.source_panel
+    qtbot.waitUntil(lambda: panel.sources.get("flash_bwd") is not None, timeout=10_000)
+    qtbot.waitUntil(lambda: panel.sources.get("flash_bwd_wgmma") is not None, timeout=10_000)
+    lane.seek(2)  # block 0, query tile 0: S and P recomputed
+    src = panel.sources["flash_bwd"]
+    assert panel.text.property("sourcePath").endswith("flash_bwd.cu")
+    lines = src.text.splitlines()
+    tagged = [lines[first] for first, _ in panel.highlighted]
+    assert any("STEP recompute_S" in t for t in tagged)
+    assert any("STEP recompute_P" in t for t in tagged)
+    assert all("STEP recompute_" in t for t in tagged)
+    assert "STEP recompute_S / recompute_P" in panel.status.text()
+    # The Hopper build tags the same steps: picking it keeps the phase's lines in view.
+    panel.follow("flash_bwd_wgmma")
+    assert panel.text.property("sourcePath").endswith("flash_bwd_wgmma.cu")
+    wgmma_lines = panel.sources["flash_bwd_wgmma"].text.splitlines()
+    assert panel.highlighted and all(
+        "STEP recompute_" in wgmma_lines[first] for first, _ in panel.highlighted
+    )
+    # Every phase the lane plays has its tags in both files.
+    for phase in lane.order.phases:
+        for kernel in ("flash_bwd", "flash_bwd_wgmma"):
+            assert panel.sources[kernel].lines_for(BACKWARD_PHASE_STEPS[phase]), (kernel, phase)

@@ -4,11 +4,15 @@ Three columns of tiles in HBM (K/V, Q/dO, the dQ accumulator) and the chip betwe
 K/V tile of the current block sits on chip for the whole block, the query tiles stream past it,
 P_ij is recomputed on chip (the tile lights up as it happens, with a running count of tiles and
 FLOPs spent again), and each dQ_i fills as the blocks add their share with atomics (with
-deterministic dQ it stays empty: the dQ pass sums it after this kernel). The model is
-app/state/animation/backward_order.py; this view only draws its frames.
+deterministic dQ it stays empty: the dQ pass sums it after this kernel). Below, the kernel's
+source (flash_bwd.cu, or its Hopper build flash_bwd_wgmma.cu) with the `// STEP` lines of the
+current phase highlighted. The model is app/state/animation/backward_order.py; this view only
+draws its frames.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from PySide6.QtCore import QRectF, Qt, QTimer
 from PySide6.QtGui import QColor, QPainter, QPen
@@ -17,6 +21,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSizePolicy,
     QSlider,
+    QSplitter,
     QVBoxLayout,
     QWidget,
 )
@@ -25,9 +30,15 @@ from gpu.algorithms import ALGORITHMS, TILED_MMA
 from gpu.config import AttentionConfig
 
 from ..state.animation.backward_order import BackwardFrame, BackwardTileOrder
+from ..state.animation.kernel_source import (
+    BACKWARD_PHASE_STEPS,
+    BACKWARD_SOURCE_FILES,
+    BACKWARD_SOURCE_LABELS,
+)
 from ..state.units import fmt_bytes, fmt_flops, fmt_int
 from ..window.plain_text import PlainLabel
 from .colors import DARK, AnimColors
+from .source_panel import SourcePanel
 
 #: A pass plays in about this many seconds at most (long passes step several tiles a frame).
 PASS_SECONDS = 20.0
@@ -150,7 +161,12 @@ class BackwardLane(QWidget):
     docstring. `set_config` follows the app's config (any pass: the lane always shows the
     backward of that shape)."""
 
-    def __init__(self, parent: QWidget | None = None, algorithm: str = TILED_MMA) -> None:
+    def __init__(
+        self,
+        parent: QWidget | None = None,
+        algorithm: str = TILED_MMA,
+        kernel_dir: Path | None = None,
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("backwardLane")
         self.algorithm = algorithm
@@ -175,13 +191,22 @@ class BackwardLane(QWidget):
         self.counters.setObjectName("backwardCounters")
         self.counters.setWordWrap(True)
         self.canvas = BackwardCanvas(self)
+        self.source_panel = SourcePanel(
+            self, kernel_dir, files=BACKWARD_SOURCE_FILES, labels=BACKWARD_SOURCE_LABELS
+        )
+        self.source_panel.setObjectName("backwardSourcePanel")
         row = QHBoxLayout()
         row.addWidget(self.play_button)
         row.addWidget(self.timeline, 1)
+        split = QSplitter(Qt.Orientation.Vertical, self)
+        split.addWidget(self.canvas)
+        split.addWidget(self.source_panel)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
         lay = QVBoxLayout(self)
         lay.addWidget(self.title)
         lay.addLayout(row)
-        lay.addWidget(self.canvas, 1)
+        lay.addWidget(split, 1)
         lay.addWidget(self.caption)
         lay.addWidget(self.counters)
         self._timer = QTimer(self)
@@ -191,6 +216,7 @@ class BackwardLane(QWidget):
     def set_colors(self, colors: AnimColors) -> None:
         self.canvas.colors = colors
         self.canvas.update()
+        self.source_panel.set_colors(colors)
 
     def set_config(self, config: AttentionConfig) -> None:
         order = BackwardTileOrder(config, self.algorithm)
@@ -228,6 +254,9 @@ class BackwardLane(QWidget):
             self.timeline.blockSignals(False)
         f = self.order.frame(self.step)
         self.canvas.show_frame(self.order, f)
+        steps = BACKWARD_PHASE_STEPS.get(f.phase, ())
+        for kernel in BACKWARD_SOURCE_FILES:
+            self.source_panel.show_step(kernel, kernel, steps)
         self.caption.setText(f.text)
         self.counters.setText(
             f"step {fmt_int(f.step + 1)} of {fmt_int(f.total_steps)} · one head: "

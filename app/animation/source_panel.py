@@ -6,6 +6,7 @@ kernels may be written after the app) the panel says so and looks again every fe
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, QTimer, Signal
@@ -30,6 +31,8 @@ from .colors import DARK, AnimColors
 
 RECHECK_MS = 3000
 AUTO = "auto"
+#: One `// STEP` name, or several shown together.
+Step = str | tuple[str, ...]
 
 #: What to say for a naive step that runs in a library GEMM (no readable source of ours).
 LIBRARY_STEPS = {
@@ -55,19 +58,29 @@ class _LoadTask(QRunnable):
 
 class SourcePanel(QWidget):
     """Shows the source of a lane's kernel (flash_readable.cu for the readable lane, softmax.cu
-    for naive's, flash_ws.cu for the warp-specialized one, ...), following the clock."""
+    for naive's, flash_ws.cu for the warp-specialized one, ...), following the clock.
+
+    `files` maps each lane to its file (the forward lanes' by default) and `labels` names them
+    in the lane box; a step may be one `// STEP` name or several (all highlighted)."""
 
     sourceLoaded = Signal(str)
 
-    def __init__(self, parent: QWidget | None = None, kernel_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        parent: QWidget | None = None,
+        kernel_dir: Path | None = None,
+        files: Mapping[str, str] = SOURCE_FILES,
+        labels: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("kernelSourcePanel")
         self.kernel_dir = Path(kernel_dir) if kernel_dir is not None else KERNEL_DIR
+        self.files = dict(files)
         self.sources: dict[str, KernelSource | None] = {}
         self._pending: set[str] = set()
-        self._steps: dict[str, tuple[str, str]] = {}  # algorithm -> (kernel, step)
+        self._steps: dict[str, tuple[str, Step]] = {}  # algorithm -> (kernel, step)
         self._shown: tuple | None = None
-        self._lanes: tuple[str, ...] = tuple(SOURCE_FILES)
+        self._lanes: tuple[str, ...] = tuple(self.files)
         self.highlighted: tuple[tuple[int, int], ...] = ()
         self.colors: AnimColors = DARK
         self._signals = _Loaded(self)
@@ -76,8 +89,9 @@ class SourcePanel(QWidget):
         self.lane = QComboBox(self)
         self.lane.setObjectName("sourceLane")
         self.lane.addItem("auto: the lane still running", AUTO)
-        for algo, fname in SOURCE_FILES.items():
-            self.lane.addItem(f"{algo} lane: {fname}", algo)
+        for algo, fname in self.files.items():
+            text = labels[algo] if labels and algo in labels else f"{algo} lane: {fname}"
+            self.lane.addItem(text, algo)
         self.lane.currentIndexChanged.connect(lambda _i: self._render(force=True))
         self.status = PlainLabel(self)
         self.status.setObjectName("sourceStatus")
@@ -106,11 +120,11 @@ class SourcePanel(QWidget):
     # ---- loading (off the GUI thread)
 
     def path_for(self, algorithm: str) -> Path:
-        return self.kernel_dir / SOURCE_FILES[algorithm]
+        return self.kernel_dir / self.files[algorithm]
 
     def request_load(self) -> None:
         """Read any kernel file not loaded yet, on the thread pool."""
-        for algo in SOURCE_FILES:
+        for algo in self.files:
             if self.sources.get(algo) is None and algo not in self._pending:
                 self._pending.add(algo)
                 QThreadPool.globalInstance().start(
@@ -120,7 +134,7 @@ class SourcePanel(QWidget):
     def _on_loaded(self, algorithm: str, source: object) -> None:
         self._pending.discard(algorithm)
         self.sources[algorithm] = source if isinstance(source, KernelSource) else None
-        if all(self.sources.get(a) is not None for a in SOURCE_FILES):
+        if all(self.sources.get(a) is not None for a in self.files):
             self._recheck.stop()
         elif not self._recheck.isActive():
             self._recheck.start()
@@ -142,7 +156,7 @@ class SourcePanel(QWidget):
     def set_lanes(self, algorithms: tuple[str, ...]) -> None:
         """The lanes the animation shows: auto mode follows one of them (the fused kernel
         first, then naive), and steps of lanes no longer shown are forgotten."""
-        self._lanes = tuple(a for a in algorithms if a in SOURCE_FILES)
+        self._lanes = tuple(a for a in algorithms if a in self.files)
         self._steps = {a: v for a, v in self._steps.items() if a in self._lanes}
         self._render(force=True)
 
@@ -157,14 +171,14 @@ class SourcePanel(QWidget):
         for algo in order:
             if self._steps.get(algo, ("", ""))[1]:
                 return algo
-        return order[0] if order else next(iter(SOURCE_FILES))
+        return order[0] if order else next(iter(self.files))
 
     def follow(self, algorithm: str) -> None:
         idx = self.lane.findData(algorithm)
         if idx >= 0:
             self.lane.setCurrentIndex(idx)
 
-    def show_step(self, algorithm: str, kernel: str, step: str) -> None:
+    def show_step(self, algorithm: str, kernel: str, step: Step) -> None:
         self._steps[algorithm] = (kernel, step)
         self._render()
 
@@ -206,13 +220,15 @@ class SourcePanel(QWidget):
         if blocks:
             first, last = blocks[0]
             more = f" (+{len(blocks) - 1} more)" if len(blocks) > 1 else ""
-            self.status.setText(f"{name}: STEP {step}, lines {first + 1}–{last + 1}{more}")
+            tags = step if isinstance(step, str) else " / ".join(step)
+            self.status.setText(f"{name}: STEP {tags}, lines {first + 1}–{last + 1}{more}")
             cur = QTextCursor(doc.findBlockByNumber(first))
             self.text.setTextCursor(cur)
             self.text.centerCursor()
         elif kernel in LIBRARY_STEPS:
             self.status.setText(f"{step}: {LIBRARY_STEPS[kernel]}")
         elif step:
-            self.status.setText(f"{name}: no `// STEP {step}` tag in this file")
+            tags = step if isinstance(step, str) else " / ".join(step)
+            self.status.setText(f"{name}: no `// STEP {tags}` tag in this file")
         else:
             self.status.setText(name)

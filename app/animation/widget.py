@@ -346,7 +346,7 @@ class TileAnimationWidget(QWidget):
         if self._backward_lane is None:
             from .backward_lane import BackwardLane
 
-            lane = BackwardLane(self)
+            lane = BackwardLane(self, kernel_dir=self.source_panel.kernel_dir)
             lane.set_colors(self.colors)
             self.pages.addWidget(lane)
             lane.set_config(self._backward_config or self.config)

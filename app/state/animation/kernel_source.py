@@ -26,6 +26,28 @@ SOURCE_FILES: dict[str, str] = {
     "tiled_ws": "flash_ws.cu",
 }
 
+#: The backward lane's sources: the fused backward's main kernel in its two builds (the
+#: mma.sync one, the file to read first, and the Hopper wgmma one), which tag the same steps.
+BACKWARD_SOURCE_FILES: dict[str, str] = {
+    "flash_bwd": "flash_bwd.cu",
+    "flash_bwd_wgmma": "flash_bwd_wgmma.cu",
+}
+BACKWARD_SOURCE_LABELS: dict[str, str] = {
+    "flash_bwd": "mma.sync (any GPU): flash_bwd.cu",
+    "flash_bwd_wgmma": "wgmma (H100/H200): flash_bwd_wgmma.cu",
+}
+#: The `// STEP` tags of each phase of the backward lane (app/state/animation/backward_order.py).
+BACKWARD_PHASE_STEPS: dict[str, tuple[str, ...]] = {
+    "load_KV": ("load_KV_j",),
+    "load_Q_dO": ("load_Q_dO_i",),
+    "recompute_P": ("recompute_S", "recompute_P"),
+    "dV": ("accumulate_dV",),
+    "dP_dS": ("compute_dP", "compute_dS"),
+    "dK": ("accumulate_dK",),
+    "dQ_atomic": ("accumulate_dQ",),
+    "store_dK_dV": ("store_dK_dV",),
+}
+
 #: `// STEP name`, also `// STEP a / b` and `// STEP a / STEP b`; not when quoted in backticks.
 _TAG = re.compile(r"(?<!`)//\s*STEP\s+(\w+)((?:\s*/\s*(?:STEP\s+)?\w+)*)")
 _MORE = re.compile(r"/\s*(?:STEP\s+)?(\w+)")
@@ -46,8 +68,11 @@ class KernelSource:
     text: str
     blocks: dict[str, tuple[tuple[int, int], ...]]
 
-    def lines_for(self, step: str) -> tuple[tuple[int, int], ...]:
-        return self.blocks.get(step, ())
+    def lines_for(self, step: str | tuple[str, ...]) -> tuple[tuple[int, int], ...]:
+        """The blocks of one step, or of several (in file order)."""
+        if isinstance(step, str):
+            return self.blocks.get(step, ())
+        return tuple(sorted(b for name in step for b in self.blocks.get(name, ())))
 
 
 def parse_step_tags(text: str) -> dict[str, tuple[tuple[int, int], ...]]:
