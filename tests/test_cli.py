@@ -7,7 +7,6 @@ import csv
 import io
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -20,18 +19,9 @@ from gpu.cli.arguments import size_bytes
 from gpu.cli.bench import DEFAULT_SEQ
 from gpu.cli.parser import build_parser
 from gpu.files.recording import load_recording
+from tests.cli_process import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "main.py"), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
 
 
 def test_model_json_has_the_contract_keys_and_the_lessons_numbers():

@@ -4,27 +4,16 @@ place of the atomics, and refused with the forward pass, which has no dQ."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from gpu.files.recording import load_recording
 from gpu.model.backward_cost import DETERMINISTIC_BACKWARD_KERNELS
+from tests.cli_process import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPE = ("--heads", "2", "--head-dim", "32")
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "main.py"), *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=ROOT,
-    )
 
 
 def test_bench_deterministic_times_the_dq_pass_and_the_recording_says_so(tmp_path):

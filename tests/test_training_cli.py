@@ -4,26 +4,15 @@ training step's figures as JSON, its kernels measured on the CPU, and bad combin
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from gpu.files.recording import load_recording
 from gpu.model.backward_cost import FUSED_BACKWARD_KERNELS, NAIVE_BACKWARD_KERNELS
+from tests.cli_process import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "main.py"), *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=ROOT,
-    )
 
 
 def test_model_of_a_training_step_reports_the_saved_activations_of_l_layers():
