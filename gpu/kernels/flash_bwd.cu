@@ -275,13 +275,7 @@ flash_bwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __res
         const int q0 = i * BR;
         bwd_load_rows<BR, D, NT>(sQ + st * Q_STAGE, Qh + (size_t)q0 * D, N - q0, tid);
         bwd_load_rows<BR, D, NT>(sdO + st * Q_STAGE, dOh + (size_t)q0 * D, N - q0, tid);
-        constexpr int STAT_CHUNKS = BR / 4;  // 16-byte chunks of BR floats
-        if (tid < 2 * STAT_CHUNKS) {
-            const bool is_d = tid >= STAT_CHUNKS;
-            const int c = is_d ? tid - STAT_CHUNKS : tid;
-            const float* src = (is_d ? Dh : LSEh) + q0 + 4 * c;
-            cp_async_16(sStats_addr + (st * 2 * BR + (is_d ? BR : 0) + 4 * c) * 4, src, true);
-        }
+        load_row_stats_async<BR>(sStats_addr, LSEh, Dh, q0, st, tid);
     };
 
     // STEP load_KV_j — K_j and V_j once, with the first query tile.

@@ -4,6 +4,7 @@
 // each instruction a learner reads in the papers appear in the code by name:
 //   smem_addr                     generic pointer -> 32-bit shared-memory address
 //   cp_async_16 / _commit / _wait 16-byte asynchronous copies HBM -> shared memory
+//   load_row_stats_async          the backward's LSE2 and D of a query tile -> shared memory
 //   fence_proxy_async             generic-proxy smem writes -> visible to wgmma / TMA (sm_90)
 //   ldmatrix_x4 / _trans          four 8×8 b16 matrices smem -> the mma register layouts
 //   mma_16816                     mma.sync m16n8k16, fp16/bf16 in, fp32 accumulate
@@ -36,6 +37,22 @@ __device__ __forceinline__ void cp_async_commit() {
 template <int PENDING>
 __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
+}
+
+// The backward's per-row statistics of query tile q0.. (BR rows of LSE2 and of D, fp32) into
+// stage `st` of a shared buffer that holds LSE2 at [st·2BR, st·2BR+BR) and D after it: one
+// 16-byte cp.async for each of the first BR/2 threads. The arrays are padded to whole tiles per
+// head, so every chunk is in bounds.
+template <int BR>
+__device__ __forceinline__ void load_row_stats_async(u32 s_stats, const float* lse2,
+                                                     const float* dsum, int q0, int st, int tid) {
+    constexpr int STAT_CHUNKS = BR / 4;  // 16-byte chunks of BR floats
+    if (tid < 2 * STAT_CHUNKS) {
+        const bool is_d = tid >= STAT_CHUNKS;
+        const int c = is_d ? tid - STAT_CHUNKS : tid;
+        const float* src = (is_d ? dsum : lse2) + q0 + 4 * c;
+        cp_async_16(s_stats + (st * 2 * BR + (is_d ? BR : 0) + 4 * c) * 4, src, true);
+    }
 }
 
 // Make this thread's generic-proxy shared-memory writes (cp.async, st.shared) visible to the
