@@ -620,3 +620,82 @@ def test_the_roof_labels_are_placed_once_per_turn_however_often_the_view_moves(
     assert hbm.pos() != before  # along the roof as it is drawn now
     rect = plots.roof_label_rect("hbm")  # a test (or an export) asks: placed now
     assert vb.sceneBoundingRect().intersects(rect)
+
+
+def _gated_model(window, gate):
+    """The plots' model curves wait for `gate` before they are worked out (off the GUI
+    thread), whatever the machine's speed: the results of a new shape arrive first."""
+    worker = window.plots.model_worker
+    submit = worker.submit
+
+    def gated(work, apply, failed=None):
+        return submit(lambda: (gate.wait(10), work())[1], apply, failed)
+
+    worker.submit = gated
+
+
+def test_results_arriving_before_their_model_curves_are_drawn_with_them_in_one_pass(
+    qtbot, make_window
+):
+    import threading
+
+    from app.state.model import cache as model_cache
+
+    window = make_window()
+    _settled(qtbot, window)
+    window.plots.flush_model()
+    window._held.setInterval(10_000)  # the curves come when the gate opens, however late
+    gate = threading.Event()
+    _gated_model(window, gate)
+    drawn = []  # (results of the new shape shown, its model curves drawn) at each redraw
+    set_measured = window.plots.set_measured
+
+    def watch(series):
+        set_measured(series)
+        drawn.append((bool(series.get(NAIVE)), window.plots._model_ready()))
+
+    window.plots.set_measured = watch
+    model_cache.clear()
+    window.controls.heads.setValue(window.config.heads + 1)  # a shape not seen before
+    _settled(qtbot, window)  # its results are in the store: the curves are still to come
+    qtbot.wait(50)
+    assert not any(results for results, _ in drawn)  # held for the curves
+    assert window.plots.memory.series["measured_naive"] == ([], [])
+    gate.set()
+    qtbot.waitUntil(lambda: window.plots._model_ready(), timeout=10_000)
+    assert drawn[-1] == (True, True)  # the results with their curves, in one pass
+    assert window.plots.memory.series["measured_naive"][0] == [window.config.seq_len]
+
+
+def test_results_held_for_model_curves_that_do_not_come_are_drawn_all_the_same(
+    qtbot, make_window
+):
+    import threading
+
+    from app.state.model import cache as model_cache
+
+    window = make_window()
+    _settled(qtbot, window)
+    window.plots.flush_model()
+    gate = threading.Event()  # never opened while the results wait
+    _gated_model(window, gate)
+    model_cache.clear()
+    window.controls.heads.setValue(window.config.heads + 1)
+    _settled(qtbot, window)
+    measured = window.plots.memory.series
+    qtbot.waitUntil(lambda: measured["measured_naive"][0] == [window.config.seq_len])
+    assert not window.plots._model_ready()  # drawn without them, once the wait ran out
+    gate.set()
+
+
+def test_a_shape_change_clears_the_last_shapes_results_with_its_legends_in_one_step(
+    qtbot, make_window
+):
+    window = make_window()
+    _settled(qtbot, window)
+    _drawn(qtbot, window)
+    plots = window.plots
+    assert plots.memory.series["measured_naive"][0] == [window.config.seq_len]
+    window.controls.heads.setValue(window.config.heads + 1)  # no event is processed after it
+    assert plots.memory.series["measured_naive"] == ([], [])  # not the last shape's results
+    assert not plots._paced_visibility.pending  # legends and ranges with them, not a turn later

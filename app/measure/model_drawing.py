@@ -49,7 +49,16 @@ class ModelDrawing:
         self._measured_markers()
         if self._references:
             self._show_reference(self._references)
+        # Legends and ranges with the curves (and results that waited for them), not a turn
+        # later: one repaint shows them all.
         self._update_visibility()
+        self.modelDrawn.emit()
+        self.flush_visibility()
+
+    def model_coming(self) -> bool:
+        """Whether the model curves of the family shown are being worked out (or wait for
+        their turn to be drawn)."""
+        return not self._model_ready() and (self.model_worker.busy or self._paced_model.pending)
 
     def _place_growth_label(self, *_: object) -> None:
         """The "×4 per doubling" note just below naive's model curve, from 35 % of the view's

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QPixmapCache
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QToolButton, QWidget
 
@@ -89,6 +89,10 @@ PIXMAP_CACHE_KIB = 64 * 1024
 
 class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, QWidget):
     """The plots; follows the app state (`on_state`) and the results (`set_measured`)."""
+
+    #: New model curves are drawn, their legends and ranges not yet: results drawn now share
+    #: that pass (the window draws results it held for them).
+    modelDrawn = Signal()
 
     def __init__(self, parent: QWidget | None = None, staged: bool = False) -> None:
         """`staged`: build nothing yet; `build_steps()` builds it a piece at a time (an export

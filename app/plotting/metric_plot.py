@@ -28,6 +28,9 @@ from .live_layer import LayerMarkers, LiveLayer
 from .plot_items import CachedBoundsScatter, Style, with_alpha
 from .scene_picture import ScenePicture
 
+#: The narrowest view the user can zoom to, in log10 units (0.1 % of a decade).
+MIN_RANGE = 1e-3
+
 
 class MetricPlot(pg.PlotWidget):
     """One plot: named items, a cursor, a hover read-out, a legend strip above the data;
@@ -113,6 +116,7 @@ class MetricPlot(pg.PlotWidget):
         # Ranges are set by fit_y / fit_x when data change, never by pyqtgraph's auto-range: it
         # re-ranges (and repaints the whole plot) whenever any item moves, cursors included.
         self.plotItem.vb.disableAutoRange()
+        self.plotItem.vb.setLimits(minXRange=MIN_RANGE, minYRange=MIN_RANGE)
         self._bounded: set[str] = set()
         self._spot_colors: dict[str, list[str]] = {}
         self._y_range: tuple[float, float] | None = None
@@ -142,7 +146,15 @@ class MetricPlot(pg.PlotWidget):
                 self._bounded.add(name)
             return markers
         # Markers alone are plain ScatterPlotItems: a PlotDataItem costs twice as much per setData.
-        item = pg.PlotDataItem() if style.line else CachedBoundsScatter(pxMode=True)
+        # No dynamic range limit: pyqtgraph re-clips (and re-sets the data of) every line at
+        # every change of the y range for it, which only matters a million view heights away;
+        # log10 data span a few dozen units and the zoom floor (MIN_RANGE) keeps the view
+        # wider than a thousandth of one.
+        item = (
+            pg.PlotDataItem(dynamicRangeLimit=None)
+            if style.line
+            else CachedBoundsScatter(pxMode=True)
+        )
         self._register(name, item, bounds)
         return item
 

@@ -57,7 +57,7 @@ from ..work.background import (
     start_compute_process,
     stop_compute_process,
 )
-from ..work.pacing import RESULTS_MS, coalesced
+from ..work.pacing import MODEL_WAIT_MS, RESULTS_MS, coalesced, own_turn
 from ..work.runner import Runner
 from . import settings
 from .accessibility import name_widgets
@@ -148,8 +148,17 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         self._preloaded: tuple[str, RecordedBackend] | None = None  # checked by File ▸ Open
         #: (source key, results kept, file) while Continue measuring starts its backend
         self._continuing: tuple[str, int, str] | None = None
-        #: Results arriving in a burst are drawn once (at most once a frame).
-        self._redraw_measured = coalesced(self._refresh_measured, RESULTS_MS, parent=self)
+        #: Results arriving in a burst are drawn once (at most once a frame), with the model
+        #: curves of their family when those are on their way (`_draw_arrivals`).
+        self._redraw_measured = coalesced(self._draw_arrivals, RESULTS_MS, parent=self)
+        self._held = QTimer(self)
+        self._held.setSingleShot(True)
+        self._held.setInterval(MODEL_WAIT_MS)
+        self._held.timeout.connect(self._refresh_measured)
+        #: A change of what is shown is drawn once every view has followed it (`_draw_shown`),
+        #: with the plots' legends and ranges of the same change in one pass; in a turn of its
+        #: own where no change delivers it (the first state).
+        self._redraw_shown = own_turn(self._refresh_measured, parent=self)
 
         self._build_ui()
         self._build_actions()
@@ -316,9 +325,11 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         # themselves); the explain pane and the lesson strip follow through `_follow_point`.
         self.state.changed.connect(self._on_state)
         self.state.changed.connect(self.plots.on_state)
+        self.state.changed.connect(self._draw_shown)
         self.lesson.focusWanted.connect(self.show_view)
         self.lesson.dismissed.connect(lambda: self.settings.setValue("lesson/dismissed", True))
         c.slider.sliderReleased.connect(self._point_settled)
+        self.plots.modelDrawn.connect(self._model_drawn)
         r = self.runner
         r.backendReady.connect(self._on_backend_ready)
         r.backendFailed.connect(self._on_backend_failed)
@@ -453,7 +464,7 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         """The window's own share of a state change: measured series and runner requests."""
         redraw = change.changed("family", "algorithms", "backend", "run_budget", "all_series")
         if redraw:
-            self._redraw_measured()  # with any results arriving meanwhile, in its own event
+            self._redraw_shown()  # drawn by _draw_shown once the views have followed
         if change.changed("config", "algorithms", "backend", "run_budget", "profile_runs"):
             self._show_run_status(measuring=self._request())
         if change.changed("config"):
@@ -470,6 +481,14 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
             self._start_backend(change.new.backend_choice)
         if not redraw:  # else the redraw, within a frame, takes the point to them
             self._follow_point()
+
+    def _draw_shown(self, change: Change) -> None:
+        """The measured series of what a change shows, once the plots have followed it: drawn
+        with the legends and ranges that change asked for, so the window repaints once for
+        it (drawn in a later turn, they cost a second pass over every plot and a repaint).
+        A new backend's are left to their own turn: its fan-out is long enough already."""
+        if not change.changed("backend"):
+            self._redraw_shown.flush()
 
     def _results_at_n(self) -> dict[str, RunResult]:
         """The shown algorithms' results at the N shown: a look-up per algorithm, whatever the

@@ -181,7 +181,26 @@ class Measuring:
             compute=here and result.config.seq_len == s.config.seq_len,
         )  # fmt: skip
 
+    def _draw_arrivals(self) -> None:
+        """Results that arrived: drawn now, or, while the model curves of the family shown are
+        being worked out, with them (`_model_drawn`), MODEL_WAIT_MS at most after they fell
+        due. Drawn apart, each costs a pass over every plot's items, ranges and legends and a
+        repaint; results arrive first only where runs take milliseconds."""
+        if self.plots.isVisible() and self.plots.model_coming():
+            if not self._held.isActive():
+                self._held.start()
+            return
+        self._refresh_measured()
+
+    def _model_drawn(self) -> None:
+        if self._held.isActive():
+            self._refresh_measured()
+
     def _refresh_measured(self) -> None:
+        # Whatever is due is drawn now, from the store: a pending redraw would draw it again.
+        self._redraw_measured.cancel()
+        self._redraw_shown.cancel()
+        self._held.stop()
         if self.animation is not None:
             self.animation.results_changed()
         s = self.state.value

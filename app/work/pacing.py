@@ -45,6 +45,9 @@ PAUSE_MS = 120
 LANES_MS = 150
 #: The kernel source highlight while the animation plays.
 SOURCE_MS = 150
+#: Results that arrive while the model curves of their family are being worked out wait for
+#: them up to this long, so one pass over the plots (and one repaint) shows both.
+MODEL_WAIT_MS = 100
 
 
 def coalesced(func: Callable[..., Any], interval_ms: int, parent: QObject | None = None) -> Any:
