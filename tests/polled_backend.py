@@ -44,3 +44,28 @@ class PolledCpuBackend:
         poll of its hook (a poll already under way when the stop came may still say no)."""
         after = self.polls_of(config, since)
         return bool(after) and after[-1] is True and after.count(False) <= 1
+
+    def count_polls_at(
+        self, runner: object, methods: tuple[str, ...], monkeypatch
+    ) -> list[tuple[int, AttentionConfig | None]]:
+        """(polls made so far, the config asked for or None) each time one of the runner's
+        `methods` is called: the moments a run can be told to stop."""
+        told: list[tuple[int, AttentionConfig | None]] = []
+        for name in methods:
+            original = getattr(runner, name)
+
+            def counted(*args, _original=original, **kwargs):
+                told.append((len(self.polls), args[0] if args else None))
+                return _original(*args, **kwargs)
+
+            monkeypatch.setattr(runner, name, counted)
+        return told
+
+    @staticmethod
+    def told_to_stop(
+        config: AttentionConfig, told: list[tuple[int, AttentionConfig | None]]
+    ) -> int:
+        """The poll count when a run of `config` was first told of newer work: the first call
+        after the last that asked for `config` which asks for something else (or for nothing)."""
+        asked = max((i for i, (_, c) in enumerate(told) if c == config), default=-1)
+        return next(count for count, c in told[asked + 1 :] if c != config)

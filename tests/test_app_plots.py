@@ -667,9 +667,7 @@ def test_results_arriving_before_their_model_curves_are_drawn_with_them_in_one_p
     assert window.plots.memory.series["measured_naive"][0] == [window.config.seq_len]
 
 
-def test_results_held_for_model_curves_that_do_not_come_are_drawn_all_the_same(
-    qtbot, make_window
-):
+def test_results_held_for_model_curves_that_do_not_come_are_drawn_all_the_same(qtbot, make_window):
     import threading
 
     from app.state.model import cache as model_cache

@@ -38,7 +38,8 @@ def spin_until(condition, timeout_s: float = 10.0) -> None:
 
 
 def open_and_wait(qtbot, window, path, timeout_s: float = 10.0) -> bool:
-    """Open `path` through File ▸ Open; True when it opened (its backend ready and idle)."""
+    """Open `path` through File ▸ Open; True when it opened (its backend ready and idle, its
+    results drawn)."""
     outcome = []
     fm = window.file_menu
     fm.fileOpened.connect(outcome.append)
@@ -56,6 +57,7 @@ def open_and_wait(qtbot, window, path, timeout_s: float = 10.0) -> bool:
             window.backend is not None
             and window.backend.backend.path == str(path)
             and not window.runner.busy
+            and window.results_drawn
         ),
         timeout_s,
     )

@@ -159,6 +159,8 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         #: with the plots' legends and ranges of the same change in one pass; in a turn of its
         #: own where no change delivers it (the first state).
         self._redraw_shown = own_turn(self._refresh_measured, parent=self)
+        #: Results or a change of what is shown wait to be drawn (`results_drawn`).
+        self._draw_due = False
 
         self._build_ui()
         self._build_actions()
@@ -463,7 +465,13 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
     def _on_state(self, change: Change) -> None:
         """The window's own share of a state change: measured series and runner requests."""
         redraw = change.changed("family", "algorithms", "backend", "run_budget", "all_series")
-        if redraw:
+        if redraw and change.changed("backend"):
+            # A backend's fan-out is long enough already: its series are drawn within a frame,
+            # with those of a backend that becomes ready meanwhile (and its model curves).
+            self._draw_due = True
+            self._redraw_measured()
+        elif redraw:
+            self._draw_due = True
             self._redraw_shown()  # drawn by _draw_shown once the views have followed
         if change.changed("config", "algorithms", "backend", "run_budget", "profile_runs"):
             self._show_run_status(measuring=self._request())
@@ -485,10 +493,8 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
     def _draw_shown(self, change: Change) -> None:
         """The measured series of what a change shows, once the plots have followed it: drawn
         with the legends and ranges that change asked for, so the window repaints once for
-        it (drawn in a later turn, they cost a second pass over every plot and a repaint).
-        A new backend's are left to their own turn: its fan-out is long enough already."""
-        if not change.changed("backend"):
-            self._redraw_shown.flush()
+        it (drawn in a later turn, they cost a second pass over every plot and a repaint)."""
+        self._redraw_shown.flush()
 
     def _results_at_n(self) -> dict[str, RunResult]:
         """The shown algorithms' results at the N shown: a look-up per algorithm, whatever the

@@ -196,8 +196,14 @@ class Measuring:
         if self._held.isActive():
             self._refresh_measured()
 
+    @property
+    def results_drawn(self) -> bool:
+        """The plots show every result held for what is shown: none waits to be drawn."""
+        return not self._draw_due
+
     def _refresh_measured(self) -> None:
         # Whatever is due is drawn now, from the store: a pending redraw would draw it again.
+        self._draw_due = False
         self._redraw_measured.cancel()
         self._redraw_shown.cancel()
         self._held.stop()
@@ -251,6 +257,7 @@ class Measuring:
             if job.profile and not result.oom and not result.traffic:
                 self._bytes_not_measured(result)
             if family_of(job.config, job.algorithm) == family_of(s.config, job.algorithm):
+                self._draw_due = True
                 self._redraw_measured()
             self.readouts.set_last(result, self._last_figures(result))
             if not s.replay:
