@@ -179,6 +179,8 @@ class PlotSeries:
         self.ridge_line = LabelledLine(r, angle=90, position=0.04, anchors=[(0, 1), (0, 1)])
         self._roofs: dict[str, float] = {}  # memory roofs: B/s
         self._flat_roofs: dict[str, float] = {}  # compute roofs: FLOP/s
+        #: The view and roofs the roofs were last clipped to (`RoofLines._clip_roofs`).
+        self._clipped: tuple | None = None
         #: Each roof's name and peak, written along it (Nsight Compute's way): a roof is the
         #: upper edge of where points can be, so its label never covers one.
         self.roof_labels: dict[str, pg.TextItem] = {}

@@ -59,6 +59,7 @@ class RoofLines:
             r.labels[f"roof_{XU}"] = xu_label(peaks[XU].peak)
         if L2 in peaks and peaks[L2].nominal:
             r.labels[f"roof_{L2}"] += " nominal ◇"
+        self._clipped = None  # the labels may have changed with the same roofs
         self._clip_roofs()
         ridge = gpu.ridge_flops_per_byte
         self.ridge_line.set(ridge, f"ridge {ridge:.0f}")
@@ -70,6 +71,12 @@ class RoofLines:
             return
         r = self.roofline
         (x0, x1), (y0, y1) = r.plotItem.vb.viewRange()
+        # A change sets the x and y ranges one after the other, and often to where they were:
+        # the roofs are clipped again only where the view or the roofs moved.
+        key = (x0, x1, y0, y1, tuple(self._roofs.items()), tuple(self._flat_roofs.items()))
+        if key == self._clipped:
+            return
+        self._clipped = key
         top = math.log10(max(self._flat_roofs.values()))
         for name in MEMORY_ROOFS:
             bandwidth = self._roofs.get(name)
