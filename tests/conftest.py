@@ -103,7 +103,7 @@ def window_settings(tmp_path):
 @pytest.fixture
 def make_window(qtbot, window_settings):
     """make(backend=None, factory=None, seq_len=None, **MainWindow kwargs): a shown main window
-    whose backend (a CostModelBackend unless given) is ready."""
+    whose backend (a CostModelBackend unless given) is ready and whose results are drawn."""
     from app.state.model.cost_model_backend import CostModelBackend
     from app.window.main_window import MainWindow
 
@@ -119,6 +119,7 @@ def make_window(qtbot, window_settings):
         qtbot.waitExposed(window)
         # Condition waits: their bounds only catch a hang (a loaded machine starts slowly).
         qtbot.waitUntil(lambda: window.backend is not None, timeout=HANG_MS)
+        qtbot.waitUntil(lambda: window.results_drawn, timeout=HANG_MS)
         return window
 
     return make

@@ -170,8 +170,7 @@ class PlotFit:
 
     def _fit_roofline(self) -> None:
         xs, ys = self._roofline_extent()
-        self.roofline.fit_x(extra=xs)
-        self.roofline.fit_y(extra=ys)
+        self.roofline.fit_xy(xs, ys)
 
     def _keep_markers_in_view(self) -> None:
         """After a slider move: refit the roofline only when a marker of the new N would fall

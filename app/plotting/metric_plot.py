@@ -320,12 +320,34 @@ class MetricPlot(pg.PlotWidget):
         if not self.user_zoomed:
             self._fit_x_now()
 
+    def fit_xy(self, extra_x: Sequence[float] = (), extra_y: Sequence[float] = ()) -> None:
+        """`fit_x` and `fit_y` in one change of the view's range: what follows the range (the
+        roofline's roofs and their labels) follows it once, not once per axis."""
+        self._x_extra = [v for v in extra_x if drawable(v)]
+        self._y_extra = [y for y in extra_y if drawable(y)]
+        if self.user_zoomed:
+            return
+        x, y = self._x_target(), self._y_target()
+        x = None if x == self._x_range else x
+        y = None if y == self._y_range else y
+        if x is None and y is None:
+            return
+        self._x_range = x or self._x_range
+        self._y_range = y or self._y_range
+        self._setting_range = True
+        try:
+            self.plotItem.vb.setRange(xRange=x, yRange=y, padding=0)
+        finally:
+            self._setting_range = False
+
     def _fit_x_now(self) -> None:
+        self._apply_x(*self._x_target())
+
+    def _x_target(self) -> tuple[float, float]:
         if self._x_span is not None:
             lo, hi = self._x_span
             pad = 0.06 * (hi - lo)
-            self._apply_x(lo - pad, hi + pad)
-            return
+            return lo - pad, hi + pad
         xs = list(self._x_extra)
         for name in self._bounded:
             if self.items[name].isVisible():
@@ -335,7 +357,7 @@ class MetricPlot(pg.PlotWidget):
             lo, hi = min(lo, hi - 2), max(hi, lo + 2)
         else:
             lo, hi = self.default_x
-        self._apply_x(lo - 0.02, hi + 0.02)
+        return lo - 0.02, hi + 0.02
 
     def _apply_x(self, lo: float, hi: float) -> None:
         if (lo, hi) == self._x_range and not self.user_zoomed:
@@ -355,6 +377,16 @@ class MetricPlot(pg.PlotWidget):
             self._fit_y_now()
 
     def _fit_y_now(self) -> None:
+        target = self._y_target()
+        if target != self._y_range:
+            self._y_range = target
+            self._setting_range = True
+            try:
+                self.setYRange(*target, padding=0)
+            finally:
+                self._setting_range = False
+
+    def _y_target(self) -> tuple[float, float]:
         ys = list(self._y_extra)
         for name in self._bounded:
             if self.items[name].isVisible():
@@ -367,14 +399,7 @@ class MetricPlot(pg.PlotWidget):
         else:
             lo, hi = self.default_y
         pad = max(0.08 * (hi - lo), 0.3)
-        target = (lo - pad, hi + pad)
-        if target != self._y_range:
-            self._y_range = target
-            self._setting_range = True
-            try:
-                self.setYRange(*target, padding=0)
-            finally:
-                self._setting_range = False
+        return lo - pad, hi + pad
 
     def _zoomed_by_user(self, *_: object) -> None:
         if self._setting_range or self.user_zoomed:
