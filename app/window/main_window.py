@@ -161,6 +161,8 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         self._redraw_shown = own_turn(self._refresh_measured, parent=self)
         #: Results or a change of what is shown wait to be drawn (`results_drawn`).
         self._draw_due = False
+        #: The last result to arrive for the family shown, for the status bar with the redraw.
+        self._last_result: RunResult | None = None
 
         self._build_ui()
         self._build_actions()

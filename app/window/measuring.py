@@ -213,6 +213,7 @@ class Measuring:
         self.plots.set_reference(self._reference_series(s))
         self._follow_point()
         if s.backend is None:
+            self._last_result = None  # the last backend's
             self.plots.set_measured({})
             return
         key, budget = s.backend.key, s.run_budget
@@ -224,6 +225,12 @@ class Measuring:
         # repaints once for the results, not again for their legends and plot sizes.
         self.plots.flush_visibility()
         QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
+        self._show_last_result()
+
+    def _show_last_result(self) -> None:
+        last, self._last_result = self._last_result, None
+        if last is not None:
+            self.readouts.set_last(last, self._last_figures(last))
 
     def _reference_series(self, s: AppState) -> dict[str, list]:
         """Peers recorded beside ours (PyTorch SDPA): reference series, never our algorithms."""
@@ -258,8 +265,13 @@ class Measuring:
                 self._bytes_not_measured(result)
             if family_of(job.config, job.algorithm) == family_of(s.config, job.algorithm):
                 self._draw_due = True
+                # The status bar's last run goes with the redraw: its figures are then those
+                # of the point the plots draw (worked out once), whatever number arrived.
+                self._last_result = result
                 self._redraw_measured()
-            self.readouts.set_last(result, self._last_figures(result))
+            else:
+                self._last_result = None
+                self.readouts.set_last(result, self._last_figures(result))
             if not s.replay:
                 self._idle_text = f"Idle · {len(self.store)} results cached"
             if result.oom:
