@@ -479,6 +479,10 @@ class RingPanel(QWidget):
             self.topology,
         )
 
+    def prepare(self) -> None:
+        """Build what the first show would (its plots), ahead of it."""
+        self._ensure_plots()
+
     def _ensure_plots(self) -> RingPlots:
         if self.plots is None:
             self.plots = RingPlots()

@@ -57,6 +57,7 @@ from ..work.background import (
     start_compute_process,
     stop_compute_process,
 )
+from ..work.collector import freeze_long_lived
 from ..work.pacing import MODEL_WAIT_MS, RESULTS_MS, coalesced, own_turn
 from ..work.runner import Runner
 from . import settings
@@ -189,6 +190,7 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         self._deferred.setSingleShot(True)
         self._deferred.timeout.connect(self._install_animation)
         self._deferred.start(30)
+        self._prepare_rooms = own_turn(self._build_ring_plots, parent=self)
         name_widgets(self)  # every control and plot has an accessible name and description
 
     # ------------------------------------------------------------------ construction
@@ -294,6 +296,15 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
             # Its real-trace page is made when first shown: named then.
             self.animation.modeChanged.connect(lambda *_: name_widgets(self.animation))
         name_widgets(widget)
+        # The Ring tab's plots in a turn of their own (built on its first show they were one
+        # 60 ms event), then the rooms' objects out of the garbage collector's walks.
+        self._prepare_rooms()
+
+    def _build_ring_plots(self) -> None:
+        if not self._closing:
+            self.ring_panel.prepare()
+            name_widgets(self.ring_panel)
+            freeze_long_lived()
 
     def _animation_result(self, config: AttentionConfig, algorithm: str) -> RunResult | None:
         """The stored result of `config` for the animation's measured clock (None if none)."""
