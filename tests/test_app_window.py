@@ -341,3 +341,17 @@ def test_every_algorithm_a_backend_lists_gets_a_checkbox_and_a_series(qtbot, mak
         lambda: all(2048 in memory.series[f"measured_{a}"][0] for a in ALGORITHMS), timeout=5000
     )
     assert all(memory.items[f"measured_{a}"].isVisible() for a in ALGORITHMS)
+
+
+def test_the_ring_tabs_plots_are_built_before_its_first_show_and_the_rooms_frozen(
+    qtbot, make_window
+):
+    import gc
+
+    gc.unfreeze()  # whatever an earlier window froze
+    window = make_window()
+    qtbot.waitUntil(lambda: window.ring_panel.plots is not None, timeout=10_000)
+    assert not window.ring_panel.isVisible()  # built ahead of the first show
+    assert gc.get_freeze_count() > 10_000  # the rooms' objects are out of the collector's walks
+    window.tabs.setCurrentWidget(window.ring_panel)
+    assert window.ring_panel.plots.isVisible()
