@@ -288,14 +288,6 @@ def _longest_gap_opening(qtbot, window, path) -> float:
     return max(b - a for a, b in itertools.pairwise(ticks))
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known failure on a 2-core machine, now in about one run of three: the roof labels "
-    "are placed once per turn and the model redraw and legends' pass run in turns of their own, "
-    "but the backend's state fan-out (20-45 ms), the measured redraw and Qt's processing of "
-    "the plots' changed items (a queued call on the GraphicsScene, 80-140 ms in bench_gui) "
-    "can still meet in one pass of 100-110 ms; the file itself no longer holds the GUI thread",
-)
 def test_opening_a_50_mb_recording_never_stalls_the_gui_thread_100_ms(
     qtbot, make_window, large_recording, wait_started
 ):
