@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from html import escape
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED
@@ -421,6 +422,9 @@ class ExplainPane(QTextBrowser):
         self.setObjectName("explainPane")
         self.setAccessibleName("Explain")
         self.setOpenExternalLinks(False)
+        # The explanation is longer than the pane: with a scroll bar shown as needed, each new
+        # text was laid out twice (at the full width, then again beside the bar it needed).
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOn)
         self.setToolTip("The lesson's formulas for the current configuration (F1 shows/hides).")
         self._inputs: PointInputs | None = None
         self._palette: Palette = DARK

@@ -24,7 +24,24 @@ def drawable(value: float | None) -> bool:
     return value is not None and DRAWABLE[0] <= value <= DRAWABLE[1]
 
 
-class Log2NAxis(pg.AxisItem):
+class QuietAxis(pg.AxisItem):
+    """An axis that lays its label out again only when the label's text changes: pyqtgraph
+    sets it again (rich text, a layout of its own) on every range change, to follow an SI
+    prefix, and a change of what is shown moves every plot's ranges several times."""
+
+    _label_html: str | None = None
+
+    def _updateLabel(self) -> None:
+        html = self.labelString()
+        if html != self._label_html:
+            self._label_html = html
+            self.label.setHtml(html)
+            self._adjustSize()
+        self.picture = None
+        self.update()
+
+
+class Log2NAxis(QuietAxis):
     """x axis of N in log10 coordinates, ticked at powers of two (128, 512, 2k, ... 128k)."""
 
     def tickValues(self, minVal, maxVal, size):
@@ -45,7 +62,7 @@ class Log2NAxis(pg.AxisItem):
         return [short_n(2 ** round(v / _LOG2)) for v in values]
 
 
-class LogValueAxis(pg.AxisItem):
+class LogValueAxis(QuietAxis):
     """y (or x) axis in log10 coordinates, ticked at decades, printed with `formatter`."""
 
     def __init__(self, orientation: str, formatter: Callable[[float], str]) -> None:

@@ -119,6 +119,9 @@ class MetricPlot(pg.PlotWidget):
         self.plotItem.vb.setLimits(minXRange=MIN_RANGE, minYRange=MIN_RANGE)
         self._bounded: set[str] = set()
         self._spot_colors: dict[str, list[str]] = {}
+        #: How each series was last drawn (log x, point colours, palette): set_series skips a
+        #: series given again as it is drawn.
+        self._series_look: dict[str, tuple] = {}
         self._y_range: tuple[float, float] | None = None
         self._y_extra: list[float] = []
         self._x_span: tuple[float, float] | None = None  # log10; None: fit x to the data
@@ -195,7 +198,12 @@ class MetricPlot(pg.PlotWidget):
             for x, y in zip(xs, ys, strict=True)
             if drawable(y) and (drawable(x) if log_x else x is not None and math.isfinite(x))
         ]
-        self.series[name] = ([p[0] for p in pts], [p[1] for p in pts])
+        series = ([p[0] for p in pts], [p[1] for p in pts])
+        look = (log_x, tuple(self._spot_colors.get(name, ())), self._palette)
+        if series == self.series[name] and look == self._series_look.get(name, look):
+            return  # as drawn: a change redraws many series that it leaves as they were
+        self.series[name] = series
+        self._series_look[name] = look
         item = self.items[name]
         if not isinstance(item, LayerMarkers):
             self.picture.touched()

@@ -22,7 +22,7 @@ from gpu.model.links import Topology
 from gpu.results import RunResult
 from gpu.ring.model import device_peak_bytes
 
-from ..plotting.axes import Log2NAxis
+from ..plotting.axes import Log2NAxis, QuietAxis
 from ..plotting.labelled_line import LabelledLine
 from ..plotting.metric_plot import MetricPlot
 from ..plotting.plot_items import Style, with_alpha
@@ -46,14 +46,14 @@ def p_color(devices: int, dark: bool) -> str:
     return QColor.fromHsvF(0.6 * (1 - t), 0.6 if dark else 0.8, 0.95 if dark else 0.75).name()
 
 
-class BytesAxis(pg.AxisItem):
+class BytesAxis(QuietAxis):
     """A linear axis printed in bytes (memory per device)."""
 
     def tickStrings(self, values, scale, spacing):  # type: ignore[no-untyped-def]
         return [fmt_bytes_axis(v) if v > 0 else "0" for v in values]
 
 
-class PercentAxis(pg.AxisItem):
+class PercentAxis(QuietAxis):
     """A linear axis of fractions printed as percentages (efficiency)."""
 
     def tickStrings(self, values, scale, spacing):  # type: ignore[no-untyped-def]

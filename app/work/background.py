@@ -32,7 +32,7 @@ from typing import Any
 from PySide6.QtCore import QCoreApplication, QObject, Signal
 from superqt.utils import create_worker
 
-from .child_process import KeeperThread, die_with_parent
+from .child_process import KeeperThread, background_child
 
 #: LatestOnly objects whose owner went away while their job ran (see LatestOnly.abandon).
 _abandoned: set[LatestOnly] = set()
@@ -244,7 +244,7 @@ def _start_pool() -> ProcessPoolExecutor:
     pool = ProcessPoolExecutor(
         1,
         mp_context=multiprocessing.get_context("spawn"),
-        initializer=die_with_parent,
+        initializer=background_child,
         initargs=(os.getpid(),),
     )
     pool.submit(int)  # the process starts here, on the keeper thread

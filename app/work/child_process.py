@@ -13,6 +13,12 @@ parent's stdout, so that `main.py render ... | grep ...` never ends. Each child 
 - Ctrl+C in a terminal reaches the whole process group: the child ignores SIGINT (it printed a
   KeyboardInterrupt traceback) and the parent, which handles it, shuts the child down.
 
+A child does background work, so it runs at a lower scheduling priority (`lower_priority`):
+on a machine of two cores a busy child would otherwise take a core from the GUI thread, and the
+threads of the app's own process (the one that waits for the child's answer and reads it,
+holding the interpreter) would be preempted in turn, so that the GUI thread waits for the
+interpreter, not for a core.
+
 PDEATHSIG follows the *thread* that started the child, so `KeeperThread` starts children from
 a thread that lives as long as the process. The resource tracker that multiprocessing starts
 beside them reads a pipe the children hold: it ends on its own once they are gone.
@@ -22,6 +28,7 @@ No Qt here: this module runs in the children.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -35,6 +42,8 @@ from typing import Any
 
 #: How often a child checks that its parent is alive where the kernel cannot tell it.
 WATCH_INTERVAL_S = 0.25
+#: How much lower a child's scheduling priority is than the app's (POSIX nice).
+BACKGROUND_NICENESS = 10
 _PR_SET_PDEATHSIG = 1
 
 
@@ -48,6 +57,20 @@ def die_with_parent(parent_pid: int) -> None:
     threading.Thread(
         target=_watch_parent, args=(parent_pid,), name="tilescope-parent-watch", daemon=True
     ).start()
+
+
+def background_child(parent_pid: int) -> None:
+    """Initializer of a child that does background work: it dies with `parent_pid` and yields
+    the CPU to the app (see the module)."""
+    die_with_parent(parent_pid)
+    lower_priority()
+
+
+def lower_priority() -> None:
+    """This process at BACKGROUND_NICENESS below its parent; where it cannot be lowered, as
+    it is."""
+    with contextlib.suppress(OSError, AttributeError):  # no os.nice (Windows): as it is
+        os.nice(BACKGROUND_NICENESS)
 
 
 def _kill_me_with_parent() -> None:

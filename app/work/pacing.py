@@ -188,7 +188,10 @@ class _TurnQueue(QObject):
 
     A zero-interval timer, not a posted event, starts each: Qt delivers a chain of posted
     events ahead of due timers (a 10 ms heartbeat was seen starved for 50 ms by a chain of
-    5 ms events), while timers that fall due meanwhile run between two timer-started jobs."""
+    5 ms events), while timers that fall due meanwhile run between two timer-started jobs.
+    The timer is started once the events posted before it have been delivered (a posted
+    event of low priority does it): started at once, it fell due before a timer that fell due
+    while those events ran (a change's repaint), and the job ran straight after them."""
 
     def __init__(self) -> None:
         super().__init__(QCoreApplication.instance())
@@ -197,16 +200,31 @@ class _TurnQueue(QObject):
         self._timer.setSingleShot(True)
         self._timer.setInterval(0)
         self._timer.timeout.connect(self._run_one)
+        self._arming = False
 
     def add(self, job: OwnTurn) -> None:
         if job not in self.jobs:
             self.jobs.append(job)
-        if not self._timer.isActive():
-            self._timer.start()
+        self._arm()
 
     def remove(self, job: OwnTurn) -> None:
         if job in self.jobs:
             self.jobs.remove(job)
+
+    def _arm(self) -> None:
+        if not self._arming and not self._timer.isActive():
+            self._arming = True
+            QCoreApplication.postEvent(
+                self, QEvent(_ARM_TURN), Qt.EventPriority.LowEventPriority.value
+            )
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == _ARM_TURN:
+            self._arming = False
+            if self.jobs and not self._timer.isActive():
+                self._timer.start()
+            return True
+        return super().event(event)
 
     def _run_one(self) -> None:
         if not self.jobs:
@@ -216,12 +234,12 @@ class _TurnQueue(QObject):
             if shiboken6.isValid(job):  # its owner may have gone meanwhile
                 job.run()
         finally:
-            # The next job in a later turn, started after this one: a timer that fell due
-            # while it ran (an earlier deadline) goes first.
-            if self.jobs and not self._timer.isActive():
-                self._timer.start()
+            # The next job in a later turn, after the events this one posted (its repaint).
+            if self.jobs:
+                self._arm()
 
 
+_ARM_TURN = QEvent.Type(QEvent.registerEventType())
 _turns: _TurnQueue | None = None
 
 
