@@ -320,6 +320,26 @@ def test_the_strip_chart_says_not_measured_without_samples(qtbot, make_window):
     assert "not measured" in strip.title.text() and "2\u2009048" in strip.title.text()
 
 
+def test_the_strip_chart_keeps_its_room_for_a_shape_without_samples(qtbot, make_window):
+    window = make_window(ProfilingBackend())
+    _settled(qtbot, window)
+    strip = window.plots.strip
+    window.controls.measure_bytes.click()
+    qtbot.waitUntil(lambda: not strip.is_empty(), timeout=5000)
+    window.controls.measure_bytes.click()  # off: the next shape is timed only
+    _settled(qtbot, window)
+    placed = [view.geometry() for view in window.plots.views()]
+    window.controls.set_config(window.config.with_(heads=window.config.heads * 2))
+    _settled(qtbot, window)
+    window.plots.flush_model()
+    qtbot.wait(50)
+    # Nothing of this shape has samples, but some shape shown had: the chart keeps its room,
+    # says so, and no plot changed size (a relayout and a full repaint of every plot).
+    assert not window.plots._any_samples
+    assert strip.is_empty() and strip.plot.isVisibleTo(window) and strip.note.isVisible()
+    assert [view.geometry() for view in window.plots.views()] == placed
+
+
 def test_arriving_results_are_drawn_with_their_legends_and_layout_in_one_turn(
     qtbot, make_window, window_settings
 ):

@@ -172,6 +172,10 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, QWidge
         self._measured: dict[str, list[RunResult]] = {a: [] for a in ALGOS}
         self._by_n: dict[str, dict[int, RunResult]] = {a: {} for a in ALGOS}
         self._any_samples = False  # some result of the family carries counter samples
+        #: Some result shown since the backend came carried samples: the strip chart keeps its
+        #: room from then on, so changing the shape never changes the plots' sizes (each
+        #: change of them relays out and repaints every plot in full).
+        self._samples_seen = False
         self._gpu: GpuSpec | None = None
         self._gpu_label = ""
         self._time_model_gpu: GpuSpec | None = None
@@ -266,6 +270,7 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, QWidge
                 self.set_n_span(SEQ_MIN, SEQ_MAX)
         if change.changed("backend"):
             self.set_recorded_note(s.backend.backend.label() if s.replay else "")
+            self._samples_seen = False
         if change.changed("budget", "budget_line_label"):
             self.set_budget(s.budget.line_bytes, s.budget_line_label)
         # While a backend starts (none ready) the roofs stay those of the last one: its
@@ -473,7 +478,8 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, QWidge
         self._any_samples = any(
             t.strip.t_us for a in ALGOS for r in self._measured[a] for t in r.traffic
         )
-        self.strip.set_collapsed(not self._any_samples)
+        self._samples_seen |= self._any_samples
+        self.strip.set_collapsed(not self._samples_seen)
         if not changed:  # nothing to redraw; the markers follow the config all the same
             self._measured_markers()
             self._paced_strip()
