@@ -10,6 +10,7 @@ import app.ring.panel as ring_panel
 import app.state.ring.runs as ring_runs
 from app.ring.panel import RingPanel, ring_run_to_show
 from app.state.app_state import StateModel
+from app.state.ring.curves import CURVE_DEVICES
 from app.state.ring.playback import FULL_RING_MAX, MEASURED_CLOCK, MODEL_CLOCK
 from app.state.ring.runs import RECORDED
 from app.state.units import fmt_int
@@ -136,6 +137,18 @@ def test_model_curves_for_1_to_1024_devices_appear_labelled_model(qtbot, panel):
     assert p.player.clock.source == MODEL_CLOCK
     assert p.timeline_summary.text().startswith("Model")
     assert p.plots.memory["source"] == "model"
+
+
+def test_a_prepared_panel_holds_the_items_of_every_set_of_curves_before_any_arrives(qtbot):
+    p = RingPanel(StateSignal(StateModel()))
+    qtbot.addWidget(p)
+    assert p.plots is None  # built on first show, or by prepare ahead of it
+    p.prepare()
+    qtbot.waitUntil(lambda: not p._prepare_items.pending, timeout=2000)
+    assert p.curves is None  # nothing drawn yet
+    for devices in CURVE_DEVICES:  # each P that ring_curves always draws
+        assert f"model_p{devices}" in p.plots.time_plot.items, devices
+        assert f"measured_p{devices}" in p.plots.time_plot.items, devices
 
 
 def test_a_1024_device_ring_is_drawn_summarised_and_plays(qtbot, panel):

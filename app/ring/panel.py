@@ -74,7 +74,7 @@ from ..window.plain_text import PlainLabel, tooltip
 from ..window.state_signal import StateSignal
 from ..window.theme import Palette, palette
 from ..work.background import LatestOnly, in_process
-from ..work.pacing import LANES_MS, RESULTS_MS, coalesced
+from ..work.pacing import LANES_MS, RESULTS_MS, coalesced, own_turn
 from .plots import RingPlots
 from .timeline_view import RingTimelineView
 from .view import RingView
@@ -109,6 +109,7 @@ class RingPanel(QWidget):
         self._worker = LatestOnly(self)
         self._paced_curves = coalesced(self._request_curves, LANES_MS, parent=self)
         self._paced_refresh = coalesced(self._refresh_if_stale, RESULTS_MS, parent=self)
+        self._prepare_items = own_turn(self._prepare_plot_items, parent=self)
         self._timer = QTimer(self)
         self._timer.setTimerType(Qt.TimerType.PreciseTimer)
         self._timer.setInterval(FRAME_MS)
@@ -480,8 +481,15 @@ class RingPanel(QWidget):
         )
 
     def prepare(self) -> None:
-        """Build what the first show would (its plots), ahead of it."""
+        """Build what the first show would (its plots), ahead of it; the items of the P that
+        every set of curves draws follow in a turn of their own (the first curves to arrive
+        made them: some 30 ms in the turn that delivered them)."""
         self._ensure_plots()
+        self._prepare_items()
+
+    def _prepare_plot_items(self) -> None:
+        if self.plots is not None:
+            self.plots.prepare()
 
     def _ensure_plots(self) -> RingPlots:
         if self.plots is None:

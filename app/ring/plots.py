@@ -10,6 +10,7 @@ drawn from finished data (`RingCurves`, computed off the GUI thread, and the rin
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import replace
 
 import pyqtgraph as pg
@@ -26,7 +27,7 @@ from ..plotting.axes import Log2NAxis, QuietAxis
 from ..plotting.labelled_line import LabelledLine
 from ..plotting.metric_plot import MetricPlot
 from ..plotting.plot_items import Style, with_alpha
-from ..state.ring.curves import RingCurves
+from ..state.ring.curves import CURVE_DEVICES, RingCurves
 from ..state.ring.playback import shown_devices
 from ..state.ring.runs import RingRun
 from ..state.units import fmt_bytes_axis, fmt_int, fmt_ms_axis
@@ -214,17 +215,23 @@ class RingPlots(QWidget):
             label.fill = fill
         self.node_line.set_style(pal.muted, 1.0, Qt.PenStyle.DotLine)
 
-    def _ensure(self, devices: int) -> None:
-        """The time plot's items for P = `devices`, made on first use."""
-        if devices in self._keys:
-            return
-        self._keys.add(devices)
-        key = p_key(devices)
-        self.time_plot.add(f"model_p{devices}", "", Style(key, 1.6, Qt.PenStyle.DashLine))
-        self.time_plot.add(
-            f"measured_p{devices}", "", Style(key, 0, symbol=MEASURED_SYMBOL, line=False)
-        )
-        self._restyle()
+    def prepare(self) -> None:
+        """The time plot's items of the P that every set of curves draws, ahead of them."""
+        self._ensure(CURVE_DEVICES)
+
+    def _ensure(self, devices: Iterable[int]) -> None:
+        """The time plot's items for each P in `devices`, made on first use and styled in one
+        pass (a restyle goes over every item of both plots)."""
+        new = sorted(set(devices) - self._keys)
+        for p in new:
+            self._keys.add(p)
+            key = p_key(p)
+            self.time_plot.add(f"model_p{p}", "", Style(key, 1.6, Qt.PenStyle.DashLine))
+            self.time_plot.add(
+                f"measured_p{p}", "", Style(key, 0, symbol=MEASURED_SYMBOL, line=False)
+            )
+        if new:
+            self._restyle()
 
     # ------------------------------------------------------------------ data
 
@@ -257,8 +264,7 @@ class RingPlots(QWidget):
         ps = set(family_runs) | (set(curves.over_n) if curves is not None else set())
         if singles:
             ps.add(1)
-        for p in sorted(ps):
-            self._ensure(p)
+        self._ensure(ps)
         visible: list[str] = []
         kinds: set[str] = set()
         for p in sorted(self._keys):
