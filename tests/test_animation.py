@@ -568,3 +568,20 @@ def test_large_n_plays_over_a_cached_background_drawing_no_more_than_small_n(wid
     assert len(widget.canvas.paint_ms) >= 60
     image = widget.grab().toImage()
     assert image.width() > 0 and not image.isNull()
+
+
+def test_canvas_fonts_measure_each_text_of_a_held_font_once_and_others_exactly(qtbot):
+    from PySide6.QtGui import QFont, QFontMetricsF
+
+    from app.animation.canvas_text import WIDTHS_KEPT, Fonts
+
+    fonts = Fonts()
+    texts = ["Q tile", "SRAM 228 KiB", "HBM → SRAM", "Q tile"]
+    widths = [fonts.width(t, fonts.norm) for t in texts]
+    assert widths == [QFontMetricsF(fonts.norm).horizontalAdvance(t) for t in texts]
+    assert len(fonts._widths) == 3  # the repeated text was measured once
+    other = QFont("DejaVu Sans Mono", 14)  # another font: its own metrics, never the last one's
+    assert fonts.width("K", other) == QFontMetricsF(other).horizontalAdvance("K")
+    for i in range(WIDTHS_KEPT + 10):  # figures of many scenes: the kept set stays bounded
+        fonts.width(f"{i} GB/s", fonts.small)
+    assert len(fonts._widths) <= WIDTHS_KEPT

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QFont, QFontMetricsF
 
+#: How many measured text widths a canvas keeps (a few scenes' worth).
+WIDTHS_KEPT = 8192
 #: Fractions of an end value whose formatted strings bound a running value's width.
 FRACTIONS = (0.0, 0.001, 0.0099, 0.099, 0.37, 0.999, 1.0)
 
@@ -38,16 +40,35 @@ class Fonts:
         self.mono_b = QFont("DejaVu Sans Mono", 9, QFont.Weight.Bold)
         self.mono_small_b = QFont("DejaVu Sans Mono", 8, QFont.Weight.Bold)
         self._metrics: dict[str, QFontMetricsF] = {}
+        #: Metrics by font object: a layout asks for thousands of widths, and QFont.key() costs
+        #: more than the look-up (the font is held, so its id is never another's).
+        self._by_font: dict[int, tuple[QFont, QFontMetricsF]] = {}
+        #: Widths by (font object, text): a new scene lays out mostly the texts of the last.
+        self._widths: dict[tuple[int, str], float] = {}
 
     def metrics(self, font: QFont) -> QFontMetricsF:
+        held = self._by_font.get(id(font))
+        if held is not None and held[0] is font:
+            return held[1]
         key = font.key()
         fm = self._metrics.get(key)
         if fm is None:
             fm = self._metrics[key] = QFontMetricsF(font)
+        if len(self._by_font) < len(self._metrics) + 16:  # the canvas's own fonts, not copies
+            self._by_font[id(font)] = (font, fm)
         return fm
 
     def width(self, text: str, font: QFont) -> float:
-        return self.metrics(font).horizontalAdvance(text)
+        fm = self.metrics(font)
+        if id(font) not in self._by_font:  # a font not held: its id may be another's later
+            return fm.horizontalAdvance(text)
+        key = (id(font), text)
+        w = self._widths.get(key)
+        if w is None:
+            if len(self._widths) >= WIDTHS_KEPT:
+                self._widths.clear()  # figures change with every scene: keep the set small
+            w = self._widths[key] = fm.horizontalAdvance(text)
+        return w
 
     def height(self, font: QFont) -> float:
         return self.metrics(font).height()
