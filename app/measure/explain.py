@@ -422,8 +422,8 @@ class ExplainPane(QTextBrowser):
         self.setObjectName("explainPane")
         self.setAccessibleName("Explain")
         self.setOpenExternalLinks(False)
-        # The explanation is longer than the pane: with a scroll bar shown as needed, each new
-        # text was laid out twice (at the full width, then again beside the bar it needed).
+        # The explanation is longer than the pane: with a scroll bar shown only as needed, each
+        # new text would be laid out twice (at the full width, then beside the bar it needs).
         self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOn)
         self.setToolTip("The lesson's formulas for the current configuration (F1 shows/hides).")
         self._inputs: PointInputs | None = None

@@ -482,8 +482,8 @@ class RingPanel(QWidget):
 
     def prepare(self) -> None:
         """Build what the first show would (its plots), ahead of it; the items of the P that
-        every set of curves draws follow in a turn of their own (the first curves to arrive
-        made them: some 30 ms in the turn that delivered them)."""
+        every set of curves draws follow in a turn of their own (made when the first curves
+        arrive, they cost some 30 ms of the turn that delivers them)."""
         self._ensure_plots()
         self._prepare_items()
 

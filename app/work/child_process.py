@@ -14,10 +14,8 @@ parent's stdout, so that `main.py render ... | grep ...` never ends. Each child 
   KeyboardInterrupt traceback) and the parent, which handles it, shuts the child down.
 
 A child does background work, so it runs at a lower scheduling priority (`lower_priority`):
-on a machine of two cores a busy child would otherwise take a core from the GUI thread, and the
-threads of the app's own process (the one that waits for the child's answer and reads it,
-holding the interpreter) would be preempted in turn, so that the GUI thread waits for the
-interpreter, not for a core.
+on a machine of two cores a busy child would otherwise take a core from the GUI thread and
+from the app's thread that reads the child's answers.
 
 PDEATHSIG follows the *thread* that started the child, so `KeeperThread` starts children from
 a thread that lives as long as the process. The resource tracker that multiprocessing starts

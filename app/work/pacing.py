@@ -190,8 +190,9 @@ class _TurnQueue(QObject):
     events ahead of due timers (a 10 ms heartbeat was seen starved for 50 ms by a chain of
     5 ms events), while timers that fall due meanwhile run between two timer-started jobs.
     The timer is started once the events posted before it have been delivered (a posted
-    event of low priority does it): started at once, it fell due before a timer that fell due
-    while those events ran (a change's repaint), and the job ran straight after them."""
+    event of low priority does it): started at once, it would fall due ahead of a timer that
+    falls due while those events run (a change's repaint), and the job would run straight
+    after them."""
 
     def __init__(self) -> None:
         super().__init__(QCoreApplication.instance())
