@@ -4,6 +4,8 @@ painting its whole scene again shows, after moves and after the data change unde
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from PySide6.QtGui import QImage
@@ -115,3 +117,54 @@ def test_moving_markers_keep_their_series_visibility_and_legend_rows(plot):
     plot.set_visible_items(["line", "here", "l2"])
     assert plot.legend_texts() == ["a line", "at L2"]  # an unlabelled marker set has no row
     assert plot.items["here"].isVisible() and not plot.items["dots"].isVisible()
+
+
+def test_plots_changed_together_paint_their_scenes_one_per_turn_on_the_screen(qtbot):
+    from PySide6.QtCore import QTimer
+
+    holder = QWidget()
+    qtbot.addWidget(holder)
+    lay = QVBoxLayout(holder)
+    plots = []
+    ns = [128 * 2**k for k in range(11)]
+    for name in ("first", "second", "third"):
+        p = MetricPlot(f"{name}Plot", name, "bytes", str)
+        p.add("line", "a line", Style("naive", 2.0))
+        p.apply_palette(palette("dark"))
+        p.set_x_span(128, 131072)
+        p.set_series("line", ns, [n * n for n in ns])
+        p.fit_y()
+        lay.addWidget(p)
+        plots.append(p)
+    holder.resize(500, 700)
+    holder.show()
+    qtbot.waitExposed(holder)
+    qtbot.wait(50)
+    events: list[str] = []
+    for p in plots:
+        refresh = p.picture._refresh
+
+        def recorded(viewport, region, p=p, refresh=refresh):  # type: ignore[no-untyped-def]
+            events.append(p.objectName())
+            refresh(viewport, region)
+
+        p.picture._refresh = recorded
+    tick = QTimer()
+    tick.setInterval(0)  # due at every turn of the event loop
+    tick.timeout.connect(lambda: events.append("tick"))
+    tick.start()
+    for k, p in enumerate(plots):  # one change redraws all three
+        p.set_series("line", ns, [(k + 2) * n * n for n in ns])
+        p.viewport().update()  # the repaint of its scene that the change asks for
+    qtbot.waitUntil(lambda: all(p.objectName() in events for p in plots), timeout=5000)
+    tick.stop()
+    painted = [e for e in events if e != "tick"]
+    assert painted == ["firstPlot", "secondPlot", "thirdPlot"]  # once each, oldest first
+    at = [events.index(name) for name in painted]
+    assert all("tick" in events[i + 1 : j] for i, j in itertools.pairwise(at)), events
+    # A grab (not the screen) still gets every picture up to date at once.
+    for k, p in enumerate(plots):
+        p.set_series("line", ns, [(k + 5) * n * n for n in ns])
+    events.clear()
+    holder.grab()
+    assert sorted(events) == ["firstPlot", "secondPlot", "thirdPlot"]

@@ -12,6 +12,8 @@ from PySide6.QtGui import QFont, QFontMetricsF
 
 #: How many measured text widths a canvas keeps (a few scenes' worth).
 WIDTHS_KEPT = 8192
+#: How many font objects a canvas keeps metrics for by identity (its own ten, with room).
+FONTS_HELD = 32
 #: Fractions of an end value whose formatted strings bound a running value's width.
 FRACTIONS = (0.0, 0.001, 0.0099, 0.099, 0.37, 0.999, 1.0)
 
@@ -54,7 +56,7 @@ class Fonts:
         fm = self._metrics.get(key)
         if fm is None:
             fm = self._metrics[key] = QFontMetricsF(font)
-        if len(self._by_font) < len(self._metrics) + 16:  # the canvas's own fonts, not copies
+        if len(self._by_font) < FONTS_HELD:  # the canvas's own fonts, not a stream of copies
             self._by_font[id(font)] = (font, fm)
         return fm
 

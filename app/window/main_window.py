@@ -296,8 +296,8 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
             # Its real-trace page is made when first shown: named then.
             self.animation.modeChanged.connect(lambda *_: name_widgets(self.animation))
         name_widgets(widget)
-        # The Ring tab's plots in a turn of their own (built on its first show they were one
-        # 60 ms event), then the rooms' objects out of the garbage collector's walks.
+        # The Ring tab's plots in a turn of their own (built on its first show they would be
+        # one 60 ms event), then the rooms' objects out of the garbage collector's walks.
         self._prepare_rooms()
 
     def _build_ring_plots(self) -> None:
