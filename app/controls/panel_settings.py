@@ -1,12 +1,10 @@
 """What the controls panel keeps between runs of the app: its config, algorithms, backend,
-budget and devices saved to QSettings, and restored in one update of the app state (a value
+budget and devices saved in the settings, and restored in one update of the app state (a value
 that is missing, of the wrong type or no longer valid is ignored on its own)."""
 
 from __future__ import annotations
 
 import contextlib
-
-from PySide6.QtCore import QSettings
 
 from gpu.config import FORWARD, ConfigError
 from gpu.model.layer_stack import LAYERS_MAX, LAYERS_MIN
@@ -14,13 +12,14 @@ from gpu.model.layer_stack import LAYERS_MAX, LAYERS_MIN
 from ..state.budget import BUDGET_PRESETS
 from ..state.ring.devices import parse_devices
 from ..window import settings
+from ..window.settings_store import SettingsStore
 from .choices import ALGORITHM_ORDER
 
 
 class PanelSettings:
     """Saving and restoring the controls panel (a part of ControlsPanel)."""
 
-    def save(self, s: QSettings) -> None:
+    def save(self, s: SettingsStore) -> None:
         st = self.state.value
         c = st.config
         s.beginGroup("controls")
@@ -47,7 +46,7 @@ class PanelSettings:
         s.setValue("devices", st.devices)
         s.endGroup()
 
-    def restore(self, s: QSettings) -> None:
+    def restore(self, s: SettingsStore) -> None:
         """Apply saved values in one update; each is type-checked (app/window/settings.py), and one
         that is missing, of the wrong type or no longer valid is ignored on its own."""
         state = self.state.value

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QSettings, QStandardPaths, Qt, Signal
+from PySide6.QtCore import QObject, QStandardPaths, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QComboBox,
@@ -47,6 +47,7 @@ from . import settings
 from .accessibility import name_widgets
 from .actions import make_action
 from .plain_text import PlainLabel, ask, menu_text, tooltip
+from .settings_store import SettingsStore
 from .theme import THEMES
 
 RECENT_KEY = "recent/files"
@@ -752,7 +753,7 @@ class FileMenu(QObject):
     # ------------------------------------------------------------------ recent files
 
     @property
-    def settings(self) -> QSettings:
+    def settings(self) -> SettingsStore:
         return self.window.settings
 
     def recent_files(self) -> list[str]:

@@ -66,6 +66,7 @@ from .backend_control import BackendControl
 from .lesson_strip import LessonStrip
 from .measuring import SWEEP_TIP, Measuring
 from .plain_text import PlainLabel, tooltip
+from .settings_store import SettingsStore
 from .state_signal import StateSignal
 from .status import (
     ConfigNotes,
@@ -125,7 +126,8 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         self.setWindowTitle("Tilescope — the attention memory wall")
         self.setWindowIcon(QIcon(str(icon_path())))
         self.backend_factory: BackendFactory = backend_factory or create_backend
-        self.settings = settings if settings is not None else default_settings()
+        #: Read once, written off the GUI thread (app/window/settings_store.py).
+        self.settings = SettingsStore(settings if settings is not None else default_settings())
         #: The app state: controls write to it, every view follows it.
         self.model = StateModel()
         self.state = StateSignal(self.model, self)
@@ -593,7 +595,7 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         s.setValue("lesson/dismissed", self.lesson.isHidden())
         s.setValue("window/geometry", self.saveGeometry())
         s.setValue("window/state", self.saveState())
-        s.sync()
+        s.sync()  # waits for the writer thread (SYNC_WAIT_S at most)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         if not self._closing:

@@ -14,7 +14,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QSettings
+from PySide6.QtCore import QByteArray
+
+from .settings_store import SettingsStore
 
 log = logging.getLogger("tilescope.settings")
 
@@ -122,7 +124,7 @@ KEYS: dict[str, Kind] = {
 }
 
 
-def read(settings: QSettings, key: str, default: Any = MISSING) -> Any:
+def read(settings: SettingsStore, key: str, default: Any = MISSING) -> Any:
     """The value stored under `key` (one of KEYS), converted to its kind; `default` when it is
     absent or refused (a refusal is logged once per read, naming the key and why)."""
     kind = KEYS[key]
@@ -142,7 +144,7 @@ def read(settings: QSettings, key: str, default: Any = MISSING) -> Any:
         return default
 
 
-def read_in(settings: QSettings, key: str, allowed: Any, default: Any = MISSING) -> Any:
+def read_in(settings: SettingsStore, key: str, allowed: Any, default: Any = MISSING) -> Any:
     """`read`, and the value must also be one of `allowed` (a theme, a preset name)."""
     value = read(settings, key, default)
     if value is default or value in allowed:
