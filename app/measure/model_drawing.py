@@ -38,7 +38,7 @@ class ModelDrawing:
 
     def _draw_model(self, curves: ModelCurves) -> None:
         """Draw a finished set of model curves, all in one step."""
-        prime(curves.costs, curves.bands)
+        prime(curves.figures)
         self._model = curves
         plots = {"memory": self.memory, "traffic": self.traffic, "timing": self.timing}
         for (plot, name), (xs, ys) in curves.series.items():

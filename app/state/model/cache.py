@@ -6,12 +6,20 @@ compulsory, L2-aware, no reuse; the L2-aware figure walks the cache model too), 
 roofline verdict of one algorithm at one config (`verdict`), measured figures included when a
 result is given. The first two can be primed with figures computed elsewhere (the model curves
 are computed in a separate process, which hands back every figure it worked out).
+
+Primed figures are kept pickled (`Packed`), each under a key of plain values, and made into
+objects when first asked for. Held as objects, the thousands a session primes (each cost and
+band a tree of a dozen objects) were walked by every full garbage collection: on the 2-core
+machine one collection then held the GUI thread 20-60 ms. Bytes under tuples of plain values
+are nothing the collector walks; only the figures the GUI thread asked for are objects.
 """
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, fields, replace
+from operator import attrgetter
 
 from gpu.config import AttentionConfig
 from gpu.model.costmodel import AlgorithmCost, GpuSpec, TrafficBand, algorithm_cost, traffic_band
@@ -20,12 +28,46 @@ from gpu.results import RunResult
 
 from ..family import cache_config
 
+#: Figures held as objects per memo (those the GUI thread asked for), and pickled ones per store.
 MAX_ENTRIES = 8192
+MAX_PACKED = 8192
 _memo: dict[tuple[AttentionConfig, str], AlgorithmCost] = {}
 _bands: dict[tuple[AttentionConfig, str, GpuSpec], TrafficBand] = {}
 _verdicts: dict[tuple[AttentionConfig, str, GpuSpec, RunResult | None], AlgorithmVerdict] = {}
 
 BandKey = tuple[AttentionConfig, str, GpuSpec]
+
+_config_values = attrgetter(*(f.name for f in fields(AttentionConfig)))
+
+
+def plain_key(config: AttentionConfig, algorithm: str) -> tuple:
+    """`config`'s fields and `algorithm` as a tuple of plain values (ints, strings, bools)."""
+    return (*_config_values(config), algorithm)
+
+
+@dataclass(frozen=True)
+class Packed:
+    """Figures worked out elsewhere, each pickled, by `plain_key` (bands also by GPU)."""
+
+    costs: dict[tuple, bytes]
+    bands: dict[GpuSpec, dict[tuple, bytes]]
+
+
+def pack(
+    costs: Mapping[tuple[AttentionConfig, str], AlgorithmCost],
+    bands: Mapping[BandKey, TrafficBand],
+) -> Packed:
+    """The figures as `prime` keeps them (done where they were computed, off the GUI thread)."""
+    by_gpu: dict[GpuSpec, dict[tuple, bytes]] = {}
+    for (config, algorithm, gpu), b in bands.items():
+        by_gpu.setdefault(gpu, {})[plain_key(config, algorithm)] = pickle.dumps(b, protocol=5)
+    return Packed(
+        {plain_key(c, a): pickle.dumps(v, protocol=5) for (c, a), v in costs.items()}, by_gpu
+    )
+
+
+_packed_costs: dict[tuple, bytes] = {}
+_packed_bands: dict[GpuSpec, dict[tuple, bytes]] = {}
 
 
 def _put(memo: dict, key: object, value: object) -> None:
@@ -35,31 +77,43 @@ def _put(memo: dict, key: object, value: object) -> None:
 
 
 def cost(config: AttentionConfig, algorithm: str) -> AlgorithmCost:
-    key = (config, algorithm)
-    hit = _memo.get(key)
+    hit = known(config, algorithm)
     if hit is None:
         hit = algorithm_cost(config, algorithm)
-        _put(_memo, key, hit)
+        _put(_memo, (config, algorithm), hit)
     return hit
 
 
 def known(config: AttentionConfig, algorithm: str) -> AlgorithmCost | None:
-    """The memoized figure, or None if it was not worked out yet (never computes)."""
-    return _memo.get((config, algorithm))
+    """The memoized or primed figure, or None if it was not worked out yet (never computes)."""
+    key = (config, algorithm)
+    hit = _memo.get(key)
+    if hit is None:
+        blob = _packed_costs.get(plain_key(config, algorithm))
+        if blob is not None:
+            hit = pickle.loads(blob)
+            _put(_memo, key, hit)
+    return hit
 
 
 def band(config: AttentionConfig, algorithm: str, gpu: GpuSpec) -> TrafficBand:
     """Compulsory ≤ L2-aware ≤ no-reuse DRAM traffic of `algorithm` at `config` on `gpu`."""
-    key = (config, algorithm, gpu)
-    hit = _bands.get(key)
+    hit = known_band(config, algorithm, gpu)
     if hit is None:
         hit = traffic_band(config, algorithm, gpu)
-        _put(_bands, key, hit)
+        _put(_bands, (config, algorithm, gpu), hit)
     return hit
 
 
 def known_band(config: AttentionConfig, algorithm: str, gpu: GpuSpec) -> TrafficBand | None:
-    return _bands.get((config, algorithm, gpu))
+    key = (config, algorithm, gpu)
+    hit = _bands.get(key)
+    if hit is None:
+        blob = _packed_bands.get(gpu, {}).get(plain_key(config, algorithm))
+        if blob is not None:
+            hit = pickle.loads(blob)
+            _put(_bands, key, hit)
+    return hit
 
 
 def verdict(
@@ -95,18 +149,19 @@ def known_verdict(
     return verdict(config, algorithm, gpu, result)
 
 
-def prime(
-    costs: Mapping[tuple[AttentionConfig, str], AlgorithmCost],
-    bands: Mapping[BandKey, TrafficBand] | None = None,
-) -> None:
-    """Add figures computed elsewhere."""
-    if len(_memo) + len(costs) > MAX_ENTRIES:
-        _memo.clear()
-    _memo.update(costs)
-    if bands:
-        if len(_bands) + len(bands) > MAX_ENTRIES:
-            _bands.clear()
-        _bands.update(bands)
+def prime(packed: Packed) -> None:
+    """Add figures computed elsewhere (`pack`)."""
+    _add_packed(_packed_costs, packed.costs)
+    for gpu, blobs in packed.bands.items():
+        if gpu not in _packed_bands and len(_packed_bands) >= 4:
+            _packed_bands.clear()  # a few GPUs a session: start afresh rather than grow
+        _add_packed(_packed_bands.setdefault(gpu, {}), blobs)
+
+
+def _add_packed(store: dict[tuple, bytes], blobs: dict[tuple, bytes]) -> None:
+    if len(store) + len(blobs) > MAX_PACKED:
+        store.clear()
+    store.update(blobs)
 
 
 def clear() -> None:
@@ -114,3 +169,5 @@ def clear() -> None:
     _memo.clear()
     _bands.clear()
     _verdicts.clear()
+    _packed_costs.clear()
+    _packed_bands.clear()

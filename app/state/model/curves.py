@@ -4,13 +4,14 @@ Computing them walks the tiled model's query tiles at every grid point (tens of 
 the four algorithms), so the plots ask for them in a separate process (a thread would hold the
 GIL the GUI thread needs) and draw the finished set in one go. The same job works out the costs
 and traffic bands at every slider stop and hands them back with the curves (`costs`, `bands`),
-so the markers that follow the slider afterwards are memo look-ups.
+so the markers that follow the slider afterwards are memo look-ups (packed where they were
+computed: app/state/model/cache.py says why).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED
 from gpu.config import AttentionConfig
@@ -20,7 +21,7 @@ from gpu.model.roofline import algorithm_verdict
 
 from ..family import Family
 from ..seq_scale import SEQ_MAX, SEQ_MIN, log_grid
-from .cache import BandKey
+from .cache import BandKey, Packed, pack
 from .cache import band as memo_band
 from .cache import cost as memo_cost
 
@@ -43,11 +44,10 @@ class ModelCurves:
     algorithms: tuple[str, ...]
     time_gpu: GpuSpec | None
     series: dict[tuple[str, str], Series]
-    #: Every cost computed on the way, for app.state.model.cache.prime.
-    costs: dict[tuple[AttentionConfig, str], AlgorithmCost]
+    #: Every cost and traffic band computed on the way, for app.state.model.cache.prime.
+    figures: Packed
     #: The GPU whose cache the traffic band assumes.
     gpu: GpuSpec | None = None
-    bands: dict[BandKey, TrafficBand] = field(default_factory=dict)
     #: The layer count of the memory plot's stack lines (training passes only).
     layers: int = 1
 
@@ -127,4 +127,4 @@ def model_curves(
                 band(config, a)
             else:
                 cost(config, a)
-    return ModelCurves(family, algorithms, time_gpu, out, costs, gpu, bands, layers)
+    return ModelCurves(family, algorithms, time_gpu, out, pack(costs, bands), gpu, layers)
