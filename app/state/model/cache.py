@@ -31,6 +31,8 @@ from ..family import cache_config
 #: Figures held as objects per memo (those the GUI thread asked for), and pickled ones per store.
 MAX_ENTRIES = 8192
 MAX_PACKED = 8192
+#: GPUs whose bands are kept pickled (a session sees a few).
+MAX_PACKED_GPUS = 4
 _memo: dict[tuple[AttentionConfig, str], AlgorithmCost] = {}
 _bands: dict[tuple[AttentionConfig, str, GpuSpec], TrafficBand] = {}
 _verdicts: dict[tuple[AttentionConfig, str, GpuSpec, RunResult | None], AlgorithmVerdict] = {}
@@ -153,8 +155,8 @@ def prime(packed: Packed) -> None:
     """Add figures computed elsewhere (`pack`)."""
     _add_packed(_packed_costs, packed.costs)
     for gpu, blobs in packed.bands.items():
-        if gpu not in _packed_bands and len(_packed_bands) >= 4:
-            _packed_bands.clear()  # a few GPUs a session: start afresh rather than grow
+        if gpu not in _packed_bands and len(_packed_bands) >= MAX_PACKED_GPUS:
+            _packed_bands.clear()  # start afresh rather than grow
         _add_packed(_packed_bands.setdefault(gpu, {}), blobs)
 
 

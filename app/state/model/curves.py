@@ -3,7 +3,7 @@
 Computing them walks the tiled model's query tiles at every grid point (tens of ms of Python for
 the four algorithms), so the plots ask for them in a separate process (a thread would hold the
 GIL the GUI thread needs) and draw the finished set in one go. The same job works out the costs
-and traffic bands at every slider stop and hands them back with the curves (`costs`, `bands`),
+and traffic bands at every slider stop and hands them back with the curves (`figures`),
 so the markers that follow the slider afterwards are memo look-ups (packed where they were
 computed: app/state/model/cache.py says why).
 """
