@@ -488,6 +488,21 @@ def test_a_missing_kernel_file_is_reported_not_fatal(qtbot, tmp_path):
     assert panel.highlighted == ((17, 18),)
 
 
+def test_a_source_read_that_ends_after_its_panel_is_gone_is_dropped_quietly(qtbot, tmp_path):
+    """The window closing (or Ctrl+C) while a pool thread reads a kernel source: the read
+    ends with nobody to tell, and says nothing (it printed a traceback)."""
+    import shiboken6
+
+    from app.animation.source_panel import SourcePanel, _LoadTask
+
+    (tmp_path / "flash_readable.cu").write_text(FAKE_FLASH)
+    panel = SourcePanel(kernel_dir=tmp_path)
+    task = _LoadTask("tiled", tmp_path / "flash_readable.cu", panel._signals)
+    shiboken6.delete(panel)
+    assert not shiboken6.isValid(task.signals)
+    task.run()  # raised RuntimeError: Signal source has been deleted
+
+
 def test_naive_gemm_steps_say_they_run_in_a_library_kernel(qtbot, tmp_path):
     from app.animation.source_panel import SourcePanel
 

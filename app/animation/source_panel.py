@@ -6,6 +6,7 @@ kernels may be written after the app) the panel says so and looks again every fe
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -53,7 +54,11 @@ class _LoadTask(QRunnable):
         self.algorithm, self.path, self.signals = algorithm, path, signals
 
     def run(self) -> None:
-        self.signals.loaded.emit(self.algorithm, load_kernel_source(self.path))
+        source = load_kernel_source(self.path)
+        # The panel (and its signals object) can be gone by now: the window closed, or the app
+        # is ending (Ctrl+C). Nobody is left to show the source.
+        with contextlib.suppress(RuntimeError):
+            self.signals.loaded.emit(self.algorithm, source)
 
 
 class SourcePanel(QWidget):
