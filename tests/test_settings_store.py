@@ -26,18 +26,18 @@ def _on_disk(tmp_path) -> QSettings:
 
 @pytest.fixture
 def slow_disk(monkeypatch):
-    """Writers whose sync waits until `release` is set, noting the thread that synced."""
-    entered, release, threads = threading.Event(), threading.Event(), []
+    """Writers whose sync waits until `release` is set; `inside` is set while one waits."""
+    inside, release = threading.Event(), threading.Event()
 
     class SlowSettings(QSettings):
         def sync(self) -> None:
-            threads.append(threading.current_thread())
-            entered.set()
+            inside.set()
             release.wait(30)  # a bound for a broken test only
+            inside.clear()
             super().sync()
 
     monkeypatch.setattr(settings_store, "QSettings", SlowSettings)
-    yield entered, release, threads
+    yield inside, release
     release.set()
 
 
@@ -51,28 +51,27 @@ def test_the_store_reads_what_the_file_held_when_it_was_made(tmp_path):
 
 
 def test_a_write_on_a_slow_disk_never_waits_on_the_gui_thread(tmp_path, slow_disk):
-    entered, release, threads = slow_disk
+    inside, release = slow_disk
     store = SettingsStore(_file(tmp_path))
     store.setValue("export/folder", "/first")
-    assert entered.wait(10)  # the writer is inside its sync, held there
-    store.setValue("export/folder", "/second")  # returns while the file is being written
+    assert inside.wait(10)  # the writer is inside its sync, held there
+    store.setValue("export/folder", "/second")
     store.setValue("recent/files", ["/a.json", "/b.json"])
     assert store.value("export/folder") == "/second"
     assert store.value("recent/files") == ["/a.json", "/b.json"]
-    assert threading.current_thread() not in threads
+    assert inside.is_set()  # all of that returned while the file was still being written
     release.set()
     assert store.sync()
-    assert threading.current_thread() not in threads
     disk = _on_disk(tmp_path)
     assert disk.value("export/folder") == "/second"
     assert disk.value("recent/files") == ["/a.json", "/b.json"]
 
 
 def test_sync_gives_up_after_its_timeout_on_a_disk_that_hangs(tmp_path, slow_disk, caplog):
-    entered, release, _ = slow_disk
+    inside, release = slow_disk
     store = SettingsStore(_file(tmp_path))
     store.setValue("view/theme", "light")
-    assert entered.wait(10)
+    assert inside.wait(10)
     assert not store.sync(timeout=0.05)
     assert "was not written" in caplog.text
     release.set()

@@ -1,16 +1,16 @@
 """The kernel source of the lane being followed, with the current step's lines highlighted.
 
-Files are read on a QThreadPool worker, never on the GUI thread; until a file exists (the
-kernels may be written after the app) the panel says so and looks again every few seconds.
+Files are read by background jobs (app/work/background.py), never on the GUI thread; until a
+file exists (the kernels may be written after the app) the panel says so and looks again every
+few seconds.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QRunnable, QThreadPool, QTimer, Signal
+from PySide6.QtCore import QTimer, Signal
 from PySide6.QtGui import QFont, QPalette, QTextCursor, QTextFormat
 from PySide6.QtWidgets import (
     QComboBox,
@@ -28,6 +28,7 @@ from ..state.animation.kernel_source import (
     load_kernel_source,
 )
 from ..window.plain_text import PlainLabel
+from ..work.background import run_once
 from .colors import DARK, AnimColors
 
 RECHECK_MS = 3000
@@ -42,23 +43,6 @@ LIBRARY_STEPS = {
     "gemm_pv": "cuBLAS GEMM (library kernel, no readable source): O = P·V, "
     "reading P back from HBM strip by strip",
 }
-
-
-class _Loaded(QObject):
-    loaded = Signal(str, object)  # algorithm, KernelSource | None
-
-
-class _LoadTask(QRunnable):
-    def __init__(self, algorithm: str, path: Path, signals: _Loaded) -> None:
-        super().__init__()
-        self.algorithm, self.path, self.signals = algorithm, path, signals
-
-    def run(self) -> None:
-        source = load_kernel_source(self.path)
-        # The panel (and its signals object) can be gone by now: the window closed, or the app
-        # is ending (Ctrl+C). Nobody is left to show the source.
-        with contextlib.suppress(RuntimeError):
-            self.signals.loaded.emit(self.algorithm, source)
 
 
 class SourcePanel(QWidget):
@@ -88,8 +72,6 @@ class SourcePanel(QWidget):
         self._lanes: tuple[str, ...] = tuple(self.files)
         self.highlighted: tuple[tuple[int, int], ...] = ()
         self.colors: AnimColors = DARK
-        self._signals = _Loaded(self)
-        self._signals.loaded.connect(self._on_loaded)
 
         self.lane = QComboBox(self)
         self.lane.setObjectName("sourceLane")
@@ -120,7 +102,7 @@ class SourcePanel(QWidget):
         self._recheck = QTimer(self)
         self._recheck.setInterval(RECHECK_MS)
         self._recheck.timeout.connect(self.request_load)
-        QTimer.singleShot(0, self.request_load)
+        QTimer.singleShot(0, self, self.request_load)  # dropped if the panel goes first
 
     # ---- loading (off the GUI thread)
 
@@ -132,8 +114,12 @@ class SourcePanel(QWidget):
         for algo in self.files:
             if self.sources.get(algo) is None and algo not in self._pending:
                 self._pending.add(algo)
-                QThreadPool.globalInstance().start(
-                    _LoadTask(algo, self.path_for(algo), self._signals)
+                path = self.path_for(algo)
+                run_once(
+                    self,
+                    lambda path=path: load_kernel_source(path),
+                    lambda source, algo=algo: self._on_loaded(algo, source),
+                    lambda _exc, algo=algo: self._on_loaded(algo, None),
                 )
 
     def _on_loaded(self, algorithm: str, source: object) -> None:
