@@ -177,6 +177,23 @@ def test_a_measured_result_puts_its_roofline_point_at_measured_intensity(qtbot, 
     assert "tensor" in labels["tensor"] and "fp32" in labels["fp32"] and "exp" in labels["xu"]
 
 
+def test_results_drawn_at_the_n_shown_move_its_bound_markers_to_measured_intensity(
+    qtbot, profiled_window
+):
+    _drawn(qtbot, profiled_window)
+    plots, roofline = profiled_window.plots, profiled_window.plots.roofline
+    assert profiled_window.config.seq_len == 4096
+    series = plots.results_shown()
+    plots.set_measured({})
+    plots.flush_markers()  # no results: the bounds at the model's intensity
+    at_model = roofline.series["bounds"][0]
+    plots.set_measured(series)  # the results arrive; nothing moves the markers but them
+    at_measured = roofline.series["bounds"][0]
+    measured_x = roofline.series[f"at_measured_{TILED_MMA}"][0][0]  # its point at N = 4096
+    assert measured_x == pytest.approx(at_measured[-1])  # keys in NAIVE, TILED, TILED_MMA order
+    assert at_model[-1] != pytest.approx(measured_x)
+
+
 def test_unmeasured_results_sit_at_model_intensity_and_say_so(qtbot, make_window):
     window = make_window(ProfilingBackend())
     _settled(qtbot, window)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from app.state.model.cost_model_backend import CostModelBackend
-from gpu.algorithms import NAIVE, TILED
+from gpu.algorithms import NAIVE, TILED, TILED_MMA
 from gpu.config import AttentionConfig
 from tests.polled_backend import PolledCpuBackend
 
@@ -49,6 +49,34 @@ def test_a_new_request_replaces_waiting_work_and_flags_the_one_in_flight_stale(
     stale = [o for o in outcomes if o.job.config.seq_len == 256]
     assert stale and all(o.stale for o in stale)
     assert not any(o.stale for o in outcomes if o.job.config.seq_len == 1536)
+
+
+def test_each_outcome_says_how_many_runs_of_its_config_are_still_to_come(
+    qtbot, runner, start_backend, outcomes
+):
+    start_backend(CostModelBackend(algorithms=(NAIVE, TILED, TILED_MMA)))
+    runner.request(BASE, [NAIVE, TILED, TILED_MMA], None)
+    qtbot.waitUntil(lambda: len(outcomes) == 3, timeout=5000)
+    assert [(o.job.algorithm, o.more_to_come) for o in outcomes] == [
+        (NAIVE, 2),
+        (TILED, 1),
+        (TILED_MMA, 0),
+    ]
+
+
+def test_a_run_whose_config_was_replaced_has_nothing_more_to_come(
+    qtbot, runner, start_backend, outcomes
+):
+    backend = CostModelBackend(delay_s=0.15)
+    start_backend(backend)
+    runner.request(BASE, [NAIVE, TILED], None)
+    qtbot.waitUntil(lambda: bool(backend.calls), timeout=5000)  # naive is in flight now
+    other = BASE.with_(seq_len=2 * BASE.seq_len)
+    runner.request(other, [NAIVE, TILED], None)
+    qtbot.waitUntil(lambda: len(outcomes) == 3, timeout=5000)
+    first = outcomes[0]
+    assert first.job.config == BASE and first.stale and first.more_to_come == 0
+    assert [(o.job.config, o.more_to_come) for o in outcomes[1:]] == [(other, 1), (other, 0)]
 
 
 def test_a_stream_of_requests_starts_one_run_when_it_rests(qtbot, runner, start_backend):

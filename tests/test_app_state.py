@@ -266,6 +266,48 @@ def test_a_backend_becoming_ready_updates_each_view_once(qtbot, window, counted)
     _assert_each_view_once(Counter(counted))
 
 
+def _arrive(window, algorithm: str, more_to_come: int) -> None:
+    """The runner hands the window a result of the config shown, `more_to_come` runs of that
+    config still to come."""
+    from app.state.runs import Job, RunOutcome
+
+    job = Job(0, window._backend_generation, window.config, algorithm, None)
+    result = window.backend.backend.run(window.config, algorithm)
+    outcome = RunOutcome(job, window.backend.key, result=result, more_to_come=more_to_come)
+    window.runner.outcome.emit(outcome)
+
+
+def test_the_results_of_a_config_measured_one_after_another_are_drawn_together(
+    qtbot, window, monkeypatch
+):
+    draws = []
+    original = window.plots.set_measured
+    monkeypatch.setattr(window.plots, "set_measured", lambda s: (draws.append(s), original(s)))
+    window.store.clear()
+    _arrive(window, NAIVE, more_to_come=1)
+    qtbot.wait(60)  # several frames: drawn apart, it would be drawn by now
+    assert draws == []
+    _arrive(window, TILED, more_to_come=0)
+    qtbot.waitUntil(lambda: bool(draws), timeout=5000)
+    qtbot.wait(60)
+    assert len(draws) == 1
+    assert {a for a, results in draws[0].items() if results} == {NAIVE, TILED}
+
+
+def test_results_whose_config_never_finishes_are_drawn_after_the_hold(qtbot, window, monkeypatch):
+    from app.work.pacing import ARRIVALS_HOLD_MS
+
+    draws = []
+    original = window.plots.set_measured
+    monkeypatch.setattr(window.plots, "set_measured", lambda s: (draws.append(s), original(s)))
+    window.store.clear()
+    _arrive(window, NAIVE, more_to_come=1)  # the rest is never measured (a backend hangs)
+    qtbot.wait(60)
+    assert draws == []
+    qtbot.waitUntil(lambda: bool(draws), timeout=ARRIVALS_HOLD_MS + 5000)
+    assert [r.algorithm for r in draws[-1][NAIVE]] == [NAIVE]
+
+
 def test_a_burst_of_results_is_drawn_once(qtbot, window, monkeypatch):
     from app.state.runs import Job, RunOutcome
 

@@ -14,6 +14,7 @@ from profiled_results import NCU, write_profiled
 from PySide6.QtCore import QByteArray, QRectF
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtSvg import QSvgRenderer
+from PySide6.QtWidgets import QApplication
 
 from app.export import plot_images, plot_tables
 from app.plotting.svg_coordinates import output_space, parse_matrix, transform_path
@@ -134,6 +135,40 @@ def test_png_and_svg_exports_keep_the_budget_line_its_label_and_legend_entry(
         assert window.file_menu.export(ExportRequest("plots_png", str(path), size=SIZE))
     image = QImage(str(path))
     assert (image.width(), image.height()) == SIZE
+
+
+def test_an_exports_replica_is_built_a_plot_item_at_a_time_and_shows_what_the_panel_does(
+    window, monkeypatch
+):
+    """Each step of the replica's build (a turn of the event loop in an export) makes at most
+    one of pyqtgraph's plots, the largest piece there is, and the replica holds the panel's
+    series, legends and data."""
+    import pyqtgraph as pg
+
+    made = []
+    plot_init = pg.PlotItem.__init__
+
+    def counted(self, *args, **kwargs):
+        made.append(self)
+        plot_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(pg.PlotItem, "__init__", counted)
+    per_step = []
+    replication = window.plots.replicate_steps()
+    for _ in replication:
+        per_step.append(len(made))
+        made.clear()
+        QApplication.sendPostedEvents()  # what an export's event loop delivers between steps
+    replica = replication.panel
+    try:
+        assert sum(per_step) == len(replica.graphics_views()) == 5  # four plots, the strip
+        assert max(per_step) == 1
+        for mine, theirs in zip(replica.plots, window.plots.plots, strict=True):
+            assert mine.objectName() == theirs.objectName()
+            assert mine.series == theirs.series
+            assert mine.legend_texts() == theirs.legend_texts()
+    finally:
+        replica.deleteLater()
 
 
 # ------------------------------------------------------------------------------------ CSV

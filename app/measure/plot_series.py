@@ -47,6 +47,7 @@ class PlotSeries:
                 f"{series_label(a)}: measured, whole device",
                 Style(a, symbol=series_symbol(a), line=False, symbol_size=11, hollow=True),
             )
+        yield
         m.add("oom", "out of memory", Style("oom", symbol="x", line=False, symbol_size=15))
         m.add(
             "current",
@@ -85,6 +86,7 @@ class PlotSeries:
         yield
         for k in NAIVE_KERNELS:
             t.add(f"kernel_{k}", f"naive: {k}", Style(k, 1.5, Qt.PenStyle.DashLine))
+        yield
         for a in ALGOS:
             t.add(
                 f"roofline_{a}",
@@ -137,6 +139,7 @@ class PlotSeries:
         yield
         for name, style in ROOF_STYLES.items():
             r.add(f"roof_{name}", name, style, bounds=False)
+        yield
         for a in ALGOS:
             r.add(f"path_{a}", "", Style(a, 1.0, Qt.PenStyle.DotLine))
             r.add(

@@ -111,14 +111,17 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, QWidge
         if QPixmapCache.cacheLimit() < PIXMAP_CACHE_KIB:
             QPixmapCache.setCacheLimit(PIXMAP_CACHE_KIB)
         self.key = SeriesKey()
-        self.memory = MetricPlot("memoryPlot", "Peak memory", "peak memory", fmt_bytes_axis)
+        # Each plot a few pieces at a time (MetricPlot.in_steps).
+        self.memory = yield from MetricPlot.in_steps(
+            "memoryPlot", "Peak memory", "peak memory", fmt_bytes_axis
+        )
         yield
         # One N label (on the memory plot) is enough; each costs a text layout per move.
-        self.timing = MetricPlot(
+        self.timing = yield from MetricPlot.in_steps(
             "timingPlot", "Time per forward pass", "time", fmt_ms_axis, cursor_label=False
         )
         yield
-        self.traffic = MetricPlot(
+        self.traffic = yield from MetricPlot.in_steps(
             "trafficPlot",
             "DRAM (HBM) traffic",
             "bytes moved",
@@ -126,7 +129,7 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, QWidge
             cursor_label=False,
         )
         yield
-        self.roofline = MetricPlot(
+        self.roofline = yield from MetricPlot.in_steps(
             "rooflinePlot",
             "Roofline",
             "achieved FLOP/s",
@@ -135,7 +138,9 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, QWidge
             x_format=fmt_plain_axis,
         )
         yield
-        self.strip = TrafficStripChart()
+        self.strip = TrafficStripChart(staged=True)
+        yield
+        yield from self.strip.build_steps()
         yield
         self.roofline.cursor.setVisible(False)  # x is FLOP/byte here, not N
         self.roofline.default_x = (0.0, 4.0)  # 1 to 10 000 FLOP/byte until points arrive
@@ -215,8 +220,14 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, QWidge
     # ------------------------------------------------------------------ inputs
 
     def apply_palette(self, p: Palette) -> None:
+        for _ in self.palette_steps(p):
+            pass
+
+    def palette_steps(self, p: Palette) -> Iterator[None]:
+        """`apply_palette` a plot per step (an export's replica)."""
         for plot in self.plots:
             plot.apply_palette(p)
+            yield
         self.key.apply_palette(p)
         self.strip.apply_palette(p)
         for a, fill in self.bands.items():
@@ -500,6 +511,7 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, QWidge
         )
         self._update_visibility()
         self._measured_markers()
+        self._draw_bounds()  # a result with counted bytes puts its bound at measured intensity
         self._paced_strip()
 
     def _draw_points(self, algorithms: Iterable[str] = ALGOS) -> None:
@@ -715,7 +727,7 @@ class _Replication:
         other.every_button.setVisible(False)  # a control, not a figure: never exported
         other._every = src._every  # the series on screen, no more, no fewer
         if src.memory._palette is not None:
-            other.apply_palette(src.memory._palette)
+            yield from other.palette_steps(src.memory._palette)
         other.set_n_span(*src._n_span)
         yield
         if src._gpu is not None:

@@ -12,7 +12,7 @@ slider nothing here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import pyqtgraph as pg
@@ -71,8 +71,19 @@ class TrafficStripChart(QWidget):
 
     collapsedChanged = Signal(bool)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, staged: bool = False) -> None:
+        """`staged`: build nothing yet; `build_steps()` builds it a piece at a time."""
         super().__init__(parent)
+        self._steps = self._construct()
+        if not staged:
+            for _ in self._steps:
+                pass
+
+    def build_steps(self) -> Iterator[None]:
+        """The rest of a staged construction (see `__init__`)."""
+        return self._steps
+
+    def _construct(self) -> Iterator[None]:
         self.setObjectName("trafficStrip")
         self.setAccessibleName("Measured samples: DRAM bandwidth and tensor-pipe activity")
         box = QVBoxLayout(self)
@@ -93,7 +104,9 @@ class TrafficStripChart(QWidget):
         self.choice.currentIndexChanged.connect(self._picked)
         head.addWidget(self.choice)
         box.addLayout(head)
-        self.plot = pg.PlotWidget(enableMenu=False)
+        item = pg.PlotItem(enableMenu=False)
+        yield
+        self.plot = pg.PlotWidget(plotItem=item)
         self.plot.setObjectName("trafficStripPlot")
         pi = self.plot.plotItem
         pi.setMenuEnabled(False)
@@ -104,6 +117,7 @@ class TrafficStripChart(QWidget):
         pi.showAxis("right")
         pi.setLabel("right", "tensor pipes busy, % of peak")
         pi.getAxis("left").setWidth(62)
+        yield
         self.active_vb = pg.ViewBox(enableMenu=False)
         self.active_vb.setMouseEnabled(x=False, y=False)
         pi.scene().addItem(self.active_vb)

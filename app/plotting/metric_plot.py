@@ -11,7 +11,8 @@ layer, painted over a picture of the scene (app/plotting/live_layer.py, scene_pi
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
@@ -51,16 +52,66 @@ class MetricPlot(pg.PlotWidget):
         x_label: str = "sequence length N",
         x_format: Callable[[float], str] | None = None,
         cursor_label: bool = True,
+        staged: bool = False,
+        plot_item: pg.PlotItem | None = None,
     ) -> None:
-        bottom = Log2NAxis("bottom") if x_format is None else LogValueAxis("bottom", x_format)
+        """`staged`: make the view only; `build_steps()` makes the rest a piece at a time (see
+        `in_steps`). `plot_item`: its `plot_item(axes(y_format, x_format))`, made already."""
         self._n_axis = x_format is None
-        # No context menus (a ViewBox menu costs ~10 ms to build and the app never shows one).
-        super().__init__(
-            axisItems={"bottom": bottom, "left": LogValueAxis("left", y_format)}, enableMenu=False
-        )
+        super().__init__(plotItem=plot_item or self.plot_item(self.axes(y_format, x_format)))
         self.setObjectName(object_name)
         self.setAccessibleName(title)
         self.title = title
+        self._steps = self._construct(title, y_label, x_label, cursor_label)
+        if not staged:
+            for _ in self._steps:
+                pass
+
+    @staticmethod
+    def axes(
+        y_format: Callable[[float], str], x_format: Callable[[float], str] | None = None
+    ) -> dict[str, pg.AxisItem]:
+        """Our log axes, at the left and the bottom."""
+        bottom = Log2NAxis("bottom") if x_format is None else LogValueAxis("bottom", x_format)
+        return {
+            "bottom": bottom,
+            "left": LogValueAxis("left", y_format),
+        }
+
+    @staticmethod
+    def plot_item(axes: dict[str, pg.AxisItem]) -> pg.PlotItem:
+        """pyqtgraph's plot with our `axes`, the larger part of a MetricPlot's making."""
+        # No context menus (a ViewBox menu costs ~10 ms to build and the app never shows one).
+        return pg.PlotItem(axisItems=axes, enableMenu=False)
+
+    @classmethod
+    def in_steps(
+        cls,
+        object_name: str,
+        title: str,
+        y_label: str,
+        y_format: Callable[[float], str],
+        **kwargs: Any,
+    ) -> Generator[None, None, MetricPlot]:
+        """A plot made a piece per step, a few ms each (`plot = yield from ...`): an export's
+        replica is built between the window's frames, and pyqtgraph's plot alone takes
+        10-20 ms on two cores."""
+        axes = cls.axes(y_format, kwargs.get("x_format"))
+        yield
+        item = cls.plot_item(axes)
+        yield
+        plot = cls(object_name, title, y_label, y_format, staged=True, plot_item=item, **kwargs)
+        yield
+        yield from plot.build_steps()
+        return plot
+
+    def build_steps(self) -> Iterator[None]:
+        """The rest of a staged construction (see `__init__`)."""
+        return self._steps
+
+    def _construct(
+        self, title: str, y_label: str, x_label: str, cursor_label: bool
+    ) -> Iterator[None]:
         self.plotItem.setMenuEnabled(False)
         self.plotItem.hideButtons()
         self.setLabel("bottom", x_label)
@@ -94,6 +145,7 @@ class MetricPlot(pg.PlotWidget):
         self.x_ticks: Callable[[float, float], list[float]] = octaves if self._n_axis else decades
         self.plotItem.vb.sigRangeChanged.connect(self._update_grid)
         self.plotItem.vb.sigRangeChangedManually.connect(self._zoomed_by_user)
+        yield
         self.layer = LiveLayer(self._layer_moved, cursor_label, self.font())
         self.cursor = self.layer.cursor
         self.picture = ScenePicture(self, self.layer, self._data_geometry)

@@ -59,6 +59,9 @@ class RunOutcome:
     unavailable: bool = False  # the algorithm is off for this session (its kernel won't build)
     backend_lost: bool = False  # the backend failed mid-run; the worker stopped using it
     cancelled: bool = False  # stopped mid-run through the cancel hook (a newer request, Esc)
+    #: Live jobs of the same config still queued behind this one: its results are drawn with
+    #: theirs (see MainWindow's `_arrivals_held`).
+    more_to_come: int = 0
 
 
 def backend_key(info: DeviceInfo) -> str:

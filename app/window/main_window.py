@@ -58,7 +58,7 @@ from ..work.background import (
     stop_compute_process,
 )
 from ..work.collector import freeze_long_lived
-from ..work.pacing import MODEL_WAIT_MS, RESULTS_MS, coalesced, own_turn
+from ..work.pacing import ARRIVALS_HOLD_MS, MODEL_WAIT_MS, RESULTS_MS, coalesced, own_turn
 from ..work.runner import Runner
 from . import settings
 from .accessibility import name_widgets
@@ -158,6 +158,12 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         self._held.setSingleShot(True)
         self._held.setInterval(MODEL_WAIT_MS)
         self._held.timeout.connect(self._refresh_measured)
+        #: Results of the config shown wait here while the rest of its algorithms are measured
+        #: (`_draw_arrival`), ARRIVALS_HOLD_MS at most.
+        self._arrivals_held = QTimer(self)
+        self._arrivals_held.setSingleShot(True)
+        self._arrivals_held.setInterval(ARRIVALS_HOLD_MS)
+        self._arrivals_held.timeout.connect(self._redraw_measured)
         #: A change of what is shown is drawn once every view has followed it (`_draw_shown`),
         #: with the plots' legends and ranges of the same change in one pass; in a turn of its
         #: own where no change delivers it (the first state).

@@ -207,6 +207,7 @@ class Measuring:
         self._redraw_measured.cancel()
         self._redraw_shown.cancel()
         self._held.stop()
+        self._arrivals_held.stop()
         if self.animation is not None:
             self.animation.results_changed()
         s = self.state.value
@@ -251,11 +252,27 @@ class Measuring:
             else f"{where}{job.algorithm} at N = {job.config.seq_len}"
         )
 
+    def _draw_arrival(self, outcome: RunOutcome) -> None:
+        """A result of the family shown: drawn within a frame once the other algorithms of its
+        config have come too (one pass over the plots for them all), or ARRIVALS_HOLD_MS after
+        the first of them, whichever is sooner."""
+        if outcome.more_to_come and not outcome.job.sweep:
+            if not self._arrivals_held.isActive():
+                self._arrivals_held.start()
+            return
+        self._arrivals_held.stop()
+        self._redraw_measured()
+
     def _on_outcome(self, outcome: RunOutcome) -> None:
         job = outcome.job
         s = self.state.value
         if job.backend_generation != self._backend_generation or s.backend is None:
             return
+        if not (job.sweep or outcome.more_to_come) and self._arrivals_held.isActive():
+            # The last of a config's runs ended without a result (stopped, skipped, failed):
+            # what arrived before it is drawn now.
+            self._arrivals_held.stop()
+            self._redraw_measured()
         if outcome.cancelled:  # stopped for a newer request or Esc: nothing to show
             return
         if outcome.result is not None:
@@ -268,7 +285,7 @@ class Measuring:
                 # The status bar's last run goes with the redraw: its figures are then those
                 # of the point the plots draw (worked out once), whatever number arrived.
                 self._last_result = result
-                self._redraw_measured()
+                self._draw_arrival(outcome)
             else:
                 self._last_result = None
                 self.readouts.set_last(result, self._last_figures(result))
@@ -328,6 +345,9 @@ class Measuring:
         self.run_status.set_text(self._status_text())
 
     def _on_idle(self) -> None:
+        if self._arrivals_held.isActive():  # the rest of a config's runs were dropped
+            self._arrivals_held.stop()
+            self._redraw_measured()
         if self.state.value.backend is None:
             return
         self.run_status.set_idle(self._status_text())

@@ -48,6 +48,11 @@ SOURCE_MS = 150
 #: Results that arrive while the model curves of their family are being worked out wait for
 #: them up to this long, so one pass over the plots (and one repaint) shows both.
 MODEL_WAIT_MS = 100
+#: Results of one config that the runner is still measuring (the other algorithms of a new
+#: shape or N) are drawn together once the last arrives, or this long after the first: drawn
+#: as each arrives, every one costs a pass over every plot and a repaint, and on a GPU they
+#: arrive tens to hundreds of ms apart.
+ARRIVALS_HOLD_MS = 400
 
 
 def coalesced(func: Callable[..., Any], interval_ms: int, parent: QObject | None = None) -> Any:

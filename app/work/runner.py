@@ -431,7 +431,8 @@ class Runner(QObject):
                 if stale and self._live and self._live[0].request_id == job.request_id:
                     self.stats.jobs_dropped += len(self._live)
                     self._live = []
-            outcome = replace(outcome, stale=stale)
+                more = sum(j.config == job.config for j in self._live)
+            outcome = replace(outcome, stale=stale, more_to_come=more)
         self._emit(self._bridge.outcome, outcome)
         if job.sweep:
             with self._cond:
