@@ -171,6 +171,27 @@ def test_an_exports_replica_is_built_a_plot_item_at_a_time_and_shows_what_the_pa
         replica.deleteLater()
 
 
+def test_an_export_of_the_plots_counts_as_work_under_way_until_it_ends(
+    qtbot, window, tmp_path, monkeypatch
+):
+    """The window's idle collector waits for it (app/work/collector.py)."""
+    menu = window.file_menu
+    assert not menu.exporting
+    with qtbot.waitSignal(menu.exported, timeout=10000):
+        assert menu.export(ExportRequest("plots_png", str(tmp_path / "plots.png"), size=SIZE))
+        assert menu.exporting and window.collector._busy()
+    assert not menu.exporting
+
+    def full_disk(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(plot_images, "write_file", full_disk)
+    with qtbot.waitSignal(menu.exportFailed, timeout=10000):
+        assert menu.export(ExportRequest("plots_png", str(tmp_path / "full.png"), size=SIZE))
+        assert menu.exporting
+    assert not menu.exporting
+
+
 # ------------------------------------------------------------------------------------ CSV
 
 

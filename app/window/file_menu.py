@@ -509,12 +509,12 @@ class FileMenu(QObject):
             return False
 
         def done(path: str) -> None:
-            job.deleteLater()
+            self._plot_export_ended(job)
             self._status(f"Exported {what} to {path}")
             self.exported.emit(path)
 
         def failed(message: str) -> None:
-            job.deleteLater()
+            self._plot_export_ended(job)
             self._error(f"Could not export {what}: {message}")
 
         job.finished.connect(done)
@@ -523,6 +523,17 @@ class FileMenu(QObject):
         job.start()
         self._status(f"Exporting {what} to {request.path}…", 0)
         return True
+
+    def _plot_export_ended(self, job: QObject) -> None:
+        job.deleteLater()
+        if self.plot_export is job:
+            self.plot_export = None
+
+    @property
+    def exporting(self) -> bool:
+        """An export of the plots or of the animation is under way."""
+        animation = self.exporter is not None and self.exporter.state == "running"
+        return animation or self.plot_export is not None
 
     def _description(self) -> str:
         backend = self.window.backend

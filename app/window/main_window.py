@@ -57,7 +57,7 @@ from ..work.background import (
     start_compute_process,
     stop_compute_process,
 )
-from ..work.collector import freeze_long_lived
+from ..work.collector import IdleCollector, freeze_long_lived
 from ..work.pacing import ARRIVALS_HOLD_MS, MODEL_WAIT_MS, RESULTS_MS, coalesced, own_turn
 from ..work.runner import Runner
 from . import settings
@@ -199,6 +199,12 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         self._deferred.timeout.connect(self._install_animation)
         self._deferred.start(30)
         self._prepare_rooms = own_turn(self._build_ring_plots, parent=self)
+        #: Full garbage collections at rest, not in the middle of a change or an export.
+        self.collector = IdleCollector(
+            lambda: self.runner.busy or self.file_menu.exporting, parent=self
+        )
+        self.state.changed.connect(self.collector.active)
+        self.runner.outcome.connect(self.collector.active)
         name_widgets(self)  # every control and plot has an accessible name and description
 
     # ------------------------------------------------------------------ construction

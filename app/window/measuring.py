@@ -183,9 +183,10 @@ class Measuring:
 
     def _draw_arrivals(self) -> None:
         """Results that arrived: drawn now, or, while the model curves of the family shown are
-        being worked out, with them (`_model_drawn`), MODEL_WAIT_MS at most after they fell
-        due. Drawn apart, each costs a pass over every plot's items, ranges and legends and a
-        repaint; results arrive first only where runs take milliseconds."""
+        being worked out, in the turn after theirs (`_model_drawn`), MODEL_WAIT_MS at most
+        after they fell due: drawn before the curves, the plots' ranges and legends would be
+        set twice; drawn in the curves' turn, a recording's hundreds of results and its curves
+        made one long stall. Results arrive first only where runs take milliseconds."""
         if self.plots.isVisible() and self.plots.model_coming():
             if not self._held.isActive():
                 self._held.start()
@@ -193,8 +194,9 @@ class Measuring:
         self._refresh_measured()
 
     def _model_drawn(self) -> None:
-        if self._held.isActive():
-            self._refresh_measured()
+        if self._held.isActive():  # the results that waited: in the next turn of their own
+            self._held.stop()
+            self._redraw_shown()
 
     @property
     def results_drawn(self) -> bool:

@@ -46,7 +46,8 @@ LANES_MS = 150
 #: The kernel source highlight while the animation plays.
 SOURCE_MS = 150
 #: Results that arrive while the model curves of their family are being worked out wait for
-#: them up to this long, so one pass over the plots (and one repaint) shows both.
+#: them up to this long and are drawn in the turn after theirs: the plots' ranges and legends
+#: are then set once, for both.
 MODEL_WAIT_MS = 100
 #: Results of one config that the runner is still measuring (the other algorithms of a new
 #: shape or N) are drawn together once the last arrives, or this long after the first: drawn
