@@ -7,13 +7,13 @@ running then. Two things keep those walks short:
 - `freeze_long_lived` moves the objects alive now out of the collector's reach (`gc.freeze`);
   later collections walk only what was made since. The window calls it once its rooms are
   built: over a hundred thousand objects (Qt wrappers, pyqtgraph items, modules) that live as
-  long as the window, whose full collection took 20-70 ms on 2 cores.
+  long as the window, whose full collection takes 20-70 ms on 2 cores.
 - `IdleCollector` does the full collection itself when the window has been at rest for a
   while (no change, no result, no run, no export), then freezes what survived. What a session
   keeps adds up (measured results, the figures worked out for them: 45,000 tracked objects
-  after a 30 s config storm on 2 cores, 80,000 after four) and Python's own full collections
-  walked all of it, 55-73 ms in the middle of an export's step. Now they walk only what was
-  made since the window last rested.
+  after a 30 s config storm on 2 cores, 80,000 after four), and a full collection that Python
+  starts walks all of it, 55-73 ms in the middle of an export's step; after one at rest, they
+  walk only what was made since the window last rested.
 
 Objects frozen while alive are freed as usual when their last reference goes; only a cycle
 among frozen objects stays uncollected. So at rest, at most once every FULL_EVERY_S, the
