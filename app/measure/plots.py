@@ -43,6 +43,7 @@ from gpu.results import RunResult
 from ..plotting.metric_plot import MetricPlot
 from ..plotting.plot_items import Style, with_alpha
 from ..plotting.series_key import SeriesKey
+from ..plotting.staged import Staged
 from ..state.app_state import AppState, Change
 from ..state.current_point import AlgorithmFigures, CurrentPoint, point_for
 from ..state.family import cache_config, family
@@ -87,7 +88,7 @@ STRIP_MS = 120
 PIXMAP_CACHE_KIB = 64 * 1024
 
 
-class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, QWidget):
+class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged, QWidget):
     """The plots; follows the app state (`on_state`) and the results (`set_measured`)."""
 
     #: New model curves are drawn, their legends and ranges not yet: results drawn now share
@@ -98,14 +99,7 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, QWidge
         """`staged`: build nothing yet; `build_steps()` builds it a piece at a time (an export
         builds its panel between frames, so the window keeps painting)."""
         super().__init__(parent)
-        self._steps = self._construct()
-        if not staged:
-            for _ in self._steps:
-                pass
-
-    def build_steps(self) -> Iterator[None]:
-        """The rest of a staged construction, one piece (~a plot) per step."""
-        return self._steps
+        self._build(self._construct(), staged)
 
     def _construct(self) -> Iterator[None]:
         if QPixmapCache.cacheLimit() < PIXMAP_CACHE_KIB:

@@ -23,6 +23,7 @@ from gpu.algorithms import ALGORITHMS
 from gpu.results import RunResult
 
 from ..plotting.plot_items import with_alpha
+from ..plotting.staged import Staged
 from ..state.units import fmt_int
 from ..window.elided_label import ElidedLabel
 from ..window.theme import Palette
@@ -66,7 +67,7 @@ def strip_series(result: RunResult) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     return np.asarray(ts), np.asarray(gbs), np.asarray(active), spans
 
 
-class TrafficStripChart(QWidget):
+class TrafficStripChart(Staged, QWidget):
     """objectName trafficStrip; `show_point(n, results)` shows the results at N (per algorithm)."""
 
     collapsedChanged = Signal(bool)
@@ -74,14 +75,7 @@ class TrafficStripChart(QWidget):
     def __init__(self, parent: QWidget | None = None, staged: bool = False) -> None:
         """`staged`: build nothing yet; `build_steps()` builds it a piece at a time."""
         super().__init__(parent)
-        self._steps = self._construct()
-        if not staged:
-            for _ in self._steps:
-                pass
-
-    def build_steps(self) -> Iterator[None]:
-        """The rest of a staged construction (see `__init__`)."""
-        return self._steps
+        self._build(self._construct(), staged)
 
     def _construct(self) -> Iterator[None]:
         self.setObjectName("trafficStrip")

@@ -28,12 +28,13 @@ from .legend import LegendSample, LegendStrip
 from .live_layer import LayerMarkers, LiveLayer
 from .plot_items import CachedBoundsScatter, Style, with_alpha
 from .scene_picture import ScenePicture
+from .staged import Staged
 
 #: The narrowest view the user can zoom to, in log10 units (0.1 % of a decade).
 MIN_RANGE = 1e-3
 
 
-class MetricPlot(pg.PlotWidget):
+class MetricPlot(Staged, pg.PlotWidget):
     """One plot: named items, a cursor, a hover read-out, a legend strip above the data;
     data in log10 coordinates.
 
@@ -62,10 +63,7 @@ class MetricPlot(pg.PlotWidget):
         self.setObjectName(object_name)
         self.setAccessibleName(title)
         self.title = title
-        self._steps = self._construct(title, y_label, x_label, cursor_label)
-        if not staged:
-            for _ in self._steps:
-                pass
+        self._build(self._construct(title, y_label, x_label, cursor_label), staged)
 
     @staticmethod
     def axes(
@@ -104,10 +102,6 @@ class MetricPlot(pg.PlotWidget):
         yield
         yield from plot.build_steps()
         return plot
-
-    def build_steps(self) -> Iterator[None]:
-        """The rest of a staged construction (see `__init__`)."""
-        return self._steps
 
     def _construct(
         self, title: str, y_label: str, x_label: str, cursor_label: bool
