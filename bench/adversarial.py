@@ -311,6 +311,11 @@ def work(args: tuple[int, int, dict]) -> dict:
     for p in folder.iterdir():
         p.unlink()
     folder.rmdir()
+    # The window's compute process is this worker's child: a worker of a process pool joins
+    # its children as it ends, before the interpreter's own exit hooks would end that one.
+    from app.work.background import end_compute_process
+
+    end_compute_process()
     return {"counts": tally.counts, "failures": tally.failures}
 
 
