@@ -52,10 +52,13 @@ def run_gui(open_path: str | None = None) -> int:
     app = _application()
     quit_on_signals(app)
     from .window.main_window import MainWindow
+    from .work.background import finish_pool_jobs
 
     window = MainWindow(open_path=open_path)
     window.show()
-    return app.exec()
+    code = app.exec()
+    finish_pool_jobs()  # while the window and what its jobs report through still exist
+    return code
 
 
 #: How often the event loop hands control to Python, so a signal is handled while Qt is idle.
@@ -162,6 +165,7 @@ def render_window(
     from .export.export_files import ExportError, write_file
     from .export.plot_images import encoded_image, palette_png_bytes, png_bytes, render_image
     from .window.main_window import MainWindow
+    from .work.background import finish_pool_jobs
 
     with tempfile.TemporaryDirectory() as folder:
         settings = QSettings(os.path.join(folder, "render.ini"), QSettings.Format.IniFormat)
@@ -215,3 +219,4 @@ def render_window(
             return 0
         finally:
             window.close()
+            finish_pool_jobs()

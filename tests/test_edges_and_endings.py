@@ -30,6 +30,54 @@ ROOT = Path(__file__).resolve().parent.parent
 # ------------------------------------------------------------------------- signals and exits
 
 
+#: A program that ends while jobs still wait for a thread of Qt's pool (more jobs than threads,
+#: each 0.3 s), as the app does when Ctrl+C comes soon after its start.
+POOL_AT_EXIT = textwrap.dedent(
+    """
+    import sys, time
+    from PySide6.QtCore import QThreadPool, QTimer
+    from PySide6.QtWidgets import QApplication, QWidget
+    from app.work.background import LatestOnly, finish_pool_jobs
+
+    def main():
+        app = QApplication([])
+        window = QWidget()
+        ran = []
+        threads = QThreadPool.globalInstance().maxThreadCount()
+        jobs = [LatestOnly(window) for _ in range(threads + 3)]
+        for job in jobs:
+            job.submit(lambda: (time.sleep(0.3), ran.append(1)), lambda _r: None)
+        QTimer.singleShot(50, app.quit)
+        app.exec()
+        if sys.argv[1] == "finish":
+            finish_pool_jobs(timeout_s=30)
+            print(len(ran), len(jobs))
+
+    main()
+    """
+)
+
+
+def test_jobs_waiting_for_a_pool_thread_at_the_end_run_out_before_their_objects_go(tmp_path):
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONPATH=str(ROOT))
+    script = tmp_path / "pool_at_exit.py"
+    script.write_text(POOL_AT_EXIT)
+
+    def run(how: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, str(script), how], cwd=ROOT, env=env, capture_output=True,
+            text=True, timeout=120,
+        )  # fmt: skip
+
+    left = run("plain")  # what the end of the program does by itself: the check can fail
+    assert "Signal source has been deleted" in left.stderr
+    finished = run("finish")
+    assert finished.returncode == 0, finished.stderr
+    assert "Traceback" not in finished.stderr and "deleted" not in finished.stderr
+    ran, submitted = map(int, finished.stdout.split())
+    assert ran == submitted
+
+
 def test_ctrl_c_to_the_process_group_ends_the_window_with_130_and_no_traceback(tmp_path):
     config = tmp_path / "config"
     (config / "Tilescope").mkdir(parents=True)

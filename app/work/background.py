@@ -29,7 +29,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
 
-from PySide6.QtCore import QCoreApplication, QObject, Signal
+from PySide6.QtCore import QCoreApplication, QObject, QThreadPool, Signal
 from superqt.utils import create_worker
 
 from .child_process import KeeperThread, background_child
@@ -172,6 +172,23 @@ def _call(work: Callable[[], Any]) -> tuple[Any, BaseException | None]:
         return work(), None
     except Exception as exc:  # handed to the GUI thread, never lost on the worker
         return None, exc
+
+
+#: How long an ending program waits for the jobs still on Qt's thread pool (see below).
+POOL_EXIT_WAIT_S = 1.0
+
+
+def finish_pool_jobs(timeout_s: float = POOL_EXIT_WAIT_S) -> bool:
+    """Let the jobs on Qt's thread pool run out now, when the event loop has ended and the
+    windows still exist; jobs not started by `timeout_s` are dropped. Left to the
+    application's end, a job that was still waiting for a thread started after the
+    interpreter had torn down the objects it reports through, and printed "Signal source has
+    been deleted" tracebacks (a Ctrl+C soon after the start). True if none is left running."""
+    pool = QThreadPool.globalInstance()
+    if pool.waitForDone(round(timeout_s * 1e3)):
+        return True
+    pool.clear()
+    return False
 
 
 def run_once(
