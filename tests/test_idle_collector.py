@@ -4,22 +4,29 @@ works; what survives them out of later collections' reach; nothing frozen lost f
 from __future__ import annotations
 
 import gc
+import weakref
 
 import pytest
 
-from app.work import collector
 from app.work.collector import IdleCollector
 
 REST_S = 0.05
 
 
 @pytest.fixture
-def rest(monkeypatch):
-    """A short rest, so a test needs not wait two seconds; everything unfrozen after it."""
-    monkeypatch.setattr(collector, "REST_S", REST_S)
-    monkeypatch.setattr(collector, "CHECK_MS", 10)
+def rest():
+    """No full collection of Python's own (only the collector's), so what a test sees
+    collected is the collector's doing; everything unfrozen after it."""
+    thresholds = gc.get_threshold()
+    gc.set_threshold(thresholds[0], thresholds[1], 10**9)
     yield
+    gc.set_threshold(*thresholds)
     gc.unfreeze()
+
+
+def _collector(busy) -> IdleCollector:  # type: ignore[no-untyped-def]
+    """A collector at rest after REST_S (a short rest, so a test needs not wait long)."""
+    return IdleCollector(busy, rest_s=REST_S, check_ms=10)
 
 
 class Node:
@@ -49,22 +56,24 @@ def _self_cycles(count: int) -> list[Node]:
 def test_at_rest_cycles_are_collected_and_what_survives_is_frozen(qtbot, rest):
     held = _self_cycles(20_000)
     gc.collect()  # in the oldest generation now, as a session's results and figures are
-    watcher = IdleCollector(lambda: False)
+    watcher = _collector(lambda: False)
     survivor = Node()
     survivor.other = survivor  # a cycle that stays alive
+    gone = [weakref.ref(node) for node in held[::100]]
     held.clear()  # garbage now, which only a full collection finds
     _cycles(20_000)  # young work meanwhile
+    assert all(ref() is not None for ref in gone)  # young collections do not reach them
     qtbot.waitUntil(lambda: bool(watcher.collections), timeout=5000)
     _seconds, found, full = watcher.collections[0]
     assert found >= 20_000 and not full
-    assert gc.collect() == 0  # nothing left for Python's own collections
+    assert all(ref() is None for ref in gone)
     assert not _tracked(survivor)  # frozen: no later collection walks it
     assert survivor.other is survivor
 
 
 def test_nothing_is_collected_while_work_is_under_way_or_changes_keep_coming(qtbot, rest):
     busy = [True]
-    watcher = IdleCollector(lambda: busy[0])
+    watcher = _collector(lambda: busy[0])
     _cycles(20_000)
     qtbot.wait(round(REST_S * 1e3 * 4))
     assert watcher.collections == []  # a run or an export in flight
@@ -77,7 +86,7 @@ def test_nothing_is_collected_while_work_is_under_way_or_changes_keep_coming(qtb
 
 
 def test_nothing_new_since_the_last_collection_means_no_collection(qtbot, rest):
-    watcher = IdleCollector(lambda: False)
+    watcher = _collector(lambda: False)
     _cycles(20_000)
     qtbot.waitUntil(lambda: bool(watcher.collections), timeout=5000)
     qtbot.wait(round(REST_S * 1e3 * 6))
@@ -85,9 +94,16 @@ def test_nothing_new_since_the_last_collection_means_no_collection(qtbot, rest):
 
 
 def test_a_full_collection_reclaims_cycles_that_died_after_they_were_frozen(qtbot, rest):
-    watcher = IdleCollector(lambda: False)
+    watcher = _collector(lambda: False)
     kept = _self_cycles(1000)
     watcher.collect()  # frozen while alive
     kept.clear()  # now garbage, but frozen: an ordinary collection cannot see it
     assert watcher.collect() < 1000
     assert watcher.collect(full=True) >= 1000
+
+
+def test_the_window_collects_at_rest_until_it_closes(make_window):
+    window = make_window()
+    assert window.collector.running
+    window.close()
+    assert not window.collector.running

@@ -618,6 +618,7 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
             for dialog in self.findChildren(QDialog):  # error details, export progress...
                 dialog.close()
             self.runner.shutdown()
+            self.collector.stop()
             self.state.detach()
             # A large open in flight would hold the close for seconds: its read stops (the
             # compute process) and its result is moot (the reader is left to finish alone).

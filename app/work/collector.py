@@ -54,9 +54,16 @@ class IdleCollector(QObject):
     """Collects and freezes at rest (see the module docstring). `busy()`: work is under way
     that a collection must not interrupt (a run, an export); `active()` notes a change."""
 
-    def __init__(self, busy: Callable[[], bool], parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        busy: Callable[[], bool],
+        parent: QObject | None = None,
+        rest_s: float = REST_S,
+        check_ms: int = CHECK_MS,
+    ) -> None:
         super().__init__(parent)
         self._busy = busy
+        self._rest_s = rest_s
         now = time.monotonic()
         self._last_active = now
         self._last_full = now
@@ -64,16 +71,24 @@ class IdleCollector(QObject):
         #: (seconds, objects collected, everything unfrozen first) of each collection made.
         self.collections: list[tuple[float, int, bool]] = []
         self._timer = QTimer(self)
-        self._timer.setInterval(CHECK_MS)
+        self._timer.setInterval(check_ms)
         self._timer.timeout.connect(self._check)
         self._timer.start()
 
     def active(self, *_: object) -> None:
         self._last_active = time.monotonic()
 
+    def stop(self) -> None:
+        """No more collections (the window has closed)."""
+        self._timer.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._timer.isActive()
+
     def _check(self) -> None:
         now = time.monotonic()
-        if now - self._last_active < REST_S or _young_collections() == self._seen:
+        if now - self._last_active < self._rest_s or _young_collections() == self._seen:
             return
         if self._busy():
             self._last_active = now
