@@ -71,10 +71,7 @@ class MetricPlot(Staged, pg.PlotWidget):
     ) -> dict[str, pg.AxisItem]:
         """Our log axes, at the left and the bottom."""
         bottom = Log2NAxis("bottom") if x_format is None else LogValueAxis("bottom", x_format)
-        return {
-            "bottom": bottom,
-            "left": LogValueAxis("left", y_format),
-        }
+        return {"bottom": bottom, "left": LogValueAxis("left", y_format)}
 
     @staticmethod
     def plot_item(axes: dict[str, pg.AxisItem]) -> pg.PlotItem:

@@ -261,20 +261,24 @@ class Measuring:
         if outcome.more_to_come and not outcome.job.sweep:
             if not self._arrivals_held.isActive():
                 self._arrivals_held.start()
-            return
-        self._arrivals_held.stop()
-        self._redraw_measured()
+        else:
+            self._redraw_measured()
+
+    def _release_arrivals(self) -> None:
+        """Results held for the rest of their config: drawn within a frame."""
+        if self._arrivals_held.isActive():
+            self._arrivals_held.stop()
+            self._redraw_measured()
 
     def _on_outcome(self, outcome: RunOutcome) -> None:
         job = outcome.job
         s = self.state.value
         if job.backend_generation != self._backend_generation or s.backend is None:
             return
-        if not (job.sweep or outcome.more_to_come) and self._arrivals_held.isActive():
-            # The last of a config's runs ended without a result (stopped, skipped, failed):
-            # what arrived before it is drawn now.
-            self._arrivals_held.stop()
-            self._redraw_measured()
+        if not (job.sweep or outcome.more_to_come):
+            # The last of a config's runs ended, with a result or without (stopped, skipped,
+            # failed): what arrived before it is drawn now.
+            self._release_arrivals()
         if outcome.cancelled:  # stopped for a newer request or Esc: nothing to show
             return
         if outcome.result is not None:
@@ -347,9 +351,7 @@ class Measuring:
         self.run_status.set_text(self._status_text())
 
     def _on_idle(self) -> None:
-        if self._arrivals_held.isActive():  # the rest of a config's runs were dropped
-            self._arrivals_held.stop()
-            self._redraw_measured()
+        self._release_arrivals()  # the rest of a config's runs were dropped
         if self.state.value.backend is None:
             return
         self.run_status.set_idle(self._status_text())
