@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import AttentionConfig
+from .config import BACKWARD, DECODE, FORWARD, STEP, AttentionConfig
 from .launch.ws_variant import WsLaunch
 
 #: Output tile (rows × cols) of the naive path's GEMMs in the cost model and the schedule. A real
@@ -24,16 +24,22 @@ TILED_MMA = "tiled_mma"
 TILED_WGMMA = "tiled_wgmma"
 TILED_WS = "tiled_ws"
 RING = "ring"
+SPLIT_KV = "split_kv"
+
+#: The passes of the prefill kernels: the forward, and the backward and step built on it.
+PREFILL_PASSES: tuple[str, ...] = (FORWARD, BACKWARD, STEP)
 
 
 @dataclass(frozen=True)
 class AlgorithmInfo:
-    """What the UI and CLI need to name an algorithm."""
+    """What the UI and CLI need to name an algorithm, and the passes it is written for (a
+    backend may run fewer: gpu.backends.backend.Backend.passes says which it runs)."""
 
     id: str
     label: str
     fused: bool
     description: str
+    passes: tuple[str, ...] = PREFILL_PASSES
 
 
 ALGORITHMS: dict[str, AlgorithmInfo] = {
@@ -42,6 +48,7 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
         "naive",
         False,
         "S = QKᵀ/√d and P = softmax(S) written to HBM, then O = PV: three kernels.",
+        (*PREFILL_PASSES, DECODE),
     ),
     TILED: AlgorithmInfo(
         TILED,
@@ -77,8 +84,25 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
         True,
         "The sequence split over P GPUs: each runs the fused kernel on its queries against one "
         "K/V block per step while passing the block on (NCCL), merging with the online softmax.",
+        (FORWARD,),
+    ),
+    SPLIT_KV: AlgorithmInfo(
+        SPLIT_KV,
+        "split-KV decode",
+        True,
+        "Decode in one fused kernel (Flash-Decoding): the cache split over enough blocks to fill "
+        "the SMs, each KV head read once for its whole group of query heads, partial (m, l, O) "
+        "merged with the online softmax by the last block of each head.",
+        (DECODE,),
     ),
 }
+
+
+def runs_pass(algorithm: str, pass_: str) -> bool:
+    """Whether `algorithm` is written for `pass_` (unknown algorithms, the peers, are not)."""
+    info = ALGORITHMS.get(algorithm)
+    return info is not None and pass_ in info.passes
+
 
 #: Default variant of the warp-specialized kernel per head dim, by its label
 #: (`gpu.launch.ws_variant.WsLaunch.label`: d, keys per K/V tile × ring stages, consumer

@@ -26,7 +26,7 @@ from html import escape
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
-from gpu.algorithms import ALGORITHMS, NAIVE, TILED
+from gpu.algorithms import ALGORITHMS, NAIVE, SPLIT_KV, TILED, runs_pass
 from gpu.config import DETERMINISTIC_LABEL, PASS_LABELS, STAT_BYTES, STEP, AttentionConfig
 from gpu.model.costmodel import (
     attention_matrix_bytes,
@@ -120,8 +120,10 @@ def s_formula(config: AttentionConfig) -> str:
 
 
 def _shown(inp: PointInputs) -> list[str]:
-    """The algorithms explained, in the app's order (naive and tiled when none is ticked)."""
-    return [a for a in ALGORITHMS if a in inp.algorithms] or [NAIVE, TILED]
+    """The algorithms explained, in the app's order, those written for the config's pass
+    (naive and tiled, or naive and split-KV for decode, when none is ticked)."""
+    shown = [a for a in ALGORITHMS if a in inp.algorithms and runs_pass(a, inp.config.pass_)]
+    return shown or ([NAIVE, SPLIT_KV] if inp.config.is_decode else [NAIVE, TILED])
 
 
 def explanation(inp: PointInputs) -> Explanation:

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpu.algorithms import ALGORITHMS, NAIVE, TILED
+from gpu.algorithms import ALGORITHMS, NAIVE, SPLIT_KV, TILED, runs_pass
 from gpu.config import AttentionConfig
 from gpu.model.costmodel import CPU, GpuSpec, TrafficBand, traffic_band
 from gpu.model.roofline import MEASURED, AlgorithmVerdict, Explanation, Roof, explain
@@ -338,7 +338,9 @@ def point_for(
     `config`); a result of another config is none. The traffic bands come from the model
     cache: `compute=False` (the GUI thread on a slider move) gives None until every band is
     worked out, rather than walk a tiled model."""
-    algos = tuple(shown_algorithms([a for a in algorithms if a in ALGORITHMS] or [NAIVE, TILED]))
+    ours = [a for a in algorithms if runs_pass(a, config.pass_)]  # written for this pass
+    fallback = [NAIVE, SPLIT_KV] if config.is_decode else [NAIVE, TILED]
+    algos = tuple(shown_algorithms(ours or fallback))
     given = [(a, r) for a in algos if (r := (results or {}).get(a)) is not None]
     key = (config, algos, device, reported_memory_bytes, tuple((a, id(r)) for a, r in given))
     hit = _asked.get(key)

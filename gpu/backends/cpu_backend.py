@@ -1,8 +1,9 @@
 """NumPy backend: the same two algorithms, exact, on the CPU, so Tilescope teaches on any laptop.
 
 Every pass runs: the inference forward, the backward (after a forward that saves what it
-needs: naive keeps P, tiled O and one logsumexp per row; gpu/backends/cpu_backward.py) and the
-training step (both, each kernel timed).
+needs: naive keeps P, tiled O and one logsumexp per row; gpu/backends/cpu_backward.py), the
+training step (both, each kernel timed) and the decode pass (naive and split-KV,
+gpu/backends/cpu_decode.py).
 
 - naive really allocates S and P (B·h·N² elements each, in the config dtype) and fills them in
   three passes, like the three CUDA kernels.
@@ -30,14 +31,14 @@ import time
 import numpy as np
 import psutil
 
-from ..algorithms import NAIVE, TILED, tile_shape
-from ..config import PASSES, STEP, AttentionConfig, ceil_div
+from ..algorithms import ALGORITHMS, NAIVE, SPLIT_KV, TILED, tile_shape
+from ..config import STEP, AttentionConfig, ceil_div
 from ..files.schema import finite_result
 from ..model import cpu_roofs
 from ..model.costmodel import algorithm_cost
 from ..results import DeviceInfo, KernelTime, RunResult
 from ..units import fmt_bytes
-from . import cpu_backward
+from . import cpu_backward, cpu_decode
 from .array_meter import measure_peak
 from .backend import CancelHook, RunOptions, check_cancel, check_pass
 from .numpy_dtypes import NUMPY_DTYPES
@@ -96,13 +97,17 @@ class CpuBackend:
         )
 
     def algorithms(self) -> tuple[str, ...]:
-        return (NAIVE, TILED)
+        return (NAIVE, TILED, SPLIT_KV)
 
     def passes(self, algorithm: str) -> tuple[str, ...]:
-        return PASSES if algorithm in self.algorithms() else ()
+        """Every pass each algorithm is written for (gpu.algorithms)."""
+        return ALGORITHMS[algorithm].passes if algorithm in self.algorithms() else ()
 
     def footprint_bytes(self, config: AttentionConfig, algorithm: str) -> int:
         """Bytes a run will hold: the model's peak plus this backend's bounded temporaries."""
+        if config.is_decode:
+            temps = cpu_decode.decode_temp_bytes(config, algorithm)
+            return algorithm_cost(config, algorithm).peak_bytes + temps
         n, d = config.seq_len, config.head_dim
         rows = min(ROW_CHUNK, n)
         if algorithm == NAIVE:
@@ -149,10 +154,13 @@ class CpuBackend:
                 ),
             )
 
-        q, k, v = random_inputs(config, options.seed)
+        inputs_of = cpu_decode.random_decode_inputs if config.is_decode else random_inputs
+        q, k, v = inputs_of(config, options.seed)
         inputs = [q, k, v]
         cancel = options.cancel
-        if config.has_backward:
+        if config.is_decode:
+            kernels = cpu_decode.naive_decode if algorithm == NAIVE else cpu_decode.split_decode
+        elif config.has_backward:
             do = cpu_backward.random_grad_output(config, options.seed)
             inputs.append(do)
 
@@ -171,7 +179,10 @@ class CpuBackend:
             for name, seconds in spent:
                 times.setdefault(name, []).append(max(seconds, CLOCK_RESOLUTION_S))
         error = None
-        if options.check and config.has_backward:
+        if options.check and config.is_decode:
+            ref = cpu_decode.reference_decode(q, k, v, config)
+            error = float(np.max(np.abs(out.astype(np.float64) - ref)))
+        elif options.check and config.has_backward:
             error = _training_error(config, out, q, k, v, do)
         elif options.check:
             ref = reference_attention(q, k, v, config.causal)
@@ -186,21 +197,24 @@ class CpuBackend:
             peak_bytes=peak,
             max_abs_error=error,
             repeats=max(1, options.repeats),
-            message=_peak_note(algorithm, peak, cost.peak_bytes),
+            message=_peak_note(config, algorithm, peak, cost.peak_bytes),
         )
         return finite_result(result)  # JSON has no NaN: the largest float still disagrees
 
 
-def _peak_note(algorithm: str, peak: int, model: int) -> str:
+def _peak_note(config: AttentionConfig, algorithm: str, peak: int, model: int) -> str:
     """Why the measured peak exceeds the model's, for the UI to show beside the number."""
     extra = peak - model
     if extra <= 0:
         return ""
-    where = (
-        "fp32 tile buffers (on a GPU the tiles live in on-chip SRAM)"
-        if algorithm != NAIVE
-        else "fp32 row chunks of the N×N matrices and fp32 copies of K and V"
-    )
+    if algorithm == SPLIT_KV:
+        where = "fp32 copies of one key range and of one KV head's partials"
+    elif config.is_decode:
+        where = "fp32 copies of one KV head and of its group's scores"
+    elif algorithm != NAIVE:
+        where = "fp32 tile buffers (on a GPU the tiles live in on-chip SRAM)"
+    else:
+        where = "fp32 row chunks of the N×N matrices and fp32 copies of K and V"
     return (
         f"CPU peak is {fmt_bytes(extra)} above the model: {where}; "
         "NumPy has no fast fp16 matrix multiply"

@@ -59,7 +59,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.seq is None:
         configs = [config_for(args, n) for n in DEFAULT_SEQ.get(backend.name, DEFAULT_SEQ["cuda"])]
         _check_ring_split(backend, configs)
-    algos = args.algo or list(backend.algorithms())
+    pass_ = configs[0].pass_
+    algos = args.algo or [a for a in backend.algorithms() if pass_ in backend.passes(a)]
     missing = [a for a in algos if a not in backend.algorithms()]
     if missing:
         raise UsageError(

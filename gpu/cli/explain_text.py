@@ -71,9 +71,14 @@ def print_explanation(e, source: str | None) -> None:
                 f"  model check, {a.algorithm}: the L2-aware model's {model} is {check:.2f}× "
                 f"the {fmt_bytes(a.bytes)} the counters measured"
             )
-    useful = {"forward": "4", "backward": "8", "step": "12"}[e.config.pass_]
+    useful = {
+        "forward": "4·B·h·N²·d, halved when causal",
+        "backward": "8·B·h·N²·d, halved when causal",
+        "step": "12·B·h·N²·d, halved when causal",
+        "decode": "4·B·h·q·N·d: q new tokens against N cached",
+    }[e.config.pass_]
     print(
-        f"  FLOP/B: useful FLOPs ({useful}·B·h·N²·d, halved when causal"
+        f"  FLOP/B: useful FLOPs ({useful}"
         + (_recompute_note(e.config) if e.config.has_backward else "")
         + ") per DRAM byte; source: "
         "measured (hardware counters"

@@ -19,6 +19,8 @@ from .errors import UsageError
 
 def cmd_model(args: argparse.Namespace) -> int:
     cfg = config_for(args, args.seq)
+    if cfg.is_decode:
+        return _decode_model(cfg, args)
     naive, tiled = algorithm_cost(cfg, NAIVE), algorithm_cost(cfg, TILED)
     report = {
         "config": cfg.to_dict(),
@@ -73,6 +75,20 @@ def cmd_model(args: argparse.Namespace) -> int:
         _print_ring_model(report["ring"])
     if "training" in report:
         print_training_model(report["training"])
+    return 0
+
+
+def _decode_model(cfg: AttentionConfig, args: argparse.Namespace) -> int:
+    from .decode_report import decode_report, print_decode_report
+
+    if args.devices is not None:
+        raise UsageError("--devices models the ring's forward pass: leave out --pass decode")
+    layer_count(args)  # refuses --layers
+    report = decode_report(cfg, args, preset_of(args))
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print_decode_report(cfg, report)
     return 0
 
 

@@ -38,6 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
     layer_args(model)
     model.add_argument("--json", action="store_true", help="print one JSON object")
     model.add_argument("--devices", type=int, default=None, help="add the ring model for P GPUs")
+    model.add_argument(
+        "--budget",
+        type=size_bytes,
+        default=None,
+        help="with --pass decode and a --preset: what fits in this memory budget too (e.g. 24GB)",
+    )
 
     bench = sub.add_parser(
         "bench",

@@ -43,6 +43,8 @@ from ..config import (
     HEAD_DIM_MIN,
     HEADS_MAX,
     HEADS_MIN,
+    NEW_TOKENS_MAX,
+    NEW_TOKENS_MIN,
     PASS_KEY,
     PASSES,
     SEQ_LEN_MAX,
@@ -188,6 +190,8 @@ class ConfigDoc(_Doc, forbid_unknown_fields=True):
         default=_config_default("pass_"), name=PASS_KEY
     )
     deterministic: bool = _config_default("deterministic")
+    kv_heads: Annotated[int, Meta(ge=HEADS_MIN, le=HEADS_MAX)] | None = None
+    new_tokens: Annotated[int, Meta(ge=NEW_TOKENS_MIN, le=NEW_TOKENS_MAX)] = 1
 
 
 class KernelTimeDoc(_Doc):

@@ -48,6 +48,7 @@ from dataclasses import replace
 from ..algorithms import ALGORITHMS, NAIVE, NAIVE_GEMM_TILE, RING, TILED, tile_shape
 from ..config import STAT_BYTES, AttentionConfig, ceil_div
 from .backward_cost import backward_kernels, compulsory_backward, l2_aware_backward, with_forward
+from .decode_cost import compulsory_decode, decode_cost
 from .gpus import (
     CPU,
     DEFAULT_GPU,
@@ -75,6 +76,7 @@ from .kernel_cost import (
     matrix_bytes,
     naive_peak_bytes,
     pass_useful_flops,
+    softmax_reads_s_once,
     stats_bytes,
     tile_rows,
     tiled_peak_bytes,
@@ -124,14 +126,6 @@ __all__ = [
 
 # --------------------------------------------------------------------------------------------
 # The no-reuse model (the upper bound)
-
-
-def softmax_reads_s_once(config: AttentionConfig, smem_limit_bytes: int | None = None) -> bool:
-    """Whether a row of S fits in one block's shared memory (the one-read kernel); a longer row
-    (fp16/bf16 N > ~115k, fp32 N > ~58k on Hopper) goes through the two-pass kernel, which reads
-    it twice. The CUDA backend launches whichever this says."""
-    limit = DEFAULT_SMEM_OPTIN_BYTES if smem_limit_bytes is None else smem_limit_bytes
-    return config.seq_len * config.elem_bytes + SOFTMAX_STATIC_SMEM <= limit
 
 
 def naive_cost(config: AttentionConfig, smem_limit_bytes: int | None = None) -> AlgorithmCost:
@@ -202,7 +196,9 @@ def algorithm_cost(
     """The no-reuse model (module docstring); `smem_limit_bytes` is the device's opt-in shared
     memory per block (default: the H100/H200's), which decides naive's softmax kernel. A config
     whose pass is backward or step gets gpu.model.backward_cost's kernels (the step's after the
-    forward's) and the step's peak."""
+    forward's) and the step's peak; a decode config gpu.model.decode_cost's."""
+    if config.is_decode:
+        return decode_cost(config, algorithm, smem_limit_bytes)
     if config.has_backward:
         if algorithm == RING:
             raise KeyError("ring attention has no backward pass here")
@@ -228,6 +224,8 @@ def compulsory_cost(
 ) -> AlgorithmCost:
     """Every tensor read or written once (module docstring); FLOPs and exponentials as in the
     no-reuse model, since caching changes the bytes, not the work."""
+    if config.is_decode:
+        return compulsory_decode(config, algorithm, smem_limit_bytes)
     if config.has_backward:
         forward = compulsory_cost(config.forward(), algorithm, smem_limit_bytes)
         backward = compulsory_backward(config, algorithm, smem_limit_bytes)
@@ -256,7 +254,10 @@ def resident_blocks_per_sm(config: AttentionConfig, algorithm: str, gpu: GpuSpec
 def l2_aware_cost(
     config: AttentionConfig, algorithm: str, gpu: GpuSpec, smem_limit_bytes: int | None = None
 ) -> AlgorithmCost:
-    """The L2-aware estimate (assumptions in the module docstring)."""
+    """The L2-aware estimate (assumptions in the module docstring; decode's in
+    gpu.model.decode_cost: its compulsory figure)."""
+    if config.is_decode:
+        return compulsory_decode(config, algorithm, smem_limit_bytes, gpu)
     if config.has_backward:
         forward = l2_aware_cost(config.forward(), algorithm, gpu, smem_limit_bytes)
         backward = l2_aware_backward(config, algorithm, gpu, smem_limit_bytes)

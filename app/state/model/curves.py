@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gpu.algorithms import ALGORITHMS, NAIVE, TILED
+from gpu.algorithms import ALGORITHMS, NAIVE, TILED, runs_pass
 from gpu.config import AttentionConfig
 from gpu.model.costmodel import AlgorithmCost, GpuSpec, TrafficBand
 from gpu.model.layer_stack import layer_stack
@@ -64,6 +64,9 @@ def model_curves(
     `gpu`: the GPU of the traffic band (default `time_gpu`; no band without either);
     `layers`: the layer count of a training pass's saved-activation stack."""
     gpu = gpu or time_gpu
+    # Only the algorithms written for the family's pass have its model (no forward of a decode
+    # kernel, no decode of a prefill kernel).
+    algorithms = tuple(a for a in algorithms if runs_pass(a, family.pass_))
     costs: dict[tuple[AttentionConfig, str], AlgorithmCost] = {}
     bands: dict[BandKey, TrafficBand] = {}
 
