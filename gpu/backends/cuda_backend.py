@@ -14,6 +14,9 @@
   bit-identical from run to run). The other algorithms have no backward here and refuse those
   passes. "backward" runs the forward once, untimed, and times the backward's kernels; "step"
   times the forward's and the backward's.
+- decode (gpu/backends/cuda_decode.py): naive's three kernels on q rows per head (cuBLAS +
+  our softmax, the scores really allocated), and split_kv, our fused split-KV kernel
+  (gpu/kernels/decode_split.cu).
 
 Times (`time_launches`, gpu/backends/launch_timing.py): CUDA events between the kernels of the
 sequence, run back to back in batches, by the policy of gpu/backends/timing.py (a first batch
@@ -52,14 +55,20 @@ from dataclasses import dataclass, field
 
 import cupy
 
-from ..algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
-from ..config import BACKWARD, FORWARD, PASSES, AttentionConfig
+from ..algorithms import NAIVE, PREFILL_PASSES, SPLIT_KV, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
+from ..config import BACKWARD, DECODE, FORWARD, PASSES, AttentionConfig
 from ..errors import UnsupportedConfig
 from ..launch.cuda_kernels import device_attribute, smem_optin_bytes, storage_dtype
 from ..model import costmodel
 from ..results import DeviceInfo, KernelTime, KernelTraffic, RunResult
 from .backend import RunOptions, check_pass
 from .cuda_arrays import random_inputs
+from .cuda_decode import (
+    decode_launches,
+    decode_reference_bytes,
+    max_abs_decode_error,
+    random_decode_inputs,
+)
 from .cuda_reference import max_abs_error, max_abs_grad_error, reference_bytes, reference_grad_bytes
 from .launch_timing import (
     GateTimedOut,
@@ -136,7 +145,10 @@ def algorithm_launches(
     bwd_dK_gemm; fused: flash_bwd_preprocess, flash_bwd, flash_bwd_dq_convert, or with
     `config.deterministic` flash_bwd_dq in place of the conversion); for "backward" the
     backward's alone, after the forward has run here once (untimed) to save what they read.
-    The timing, the profiler and bench/ncu_driver.py all launch these."""
+    The timing, the profiler and bench/ncu_driver.py all launch these. A decode config's are
+    gpu/backends/cuda_decode.py's."""
+    if config.is_decode:
+        return decode_launches(config, algorithm, arrays)
     forward = _forward_launches(config, algorithm, arrays)
     if not config.has_backward:
         return forward
@@ -231,6 +243,10 @@ def _flash_module(algorithm: str):
         from ..launch import flash_ws
 
         return flash_ws
+    if algorithm == SPLIT_KV:
+        from ..launch import decode_split
+
+        return decode_split
     raise UnsupportedConfig(f"unknown algorithm {algorithm!r}", field="algorithm")
 
 
@@ -294,14 +310,19 @@ class CudaBackend:
                 algos.append(TILED_WS)
         except Exception:
             pass
+        algos.append(SPLIT_KV)
         return tuple(algos)
 
     def passes(self, algorithm: str) -> tuple[str, ...]:
-        """Forward for every algorithm; backward and step for naive and tiled_mma, the ones
-        with backward kernels here."""
+        """Forward for every prefill algorithm; backward and step for naive and tiled_mma, the
+        ones with backward kernels here; decode for naive and split_kv."""
         if algorithm not in self.algorithms():
             return ()
-        return PASSES if algorithm in BACKWARD_ALGORITHMS else (FORWARD,)
+        if algorithm == NAIVE:
+            return PASSES
+        if algorithm == SPLIT_KV:
+            return (DECODE,)
+        return PREFILL_PASSES if algorithm in BACKWARD_ALGORITHMS else (FORWARD,)
 
     def _launch_gate(self) -> LaunchGate | None:
         """The gate for timed batches (made once; None after it has failed once)."""
@@ -344,7 +365,8 @@ class CudaBackend:
         notes: list[str] = []
         if algorithm == NAIVE and config.has_backward:
             notes.append("dS is written into the memory of S, which is dead once P exists")
-        if algorithm == NAIVE and not softmax_plan(config).single_read:
+        rows = config.bh * config.new_tokens if config.is_decode else None
+        if algorithm == NAIVE and not softmax_plan(config, rows=rows).single_read:
             notes.append(
                 f"softmax rows of {config.seq_len * config.elem_bytes:,} B exceed shared memory "
                 f"({smem_optin_bytes():,} B): S is read twice (counted in hbm_bytes)"
@@ -451,7 +473,10 @@ class CudaBackend:
     ) -> list[tuple[str, Callable[[], None]]]:
         """Allocate the run's buffers and return its kernels as (name, launch) in order."""
         arrays = buffers.arrays
-        inputs = random_inputs(config, options.seed, 4 if config.has_backward else 3)
+        if config.is_decode:
+            inputs = random_decode_inputs(config, options.seed)
+        else:
+            inputs = random_inputs(config, options.seed, 4 if config.has_backward else 3)
         arrays.update(zip(("q", "k", "v", "do"), inputs, strict=False))
         del inputs
         # Give the generation temporaries back to the device: a cached block that a later,
@@ -465,7 +490,12 @@ class CudaBackend:
         for name in ("s", "p", "dp", "ds"):  # naive's big buffers are not needed by the check
             a.pop(name, None)
         self.pool.free_all_blocks()
-        need = reference_grad_bytes(config) if config.has_backward else reference_bytes(config)
+        if config.is_decode:
+            need = decode_reference_bytes(config)
+        elif config.has_backward:
+            need = reference_grad_bytes(config)
+        else:
+            need = reference_bytes(config)
         free, _ = cupy.cuda.runtime.memGetInfo()
         available = free + self.pool.total_bytes() - self.pool.used_bytes()
         limit = self.pool.get_limit()
@@ -477,6 +507,8 @@ class CudaBackend:
                 f"{available:,} B are free"
             )
         try:
+            if config.is_decode:
+                return max_abs_decode_error(a["q"], a["k"], a["v"], a["o"], config), ""
             if config.has_backward:
                 return max_abs_grad_error(a, config), ""
             return max_abs_error(a["q"], a["k"], a["v"], a["o"], config), ""

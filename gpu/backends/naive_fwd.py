@@ -56,9 +56,12 @@ class SoftmaxPlan:
     single_read: bool
 
 
-def softmax_plan(config: AttentionConfig, smem_limit: int | None = None) -> SoftmaxPlan:
+def softmax_plan(
+    config: AttentionConfig, smem_limit: int | None = None, rows: int | None = None
+) -> SoftmaxPlan:
     """One block per row. A row that fits in shared memory is read once (smem kernel); a longer
-    one (fp16/bf16 N > ~116k, fp32 N > ~58k on Hopper) is read twice (two-pass kernel)."""
+    one (fp16/bf16 N > ~116k, fp32 N > ~58k on Hopper) is read twice (two-pass kernel).
+    `rows`: rows of N scores (default B·h·N; a decode step has B·h·q)."""
     n, eb = config.seq_len, config.elem_bytes
     limit = smem_optin_bytes() if smem_limit is None else smem_limit
     vec = 16 // eb if n % (16 // eb) == 0 else 1  # 16-byte accesses when rows stay aligned
@@ -69,7 +72,7 @@ def softmax_plan(config: AttentionConfig, smem_limit: int | None = None) -> Soft
         threads = min(1024, max(32, 1 << (threads - 1).bit_length()))
     else:
         threads = 1024
-    rows = config.bh * n
+    rows = config.bh * n if rows is None else rows
     name = "softmax_rows_smem" if single else "softmax_rows_twopass"
     return SoftmaxPlan(
         kernel_name=f"{name}<{element_type(config.dtype)}, {vec}>",
@@ -82,15 +85,16 @@ def softmax_plan(config: AttentionConfig, smem_limit: int | None = None) -> Soft
 
 
 def softmax_launcher(
-    config: AttentionConfig, smem_limit: int | None = None
+    config: AttentionConfig, smem_limit: int | None = None, rows: int | None = None
 ) -> Callable[[cupy.ndarray, cupy.ndarray], None]:
     """A function p <- softmax(s) for this config, with its kernel compiled and set up now.
-    `smem_limit` overrides the device's limit (tests use it to force the two-pass kernel)."""
-    plan = softmax_plan(config, smem_limit)
+    `smem_limit` overrides the device's limit (tests use it to force the two-pass kernel);
+    `rows` as in `softmax_plan`."""
+    plan = softmax_plan(config, smem_limit, rows)
     kernel = get_kernel(SOFTMAX_SOURCE, plan.kernel_name)
     if plan.shared_bytes and kernel.max_dynamic_shared_size_bytes < plan.shared_bytes:
         kernel.max_dynamic_shared_size_bytes = plan.shared_bytes
-    rows = np.int64(config.bh * config.seq_len)
+    rows = np.int64(config.bh * config.seq_len if rows is None else rows)
     n = np.int32(config.seq_len)
     causal = np.int32(1 if config.causal else 0)
 

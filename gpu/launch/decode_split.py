@@ -36,8 +36,8 @@ MAX_SPLITS = 256
 KEY_GRANULE = 64
 #: The fewest splits whose blocks fill at least this share of the resident slots win.
 WAVE_TARGET = 0.95
-HEAD_DIMS = (64, 128, 256)
-DTYPES = ("fp16", "bf16")
+SUPPORTED_HEAD_DIMS = (64, 128, 256)
+SUPPORTED_DTYPES = ("fp16", "bf16")
 #: Registers per thread of each instantiation, by (head dim, rows per block): ptxas of CUDA 13.0
 #: for sm_90 (`nvcc -Xptxas -v`); the GPU test tests/test_decode_gpu.py compares them with the
 #: compiled kernel's.
@@ -84,7 +84,7 @@ def blocks_per_sm(registers: int) -> int:
 
 
 def design_blocks_per_sm(config: AttentionConfig) -> int:
-    d = config.head_dim if config.head_dim in HEAD_DIMS else 128
+    d = config.head_dim if config.head_dim in SUPPORTED_HEAD_DIMS else 128
     return blocks_per_sm(DESIGN_REGISTERS[(d, rows_per_block(config))])
 
 
@@ -158,22 +158,30 @@ def supports(config: AttentionConfig) -> str | None:
     """None when the kernel can run `config`, else why not (no device needed)."""
     if not config.is_decode:
         return "the split-KV kernel runs the decode pass only"
-    if config.dtype not in DTYPES:
+    if config.dtype not in SUPPORTED_DTYPES:
         return f"the split-KV kernel reads an fp16 or bf16 cache, not {config.dtype}"
-    if config.head_dim not in HEAD_DIMS:
+    if config.head_dim not in SUPPORTED_HEAD_DIMS:
         return (
-            f"the split-KV kernel has head dims {', '.join(map(str, HEAD_DIMS))}, "
+            f"the split-KV kernel has head dims {', '.join(map(str, SUPPORTED_HEAD_DIMS))}, "
             f"not {config.head_dim}"
         )
     return None
 
 
-def kernel_name(config: AttentionConfig) -> str:
+def kernel_name(config: AttentionConfig, kpt: int | None = None) -> str:
+    """The instantiation `config` needs (`kpt`: another keys-per-step variant, for benchmarks)."""
     bf16 = "true" if config.dtype == "bf16" else "false"
-    return (
-        f"decode_split<{bf16}, {config.head_dim}, {rows_per_block(config)}, "
-        f"{keys_per_thread(config)}>"
-    )
+    kpt = kpt or keys_per_thread(config)
+    return f"decode_split<{bf16}, {config.head_dim}, {rows_per_block(config)}, {kpt}>"
+
+
+def fixed_plan(config: AttentionConfig, splits: int, slots: int) -> SplitPlan:
+    """A plan with (about) `splits` splits instead of the chosen count, for benchmarks that
+    compare split counts: whole key granules per split, at most MAX_SPLITS."""
+    splits = max(1, min(MAX_SPLITS, splits, ceil_div(config.seq_len, KEY_GRANULE)))
+    keys = ceil_div(ceil_div(config.seq_len, splits), KEY_GRANULE) * KEY_GRANULE
+    splits = ceil_div(config.seq_len, keys)
+    return SplitPlan(units(config), splits, keys, rows_per_block(config), row_chunks(config), slots)
 
 
 @dataclass(frozen=True)
@@ -212,17 +220,28 @@ class PreparedDecode:
         self.kernel(self.grid, (THREADS,), args)
 
 
-def prepare(config: AttentionConfig, extra_options: tuple[str, ...] = ()) -> PreparedDecode:
+def prepare(
+    config: AttentionConfig,
+    extra_options: tuple[str, ...] = (),
+    *,
+    kpt: int | None = None,
+    splits: int | None = None,
+) -> PreparedDecode:
     """Compile the instantiation `config` needs and plan its split on this device (its SMs and
-    the compiled kernel's registers). Raises ValueError when the kernel cannot run `config`."""
+    the compiled kernel's registers). `kpt` and `splits` pick another variant (benchmarks).
+    Raises ValueError when the kernel cannot run `config`."""
     from .cuda_kernels import device_attribute, get_kernel
 
     reason = supports(config)
     if reason is not None:
         raise ValueError(reason)
-    kernel = get_kernel(SOURCE, kernel_name(config), options=extra_options)
+    kernel = get_kernel(SOURCE, kernel_name(config, kpt), options=extra_options)
     per_sm = blocks_per_sm(compiled_registers(kernel))
-    plan = split_plan(config, device_attribute("MultiProcessorCount"), per_sm)
+    sms = device_attribute("MultiProcessorCount")
+    if splits is None:
+        plan = split_plan(config, sms, per_sm)
+    else:
+        plan = fixed_plan(config, splits, sms * per_sm)
     return PreparedDecode(kernel, plan, config)
 
 
