@@ -50,11 +50,11 @@ from gpu.model.decode_cost import kv_cache_bytes
 
 #: The issue's shapes: fp16, d = 128, one new token.
 SHAPES: dict[str, dict[str, int]] = {
-    "GQA 32/8, B=8, L=128k": {"batch": 8, "heads": 32, "kv_heads": 8, "seq_len": 131072},
-    "GQA 32/8, B=1, L=4k": {"batch": 1, "heads": 32, "kv_heads": 8, "seq_len": 4096},
-    "GQA 32/8, B=1, L=16k": {"batch": 1, "heads": 32, "kv_heads": 8, "seq_len": 16384},
-    "GQA 32/8, B=1, L=128k": {"batch": 1, "heads": 32, "kv_heads": 8, "seq_len": 131072},
-    "MHA 32/32, B=8, L=128k": {"batch": 8, "heads": 32, "kv_heads": 32, "seq_len": 131072},
+    "GQA 32/8 B=8 L=128k": {"batch": 8, "heads": 32, "kv_heads": 8, "seq_len": 131072},
+    "GQA 32/8 B=1 L=4k": {"batch": 1, "heads": 32, "kv_heads": 8, "seq_len": 4096},
+    "GQA 32/8 B=1 L=16k": {"batch": 1, "heads": 32, "kv_heads": 8, "seq_len": 16384},
+    "GQA 32/8 B=1 L=128k": {"batch": 1, "heads": 32, "kv_heads": 8, "seq_len": 131072},
+    "MHA 32/32 B=8 L=128k": {"batch": 8, "heads": 32, "kv_heads": 32, "seq_len": 131072},
 }
 #: The input sets of one shape together hold at least this many L2s of cache.
 ROTATE_L2_MULTIPLE = 8
