@@ -142,12 +142,12 @@ def build(cfg: AttentionConfig, torch, l2_bytes: int, variants: bool) -> list[Co
         out.append(Contender(algo, steps, _output_of(steps[0], arrays[0])))
     if variants:
         base = decode_split.prepare(cfg)
-        default = (decode_split.keys_per_thread(cfg), base.plan.splits)
-        for kpt in (2, 4, 8):
-            for splits in sorted({base.plan.splits // 2, base.plan.splits, 2 * base.plan.splits}):
-                if splits < 1 or (kpt, splits) == default:
-                    continue
-                prepared = decode_split.prepare(cfg, kpt=kpt, splits=splits)
+        kpt0, pf0, s0 = decode_split.keys_per_thread(cfg), decode_split.PREFETCH, base.plan.splits
+        chosen = [(kpt, pf, s0) for kpt in (2, 4, 8) for pf in (False, True)]
+        chosen += [(kpt0, pf0, s) for s in (s0 // 2, 2 * s0)]
+        for kpt, pf, splits in chosen:
+            if splits >= 1 and (kpt, pf, splits) != (kpt0, pf0, s0):
+                prepared = decode_split.prepare(cfg, kpt=kpt, prefetch=pf, splits=splits)
                 arrays = [dict(zip(("q", "k", "v"), x, strict=True)) for x in inputs]
                 steps = []
                 for a in arrays:
@@ -155,7 +155,7 @@ def build(cfg: AttentionConfig, torch, l2_bytes: int, variants: bool) -> list[Co
                     a.update(prepared.workspace())
                     names = ("q", "k", "v", "o", "part_o", "part_ml", "counters")
                     steps.append(lambda a=a, p=prepared, n=names: p(*(a[x] for x in n)))
-                name = f"split_kv kpt={kpt} splits={prepared.plan.splits}"
+                name = f"split_kv kpt={kpt} pf={int(pf)} s={prepared.plan.splits}"
                 out.append(Contender(name, steps, _output_of(steps[0], arrays[0])))
     from torch.nn.attention import SDPBackend, sdpa_kernel
 

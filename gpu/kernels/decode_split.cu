@@ -25,8 +25,8 @@
 //   Split-KV (goal 2). The N keys are cut into `splits` ranges of `keys_per_split`; every
 //   (unit, split) pair is a block, unit = (batch, KV head, row chunk). The host
 //   (gpu/launch/decode_split.py) picks the split count so that the blocks fill the GPU's
-//   resident-block slots in whole waves ("wave efficiency"), e.g. 8 units x 63 splits = 504 of
-//   528 slots on an H100 at 4 blocks per SM.
+//   resident-block slots in whole waves ("wave efficiency"), e.g. one sequence of 8 KV heads
+//   and a 128k cache: 8 units x 48 splits = 384 of the 396 slots of an H100 at 3 blocks per SM.
 //
 //   Each block computes, for its rows, the attention over its key range alone:
 //       m_s  the row max of the scaled scores (base-2 units here: scores * log2 e)
@@ -53,7 +53,9 @@
 //   coalesced), keeping an online softmax (m, l and an fp32 O slice of 8 columns) per row:
 //
 //   for each step of KPT keys per group:
-//       load K and V chunks of KPT keys            (2 * KPT 16-byte loads in flight per thread)
+//       load K and V chunks of KPT keys            (2 * KPT 16-byte loads per thread; with
+//                                                   PREFETCH those of the next step are in
+//                                                   flight during this step's arithmetic)
 //       s[u][r] = q_r . k_u  : 8 products per thread, then a sum over the key group's lanes
 //                              (butterfly shuffles)
 //       online softmax: m_new = max(m, max_u s), alpha = 2^(m - m_new), p = 2^(s - m_new),
@@ -88,13 +90,44 @@ struct __align__(16) Chunk {
 
 // A 16-byte load of the cache that does not keep the line in L1: every byte is used once.
 // ld.global.nc reads through the read-only path; L1::no_allocate leaves the L1 to Q and the
-// shared memory.
+// shared memory; L2::256B asks the L2 to fetch the whole 256-byte block around the address
+// from DRAM (the block's key groups read those neighbours next anyway), so DRAM sees fewer,
+// longer bursts.
 __device__ __forceinline__ Chunk load_stream(const u16* p) {
     Chunk c;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
         : "=r"(c.w[0]), "=r"(c.w[1]), "=r"(c.w[2]), "=r"(c.w[3])
         : "l"(p));
     return c;
+}
+
+// Four fp32 partials from L2 (see load_l2).
+__device__ __forceinline__ float4 load_l2_v4(const float* p) {
+    float4 x;
+    asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(x.x), "=f"(x.y), "=f"(x.z), "=f"(x.w)
+                 : "l"(p)
+                 : "memory");
+    return x;
+}
+
+// The KPT keys of one step of key group g: K and V chunks of this thread's 8 columns, zeros
+// past the range (those keys then score -inf).
+template <int KPT, int GROUPS, int D>
+__device__ __forceinline__ void load_step(Chunk (&kc)[KPT], Chunk (&vc)[KPT],
+                                          const u16* k_head, const u16* v_head, int base,
+                                          int k_end, int g, int col) {
+#pragma unroll
+    for (int u = 0; u < KPT; ++u) {
+        const int key = base + u * GROUPS + g;
+        if (key < k_end) {
+            kc[u] = load_stream(k_head + static_cast<size_t>(key) * D + col);
+            vc[u] = load_stream(v_head + static_cast<size_t>(key) * D + col);
+        } else {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) kc[u].w[i] = vc[u].w[i] = 0u;
+        }
+    }
 }
 
 // A 4-byte load from L2, past the L1 (which is not coherent between SMs): the merge reads the
@@ -143,8 +176,9 @@ __device__ __forceinline__ float dot8(const float (&q)[8], const Chunk& k) {
 
 // BF16: bf16 (else fp16) storage. D: head dim (64, 128 or 256). ROWS: query rows per block
 // (1, 2, 4 or 8; rows past the group's end are computed on zeros and never written).
-// KPT: keys per key group per step (loads in flight).
-template <bool BF16, int D, int ROWS, int KPT>
+// KPT: keys per key group per step (loads in flight). PREFETCH: the next step's loads are
+// issued before this step's arithmetic (twice the bytes in flight, for 8 * KPT more registers).
+template <bool BF16, int D, int ROWS, int KPT, bool PREFETCH>
 __global__ void __launch_bounds__(DECODE_THREADS)
 decode_split(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restrict__ V,
              u16* __restrict__ O, float* __restrict__ part_o, float* __restrict__ part_ml,
@@ -201,21 +235,19 @@ decode_split(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __
         for (int i = 0; i < 8; ++i) o[r][i] = 0.f;
     }
 
+    // STEP stream_kv
+    // KPT keys per group, K and V together: 2 * KPT independent 16-byte loads in flight before
+    // the first use. With PREFETCH the loads of step i + 1 leave before the arithmetic of step
+    // i, so a warp waits for memory once per step, not once per load and use.
+    Chunk kc[KPT], vc[KPT];
+    if (PREFETCH) load_step<KPT, GROUPS, D>(kc, vc, k_head, v_head, k_begin, k_end, g, col);
     for (int base = k_begin; base < k_end; base += KEYS_PER_STEP) {
-        // STEP stream_kv
-        // KPT keys per group, K and V together: 2 * KPT independent 16-byte loads in flight
-        // before the first use. A key past the range loads nothing and scores -inf.
-        Chunk kc[KPT], vc[KPT];
-#pragma unroll
-        for (int u = 0; u < KPT; ++u) {
-            const int key = base + u * GROUPS + g;
-            if (key < k_end) {
-                kc[u] = load_stream(k_head + static_cast<size_t>(key) * D + col);
-                vc[u] = load_stream(v_head + static_cast<size_t>(key) * D + col);
-            } else {
-#pragma unroll
-                for (int i = 0; i < 4; ++i) kc[u].w[i] = vc[u].w[i] = 0u;
-            }
+        Chunk kn[KPT], vn[KPT];
+        if (PREFETCH) {
+            load_step<KPT, GROUPS, D>(kn, vn, k_head, v_head, base + KEYS_PER_STEP, k_end, g,
+                                      col);
+        } else {
+            load_step<KPT, GROUPS, D>(kc, vc, k_head, v_head, base, k_end, g, col);
         }
 
         // STEP scores
@@ -280,6 +312,13 @@ decode_split(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __
                     o[r][2 * i] = fmaf(p[u][r], vv.x, o[r][2 * i]);
                     o[r][2 * i + 1] = fmaf(p[u][r], vv.y, o[r][2 * i + 1]);
                 }
+            }
+        }
+        if (PREFETCH) {
+#pragma unroll
+            for (int u = 0; u < KPT; ++u) {
+                kc[u] = kn[u];
+                vc[u] = vn[u];
             }
         }
     }
@@ -363,16 +402,38 @@ decode_split(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __
     }
     __syncthreads();
     // STEP store_o
-    // O = sum_s w_s O_s / sum_s w_s, consecutive threads on consecutive columns.
-    for (int e = tid; e < ROWS * D; e += DECODE_THREADS) {
-        const int r = e / D, c = e % D;
+    // O = sum_s w_s O_s / sum_s w_s. A thread takes 4 consecutive columns of a row (16-byte
+    // loads) and reads MERGE_BATCH splits' partials before it uses the first: their latencies
+    // overlap instead of adding up, so the merge costs a few L2 round trips, not one per split.
+    constexpr int MERGE_BATCH = 16;
+    for (int e = tid; e < ROWS * (D / 4); e += DECODE_THREADS) {
+        const int r = e / (D / 4), c = (e % (D / 4)) * 4;
         if (r >= rows_here) continue;
         const long long row = row0 + r;
         const float* src = part_o + row * splits * D + c;
-        float acc = 0.f;
-#pragma unroll 8
-        for (int sp = 0; sp < splits; ++sp) acc = fmaf(sm_w[r][sp], load_l2(src + sp * D), acc);
-        O[row * D + c] = to_storage<BF16>(acc * sm_inv[r]);
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int sp0 = 0; sp0 < splits; sp0 += MERGE_BATCH) {
+            float4 x[MERGE_BATCH];
+#pragma unroll
+            for (int j = 0; j < MERGE_BATCH; ++j) {
+                x[j] = (sp0 + j < splits) ? load_l2_v4(src + (sp0 + j) * D)
+                                          : make_float4(0.f, 0.f, 0.f, 0.f);
+            }
+#pragma unroll
+            for (int j = 0; j < MERGE_BATCH; ++j) {
+                const float w = (sp0 + j < splits) ? sm_w[r][sp0 + j] : 0.f;
+                acc.x = fmaf(w, x[j].x, acc.x);
+                acc.y = fmaf(w, x[j].y, acc.y);
+                acc.z = fmaf(w, x[j].z, acc.z);
+                acc.w = fmaf(w, x[j].w, acc.w);
+            }
+        }
+        const float inv = sm_inv[r];
+        u16* dst = O + row * D + c;
+        dst[0] = to_storage<BF16>(acc.x * inv);
+        dst[1] = to_storage<BF16>(acc.y * inv);
+        dst[2] = to_storage<BF16>(acc.z * inv);
+        dst[3] = to_storage<BF16>(acc.w * inv);
     }
     if (tid == 0) counters[unit] = 0u;  // ready for the next launch
 }

@@ -32,19 +32,19 @@ THREADS = 128
 MAX_ROWS_PER_BLOCK = 8
 #: Most splits of one unit; must equal DECODE_MAX_SPLITS in the .cu file.
 MAX_SPLITS = 256
-#: Keys per split are a multiple of this: whole steps of the kernel's key groups.
-KEY_GRANULE = 64
+#: Keys per split are a multiple of this (a split's last step may be partly masked).
+KEY_GRANULE = 32
 #: The fewest splits whose blocks fill at least this share of the resident slots win.
 WAVE_TARGET = 0.95
 SUPPORTED_HEAD_DIMS = (64, 128, 256)
 SUPPORTED_DTYPES = ("fp16", "bf16")
-#: Registers per thread of each instantiation, by (head dim, rows per block): ptxas of CUDA 13.0
-#: for sm_90 (`nvcc -Xptxas -v`); the GPU test tests/test_decode_gpu.py compares them with the
-#: compiled kernel's.
+#: Registers per thread of each default instantiation (PREFETCH on), by (head dim, rows per
+#: block): ptxas of CUDA 13.0 for sm_90 (`nvcc -Xptxas -v`); the GPU test
+#: tests/test_decode_gpu.py compares the blocks per SM they allow with the compiled kernel's.
 DESIGN_REGISTERS: dict[tuple[int, int], int] = {
-    (64, 1): 56, (64, 2): 72, (64, 4): 128, (64, 8): 254,
-    (128, 1): 52, (128, 2): 72, (128, 4): 128, (128, 8): 246,
-    (256, 1): 52, (256, 2): 72, (256, 4): 128, (256, 8): 234,
+    (64, 1): 72, (64, 2): 96, (64, 4): 167, (64, 8): 247,
+    (128, 1): 72, (128, 2): 96, (128, 4): 167, (128, 8): 247,
+    (256, 1): 72, (256, 2): 96, (256, 4): 167, (256, 8): 247,
 }  # fmt: skip
 #: Hopper's per-SM limits that bound resident blocks: 64 Ki registers (allocated per warp in
 #: units of 256), 2,048 threads, 32 blocks.
@@ -168,11 +168,18 @@ def supports(config: AttentionConfig) -> str | None:
     return None
 
 
-def kernel_name(config: AttentionConfig, kpt: int | None = None) -> str:
-    """The instantiation `config` needs (`kpt`: another keys-per-step variant, for benchmarks)."""
+#: The kernel's PREFETCH: the next step's loads leave before this step's arithmetic.
+PREFETCH = True
+
+
+def kernel_name(
+    config: AttentionConfig, kpt: int | None = None, prefetch: bool | None = None
+) -> str:
+    """The instantiation `config` needs (`kpt`, `prefetch`: another variant, for benchmarks)."""
     bf16 = "true" if config.dtype == "bf16" else "false"
     kpt = kpt or keys_per_thread(config)
-    return f"decode_split<{bf16}, {config.head_dim}, {rows_per_block(config)}, {kpt}>"
+    pf = "true" if (PREFETCH if prefetch is None else prefetch) else "false"
+    return f"decode_split<{bf16}, {config.head_dim}, {rows_per_block(config)}, {kpt}, {pf}>"
 
 
 def fixed_plan(config: AttentionConfig, splits: int, slots: int) -> SplitPlan:
@@ -225,17 +232,18 @@ def prepare(
     extra_options: tuple[str, ...] = (),
     *,
     kpt: int | None = None,
+    prefetch: bool | None = None,
     splits: int | None = None,
 ) -> PreparedDecode:
     """Compile the instantiation `config` needs and plan its split on this device (its SMs and
-    the compiled kernel's registers). `kpt` and `splits` pick another variant (benchmarks).
-    Raises ValueError when the kernel cannot run `config`."""
+    the compiled kernel's registers). `kpt`, `prefetch` and `splits` pick another variant
+    (benchmarks). Raises ValueError when the kernel cannot run `config`."""
     from .cuda_kernels import device_attribute, get_kernel
 
     reason = supports(config)
     if reason is not None:
         raise ValueError(reason)
-    kernel = get_kernel(SOURCE, kernel_name(config, kpt), options=extra_options)
+    kernel = get_kernel(SOURCE, kernel_name(config, kpt, prefetch), options=extra_options)
     per_sm = blocks_per_sm(compiled_registers(kernel))
     sms = device_attribute("MultiProcessorCount")
     if splits is None:
