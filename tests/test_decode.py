@@ -256,3 +256,29 @@ def test_bench_default_algorithms_are_the_passes_own(capsys):
 def test_forward_configs_still_run_and_name_no_decode_fields():
     r = CpuBackend().run(AttentionConfig(seq_len=64, heads=2), TILED, RunOptions(repeats=1))
     assert r.config.pass_ == FORWARD and "kv_heads" not in r.to_dict()["config"]
+
+
+# --------------------------------------------------------------------------------------------
+# The shipped recording: replayed without a GPU
+
+
+def test_the_shipped_decode_recording_replays_without_a_gpu():
+    from pathlib import Path
+
+    from gpu.files.recording import load_recording
+
+    path = Path(__file__).resolve().parents[1] / "resources" / "recorded" / "h100_decode.json"
+    recording = load_recording(path)
+    assert "H100" in recording.device.name
+    by_n: dict[int, dict[str, object]] = {}
+    for r in recording.results:
+        assert r.config.is_decode and r.config.kv_head_count == 8 and r.config.heads == 32
+        by_n.setdefault(r.config.seq_len, {})[r.algorithm] = r
+    assert sorted(by_n) == [1024 << i for i in range(8)]
+    for n, results in by_n.items():
+        assert set(results) == {NAIVE, SPLIT_KV, "sdpa_flash", "sdpa_cudnn"}
+        split = results[SPLIT_KV]
+        assert split.agrees and split.total_ms > 0
+        cache = kv_cache_bytes(split.config)
+        # measured by CUPTI after an L2 flush: the cache read once, within 1 %
+        assert abs(split.measured_dram_bytes - cache) < 0.01 * cache, n
