@@ -47,6 +47,7 @@ from ..state.units import fmt_bytes, fmt_flops, fmt_int, fmt_intensity, fmt_ms
 from ..window.theme import DARK, Palette
 from ..work.background import LatestOnly
 from ..work.pacing import PAUSE_MS, settled
+from .decode_explain import decode_header, decode_section
 
 #: How the pane says which roof binds.
 ROOF_BINDS = {
@@ -148,6 +149,10 @@ def explain_html(inp: PointInputs, palette: Palette = DARK) -> str:
 
     e = explanation(inp)
     shown = _shown(inp)
+    if c.is_decode:
+        out = decode_header(inp, muted) + decode_section(inp, name)
+        out += _roofline_section(e, inp, shown, name, note, palette)
+        return "\n".join(out)
     s_bytes = attention_matrix_bytes(c)
     qkvo = 4 * matrix_bytes(c)
     naive = cost(c, NAIVE)

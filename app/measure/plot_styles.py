@@ -7,7 +7,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED, TILED_MMA, TILED_WGMMA
-from gpu.config import BACKWARD, STEP
+from gpu.config import BACKWARD, DECODE, STEP
 from gpu.model.backward_cost import NAIVE_BACKWARD_KERNELS
 from gpu.model.costmodel import FP32, TENSOR
 from gpu.model.roofline import (
@@ -43,6 +43,7 @@ TIME_TITLES = {
     "forward": "Time per forward pass",
     BACKWARD: "Time per backward pass",
     STEP: "Time per training step",
+    DECODE: "Time per decode step (one token per sequence)",
 }
 
 

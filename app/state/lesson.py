@@ -8,6 +8,8 @@
    the ridge of the roofs in use, from measured bytes where the results have them.
 4. What the animation shows: the two lanes of the Tiles tab.
 
+A decode config gets app/state/decode_lesson.py's four steps instead.
+
 Qt-free: the window's lesson strip shows these texts and moves to the view each one names
 (`focus`). The texts are made off the GUI thread (a tiled verdict walks the tile schedule).
 """
@@ -15,29 +17,21 @@ Qt-free: the window's lesson strip shows these texts and moves to the view each 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from gpu.algorithms import ALGORITHMS, NAIVE
 from gpu.model.costmodel import naive_oom_seq_len
 from gpu.model.roofline import MEASURED
 from gpu.results import RunResult
 
+from .decode_lesson import decode_steps
 from .default_view import fastest_fused
+from .lesson_step import MEMORY, ROOFLINE, TILES, LessonStep
 from .model.cache import cost, verdict
 from .point_inputs import PointInputs
 from .seq_scale import SEQ_MAX
 from .units import fmt_bytes, fmt_int
 
-#: The views a step points at (objectNames the window knows).
-MEMORY, ROOFLINE, TILES = "memoryPlot", "rooflinePlot", "tileAnimation"
 STEPS = 4
-
-
-@dataclass(frozen=True)
-class LessonStep:
-    title: str
-    text: str
-    focus: str  # the objectName of the view the step is about
 
 
 def _fused(inp: PointInputs) -> str:
@@ -124,4 +118,7 @@ def animation_step(inp: PointInputs) -> LessonStep:
 
 
 def lesson_steps(inp: PointInputs) -> tuple[LessonStep, ...]:
+    """The four steps for the config's pass: the decode pass has its own (decode_lesson)."""
+    if inp.config.is_decode:
+        return decode_steps(inp)
     return (memory_step(inp), wall_step(inp), bound_step(inp), animation_step(inp))
