@@ -282,3 +282,21 @@ def test_the_shipped_decode_recording_replays_without_a_gpu():
         cache = kv_cache_bytes(split.config)
         # measured by CUPTI after an L2 flush: the cache read once, within 1 %
         assert abs(split.measured_dram_bytes - cache) < 0.01 * cache, n
+
+
+def test_a_recorded_decode_runs_measured_bytes_count_its_own_outputs():
+    """The plots' measured DRAM bytes count each kernel's compulsory writes in full: a decode
+    step's scores are B·h·q·N, not the prefill's B·h·N² (which made naive's 4.6 GB 8.8 TB)."""
+    from pathlib import Path
+
+    from gpu.files.recording import load_recording
+    from gpu.model.roofline import compulsory_writes, counted_dram_bytes
+
+    path = Path(__file__).resolve().parents[1] / "resources" / "recorded" / "h100_decode.json"
+    for r in load_recording(path).results:
+        if r.algorithm in (NAIVE, SPLIT_KV) and r.config.seq_len == 131072:
+            measured = sum(t.dram_read_bytes + t.dram_write_bytes for t in r.traffic)
+            assert measured <= counted_dram_bytes(r) < 1.1 * measured
+    naive = compulsory_writes(decode(seq_len=1000, heads=4, kv_heads=2, new_tokens=2), NAIVE)
+    scores, out = 4 * 2 * 1000 * 2, 4 * 2 * 64 * 2
+    assert naive == {"gemm_qk": scores, "softmax": scores, "gemm_pv": out}

@@ -37,6 +37,7 @@ from ..config import AttentionConfig
 from ..results import DeviceInfo, KernelTraffic, RunResult
 from . import costmodel
 from .costmodel import CPU, FP32, SUBPARTITIONS_PER_SM, TENSOR, GpuSpec, KernelCost, TrafficBand
+from .decode_cost import compulsory_decode
 
 HBM, L2, XU = "hbm", "l2", "xu"
 #: The tensor cores through the warp-level mma.sync (its own, slower, rate on Hopper).
@@ -175,7 +176,13 @@ def compute_roof(gpu: GpuSpec, algorithm: str, unit: str, kernel: str = "") -> s
 def compulsory_writes(config: AttentionConfig, algorithm: str) -> dict[str, int]:
     """Each kernel's compulsory output bytes (every output written once), in closed form (no
     tile walk: the plots ask for every result of a recording): naive writes S, P and O; a
-    fused kernel O, m and l. The cost model's compulsory_cost gives the same (tested)."""
+    fused kernel O, m and l; a decode step's are gpu.model.decode_cost's (no tile walk either).
+    The cost model's compulsory_cost gives the same (tested)."""
+    if config.is_decode:
+        try:
+            return {k.name: k.bytes_written for k in compulsory_decode(config, algorithm).kernels}
+        except KeyError:  # a peer the cost model does not know
+            return {}
     if algorithm == NAIVE:
         s = costmodel.attention_matrix_bytes(config)
         return {"gemm_qk": s, "softmax": s, "gemm_pv": costmodel.matrix_bytes(config)}
