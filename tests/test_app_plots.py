@@ -660,42 +660,6 @@ def test_the_roof_labels_are_placed_once_per_turn_however_often_the_view_moves(
     assert vb.sceneBoundingRect().intersects(rect)
 
 
-def test_roof_and_growth_labels_that_move_reach_the_scene_picture_and_still_ones_do_not(
-    qtbot, make_window
-):
-    """The cursor layer's strips are blitted from each plot's picture: a label that moved
-    under them in the same frame must be painted into it (the plot is told), while a label
-    placed where it already was costs a slider move nothing."""
-    window = make_window()
-    plots = window.plots
-    plots.flush_model()
-    qtbot.wait(20)
-    touched = {"roofline": 0, "memory": 0}
-    for name in touched:
-        picture = getattr(plots, name).picture
-        original = picture.touched
-        picture.touched = lambda _o=original, _n=name: (
-            touched.__setitem__(_n, touched[_n] + 1),
-            _o(),
-        )
-    plots.flush_roof_labels()
-    plots._place_growth_label()
-    touched.update(roofline=0, memory=0)
-    plots._place_roof_labels()
-    plots._place_growth_label()
-    assert touched == {"roofline": 0, "memory": 0}  # placed again where they were
-    vb = plots.roofline.plotItem.vb
-    (x0, x1), (y0, y1) = vb.viewRange()
-    vb.setRange(xRange=(x0 - 0.5, x1), yRange=(y0 - 0.5, y1), padding=0)
-    plots.flush_roof_labels()
-    assert touched["roofline"] >= 1
-    mvb = plots.memory.plotItem.vb
-    (x0, x1), (y0, y1) = mvb.viewRange()
-    mvb.setRange(xRange=(x0 - 0.5, x1), yRange=(y0 - 0.5, y1), padding=0)
-    plots._place_growth_label()
-    assert plots.growth_label.isVisible() and touched["memory"] >= 1
-
-
 def _gated_model(window, gate):
     """The plots' model curves wait for `gate` before they are worked out (off the GUI
     thread), whatever the machine's speed: the results of a new shape arrive first."""

@@ -716,8 +716,6 @@ class _Replication:
     def _run(self) -> Iterator[None]:
         src, other = self.source, self.panel
         yield from other.build_steps()
-        for plot in other.plots:  # painted once, band by band or as vectors: no picture
-            plot.picture.live = False
         other.every_button.setVisible(False)  # a control, not a figure: never exported
         other._every = src._every  # the series on screen, no more, no fewer
         if src.memory._palette is not None:

@@ -119,7 +119,6 @@ class RoofLines:
         unit's goes last, to the first place free of the other labels and the memory roofs
         (at d = 64 its roof coincides with the tensor cores')."""
         r = self.roofline
-        was = self._roof_label_places()
         self._label_roofs()
         for name, label in self.roof_labels.items():
             xs, ys = r.series.get(f"roof_{name}", ([], []))
@@ -135,11 +134,6 @@ class RoofLines:
             else:
                 label.setPos(hx, ly)
         self._place_xu_label()
-        if self._roof_label_places() != was:  # inside the cursor layer's strips, maybe
-            r.picture.touched()
-
-    def _roof_label_places(self) -> list[tuple[bool, object, str]]:
-        return [(v.isVisible(), v.pos(), v.toPlainText()) for v in self.roof_labels.values()]
 
     def _roofline_resized(self, *_: object) -> None:
         """The label room above the roofs is in pixels: fit again (unless zoomed), and place
