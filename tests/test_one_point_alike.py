@@ -19,6 +19,7 @@ from app.state.app_state import AppState, BackendReady
 from app.state.current_point import point_for
 from app.state.point_inputs import PointInputs
 from app.state.recorded_run import RecordedBackend
+from app.state.units import fmt_bytes
 from gpu.algorithms import NAIVE, TILED, TILED_MMA
 from gpu.config import AttentionConfig
 from gpu.files.recording import load_recording
@@ -212,3 +213,30 @@ def test_the_readmes_llama_wall_is_what_the_command_beside_it_prints(capsys):
         if "wall at" in line
     )  # fmt: skip
     assert f"{H200}: N={said[3]}," in walls
+
+
+# ------------------------------------------------------------------ the fused kernel named
+
+
+def test_the_explain_pane_names_the_fused_kernel_shown_and_the_one_that_ran_the_step():
+    from app.measure.explain import explain_html
+
+    s, backend = _replayed_state(TRAINING)
+    config = s.config.with_(seq_len=16384, pass_="step")
+    results = {r.algorithm: r for r in backend.results() if r.config == config}
+    inp = replace(
+        PointInputs.from_state(replace(s, config=config, layers=1)),
+        algorithms=(NAIVE, TILED_MMA),
+        results=tuple((a, results[a]) for a in (NAIVE, TILED_MMA)),
+    )
+    text = re.sub("<[^>]+>", "", explain_html(inp))
+    # the readable kernel has no GPU backward: it is neither shown nor credited with the step
+    assert "tiled (readable)" not in text
+    assert "tiled (tensor cores): one fused kernel, S and P stay on chip" in text
+    peak = f"tiled (tensor cores) {fmt_bytes(results[TILED_MMA].peak_bytes)} (measured)"
+    assert peak in text  # its measured 255 MB, under its own name
+    assert "tiled (tensor cores) kept no P" in text
+    # several fused kernels shown: each is named in the heading
+    both = replace(inp, algorithms=(NAIVE, TILED, TILED_MMA))
+    text = re.sub("<[^>]+>", "", explain_html(both))
+    assert "tiled (readable), tiled (tensor cores): one fused kernel each" in text

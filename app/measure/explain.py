@@ -124,6 +124,12 @@ def _shown(inp: PointInputs) -> list[str]:
     return [a for a in ALGORITHMS if a in inp.algorithms] or [NAIVE, TILED]
 
 
+def _fused_shown(shown: list[str]) -> list[str]:
+    """The fused kernels among `shown` (the readable one when none is): the ones the fused
+    section speaks of. They keep the same bytes; each is named, not the readable one for all."""
+    return [a for a in shown if ALGORITHMS[a].fused] or [TILED]
+
+
 def explanation(inp: PointInputs) -> Explanation:
     """gpu.model.roofline's verdicts for the shown algorithms (naive always, for the DRAM ratios),
     from the results given for this config: the current point's (point_for), the one the
@@ -214,8 +220,10 @@ def explain_html(inp: PointInputs, palette: Palette = DARK) -> str:
             )
     out.append("</ul>")
 
+    fused = _fused_shown(shown)
+    each = "one fused kernel" if len(fused) == 1 else "one fused kernel each"
     out += [
-        f"<h4>{name(TILED)}: one fused kernel, S and P stay on chip</h4>",
+        f"<h4>{', '.join(name(a) for a in fused)}: {each}, S and P stay on chip</h4>",
         "<ul>",
         f"<li>Extra memory: row max m and row sum l, 2 × {bh} × {fmt_int(c.seq_len)} × "
         f"{STAT_BYTES} B = <b>{fmt_bytes(stats_bytes(c))}</b> — O(N), not O(N²).</li>",
@@ -225,7 +233,7 @@ def explain_html(inp: PointInputs, palette: Palette = DARK) -> str:
     out += [f"<li>{_ratio_line(e, a, name)}</li>" for a in shown if f"naive/{a}" in e.naive_ratios]
     out.append("</ul>")
     if c.has_backward:
-        out += _training_section(inp, name)
+        out += _training_section(inp, name, fused)
     out += _roofline_section(e, inp, shown, name, note, palette)
     if NAIVE in shown:
         out.append(
@@ -236,7 +244,7 @@ def explain_html(inp: PointInputs, palette: Palette = DARK) -> str:
     return "\n".join(out)
 
 
-def _recompute_line(c, name, useful, extra) -> str:  # type: ignore[no-untyped-def]
+def _recompute_line(c, name, useful, extra, fused: str) -> str:  # type: ignore[no-untyped-def]
     """What the fused backward does again for want of P: S (a fifth product), and with
     deterministic dQ, S and dP once more in the dQ pass."""
     share = f"{(extra.value or 0) / (useful.value or 1):.0%} more than the useful work"
@@ -248,19 +256,21 @@ def _recompute_line(c, name, useful, extra) -> str:  # type: ignore[no-untyped-d
     else:
         what = f"it recomputes S and P tile by tile, a fifth product of {extra.text()} ({share})"
     return (
-        f"<li>{name(TILED)} kept no P: {what} in exchange for the "
+        f"<li>{name(fused)} kept no P: {what} in exchange for the "
         f"{fmt_bytes(attention_matrix_bytes(c))} of P per layer.</li>"
     )
 
 
-def _training_section(inp: PointInputs, name) -> list[str]:  # type: ignore[no-untyped-def]
+def _training_section(inp: PointInputs, name, shown_fused: list[str]) -> list[str]:  # type: ignore[no-untyped-def]
     """What the backward keeps and makes (naive: P kept; fused: O and the row statistics, S
     and P recomputed) and L layers' saved activations against the budget (attention's own
     tensors only): the current point's training figures (app/state/training_figures.py),
-    each with its source."""
+    each with its source. The fused figures are named after the fused kernel that ran the
+    step where one did, else the first one shown."""
     c, layers = inp.config, inp.layers
     t = training_figures(c, layers, inp.budget_bytes, dict(inp.results))
     naive, fused = t.algorithm(NAIVE), t.algorithm(FUSED)
+    kernel = fused.measured_by or shown_fused[0]
     useful, extra = t.backward_useful_flops, fused.recompute_flops
     out = [
         f"<h4>The {PASS_LABELS[c.pass_]}: bytes kept or FLOPs spent again</h4>",
@@ -269,7 +279,7 @@ def _training_section(inp: PointInputs, name) -> list[str]:  # type: ignore[no-u
         f"8·B·h·N²·d = {useful.text()}"
         + (", after the forward's" if c.pass_ == STEP else "")
         + ".</li>",
-        _recompute_line(c, name, useful, extra),
+        _recompute_line(c, name, useful, extra, kernel),
     ]
     if c.deterministic:
         out.append(
@@ -279,22 +289,19 @@ def _training_section(inp: PointInputs, name) -> list[str]:  # type: ignore[no-u
             "tile than fp32 atomics in whatever order the blocks finish. Naive's backward "
             "has no atomics: it runs the same either way.</li>"
         )
-    per = ", ".join(
-        f"{name(a)} {f.saved_per_layer.text()}" for a, f in ((NAIVE, naive), (TILED, fused))
-    )
+    both = ((NAIVE, naive), (kernel, fused))
+    per = ", ".join(f"{name(a)} {f.saved_per_layer.text()}" for a, f in both)
     out.append(
         f"<li>Saved activations per layer (Q, K, V, O and P, or m and l): {per}. For "
         f"<b>{fmt_int(layers)} layers</b> all of them are held at the first backward: "
         + ", ".join(
             f"{name(a)} <b>{f.layers_peak.text()}</b> with one layer's backward"
             f"{escape(compare(int(f.layers_peak.value or 0), inp.budget_bytes, inp.budget_name))}"
-            for a, f in ((NAIVE, naive), (TILED, fused))
+            for a, f in both
         )
         + " (attention's own tensors: no weights, optimizer state or MLP activations).</li>"
     )
-    measured = [
-        (a, f) for a, f in ((NAIVE, naive), (TILED, fused)) if f.step_peak.source == MEASURED
-    ]
+    measured = [(a, f) for a, f in both if f.step_peak.source == MEASURED]
     if measured:
         out.append(
             f"<li>One layer's {PASS_LABELS[c.pass_]} peak: "
@@ -307,7 +314,7 @@ def _training_section(inp: PointInputs, name) -> list[str]:  # type: ignore[no-u
         )
     if inp.budget_bytes:
         walls = []
-        for a, f in ((NAIVE, naive), (TILED, fused)):
+        for a, f in both:
             wall = f.wall_seq_len.value if f.wall_seq_len is not None else None
             walls.append(
                 f"{name(a)} fits at every N"
