@@ -112,6 +112,7 @@ __all__ = [
     "pass_useful_flops",
     "resident_blocks_per_sm",
     "softmax_reads_s_once",
+    "softmax_row_smem_bytes",
     "stats_bytes",
     "tile_rows",
     "tiled_cost",
@@ -132,6 +133,16 @@ def softmax_reads_s_once(config: AttentionConfig, smem_limit_bytes: int | None =
     it twice. The CUDA backend launches whichever this says."""
     limit = DEFAULT_SMEM_OPTIN_BYTES if smem_limit_bytes is None else smem_limit_bytes
     return config.seq_len * config.elem_bytes + SOFTMAX_STATIC_SMEM <= limit
+
+
+def softmax_row_smem_bytes(config: AttentionConfig, smem_limit_bytes: int | None = None) -> int:
+    """The shared memory naive's softmax stages a row of S in: the row in the input dtype,
+    n · sizeof(T) (softmax.cu's softmax_rows_smem), where it fits; none for the two-pass kernel,
+    which streams the row through registers twice. The launch, the schedule and the
+    animation's chip read this."""
+    if not softmax_reads_s_once(config, smem_limit_bytes):
+        return 0
+    return config.seq_len * config.elem_bytes
 
 
 def naive_cost(config: AttentionConfig, smem_limit_bytes: int | None = None) -> AlgorithmCost:

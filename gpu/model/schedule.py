@@ -19,7 +19,12 @@ import numpy as np
 
 from ..algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS, tile_shape
 from ..config import STAT_BYTES, AttentionConfig, ceil_div
-from .costmodel import kv_tiles_for_query_tile, softmax_reads_s_once, tile_rows
+from .costmodel import (
+    kv_tiles_for_query_tile,
+    softmax_reads_s_once,
+    softmax_row_smem_bytes,
+    tile_rows,
+)
 
 READ, WRITE, COMPUTE = "read", "write", "compute"
 
@@ -222,7 +227,7 @@ def _naive_kernels(config: AttentionConfig) -> tuple[KernelSchedule, ...]:
     acc = t * t * 4  # fp32 accumulator tile
     return (
         KernelSchedule("gemm_qk", r * r, qk_steps, qk_table, 2 * t * d * eb + acc),
-        KernelSchedule("softmax", n, softmax_steps, softmax_table, n * 4),
+        KernelSchedule("softmax", n, softmax_steps, softmax_table, softmax_row_smem_bytes(config)),
         KernelSchedule("gemm_pv", r * c, pv_steps, pv_table, 2 * t * t * eb + acc),
     )
 
