@@ -240,3 +240,44 @@ def test_the_explain_pane_names_the_fused_kernel_shown_and_the_one_that_ran_the_
     both = replace(inp, algorithms=(NAIVE, TILED, TILED_MMA))
     text = re.sub("<[^>]+>", "", explain_html(both))
     assert "tiled (readable), tiled (tensor cores): one fused kernel each" in text
+
+
+# ------------------------------------------------------------------ the XU pipe's occupancy
+
+
+def test_an_xu_share_that_counts_more_than_the_exponentials_is_called_the_pipes_occupancy(
+    capsys,
+):
+    from app.measure.explain import explain_html
+
+    raw = json.loads(SWEEP.read_text())
+    config = AttentionConfig(seq_len=16384)
+    lanes = {
+        r["algorithm"]: sum(t["xu_warp_instructions"] for t in r["traffic"]) * 32
+        for r in raw["results"]
+        if AttentionConfig.from_dict(r["config"]) == config and r.get("traffic")
+    }
+    scores = 12 * 16384 * 16384
+    assert 2.5 < lanes[TILED] / scores < 3  # the readable kernel: ~2.8 XU lanes per score
+    assert 0.99 < lanes[TILED_MMA] / scores < 1.01  # the tensor-core one: its exponentials
+    data = cli_json(capsys, "explain", "--open", str(SWEEP), "--seq", "16384")
+    kernel = data["algorithms"][TILED]["kernels"][0]
+    assert kernel["xu_per_exponential"] == pytest.approx(lanes[TILED] / kernel["model_exps"])
+    mma = data["algorithms"][TILED_MMA]["kernels"][0]
+    assert mma["xu_per_exponential"] == pytest.approx(1.0, abs=0.02)  # its exponentials alone
+    text = cli_text(capsys, "explain", "--open", str(SWEEP), "--seq", "16384")
+    row = next(line for line in text.splitlines() if line.split()[:1] == [TILED])
+    per = kernel["xu_per_exponential"]
+    assert f"xu 5% (pipe: {per:.1f} XU lanes per exponential)" in row
+    mma_row = next(line for line in text.splitlines() if line.split()[:1] == [TILED_MMA])
+    assert "pipe:" not in mma_row
+    s, backend = _replayed_state(SWEEP)
+    results = {r.algorithm: r for r in backend.results() if r.config == config}
+    inp = replace(
+        PointInputs.from_state(replace(s, config=config)),
+        algorithms=(NAIVE, TILED, TILED_MMA),
+        results=tuple((a, results[a]) for a in (NAIVE, TILED, TILED_MMA)),
+    )
+    html = re.sub("<[^>]+>", "", explain_html(inp))
+    assert f"XU pipe occupancy ({per:.1f} XU instructions per exponential" in html
+    assert html.count("XU pipe occupancy") == 1  # the readable kernel's alone

@@ -27,6 +27,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED
+from gpu.cli.explain_text import XU_OCCUPANCY_NOTE
 from gpu.config import DETERMINISTIC_LABEL, PASS_LABELS, STAT_BYTES, STEP, AttentionConfig
 from gpu.model.costmodel import (
     attention_matrix_bytes,
@@ -89,11 +90,18 @@ def binds_text(ties: tuple[str, ...]) -> str:
     return f"a tie of {names} (within 5 %): no single unit binds"
 
 
-def shares_text(shares: Mapping[str, float]) -> str:
-    """'at 61 % of the exponential unit's peak, 60 % of the tensor cores', ...: how far the
-    measured kernel is from every roof."""
+def shares_text(shares: Mapping[str, float], xu_per_exponential: float | None = None) -> str:
+    """'exponential unit 61%, tensor cores 60%', ...: how far the measured kernel is from every
+    roof. Where the counters saw the XU pipe run more than the kernel's exponentials
+    (`xu_per_exponential` > 1.1), its share is named as the pipe's occupancy."""
     ranked = sorted(shares.items(), key=lambda kv: -kv[1])
-    return ", ".join(f"{ROOF_NAMES.get(r, r)} {s:.0%}" for r, s in ranked)
+    names = dict(ROOF_NAMES)
+    if xu_per_exponential is not None and xu_per_exponential > XU_OCCUPANCY_NOTE:
+        names["xu"] = (
+            f"XU pipe occupancy ({xu_per_exponential:.1f} XU instructions per exponential, "
+            "not exponentials alone)"
+        )
+    return ", ".join(f"{names.get(r, r)} {s:.0%}" for r, s in ranked)
 
 
 def compare(nbytes: int, budget_bytes: int | None, budget_name: str) -> str:
@@ -397,7 +405,8 @@ def _kernel_line(k: KernelVerdict, causal: bool, note) -> str:  # type: ignore[n
     timing = f"roofline {fmt_ms(k.roofline_ms)}"
     if k.measured_ms:
         timing += f", measured {fmt_ms(k.measured_ms)}"
-    share = f" Share of each roof's peak: {shares_text(k.roof_share)}." if k.roof_share else ""
+    shares = shares_text(k.roof_share, k.xu_per_exponential)
+    share = f" Share of each roof's peak: {shares}." if k.roof_share else ""
     return (
         f"{escape(k.name)}: {binds_text(k.ties)} ({k.bound}); {timing}.{share} "
         f"{note(_figures(k, causal))}"
@@ -414,7 +423,8 @@ def _verdict_line(v: AlgorithmVerdict, name, note) -> str:  # type: ignore[no-un
         line += f", measured {fmt_ms(v.measured_ms)}"
         line += f" ({v.roofline_ms / v.measured_ms:.0%} of the roofline's speed)"
         if len(v.kernels) == 1 and v.roof_share:
-            line += f"; share of each roof's peak: {shares_text(v.roof_share)}"
+            shares = shares_text(v.roof_share, v.kernels[0].xu_per_exponential)
+            line += f"; share of each roof's peak: {shares}"
     whole = ""
     if len(v.kernels) > 1 and v.intensity:
         whole = f"{fmt_intensity(v.intensity)} useful FLOP per DRAM byte in all; "

@@ -12,10 +12,30 @@ def _roof_text(v) -> str:
     return "=".join(v.ties)
 
 
+#: Above this many measured XU lanes per exponential, the XU share is said to be the pipe's.
+XU_OCCUPANCY_NOTE = 1.1
+
+
+def xu_per_exponential(v) -> float | None:
+    """A kernel's (or a one-kernel algorithm's) measured XU lanes per exponential."""
+    kernels = getattr(v, "kernels", (v,))
+    return kernels[0].xu_per_exponential if len(kernels) == 1 else None
+
+
 def _shares_text(v) -> str:
-    """'xu 60%, tensor 59%, hbm 1%': the share of each roof's peak the kernel ran at."""
+    """'xu 60%, tensor 59%, hbm 1%': the share of each roof's peak the kernel ran at; an XU
+    share that counts more than the exponentials says so ('xu 5% (pipe: 2.8 XU lanes per
+    exponential)')."""
     shares = sorted(v.roof_share.items(), key=lambda kv: -kv[1])
-    return ", ".join(f"{name} {share:.0%}" for name, share in shares)
+    per = xu_per_exponential(v)
+    note = (
+        f" (pipe: {per:.1f} XU lanes per exponential)"
+        if per is not None and per > XU_OCCUPANCY_NOTE
+        else ""
+    )
+    return ", ".join(
+        f"{name} {share:.0%}" + (note if name == "xu" else "") for name, share in shares
+    )
 
 
 def _recompute_note(config) -> str:

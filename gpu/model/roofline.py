@@ -291,6 +291,17 @@ class KernelVerdict:
     #: Compulsory output bytes the counters had not seen written yet (still in L2), counted in
     #: `dram_bytes`.
     deferred_write_bytes: int = 0
+    #: The exponentials the cost model counts (one per score); `exps` is what the XU pipe ran.
+    model_exps: int = 0
+
+    @property
+    def xu_per_exponential(self) -> float | None:
+        """Measured XU lanes per exponential the kernel needs (None unless profiled): above 1,
+        the XU roof's share is the pipe's occupancy, its exponentials and every other
+        instruction it ran, not the exponentials alone."""
+        if self.bytes_source != MEASURED or not self.model_exps:
+            return None
+        return self.exps / self.model_exps
 
     @property
     def ties(self) -> tuple[str, ...]:
@@ -349,6 +360,8 @@ class KernelVerdict:
             "measured_max_ms": self.measured_max_ms,
             "tensor_active": self.tensor_active,
             "deferred_write_bytes": self.deferred_write_bytes,
+            "model_exps": self.model_exps,
+            "xu_per_exponential": self.xu_per_exponential,
         }
 
 
@@ -604,6 +617,7 @@ def kernel_verdict(
         measured_max_ms=timing.max_ms if timing else None,
         tensor_active=tensor_active,
         deferred_write_bytes=deferred,
+        model_exps=cost.exps,
     )
 
 
