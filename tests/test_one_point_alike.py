@@ -281,3 +281,43 @@ def test_an_xu_share_that_counts_more_than_the_exponentials_is_called_the_pipes_
     html = re.sub("<[^>]+>", "", explain_html(inp))
     assert f"XU pipe occupancy ({per:.1f} XU instructions per exponential" in html
     assert html.count("XU pipe occupancy") == 1  # the readable kernel's alone
+
+
+# ------------------------------------------------------------------ one backward convention
+
+
+def test_backward_tflops_count_the_apps_useful_work_in_the_bench_and_in_kernels_md():
+    """8·B·h·N²·d (the four products; the recompute of S is not useful), halved when causal:
+    bench/bench_backward.py counts what gpu.model.backward_cost counts, and docs/KERNELS.md's
+    table is that over the recorded run's ms."""
+    import importlib.util
+
+    from gpu.model.backward_cost import backward_useful_flops
+
+    spec = importlib.util.spec_from_file_location(
+        "bench_backward", ROOT / "bench" / "bench_backward.py"
+    )
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    for causal in (False, True):
+        config = AttentionConfig(seq_len=4096, batch=4, heads=32, head_dim=64, causal=causal)
+        assert bench.backward_flops(config) == backward_useful_flops(config)
+        assert backward_useful_flops(config) == 8 * 4 * 32 * 4096**2 * 64 // (2 if causal else 1)
+    recorded = json.loads((ROOT / "docs" / "bench" / "h200_backward.json").read_text())
+    ms = {
+        (r["head_dim"], "causal" if r["causal"] else "full", r["seq_len"]): (r["ms"], r)
+        for r in recorded["rows"]
+        if r["method"] == "ours_fused"
+    }
+    doc = (ROOT / "docs" / "KERNELS.md").read_text().splitlines()
+    head = doc.index(next(line for line in doc if line.startswith("| d | mask | N | ours (wgmma)")))
+    rows = [line.split("|")[1:-1] for line in doc[head + 2 : head + 26]]
+    assert len(rows) == 24
+    for cells in rows:
+        d, mask, n = int(cells[0]), cells[1].strip(), int(cells[2])
+        t, r = ms[(d, mask, n)]
+        config = AttentionConfig(seq_len=n, batch=r["batch"], heads=r["heads"], head_dim=d,
+                                 causal=mask == "causal")  # fmt: skip
+        assert float(cells[3]) == pytest.approx(t, rel=0.001)
+        assert int(cells[-1]) == round(backward_useful_flops(config) / (t * 1e9)), cells
+    assert "142–318 TFLOP/s of useful work (8·B·h·N²·d)" in " ".join(doc)
