@@ -866,6 +866,39 @@ def test_without_results_every_figure_is_the_models_and_the_ratio_the_l2_aware_o
     assert point.memory.value == 141 * 10**9 and point.memory.source == "datasheet"
 
 
+def test_a_causal_points_achieved_rate_and_intensity_count_the_useful_flops_not_the_executed():
+    """Under a causal mask the kernels execute more than the useful 4·B·h·N²·d ÷ 2 (naive all of
+    S, the fused kernels the diagonal tiles in full): TFLOP/s and FLOP per byte count the
+    useful ones, worked out here from the raw recording."""
+    from app.state.current_point import current_point
+
+    results = {
+        r.algorithm: r
+        for r in loaded().results
+        if r.config.seq_len == N and r.config.causal and r.config.head_dim == D
+    }
+    config = results[NAIVE].config
+    gpu = roofline.device_gpu(loaded().device, loaded().results)
+    point = current_point(config, (NAIVE, TILED_MMA, TILED_WS), gpu, results)
+    useful = 4 * H * N * N * D // 2
+    raw_causal = raw_at(N, causal=True)
+    due = {
+        NAIVE: {"gemm_qk": s_bytes(N), "softmax": s_bytes(N), "gemm_pv": qkvo_bytes(N)},
+        TILED_MMA: {"flash_fwd": qkvo_bytes(N) + stats(N)},
+        TILED_WS: {"flash_fwd": qkvo_bytes(N) + stats(N)},
+    }
+    for a in (NAIVE, TILED_MMA, TILED_WS):
+        r = raw_causal[a]
+        seconds = sum(k["ms"] for k in r["kernel_times"]) * 1e-3
+        dram = sum(counted(t, due[a].get(t["name"], 0)) for t in r["traffic"])
+        f = point.algorithm(a)
+        assert f.verdict.executed_flops > useful * 1.001  # the mask's extra work is there
+        assert f.useful_flops.value == useful
+        assert f.achieved.value == pytest.approx(useful / seconds, rel=1e-9)
+        assert f.intensity.value == pytest.approx(useful / dram, rel=1e-9)
+        assert f.intensity.source == "measured"
+
+
 def test_a_fused_kernel_measured_where_naive_could_not_run_is_set_against_naives_model():
     from app.state.current_point import current_point
 

@@ -321,3 +321,18 @@ def test_backward_tflops_count_the_apps_useful_work_in_the_bench_and_in_kernels_
         assert float(cells[3]) == pytest.approx(t, rel=0.001)
         assert int(cells[-1]) == round(backward_useful_flops(config) / (t * 1e9)), cells
     assert "142–318 TFLOP/s of useful work (8·B·h·N²·d)" in " ".join(doc)
+
+
+# ------------------------------------------------------------------ the recompute's share
+
+
+@pytest.mark.parametrize(("deterministic", "share"), [(False, "25%"), (True, "75%")])
+def test_the_fused_backwards_recompute_is_a_share_of_the_useful_work(deterministic, share):
+    """S rebuilt (2·B·h·N²·d; with the dQ pass S and dP again, 6) against the useful 8·B·h·N²·d:
+    25 % and 75 % more work, not a share of useful + recomputed (20 %, 43 %)."""
+    from app.measure.explain import explain_html
+
+    config = AttentionConfig(seq_len=4096, pass_="step", deterministic=deterministic)
+    s = replace(AppState(), config=config)
+    text = re.sub("<[^>]+>", "", explain_html(PointInputs.from_state(s)))
+    assert f"({share} more than the useful work)" in text
