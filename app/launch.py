@@ -186,10 +186,14 @@ def render_window(
                 return 1
             if sweep and not open_path:  # a recording holds what it holds: nothing to sweep
                 window.sweep()
-            _spin(app, lambda: not window.runner.busy, timeout_s)
+            _spin(app, lambda: not window.runner.busy and window.results_drawn, timeout_s)
             window.plots.flush_model()  # the model curves of the config shown, not a pending one
             window.resize(*size)
             _spin(app, lambda: False, 0.3)  # let the last results paint
+            # The explain pane and the lesson strip make their texts off the GUI thread once the
+            # point rests: made now, for the point the plots show, or the picture could hold an
+            # earlier point's text beside them.
+            window.settle_texts()
             if window.banner.message:
                 print(f"tilescope: note: {window.banner.message}", file=sys.stderr)
             if (window.width(), window.height()) != tuple(size):

@@ -326,7 +326,7 @@ def test_every_lane_fits_at_the_canvas_minimum_that_readme_and_dialog_state(qtbo
     assert f"never smaller than the canvas's {said}" in (ROOT / "README.md").read_text()
 
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("size", [*SIZES, (1600, 1000)], ids=lambda s: f"{s[0]}x{s[1]}")
 def test_the_exponential_roof_is_named_in_plain_words_clear_of_the_hbm_roof(
     make_window, qtbot, size
 ):
@@ -334,7 +334,7 @@ def test_the_exponential_roof_is_named_in_plain_words_clear_of_the_hbm_roof(
     from PySide6.QtGui import QPolygonF
 
     from app.plotting.label_placement import segment_hits_rect
-    from gpu.model.roofline import HBM, XU, roofs
+    from gpu.model.roofline import HBM, L2, XU, roofs
 
     window = make_window(open_path=str(SHIPPED), seq_len=16384)
     window.resize(*size)
@@ -354,10 +354,17 @@ def test_the_exponential_roof_is_named_in_plain_words_clear_of_the_hbm_roof(
     assert "one exponential per score" in hover and "256 FLOPs" in hover  # d = 64: 4·d
     if size == (1920, 1080):
         assert label.isVisible()  # room beside the tensor cores' label at this size
+    # the L2 roof's label is words: no marker symbol a reader would take for a data point
+    l2 = plots.roof_labels[L2].toPlainText()
+    assert l2.startswith("L2 ") and l2.endswith(" nominal") and "◇" not in l2
     if not label.isVisible():
         return  # a plot too small for it says it on hover instead of covering another label
     rect = plots.roof_label_rect(XU)
     assert vb.sceneBoundingRect().contains(rect)
+    # against its own line (just above or just below), never stacked away from it
+    xs, ys = r.series[f"roof_{XU}"]
+    line_y = vb.mapViewToScene(QPointF(math.log10(xs[-1]), math.log10(ys[0]))).y()
+    assert min(abs(rect.bottom() - line_y), abs(rect.top() - line_y)) <= 3, (rect, line_y)
     hbm.updateTransform(force=True)
     assert not hbm.mapToScene(hbm.boundingRect()).intersects(QPolygonF(rect))
     for other in (n for n, item in plots.roof_labels.items() if n != XU and item.isVisible()):

@@ -252,6 +252,17 @@ class ControlsPanel(ControlGroups, PanelSettings, QWidget):
                 mem = f" ({fmt_bytes(device.memory_bytes)})" if device.memory_bytes else ""
                 text = f"This device{mem}"
                 tip = f"No emulated limit: {device.label}'s own memory."
+                if device.gpu is not None and device.memory_bytes:
+                    reported = (
+                        f"; the device reports {fmt_bytes(device.reported_bytes)}"
+                        if device.reported_bytes
+                        else ""
+                    )
+                    tip = (
+                        f"{device.label}: {fmt_bytes(device.memory_bytes)}, the "
+                        f"{device.gpu.name}'s capacity by its datasheet{reported}. Runs, the "
+                        "budget line and every wall use the datasheet's figure."
+                    )
             elif key == CUSTOM_PRESET:
                 text, tip = "Custom…", "Type a budget in GB below."
             else:

@@ -27,6 +27,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from gpu.algorithms import ALGORITHMS, NAIVE, SPLIT_KV, TILED, runs_pass
+from gpu.cli.explain_text import XU_OCCUPANCY_NOTE
 from gpu.config import DETERMINISTIC_LABEL, PASS_LABELS, STAT_BYTES, STEP, AttentionConfig
 from gpu.model.costmodel import (
     attention_matrix_bytes,
@@ -90,11 +91,18 @@ def binds_text(ties: tuple[str, ...]) -> str:
     return f"a tie of {names} (within 5 %): no single unit binds"
 
 
-def shares_text(shares: Mapping[str, float]) -> str:
-    """'at 61 % of the exponential unit's peak, 60 % of the tensor cores', ...: how far the
-    measured kernel is from every roof."""
+def shares_text(shares: Mapping[str, float], xu_per_exponential: float | None = None) -> str:
+    """'exponential unit 61%, tensor cores 60%', ...: how far the measured kernel is from every
+    roof. Where the counters saw the XU pipe run more than the kernel's exponentials
+    (`xu_per_exponential` > 1.1), its share is named as the pipe's occupancy."""
     ranked = sorted(shares.items(), key=lambda kv: -kv[1])
-    return ", ".join(f"{ROOF_NAMES.get(r, r)} {s:.0%}" for r, s in ranked)
+    names = dict(ROOF_NAMES)
+    if xu_per_exponential is not None and xu_per_exponential > XU_OCCUPANCY_NOTE:
+        names["xu"] = (
+            f"XU pipe occupancy ({xu_per_exponential:.1f} XU instructions per exponential, "
+            "not exponentials alone)"
+        )
+    return ", ".join(f"{names.get(r, r)} {s:.0%}" for r, s in ranked)
 
 
 def compare(nbytes: int, budget_bytes: int | None, budget_name: str) -> str:
@@ -125,6 +133,12 @@ def _shown(inp: PointInputs) -> list[str]:
     (naive and tiled, or naive and split-KV for decode, when none is ticked)."""
     shown = [a for a in ALGORITHMS if a in inp.algorithms and runs_pass(a, inp.config.pass_)]
     return shown or ([NAIVE, SPLIT_KV] if inp.config.is_decode else [NAIVE, TILED])
+
+
+def _fused_shown(shown: list[str]) -> list[str]:
+    """The fused kernels among `shown` (the readable one when none is): the ones the fused
+    section speaks of. They keep the same bytes; each is named, not the readable one for all."""
+    return [a for a in shown if ALGORITHMS[a].fused] or [TILED]
 
 
 def explanation(inp: PointInputs) -> Explanation:
@@ -221,8 +235,10 @@ def explain_html(inp: PointInputs, palette: Palette = DARK) -> str:
             )
     out.append("</ul>")
 
+    fused = _fused_shown(shown)
+    each = "one fused kernel" if len(fused) == 1 else "one fused kernel each"
     out += [
-        f"<h4>{name(TILED)}: one fused kernel, S and P stay on chip</h4>",
+        f"<h4>{', '.join(name(a) for a in fused)}: {each}, S and P stay on chip</h4>",
         "<ul>",
         f"<li>Extra memory: row max m and row sum l, 2 × {bh} × {fmt_int(c.seq_len)} × "
         f"{STAT_BYTES} B = <b>{fmt_bytes(stats_bytes(c))}</b> — O(N), not O(N²).</li>",
@@ -232,7 +248,7 @@ def explain_html(inp: PointInputs, palette: Palette = DARK) -> str:
     out += [f"<li>{_ratio_line(e, a, name)}</li>" for a in shown if f"naive/{a}" in e.naive_ratios]
     out.append("</ul>")
     if c.has_backward:
-        out += _training_section(inp, name)
+        out += _training_section(inp, name, fused)
     out += _roofline_section(e, inp, shown, name, note, palette)
     if NAIVE in shown:
         out.append(
@@ -243,7 +259,7 @@ def explain_html(inp: PointInputs, palette: Palette = DARK) -> str:
     return "\n".join(out)
 
 
-def _recompute_line(c, name, useful, extra) -> str:  # type: ignore[no-untyped-def]
+def _recompute_line(c, name, useful, extra, fused: str) -> str:  # type: ignore[no-untyped-def]
     """What the fused backward does again for want of P: S (a fifth product), and with
     deterministic dQ, S and dP once more in the dQ pass."""
     share = f"{(extra.value or 0) / (useful.value or 1):.0%} more than the useful work"
@@ -255,19 +271,21 @@ def _recompute_line(c, name, useful, extra) -> str:  # type: ignore[no-untyped-d
     else:
         what = f"it recomputes S and P tile by tile, a fifth product of {extra.text()} ({share})"
     return (
-        f"<li>{name(TILED)} kept no P: {what} in exchange for the "
+        f"<li>{name(fused)} kept no P: {what} in exchange for the "
         f"{fmt_bytes(attention_matrix_bytes(c))} of P per layer.</li>"
     )
 
 
-def _training_section(inp: PointInputs, name) -> list[str]:  # type: ignore[no-untyped-def]
+def _training_section(inp: PointInputs, name, shown_fused: list[str]) -> list[str]:  # type: ignore[no-untyped-def]
     """What the backward keeps and makes (naive: P kept; fused: O and the row statistics, S
     and P recomputed) and L layers' saved activations against the budget (attention's own
     tensors only): the current point's training figures (app/state/training_figures.py),
-    each with its source."""
+    each with its source. The fused figures are named after the fused kernel that ran the
+    step where one did, else the first one shown."""
     c, layers = inp.config, inp.layers
     t = training_figures(c, layers, inp.budget_bytes, dict(inp.results))
     naive, fused = t.algorithm(NAIVE), t.algorithm(FUSED)
+    kernel = fused.measured_by or shown_fused[0]
     useful, extra = t.backward_useful_flops, fused.recompute_flops
     out = [
         f"<h4>The {PASS_LABELS[c.pass_]}: bytes kept or FLOPs spent again</h4>",
@@ -276,7 +294,7 @@ def _training_section(inp: PointInputs, name) -> list[str]:  # type: ignore[no-u
         f"8·B·h·N²·d = {useful.text()}"
         + (", after the forward's" if c.pass_ == STEP else "")
         + ".</li>",
-        _recompute_line(c, name, useful, extra),
+        _recompute_line(c, name, useful, extra, kernel),
     ]
     if c.deterministic:
         out.append(
@@ -286,22 +304,19 @@ def _training_section(inp: PointInputs, name) -> list[str]:  # type: ignore[no-u
             "tile than fp32 atomics in whatever order the blocks finish. Naive's backward "
             "has no atomics: it runs the same either way.</li>"
         )
-    per = ", ".join(
-        f"{name(a)} {f.saved_per_layer.text()}" for a, f in ((NAIVE, naive), (TILED, fused))
-    )
+    both = ((NAIVE, naive), (kernel, fused))
+    per = ", ".join(f"{name(a)} {f.saved_per_layer.text()}" for a, f in both)
     out.append(
         f"<li>Saved activations per layer (Q, K, V, O and P, or m and l): {per}. For "
         f"<b>{fmt_int(layers)} layers</b> all of them are held at the first backward: "
         + ", ".join(
             f"{name(a)} <b>{f.layers_peak.text()}</b> with one layer's backward"
             f"{escape(compare(int(f.layers_peak.value or 0), inp.budget_bytes, inp.budget_name))}"
-            for a, f in ((NAIVE, naive), (TILED, fused))
+            for a, f in both
         )
         + " (attention's own tensors: no weights, optimizer state or MLP activations).</li>"
     )
-    measured = [
-        (a, f) for a, f in ((NAIVE, naive), (TILED, fused)) if f.step_peak.source == MEASURED
-    ]
+    measured = [(a, f) for a, f in both if f.step_peak.source == MEASURED]
     if measured:
         out.append(
             f"<li>One layer's {PASS_LABELS[c.pass_]} peak: "
@@ -314,7 +329,7 @@ def _training_section(inp: PointInputs, name) -> list[str]:  # type: ignore[no-u
         )
     if inp.budget_bytes:
         walls = []
-        for a, f in ((NAIVE, naive), (TILED, fused)):
+        for a, f in both:
             wall = f.wall_seq_len.value if f.wall_seq_len is not None else None
             walls.append(
                 f"{name(a)} fits at every N"
@@ -397,7 +412,8 @@ def _kernel_line(k: KernelVerdict, causal: bool, note) -> str:  # type: ignore[n
     timing = f"roofline {fmt_ms(k.roofline_ms)}"
     if k.measured_ms:
         timing += f", measured {fmt_ms(k.measured_ms)}"
-    share = f" Share of each roof's peak: {shares_text(k.roof_share)}." if k.roof_share else ""
+    shares = shares_text(k.roof_share, k.xu_per_exponential)
+    share = f" Share of each roof's peak: {shares}." if k.roof_share else ""
     return (
         f"{escape(k.name)}: {binds_text(k.ties)} ({k.bound}); {timing}.{share} "
         f"{note(_figures(k, causal))}"
@@ -414,7 +430,8 @@ def _verdict_line(v: AlgorithmVerdict, name, note) -> str:  # type: ignore[no-un
         line += f", measured {fmt_ms(v.measured_ms)}"
         line += f" ({v.roofline_ms / v.measured_ms:.0%} of the roofline's speed)"
         if len(v.kernels) == 1 and v.roof_share:
-            line += f"; share of each roof's peak: {shares_text(v.roof_share)}"
+            shares = shares_text(v.roof_share, v.kernels[0].xu_per_exponential)
+            line += f"; share of each roof's peak: {shares}"
     whole = ""
     if len(v.kernels) > 1 and v.intensity:
         whole = f"{fmt_intensity(v.intensity)} useful FLOP per DRAM byte in all; "

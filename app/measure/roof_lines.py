@@ -19,7 +19,7 @@ from gpu.model.roofline import (
 )
 
 from ..plotting.axes import drawable
-from ..plotting.label_placement import first_free, stacked_candidates
+from ..plotting.label_placement import GAP, first_free, stacked_candidates
 from ..state.units import (
     fmt_rate,
 )
@@ -28,6 +28,11 @@ from .plot_styles import (
     ROOF_STYLES,
     xu_label,
 )
+
+
+def _touches(rect: QRectF, line_y: float) -> bool:
+    """Whether `rect` sits against a flat line at scene height `line_y` (GAP above or below)."""
+    return abs(rect.bottom() + GAP - line_y) < 0.5 or abs(rect.top() - GAP - line_y) < 0.5
 
 
 class RoofLines:
@@ -58,7 +63,7 @@ class RoofLines:
             self._flat_roofs[XU] = peaks[XU].peak * 4 * d
             r.labels[f"roof_{XU}"] = xu_label(peaks[XU].peak)
         if L2 in peaks and peaks[L2].nominal:
-            r.labels[f"roof_{L2}"] += " nominal ◇"
+            r.labels[f"roof_{L2}"] += " nominal"  # its points' symbol is the key's, not the line's
         self._clipped = None  # the labels may have changed with the same roofs
         self._clip_roofs()
         ridge = gpu.ridge_flops_per_byte
@@ -144,8 +149,9 @@ class RoofLines:
 
     def _place_xu_label(self) -> None:
         """The exponential unit's label at its roof's right end, above the line, else moved
-        left or up past what it would cover, else below the line: the first such place inside
-        the plot that covers no other roof label, no point and no memory roof
+        left past what it would cover, else below the line (and moved left): the first such
+        place inside the plot, against its line, that covers no other roof label, no point and
+        no memory roof
         (app/plotting/label_placement.py).
         Where a small plot has no such place the label is left out; the roofline's hover
         read-out names the roof."""
@@ -182,6 +188,9 @@ class RoofLines:
             others.append(QPolygonF(QRectF(p.x() - 7, p.y() - 7, 14, 14)))
         size = label.textItem.boundingRect()
         candidates = stacked_candidates(end, (size.width(), size.height()), others)
+        # Only places against the line (above or below it, moved along it): a label stacked
+        # above another reads as floating, or as the other's.
+        candidates = [c for c in candidates if _touches(c, end.y())]
         rect = first_free(candidates, vb.sceneBoundingRect(), others, lines)
         label.setVisible(rect is not None)
         if rect is None:

@@ -135,7 +135,10 @@ class AppState:
         gpu = device_gpu(info) if known else None
         cpu = device_gpu(info) if info.backend == "cpu" else None
         label = {"cpu": "CPU RAM"}.get(info.backend, info.name)
-        return Device(info.memory_total_bytes or None, label, gpu, cpu)
+        reported = info.memory_total_bytes or None
+        # One rule for a GPU's capacity (app/state/budget.py): the table's, where it knows it.
+        capacity = gpu.memory_bytes if gpu is not None else reported
+        return Device(capacity, label, gpu, cpu, reported)
 
     @cached_property
     def budget(self) -> Budget:

@@ -5,7 +5,10 @@ A figure's source is one of
 - `measured`: a hardware counter or event measured it (`detail` names which);
 - `model`: the cost model or the roofline model worked it out (`detail` names which);
 - `datasheet`: a published figure (`detail` cites it);
-- `nominal`: a counter's own ceiling, not a rate anything reached (the L2's, here).
+- `nominal`: a ceiling, not a rate anything reached nor a figure a datasheet prints: the L2
+  counters' own peak, and a GPU's boost clock with the compute roofs quoted at it (a per-clock
+  rate × SMs × that clock: the H200's wgmma roof at 1.98 GHz is 1,071 TFLOP/s, 8 % above the
+  datasheet's 989.5).
 
 The explain pane, `main.py explain`, the plots (markers, points and hover read-outs), the
 Tiles tab's banner and the status bar's last run read the same objects (gpu.model.roofline's
@@ -128,7 +131,7 @@ class CurrentPoint:
     device: GpuSpec
     roofs: dict[str, Figure]
     clock: Figure
-    memory: Figure  # the device's capacity (the datasheet's, or what the device reports)
+    memory: Figure  # the device's capacity (GpuSpec.memory_bytes), what the device reports beside
     algorithms: dict[str, AlgorithmFigures]
     #: "naive/<algorithm>" -> naive's DRAM bytes over the algorithm's (measured or model)
     dram_ratios: dict[str, Figure]
@@ -154,24 +157,36 @@ class CurrentPoint:
 def _roof_figure(roof: Roof, device: GpuSpec) -> Figure:
     if roof.nominal:
         source = NOMINAL
-    elif "measured" in roof.source:
-        source = MEASURED
     elif device.kind == CPU:  # worked out from what the kernel reports of the CPU
         source = MODEL if roof.kind == "compute" else MEASURED
+    elif roof.per_clock:  # a rate per clock at the clock the counters measured, or the boost's
+        source = MEASURED if device.clock_measured else NOMINAL
+    elif "measured" in roof.source:
+        source = MEASURED
     else:
         source = DATASHEET
     return Figure(roof.peak, roof.unit, source, f"{roof.label}: {roof.source}")
 
 
 def _clock(device: GpuSpec) -> Figure:
-    source = MEASURED if device.clock_measured else DATASHEET
+    """The clock the compute roofs are quoted at: measured by the counters, or a GPU's boost
+    clock (a ceiling: nominal)."""
+    ceiling = NOMINAL if device.kind != CPU else DATASHEET
+    source = MEASURED if device.clock_measured else ceiling
     return Figure(device.clock_hz or None, "Hz", source, device.clock_source)
 
 
 def _memory(device: GpuSpec, reported_bytes: int | None) -> Figure:
-    if reported_bytes:
-        return Figure(reported_bytes, "B", MEASURED, f"what the {device.name} reports")
-    return Figure(device.memory_bytes, "B", DATASHEET, device.source)
+    """The capacity every wall is drawn at (GpuSpec.memory_bytes): a GPU's datasheet figure,
+    with what the device reports beside it; this CPU's reported RAM."""
+    if device.kind == CPU:
+        return Figure(device.memory_bytes, "B", MEASURED, f"what {device.name} reports")
+    reported = (
+        f"; the device reports {fmt_bytes(reported_bytes)}, not used" if reported_bytes else ""
+    )
+    return Figure(
+        device.memory_bytes, "B", DATASHEET, f"{device.name} capacity: {device.source}{reported}"
+    )
 
 
 def _algorithm(

@@ -357,7 +357,7 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         self.state.changed.connect(self._draw_shown)
         self.lesson.focusWanted.connect(self.show_view)
         self.lesson.dismissed.connect(lambda: self.settings.setValue("lesson/dismissed", True))
-        c.slider.sliderReleased.connect(self._point_settled)
+        c.slider.sliderReleased.connect(self.settle_texts)
         self.plots.modelDrawn.connect(self._model_drawn)
         r = self.runner
         r.backendReady.connect(self._on_backend_ready)
@@ -543,8 +543,10 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         self.explain.follow(s, results)
         self.lesson.follow(s, results)
 
-    def _point_settled(self) -> None:
-        """The slider was let go: the texts of the point it rests on, now."""
+    def settle_texts(self) -> None:
+        """The texts of the point shown, now: the slider was let go, or a picture of the window
+        is about to be taken (the texts are made off the GUI thread after a pause)."""
+        self._follow_point()
         self.explain.flush()
         self.lesson.flush()
 

@@ -79,7 +79,7 @@ def softmax_plan(
         vec=vec,
         threads=threads,
         grid=min(rows, (1 << 31) - 1),
-        shared_bytes=n * eb if single else 0,
+        shared_bytes=costmodel.softmax_row_smem_bytes(config, limit),
         single_read=single,
     )
 

@@ -114,6 +114,7 @@ __all__ = [
     "pass_useful_flops",
     "resident_blocks_per_sm",
     "softmax_reads_s_once",
+    "softmax_row_smem_bytes",
     "stats_bytes",
     "tile_rows",
     "tiled_cost",
@@ -126,6 +127,16 @@ __all__ = [
 
 # --------------------------------------------------------------------------------------------
 # The no-reuse model (the upper bound)
+
+
+def softmax_row_smem_bytes(config: AttentionConfig, smem_limit_bytes: int | None = None) -> int:
+    """The shared memory naive's softmax stages a row of S in: the row in the input dtype,
+    n · sizeof(T) (softmax.cu's softmax_rows_smem), where it fits; none for the two-pass kernel,
+    which streams the row through registers twice. The launch, the schedule and the
+    animation's chip read this."""
+    if not softmax_reads_s_once(config, smem_limit_bytes):
+        return 0
+    return config.seq_len * config.elem_bytes
 
 
 def naive_cost(config: AttentionConfig, smem_limit_bytes: int | None = None) -> AlgorithmCost:

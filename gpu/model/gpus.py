@@ -55,6 +55,14 @@ class GpuSpec:
     150,109,880,320 B (150.1 GB), which `Device`/`DeviceInfo` carry apart. GiB appear only
     where named.
 
+    `memory_bytes` is the device's capacity, one rule everywhere: `main.py model`'s fits and
+    walls, `explain`'s, the app's budget line, its explain pane's walls, the Tiles tab and the
+    runs on "this device" all use it, for a live or a recorded GPU alike. The datasheet's
+    figure is the one every user of the part can cite and the one a shape-only model can know;
+    what a device reports differs by driver and ECC mode and is shown beside it, never used. It
+    also leaves room for the CUDA context: the H200 recordings had 149.56 GB free at their start,
+    above the 141 GB.
+
     Compute roofs are per-clock rates × `clock_hz` where the rate per clock is known
     (`*_per_clock_per_sm`; Hopper), else the datasheet's peak at its own clock. `clock_hz` is
     the datasheet's boost clock unless `clock_source` says the counters measured it

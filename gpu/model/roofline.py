@@ -21,6 +21,10 @@ what TFLOP/s figures count) per DRAM byte, `executed_intensity` = executed FLOPs
 (what the hardware issued; higher under a causal mask). Points sit at measured intensity where
 the run was profiled, at model intensity otherwise, and `bytes_source` says which.
 
+One clock per recording: its compute roofs are quoted at the median clock of every kernel its
+counters sampled (`device_gpu` with the recording's results), whichever N is judged, in the app
+replaying it and in `main.py explain --open` alike; without counters, at the GPU's boost clock.
+
 Everything here is plain Python: the CLI (`main.py explain`) and the app's views use it alike.
 """
 
@@ -74,6 +78,9 @@ class Roof:
     #: A nominal peak (a counter's own ceiling), not a rate anything was measured at.
     nominal: bool = False
     unit: str = ""  # "B/s", "FLOP/s", "exp/s"
+    #: A rate per clock × SMs × the GPU's clock (measured, or the boost clock's ceiling), not a
+    #: figure a datasheet prints.
+    per_clock: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -84,6 +91,7 @@ class Roof:
             "label": self.label,
             "source": self.source,
             "nominal": self.nominal,
+            "per_clock": self.per_clock,
         }
 
 
@@ -107,8 +115,9 @@ def roofs(gpu: GpuSpec) -> dict[str, Roof]:
 
     GPU: HBM, L2, the tensor cores through wgmma (TENSOR) and through mma.sync (MMA, where its
     rate differs), the fp32 CUDA cores and the exponential unit, the compute roofs at
-    `gpu.clock_hz` (the counters' measured clock, or the datasheet's boost clock; the label
-    says which). CPU: main memory (DRAM) and fp32 SIMD (gpu/model/cpu_roofs.py)."""
+    `gpu.clock_hz` (the counters' measured clock, or the boost clock, a ceiling the clock does
+    not hold under load; the source says which, and `per_clock` marks them). CPU: main memory
+    (DRAM) and fp32 SIMD (gpu/model/cpu_roofs.py)."""
     clock = f"{gpu.clock_hz / 1e9:.2f} GHz" if gpu.clock_hz else ""
     how = "measured clock" if gpu.clock_measured else "boost clock"
     at = f" at the {how} {clock} ({gpu.clock_source})" if clock and gpu.clock_source else ""
@@ -122,19 +131,30 @@ def roofs(gpu: GpuSpec) -> dict[str, Roof]:
                        unit="FLOP/s"),
         }  # fmt: skip
     out = {HBM: Roof(HBM, MEMORY, bw, f"HBM {bw / 1e12:.2f} TB/s", gpu.source, unit="B/s")}
-    if gpu.tensor_flops_per_clock_per_sm and gpu.clock_hz:
-        source = f"{gpu.tensor_flops_per_clock_per_sm:,.0f} FLOP/clk/SM × {gpu.sms} SMs{at}"
+    per_clock = bool(gpu.tensor_flops_per_clock_per_sm and gpu.clock_hz)
+    if per_clock:
+        rate = gpu.tensor_flops_per_clock_per_sm
+        # The datasheet's dense figure is the same rate at a lower clock: say which, so the
+        # boost clock's ceiling is never taken for the published figure.
+        printed = gpu.fp16_tensor_flops
+        source = (
+            f"{rate:,.0f} FLOP/clk/SM × {gpu.sms} SMs{at}; the datasheet's dense fp16 "
+            f"{printed / 1e12:,.1f} TFLOP/s is this rate at {printed / (rate * gpu.sms) / 1e9:.2f} "
+            "GHz"
+        )
         label = f"tensor cores (wgmma) {_tflops(gpu.tensor_flops)} TFLOP/s"
     else:
         source, label = gpu.source, f"tensor cores {_tflops(gpu.tensor_flops)} TFLOP/s"
-    out[TENSOR] = Roof(TENSOR, COMPUTE, gpu.tensor_flops, label, source, unit="FLOP/s")
+    out[TENSOR] = Roof(
+        TENSOR, COMPUTE, gpu.tensor_flops, label, source, unit="FLOP/s", per_clock=per_clock
+    )
     if gpu.mma_sync_flops_per_clock_per_sm and gpu.clock_hz:
         out[MMA] = Roof(
             MMA, COMPUTE, gpu.mma_sync_flops,
             f"tensor cores (mma.sync) {_tflops(gpu.mma_sync_flops)} TFLOP/s",
             f"{gpu.mma_sync_flops_per_clock_per_sm:,.0f} FLOP/clk/SM (the counters' FLOPs per "
             f"busy tensor-pipe cycle of mma.sync kernels on an H200) × {gpu.sms} SMs{at}",
-            unit="FLOP/s",
+            unit="FLOP/s", per_clock=True,
         )  # fmt: skip
     if gpu.l2_bandwidth_bytes_s:
         l2 = gpu.l2_bandwidth_bytes_s
@@ -143,19 +163,22 @@ def roofs(gpu: GpuSpec) -> dict[str, Roof]:
             L2, MEMORY, l2, f"L2 {l2 / 1e12:.2f} TB/s{tag}", gpu.l2_source, gpu.l2_nominal, "B/s"
         )
     if gpu.fp32_peak_flops:
-        if gpu.fp32_flops_per_clock_per_sm and gpu.clock_hz:
+        per_clock = bool(gpu.fp32_flops_per_clock_per_sm and gpu.clock_hz)
+        if per_clock:
             source = f"{gpu.fp32_flops_per_clock_per_sm:,.0f} FLOP/clk/SM × {gpu.sms} SMs{at}"
         else:
             source = gpu.source
         label = f"fp32 CUDA cores {gpu.fp32_peak_flops / 1e12:.1f} TFLOP/s"
-        out[FP32] = Roof(FP32, COMPUTE, gpu.fp32_peak_flops, label, source, unit="FLOP/s")
+        out[FP32] = Roof(
+            FP32, COMPUTE, gpu.fp32_peak_flops, label, source, unit="FLOP/s", per_clock=per_clock
+        )
     if gpu.xu_ops_s:
         label = f"exponential unit {gpu.xu_ops_s / 1e12:.2f} Texp/s"
         source = (
             f"{gpu.xu_ops_per_clock_per_sm} results/clk/SM (CUDA C++ Programming Guide) × "
             f"{gpu.sms} SMs{at}"
         )
-        out[XU] = Roof(XU, COMPUTE, gpu.xu_ops_s, label, source, unit="exp/s")
+        out[XU] = Roof(XU, COMPUTE, gpu.xu_ops_s, label, source, unit="exp/s", per_clock=True)
     return out
 
 
@@ -275,6 +298,17 @@ class KernelVerdict:
     #: Compulsory output bytes the counters had not seen written yet (still in L2), counted in
     #: `dram_bytes`.
     deferred_write_bytes: int = 0
+    #: The exponentials the cost model counts (one per score); `exps` is what the XU pipe ran.
+    model_exps: int = 0
+
+    @property
+    def xu_per_exponential(self) -> float | None:
+        """Measured XU lanes per exponential the kernel needs (None unless profiled): above 1,
+        the XU roof's share is the pipe's occupancy, its exponentials and every other
+        instruction it ran, not the exponentials alone."""
+        if self.bytes_source != MEASURED or not self.model_exps:
+            return None
+        return self.exps / self.model_exps
 
     @property
     def ties(self) -> tuple[str, ...]:
@@ -333,6 +367,8 @@ class KernelVerdict:
             "measured_max_ms": self.measured_max_ms,
             "tensor_active": self.tensor_active,
             "deferred_write_bytes": self.deferred_write_bytes,
+            "model_exps": self.model_exps,
+            "xu_per_exponential": self.xu_per_exponential,
         }
 
 
@@ -481,8 +517,10 @@ def device_gpu(device: DeviceInfo | None, results: Iterable[RunResult] = ()) -> 
     """The roofs' device for a run's `device`: this CPU's own (gpu/model/cpu_roofs.py) for the CPU
     backend; for a GPU, the table's entry (the default GPU when unknown) with what the device
     carries: the L2 bandwidth bench/l2_bandwidth.py measured (the counters' nominal peak, else
-    the best streaming read) and the clock its counters measured (`results`' profiled kernels,
-    else a replayed recording's `measured_clock_hz`)."""
+    the best streaming read) and the clock its counters measured (the median over `results`'
+    profiled kernels: pass every result of the recording, not one N's, so that each point of
+    it is judged at the same clock; else a replayed recording's `measured_clock_hz`, worked out
+    over the whole recording the same way)."""
     if device is not None and device.backend == CPU:
         from .cpu_roofs import cpu_spec_from_details
 
@@ -586,6 +624,7 @@ def kernel_verdict(
         measured_max_ms=timing.max_ms if timing else None,
         tensor_active=tensor_active,
         deferred_write_bytes=deferred,
+        model_exps=cost.exps,
     )
 
 
@@ -651,11 +690,10 @@ def explain(
 ) -> Explanation:
     """Verdicts for `algorithms` at `config`; `results` maps an algorithm to its result for this
     config (measured or recorded), when there is one; `bands` the traffic bands the caller has
-    already worked out (see algorithm_verdict)."""
+    already worked out (see algorithm_verdict). The roofs are `gpu`'s at its own clock: a
+    point is never judged at a clock of its own (see device_gpu)."""
     results = results or {}
     bands = bands or {}
-    if not gpu.clock_measured:
-        gpu = with_measured_clock(gpu, (r for r in results.values() if r.config == config))
     verdicts = tuple(
         algorithm_verdict(config, a, gpu, results.get(a), smem_limit_bytes, bands.get(a))
         for a in algorithms

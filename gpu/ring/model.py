@@ -153,14 +153,15 @@ class Throughput(Protocol):
 
 @dataclass(frozen=True)
 class RooflineThroughput:
-    """A GPU's datasheet roofline: max(bytes / bandwidth, FLOPs / dense tensor peak)."""
+    """A GPU's roofline: max(bytes / its datasheet's bandwidth, FLOPs / its dense tensor
+    peak, at the clock the GpuSpec quotes: the boost clock's ceiling on the Hopper parts)."""
 
     gpu: GpuSpec = GPUS[DEFAULT_GPU]
     kernel: str = MODEL_KERNEL
 
     @property
     def label(self) -> str:
-        return f"roofline of the {self.gpu.name} datasheet"
+        return f"roofline of the {self.gpu.name} ({self.gpu.clock_hz / 1e9:.2f} GHz boost clock)"
 
     @property
     def hbm_bytes_s(self) -> float:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS, tile_shape
 from gpu.config import STAT_BYTES, AttentionConfig
 from gpu.launch import flash_mma, flash_readable, flash_wgmma, flash_ws
-from gpu.model.costmodel import GpuSpec
+from gpu.model.costmodel import GpuSpec, softmax_row_smem_bytes
 from gpu.model.schedule import KernelSchedule
 
 from .warp_roles import ws_launch
@@ -313,7 +313,7 @@ def _warp_specialized(config: AttentionConfig, gpu: GpuSpec) -> ChipLayout:
 def _modeled(config: AttentionConfig, kernel: KernelSchedule) -> ChipLayout:
     """Naive's kernels: cuBLAS GEMMs (which pick their own tiling) and our softmax, drawn with
     the model's tiles; a kernel the animation does not know gets one band."""
-    d, eb, n = config.head_dim, config.elem_bytes, config.seq_len
+    d, eb = config.head_dim, config.elem_bytes
     name = kernel.name
     if name == "gemm_qk":
         t, _ = tile_shape(config, NAIVE)
@@ -323,7 +323,9 @@ def _modeled(config: AttentionConfig, kernel: KernelSchedule) -> ChipLayout:
             SlotSpec("S_ij", t * t * 4, "S", "qk_load_Q_i"),
         ]
     elif name == "softmax":
-        slots = [SlotSpec("row", n * 4, "S", "softmax_read_S")]
+        # The row as the kernel stages it: n · sizeof(T), or nothing (the two-pass kernel)
+        row = softmax_row_smem_bytes(config)
+        slots = [SlotSpec("row", row, "S", "softmax_read_S")] if row else []
     elif name == "gemm_pv":
         t, _ = tile_shape(config, NAIVE)
         slots = [
@@ -336,5 +338,14 @@ def _modeled(config: AttentionConfig, kernel: KernelSchedule) -> ChipLayout:
     rest = kernel.sram_bytes - sum(s.bytes for s in slots)
     if rest > 0:
         slots.append(SlotSpec("other", rest, "", ""))
-    note = "cuBLAS picks its own tiles: the model's" if name.startswith("gemm") else "model"
+    if name.startswith("gemm"):
+        note = "cuBLAS picks its own tiles: the model's"
+    elif name == "softmax":
+        note = (
+            "the row of S in the input dtype (softmax.cu)"
+            if slots
+            else "two-pass kernel: the row is read twice, not staged (softmax.cu)"
+        )
+    else:
+        note = "model"
     return ChipLayout(tuple(slots), kernel.sram_bytes, 0, None, note)

@@ -78,7 +78,8 @@ def replay_segments(trace: Trace, block: BlockTrace, lane: Lane) -> list[ReplayS
         raise ValueError(f"block {block.block} has no load_Q_i phase")
     bm, bn = tile_shape(lane.config, lane.algorithm)
     kv = kv_tiles_for_query_tile(lane.config, bm, bn, i)
-    b = launch_query_tile(lane.config, ceil_div(lane.config.seq_len, bm), i)  # the lane's block
+    q_tiles = ceil_div(lane.config.seq_len, bm)
+    b = launch_query_tile(lane.config, q_tiles, i, lane.algorithm)  # the lane's block
     start, span = _block_clock(lane, 0, b)
     share = lane.timing(0, b).cum_share  # len = steps + 1, 0 .. 1
 
