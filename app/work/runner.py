@@ -49,6 +49,7 @@ from dataclasses import dataclass, field, replace
 
 from PySide6.QtCore import QObject, Signal, Slot
 
+from gpu.algorithms import runs_pass
 from gpu.backends.backend import Backend, RunOptions, oom_result
 from gpu.config import AttentionConfig, ConfigError
 from gpu.errors import RunCancelled, UnsupportedConfig
@@ -482,8 +483,11 @@ class Runner(QObject):
 
         options = RunOptions(warmup=0, repeats=1, cancel=stop)
 
+        # The algorithms of the small run's pass (the decode kernel has no forward).
+        algorithms = [a for a in backend.algorithms() if runs_pass(a, SETTLE_CONFIG.pass_)]
+
         def run_round() -> None:
-            for algorithm in backend.algorithms():
+            for algorithm in algorithms:
                 backend.run(SETTLE_CONFIG, algorithm, options)
 
         try:
