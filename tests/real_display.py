@@ -171,7 +171,7 @@ def screen_mismatches(  # type: ignore[no-untyped-def]
         differ = (np.abs(a - b).max(axis=2) > CHANNEL_TOLERANCE)[1:-1, 1:-1]
         share = float(differ.mean()) if differ.size else 0.0
         out[view.objectName()] = share
-        if boxes is not None and share > PIXEL_SHARE_TOLERANCE:
+        if boxes is not None and share > PIXEL_SHARE_TOLERANCE and differ.any():
             ys, xs = np.nonzero(differ)
             x0, y0 = int(xs.min()), int(ys.min())
             width, height = int(xs.max()) - x0 + 1, int(ys.max()) - y0 + 1

@@ -92,7 +92,24 @@ def main() -> int:
         boxes: dict[str, list[int]] = {}
         mismatch = screen_mismatches(window, out, step, boxes)
         line = {"step": step, "idle": idle, "mismatch": mismatch, "where": boxes}
+        line["items"] = {view: items_at(view, box) for view, box in boxes.items()}
         print(json.dumps(line), flush=True)
+
+    def items_at(view_name: str, box: list[int]) -> list[str]:
+        """The visible scene items of a plot under a box that differs (what to suspect)."""
+        from PySide6.QtCore import QRect
+        from PySide6.QtWidgets import QGraphicsView
+
+        plot = next((p for p in window.plots.plots if p.objectName() == view_name), None)
+        if plot is None:
+            return []
+        names = {id(item): name for name, item in plot.items.items()}
+        found = QGraphicsView.items(plot, QRect(*box))  # MetricPlot.items is its series
+        return [
+            f"{type(i).__name__}:{names.get(id(i), '')}:cache={int(i.cacheMode())}"
+            for i in found
+            if i.isVisible()
+        ]
 
     slider = window.controls.slider
 

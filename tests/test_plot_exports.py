@@ -124,10 +124,11 @@ def test_png_and_svg_exports_keep_the_budget_line_its_label_and_legend_entry(
     texts = " ".join(
         "".join(t.itertext()) for t in ET.fromstring(svg).iter() if t.tag.endswith("text")
     )
-    assert "this device: 150 GB" in texts and "budget" in texts
+    # The recording's H200 at its datasheet's capacity (gpu/model/gpus.py: one capacity rule).
+    assert "this device: 141 GB" in texts and "budget" in texts
     replica = window.plots.replicate()
-    assert replica.budget_line.text == "this device: 150 GB"
-    assert replica.budget_line.label.toPlainText() == "this device: 150 GB"
+    assert replica.budget_line.text == "this device: 141 GB"
+    assert replica.budget_line.label.toPlainText() == "this device: 141 GB"
     assert "budget" in replica.memory.legend_texts()
     replica.deleteLater()
     path = tmp_path / "plots.png"

@@ -72,9 +72,10 @@ def test_the_screen_shows_what_a_fresh_render_shows_after_every_user_action(tmp_
         for s in steps
     }
     stale = {step: views for step, views in stale.items() if views}
-    where = {s["step"]: s["where"] for s in steps if s["where"]}
+    where = {s["step"]: (s["where"], s["items"]) for s in steps if s["where"]}
     assert stale == {}, (
-        f"the screen differs from a fresh render (share of pixels): {stale}; where: {where}"
+        f"the screen differs from a fresh render (share of pixels): {stale}; where, and the "
+        f"scene items there: {where}"
     )
     checked = {view for s in steps for view in s["mismatch"]}
     for view in (
