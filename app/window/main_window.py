@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
 
 from gpu.algorithms import NAIVE
 from gpu.backends.backend import Backend
-from gpu.backends.factory import create_backend
+from gpu.backends.factory import create_backend, cuda_possible
 from gpu.config import AttentionConfig
 from gpu.results import RunResult
 
@@ -62,7 +62,7 @@ from ..work.pacing import ARRIVALS_HOLD_MS, MODEL_WAIT_MS, RESULTS_MS, coalesced
 from ..work.runner import Runner
 from . import settings
 from .accessibility import name_widgets
-from .backend_control import BackendControl
+from .backend_control import MEASURE_HERE_CPU, BackendControl
 from .lesson_strip import LessonStrip
 from .measuring import SWEEP_TIP, Measuring
 from .plain_text import PlainLabel, tooltip
@@ -173,6 +173,15 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         #: The last result to arrive for the family shown, for the status bar with the redraw.
         self._last_result: RunResult | None = None
 
+        #: A first start (empty settings, nothing asked for) on a machine without a CUDA device
+        #: opens the shipped GPU recording instead of measuring on the CPU (`_first_replay`).
+        self._first_start = (
+            restore and not open_path and backend is None and not self.settings.allKeys()
+        )
+        #: False once this machine is known to have no CUDA device: no CuPy, no device node,
+        #: or `auto` found none (then the run actions offer the CPU, never CUDA).
+        self._cuda_possible = cuda_possible()
+        self._replay_if_no_cuda = False  # `auto` started on a first start: replay if it is cpu
         self._build_ui()
         self._build_actions()
         if restore:
@@ -265,6 +274,11 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         self.sweep_button.setObjectName("sweepButton")
         self.sweep_button.setToolTip(tooltip(SWEEP_TIP))
         header.addWidget(self.sweep_button)
+        # While a recording is replayed: measuring on this machine is one click away.
+        self.measure_here_button = QPushButton(MEASURE_HERE_CPU)
+        self.measure_here_button.setObjectName("measureHereButton")
+        self.measure_here_button.setVisible(False)
+        header.addWidget(self.measure_here_button)
         self.tabs = QTabWidget()
         self.tabs.setObjectName("mainTabs")
         self.tabs.tabBar().setAccessibleName("Views: measurements or tiles")
@@ -374,6 +388,7 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         r.sweepFinished.connect(self._on_sweep_finished)
         r.deviceInfo.connect(self.readouts.set_memory)
         self.sweep_button.clicked.connect(self.sweep)
+        self.measure_here_button.clicked.connect(self.measure_here)
         self.run_status.cancelRequested.connect(self.cancel)
         self.tabs.currentChanged.connect(lambda *_: self._follow_animation(None))
 

@@ -32,6 +32,9 @@ from ..state.units import fmt_bytes, fmt_ms
 from .elided_label import ElidedLabel
 from .plain_text import PlainLabel, tooltip
 
+#: The status bar's last run before any on the backend in use.
+LAST_NONE = "last run: —"
+
 
 class RunStatus(QWidget):
     """objectName runStatus: what the runner does now, and sweep progress with a cancel button."""
@@ -123,6 +126,10 @@ class ConfigNotes:
         """The window shows `config` now: notes about any other are dropped."""
         if config != self.config:
             self.config, self._notes = None, []
+
+    def clear(self) -> None:
+        """Another backend: what was noted (a refusal, an out-of-memory) was about the last."""
+        self.config, self._notes = None, []
 
 
 def _retain_size(widget: QWidget) -> None:
@@ -264,7 +271,7 @@ class StatusBarReadouts:
         self.device.setObjectName("statusDevice")
         self.memory = ElidedLabel("memory: —", "Device memory free / total, after the last run.")
         self.memory.setObjectName("statusMemory")
-        self.last = ElidedLabel("last run: —", "The most recent measurement.")
+        self.last = ElidedLabel(LAST_NONE, "The most recent measurement.")
         self.last.setObjectName("statusLastRun")
         for w, stretch, least in (
             (self.backend, 3, 120),
@@ -288,6 +295,11 @@ class StatusBarReadouts:
         what = "RAM" if info.backend == "cpu" else "memory"
         free, total = fmt_bytes(info.memory_free_bytes), fmt_bytes(info.memory_total_bytes)
         self.memory.setText(f"{what} {free} free / {total}")
+
+    def clear_last(self) -> None:
+        """Another backend: the last run was the previous backend's."""
+        self.last.setText(LAST_NONE)
+        self.last.set_tip("The most recent measurement.")
 
     def set_last(self, result: RunResult, figures: AlgorithmFigures | None = None) -> None:
         """The most recent measurement, with the current point's figures of it where they

@@ -1,0 +1,124 @@
+"""The first five minutes on a machine without a GPU: the first start shows the recorded GPU run
+(labelled as replayed, with its device and date) and measuring on this CPU is one click away;
+the backend is the first control; the status never speaks of a backend that is gone."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QSettings
+
+from app.state.model.cost_model_backend import CostModelBackend
+from app.state.recorded_run import shipped_recording
+from tests.conftest import HANG_MS
+
+
+@pytest.fixture
+def empty_settings(tmp_path):
+    """A first start: no settings file yet."""
+    return QSettings(str(tmp_path / "first.ini"), QSettings.Format.IniFormat)
+
+
+@pytest.fixture
+def start_window(qtbot, monkeypatch):
+    """start(settings, cuda_possible, factory_backends) -> (window, asked): a shown window on
+    `settings`; `asked` lists the backends the window asked the factory for."""
+    from app.window import main_window
+
+    def start(settings, cuda_possible=False, backend=None):
+        monkeypatch.setattr(main_window, "cuda_possible", lambda: cuda_possible, raising=False)
+        asked: list[str] = []
+
+        def factory(name):
+            asked.append(name)
+            return backend if backend is not None else CostModelBackend(name="cpu")
+
+        window = main_window.MainWindow(backend_factory=factory, settings=settings)
+        qtbot.addWidget(window)
+        window.show()
+        qtbot.waitExposed(window)
+        qtbot.waitUntil(lambda: window.backend is not None, timeout=HANG_MS)
+        return window, asked
+
+    return start
+
+
+def test_a_first_start_without_cuda_replays_the_shipped_gpu_recording(
+    start_window, empty_settings, qtbot
+):
+    assert shipped_recording() is not None
+    window, asked = start_window(empty_settings, cuda_possible=False)
+    s = window.state.value
+    assert s.replay and s.recorded_path.endswith("h200_sweep.json")
+    assert asked == []  # nothing was measured on the CPU first
+    qtbot.waitUntil(lambda: "H200" in window.run_status.text(), timeout=HANG_MS)
+    status = window.run_status.text()
+    assert "replayed" in status and "2026-12-01" in status, status
+    button = window.measure_here_button
+    assert button.isVisible() and button.text() == "Measure on this CPU"
+
+
+def test_measure_on_this_cpu_is_one_click_from_the_first_screen(
+    start_window, empty_settings, qtbot
+):
+    window, asked = start_window(empty_settings, cuda_possible=False)
+    window.measure_here_button.click()
+    qtbot.waitUntil(
+        lambda: window.backend is not None and not window.state.value.replay, timeout=HANG_MS
+    )
+    assert asked == ["cpu"]
+    assert window.controls.backend_choice() == "cpu"
+    assert not window.measure_here_button.isVisible()
+
+
+def test_a_first_start_where_auto_finds_no_gpu_replays_the_recording(
+    start_window, empty_settings, qtbot
+):
+    window, asked = start_window(empty_settings, cuda_possible=True)
+    qtbot.waitUntil(lambda: window.state.value.replay, timeout=HANG_MS)
+    assert asked == ["auto"]
+    assert window.measure_here_button.text() == "Measure on this CPU"
+
+
+def test_a_later_start_keeps_the_backend_the_user_chose(start_window, empty_settings, qtbot):
+    empty_settings.setValue("controls/backend", "cpu")
+    window, asked = start_window(empty_settings, cuda_possible=False)
+    assert not window.state.value.replay and asked == ["cpu"]
+
+
+def test_the_backend_is_the_first_group_of_the_controls(start_window, empty_settings):
+    from PySide6.QtWidgets import QGroupBox
+
+    window, _ = start_window(empty_settings)
+    panel = window.controls
+    groups = [panel.layout().itemAt(i).widget() for i in range(panel.layout().count())]
+    groups = [g for g in groups if isinstance(g, QGroupBox)]
+    assert groups[0].title() == "Backend"
+    assert groups[0].isAncestorOf(panel.backend)
+
+
+def test_continue_measuring_on_cuda_is_off_where_there_is_no_cuda_device(
+    start_window, empty_settings, qtbot
+):
+    window, _ = start_window(empty_settings, cuda_possible=False)
+    assert window.state.value.replay
+    action = window.continue_action
+    assert not action.isEnabled()
+    assert "no CUDA device" in action.toolTip()
+
+
+def test_switching_to_the_recording_drops_the_cpus_notes_and_last_run(
+    start_window, empty_settings, qtbot
+):
+    empty_settings.setValue("controls/backend", "cpu")
+    window, _ = start_window(empty_settings)
+    qtbot.waitUntil(lambda: not window.runner.busy, timeout=HANG_MS)
+    config = window.config
+    window.notes.add(config, "tiled at N=2048 not run: about 51 s")
+    window.run_status.set_text(window._status_text())
+    qtbot.waitUntil(lambda: window.readouts.last.text() != "last run: —", timeout=HANG_MS)
+    window.controls.set_backend_choice("recorded")
+    qtbot.waitUntil(lambda: window.state.value.replay, timeout=HANG_MS)
+    qtbot.waitUntil(lambda: not window.runner.busy, timeout=HANG_MS)
+    assert "not run" not in window.run_status.text()
+    assert "Recorded run" in window.run_status.text()
+    assert window.readouts.last.text() == "last run: —"
