@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QScrollArea
 
 from app.state.model.cost_model_backend import CostModelBackend
 from app.state.recorded_run import shipped_recording
@@ -122,3 +123,53 @@ def test_switching_to_the_recording_drops_the_cpus_notes_and_last_run(
     assert "not run" not in window.run_status.text()
     assert "Recorded run" in window.run_status.text()
     assert window.readouts.last.text() == "last run: —"
+
+
+# ------------------------------------------------------------------ the wheel
+
+
+def _wheel(widget, steps: int = -1) -> None:
+    """One notch of the wheel over `widget`'s middle (negative: towards the user)."""
+    from PySide6.QtCore import QPoint, QPointF, Qt
+    from PySide6.QtGui import QWheelEvent
+    from PySide6.QtWidgets import QApplication
+
+    pos = QPointF(widget.rect().center())
+    event = QWheelEvent(
+        pos,
+        QPointF(widget.mapToGlobal(pos.toPoint())),
+        QPoint(0, 0),
+        QPoint(0, 120 * steps),
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+        Qt.ScrollPhase.NoScrollPhase,
+        False,
+    )
+    QApplication.sendEvent(widget, event)
+
+
+def test_the_wheel_over_an_unfocused_control_changes_nothing(start_window, empty_settings, qtbot):
+    empty_settings.setValue("controls/backend", "cpu")
+    window, _ = start_window(empty_settings)
+    window.resize(1280, 700)  # the panel scrolls
+    c = window.controls
+    scroll = window.findChild(QScrollArea, "controlsScroll")
+    qtbot.waitUntil(lambda: scroll.verticalScrollBar().maximum() > 0, timeout=HANG_MS)
+    before = (c.backend_choice(), c.dtype.currentIndex(), c.heads.value(), c.slider.value())
+    for widget in (c.backend, c.dtype, c.heads, c.slider):
+        assert not widget.hasFocus()
+        _wheel(widget)
+    assert (c.backend_choice(), c.dtype.currentIndex(), c.heads.value(), c.slider.value()) == before
+    # Left to the parents: a real wheel (spontaneous) then scrolls the panel, which the
+    # real-display test checks (tests/test_display_first_minutes.py).
+
+
+def test_the_wheel_changes_a_control_the_user_clicked_into(start_window, empty_settings, qtbot):
+    empty_settings.setValue("controls/backend", "cpu")
+    window, _ = start_window(empty_settings)
+    heads = window.controls.heads
+    window.activateWindow()
+    heads.setFocus()
+    qtbot.waitUntil(heads.hasFocus, timeout=5000)
+    _wheel(heads, steps=1)
+    assert heads.value() == 13

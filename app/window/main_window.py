@@ -75,6 +75,7 @@ from .status import (
     StatusBarReadouts,
 )
 from .theme import THEMES, icon_path, palette, qt_palette, style_sheet
+from .wheel_guard import WheelGuard, guard_wheel
 from .window_actions import WindowActions
 
 BackendFactory = Callable[[str], Backend]
@@ -215,6 +216,8 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         self.state.changed.connect(self.collector.active)
         self.runner.outcome.connect(self.collector.active)
         name_widgets(self)  # every control and plot has an accessible name and description
+        self.wheel_guard = WheelGuard(self)
+        guard_wheel(self, self.wheel_guard)  # the wheel changes only a focused control
 
     # ------------------------------------------------------------------ construction
 
@@ -322,8 +325,8 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
             self._animation_stale = True
             self._follow_animation(Change.initial(self.state.value))
             # Its real-trace page is made when first shown: named then.
-            self.animation.modeChanged.connect(lambda *_: name_widgets(self.animation))
-        name_widgets(widget)
+            self.animation.modeChanged.connect(lambda *_: self._name_and_guard(self.animation))
+        self._name_and_guard(widget)
         # The Ring tab's plots in a turn of their own (built on its first show they would be
         # one 60 ms event), then the rooms' objects out of the garbage collector's walks.
         self._prepare_rooms()
@@ -331,8 +334,13 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
     def _build_ring_plots(self) -> None:
         if not self._closing:
             self.ring_panel.prepare()
-            name_widgets(self.ring_panel)
+            self._name_and_guard(self.ring_panel)
             freeze_long_lived()
+
+    def _name_and_guard(self, widget: QWidget) -> None:
+        """A room built after the window: its widgets named, its controls wheel-guarded."""
+        name_widgets(widget)
+        guard_wheel(widget, self.wheel_guard)
 
     def _animation_result(self, config: AttentionConfig, algorithm: str) -> RunResult | None:
         """The stored result of `config` for the animation's measured clock (None if none)."""
