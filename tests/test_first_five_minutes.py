@@ -53,8 +53,8 @@ def test_a_first_start_without_cuda_replays_the_shipped_gpu_recording(
     assert asked == []  # nothing was measured on the CPU first
     qtbot.waitUntil(lambda: "H200" in window.run_status.text(), timeout=HANG_MS)
     status = window.run_status.text()
-    assert "replayed" in status and "2026-12-01" in status, status
-    button = window.measure_here_button
+    assert status == "Replayed: NVIDIA H200, 2026-12-01", status
+    button = window.controls.measure_here
     assert button.isVisible() and button.text() == "Measure on this CPU"
 
 
@@ -62,13 +62,13 @@ def test_measure_on_this_cpu_is_one_click_from_the_first_screen(
     start_window, empty_settings, qtbot
 ):
     window, asked = start_window(empty_settings, cuda_possible=False)
-    window.measure_here_button.click()
+    window.controls.measure_here.click()
     qtbot.waitUntil(
         lambda: window.backend is not None and not window.state.value.replay, timeout=HANG_MS
     )
     assert asked == ["cpu"]
     assert window.controls.backend_choice() == "cpu"
-    assert not window.measure_here_button.isVisible()
+    assert not window.controls.measure_here.isVisible()
 
 
 def test_a_first_start_where_auto_finds_no_gpu_replays_the_recording(
@@ -77,7 +77,7 @@ def test_a_first_start_where_auto_finds_no_gpu_replays_the_recording(
     window, asked = start_window(empty_settings, cuda_possible=True)
     qtbot.waitUntil(lambda: window.state.value.replay, timeout=HANG_MS)
     assert asked == ["auto"]
-    assert window.measure_here_button.text() == "Measure on this CPU"
+    assert window.controls.measure_here.text() == "Measure on this CPU"
 
 
 def test_a_later_start_keeps_the_backend_the_user_chose(start_window, empty_settings, qtbot):
@@ -121,7 +121,7 @@ def test_switching_to_the_recording_drops_the_cpus_notes_and_last_run(
     qtbot.waitUntil(lambda: window.state.value.replay, timeout=HANG_MS)
     qtbot.waitUntil(lambda: not window.runner.busy, timeout=HANG_MS)
     assert "not run" not in window.run_status.text()
-    assert "Recorded run" in window.run_status.text()
+    assert window.run_status.text().startswith("Replayed: NVIDIA H200")
     assert window.readouts.last.text() == "last run: —"
 
 
@@ -173,3 +173,47 @@ def test_the_wheel_changes_a_control_the_user_clicked_into(start_window, empty_s
     qtbot.waitUntil(heads.hasFocus, timeout=5000)
     _wheel(heads, steps=1)
     assert heads.value() == 13
+
+
+# ------------------------------------------------------------------ the window on the screen
+
+
+def test_before_its_frame_is_known_the_window_keeps_room_for_a_title_bar(qtbot):
+    from PySide6.QtCore import QRect
+    from PySide6.QtWidgets import QWidget
+
+    from app.window.screen_fit import FRAME_GUESS, fit_to_screen
+
+    widget = QWidget()
+    qtbot.addWidget(widget)
+    widget.resize(1500, 920)
+    fit_to_screen(widget, QRect(0, 0, 1280, 800))
+    assert widget.height() + FRAME_GUESS[1] <= 800 and FRAME_GUESS[1] >= 30
+    assert widget.width() + FRAME_GUESS[0] <= 1280
+
+
+def test_the_real_gpu_trace_scrolls_inside_the_window_instead_of_growing_it(
+    start_window, empty_settings, qtbot
+):
+    window, _ = start_window(empty_settings)
+    window.resize(1280, 760)
+    qtbot.wait(100)
+    window.show_view("tileAnimation")
+    size = window.size()
+    assert size.width() <= 1280 and size.height() <= 760
+    animation = window.animation
+    animation.set_mode(animation.TRACE_MODE)
+    qtbot.waitUntil(lambda: animation.trace_panel.traces != (), timeout=HANG_MS)
+    qtbot.wait(100)
+    assert window.size() == size
+    hint = window.minimumSizeHint()
+    assert hint.width() <= 1280 and hint.height() <= 760, hint
+    assert animation.mode == animation.TRACE_MODE
+
+
+def test_the_tiles_modes_are_named_in_full(start_window, empty_settings, qtbot):
+    window, _ = start_window(empty_settings)
+    window.show_view("tileAnimation")
+    tabs = window.animation.mode_tabs
+    names = [tabs.tabText(i) for i in range(tabs.count())]
+    assert names == ["Modeled schedule", "Real GPU trace", "Backward"]

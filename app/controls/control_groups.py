@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (
     QGroupBox,
     QHBoxLayout,
     QLabel,
+    QPushButton,
     QSlider,
     QSpinBox,
     QVBoxLayout,
@@ -279,6 +280,12 @@ class ControlGroups:
         self.backend.currentIndexChanged.connect(self._on_backend)
         form.addRow(self.backend)  # the group's title names it
         form.addRow(self._error_label("backend"))
+        # While a recording is replayed: measuring on this machine, one click away (the
+        # window says where and shows it).
+        self.measure_here = QPushButton("Measure on this CPU")
+        self.measure_here.setObjectName("measureHereButton")
+        self.measure_here.setVisible(False)
+        form.addRow(self.measure_here)
         return box
 
     def _build_device_group(self) -> QGroupBox:

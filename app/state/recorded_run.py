@@ -292,6 +292,12 @@ class RecordedBackend:
         date = short_date(self.date)
         return f"{dev}, recorded {date}" if date else f"{dev}, recorded"
 
+    def device_and_date(self) -> str:
+        """'NVIDIA H200, 2026-12-01': where and when, for the short run status line."""
+        dev = self.recording.device.name.removesuffix(" (recorded)")
+        date = short_date(self.date)
+        return f"{dev}, {date}" if date else dev
+
     def device_info(self) -> DeviceInfo:
         dev = self.recording.device
         details = dict(dev.details)

@@ -150,9 +150,7 @@ class BackendControl:
                 config = first.with_(seq_len=config.seq_len)
         config = config.with_(seq_len=AppState(seq_scale=scale).snap(config.seq_len))
         if name == REPLAY:
-            self._idle_text = (
-                f"Recorded run: {ready.backend.label()} — replayed from the file, not measured now"
-            )
+            self._idle_text = f"Replayed: {ready.backend.device_and_date()}"
             if config != wanted:  # say what is shown instead of what was asked for
                 self.notes.add(
                     config,
@@ -240,11 +238,10 @@ class BackendControl:
             tooltip(f"Not here: {NO_CUDA_HERE}." if no_device else CONTINUE_TIP)
         )
         here = "auto" if self._cuda_possible else "cpu"
-        self.measure_here_button.setText(
-            MEASURE_HERE_GPU if self._cuda_possible else MEASURE_HERE_CPU
-        )
-        self.measure_here_button.setToolTip(tooltip(MEASURE_HERE_TIP.format(backend=here)))
-        self.measure_here_button.setVisible(replay)
+        button = self.controls.measure_here
+        button.setText(MEASURE_HERE_GPU if self._cuda_possible else MEASURE_HERE_CPU)
+        button.setToolTip(tooltip(MEASURE_HERE_TIP.format(backend=here)))
+        button.setVisible(replay)
 
     def _view_choice(self, available: tuple[str, ...]) -> dict[str, object]:
         """The algorithms ticked for `available` until the user ticks others: every one with

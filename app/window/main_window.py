@@ -62,10 +62,11 @@ from ..work.pacing import ARRIVALS_HOLD_MS, MODEL_WAIT_MS, RESULTS_MS, coalesced
 from ..work.runner import Runner
 from . import settings
 from .accessibility import name_widgets
-from .backend_control import MEASURE_HERE_CPU, BackendControl
+from .backend_control import BackendControl
 from .lesson_strip import LessonStrip
 from .measuring import SWEEP_TIP, Measuring
 from .plain_text import PlainLabel, tooltip
+from .screen_fit import ScreenFit, fit_to_screen
 from .settings_store import SettingsStore
 from .state_signal import StateSignal
 from .status import (
@@ -277,11 +278,6 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         self.sweep_button.setObjectName("sweepButton")
         self.sweep_button.setToolTip(tooltip(SWEEP_TIP))
         header.addWidget(self.sweep_button)
-        # While a recording is replayed: measuring on this machine is one click away.
-        self.measure_here_button = QPushButton(MEASURE_HERE_CPU)
-        self.measure_here_button.setObjectName("measureHereButton")
-        self.measure_here_button.setVisible(False)
-        header.addWidget(self.measure_here_button)
         self.tabs = QTabWidget()
         self.tabs.setObjectName("mainTabs")
         self.tabs.tabBar().setAccessibleName("Views: measurements or tiles")
@@ -300,6 +296,7 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         self.readouts = StatusBarReadouts(self.statusBar())
         self.resize(*DEFAULT_SIZE)
         self.fit_to_screen()
+        self.screen_fit = ScreenFit(self)  # again once the window manager's frame is known
 
     def _install_animation(self) -> None:
         """Build the animation tab after the first paint: its import and construction cost
@@ -396,7 +393,7 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         r.sweepFinished.connect(self._on_sweep_finished)
         r.deviceInfo.connect(self.readouts.set_memory)
         self.sweep_button.clicked.connect(self.sweep)
-        self.measure_here_button.clicked.connect(self.measure_here)
+        self.controls.measure_here.clicked.connect(self.measure_here)
         self.run_status.cancelRequested.connect(self.cancel)
         self.tabs.currentChanged.connect(lambda *_: self._follow_animation(None))
 
@@ -491,24 +488,8 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         self.dark_action.blockSignals(False)
 
     def fit_to_screen(self) -> None:
-        """Keep the window on its screen's available area: a default or restored size larger
-        than a 1280×800 laptop's screen is shrunk to it (and moved inside it), never left to
-        hang off the edges."""
-        screen = self.screen() or QApplication.primaryScreen()
-        if screen is None:
-            return
-        area = screen.availableGeometry()
-        frame = self.frameGeometry()
-        extra_w = max(0, frame.width() - self.width())
-        extra_h = max(0, frame.height() - self.height())
-        w = min(self.width(), area.width() - extra_w)
-        h = min(self.height(), area.height() - extra_h)
-        if (w, h) != (self.width(), self.height()):
-            self.resize(w, h)
-        x = min(max(frame.x(), area.x()), area.right() - w - extra_w + 1)
-        y = min(max(frame.y(), area.y()), area.bottom() - h - extra_h + 1)
-        if (x, y) != (frame.x(), frame.y()):
-            self.move(x, y)
+        """Keep the window and its frame on its screen (app/window/screen_fit.py)."""
+        fit_to_screen(self)
 
     # ------------------------------------------------------------------ following the state
 
