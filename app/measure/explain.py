@@ -29,6 +29,7 @@ from PySide6.QtWidgets import QTextBrowser, QWidget
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED
 from gpu.config import DETERMINISTIC_LABEL, PASS_LABELS, STAT_BYTES, STEP, AttentionConfig
 from gpu.model.costmodel import (
+    CPU,
     attention_matrix_bytes,
     matrix_bytes,
     naive_oom_seq_len,
@@ -40,8 +41,10 @@ from gpu.results import RunResult
 
 from ..state.app_state import AppState
 from ..state.current_point import point_for
+from ..state.default_view import fastest_fused
 from ..state.model.cache import cost
 from ..state.point_inputs import PointInputs
+from ..state.time_comparison import compare_times
 from ..state.training_figures import FUSED, training_figures
 from ..state.units import fmt_bytes, fmt_flops, fmt_int, fmt_intensity, fmt_ms
 from ..window.theme import DARK, Palette
@@ -169,6 +172,11 @@ def explain_html(inp: PointInputs, palette: Palette = DARK) -> str:
             "compute the tiles on the diagonal in full."
         )
     out.append("</p>")
+    timing = compare_times(
+        dict(inp.results), fastest_fused(shown), "cpu" if inp.gpu.kind == CPU else ""
+    )
+    if timing is not None:
+        out.append(f"<p><b>Time</b>: {escape(timing.text)}</p>")
     if inp.devices > 1:
         out.append(
             f"<p><b>Devices = {inp.devices}: only the ring runs</b> (the Ring tab plays and "
