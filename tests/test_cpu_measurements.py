@@ -190,3 +190,41 @@ def test_the_explain_pane_says_the_comparison_of_the_point_on_screen():
         tuple(results.items()),
     )  # fmt: skip
     assert "cannot say which is faster" in explain_html(inp)
+
+
+# ------------------------------------------------------------------ the CPU's bandwidth
+
+
+def test_the_best_bandwidth_is_kept_per_machine_with_its_date(tmp_path):
+    from gpu.model.cpu_roofs import best_bandwidth
+
+    path = tmp_path / "bw.json"
+    first = best_bandwidth(19.3e9, path, "machine A", "2026-01-02")
+    assert (first.bytes_s, first.date) == (19.3e9, "2026-01-02")
+    # a busy launch measures 2.8 GB/s: the roofs keep the best, and say from when
+    busy = best_bandwidth(2.8e9, path, "machine A", "2026-01-05")
+    assert (busy.bytes_s, busy.date, busy.measured_now) == (19.3e9, "2026-01-02", 2.8e9)
+    assert "2026-01-02" in busy.source and "best of" in busy.source
+    better = best_bandwidth(21e9, path, "machine A", "2026-01-07")
+    assert (better.bytes_s, better.date) == (21e9, "2026-01-07")
+    other = best_bandwidth(5e9, path, "machine B", "2026-01-08")  # another machine: its own
+    assert other.bytes_s == 5e9
+    assert best_bandwidth(1e9, path, "machine A", "2026-01-09").bytes_s == 21e9
+
+
+def test_a_damaged_bandwidth_file_keeps_nothing_and_is_replaced(tmp_path):
+    from gpu.model.cpu_roofs import best_bandwidth
+
+    path = tmp_path / "bw.json"
+    path.write_text('{"machine A": {"bytes_s": "fast", "date": 3}')  # not even whole JSON
+    assert best_bandwidth(4e9, path, "machine A", "2026-01-02").bytes_s == 4e9
+    assert best_bandwidth(3e9, path, "machine A", "2026-01-03").bytes_s == 4e9
+
+
+def test_the_cpu_roofline_reads_the_kept_bandwidth_and_says_so():
+    from gpu.model import cpu_roofs
+
+    details = cpu_roofs.device_details()
+    kept = cpu_roofs.machine_bandwidth()
+    assert details["memory_bandwidth_bytes_s"] == kept.bytes_s >= kept.measured_now
+    assert kept.date in details["memory_bandwidth_source"]

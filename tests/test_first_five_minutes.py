@@ -217,3 +217,80 @@ def test_the_tiles_modes_are_named_in_full(start_window, empty_settings, qtbot):
     tabs = window.animation.mode_tabs
     names = [tabs.tabText(i) for i in range(tabs.count())]
     assert names == ["Modeled schedule", "Real GPU trace", "Backward"]
+
+
+# ------------------------------------------------------------------ the lesson
+
+
+def _cpu_spec(bandwidth: float):
+    from gpu.model.cpu_roofs import cpu_spec_from_details
+
+    return cpu_spec_from_details(
+        "CPU: test (2 cores)", 25 * 10**9, {"memory_bandwidth_bytes_s": bandwidth}
+    )
+
+
+@pytest.mark.parametrize("bandwidth", [2.8e9, 5.39e9, 19.3e9], ids=lambda b: f"{b / 1e9:g}GBs")
+@pytest.mark.parametrize("n", [256, 1024, 8192])
+def test_the_bound_step_says_above_the_ridge_exactly_where_it_says_compute_bound(bandwidth, n):
+    import re
+
+    from app.state.lesson import bound_step
+    from app.state.point_inputs import PointInputs
+    from gpu.algorithms import NAIVE, TILED
+    from gpu.config import AttentionConfig
+
+    inp = PointInputs(
+        AttentionConfig(seq_len=n), (NAIVE, TILED), _cpu_spec(bandwidth), "this CPU", None, ""
+    )
+    text = bound_step(inp).text
+    claims = re.findall(
+        r"(above|below) the ridge of [\d.,  ]+: [^,]+, (memory|compute)-bound", text
+    )
+    assert len(claims) == 2, text  # one per algorithm
+    for side, bound in claims:
+        assert (side == "above") == (bound == "compute"), text
+    assert "CUDA" not in text and "fp32 SIMD units" in text
+
+
+def test_a_cpus_verdicts_are_said_in_cpu_words():
+    from app.state.roof_words import binds_text
+
+    assert binds_text(("fp32",), cpu=True) == "the fp32 SIMD units bind"
+    assert binds_text(("fp32",)) == "the fp32 CUDA cores bind"
+    assert "CUDA" not in binds_text(("dram", "fp32"), cpu=True)
+
+
+def test_each_lesson_step_moves_the_slider_to_the_point_it_describes(
+    start_window, empty_settings, qtbot
+):
+    from app.state.lesson import CPU_POINT_N
+    from app.state.units import fmt_int
+
+    empty_settings.setValue("controls/backend", "cpu")
+    empty_settings.setValue("controls/seq_len", 256)
+    window, _ = start_window(empty_settings)
+    strip = window.lesson
+    window.lesson.open(0)
+    qtbot.waitUntil(lambda: bool(strip.steps), timeout=HANG_MS)
+    strip.go_to(0)
+    qtbot.waitUntil(lambda: window.config.seq_len == CPU_POINT_N, timeout=5000)
+    qtbot.waitUntil(lambda: f"N = {fmt_int(CPU_POINT_N)}" in strip.text.text(), timeout=HANG_MS)
+    strip.go_next()  # the wall: the slider goes where naive no longer fits in this RAM
+    from gpu.model.costmodel import naive_oom_seq_len
+
+    wall = naive_oom_seq_len(window.config, window.state.value.budget.line_bytes)
+    qtbot.waitUntil(lambda: window.config.seq_len == wall, timeout=5000)
+
+
+def test_next_stays_where_it_is_when_it_turns_to_done(start_window, empty_settings, qtbot):
+    empty_settings.setValue("controls/backend", "cpu")
+    window, _ = start_window(empty_settings)
+    strip = window.lesson
+    qtbot.waitUntil(lambda: bool(strip.steps), timeout=HANG_MS)
+    where = []
+    for step in range(4):
+        strip.go_to(step)
+        qtbot.wait(20)
+        where.append((strip.next.geometry(), strip.back.geometry()))
+    assert len(set((n.x(), n.width(), b.x()) for n, b in where)) == 1, where

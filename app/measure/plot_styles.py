@@ -40,9 +40,9 @@ NAIVE_KERNELS = NAIVE_FORWARD_KERNELS + NAIVE_BACKWARD_KERNELS
 
 #: The time plot's title per pass.
 TIME_TITLES = {
-    "forward": "Time per forward pass",
-    BACKWARD: "Time per backward pass",
-    STEP: "Time per training step",
+    "forward": "Forward time",
+    BACKWARD: "Backward time",
+    STEP: "Training step time",
 }
 
 

@@ -287,13 +287,8 @@ class RecordedBackend:
         return str(self.recording.meta.get("date", ""))
 
     def label(self) -> str:
-        """'NVIDIA H200, recorded 2025-06-01': where and when, for status lines and titles."""
-        dev = self.recording.device.name.removesuffix(" (recorded)")
-        date = short_date(self.date)
-        return f"{dev}, recorded {date}" if date else f"{dev}, recorded"
-
-    def device_and_date(self) -> str:
-        """'NVIDIA H200, 2026-12-01': where and when, for the short run status line."""
+        """'NVIDIA H200, 2025-06-01': where and when, for status lines and plot titles (each
+        of which says it is a recording)."""
         dev = self.recording.device.name.removesuffix(" (recorded)")
         date = short_date(self.date)
         return f"{dev}, {date}" if date else dev

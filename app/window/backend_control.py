@@ -125,7 +125,7 @@ class BackendControl:
             text = NO_CUDA_MESSAGE
         elif name == REPLAY:
             file = info.details.get("file", "")
-            text = f"backend: recorded run ({file}) · {ready.backend.label()}"
+            text = f"backend: replay of {file}"
         elif self._fell_back_from:
             text = f"backend: {name} (after a {self._fell_back_from} error)"
         else:
@@ -150,7 +150,7 @@ class BackendControl:
                 config = first.with_(seq_len=config.seq_len)
         config = config.with_(seq_len=AppState(seq_scale=scale).snap(config.seq_len))
         if name == REPLAY:
-            self._idle_text = f"Replayed: {ready.backend.device_and_date()}"
+            self._idle_text = f"Replayed: {ready.backend.label()}"
             if config != wanted:  # say what is shown instead of what was asked for
                 self.notes.add(
                     config,

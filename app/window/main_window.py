@@ -375,6 +375,7 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         self.state.changed.connect(self.plots.on_state)
         self.state.changed.connect(self._draw_shown)
         self.lesson.focusWanted.connect(self.show_view)
+        self.lesson.pointWanted.connect(self._lesson_point)
         self.lesson.dismissed.connect(lambda: self.settings.setValue("lesson/dismissed", True))
         c.slider.sliderReleased.connect(self._point_settled)
         self.plots.modelDrawn.connect(self._model_drawn)
@@ -416,6 +417,13 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
                 self.tabs.setCurrentWidget(self.animation)
             return
         self.tabs.setCurrentWidget(self.plots)
+
+    def _lesson_point(self, n: int) -> None:
+        """A lesson step's N: on a recording's scale, the first recorded N from it on."""
+        s = self.state.value
+        if s.seq_scale is not None:
+            n = next((m for m in s.scale if m >= n), s.scale[-1])
+        self.controls.set_seq_len(n)
 
     def open_lesson(self) -> None:
         """Help ▸ The lesson, step by step: the strip again, from its first step."""

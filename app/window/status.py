@@ -26,8 +26,8 @@ from PySide6.QtWidgets import (
 from gpu.config import AttentionConfig
 from gpu.results import DeviceInfo, RunResult
 
-from ..measure.explain import binds_text
 from ..state.current_point import AlgorithmFigures
+from ..state.roof_words import binds_text
 from ..state.units import fmt_bytes, fmt_ms
 from .elided_label import ElidedLabel
 from .plain_text import PlainLabel, tooltip
@@ -320,8 +320,9 @@ def describe_result(r: RunResult, figures: AlgorithmFigures | None = None) -> st
     if figures is None:
         return f"{head} {fmt_ms(r.total_ms)}, peak {fmt_bytes(r.peak_bytes)}{tag}"
     v = figures.verdict
+    binds = binds_text(v.ties, r.backend == "cpu")
     ms = figures.measured_ms.value if figures.measured_ms is not None else r.total_ms
     return (
         f"{head} {fmt_ms(ms)}, peak {fmt_bytes(figures.peak_bytes.value)}, "
-        f"DRAM {figures.dram_bytes.text()}, {v.bound}-bound: {binds_text(v.ties)}{tag}"
+        f"DRAM {figures.dram_bytes.text()}, {v.bound}-bound: {binds}{tag}"
     )
