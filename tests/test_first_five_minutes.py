@@ -294,3 +294,18 @@ def test_next_stays_where_it_is_when_it_turns_to_done(start_window, empty_settin
         qtbot.wait(20)
         where.append((strip.next.geometry(), strip.back.geometry()))
     assert len(set((n.x(), n.width(), b.x()) for n, b in where)) == 1, where
+
+
+def test_on_the_cpu_the_tiles_tabs_fused_lane_finishes_before_naives(
+    start_window, empty_settings, qtbot
+):
+    from gpu.algorithms import NAIVE
+
+    empty_settings.setValue("controls/backend", "cpu")
+    window, _ = start_window(empty_settings)
+    window.show_view("tileAnimation")
+    animation = window.animation
+    qtbot.waitUntil(lambda: animation.algorithms[0] == NAIVE, timeout=HANG_MS)
+    animation.flush()
+    naive, fused = (animation.player.lane(a) for a in animation.algorithms)
+    assert fused.total_time < naive.total_time, (animation.algorithms, fused.total_time)

@@ -47,7 +47,7 @@ from ..measure.plot_styles import ALGOS
 from ..measure.plots import PlotsPanel
 from ..ring.panel import RingPanel
 from ..state.app_state import Change, StateModel
-from ..state.default_view import fastest_fused
+from ..state.default_view import tiles_fused
 from ..state.recorded_run import RecordedBackend
 from ..state.result_store import ResultStore
 from ..state.ring.devices import restart_needed
@@ -561,11 +561,13 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         self.lesson.flush()
 
     def _default_lanes(self) -> None:
-        """The Tiles tab compares naive with the fastest fused kernel the backend has (the
-        readable kernel is there to be read, one pick away), until the user picks a lane."""
+        """The Tiles tab compares naive with the fastest fused kernel (app/state/default_view.py
+        `tiles_fused`; the readable kernel is there to be read, one pick away), until the user
+        picks a lane."""
         if self.animation is None or self.animation.lanes_chosen:
             return
-        self.animation.set_algorithms((NAIVE, fastest_fused(self.state.value.available)))
+        s = self.state.value
+        self.animation.set_algorithms((NAIVE, tiles_fused(s.available, s.on_gpu)))
 
     def _follow_animation(self, change: Change | None) -> None:
         """The animation follows the config while its tab is shown, and the roofline GPU
