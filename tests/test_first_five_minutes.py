@@ -53,7 +53,7 @@ def test_a_first_start_without_cuda_replays_the_shipped_gpu_recording(
     assert asked == []  # nothing was measured on the CPU first
     qtbot.waitUntil(lambda: "H200" in window.run_status.text(), timeout=HANG_MS)
     status = window.run_status.text()
-    assert status == "Replayed: NVIDIA H200, 2026-12-01", status
+    assert status == "Replayed: H200, 2026-12-01", status
     button = window.controls.measure_here
     assert button.isVisible() and button.text() == "Measure on this CPU"
 
@@ -121,7 +121,7 @@ def test_switching_to_the_recording_drops_the_cpus_notes_and_last_run(
     qtbot.waitUntil(lambda: window.state.value.replay, timeout=HANG_MS)
     qtbot.waitUntil(lambda: not window.runner.busy, timeout=HANG_MS)
     assert "not run" not in window.run_status.text()
-    assert window.run_status.text().startswith("Replayed: NVIDIA H200")
+    assert window.run_status.text().startswith("Replayed: H200")
     assert window.readouts.last.text() == "last run: —"
 
 
@@ -309,3 +309,49 @@ def test_on_the_cpu_the_tiles_tabs_fused_lane_finishes_before_naives(
     animation.flush()
     naive, fused = (animation.player.lane(a) for a in animation.algorithms)
     assert fused.total_time < naive.total_time, (animation.algorithms, fused.total_time)
+
+
+def test_runs_refused_as_too_long_share_one_short_note():
+    from app.window.status import ConfigNotes
+    from gpu.config import AttentionConfig
+
+    notes = ConfigNotes()
+    config = AttentionConfig(seq_len=8192)
+    notes.too_long(config, "naive", 102.0, 20.0)
+    notes.too_long(config, "tiled", 48.0, 20.0)
+    (text,) = notes.about(config)
+    assert text == "Not run, over 20 s here: naive ~1.7 min, tiled ~48 s"
+    assert notes.about(config.with_(seq_len=4096)) == []
+
+
+# ------------------------------------------------------------------ nothing cut at 1280×800
+
+
+def test_the_first_screen_at_1280x800_shows_every_text_whole(start_window, empty_settings, qtbot):
+    from tests.clipping import clipped, elided
+
+    window, _ = start_window(empty_settings)  # the recording, as on a first start
+    window.resize(1276, 760)  # 1280×800 less a window manager's frame
+    qtbot.wait(100)
+    window.plots.flush_model()
+    window.lesson.flush()
+    qtbot.wait(50)
+    assert clipped(window) == [] and elided(window) == [], clipped(window) + elided(window)
+    for step in range(4):  # every lesson title whole
+        window.lesson.go_to(step)
+        window.lesson.flush()
+        qtbot.wait(20)
+        assert not window.lesson.title.is_elided(), window.lesson.title.text()
+
+
+def test_two_runs_refused_at_1280x800_fit_the_run_status(start_window, empty_settings, qtbot):
+    empty_settings.setValue("controls/backend", "cpu")
+    window, _ = start_window(empty_settings)
+    window.resize(1276, 760)
+    qtbot.waitUntil(lambda: not window.runner.busy, timeout=HANG_MS)
+    config = window.config
+    window.notes.too_long(config, "naive", 102.0, 20.0)
+    window.notes.too_long(config, "tiled", 48.0, 20.0)
+    window.run_status.set_text(window._status_text())
+    qtbot.wait(50)
+    assert not window.run_status.label.is_elided(), window.run_status.label.shown_text()

@@ -49,4 +49,3 @@ def tiles_fused(available: Iterable[str], on_gpu: bool) -> str:
     algorithm in NumPy (slower than naive on a GPU's clock: naive would finish first), the
     fastest one the animation models on the target GPU."""
     return fastest_fused(available if on_gpu else FASTEST_FUSED_FIRST)
-

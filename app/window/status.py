@@ -28,7 +28,7 @@ from gpu.results import DeviceInfo, RunResult
 
 from ..state.current_point import AlgorithmFigures
 from ..state.roof_words import binds_text
-from ..state.units import fmt_bytes, fmt_ms
+from ..state.units import fmt_bytes, fmt_ms, fmt_seconds
 from .elided_label import ElidedLabel
 from .plain_text import PlainLabel, tooltip
 
@@ -58,7 +58,8 @@ class RunStatus(QWidget):
         self.progress.setObjectName("sweepProgress")
         self.progress.setFixedWidth(150)
         self.progress.setToolTip("Sweep progress: measurements done of those queued.")
-        _retain_size(self.progress)
+        # Hidden between sweeps, it leaves its width to the text (the row's height is fixed,
+        # so the plots below never move).
         self.progress.setVisible(False)
         row.addWidget(self.progress)
         self.cancel = QToolButton()
@@ -111,25 +112,48 @@ class ConfigNotes:
     def __init__(self) -> None:
         self.config: AttentionConfig | None = None
         self._notes: list[str] = []
+        #: Runs skipped as too long: algorithm -> (estimate, limit) seconds, said as one note.
+        self._too_long: dict[str, tuple[float, float]] = {}
 
     def add(self, config: AttentionConfig, text: str) -> None:
-        if config != self.config:
-            self.config, self._notes = config, []
+        self._about(config)
         if text not in self._notes:
             self._notes.append(text)
 
+    def too_long(
+        self, config: AttentionConfig, algorithm: str, estimate_s: float, limit_s: float
+    ) -> None:
+        """`algorithm` was not run for `config`: about `estimate_s`, past `limit_s`."""
+        self._about(config)
+        self._too_long[algorithm] = (estimate_s, limit_s)
+
+    def _about(self, config: AttentionConfig) -> None:
+        if config != self.config:
+            self.config, self._notes, self._too_long = config, [], {}
+
     def about(self, config: AttentionConfig) -> list[str]:
-        """The notes about `config` (none once another config was noted or shown)."""
-        return list(self._notes) if config == self.config else []
+        """The notes about `config` (none once another config was noted or shown): skipped
+        runs in one short note ('Not run, over 20 s here: naive ~1.7 min, tiled ~48 s'),
+        then the rest."""
+        if config != self.config:
+            return []
+        notes = list(self._notes)
+        if self._too_long:
+            limit = max(limit for _, limit in self._too_long.values())
+            runs = ", ".join(
+                f"{a} ~{fmt_seconds(t, digits=2)}" for a, (t, _) in self._too_long.items()
+            )
+            notes.insert(0, f"Not run, over {fmt_seconds(limit, digits=2)} here: {runs}")
+        return notes
 
     def follow(self, config: AttentionConfig) -> None:
         """The window shows `config` now: notes about any other are dropped."""
         if config != self.config:
-            self.config, self._notes = None, []
+            self.config, self._notes, self._too_long = None, [], {}
 
     def clear(self) -> None:
         """Another backend: what was noted (a refusal, an out-of-memory) was about the last."""
-        self.config, self._notes = None, []
+        self.config, self._notes, self._too_long = None, [], {}
 
 
 def _retain_size(widget: QWidget) -> None:

@@ -556,10 +556,10 @@ class Runner(QObject):
             job,
             key,
             skipped=True,
+            too_long=(estimate, limit),
             error=(
-                f"{job.algorithm} at N={job.config.seq_len} not run: about "
-                f"{fmt_seconds(estimate, digits=2)} here (limit {fmt_seconds(limit, digits=2)})"
-                + (" — the recorded GPU run has large N" if name == "cpu" else "")
+                f"{job.algorithm} N={job.config.seq_len} not run: about "
+                f"{fmt_seconds(estimate, digits=2)} here, limit {fmt_seconds(limit, digits=2)}"
             ),
         )
 
