@@ -355,3 +355,107 @@ def test_two_runs_refused_at_1280x800_fit_the_run_status(start_window, empty_set
     window.run_status.set_text(window._status_text())
     qtbot.wait(50)
     assert not window.run_status.label.is_elided(), window.run_status.label.shown_text()
+
+
+# ------------------------------------------------------------------ smaller ones
+
+
+def test_render_on_the_cpu_says_its_progress_and_pictures_the_finished_sweep(
+    tmp_path, capsys, monkeypatch
+):
+    import main
+    from app.export import plot_images
+
+    seen = {}
+    real = plot_images.render_image
+
+    def render_image(window, size):  # type: ignore[no-untyped-def]
+        seen["sweep shown"] = window.run_status.progress.isVisible()
+        seen["busy"] = window.runner.busy
+        seen["status"] = window.run_status.text()
+        return real(window, size)
+
+    monkeypatch.setattr(plot_images, "render_image", render_image)
+    out = tmp_path / "cpu.png"
+    argv = ["render", "--backend", "cpu", "--seq", "256", "--heads", "1", "--out", str(out)]
+    assert main.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "tilescope: measuring N = 256…" in err and "tilescope: sweep 4/4" in err, err
+    assert seen == {"sweep shown": False, "busy": False, "status": seen["status"]}
+    assert "sweep" not in seen["status"].lower()
+
+
+def test_a_message_in_the_status_bar_is_seen_over_the_readouts(start_window, empty_settings, qtbot):
+    window, _ = start_window(empty_settings)
+    window.file_menu._status("Exported the plots to /tmp/x.png")
+    bar = window.statusBar()
+    assert bar.currentMessage() == "Exported the plots to /tmp/x.png"
+    assert not window.readouts.backend.isVisible()  # the message has the bar to itself
+    bar.clearMessage()
+    assert window.readouts.backend.isVisible()
+
+
+def test_save_session_never_starts_in_the_apps_own_recordings_folder(
+    start_window, empty_settings, qtbot
+):
+    from app.state.recorded_run import shipped_recording
+
+    window, _ = start_window(empty_settings)  # a first start opened the shipped recording
+    qtbot.waitUntil(lambda: window.state.value.replay, timeout=HANG_MS)
+    asked = []
+    window.file_menu.ask_save_path = lambda title, filters, suggested: asked.append(suggested)
+    window.file_menu.save_session_dialog()
+    assert asked and not asked[0].startswith(str(shipped_recording().parent))
+
+
+def test_the_window_title_names_the_app_once():
+    from app.window.main_window import APPLICATION, WINDOW_TITLE
+
+    # Qt adds the application's display name unless the title ends with it.
+    shown = (
+        WINDOW_TITLE if WINDOW_TITLE.endswith(APPLICATION) else f"{WINDOW_TITLE} — {APPLICATION}"
+    )
+    assert shown.count("Tilescope") == 1
+
+
+def test_the_ring_tabs_buttons_use_no_glyph_the_font_may_lack(qtbot):
+    from PySide6.QtGui import QFontMetrics
+    from PySide6.QtWidgets import QToolButton
+
+    from app.ring.panel import RingPanel
+    from app.window.state_signal import StateSignal
+
+    panel = RingPanel(StateSignal())
+    qtbot.addWidget(panel)
+    for playing in (False, True):
+        panel.play() if playing else panel.pause()
+        for button in panel.findChildren(QToolButton):
+            metrics = QFontMetrics(button.font())
+            missing = [ch for ch in button.text() if not metrics.inFontUcs4(ord(ch))]
+            assert not missing, (button.objectName(), button.text())
+    assert not panel.play_button.icon().isNull()
+
+
+def test_an_animation_format_whose_package_is_missing_is_said_before_the_dialog_asks(
+    start_window, empty_settings, monkeypatch
+):
+    from app.export import animation_writers
+
+    monkeypatch.setitem(animation_writers.FORMAT_PACKAGES, "gif", ("no_such_pillow", "Pillow"))
+    window, _ = start_window(empty_settings)
+    dialog = window.file_menu.export_dialog("gif")
+    i = dialog.kind.findData("gif")
+    assert not dialog.kind.model().item(i).isEnabled()
+    assert "needs Pillow (pip install pillow)" in dialog.kind.itemText(i)
+    assert dialog.kind.currentData() != "gif"
+    dialog.close()
+
+
+def test_the_apps_command_installs_what_gif_and_mp4_exports_need():
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "pyproject.toml").read_text()
+    deps = text.split("\ndependencies = [", 1)[1].split("]", 1)[0]
+    names = set(re.findall(r'"([A-Za-z0-9_.-]+)[><=]', deps))
+    assert {"pillow", "imageio-ffmpeg"} <= {n.lower() for n in names}

@@ -42,10 +42,10 @@ def shown_peers(peers: Iterable[str], every: bool) -> tuple[str, ...]:
     return (first,)
 
 
-def tiles_fused(available: Iterable[str], on_gpu: bool) -> str:
+def tiles_fused(available: Iterable[str], cpu: bool) -> str:
     """The fused kernel the Tiles tab plays against naive by default. Its lanes run on a GPU's
-    clock (the target GPU's model, or the times measured on it): with results from a GPU, the
-    fastest fused kernel that GPU has; on the CPU, whose only fused path is the readable
+    clock (the target GPU's model, or the times measured on it): the fastest fused kernel the
+    backend has; on the CPU, whose only fused path is the readable
     algorithm in NumPy (slower than naive on a GPU's clock: naive would finish first), the
     fastest one the animation models on the target GPU."""
-    return fastest_fused(available if on_gpu else FASTEST_FUSED_FIRST)
+    return fastest_fused(FASTEST_FUSED_FIRST if cpu else available)

@@ -83,6 +83,7 @@ BackendFactory = Callable[[str], Backend]
 log = logging.getLogger(__name__)
 
 ORGANIZATION = APPLICATION = "Tilescope"
+WINDOW_TITLE = "The attention memory wall"
 
 #: How long a thread may hold the GIL while another waits for it. Workers compute in Python
 #: (model curves, animation lanes, JSON); at CPython's default of 5 ms the GUI thread could wait
@@ -125,7 +126,8 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_S))
         start_compute_process()  # from this (the main) thread: see app.work.background
         self.setObjectName("mainWindow")
-        self.setWindowTitle("Tilescope — the attention memory wall")
+        # The platform adds the application's name: "The attention memory wall — Tilescope".
+        self.setWindowTitle(WINDOW_TITLE)
         self.setWindowIcon(QIcon(str(icon_path())))
         self.backend_factory: BackendFactory = backend_factory or create_backend
         #: Read once, written off the GUI thread (app/window/settings_store.py).
@@ -567,7 +569,8 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         if self.animation is None or self.animation.lanes_chosen:
             return
         s = self.state.value
-        self.animation.set_algorithms((NAIVE, tiles_fused(s.available, s.on_gpu)))
+        cpu = s.backend_name == "cpu"
+        self.animation.set_algorithms((NAIVE, tiles_fused(s.available, cpu)))
 
     def _follow_animation(self, change: Change | None) -> None:
         """The animation follows the config while its tab is shown, and the roofline GPU

@@ -297,6 +297,9 @@ class StatusBarReadouts:
         self.memory.setObjectName("statusMemory")
         self.last = ElidedLabel(LAST_NONE, "The most recent measurement.")
         self.last.setObjectName("statusLastRun")
+        # Normal, not permanent, widgets: a message (an export done, a run refused) shows
+        # across the whole bar for its few seconds, then the read-outs come back. As permanent
+        # widgets they filled the bar and left the message no room: it was never seen.
         for w, stretch, least in (
             (self.backend, 3, 120),
             (self.device, 2, 90),
@@ -304,7 +307,7 @@ class StatusBarReadouts:
             (self.last, 3, 120),
         ):
             w.setMinimumWidth(least)
-            bar.addPermanentWidget(w, stretch)
+            bar.addWidget(w, stretch)
 
     def set_backend(self, text: str) -> None:
         self.backend.setText(text)

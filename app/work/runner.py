@@ -464,7 +464,7 @@ class Runner(QObject):
                     return
                 self._sweep_done += 1
                 done, total = self._sweep_done, self._sweep_total
-                finished = not self._sweep
+                finished = not self._sweep and later == 0  # a group ends with its last
                 if finished:
                     self._sweep_total = 0
             self._emit(self._bridge.progress, done, total)
