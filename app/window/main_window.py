@@ -520,7 +520,7 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
             self._animation_stale = True
         if change.changed("backend"):
             self._sync_run_actions()
-        if change.changed("available"):
+        if change.changed("available", "backend"):
             self._default_lanes()
         if change.changed("all_series"):  # shown, not asked for again
             self.every_series_action.blockSignals(True)
