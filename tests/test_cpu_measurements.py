@@ -228,3 +228,27 @@ def test_the_cpu_roofline_reads_the_kept_bandwidth_and_says_so():
     kept = cpu_roofs.machine_bandwidth()
     assert details["memory_bandwidth_bytes_s"] == kept.bytes_s >= kept.measured_now
     assert kept.date in details["memory_bandwidth_source"]
+
+
+def test_the_tiled_paths_small_products_run_on_one_blas_thread_and_naives_on_all(monkeypatch):
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    controller = threadpoolctl.ThreadpoolController()
+    if not controller.select(user_api="blas").lib_controllers:
+        pytest.skip("NumPy's BLAS is not one threadpoolctl knows")
+    seen: dict[str, set[int]] = {}
+
+    def watching(name, real):  # type: ignore[no-untyped-def]
+        def kernels(config, q, k, v, *, cancel=None):  # type: ignore[no-untyped-def]
+            info = controller.select(user_api="blas").info()
+            seen.setdefault(name, set()).update(i["num_threads"] for i in info)
+            return real(config, q, k, v, cancel=cancel)
+
+        return kernels
+
+    monkeypatch.setattr(cpu_backend, "_naive_kernels", watching(NAIVE, cpu_backend._naive_kernels))
+    monkeypatch.setattr(cpu_backend, "_tiled_kernels", watching(TILED, cpu_backend._tiled_kernels))
+    before = {i["num_threads"] for i in controller.select(user_api="blas").info()}
+    CpuBackend().run_interleaved(SMALL, (NAIVE, TILED), RunOptions(warmup=0, repeats=2))
+    assert seen[TILED] == {1}
+    assert seen[NAIVE] == before  # and the setting is put back afterwards
+    assert {i["num_threads"] for i in controller.select(user_api="blas").info()} == before
