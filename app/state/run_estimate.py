@@ -54,13 +54,13 @@ class RunRates:
     ) -> Estimate | None:
         """About how long `runs` runs of `algorithm` on `config` take here; None when nothing
         is known (no rate and no prior for this backend)."""
-        by_n = self.rates.get((key, algorithm, config.pass_))
+        by_n, whose = self.rates.get((key, algorithm, config.pass_)), ""
         if not by_n and config.pass_ != FORWARD:
-            by_n = self.rates.get((key, algorithm, FORWARD))
+            by_n, whose = self.rates.get((key, algorithm, FORWARD)), "the forward's rate, "
         work = pass_useful_flops(config) * runs
         if by_n:
             n = min(by_n, key=lambda m: (abs(math.log2(m / config.seq_len)), -m))
-            return Estimate(work / by_n[n], f"measured at N = {n}")
+            return Estimate(work / by_n[n], f"{whose}measured at N = {n}")
         prior = PRIOR_FLOPS_PER_S.get(backend_name)
         if not prior:
             return None
