@@ -326,7 +326,7 @@ def test_every_lane_fits_at_the_canvas_minimum_that_readme_and_dialog_state(qtbo
             assert widget.canvas_problems(QSize(w, h)) == [], (algo, frac)
     said = f"{w}×{h}"
     assert said in animation_limits()
-    assert f"never smaller than the canvas's {said}" in (ROOT / "README.md").read_text()
+    assert f"never smaller than the canvas's {said}" in (ROOT / "docs" / "LIMITS.md").read_text()
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
