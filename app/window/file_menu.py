@@ -61,7 +61,7 @@ TRACES_DIR = RECORDED_DIR.parent / "traces"
 RESOURCES_DIR = RECORDED_DIR.parent
 
 
-#: What the export dialog says about an animation's limits (README's, too).
+#: What the export dialog says about an animation's limits (docs/LIMITS.md's, too).
 ANIMATION_LIMITS = (
     "The animation is the tile canvas alone, at least "
     "{0}×{1} pixels so that every label fits. At most {2:,} frames and "
