@@ -43,29 +43,25 @@ Faults are outcomes, never exceptions on the GUI thread (the window decides what
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
-import functools
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from gpu.backends.backend import Backend, RunOptions, oom_result
+from gpu.backends.backend import Backend, RunOptions
 from gpu.config import AttentionConfig, ConfigError
 from gpu.errors import RunCancelled, UnsupportedConfig
 from gpu.launch.cuda_kernels import KernelCompileError
 from gpu.model.costmodel import algorithm_cost
-from gpu.results import RunResult
 from gpu.units import fmt_seconds
 
 from ..state.recorded_run import NotRecorded
 from ..state.run_estimate import RunRates
 from ..state.runs import BackendFailure, BackendReady, Job, RunOutcome, backend_key
 from ..state.settle import BUDGET_S, SETTLE_CONFIG, Settling, settle
+from .run_failures import compile_summary, describe, oom_outcome_result, trim_heap
 
 BackendFactory = Callable[[], Backend]
 
@@ -479,7 +475,7 @@ class Runner(QObject):
             info = backend.device_info()
             algorithms = tuple(backend.algorithms())
         except Exception as exc:
-            self._emit(self._bridge.failed, BackendFailure(generation, requested, _describe(exc)))
+            self._emit(self._bridge.failed, BackendFailure(generation, requested, describe(exc)))
             return None
         key = backend_key(info)
         ready = BackendReady(
@@ -604,15 +600,17 @@ class Runner(QObject):
                     self._unavailable[(key, job.algorithm)] = reason
             return each(error=reason, details=exc.log or str(exc), unavailable=True)
         except MemoryError as exc:  # CuPy's OutOfMemoryError is one; OOM is a result, always
-            return [RunOutcome(j, key, result=_oom_result(j, name, backend, exc)) for j in jobs]
+            return [
+                RunOutcome(j, key, result=oom_outcome_result(j, name, backend, exc)) for j in jobs
+            ]
         except UnsupportedConfig as exc:  # a limit of this device or kernel, with its field
             return each(error=str(exc), error_field=exc.field, unsupported=True)
         except ValueError as exc:  # any other refusal of this config by the backend
             return each(error=str(exc), error_field="algorithms", unsupported=True)
         except Exception as exc:
             if name == "cuda":  # a CUDA error mid-run: stop trusting this backend
-                return each(error=_describe(exc), backend_lost=True)
-            return each(error=_describe(exc))
+                return each(error=describe(exc), backend_lost=True)
+            return each(error=describe(exc))
         finally:
             self.stats.runs_finished += len(jobs)
         seconds = (time.perf_counter() - t0) / len(jobs)
@@ -663,55 +661,3 @@ def _same_point(job: Job, first: Job) -> bool:
         and job.backend_generation == first.backend_generation
         and job.algorithm != first.algorithm
     )
-
-
-@functools.cache
-def _malloc_trim() -> Callable[[int], int] | None:
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc.malloc_trim  # glibc only
-    except (OSError, AttributeError):
-        return None
-
-
-def trim_heap() -> None:
-    """Give freed heap memory back to the OS (glibc; elsewhere a no-op).
-
-    Why: a CPU run frees its S and P (tens of MB), but once glibc's dynamic mmap threshold has
-    risen, such blocks come from and return to the heap, which keeps them. The runner trims after
-    each CPU run (outside its timing, ~0.3 ms), and, whatever the backend, once it has been idle
-    for IDLE_TRIM_AFTER_S: results, plots and Qt churn the heap too, and at GPU run rates their
-    retained free blocks made most of a slow RSS rise (docs/RELIABILITY.md). Never at once on
-    going idle: a trim holds the allocator's lock, which a busy GUI thread would wait for."""
-    trim = _malloc_trim()
-    if trim is not None:
-        with contextlib.suppress(Exception):
-            trim(0)
-
-
-def compile_summary(exc: KernelCompileError) -> str:
-    """One line for the banner: the file and NVRTC's first error (the whole log goes to
-    Details…)."""
-    lines = [ln.strip() for ln in (exc.log or "").splitlines() if ln.strip()]
-    first = next((ln for ln in lines if "error" in ln.lower()), lines[0] if lines else "")
-    name = getattr(exc.path, "name", str(exc.path))
-    return f"{name} failed to compile" + (f": {first}" if first else "")
-
-
-def _oom_result(job: Job, backend_name: str, backend: Backend, exc: BaseException) -> RunResult:
-    """An out-of-memory result for a MemoryError that escaped a backend."""
-    try:
-        device = backend.device_info().name
-    except Exception:
-        device = backend_name
-    return oom_result(job.config, job.algorithm, backend_name, device, exc)
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    if isinstance(exc, (ValueError, RuntimeError, LookupError, OSError, MemoryError)):
-        return f"{type(exc).__name__}: {text}" if not str(exc) else text
-    # Unexpected: keep the last frame so a bug report has somewhere to start.
-    tb = traceback.extract_tb(exc.__traceback__)
-    where = f" ({tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
-    return f"{type(exc).__name__}: {text}{where}"
