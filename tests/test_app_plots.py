@@ -297,7 +297,7 @@ def test_the_traffic_plot_shows_the_model_band_and_measured_points(qtbot, profil
     )
     assert dict(zip(ns, measured, strict=True))[4096] == counted
     legend = traffic.legend_texts()
-    assert "measured (hardware counters)" in legend and "model: L2-aware" in legend
+    assert "measured (hardware counters)" in legend and "model, with the L2 cache" in legend
     text = plots._hover_traffic(LOG_4096, 0)
     assert "measured" in text and "hardware counters" in text
     assert "model (no-reuse bytes ÷ time)" in text and "DRAM" in text
@@ -308,7 +308,7 @@ def test_the_strip_chart_shows_the_current_points_samples(qtbot, profiled_window
     strip = profiled_window.plots.strip
     qtbot.waitUntil(lambda: not strip.is_empty(), timeout=3000)
     assert strip.shown == NAIVE  # the first algorithm measured at this N
-    assert "hardware counters" in strip.title.text() and "4\u2009096" in strip.title.text()
+    assert "Hardware counters" in strip.title.text() and "4\u2009096" in strip.title.text()
     xs, ys = strip.dram.getData()
     assert len(xs) and max(y for y in ys if y == y) > 1000  # naive streams GB/s
     strip.choice.setCurrentIndex(strip.choice.findData(TILED_MMA))
@@ -421,7 +421,7 @@ def test_the_memory_plot_shows_the_pool_and_the_device_peak(qtbot, profiled_wind
     device = dict(zip(*memory.series[f"device_{NAIVE}"], strict=True))
     assert device[4096] == pool[4096] + (8 << 20)
     legend = memory.legend_texts()
-    assert "pool peak" in legend and "device peak" in legend
+    assert "measured" in legend and "measured, whole GPU" in legend
     text = plots._hover_memory(LOG_4096, 0)
     assert "(CuPy pool)" in text and "(whole device)" in text and "cuBLAS workspace" in text
 

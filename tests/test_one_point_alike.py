@@ -188,22 +188,22 @@ def test_explain_keeps_naives_modelled_over_measured_ratio_where_naive_ran_out_o
     if n == 131072:
         quoted = sorted(round(r["model_over_measured"]) for r in ratios.values())
         assert (quoted[0], quoted[-1]) == (456, 683)
-        assert "measured fused ones (456–683×)" in (ROOT / "README.md").read_text()
+        assert "measured fused ones (456–683×)" in (ROOT / "docs" / "MEASUREMENTS.md").read_text()
         assert "456–683" in (ROOT / "docs" / "TRAFFIC.md").read_text()
 
 
-# ------------------------------------------------------------------ README's figures
+# ------------------------------------------------------------------ the docs' figures
 
 
-def test_the_readmes_llama_wall_is_what_the_command_beside_it_prints(capsys):
-    readme = " ".join((ROOT / "README.md").read_text().split())
+def test_the_docs_llama_wall_is_what_the_command_beside_it_prints(capsys):
+    readme = " ".join((ROOT / "docs" / "COMMANDS.md").read_text().split())
     said = re.search(
         r"saves ([\d.]+ GB) of attention activations with naive attention and ([\d.]+ GB) with "
         r"FlashAttention's \(model, decimal GB\); naive's wall on an H200 comes at N = ([\d,]+) "
         r"\(`python main.py model --seq 8192 --pass step --preset llama-7b`\)",
         readme,
     )
-    assert said, "the README's Llama-7B sentence"
+    assert said, "docs/COMMANDS.md's Llama-7B sentence"
     text = cli_text(capsys, "model", "--seq", "8192", "--pass", "step", "--preset", "llama-7b")
     naive = next(line for line in text.splitlines() if line.strip().startswith("naive  saved"))
     tiled = next(line for line in text.splitlines() if line.strip().startswith("tiled  saved"))

@@ -91,22 +91,22 @@ def _header(
             mr = f"{dn / do:,.0f}×"
             q = (nb, ob, ratio, mn, mo, mr)
             variants = [
-                (f"tile loads (model): naive {nb}, {label} {ob} ({ratio} less) · DRAM "
-                 f"(measured): {mn} vs {mo} ({mr} less) · on {gpu_name}", q),
-                (f"tile loads (model): naive {nb}, {label} {ob} ({ratio} less) · DRAM "
-                 f"(measured): {mn} vs {mo} ({mr} less)", q),
+                (f"tile loads (model): naive {nb}, {label} {ob} ({ratio} fewer) · DRAM "
+                 f"(measured): {mn} vs {mo} ({mr} fewer) · on {gpu_name}", q),
+                (f"tile loads (model): naive {nb}, {label} {ob} ({ratio} fewer) · DRAM "
+                 f"(measured): {mn} vs {mo} ({mr} fewer)", q),
                 (f"tile loads (model) {nb} vs {ob} ({ratio}) · DRAM (measured) {mn} vs {mo} "
                  f"({mr})", q),
-                (f"loads (model) {ratio} less · DRAM (measured) {mr} less", (ratio, mr)),
+                (f"loads (model) {ratio} fewer · DRAM (measured) {mr} fewer", (ratio, mr)),
             ]  # fmt: skip
         else:
             variants = [
-                (f"tile loads (model): naive {nb}, {label} {ob} ({ratio} less) · on {gpu_name}",
+                (f"tile loads (model): naive {nb}, {label} {ob} ({ratio} fewer) · on {gpu_name}",
                  q),
-                (f"tile loads (model): naive {nb}, {label} {ob} ({ratio} less)", q),
-                (f"tile loads (model): naive {nb}, {other} {ob} ({ratio} less)", q),
-                (f"naive {nb} vs {ob} of tile loads (model, {ratio} less)", q),
-                (f"{ratio} less tile loads (model)", (ratio,)),
+                (f"tile loads (model): naive {nb}, {label} {ob} ({ratio} fewer)", q),
+                (f"tile loads (model): naive {nb}, {other} {ob} ({ratio} fewer)", q),
+                (f"naive {nb} vs {ob} of tile loads (model, {ratio} fewer)", q),
+                (f"{ratio} fewer tile loads (model)", (ratio,)),
             ]  # fmt: skip
     else:
         variants = [(f"on {gpu_name}", ())]

@@ -75,7 +75,7 @@ class TraceView(QWidget):
         super().__init__(parent)
         self.setObjectName("traceView")
         self.setMouseTracking(True)
-        self.setMinimumSize(640, 320)
+        self.setMinimumSize(480, 320)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent, True)
         self.trace: Trace | None = None

@@ -23,8 +23,10 @@ from PySide6.QtWidgets import (
     QAbstractSpinBox,
     QApplication,
     QComboBox,
+    QFrame,
     QHBoxLayout,
     QLineEdit,
+    QScrollArea,
     QSlider,
     QSplitter,
     QStackedWidget,
@@ -245,7 +247,7 @@ class TileAnimationWidget(QWidget):
         self.mode_tabs.setObjectName("animMode")
         self.mode_tabs.addTab("Modeled schedule")
         self.mode_tabs.addTab("Real GPU trace")
-        self.mode_tabs.addTab("Training: backward")
+        self.mode_tabs.addTab("Backward")
         self.mode_tabs.setTabToolTip(
             0, "Naive and tiled attention's tile schedule on one modeled clock"
         )
@@ -331,7 +333,7 @@ class TileAnimationWidget(QWidget):
             panel = TracePanel(self)
             panel.set_colors(self.colors)
             panel.view.installEventFilter(self.step_keys)
-            self.pages.addWidget(panel)
+            self.pages.addWidget(_scrolled(panel))
             if self._pending_traces is not None:
                 panel.set_traces(self._pending_traces, source="recording")
             else:
@@ -348,7 +350,7 @@ class TileAnimationWidget(QWidget):
 
             lane = BackwardLane(self, kernel_dir=self.source_panel.kernel_dir)
             lane.set_colors(self.colors)
-            self.pages.addWidget(lane)
+            self.pages.addWidget(_scrolled(lane))
             lane.set_config(self._backward_config or self.config)
             self._backward_lane = lane
         return self._backward_lane
@@ -356,9 +358,10 @@ class TileAnimationWidget(QWidget):
     @property
     def mode(self) -> int:
         page = self.pages.currentWidget()
-        if page is not None and page is self._backward_lane:
+        lane, trace = self._backward_lane, self._trace_panel
+        if page is not None and lane is not None and page.isAncestorOf(lane):
             return self.BACKWARD_MODE
-        if page is not None and page is self._trace_panel:
+        if page is not None and trace is not None and page.isAncestorOf(trace):
             return self.TRACE_MODE
         return self.MODEL_MODE
 
@@ -369,12 +372,12 @@ class TileAnimationWidget(QWidget):
             self._backward_lane.pause()
         if mode == self.TRACE_MODE:
             self.pause()
-            self.pages.setCurrentWidget(self.trace_panel)
+            self.pages.setCurrentWidget(_page_of(self.trace_panel))
         elif mode == self.BACKWARD_MODE:
             self.pause()
             if self._trace_panel is not None:
                 self._trace_panel.stop_replay()
-            self.pages.setCurrentWidget(self.backward_lane)
+            self.pages.setCurrentWidget(_page_of(self.backward_lane))
         else:
             if self._trace_panel is not None:
                 self._trace_panel.stop_replay()
@@ -750,3 +753,23 @@ class TileAnimationWidget(QWidget):
         self._timer.stop()  # no frames for nobody; playback resumes when shown again
         if self._backward_lane is not None:
             self._backward_lane.pause()
+
+
+def _scrolled(page: QWidget) -> QScrollArea:
+    """A page in a frameless scroll area: a page taller or wider than the room the window has
+    (the real trace's SM view over its replay canvas) scrolls instead of growing the window
+    past the screen."""
+    area = QScrollArea()
+    area.setObjectName(f"{page.objectName() or 'page'}Scroll")
+    area.setFrameShape(QFrame.Shape.NoFrame)
+    area.setWidgetResizable(True)
+    area.setWidget(page)
+    return area
+
+
+def _page_of(widget: QWidget) -> QWidget:
+    """The stacked page holding `widget` (its scroll area)."""
+    area = widget.parentWidget()
+    while area is not None and not isinstance(area, QScrollArea):
+        area = area.parentWidget()
+    return area if area is not None else widget

@@ -64,6 +64,7 @@ class ControlsPanel(ControlGroups, PanelSettings, QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 8, 8)
         layout.setSpacing(6)
+        layout.addWidget(self._build_backend_group())
         layout.addWidget(self._build_seq_group())
         layout.addWidget(self._build_pass_group())
         layout.addWidget(self._build_shape_group())

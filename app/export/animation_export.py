@@ -64,7 +64,7 @@ MAX_FRAMES = 2000
 MAX_ANIMATION_PIXELS = 2**32
 
 
-MAX_ANIMATION_PIXELS_LABEL = "4.29 gigapixels"
+MAX_ANIMATION_PIXELS_LABEL = "2³² pixels (4.3 billion)"
 
 
 #: Bytes of frames painted ahead of the encoder (6 frames at most, fewer when large).

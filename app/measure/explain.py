@@ -27,9 +27,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from gpu.algorithms import ALGORITHMS, NAIVE, SPLIT_KV, TILED, runs_pass
-from gpu.cli.explain_text import XU_OCCUPANCY_NOTE
 from gpu.config import DETERMINISTIC_LABEL, PASS_LABELS, STAT_BYTES, STEP, AttentionConfig
 from gpu.model.costmodel import (
+    CPU,
     attention_matrix_bytes,
     matrix_bytes,
     naive_oom_seq_len,
@@ -41,68 +41,17 @@ from gpu.results import RunResult
 
 from ..state.app_state import AppState
 from ..state.current_point import point_for
+from ..state.default_view import fastest_fused
 from ..state.model.cache import cost
 from ..state.point_inputs import PointInputs
+from ..state.roof_words import binds_text, shares_text
+from ..state.time_comparison import compare_times
 from ..state.training_figures import FUSED, training_figures
 from ..state.units import fmt_bytes, fmt_flops, fmt_int, fmt_intensity, fmt_ms
 from ..window.theme import DARK, Palette
 from ..work.background import LatestOnly
 from ..work.pacing import PAUSE_MS, settled
 from .decode_explain import decode_header, decode_section
-
-#: How the pane says which roof binds.
-ROOF_BINDS = {
-    "hbm": "HBM bandwidth binds",
-    "dram": "memory bandwidth binds",
-    "l2": "L2 bandwidth binds",
-    "tensor": "the tensor cores bind",
-    "mma_sync": "the tensor cores bind (at mma.sync's rate)",
-    "fp32": "the fp32 CUDA cores bind",
-    "xu": "the exponential unit binds",
-}
-#: How the pane names a roof in a tie or a distance.
-ROOF_NAMES = {
-    "hbm": "HBM",
-    "dram": "memory",
-    "l2": "L2",
-    "tensor": "tensor cores",
-    "mma_sync": "tensor cores (mma.sync)",
-    "fp32": "fp32",
-    "xu": "exponential unit",
-}
-
-TIE_NAMES = {
-    "hbm": "HBM bandwidth",
-    "dram": "memory bandwidth",
-    "l2": "L2 bandwidth",
-    "tensor": "the tensor cores",
-    "mma_sync": "the tensor cores (mma.sync)",
-    "fp32": "the fp32 CUDA cores",
-    "xu": "the exponential unit",
-}
-
-
-def binds_text(ties: tuple[str, ...]) -> str:
-    """'HBM bandwidth binds', or 'a tie: the tensor cores and the exponential unit (within
-    5 %), neither binds alone'."""
-    if len(ties) == 1:
-        return ROOF_BINDS.get(ties[0], ties[0])
-    names = " and ".join(TIE_NAMES.get(r, r) for r in ties)
-    return f"a tie of {names} (within 5 %): no single unit binds"
-
-
-def shares_text(shares: Mapping[str, float], xu_per_exponential: float | None = None) -> str:
-    """'exponential unit 61%, tensor cores 60%', ...: how far the measured kernel is from every
-    roof. Where the counters saw the XU pipe run more than the kernel's exponentials
-    (`xu_per_exponential` > 1.1), its share is named as the pipe's occupancy."""
-    ranked = sorted(shares.items(), key=lambda kv: -kv[1])
-    names = dict(ROOF_NAMES)
-    if xu_per_exponential is not None and xu_per_exponential > XU_OCCUPANCY_NOTE:
-        names["xu"] = (
-            f"XU pipe occupancy ({xu_per_exponential:.1f} XU instructions per exponential, "
-            "not exponentials alone)"
-        )
-    return ", ".join(f"{names.get(r, r)} {s:.0%}" for r, s in ranked)
 
 
 def compare(nbytes: int, budget_bytes: int | None, budget_name: str) -> str:
@@ -190,6 +139,11 @@ def explain_html(inp: PointInputs, palette: Palette = DARK) -> str:
             "compute the tiles on the diagonal in full."
         )
     out.append("</p>")
+    timing = compare_times(
+        dict(inp.results), fastest_fused(shown), "cpu" if inp.gpu.kind == CPU else ""
+    )
+    if timing is not None:
+        out.append(f"<p><b>Time</b>: {escape(timing.text)}</p>")
     if inp.devices > 1:
         out.append(
             f"<p><b>Devices = {inp.devices}: only the ring runs</b> (the Ring tab plays and "
@@ -383,12 +337,12 @@ def _roofline_section(e, inp, shown, name, note, palette) -> list[str]:  # type:
         "else the model's L2-aware estimate.</p>",
         "<ul>",
     ]
-    causal = inp.config.causal
+    causal, cpu = inp.config.causal, inp.gpu.kind == CPU
     for a in shown:
         v = e.algorithm(a)
-        item = f"<li>{_verdict_line(v, name, note)}"
+        item = f"<li>{_verdict_line(v, name, note, cpu)}"
         if len(v.kernels) > 1:
-            parts = "".join(f"<li>{_kernel_line(k, causal, note)}</li>" for k in v.kernels)
+            parts = "".join(f"<li>{_kernel_line(k, causal, note, cpu)}</li>" for k in v.kernels)
             item += f"<ul style='margin-top:0'>{parts}</ul>"
         elif v.kernels:
             item += f"<br>{note(_figures(v.kernels[0], causal))}"
@@ -408,22 +362,22 @@ def _figures(k: KernelVerdict, causal: bool) -> str:
     return text
 
 
-def _kernel_line(k: KernelVerdict, causal: bool, note) -> str:  # type: ignore[no-untyped-def]
+def _kernel_line(k: KernelVerdict, causal: bool, note, cpu: bool) -> str:  # type: ignore[no-untyped-def]
     timing = f"roofline {fmt_ms(k.roofline_ms)}"
     if k.measured_ms:
         timing += f", measured {fmt_ms(k.measured_ms)}"
     shares = shares_text(k.roof_share, k.xu_per_exponential)
     share = f" Share of each roof's peak: {shares}." if k.roof_share else ""
     return (
-        f"{escape(k.name)}: {binds_text(k.ties)} ({k.bound}); {timing}.{share} "
+        f"{escape(k.name)}: {binds_text(k.ties, cpu)} ({k.bound}); {timing}.{share} "
         f"{note(_figures(k, causal))}"
     )
 
 
-def _verdict_line(v: AlgorithmVerdict, name, note) -> str:  # type: ignore[no-untyped-def]
+def _verdict_line(v: AlgorithmVerdict, name, note, cpu: bool) -> str:  # type: ignore[no-untyped-def]
     source = "measured by the hardware counters" if v.bytes_source == MEASURED else "the model's"
     line = (
-        f"{name(v.algorithm)}: <b>{v.bound}-bound</b> — {binds_text(v.ties)}; "
+        f"{name(v.algorithm)}: <b>{v.bound}-bound</b> — {binds_text(v.ties, cpu)}; "
         f"roofline {fmt_ms(v.roofline_ms)}"
     )
     if v.measured_ms:

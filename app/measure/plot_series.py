@@ -60,10 +60,10 @@ class PlotSeries:
         m.key(
             "k_stack", "model: L layers' saved activations", Style("fg", 1.6, Qt.PenStyle.DashLine)
         )
-        m.key("k_pool", "pool peak", Style("fg", symbol="o", line=False))
+        m.key("k_pool", "measured", Style("fg", symbol="o", line=False))
         m.key(
             "k_device",
-            "device peak",
+            "measured, whole GPU",
             Style("fg", symbol="o", line=False, symbol_size=10, hollow=True),
         )
         m.key("k_budget", "budget", Style("budget", 1.5, Qt.PenStyle.DashLine))
@@ -107,14 +107,14 @@ class PlotSeries:
         self.bands: dict[str, pg.FillBetweenItem] = {}
         for a in ALGOS:
             thin = Style(a, 0.8)
-            lower = h.add(f"compulsory_{a}", f"{series_label(a)}: compulsory bytes (model)", thin)
-            upper = h.add(f"noreuse_{a}", f"{series_label(a)}: no reuse (model)", thin)
+            lower = h.add(f"compulsory_{a}", f"{series_label(a)}: each byte once (model)", thin)
+            upper = h.add(f"noreuse_{a}", f"{series_label(a)}: no cache reuse (model)", thin)
             fill = pg.FillBetweenItem(lower, upper)
             fill.setZValue(-10)
             fill.setCacheMode(fill.CacheMode.DeviceCoordinateCache)
             h.addItem(fill)
             self.bands[a] = fill
-            h.add(f"model_{a}", f"{series_label(a)}: L2-aware estimate (model)", Style(a, 2.0))
+            h.add(f"model_{a}", f"{series_label(a)}: with the L2 cache (model)", Style(a, 2.0))
             h.add(
                 f"measured_{a}",
                 f"{series_label(a)}: measured (hardware counters)",
@@ -128,8 +128,8 @@ class PlotSeries:
             bounds=False,
             moves=True,
         )
-        h.key("k_l2", "model: L2-aware", Style("fg", 2.0))
-        h.key("k_band", "model: compulsory…no reuse", Style("fg", 0.8, fill=90))
+        h.key("k_l2", "model, with the L2 cache", Style("fg", 2.0))
+        h.key("k_band", "model: each byte once … no reuse", Style("fg", 0.8, fill=90))
         h.key(
             "k_measured",
             "measured (hardware counters)",

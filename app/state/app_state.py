@@ -165,7 +165,8 @@ class AppState:
     def roof_device_label(self) -> str:
         cpu = self.device.cpu
         if cpu is not None and self.backend_name == "cpu":
-            return f"{cpu.label} (this CPU's roofs)"
+            # The roofline's title is what precedes the comma: "this CPU".
+            return f"this CPU, {cpu.label.removeprefix('CPU: ')}"
         return self.target_gpu_label
 
     @property

@@ -40,3 +40,12 @@ def shown_peers(peers: Iterable[str], every: bool) -> tuple[str, ...]:
         return peers
     first = next((p for p in PEERS_FIRST if p in peers), peers[0])
     return (first,)
+
+
+def tiles_fused(available: Iterable[str], cpu: bool) -> str:
+    """The fused kernel the Tiles tab plays against naive by default. Its lanes run on a GPU's
+    clock (the target GPU's model, or the times measured on it): the fastest fused kernel the
+    backend has; on the CPU, whose only fused path is the readable
+    algorithm in NumPy (slower than naive on a GPU's clock: naive would finish first), the
+    fastest one the animation models on the target GPU."""
+    return fastest_fused(FASTEST_FUSED_FIRST if cpu else available)

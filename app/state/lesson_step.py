@@ -14,3 +14,5 @@ class LessonStep:
     title: str
     text: str
     focus: str  # the objectName of the view the step is about
+    #: The N the step describes: the lesson moves the slider there (None: where it is).
+    seq_len: int | None = None
