@@ -94,20 +94,26 @@ def x_display(width: int, height: int) -> Iterator[dict[str, str]]:
                     proc.wait()
 
 
+def busy_parts(window) -> dict[str, bool]:  # type: ignore[no-untyped-def]
+    """What of the main window's work is under way now, by name (see `window_busy`)."""
+    return {
+        "backend starting": window.backend is None,
+        "animation not built": window.animation is None,
+        "runner": window.runner.busy,
+        "results not drawn": not window.results_drawn,
+        "export": window.file_menu.exporting,
+        "file read": window.file_menu.reader.busy,
+        "model curves": window.plots.model_worker.busy,
+        "explain pane": window.explain.busy,
+        "lesson strip": window.lesson.busy,
+    }
+
+
 def window_busy(window) -> bool:  # type: ignore[no-untyped-def]
     """Whether the main window still has work under way that will change what it shows: a
     backend starting, a run, results not drawn yet, a file being read, an export, a pane's
     text or the model curves being worked out, the animation not built yet."""
-    workers = (window.plots.model_worker, window.explain, window.lesson)
-    return (
-        window.backend is None
-        or window.animation is None
-        or window.runner.busy
-        or not window.results_drawn
-        or window.file_menu.exporting
-        or window.file_menu.reader.busy
-        or any(w.busy for w in workers)
-    )
+    return any(busy_parts(window).values())
 
 
 def _pixels(image):  # type: ignore[no-untyped-def]

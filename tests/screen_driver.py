@@ -46,16 +46,19 @@ def main() -> int:
 
     app = QApplication(sys.argv[:1])
     from app.window.main_window import MainWindow
-    from tests.real_display import screen_mismatches, window_busy
+    from tests.real_display import busy_parts, screen_mismatches, window_busy
 
     class PaintClock(QObject):
         """When anything of the window last painted."""
 
         last = time.monotonic()
+        what = ""
 
         def eventFilter(self, obj, event):  # type: ignore[no-untyped-def]
             if event.type() == QEvent.Type.Paint:
                 PaintClock.last = time.monotonic()
+                parent = obj.parent() if obj.objectName() == "" else obj
+                PaintClock.what = parent.objectName() if parent is not None else ""
             return False
 
     clock = PaintClock()
@@ -72,12 +75,17 @@ def main() -> int:
             time.sleep(0.002)
 
     def settle() -> bool:
-        """Wait until idle: True when it came within IDLE_LIMIT_S."""
+        """Wait until idle: no work under way and nothing painted, both for IDLE_QUIET_MS
+        (work that ends applies its result and paints in the turns after it); True when it
+        came within IDLE_LIMIT_S."""
         end = time.monotonic() + IDLE_LIMIT_S
+        last_busy = time.monotonic()
         while time.monotonic() < end:
             spin(20)
-            quiet = (time.monotonic() - PaintClock.last) * 1e3 >= IDLE_QUIET_MS
-            if not window_busy(window) and quiet:
+            now = time.monotonic()
+            if window_busy(window):
+                last_busy = now
+            elif (now - max(PaintClock.last, last_busy)) * 1e3 >= IDLE_QUIET_MS:
                 return True
         return False
 
@@ -93,6 +101,17 @@ def main() -> int:
         mismatch = screen_mismatches(window, out, step, boxes)
         line = {"step": step, "idle": idle, "mismatch": mismatch, "where": boxes}
         line["items"] = {view: items_at(view, box) for view, box in boxes.items()}
+        if boxes:  # what the same views show after two more seconds (a late repaint, or none)
+            trail = []
+            painted = PaintClock.last
+            for _ in range(40):
+                spin(50)
+                parts = [k for k, v in busy_parts(window).items() if v]
+                if parts or PaintClock.last != painted:
+                    trail.append((round(time.monotonic() % 1000, 2), parts, PaintClock.what))
+                    painted = PaintClock.last
+            line["trail"] = trail
+            line["two_seconds_later"] = screen_mismatches(window)
         print(json.dumps(line), flush=True)
 
     def items_at(view_name: str, box: list[int]) -> list[str]:
@@ -106,7 +125,7 @@ def main() -> int:
         names = {id(item): name for name, item in plot.items.items()}
         found = QGraphicsView.items(plot, QRect(*box))  # MetricPlot.items is its series
         return [
-            f"{type(i).__name__}:{names.get(id(i), '')}:cache={int(i.cacheMode())}"
+            f"{type(i).__name__}:{names.get(id(i), '')}:cache={i.cacheMode().name}"
             for i in found
             if i.isVisible()
         ]
