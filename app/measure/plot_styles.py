@@ -43,7 +43,7 @@ TIME_TITLES = {
     "forward": "Time per forward pass",
     BACKWARD: "Time per backward pass",
     STEP: "Time per training step",
-    DECODE: "Time per decode step (one token per sequence)",
+    DECODE: "Time per decode step",
 }
 
 

@@ -233,6 +233,11 @@ class MetricPlot(Staged, pg.PlotWidget):
         for part in parts:
             part.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
 
+    def restyle(self, name: str) -> None:
+        """Give item `name` the plot's palette (an item added after the palette was set)."""
+        if self._palette is not None:
+            self._restyle(self.items[name], self.styles[name], self._palette)
+
     def key(self, name: str, label: str, style: Style) -> None:
         """A legend-only entry: a sample of `style` with `label`, for an encoding that several
         items share (filled vs hollow markers, a model's line style)."""
