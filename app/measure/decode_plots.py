@@ -41,6 +41,8 @@ from ..state.units import fmt_bytes, fmt_int, fmt_rate
 from ..window.theme import Palette
 from .plot_styles import DEFAULT_REFERENCE_STYLE, REFERENCE_STYLES, series_label, series_symbol
 
+#: What fits: a model's weights plus its cache of all layers, against the budget.
+FIT_STYLE = Style("fg", 2.0, Qt.PenStyle.DashDotLine)
 #: The algorithms written for decode, drawn on the bandwidth plot.
 DECODE_ALGOS = (NAIVE, SPLIT_KV)
 
@@ -59,6 +61,7 @@ class DecodePlots:
         self.lines: FitLines | None = None
         self.by_n: dict[str, dict[int, RunResult]] = {}
         self.peers: dict[str, dict[int, RunResult]] = {}
+        self._algorithms: tuple[str, ...] = DECODE_ALGOS
 
     def build(self) -> Iterator[None]:
         """The items, made once (a staged build's steps)."""
@@ -69,13 +72,14 @@ class DecodePlots:
             Style(NAIVE, 1.3, Qt.PenStyle.DotLine),
             bounds=False,
         )
-        m.add("fit_total", "", Style("fg", 2.0, Qt.PenStyle.DashDotLine))
+        m.add("fit_total", "", FIT_STYLE)
         m.key("k_prefill", "prefill: N²", Style(NAIVE, 1.3, Qt.PenStyle.DotLine))
-        m.key(
-            "k_fit_total", "what fits: weights + cache", Style("fg", 2.0, Qt.PenStyle.DashDotLine)
-        )
+        m.key("k_fit_total", "what fits: weights + cache", FIT_STYLE)
         #: The wall: the longest context the weights leave room for, at the config's batch.
-        self.wall = LabelledLine(m, angle=90, position=0.72, anchors=[(1, 0.5), (1, 0.5)])
+        # Its label runs up along it: a line across the plot has no room beside it.
+        self.wall = LabelledLine(
+            m, angle=90, position=0.64, anchors=[(0.5, 1), (0.5, 1)], along=True
+        )
         yield
         for a in DECODE_ALGOS:
             b.add(
@@ -96,6 +100,7 @@ class DecodePlots:
         self.roof_line = LabelledLine(b, angle=0, position=0.03, anchors=[(0, 1), (0, 1)])
         self.copy_line = LabelledLine(b, angle=0, position=0.97, anchors=[(1, 0), (1, 0)])
         b.hover_provider = self.hover
+        b.cursor_text = self.cursor_text
         yield
 
     def apply_palette(self, p: Palette) -> None:
@@ -191,13 +196,22 @@ class DecodePlots:
             if a in DECODE_ALGOS
         ]
         self.bandwidth.set_series("current", [n] * len(rates), rates)
-        best = max((r for r in rates if r), default=None)
-        label = f"N = {fmt_int(n)}"
-        if best and self.roof is not None:
-            label += f": {best / self.roof.bytes_s:.0%} of the {self.roof.source}"
-            if self.copy:
-                label += f", {best / self.copy:.0%} of the copy"
-        self.bandwidth.cursor.set_label(label)
+        self._algorithms = tuple(algorithms)
+        self.bandwidth.cursor.set_label(self.cursor_text(n))
+
+    def cursor_text(self, n: int) -> str:
+        """The bandwidth plot's cursor label: the faster of ours at N = n as a share of the
+        memory roof (and of the copy, where one was measured); '' where none ran."""
+        rates = [
+            rate
+            for a in self._algorithms
+            if (r := self.by_n.get(a, {}).get(n)) is not None and (rate := kv_read_rate(r))
+        ]
+        if not rates or self.roof is None:
+            return ""
+        best = max(rates)
+        text = f"{best / self.roof.bytes_s:.0%} of the {self.roof.source}"
+        return text + (f", {best / self.copy:.0%} of the copy" if self.copy else "")
 
     # ------------------------------------------------------------------ what is shown
 
@@ -246,8 +260,9 @@ class DecodePlots:
             f"{fit.kv_dtype} KV cache of {model.layers} layers (model)"
         )
         m.set_series("fit_total", lines.ns, lines.total)
+        m.key("k_fit_total", f"{model.label}: weights + cache", FIT_STYLE)
         if lines.wall:
-            self.wall.set(lines.wall, f"{model.label} fits N ≤ {fmt_int(lines.wall)}")
+            self.wall.set(lines.wall, f"fits N ≤ {fmt_int(lines.wall)}")
         else:
             self.wall.set(None, "")
 
