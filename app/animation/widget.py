@@ -383,16 +383,23 @@ class TileAnimationWidget(QWidget):
         """The decode tab follows the pass: shown (and chosen, from the modeled schedule) for
         a decode config, left for the modeled schedule otherwise."""
         config = self._decode_config
-        self.mode_tabs.setTabEnabled(self.DECODE_MODE, config is not None)
         if config is None:
             if self.mode == self.DECODE_MODE:
                 self.set_mode(self.MODEL_MODE)
+            # after leaving it: a tab bar moves off a current tab disabled under it
+            self.mode_tabs.setTabEnabled(self.DECODE_MODE, False)
             return
+        self.mode_tabs.setTabEnabled(self.DECODE_MODE, True)
         if self._decode_lane is not None:
             _, results = self._point_question(config)
             self._decode_lane.set_config(config, self.player.gpu, results)
         if self.mode == self.MODEL_MODE:
             self.set_mode(self.DECODE_MODE)
+
+    @property
+    def decode_busy(self) -> bool:
+        """The decode lanes of a new config are being built."""
+        return self._decode_lane is not None and self._decode_lane.busy
 
     def _page_lane(self):
         """The backward or decode lanes when their page is shown: they play on their own."""
