@@ -29,9 +29,11 @@ VIEWS = (
     "memoryPlot",
     "timingPlot",
     "trafficPlot",
+    "bandwidthPlot",
     "rooflinePlot",
     "trafficStripPlot",
     "tileAnimation",
+    "decodeCanvas",
     "explainPane",
     "ringView",
     "ringTimeline",
@@ -106,6 +108,7 @@ def window_busy(window) -> bool:  # type: ignore[no-untyped-def]
         or not window.results_drawn
         or window.file_menu.exporting
         or window.file_menu.reader.busy
+        or window.animation.decode_busy
         or any(w.busy for w in workers)
     )
 
