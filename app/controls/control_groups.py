@@ -140,6 +140,8 @@ class ControlGroups:
         self.decode_rows = DecodeRows(
             form, self._error_label, self._emit_config, self._on_preset, self._on_fit
         )
+        self._validate_edits(self.decode_rows.kv_heads, "kv_heads")
+        self._validate_edits(self.decode_rows.new_tokens, "new_tokens")
         form.addRow("", self.deterministic)
         form.addRow("", self._error_label("deterministic"))
         form.addRow("Layers L", self.layers)
