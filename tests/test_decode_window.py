@@ -253,6 +253,19 @@ def test_a_recorded_copy_bandwidth_is_drawn_and_each_run_is_a_share_of_it(
     assert "of the copy measured on this device (3.00 TB/s)" in _explain(window)
 
 
+def test_the_decode_plots_export_as_a_table_with_their_units(qtbot, make_window):
+    from app.export.plot_tables import plots_csv, read_plots_csv
+
+    window = make_window(open_path=str(SHIPPED))
+    window.plots.flush_model()
+    window.plots.flush_visibility()
+    text = plots_csv(window.plots)
+    assert "bandwidthPlot/measured_split_kv y: KV cache read per step ÷ time [B/s]" in text
+    assert "memoryPlot/fit_total y: peak memory [B]" in text
+    xs, ys = window.plots.bandwidth.series["measured_split_kv"]
+    assert read_plots_csv(text)[("bandwidthPlot", "measured_split_kv")] == (list(xs), list(ys))
+
+
 def test_the_shipped_h100_decode_recording_replays_through_file_open(qtbot, make_window):
     window = make_window(_backend())
     assert window.file_menu.open_file(str(SHIPPED))
