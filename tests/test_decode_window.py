@@ -196,6 +196,8 @@ def test_the_what_fits_wall_stands_where_the_explain_panes_formula_says(qtbot, m
     assert memory.items["fit_total"].isVisible()
     html = _explain(window)
     assert f"<b>{fmt_int(60_977)}</b> at batch 8" in html and "the memory plot's wall" in html
+    hover = memory.hover_provider(math.log10(32768), 0.0)
+    assert f"fits N ≤ {fmt_int(60_977)}" in hover and "KV cache, one layer: 1.07 GB" in hover
     # fp8 weights and an fp8 cache: the wall moves, and the pane says the same number
     _choose(window.controls.decode_rows.weights, "fp8")
     _choose(window.controls.decode_rows.kv, "fp8")

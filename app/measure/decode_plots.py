@@ -34,7 +34,8 @@ from ..state.decode_bandwidth import (
     memory_roof,
     share_text,
 )
-from ..state.decode_fit import FitLines, fit_lines
+from ..state.decode_fit import FitLines, fit_lines, prefill_of
+from ..state.model.cache import cost
 from ..state.model.curves import MODEL_GRID
 from ..state.recorded_run import reference_label
 from ..state.units import fmt_bytes, fmt_int, fmt_rate
@@ -267,6 +268,32 @@ class DecodePlots:
             self.wall.set(None, "")
 
     # ------------------------------------------------------------------ hover
+
+    def memory_lines(self, n: int) -> list[str]:
+        """The memory plot's read-out at N = n for decode: the cache, the prefill's N², what
+        fits."""
+        family = self.family
+        if family is None or not family.is_decode:
+            return []
+        config = family.with_(seq_len=n)
+        prefill = cost(prefill_of(config), NAIVE).peak_bytes
+        lines = [
+            f"KV cache, one layer: {fmt_bytes(kv_cache_bytes(config))} (2·B·H_kv·N·d·bytes)",
+            f"prefill of this shape, naive: {fmt_bytes(prefill)} (S and P: N²)",
+        ]
+        if self.lines is not None:
+            fit, model = self.lines.fit, self.lines.fit.model
+            total = fit.weight_bytes + fit.cache_bytes(n, family.batch)
+            wall = (
+                f"fits N ≤ {fmt_int(self.lines.wall)}"
+                if self.lines.wall
+                else "the weights alone do not fit"
+            )
+            lines.append(
+                f"{model.label}: {fit.weight_dtype} weights + {fit.kv_dtype} cache of "
+                f"{model.layers} layers: {fmt_bytes(total)}; {wall}"
+            )
+        return lines
 
     def hover(self, x: float, y: float) -> str | None:
         """The nearest N's rates, each as shares of the memory roof and the copy."""
