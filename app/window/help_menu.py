@@ -53,7 +53,8 @@ merges the partial (m, l, O) of the splits with the online softmax. The Tiles ta
 lane plays both.</p>
 """
 
-LESSON = """
+LESSON = (
+    """
 <h3>Why FlashAttention exists: the memory wall</h3>
 <p><b>Naive attention</b> is three steps, each its own kernel: S = Q Kᵀ/√d is written to the
 GPU's memory (HBM), P = softmax(S) reads S and writes P, and O = P V reads P. S and P hold
@@ -73,8 +74,9 @@ by memory. Measured bytes (hardware counters, where a recording has them) decide
 explain pane calls memory- or compute-bound.</p>
 <p>Drag N and watch the memory and time plots part ways; open the recorded H200 run (backend
 "recorded run") to see real GPU numbers on any machine.</p>
-""" + DECODE_LESSON
-
+"""
+    + DECODE_LESSON
+)
 
 
 class HelpWindow(QDialog):
@@ -127,7 +129,8 @@ class HelpMenu:
             "The lesson in short",
             None,
             self.show_lesson,
-            "What the plots and the animation teach: the memory wall, tiling, the L2 cache.",
+            "What the plots and the animation teach: the memory wall, tiling, the L2 cache, "
+            "and decode's KV-cache wall.",
         )
         self.about_action = self._action(
             "About Tilescope",

@@ -177,7 +177,9 @@ class DecodeLane:
             steps_done = self._share("stream_kv", i, phase) * self._count.get("stream_kv", 0)
             keys = np.minimum(self.split_keys, np.floor(steps_done * self.keys_per_step))
             streamed = tuple(int(k) for k in keys)
-        partial_done = done or self._share("write_partial", i, phase) >= 1.0
+        partial_done = s.plan is not None and (
+            done or self._share("write_partial", i, phase) >= 1.0
+        )
         merge = (self._share("merge_splits", i, phase) + self._share("store_o", i, phase)) / 2
         return DecodeFrame(
             algorithm=self.algorithm,
