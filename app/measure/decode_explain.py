@@ -11,7 +11,7 @@ from html import escape
 from gpu.algorithms import NAIVE, SPLIT_KV
 from gpu.model.decode_cost import kv_cache_bytes, plan_for, score_bytes
 
-from ..state.decode_bandwidth import kv_read_rate, memory_roof, share_text
+from ..state.decode_bandwidth import NO_COPY, kv_read_rate, memory_roof, share_text
 from ..state.decode_fit import WEIGHT_CHOICES, model_of_shape, shape_fit
 from ..state.model.cache import cost
 from ..state.point_inputs import PointInputs
@@ -75,6 +75,8 @@ def bandwidth_section(inp: PointInputs, name: Name) -> list[str]:
     out = ["<h4>Bandwidth: the cache read per step</h4>", "<ul>"]
     for a, rate in rates:
         out.append(f"<li>{name(a)}: {escape(share_text(rate, roof, inp.copy_bytes_s))}.</li>")
+    if not inp.copy_bytes_s:
+        out.append(f"<li>{escape(NO_COPY)}</li>")
     out.append(
         "<li>Short caches are latency-bound (launch, merge), long ones bandwidth-bound: the "
         "bandwidth plot draws the rate over N.</li></ul>"

@@ -29,6 +29,7 @@ from ..plotting.labelled_line import LabelledLine
 from ..plotting.metric_plot import MetricPlot
 from ..plotting.plot_items import Style
 from ..state.decode_bandwidth import (
+    NO_COPY,
     MemoryRoof,
     kv_read_rate,
     memory_roof,
@@ -311,4 +312,6 @@ class DecodePlots:
         for peer, by in self.peers.items():
             if (r := by.get(n)) is not None and (rate := kv_read_rate(r)):
                 lines.append(f"{reference_label(peer)}: {share_text(rate, self.roof, self.copy)}")
+        if not self.copy:
+            lines.append(NO_COPY)
         return "\n".join(lines)

@@ -65,14 +65,18 @@ def memory_roof(device: GpuSpec) -> MemoryRoof:
 
 
 def share_text(rate: float, roof: MemoryRoof, copy: float | None) -> str:
-    """'2.81 TB/s: 84 % of the HBM datasheet's 3.35 TB/s, 93 % of the copy measured on this
-    device (3.02 TB/s)'."""
+    """'2.81 TB/s: 84% of the HBM datasheet figure (3.35 TB/s), 93% of the copy measured on this
+    device (3.02 TB/s)' (the copy where one was measured)."""
     text = (
         f"{fmt_rate(rate, 'B/s')}: {rate / roof.bytes_s:.0%} of the {roof.name} "
         f"{roof.source} figure ({fmt_rate(roof.bytes_s, 'B/s')})"
     )
     if copy:
         text += f", {rate / copy:.0%} of the copy measured on this device ({fmt_rate(copy, 'B/s')})"
-    else:
-        text += "; no copy bandwidth was measured with these results"
     return text
+
+
+#: Said once where the results carry no copy bandwidth.
+NO_COPY = (
+    "No device-to-device copy was measured with these results: the shares are of the datasheet."
+)
