@@ -29,9 +29,11 @@ VIEWS = (
     "memoryPlot",
     "timingPlot",
     "trafficPlot",
+    "bandwidthPlot",
     "rooflinePlot",
     "trafficStripPlot",
     "tileAnimation",
+    "decodeCanvas",
     "explainPane",
     "ringView",
     "ringTimeline",
@@ -106,6 +108,7 @@ def busy_parts(window) -> dict[str, bool]:  # type: ignore[no-untyped-def]
         "model curves": window.plots.model_worker.busy,
         "explain pane": window.explain.busy,
         "lesson strip": window.lesson.busy,
+        "decode lanes": window.animation is not None and window.animation.decode_busy,
     }
 
 

@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 RECORDED = ROOT / "resources" / "recorded"
 #: Every shipped recording, the sweep first (the drags, keys and changes run on it).
 RECORDINGS = sorted((p.name for p in RECORDED.glob("*.json")), key=lambda n: n != "h200_sweep.json")
+#: The decode recording: the driver also drags, changes what fits and plays its lanes.
+DECODE_RECORDING = "h100_decode.json"
 #: The window is idle once nothing of it has painted for this long (and nothing is due).
 IDLE_QUIET_MS = 500
 #: An action's work (a CPU run at the first screen's N, an open) ends well within this.
@@ -175,6 +177,20 @@ def main() -> int:
         )
 
     c = window.controls
+
+    def decode_lanes_midway() -> None:
+        lanes = window.animation.decode_lane
+        lanes.flush()
+        lanes.seek_time(0.4 * lanes.total_seconds)
+
+    #: After the decode recording opens: its slider, what fits, its Tiles lanes, and back.
+    decode_steps: tuple[tuple[str, Callable[[], None]], ...] = (
+        ("decode_drag", lambda: drag_slider(slider.minimum() + 2)),
+        ("decode_fit_fp8", lambda: choose(c.decode_rows.kv, "fp8")),
+        ("decode_tiles", lambda: window.tabs.setCurrentIndex(1)),
+        ("decode_tiles_midway", decode_lanes_midway),
+        ("decode_measurements", lambda: window.tabs.setCurrentIndex(0)),
+    )
     steps: list[tuple[str, Callable[[], None]]] = [
         ("first_start", lambda: None),
         ("arrow_keys", lambda: keys(slider, Qt.Key.Key_Left, 2)),
@@ -195,8 +211,12 @@ def main() -> int:
         ("resize", lambda: window.resize(window.width() - 120, window.height() - 60)),
         ("export", export_plots),
         *(
-            (f"open_{name.removesuffix('.json')}", lambda n=name: open_recording(n))
+            step
             for name in RECORDINGS[1:]
+            for step in (
+                (f"open_{name.removesuffix('.json')}", lambda n=name: open_recording(n)),
+                *(decode_steps if name == DECODE_RECORDING else ()),
+            )
         ),
         ("backend_cpu", lambda: choose(c.backend, "cpu")),
     ]

@@ -110,7 +110,12 @@ def test_the_l2_aware_decode_figure_is_the_compulsory_one_and_no_reuse_rereads_r
     assert decode_split.row_chunks(big_group) == 32  # 256 rows of one KV head, 8 per block
     lower, upper = compulsory_cost(big_group, SPLIT_KV), algorithm_cost(big_group, SPLIT_KV)
     assert l2_aware_cost(big_group, SPLIT_KV, H100) == lower
-    assert upper.bytes_read - lower.bytes_read == 31 * kv_cache_bytes(big_group)
+    # every row chunk reads the keys, and every split's block the rows of Q
+    splits = plan_for(big_group).splits
+    q_bytes = 32 * 8 * 128 * 2
+    assert upper.bytes_read - lower.bytes_read == (
+        31 * kv_cache_bytes(big_group) + (splits - 1) * q_bytes
+    )
 
 
 def test_prefill_kernels_have_no_decode_and_the_decode_kernel_no_forward():

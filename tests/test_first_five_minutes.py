@@ -216,7 +216,7 @@ def test_the_tiles_modes_are_named_in_full(start_window, empty_settings, qtbot):
     window.show_view("tileAnimation")
     tabs = window.animation.mode_tabs
     names = [tabs.tabText(i) for i in range(tabs.count())]
-    assert names == ["Modeled schedule", "Real GPU trace", "Backward"]
+    assert names == ["Modeled schedule", "Real GPU trace", "Backward", "Decode"]
 
 
 # ------------------------------------------------------------------ the lesson

@@ -14,7 +14,16 @@ from app.state.model.cache import cost
 from app.state.model.cost_model_backend import CostModelBackend
 from app.state.units import fmt_bytes, fmt_int
 from app.window.theme import LIGHT, QT_COLORS
-from gpu.algorithms import ALGORITHMS, NAIVE, RING, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
+from gpu.algorithms import (
+    ALGORITHMS,
+    NAIVE,
+    RING,
+    SPLIT_KV,
+    TILED,
+    TILED_MMA,
+    TILED_WGMMA,
+    TILED_WS,
+)
 from gpu.backends.cpu_backend import CpuBackend
 from gpu.model.costmodel import naive_oom_seq_len
 from tests.clipping import clipped
@@ -132,7 +141,8 @@ def test_the_default_choice_is_not_saved_so_it_follows_the_next_backend(
     assert first_run.value("controls/algorithms") is None
     window.controls.algo_checks[NAIVE].click()  # the user's own pick is kept
     window.save_settings()
-    assert first_run.value("controls/algorithms") == f"{TILED},{RING}"
+    # (the split-KV kernel, the decode pass's, is in the default view too)
+    assert first_run.value("controls/algorithms") == f"{TILED},{RING},{SPLIT_KV}"
 
 
 def test_the_tiles_tab_plays_naive_against_the_fastest_fused_kernel(make_window, first_run, qtbot):

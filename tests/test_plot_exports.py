@@ -162,7 +162,8 @@ def test_an_exports_replica_is_built_a_plot_item_at_a_time_and_shows_what_the_pa
         QApplication.sendPostedEvents()  # what an export's event loop delivers between steps
     replica = replication.panel
     try:
-        assert sum(per_step) == len(replica.graphics_views()) == 5  # four plots, the strip
+        # five plots (the traffic plot, or decode's bandwidth plot in its place), the strip
+        assert sum(per_step) == len(replica.graphics_views()) == 6
         assert max(per_step) == 1
         for mine, theirs in zip(replica.plots, window.plots.plots, strict=True):
             assert mine.objectName() == theirs.objectName()

@@ -83,7 +83,9 @@ def test_the_screen_shows_what_a_fresh_render_shows_after_every_user_action(tmp_
         "timingPlot",
         "trafficPlot",
         "rooflinePlot",
+        "bandwidthPlot",
         "tileAnimation",
+        "decodeCanvas",
         "explainPane",
     ):
         assert view in checked, f"{view} was never on the screen to check"

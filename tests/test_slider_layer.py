@@ -169,3 +169,14 @@ def test_moving_markers_keep_their_series_visibility_and_legend_rows(plot):
     plot.set_visible_items(["line", "here", "l2"])
     assert plot.legend_texts() == ["a line", "at L2"]  # an unlabelled marker set has no row
     assert plot.items["here"].isVisible() and not plot.items["dots"].isVisible()
+
+
+def test_a_long_cursor_label_goes_left_of_the_line_where_the_right_has_no_room(plot, qtbot):
+    layer = plot.layer
+    area = layer.deviceTransform_().mapRect(layer.boundingRect())
+    plot.cursor_text = lambda n: "84% of the datasheet, 93% of the copy"
+    for n in (1024, 8192, 16384, 65536):
+        plot.set_cursor(n)
+        x = layer._cursor_x(plot.cursor.value(), layer.deviceTransform_())
+        rect = layer._label_rect(plot.cursor.text, x, area)
+        assert area.left() <= rect.left() and rect.right() <= area.right(), (n, rect, area)

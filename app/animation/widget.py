@@ -47,6 +47,7 @@ from ..state.animation.lane import Lane, build_lanes
 from ..state.animation.player import DEFAULT_DURATION_S, Player
 from ..state.animation.snapshots import Counters, LaneFrame
 from ..state.current_point import point_for
+from ..state.decode_fit import prefill_of
 from ..state.units import fmt_seconds
 from ..window.plain_text import PlainLabel, tooltip
 from ..work.background import LatestOnly
@@ -115,7 +116,7 @@ class TileAnimationWidget(QWidget):
     configApplied = Signal()
     modeChanged = Signal(int)
 
-    MODEL_MODE, TRACE_MODE, BACKWARD_MODE = 0, 1, 2
+    MODEL_MODE, TRACE_MODE, BACKWARD_MODE, DECODE_MODE = 0, 1, 2, 3
 
     def __init__(
         self,
@@ -248,6 +249,8 @@ class TileAnimationWidget(QWidget):
         self.mode_tabs.addTab("Modeled schedule")
         self.mode_tabs.addTab("Real GPU trace")
         self.mode_tabs.addTab("Backward")
+        self.mode_tabs.addTab("Decode")
+        self.mode_tabs.setTabEnabled(self.DECODE_MODE, False)  # until the pass is decode
         self.mode_tabs.setTabToolTip(
             0, "Naive and tiled attention's tile schedule on one modeled clock"
         )
@@ -258,6 +261,11 @@ class TileAnimationWidget(QWidget):
             2,
             "FlashAttention's backward in tile order: K/V tiles held on chip, Q/dO tiles "
             "streaming past, P recomputed, dQ accumulated with atomics",
+        )
+        self.mode_tabs.setTabToolTip(
+            3,
+            "Decode (Pass: inference decode): the KV cache streaming from HBM into the SMs, "
+            "naive's scores written to HBM, the split-KV kernel's partials and their merge",
         )
         self.mode_tabs.setExpanding(False)
         self.mode_tabs.currentChanged.connect(self.set_mode)
@@ -283,6 +291,8 @@ class TileAnimationWidget(QWidget):
         self._trace_panel = None
         self._backward_lane = None
         self._backward_config: AttentionConfig | None = None
+        self._decode_lane = None
+        self._decode_config: AttentionConfig | None = None
         self._pending_traces: tuple | None = None
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
@@ -356,9 +366,57 @@ class TileAnimationWidget(QWidget):
         return self._backward_lane
 
     @property
+    def decode_lane(self):
+        """The decode lanes' page (app.animation.decode_lane.DecodeLaneView), made on first
+        use; it shows the decode config the animation follows."""
+        if self._decode_lane is None:
+            from .decode_lane import DecodeLaneView
+
+            lane = DecodeLaneView(self, kernel_dir=self.source_panel.kernel_dir)
+            lane.set_colors(self.colors)
+            self.pages.addWidget(lane)
+            self._decode_lane = lane
+            if self._decode_config is not None:
+                _, results = self._point_question(self._decode_config)
+                lane.set_config(self._decode_config, self.player.gpu, results)
+        return self._decode_lane
+
+    def _follow_decode(self) -> None:
+        """The decode tab follows the pass: shown (and chosen, from the modeled schedule) for
+        a decode config, left for the modeled schedule otherwise."""
+        config = self._decode_config
+        if config is None:
+            if self.mode == self.DECODE_MODE:
+                self.set_mode(self.MODEL_MODE)
+            # after leaving it: a tab bar moves off a current tab disabled under it
+            self.mode_tabs.setTabEnabled(self.DECODE_MODE, False)
+            return
+        self.mode_tabs.setTabEnabled(self.DECODE_MODE, True)
+        if self._decode_lane is not None:
+            _, results = self._point_question(config)
+            self._decode_lane.set_config(config, self.player.gpu, results)
+        if self.mode == self.MODEL_MODE:
+            self.set_mode(self.DECODE_MODE)
+
+    @property
+    def decode_busy(self) -> bool:
+        """The decode lanes of a new config are being built."""
+        return self._decode_lane is not None and self._decode_lane.busy
+
+    def _page_lane(self):
+        """The backward or decode lanes when their page is shown: they play on their own."""
+        page = self.pages.currentWidget()
+        for lane in (self._backward_lane, self._decode_lane):
+            if page is not None and lane is not None and (page is lane or page.isAncestorOf(lane)):
+                return lane
+        return None
+
+    @property
     def mode(self) -> int:
         page = self.pages.currentWidget()
         lane, trace = self._backward_lane, self._trace_panel
+        if page is not None and page is self._decode_lane:
+            return self.DECODE_MODE
         if page is not None and lane is not None and page.isAncestorOf(lane):
             return self.BACKWARD_MODE
         if page is not None and trace is not None and page.isAncestorOf(trace):
@@ -370,7 +428,14 @@ class TileAnimationWidget(QWidget):
         BACKWARD_MODE (the training step's backward, in tile order)."""
         if self._backward_lane is not None and mode != self.BACKWARD_MODE:
             self._backward_lane.pause()
-        if mode == self.TRACE_MODE:
+        if self._decode_lane is not None and mode != self.DECODE_MODE:
+            self._decode_lane.pause()
+        if mode == self.DECODE_MODE:
+            self.pause()
+            if self._trace_panel is not None:
+                self._trace_panel.stop_replay()
+            self.pages.setCurrentWidget(self.decode_lane)
+        elif mode == self.TRACE_MODE:
             self.pause()
             self.pages.setCurrentWidget(_page_of(self.trace_panel))
         elif mode == self.BACKWARD_MODE:
@@ -382,6 +447,7 @@ class TileAnimationWidget(QWidget):
             if self._trace_panel is not None:
                 self._trace_panel.stop_replay()
             self.pages.setCurrentWidget(self.model_page)
+        self.lanes_box.setVisible(mode == self.MODEL_MODE)  # the modeled schedule's lanes
         if self.mode_tabs.currentIndex() != mode:
             self.mode_tabs.blockSignals(True)
             self.mode_tabs.setCurrentIndex(mode)
@@ -402,7 +468,11 @@ class TileAnimationWidget(QWidget):
     def set_config(self, config: AttentionConfig) -> None:
         """Follow the configuration: rebuild the schedules (off the GUI thread) and go back to
         the start when they are ready; only the newest of a burst of calls is built. The lanes
-        play its forward pass; the backward lane, its backward."""
+        play its forward pass; the backward lane, its backward; the decode lanes, a decode
+        config (whose prefill the other lanes play)."""
+        self._decode_config = config if config.is_decode else None
+        self._follow_decode()
+        config = prefill_of(config)
         self._backward_config = config
         if self._backward_lane is not None:
             self._backward_lane.set_config(config)
@@ -492,6 +562,8 @@ class TileAnimationWidget(QWidget):
         if self.player.set_clocks(self._clocks(self.player.config, self.player.gpu)):
             self._apply_scene()
             self.refresh()
+        if self._decode_config is not None:
+            self._follow_decode()
 
     # ---- lanes and theme
 
@@ -528,6 +600,8 @@ class TileAnimationWidget(QWidget):
             self._trace_panel.set_colors(self.colors)
         if self._backward_lane is not None:
             self._backward_lane.set_colors(self.colors)
+        if self._decode_lane is not None:
+            self._decode_lane.set_colors(self.colors)
 
     # ---- the canvas alone, for exports
 
@@ -585,6 +659,8 @@ class TileAnimationWidget(QWidget):
         self.player.set_gpu(spec, self._clocks(self.player.config, spec))
         self._apply_scene()
         self.refresh()
+        if self._decode_config is not None:
+            self._follow_decode()
 
     def set_duration(self, seconds: float) -> None:
         self.player.duration_s = float(seconds)
@@ -622,8 +698,8 @@ class TileAnimationWidget(QWidget):
         if self.mode == self.TRACE_MODE:  # Space replays the selected block there
             self.trace_panel.toggle_replay()
             return
-        if self.mode == self.BACKWARD_MODE:
-            self.backward_lane.toggle()
+        if (lane := self._page_lane()) is not None:  # the backward or decode lanes
+            lane.toggle()
             return
         if self.player.playing:
             self.pause()
@@ -635,8 +711,8 @@ class TileAnimationWidget(QWidget):
         if self.mode == self.TRACE_MODE:  # one traced phase of the selected block
             self.trace_panel.step_phase(+1)
             return
-        if self.mode == self.BACKWARD_MODE:
-            self.backward_lane.seek(self.backward_lane.step + 1)
+        if (lane := self._page_lane()) is not None:
+            lane.seek(lane.step + 1)
             return
         self._flush_config()
         self._timer.stop()
@@ -650,8 +726,8 @@ class TileAnimationWidget(QWidget):
         if self.mode == self.TRACE_MODE:
             self.trace_panel.step_phase(-1)
             return
-        if self.mode == self.BACKWARD_MODE:
-            self.backward_lane.seek(self.backward_lane.step - 1)
+        if (lane := self._page_lane()) is not None:
+            lane.seek(lane.step - 1)
             return
         self._flush_config()
         self._timer.stop()
@@ -753,6 +829,8 @@ class TileAnimationWidget(QWidget):
         self._timer.stop()  # no frames for nobody; playback resumes when shown again
         if self._backward_lane is not None:
             self._backward_lane.pause()
+        if self._decode_lane is not None:
+            self._decode_lane.pause()
 
 
 def _scrolled(page: QWidget) -> QScrollArea:

@@ -40,6 +40,7 @@ from ..state.budget import (
 from ..state.seq_scale import SEQ_MAX, SEQ_MIN
 from ..window.plain_text import PlainLabel, tooltip
 from .choices import ALGORITHM_ORDER, BACKEND_CHOICES, DETERMINISTIC_TIP, PASS_CHOICES
+from .decode_controls import DecodeRows
 from .devices import DevicesControl
 from .spin_boxes import SeqLenSpinBox, ValidatedDoubleSpinBox, ValidatedSpinBox
 
@@ -114,8 +115,9 @@ class ControlGroups:
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         self.pass_combo = _choice_combo("passCombo", PASS_CHOICES)
         self.pass_combo.setToolTip(
-            "What is run and timed: inference (the forward pass) or a training step (forward "
-            "and backward). The plots, the explain pane and the tiles follow."
+            "What is run and timed: inference (the forward pass, or a decode step against a KV "
+            "cache) or a training step (forward and backward). The plots, the explain pane and "
+            "the tiles follow."
         )
         self.pass_combo.currentIndexChanged.connect(self._emit_config)
         self.layers = ValidatedSpinBox()
@@ -136,6 +138,11 @@ class ControlGroups:
         self.deterministic.toggled.connect(self._emit_config)
         form.addRow("Pass", self.pass_combo)
         form.addRow("", self._error_label("pass"))
+        self.decode_rows = DecodeRows(
+            form, self._error_label, self._emit_config, self._on_preset, self._on_fit
+        )
+        self._validate_edits(self.decode_rows.kv_heads, "kv_heads")
+        self._validate_edits(self.decode_rows.new_tokens, "new_tokens")
         form.addRow("", self.deterministic)
         form.addRow("", self._error_label("deterministic"))
         form.addRow("Layers L", self.layers)

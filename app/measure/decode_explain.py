@@ -11,7 +11,8 @@ from html import escape
 from gpu.algorithms import NAIVE, SPLIT_KV
 from gpu.model.decode_cost import kv_cache_bytes, plan_for, score_bytes
 
-from ..state.decode_lesson import model_of_shape
+from ..state.decode_bandwidth import NO_COPY, kv_read_rate, memory_roof, share_text
+from ..state.decode_fit import WEIGHT_CHOICES, model_of_shape, shape_fit
 from ..state.model.cache import cost
 from ..state.point_inputs import PointInputs
 from ..state.units import fmt_bytes, fmt_flops, fmt_int
@@ -59,30 +60,53 @@ def decode_section(inp: PointInputs, name: Name) -> list[str]:
         f"({plan.wave_efficiency:.0%} filled); partial (m, l, O) merged with the online "
         f"softmax. Peak {fmt_bytes(split.peak_bytes)}.</li></ul>",
     ]
+    out += bandwidth_section(inp, name)
     out += fits_section(inp)
     return out
 
 
+def bandwidth_section(inp: PointInputs, name: Name) -> list[str]:
+    """Each measured run's rate at this N, the KV cache read once over its time, as a share of
+    the memory roof and of a measured copy (app/state/decode_bandwidth.py)."""
+    rates = [(a, rate) for a, r in inp.results if (rate := kv_read_rate(r))]
+    if not rates:
+        return []
+    roof = memory_roof(inp.gpu)
+    out = ["<h4>Bandwidth: the cache read per step</h4>", "<ul>"]
+    for a, rate in rates:
+        out.append(f"<li>{name(a)}: {escape(share_text(rate, roof, inp.copy_bytes_s))}.</li>")
+    if not inp.copy_bytes_s:
+        out.append(f"<li>{escape(NO_COPY)}</li>")
+    out.append(
+        "<li>Short caches are latency-bound (launch, merge), long ones bandwidth-bound: the "
+        "bandwidth plot draws the rate over N.</li></ul>"
+    )
+    return out
+
+
 def fits_section(inp: PointInputs) -> list[str]:
-    """What fits: a preset of this shape's weights plus its cache in the budget."""
+    """What fits: a preset of this shape's weights plus its cache in the budget, for the
+    storage types the memory plot's wall uses (app/state/decode_fit.py), then the other
+    weights' storage for contrast."""
     c = inp.config
     model = model_of_shape(c)
     if model is None or not inp.budget_bytes:
         return []
-    from gpu.model.kv_fit import what_fits
-
-    kv = "fp16" if c.dtype == "fp32" else c.dtype
     out = [f"<h4>What fits: {escape(model.label)} ({escape(model.attention)})</h4>", "<ul>"]
-    for weights in ("fp16", "fp8"):
-        fit = what_fits(model, inp.budget_bytes, weights, kv)
+    others = [w for w in WEIGHT_CHOICES if w != inp.fit_weights]
+    for weights in (inp.fit_weights, *others):
+        fit = shape_fit(c, inp.budget_bytes, weights, inp.fit_kv)
+        assert fit is not None
+        kind = f"{weights} weights, {inp.fit_kv} cache"
+        wall = " (the memory plot's wall)" if weights == inp.fit_weights else ""
         if not fit.weights_fit:
             out.append(
-                f"<li>{weights} weights ({fmt_bytes(fit.weight_bytes)}) exceed "
+                f"<li>{kind}{wall}: the weights ({fmt_bytes(fit.weight_bytes)}) exceed "
                 f"{fmt_bytes(inp.budget_bytes)} ({escape(inp.budget_name)}): nothing fits.</li>"
             )
             continue
         out.append(
-            f"<li>{weights} weights: {escape(fit.formula())}; context "
+            f"<li>{kind}{wall}: {escape(fit.formula())}; context "
             f"<b>{fmt_int(fit.max_context(c.batch))}</b> at batch {fmt_int(c.batch)}.</li>"
         )
     out.append("<li>Weights and cache only: activations and workspace come on top.</li></ul>")

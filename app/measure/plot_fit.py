@@ -23,6 +23,10 @@ from .plot_styles import (
     series_symbol,
 )
 
+#: The memory plot's note on naive's model curve: S and P grow as N², a decode step's as N.
+GROWTH_PREFILL = "×4 per doubling of N"
+GROWTH_DECODE = "×2 per doubling of N"
+
 
 class PlotFit:
     """Visibility and ranges of the plots (a part of PlotsPanel)."""
@@ -73,11 +77,14 @@ class PlotFit:
         mem = (["model_naive"] if NAIVE in algos else []) + (["model_tiled"] if tiled_any else [])
         stacks = [n for n in ("stack_naive", "stack_tiled") if self._has(m, n)]
         mem += stacks
+        decode = self._family is not None and self._family.is_decode
+        decode_items, decode_legend = self.decode.memory_items() if decode else ([], [])
+        mem += decode_items
         mem += [f"measured_{a}" for a in algos] + [f"device_{a}" for a in algos]
         if self._has(m, "oom"):
             mem.append("oom")
         mem.append("current")
-        legend = ["k_model", *(["k_stack"] if stacks else []), "k_pool"]
+        legend = ["k_model", *(["k_stack"] if stacks else []), *decode_legend, "k_pool"]
         if any(self._has(m, f"device_{a}") for a in algos):
             legend.append("k_device")
         if self._has(m, "oom"):
@@ -107,6 +114,7 @@ class PlotFit:
         if any(self._has(h, f"measured_{a}") for a in algos):
             legend.append("k_measured")
         h.set_visible_items([*traffic, "current"], force=force, legend=legend)
+        self.decode.show(algos, force)
 
         r = self.roofline
         known = {**self._roofs, **self._flat_roofs}
@@ -126,6 +134,9 @@ class PlotFit:
             [*roof_items, *points, *refs, "bounds", "l2_current", "current"], force, legend
         )
         self.fit()
+        growth = GROWTH_DECODE if decode else GROWTH_PREFILL
+        if growth != self.growth_label.textItem.toPlainText():
+            self.growth_label.setText(growth)
         self._place_growth_label()
 
     def fit(self) -> None:

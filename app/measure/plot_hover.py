@@ -68,6 +68,7 @@ class PlotHover:
                         line += f", {fmt_bytes(res.device_peak_bytes)} (whole device)"
                         line += f"\n   {device_memory_note(res)}"
             lines.append(line)
+        lines += self.decode.memory_lines(n)
         if self._budget:
             lines.append(f"budget {fmt_bytes(self._budget)}")
         if any(

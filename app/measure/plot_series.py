@@ -17,6 +17,7 @@ from gpu.model.roofline import (
 
 from ..plotting.labelled_line import LabelledLine
 from ..plotting.plot_items import Style
+from .plot_fit import GROWTH_PREFILL
 from .plot_styles import (
     ALGOS,
     NAIVE_KERNELS,
@@ -70,7 +71,7 @@ class PlotSeries:
         # Left end: the small-N corner stays clear of the markers that meet the budget.
         self.budget_line = LabelledLine(m, angle=0, position=0.03, anchors=[(0, 1), (0, 1)])
         #: The lesson's first point, said on the plot: naive's peak ×4 per doubling of N.
-        self.growth_label = pg.TextItem("×4 per doubling of N", anchor=(0, 0))
+        self.growth_label = pg.TextItem(GROWTH_PREFILL, anchor=(0, 0))
         self.growth_label.setVisible(False)
         m.addItem(self.growth_label, ignoreBounds=True)
         m.plotItem.vb.sigRangeChanged.connect(self._place_growth_label)

@@ -44,7 +44,7 @@ TIME_TITLES = {
     "forward": "Time",
     BACKWARD: "Backward time",
     STEP: "Step time",
-    DECODE: "Time per token",
+    DECODE: "Decode step time",
 }
 
 

@@ -148,6 +148,8 @@ class MetricPlot(Staged, pg.PlotWidget):
         self.layer = SliderLayer(self.plotItem.vb, cursor_label, self.font())
         self.cursor = self.layer.cursor
         self._show_cursor_label = cursor_label
+        #: What the cursor's label says at N (default "N = …").
+        self.cursor_text: Callable[[int], str] | None = None
         self.cursor_n: int | None = None
         self.hover = pg.TextItem(anchor=(0, 0))
         hover_font = QFont(self.font())
@@ -232,6 +234,11 @@ class MetricPlot(Staged, pg.PlotWidget):
         parts = (item.curve, item.scatter) if isinstance(item, pg.PlotDataItem) else (item,)
         for part in parts:
             part.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+
+    def restyle(self, name: str) -> None:
+        """Give item `name` the plot's palette (an item added after the palette was set)."""
+        if self._palette is not None:
+            self._restyle(self.items[name], self.styles[name], self._palette)
 
     def key(self, name: str, label: str, style: Style) -> None:
         """A legend-only entry: a sample of `style` with `label`, for an encoding that several
@@ -347,7 +354,7 @@ class MetricPlot(Staged, pg.PlotWidget):
         if not self._show_cursor_label:
             return
         # Text on the right of the line, or on its left near the right edge (never clipped).
-        self.cursor.set_label(f"N = {fmt_int(n)}")
+        self.cursor.set_label(self.cursor_text(n) if self.cursor_text else f"N = {fmt_int(n)}")
 
     def _update_grid(self, *_: object) -> None:
         (x0, x1), (y0, y1) = self.plotItem.vb.viewRange()

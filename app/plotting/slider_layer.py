@@ -230,7 +230,8 @@ class SliderLayer(pg.GraphicsObject):
 
     def _label_rect(self, text: str, x: float, area: QRectF) -> QRectF:
         box = self._metrics.boundingRect(text)
-        left = x > area.left() + LABEL_FLIP * area.width()
+        # left of the line near the right edge, or wherever the right has no room for it
+        left = x > area.left() + LABEL_FLIP * area.width() or x + 4 + box.width() > area.right()
         x0 = x - box.width() - 4 if left else x + 4
         top = area.bottom() - LABEL_HEIGHT * area.height() - box.height()
         return QRectF(x0, top, box.width(), box.height())

@@ -14,25 +14,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gpu.algorithms import ALGORITHMS, NAIVE, SPLIT_KV
-from gpu.config import AttentionConfig
 from gpu.model.decode_cost import kv_cache_bytes, score_bytes
-from gpu.model.kv_fit import DECODE_MODELS, DecodeModel, what_fits
+from gpu.model.kv_fit import what_fits
 from gpu.model.roofline import MEASURED
 from gpu.results import RunResult
 
+from .decode_fit import model_of_shape
 from .lesson_step import MEMORY, ROOFLINE, LessonStep
 from .model.cache import verdict
 from .point_inputs import PointInputs
 from .seq_scale import SEQ_MAX
 from .units import fmt_bytes, fmt_int
-
-
-def model_of_shape(config: AttentionConfig) -> DecodeModel | None:
-    """The preset whose query heads, KV heads and head dim are the config's, if one is."""
-    shape = (config.heads, config.kv_head_count, config.head_dim)
-    return next(
-        (m for m in DECODE_MODELS.values() if (m.heads, m.kv_heads, m.head_dim) == shape), None
-    )
 
 
 def cache_step(inp: PointInputs) -> LessonStep:
@@ -62,7 +54,6 @@ def fits_step(inp: PointInputs) -> LessonStep:
             "how much context its memory holds.",
             MEMORY,
         )
-    kv = "fp16" if c.dtype == "fp32" else c.dtype
     if model is None:
         per_token = kv_cache_bytes(c.with_(seq_len=1)) // c.batch
         tokens = inp.budget_bytes // per_token
@@ -71,24 +62,25 @@ def fits_step(inp: PointInputs) -> LessonStep:
             f"In {fmt_bytes(inp.budget_bytes)} ({inp.budget_name}) one layer of this shape "
             f"caches {fmt_int(tokens)} tokens ({fmt_int(tokens // c.batch)} per sequence at "
             f"batch {fmt_int(c.batch)}); a model of L layers holds L times fewer, after its "
-            "weights.",
+            "weights. Pick a Model beside the Pass for the wall of a real one.",
             MEMORY,
         )
-    fit = what_fits(model, inp.budget_bytes, "fp16", kv)
+    weights, kv = inp.fit_weights, inp.fit_kv
+    fit = what_fits(model, inp.budget_bytes, weights, kv)
     if not fit.weights_fit:
         text = (
-            f"{model.label}'s fp16 weights ({fmt_bytes(fit.weight_bytes)}) alone exceed "
+            f"{model.label}'s {weights} weights ({fmt_bytes(fit.weight_bytes)}) alone exceed "
             f"{fmt_bytes(inp.budget_bytes)} ({inp.budget_name}): no context fits; fp8 weights "
             f"leave {fmt_int(what_fits(model, inp.budget_bytes, 'fp8', kv).max_tokens)} tokens."
         )
     else:
         text = (
             f"This is {model.label}'s attention ({model.attention}, {model.layers} layers). In "
-            f"{fmt_bytes(inp.budget_bytes)} ({inp.budget_name}) its fp16 weights "
+            f"{fmt_bytes(inp.budget_bytes)} ({inp.budget_name}) its {weights} weights "
             f"({fmt_bytes(fit.weight_bytes)}) leave room for {fmt_int(fit.max_tokens)} cached "
-            f"tokens: context {fmt_int(fit.max_context(c.batch))} at batch {fmt_int(c.batch)} "
-            f"({fmt_bytes(fit.kv_bytes_per_token)} per token over all layers). The explain "
-            "pane has the formula."
+            f"tokens in {kv}: context {fmt_int(fit.max_context(c.batch))} at batch "
+            f"{fmt_int(c.batch)} ({fmt_bytes(fit.kv_bytes_per_token)} per token over all "
+            "layers), the wall on the memory plot. The explain pane has the formula."
         )
     return LessonStep("What fits on this device", text, MEMORY)
 

@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gpu.algorithms import ALGORITHMS, NAIVE, RING, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
+from gpu.algorithms import (
+    ALGORITHMS,
+    NAIVE,
+    RING,
+    SPLIT_KV,
+    TILED,
+    TILED_MMA,
+    TILED_WGMMA,
+    TILED_WS,
+)
 
 #: The fused kernels, fastest first: the order of their times at every N of every recorded run
 #: (resources/recorded/h200_sweep.json: warp-specialized < wgmma < mma.sync < readable).
@@ -27,9 +36,10 @@ def fastest_fused(available: Iterable[str]) -> str:
 
 def default_checked(available: Iterable[str]) -> tuple[str, ...]:
     """The algorithms ticked until the user ticks others: naive and the fastest fused kernel
-    (and the ring, which runs only when Devices asks for P > 1)."""
+    (and the ring, which runs only when Devices asks for P > 1, and the split-KV kernel,
+    which runs only the decode pass: each pass draws those written for it)."""
     fused = fastest_fused(available)
-    return tuple(a for a in ALGORITHMS if a in (NAIVE, fused, RING))
+    return tuple(a for a in ALGORITHMS if a in (NAIVE, fused, RING, SPLIT_KV))
 
 
 def shown_peers(peers: Iterable[str], every: bool) -> tuple[str, ...]:

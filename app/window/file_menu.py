@@ -120,6 +120,7 @@ PLOT_CHOICES = (
     ("memoryPlot", "Peak memory"),
     ("timingPlot", "Time per forward pass"),
     ("trafficPlot", "HBM traffic"),
+    ("bandwidthPlot", "Bandwidth (decode)"),
     ("rooflinePlot", "Roofline"),
 )
 #: How a one-plot export's file name says which plot it holds.
@@ -127,6 +128,7 @@ PLOT_STEMS = {
     "memoryPlot": "memory",
     "timingPlot": "time",
     "trafficPlot": "traffic",
+    "bandwidthPlot": "bandwidth",
     "rooflinePlot": "roofline",
 }
 #: How a file name says what the export holds beyond the config (plot images: nothing). The

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA
+from gpu.algorithms import NAIVE, SPLIT_KV, TILED, TILED_MMA, TILED_WGMMA
 
 RESOURCES = Path(__file__).resolve().parents[2] / "resources"
 THEMES = ("dark", "light")
@@ -49,6 +49,7 @@ DARK = Palette(
         TILED: "#56b4e9",
         TILED_MMA: "#6fd08c",
         TILED_WGMMA: "#c9a0dc",
+        SPLIT_KV: "#4fd1c5",
         "gemm_qk": "#e69f00",
         "softmax": "#f0e442",
         "gemm_pv": "#cc79a7",
@@ -77,6 +78,7 @@ LIGHT = Palette(
         TILED: "#0072b2",
         TILED_MMA: "#009e73",
         TILED_WGMMA: "#8e44ad",
+        SPLIT_KV: "#00897b",
         "gemm_qk": "#e69f00",
         "softmax": "#a08a00",
         "gemm_pv": "#cc79a7",

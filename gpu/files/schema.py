@@ -340,6 +340,7 @@ class DeviceDoc(_Doc):
 
 #: Device details that the program computes with (the rest are shown as text): their types.
 _NUMERIC_DETAILS: dict[str, Any] = {
+    "copy_bandwidth_bytes_s": Bandwidth,  # a device-to-device copy, read + write bytes per s
     "l2_peak_bandwidth_bytes_s": Bandwidth,
     "l2_read_bandwidth_bytes_s": Bandwidth,
     "smem_per_block_optin_bytes": Annotated[int, Meta(gt=0, le=MAX_SMEM_BYTES)],

@@ -25,7 +25,8 @@ Traffic figures, as gpu.model.costmodel's three:
 - compulsory: every tensor once (K and V once, S and P once each, the partials once each way);
 - no reuse: naive's GEMMs as 128×128 output tiles (K re-read per 128 rows of a query group,
   V per 128 rows, P per 128 columns of d); the fused kernel's row chunks each read the keys
-  (a group of more than 8 rows runs as several blocks over the same keys);
+  (a group of more than 8 rows runs as several blocks over the same keys) and its splits each
+  read the rows of Q (gpu/model/decode_schedule.py plays these steps);
 - L2-aware: the compulsory figure. The re-reads above come from blocks launched side by side
   over the same keys (adjacent row chunks, a GEMM's adjacent output tiles), which meet in L2.
 """
@@ -103,6 +104,7 @@ def _split(config: AttentionConfig, gpu: GpuSpec | None, reuse: bool) -> Algorit
     plan = plan_for(config, gpu)
     partials = decode_split.partial_bytes(config, plan)
     kv_reads = 1 if reuse else plan.row_chunks
+    q_reads = 1 if reuse else plan.splits  # every split's block loads its rows of Q
     q_bytes = query_bytes(config)
     # One exponential per score, and one rescale factor per row for every step of every key
     # group (the merges' few are left out).
@@ -112,7 +114,7 @@ def _split(config: AttentionConfig, gpu: GpuSpec | None, reuse: bool) -> Algorit
     exps = decode_scores(config) + rows * plan.splits * groups * steps
     kernel = KernelCost(
         "decode_split",
-        q_bytes + kv_reads * kv_cache_bytes(config) + partials,
+        q_reads * q_bytes + kv_reads * kv_cache_bytes(config) + partials,
         q_bytes + partials,
         decode_useful_flops(config),
         exps,
