@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 
-from gpu.algorithms import ALGORITHMS, NAIVE, TILED, TILED_MMA, TILED_WGMMA
+from gpu.algorithms import ALGORITHMS
 from gpu.config import BACKWARD, DECODE, STEP
 from gpu.model.backward_cost import NAIVE_BACKWARD_KERNELS
 from gpu.model.costmodel import FP32, TENSOR
@@ -47,7 +47,8 @@ TIME_TITLES = {
 }
 
 
-SYMBOLS = {NAIVE: "o", TILED: "s", TILED_MMA: "t", TILED_WGMMA: "d"}
+#: Each algorithm's symbol, the registry's (`AlgorithmInfo.style`).
+SYMBOLS = {a: info.style.symbol for a, info in ALGORITHMS.items()}
 
 
 #: How a reference series (a peer such as PyTorch SDPA, recorded beside ours) is drawn: muted,

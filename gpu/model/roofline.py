@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..algorithms import ALGORITHMS, NAIVE, TILED_MMA
+from ..algorithms import ALGORITHMS, MMA_SYNC, NAIVE
 from ..config import AttentionConfig
 from ..results import DeviceInfo, KernelTraffic, RunResult
 from . import costmodel
@@ -57,9 +57,10 @@ MEMORY_ROOFS = (HBM, DRAM, L2)
 WARP = 32
 #: Two roofs whose times differ by less than this share of the longer are a tie.
 TIE = 0.05
-#: Algorithms whose matmuls are mma.sync (the rest of the tensor-core kernels, and cuBLAS on
-#: Hopper, use wgmma: the counters show it, gpu/model/costmodel.py).
-MMA_SYNC_ALGORITHMS = frozenset({TILED_MMA, "sdpa_flash"})
+#: Peers (recorded beside ours, not in the registry) whose matmuls are mma.sync: PyTorch's
+#: FlashAttention-2. Our algorithms say theirs in the registry (`AlgorithmInfo.matmul`); the
+#: rest, and cuBLAS on Hopper, use wgmma: the counters show it, gpu/model/costmodel.py.
+MMA_SYNC_PEERS = frozenset({"sdpa_flash"})
 #: Kernels of those algorithms that run on wgmma where the GPU has it (Hopper): the fused
 #: backward's main kernel, whose Hopper build (gpu/kernels/flash_bwd_wgmma.cu) replaces the
 #: mma.sync one there. Its deterministic dQ pass stays mma.sync.
@@ -182,6 +183,12 @@ def roofs(gpu: GpuSpec) -> dict[str, Roof]:
     return out
 
 
+def issues_mma_sync(algorithm: str) -> bool:
+    """Whether `algorithm`'s matmuls are the warp-level mma.sync (ours: by the registry)."""
+    info = ALGORITHMS.get(algorithm)
+    return info.matmul == MMA_SYNC if info is not None else algorithm in MMA_SYNC_PEERS
+
+
 def compute_roof(gpu: GpuSpec, algorithm: str, unit: str, kernel: str = "") -> str:
     """The roof a kernel's matmuls run against: fp32 SIMD on a CPU; on a GPU the fp32 CUDA
     cores, or the tensor cores at the rate of the instruction the kernel issues (mma.sync or
@@ -190,7 +197,7 @@ def compute_roof(gpu: GpuSpec, algorithm: str, unit: str, kernel: str = "") -> s
         return ""
     if gpu.kind == CPU or unit == FP32:
         return FP32
-    if algorithm in MMA_SYNC_ALGORITHMS and gpu.mma_sync_flops_per_clock_per_sm:
+    if issues_mma_sync(algorithm) and gpu.mma_sync_flops_per_clock_per_sm:
         return TENSOR if kernel in WGMMA_ON_HOPPER_KERNELS else MMA
     return TENSOR
 

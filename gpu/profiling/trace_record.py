@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..algorithms import NAIVE, TILED, TILED_MMA, TILED_WS, tile_shape
+from ..algorithms import ALGORITHMS, NAIVE, TILED, TILED_MMA, TILED_WS, tile_shape
 from ..config import AttentionConfig, ceil_div
 from .trace import (
     KERNEL_LEVEL,
@@ -39,7 +39,7 @@ from .trace import (
 
 #: The NVRTC option that compiles a kernel's trace build.
 TRACE_DEFINE = "-DTILESCOPE_TRACE"
-TRACEABLE = (NAIVE, TILED, TILED_MMA, TILED_WS)
+TRACEABLE = tuple(a for a, info in ALGORITHMS.items() if info.traceable)
 
 
 class TiledKernel:
@@ -116,16 +116,11 @@ class TiledKernel:
 
 
 def default_forward(algorithm: str):
-    """The normal (untraced) build's flash_forward of a tiled algorithm."""
-    if algorithm == TILED:
-        from ..launch.flash_readable import flash_forward
-    elif algorithm == TILED_MMA:
-        from ..launch.flash_mma import flash_forward
-    elif algorithm == TILED_WS:
-        from ..launch.flash_ws import flash_forward
-    else:
+    """The normal (untraced) build's flash_forward of a tiled algorithm (its launcher's)."""
+    info = ALGORITHMS.get(algorithm)
+    if info is None or info.launcher is None or not info.fused:
         raise TraceError(f"{algorithm!r} is not a tiled kernel")
-    return flash_forward
+    return info.launcher.flash_forward
 
 
 def record_trace(

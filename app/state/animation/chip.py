@@ -21,10 +21,24 @@ Registers are the compiler's own figures where known, each with where it comes f
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS, tile_shape
+from gpu.algorithms import (
+    ALGORITHMS,
+    FP32_CORES,
+    FP32_TILES,
+    MMA_SYNC,
+    NAIVE,
+    TILED,
+    TILED_WS,
+    TWO_STAGE_RING,
+    WARP_SPECIALIZED,
+    WGMMA,
+    AlgorithmInfo,
+    tile_shape,
+)
 from gpu.config import STAT_BYTES, AttentionConfig
-from gpu.launch import flash_mma, flash_readable, flash_wgmma, flash_ws
+from gpu.launch import flash_readable, flash_ws
 from gpu.model.costmodel import GpuSpec, softmax_row_smem_bytes
 from gpu.model.schedule import KernelSchedule
 
@@ -33,6 +47,8 @@ from .warp_roles import ws_launch
 SMEM, REGISTERS = "smem", "registers"
 FLOAT = 4  # bytes of the fp32 values the kernels keep on chip
 HALF = 2  # the tensor-core kernels' 16-bit elements (fp16 or bf16; they take no other dtype)
+#: How a layout's note names the instruction of a kernel's matmuls (`AlgorithmInfo.matmul`).
+MATMUL_NAMES = {MMA_SYNC: "mma.sync", WGMMA: "wgmma", FP32_CORES: "fp32"}
 
 
 @dataclass(frozen=True)
@@ -85,10 +101,7 @@ HOPPER = ARCH_BY_GPU["H200 SXM 141 GB"]
 READABLE_REGISTERS = {32: 118, 64: 117, 96: 116, 128: 115, 160: 116, 192: 116, 224: 117, 256: 117}
 READABLE_REGISTER_SOURCE = "ptxas, sm_90 (nvcc 13.0.88)"
 READABLE_REGISTER_CAP = 128
-#: The tensor-core kernels' registers per thread (docs/KERNELS.md: ptxas and CuPy's kernel
-#: attributes on the H200 agree): (head dim, causal) -> registers.
-MMA_REGISTERS = {(64, False): 255, (64, True): 255, (128, False): 250, (128, True): 252}
-WGMMA_REGISTERS = {(64, False): 252, (64, True): 252, (128, False): 255, (128, True): 255}
+#: Where the tensor-core kernels' register counts (`AlgorithmInfo.registers`) come from.
 KERNELS_DOC = "docs/KERNELS.md (ptxas; kernel attributes on the H200)"
 
 
@@ -172,12 +185,13 @@ def chip_layout(
     config: AttentionConfig, algorithm: str, kernel: KernelSchedule, gpu: GpuSpec
 ) -> ChipLayout:
     """The layout of one block of `kernel` (see the module docstring)."""
-    if kernel.name == "flash_fwd":
-        if algorithm == TILED:
+    info = ALGORITHMS.get(algorithm)
+    if kernel.name == "flash_fwd" and info is not None:
+        if info.chip == FP32_TILES:
             return _readable(config, gpu)
-        if algorithm in (TILED_MMA, TILED_WGMMA):
-            return _two_stage(config, algorithm, gpu)
-        if algorithm == TILED_WS:
+        if info.chip == TWO_STAGE_RING:
+            return _two_stage(config, info, gpu)
+        if info.chip == WARP_SPECIALIZED:
             return _warp_specialized(config, gpu)
     return _modeled(config, kernel)
 
@@ -242,22 +256,16 @@ def _ring(config: AttentionConfig, bn: int, stages: int) -> list[SlotSpec]:
     return out
 
 
-def _two_stage(config: AttentionConfig, algorithm: str, gpu: GpuSpec) -> ChipLayout:
+def _two_stage(config: AttentionConfig, info: AlgorithmInfo, gpu: GpuSpec) -> ChipLayout:
     """flash_mma.cu / flash_wgmma.cu: Q and a 2-stage K/V ring in shared memory (cp.async),
     S (two tiles: the next one is pipelined), P and O in registers."""
-    bm, bn = tile_shape(config, algorithm)
+    bm, bn = tile_shape(config, info.id)
     d, eb = config.head_dim, HALF
-    key = (d, config.causal)
-    if algorithm == TILED_MMA:
-        launch = flash_mma.default_launch(d)
-        smem, threads, align = launch.smem_bytes, launch.threads, 0
-        regs = MMA_REGISTERS.get(key)
-        what = "mma.sync"
-    else:
-        launch = flash_wgmma.default_launch(d)
-        smem, threads, align = launch.smem_bytes, launch.threads, 1024
-        regs = WGMMA_REGISTERS.get(key)
-        what = "wgmma"
+    launcher: Any = info.launcher
+    launch = launcher.default_launch(d)
+    smem, threads, align = launch.smem_bytes, launch.threads, launch.align_bytes
+    regs = info.registers.get((d, config.causal))
+    what = MATMUL_NAMES[info.matmul]
     slots = [SlotSpec("Q_i", bm * d * eb, "Q", "load_Q_i"), *_ring(config, bn, 2)]
     if align:
         slots.append(SlotSpec("align", align, "", ""))
@@ -269,7 +277,7 @@ def _two_stage(config: AttentionConfig, algorithm: str, gpu: GpuSpec) -> ChipLay
     if regs is not None:
         occ = _occupancy(gpu, smem, threads, regs, KERNELS_DOC)
     note = f"{what}: Q and a 2-stage K/V ring in smem; S, P, O in registers"
-    if regs is None or config.dtype not in flash_mma.SUPPORTED_DTYPES:
+    if regs is None or config.dtype not in launcher.SUPPORTED_DTYPES:
         note += " (the kernel runs d = 64 or 128, fp16 or bf16)"
     return ChipLayout(tuple(slots), smem, threads, occ, note)
 

@@ -23,8 +23,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from gpu.algorithms import TILED_WS, WS_DEFAULTS, tile_shape
+from gpu.algorithms import TILED_WS, tile_shape
 from gpu.config import AttentionConfig
+from gpu.launch.flash_ws import WS_DEFAULTS
 from gpu.launch.ws_variant import WsLaunch
 from gpu.model.costmodel import GpuSpec, kv_tiles_for_query_tile
 from gpu.profiling.trace import BlockTrace
@@ -190,7 +191,7 @@ def role_rates(config: AttentionConfig, gpu: GpuSpec) -> RoleRates:
 
 
 def ws_launch(config: AttentionConfig) -> WsLaunch:
-    """The variant the app launches for `config` (WS_DEFAULTS, as `ws_tile_shape` reads it). A
+    """The variant the app launches for `config` (WS_DEFAULTS, as `flash_ws.tile_shape` reads it). A
     head dim the kernel does not run gets d=128's variant at the config's head dim: the tiles,
     ring and warpgroups the schedule models, with its own shared memory."""
     launch = WsLaunch.from_label(WS_DEFAULTS.get(config.head_dim, WS_DEFAULTS[128]))
