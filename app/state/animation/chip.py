@@ -39,6 +39,7 @@ from gpu.algorithms import (
 )
 from gpu.config import STAT_BYTES, AttentionConfig
 from gpu.launch import flash_readable, flash_ws
+from gpu.launch.occupancy import HOPPER, blocks_per_sm
 from gpu.model.costmodel import GpuSpec, softmax_row_smem_bytes
 from gpu.model.schedule import KernelSchedule
 
@@ -69,31 +70,6 @@ class SlotSpec:
         """Whether this slot is where tile `tile` of its matrix lands."""
         return self.stages <= 1 or tile % self.stages == self.stage
 
-
-@dataclass(frozen=True)
-class ArchLimits:
-    """Per-SM limits of one compute capability (CUDA C++ Programming Guide, "Technical
-    Specifications per Compute Capability")."""
-
-    capability: str
-    max_threads: int
-    max_blocks: int
-    registers: int = 65536
-    reserved_smem: int = 1024  # per block, compute capability 8.0 and later
-    register_unit: int = 256  # registers are allocated per warp in units of this many
-
-
-#: By GPU (gpu.model.costmodel.GPUS names): the table's GPUs and their compute capabilities.
-ARCH_BY_GPU: dict[str, ArchLimits] = {
-    "H200 SXM 141 GB": ArchLimits("9.0", 2048, 32),
-    "H100 SXM 80 GB": ArchLimits("9.0", 2048, 32),
-    "A100 SXM 40 GB": ArchLimits("8.0", 2048, 32),
-    "A100 SXM 80 GB": ArchLimits("8.0", 2048, 32),
-    "RTX 4090 24 GB": ArchLimits("8.9", 1536, 24),
-    "RTX 3060 12 GB": ArchLimits("8.6", 1536, 16),
-    "T4 16 GB": ArchLimits("7.5", 1024, 16, reserved_smem=0),
-}
-HOPPER = ARCH_BY_GPU["H200 SXM 141 GB"]
 
 #: The readable kernel's registers per thread by padded head dim: ptxas (nvcc 13.0.88,
 #: -arch=sm_90, the same for fp16, bf16 and fp32 inputs; no spills). Its __launch_bounds__
@@ -145,22 +121,6 @@ def explain_layout(layout: ChipLayout) -> str:
     return "\n".join(lines)
 
 
-def blocks_per_sm(
-    smem_bytes: int, threads: int, registers: int, arch: ArchLimits, smem_per_sm: int
-) -> dict[str, int]:
-    """Blocks each SM resource allows (the CUDA occupancy calculator's rules)."""
-    warps = -(-threads // 32)
-    per_warp = -(-registers * 32 // arch.register_unit) * arch.register_unit
-    by_regs = (arch.registers // per_warp) // warps if per_warp else arch.max_blocks
-    by_smem = smem_per_sm // (smem_bytes + arch.reserved_smem) if smem_bytes else arch.max_blocks
-    return {
-        "shared memory": by_smem,
-        "registers": by_regs,
-        "threads": arch.max_threads // threads,
-        "blocks": arch.max_blocks,
-    }
-
-
 @dataclass(frozen=True)
 class ChipLayout:
     """One block of one kernel on chip: its shared memory and register buffers, and (for our
@@ -199,12 +159,12 @@ def chip_layout(
 def _occupancy(
     gpu: GpuSpec, smem: int, threads: int, registers: int, source: str
 ) -> Occupancy | None:
-    arch = ARCH_BY_GPU.get(gpu.name)
-    if arch is None:
+    sm = gpu.sm_limits
+    if sm is None:
         return None
-    limits = blocks_per_sm(smem, threads, registers, arch, gpu.smem_per_sm_bytes)
+    limits = blocks_per_sm(smem, threads, registers, sm, gpu.smem_per_sm_bytes)
     return Occupancy(
-        min(limits.values()), limits, registers, source, arch.capability, arch.reserved_smem
+        min(limits.values()), limits, registers, source, sm.compute_capability, sm.reserved_smem
     )
 
 
@@ -222,8 +182,7 @@ def _readable(config: AttentionConfig, gpu: GpuSpec) -> ChipLayout:
         SlotSpec("m,l,α", 3 * bm * FLOAT, "ml", "load_Q_i"),
     )
     smem = flash_readable.smem_bytes(config)
-    arch = ARCH_BY_GPU.get(gpu.name)
-    if arch is not None and arch.capability == HOPPER.capability and d in READABLE_REGISTERS:
+    if gpu.compute_capability == HOPPER.compute_capability and d in READABLE_REGISTERS:
         regs, source = READABLE_REGISTERS[d], READABLE_REGISTER_SOURCE
     else:
         regs, source = READABLE_REGISTER_CAP, "at most 128: __launch_bounds__(256, 2)"
