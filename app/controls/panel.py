@@ -38,7 +38,7 @@ from ..state.budget import (
     Budget,
 )
 from ..state.seq_scale import SEQ_MAX, SEQ_MIN, nearest_index
-from ..state.units import fmt_bytes, fmt_int, short_n
+from ..state.units import fmt_bytes, fmt_int, fmt_rate, short_n
 from ..window.plain_text import tooltip
 from ..window.state_signal import StateSignal
 from .choices import ALGORITHM_ORDER, BACKEND_CHOICES, CONFIG_FIELDS
@@ -270,8 +270,8 @@ class ControlsPanel(ControlGroups, PanelSettings, QWidget):
                 text = spec.label
                 tip = (
                     f"{spec.name}: {spec.memory_label} = {fmt_bytes(spec.memory_bytes)}, "
-                    f"{spec.bandwidth_bytes_s / 1e12:.2f} TB/s, "
-                    f"{spec.fp16_tensor_flops / 1e12:.0f} TFLOP/s fp16 dense ({spec.source})"
+                    f"{fmt_rate(spec.bandwidth_bytes_s, 'B/s')}, "
+                    f"{fmt_rate(spec.fp16_tensor_flops, 'FLOP/s')} fp16 dense ({spec.source})"
                 )
             self.budget.setItemText(i, text)
             self.budget.setItemData(i, tip, Qt.ItemDataRole.ToolTipRole)

@@ -95,7 +95,7 @@ def xu_explained(exp_per_s: float, flops_per_s: float) -> str:
     per = flops_per_s / exp_per_s
     return (
         f"{xu_label(exp_per_s)}: attention takes one exponential per score, and each score "
-        f"costs {per:.0f} FLOPs of matmul (4·d), so this unit caps the FLOP rate at "
+        f"costs {round(per)} FLOPs of matmul (4·d), so this unit caps the FLOP rate at "
         f"{fmt_rate(flops_per_s, 'FLOP/s')}"
     )
 

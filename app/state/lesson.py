@@ -29,7 +29,7 @@ from .lesson_step import MEMORY, ROOFLINE, TILES, LessonStep
 from .model.cache import cost, verdict
 from .point_inputs import PointInputs
 from .seq_scale import SEQ_MAX
-from .units import fmt_bytes, fmt_int
+from .units import fmt_bytes, fmt_flops, fmt_int, fmt_intensity
 
 STEPS = 4
 
@@ -97,10 +97,10 @@ def bound_step(inp: PointInputs) -> LessonStep:
 
     return LessonStep(
         "Memory-bound against compute-bound",
-        f"Both do the same {fmt_int(naive_v.flops // 10**6)} MFLOP of useful work at "
+        f"Both do the same {fmt_flops(naive_v.flops)} of useful work at "
         f"N = {fmt_int(c.seq_len)}. Naive: {said(naive_v)}. {ALGORITHMS[fused].label}: "
-        f"{said(fused_v)}. The ridge of the {inp.gpu_label} roofs is {ridge:,.0f} FLOP per "
-        "byte: below it memory binds, above it the arithmetic units do.",
+        f"{said(fused_v)}. The ridge of the {inp.gpu_label} roofs is {fmt_intensity(ridge)} "
+        "FLOP per byte: below it memory binds, above it the arithmetic units do.",
         ROOFLINE,
     )
 

@@ -12,6 +12,7 @@ from ..state.default_view import default_checked
 from ..state.recorded_run import REPLAY, RecordedBackend
 from ..state.ring.devices import backend_for
 from ..state.runs import BackendFailure, BackendReady
+from ..state.units import fmt_seconds
 from ..work.background import read_elsewhere
 from ..work.release import free_later
 from .measuring import RECORDED_SWEEP_TIP, SWEEP_TIP
@@ -107,7 +108,7 @@ class BackendControl:
                     f"holds no results for {wanted.label()}",
                 )
         else:
-            self._idle_text = f"Ready: {info.name} (started in {ready.seconds:.1f} s)"
+            self._idle_text = f"Ready: {info.name} (started in {fmt_seconds(ready.seconds)})"
             continuing, self._continuing = self._continuing, None
             if continuing is not None:
                 source, kept, file = continuing

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..units import fmt_bytes_binary, fmt_si
 from .costmodel import CPU, GpuSpec
 
 #: Bytes copied per bandwidth sample: past the last-level cache of the CPUs this runs on, and
@@ -50,7 +51,7 @@ class CpuFeatures:
     def source(self) -> str:
         return (
             f"{self.cores} cores × {self.simd_lanes_fp32} fp32 lanes ({self.simd_name}) × 2 FLOP "
-            f"per FMA × {self.fma_pipes} FMA pipes × {self.clock_hz / 1e9:.2f} GHz "
+            f"per FMA × {self.fma_pipes} FMA pipes × {fmt_si(self.clock_hz, 'Hz')} "
             f"({self.clock_source})"
         )
 
@@ -161,7 +162,7 @@ def cpu_spec_from_details(name: str, memory_bytes: int, details: dict[str, Any])
         clock_source=how,
         kind=CPU,
         bandwidth_source=(
-            f"measured: a {COPY_BYTES >> 20} MiB NumPy copy, read + write bytes, best of "
+            f"measured: a {fmt_bytes_binary(COPY_BYTES)} NumPy copy, read + write bytes, best of "
             f"{COPY_REPEATS}"
         ),
     )

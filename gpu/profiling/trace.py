@@ -53,6 +53,7 @@ from ..files.schema import (
     TracesFileDoc,
     check,
 )
+from ..units import fmt_ms, fmt_ns
 from . import trace_phases
 
 SCHEMA = TRACE_SCHEMA
@@ -673,7 +674,7 @@ def summarize(traces: Iterable[Trace]) -> list[str]:
         used = len({b.sm for b in t.blocks}) if t.level == BLOCK_LEVEL else 0
         lines.append(
             f"{t.algorithm:10s} {t.level:6s} blocks={len(t.blocks):5d} sms_used={used:3d} "
-            f"slots/SM={lay.slots} waves={lay.waves} span={t.span_ns / 1e6:.3f} ms "
-            f"events={t.kernel_ms:.3f} ms ok={covers_every_block_once(t) and phases_ordered(t)}"
+            f"slots/SM={lay.slots} waves={lay.waves} span={fmt_ns(t.span_ns)} "
+            f"events={fmt_ms(t.kernel_ms)} ok={covers_every_block_once(t) and phases_ordered(t)}"
         )
     return lines
