@@ -70,7 +70,7 @@ class Launcher(Protocol):
 class SeriesStyle:
     """How the plots draw an algorithm: its colour on the dark and on the light theme (each
     picked for contrast on its background; Okabe-Ito based, colour-blind safe) and its
-    pyqtgraph symbol. Plain data, so gpu/ stays Qt-free; app/window/theme.py reads it."""
+    pyqtgraph symbol. Plain data, so gpu/ stays Qt-free; app/kit/theme.py reads it."""
 
     dark: str
     light: str

@@ -10,11 +10,11 @@ from dataclasses import replace
 
 import pytest
 
+from app.kit.theme import PALETTES
 from app.measure.plot_styles import NAIVE_KERNELS, SYMBOLS, series_symbol
 from app.state.animation.kernel_source import KERNEL_DIR, SOURCE_FILES
 from app.state.default_view import default_checked, fastest_fused
 from app.state.ring.runs import FUSED_KERNELS
-from app.window.theme import PALETTES
 from gpu.algorithms import (
     ALGORITHMS,
     EAGER,

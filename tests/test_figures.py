@@ -327,8 +327,8 @@ def test_the_explain_pane_calls_the_d64_tie_a_tie_and_says_each_roofs_share():
 
 
 def test_the_strip_chart_draws_the_tensor_share_in_percent(qtbot):
+    from app.kit.theme import DARK
     from app.measure.strip_chart import TrafficStripChart
-    from app.window.theme import DARK
 
     chart = TrafficStripChart()
     qtbot.addWidget(chart)

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..kit.plain_text import PlainLabel
 from ..state.animation.kernel_source import (
     KERNEL_DIR,
     SOURCE_FILES,
@@ -28,7 +29,6 @@ from ..state.animation.kernel_source import (
     load_kernel_source,
 )
 from ..state.units import fmt_ms
-from ..window.plain_text import PlainLabel
 from ..work.background import run_once
 from .colors import DARK, AnimColors
 

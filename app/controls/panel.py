@@ -30,6 +30,8 @@ from gpu.config import (
 )
 from gpu.model.costmodel import GPUS
 
+from ..kit.plain_text import tooltip
+from ..kit.state_signal import StateSignal
 from ..state.app_state import AppState, Change
 from ..state.budget import (
     BUDGET_PRESETS,
@@ -39,8 +41,6 @@ from ..state.budget import (
 )
 from ..state.seq_scale import SEQ_MAX, SEQ_MIN, nearest_index
 from ..state.units import fmt_bytes, fmt_int, fmt_rate, short_n
-from ..window.plain_text import tooltip
-from ..window.state_signal import StateSignal
 from .choices import ALGORITHM_ORDER, BACKEND_CHOICES, CONFIG_FIELDS
 from .control_groups import ControlGroups
 from .panel_settings import PanelSettings

@@ -7,6 +7,7 @@ from __future__ import annotations
 from gpu.algorithms import ALGORITHMS
 from gpu.backends.backend import Backend
 
+from ..kit.plain_text import tooltip
 from ..state.app_state import AppState
 from ..state.default_view import default_checked
 from ..state.recorded_run import REPLAY, RecordedBackend
@@ -16,7 +17,6 @@ from ..state.units import fmt_seconds
 from ..work.background import read_elsewhere
 from ..work.release import free_later
 from .measuring import RECORDED_SWEEP_TIP, SWEEP_TIP
-from .plain_text import tooltip
 
 NO_CUDA_MESSAGE = "No CUDA device: using the CPU backend (NumPy)"
 

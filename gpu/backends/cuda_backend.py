@@ -42,7 +42,7 @@ error at any allocation becomes an `oom` result, every buffer goes back, and the
 is restored.
 
 Profile mode (`RunOptions.profile`): after the timing, each kernel of the run is launched again
-under CUPTI PM sampling (gpu/profiling/profiler.py, through `profile_launches`), each launch
+under CUPTI PM sampling (gpu/counters/profiler.py, through `profile_launches`), each launch
 after an L2 flush, and the result carries the counters (`RunResult.traffic`) beside the
 unsampled times. Where counters cannot be read, the result says why in its message and carries
 none."""

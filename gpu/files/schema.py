@@ -55,7 +55,7 @@ from ..config import (
     ceil_div,
 )
 from ..errors import FileReadError, SchemaError
-from ..profiling import trace_phases
+from ..launch import trace_phases
 from ..results import STRIP_MAX_POINTS, DeviceInfo, KernelTime, KernelTraffic, RunResult
 from .fileio import RawArray, decode_member
 

@@ -25,8 +25,8 @@ import functools
 from typing import Any
 
 from ..config import AttentionConfig, ceil_div
-from ..profiling.trace_phases import ROLE_PHASES, ROLE_STRIDE
 from . import flash_launch
+from .trace_phases import ROLE_PHASES, ROLE_STRIDE
 from .ws_variant import WsLaunch
 
 SOURCE = "flash_ws.cu"
@@ -320,7 +320,7 @@ def flash_forward(q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, config: Attent
 
 TRACE_ROLES = ("producer", "consumer 0", "consumer 1", "consumer 2")
 #: code -> (name, what the kernel marks), read from trace.cuh's RolePhase
-#: (gpu/profiling/trace_phases.py).
+#: (gpu/launch/trace_phases.py).
 #: Producer: load_Q_i, load_K_j, load_V_j, end; consumers: all but load_K_j and load_V_j.
 TRACE_CODES: dict[int, tuple[str, str]] = {p.code: (p.name, p.what) for p in ROLE_PHASES}
 

@@ -32,7 +32,7 @@ Three traffic figures per kernel, from low to high (`traffic_band`):
      being the rows of all resident blocks.
   5. Writes are compulsory in every model (each output is written once).
 
-Measured DRAM bytes (gpu.profiling.profiler) replace these estimates wherever a run was profiled.
+Measured DRAM bytes (gpu.counters.profiler) replace these estimates wherever a run was profiled.
 
 `flops` is the useful matmul work, 4·B·h·N²·d (half of it with a causal mask): the number
 TFLOP/s figures are quoted against. `executed_flops` is what the kernels really issue (naive

@@ -5,7 +5,7 @@ gpu/kernels/flash_readable.cu and flash_mma.cu): thread 0 of every block writes
 `[block, sm, phase, j, t_ns]` rows (`%smid`, `%globaltimer`) at each phase boundary into an
 extra kernel argument. Without the define the kernels compile to the same binary as before, so
 tracing costs nothing unless asked for. `record_trace` runs one traced launch and turns the
-rows into a `gpu.profiling.trace.Trace` (`trace_from_rows`); naive attention, whose cuBLAS GEMMs
+rows into a `gpu.files.trace.Trace` (`trace_from_rows`); naive attention, whose cuBLAS GEMMs
 cannot be instrumented, is recorded at kernel level with CUDA events.
 
 The warp-specialized kernel (flash_ws.cu) writes one row per mark of each warp role (the
@@ -13,7 +13,7 @@ producer, each consumer warpgroup), with the role in the phase word; `ws_trace_f
 decodes them (`gpu.launch.flash_ws.decode_trace_rows`) into a Trace whose blocks carry every role's
 marks (`BlockTrace.roles`). It needs no GPU, so rows saved on a GPU host convert anywhere.
 
-Recording needs CuPy and a GPU; the trace model (gpu/profiling/trace.py) does not.
+Recording needs CuPy and a GPU; the trace model (gpu/files/trace.py) does not.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 
 from ..algorithms import ALGORITHMS, NAIVE, TILED, TILED_MMA, TILED_WS, tile_shape
 from ..config import AttentionConfig, ceil_div
-from .trace import (
+from ..files.trace import (
     KERNEL_LEVEL,
     NAIVE_KERNELS,
     ROW_WORDS,

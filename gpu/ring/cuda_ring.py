@@ -55,9 +55,9 @@ from ..errors import UnsupportedConfig
 from ..launch.cuda_kernels import get_kernel, storage_dtype
 from ..model.links import LinkSpec, link_from_topology_matrix
 from ..results import KernelTime, RunResult
+from ..ring_timeline import RingMeasurement, timeline_from_intervals
 from .model import kv_work_buffers, ring_cost
 from .schedule import DIAGONAL, RingConfigError, RingSchedule, check_equal_chunks, ring_schedule
-from .timeline import RingMeasurement, timeline_from_intervals
 
 #: Fused kernels in order of preference, the registry's tensor-core kernels fastest first; the
 #: first that runs the config here is used.

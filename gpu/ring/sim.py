@@ -28,10 +28,10 @@ from ..backends.backend import RunOptions
 from ..backends.cpu_backend import RAM_HEADROOM, ROW_CHUNK, random_inputs, reference_attention
 from ..config import AttentionConfig
 from ..results import KernelTime, RunResult
+from ..ring_timeline import RingMeasurement
 from ..units import fmt_bytes
 from .model import pair_counts, ring_cost
 from .schedule import DIAGONAL, RingSchedule, ring_schedule
-from .timeline import RingMeasurement
 
 #: What the simulation costs on a CPU, for an estimate before it starts (a 2-core x86 machine,
 #: idle): building the schedule takes about SCHEDULE_PAIR_S per chunk pair, each pair's NumPy

@@ -10,7 +10,7 @@ consumers take turns (ping-pong), so one's softmax runs under the others' GEMMs.
 - `modeled_roles`: from per-SM rates of the cost model's GPU (tensor cores, exponential unit,
   the L2's bandwidth share for the copies, where the GPU table has it, else HBM's), replaying
   the kernel's order of work: the ring's full/empty waits, the turns, in-order tensor cores;
-- `traced_roles`: from a traced block (gpu/profiling/trace.py `BlockTrace.roles`): the kernel's own
+- `traced_roles`: from a traced block (gpu/files/trace.py `BlockTrace.roles`): the kernel's own
   marks (flash_ws.cu's trace build), which is what the hardware did.
 
 Arrays, not objects: consumer arrays are (consumers, tiles + 1), index j = tiles for the last
@@ -25,10 +25,10 @@ import numpy as np
 
 from gpu.algorithms import TILED_WS, tile_shape
 from gpu.config import AttentionConfig
+from gpu.files.trace import BlockTrace
 from gpu.launch.flash_ws import WS_DEFAULTS
 from gpu.launch.ws_variant import WsLaunch
 from gpu.model.costmodel import GpuSpec, kv_tiles_for_query_tile
-from gpu.profiling.trace import BlockTrace
 
 #: What a consumer does between two of its marks, in drawing order; PV: its P·V on the tensor
 #: cores while its warps do the softmax (known in the model only).

@@ -20,7 +20,7 @@ from gpu.config import AttentionConfig
 from gpu.files.recording import Recording
 from gpu.results import RunResult
 from gpu.ring.model import MeasuredThroughput, Throughput
-from gpu.ring.timeline import RingMeasurement
+from gpu.ring_timeline import RingMeasurement
 
 from ..family import cache_config, family, family_of
 from ..recorded_run import RECORDED_DIR

@@ -6,7 +6,7 @@ from __future__ import annotations
 from gpu.config import AttentionConfig
 from gpu.ring.model import RingPrediction
 from gpu.ring.schedule import DIAGONAL, FULL, SKIPPED, ZIGZAG, chunk_count, layout_for
-from gpu.ring.timeline import RingMeasurement
+from gpu.ring_timeline import RingMeasurement
 
 from ..units import fmt_bytes, fmt_int, fmt_ms, fmt_rate
 from .playback import MEASURED_CLOCK, MODEL_CLOCK, RingClock, RingFrame

@@ -39,8 +39,10 @@ import numpy as np
 from ..algorithms import tile_shape
 from ..config import AttentionConfig, ceil_div
 from ..errors import FileReadError, SchemaError, TraceError
-from ..files.fileio import atomic_write_text, read_json
-from ..files.schema import (
+from ..launch import trace_phases
+from ..units import fmt_ms, fmt_ns
+from .fileio import atomic_write_text, read_json
+from .schema import (
     BLOCK_LEVEL,
     KERNEL_LEVEL,
     NAIVE_KERNELS,
@@ -53,8 +55,6 @@ from ..files.schema import (
     TracesFileDoc,
     check,
 )
-from ..units import fmt_ms, fmt_ns
-from . import trace_phases
 
 SCHEMA = TRACE_SCHEMA
 FILE_SCHEMA = TRACES_FILE_SCHEMA

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from ..units import fmt_bytes, fmt_rate
+from .units import fmt_bytes, fmt_rate
 
 COMPUTE, COMM = "compute", "comm"
 STREAMS = (COMPUTE, COMM)
