@@ -40,13 +40,13 @@ from gpu.config import AttentionConfig
 from gpu.model.costmodel import DEFAULT_GPU, GPUS, GpuSpec
 from gpu.results import RunResult
 
+from ..kit.plain_text import PlainLabel, tooltip
 from ..state.animation.clock import LaneClock, clock_for
 from ..state.animation.lane import Lane, build_lanes
 from ..state.animation.player import DEFAULT_DURATION_S, Player
 from ..state.animation.snapshots import Counters, LaneFrame
 from ..state.current_point import point_for
 from ..state.units import fmt_seconds
-from ..window.plain_text import PlainLabel, tooltip
 from ..work.background import LatestOnly
 from ..work.pacing import LANES_MS, SOURCE_MS, coalesced
 from .canvas import TileCanvas, scene_for
@@ -84,7 +84,7 @@ class StepKeys(QObject):
         super().__init__(parent)
         self.back, self.forward = back, forward
 
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+    def eventFilter(self, _watched: QObject, event: QEvent) -> bool:
         kind = event.type()
         if kind in (QEvent.Type.ShortcutOverride, QEvent.Type.KeyPress):
             assert isinstance(event, QKeyEvent)
