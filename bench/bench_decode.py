@@ -236,7 +236,7 @@ def main() -> int:
 
     profile_note = ""
     if args.profile:  # before torch: CUPTI must be the wheel's, not torch's older copy
-        from gpu.profiling.profiler import unavailable_reason
+        from gpu.counters.profiler import unavailable_reason
 
         reason = unavailable_reason()
         profile_note = "" if reason is None else f"traffic not measured: {reason}"

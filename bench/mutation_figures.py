@@ -61,7 +61,7 @@ MODULES: dict[str, tuple[str, ...]] = {
         "tests/test_costmodel.py",
         "tests/test_figures.py",
     ),
-    "gpu/profiling/profiler.py": ("tests/test_profiler.py",),
+    "gpu/counters/profiler.py": ("tests/test_profiler.py",),
     "app/state/current_point.py": ("tests/test_figure_formulas.py", "tests/test_figures.py"),
     "app/state/training_figures.py": ("tests/test_figure_formulas.py",),
 }

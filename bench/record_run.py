@@ -8,7 +8,7 @@ same process as reference series, with algorithm ids `sdpa_flash`, `sdpa_cudnn` 
 torch is imported only here, never by the app.
 
 With `--profile`, every result (ours and the peers) also carries its measured traffic: DRAM and
-L2 bytes and unit activity per kernel from CUPTI PM sampling (gpu/profiling/profiler.py; the times
+L2 bytes and unit activity per kernel from CUPTI PM sampling (gpu/counters/profiler.py; the times
 stay those of unsampled runs), and the device record carries the L2 read bandwidth measured by
 bench/l2_bandwidth.py, which the roofline then uses as this device's L2 roof. CUPTI is loaded
 before torch, whose own older libcupti would otherwise be the one in the process.
@@ -232,7 +232,7 @@ def main() -> int:
 
     profile = False
     if args.profile:  # before torch: CUPTI must be the wheel's, not torch's older copy
-        from gpu.profiling.profiler import library_path, unavailable_reason
+        from gpu.counters.profiler import library_path, unavailable_reason
 
         reason = unavailable_reason()
         if reason is not None:
@@ -316,7 +316,7 @@ def main() -> int:
     }
     if profile:
         meta["traffic"] = (
-            "measured per kernel with CUPTI PM sampling (gpu/profiling/profiler.py), each sampled "
+            "measured per kernel with CUPTI PM sampling (gpu/counters/profiler.py), each sampled "
             "launch after an L2 flush; times are from unsampled runs"
         )
     if stopped:

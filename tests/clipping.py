@@ -26,8 +26,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.kit.elided_label import ElidedLabel
 from app.plotting.metric_plot import MetricPlot
-from app.window.elided_label import ElidedLabel
 
 
 def _name(w: QWidget) -> str:

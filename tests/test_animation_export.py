@@ -133,7 +133,7 @@ def test_a_size_whose_frames_would_not_fit_in_memory_is_refused(make_window, tmp
     assert not window.file_menu.export(
         ExportRequest("gif", str(path), size=(3840, 2160), frames=10)
     )
-    assert "MiB of memory while it renders, and 200 MiB are free" in window.banner.message
+    assert "of memory while it renders, and 210 MB are free" in window.banner.message
     assert not path.exists() and leftovers(tmp_path) == []
 
 

@@ -362,7 +362,7 @@ def test_a_long_warp_specialized_block_is_modeled_in_bounded_work_and_alike():
 
 
 def test_the_shipped_warp_specialized_trace_shows_the_consumers_taking_turns():
-    from gpu.profiling.trace import load_traces
+    from gpu.files.trace import load_traces
 
     (trace,) = load_traces(ROOT / "resources" / "traces" / "h200_ws_trace.json")
     assert trace.algorithm == TILED_WS and trace.roles[:3] == (

@@ -13,11 +13,11 @@ from profiled_results import NCU, profiled_result, write_profiled
 from PySide6.QtCore import QEvent, QObject, QPointF, Qt
 from PySide6.QtWidgets import QApplication, QWidget
 
+from app.kit.plain_text import shown_text
 from app.measure.explain import ExplainPane, explain_html
 from app.state.app_state import AppState
 from app.state.model.cost_model_backend import CostModelBackend
 from app.state.point_inputs import PointInputs
-from app.window.plain_text import shown_text
 from gpu.algorithms import NAIVE, TILED, TILED_MMA
 from gpu.backends.backend import RunOptions
 from gpu.config import AttentionConfig

@@ -196,7 +196,7 @@ def test_the_explain_pane_says_the_comparison_of_the_point_on_screen():
 
 
 def test_the_best_bandwidth_is_kept_per_machine_with_its_date(tmp_path):
-    from gpu.model.cpu_roofs import best_bandwidth
+    from gpu.backends.cpu_machine import best_bandwidth
 
     path = tmp_path / "bw.json"
     first = best_bandwidth(19.3e9, path, "machine A", "2026-01-02")
@@ -213,7 +213,7 @@ def test_the_best_bandwidth_is_kept_per_machine_with_its_date(tmp_path):
 
 
 def test_a_damaged_bandwidth_file_keeps_nothing_and_is_replaced(tmp_path):
-    from gpu.model.cpu_roofs import best_bandwidth
+    from gpu.backends.cpu_machine import best_bandwidth
 
     path = tmp_path / "bw.json"
     path.write_text('{"machine A": {"bytes_s": "fast", "date": 3}')  # not even whole JSON
@@ -222,7 +222,7 @@ def test_a_damaged_bandwidth_file_keeps_nothing_and_is_replaced(tmp_path):
 
 
 def test_the_cpu_roofline_reads_the_kept_bandwidth_and_says_so():
-    from gpu.model import cpu_roofs
+    from gpu.backends import cpu_machine as cpu_roofs
 
     details = cpu_roofs.device_details()
     kept = cpu_roofs.machine_bandwidth()

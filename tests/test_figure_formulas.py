@@ -10,6 +10,7 @@ import functools
 import json
 import math
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -113,12 +114,12 @@ def test_the_h200_roofs_at_the_boost_clock_are_per_clock_rates_times_132_sms_tim
         "hbm": "memory", "l2": "memory", "tensor": "compute", "mma_sync": "compute",
         "fp32": "compute", "xu": "compute",
     }  # fmt: skip
-    assert r[roofline.TENSOR].label == "tensor cores (wgmma) 1071 TFLOP/s"  # 1,070.5
+    assert r[roofline.TENSOR].label == "tensor cores (wgmma) 1.07 PFLOP/s"  # 1,070.5 T
     assert r[roofline.MMA].label == "tensor cores (mma.sync) 714 TFLOP/s"  # 713.6
     assert r["fp32"].label == "fp32 CUDA cores 66.9 TFLOP/s"
     assert r[roofline.XU].label == "exponential unit 4.18 Texp/s"
     assert r[roofline.HBM].label == "HBM 4.80 TB/s"
-    assert r[roofline.L2].label == "L2 15.42 TB/s nominal"
+    assert r[roofline.L2].label == "L2 15.4 TB/s nominal"
     assert "4,096 FLOP/clk/SM × 132 SMs at the boost clock 1.98 GHz" in r["tensor"].source
     assert "2,731 FLOP/clk/SM" in r[roofline.MMA].source
     assert "256 FLOP/clk/SM × 132 SMs" in r["fp32"].source
@@ -135,20 +136,20 @@ def test_a_gpu_without_per_clock_rates_has_its_datasheet_peaks_and_no_mma_sync_r
     assert r[roofline.L2].peak == pytest.approx(5120 * 1.41e9) and not r[roofline.L2].nominal
     assert r[roofline.L2].label == "L2 7.22 TB/s"
     assert GPUS["A100 SXM 80 GB"].l2_bandwidth_bytes_s == pytest.approx(5120 * 1.41e9)
-    # a T4's 65 TFLOP/s is below 100: three significant digits
-    assert roofline.roofs(GPUS["T4 16 GB"])["tensor"].label == "tensor cores 65 TFLOP/s"
+    # three significant figures, trailing zeros kept (gpu/units.py)
+    assert roofline.roofs(GPUS["T4 16 GB"])["tensor"].label == "tensor cores 65.0 TFLOP/s"
     assert roofline.roofs(GPUS["RTX 3060 12 GB"])["tensor"].label == "tensor cores 25.5 TFLOP/s"
 
 
-def test_rates_are_written_with_the_largest_prefix_they_reach():
-    assert roofline._rate(4.8e12, "B/s") == "4.8 TB/s"
-    assert roofline._rate(123.4e12, "FLOP/s") == "123 TFLOP/s"
-    assert roofline._rate(12.34e9, "B/s") == "12.3 GB/s"
-    assert roofline._rate(1e9, "B/s") == "1 GB/s"
-    assert roofline._rate(999e6, "B/s") == "999 MB/s"
-    assert roofline._rate(1e6, "B/s") == "1 MB/s"
-    assert roofline._rate(999.0, "B/s") == "999 B/s"
-    assert roofline._tflops(100e12) == "100" and roofline._tflops(99.94e12) == "99.9"
+def test_roof_labels_write_rates_with_the_largest_prefix_they_reach():
+    """The roofs' labels are the one unit formatter's (gpu/units.py fmt_rate): three
+    significant figures with trailing zeros, the next prefix once a figure rounds up to it."""
+    h200 = roofline.roofs(GPUS["H200 SXM 141 GB"])
+    cpu = replace(GPUS["T4 16 GB"], kind="cpu", bandwidth_bytes_s=12.34e9, fp32_flops=999e9)
+    assert roofline.roofs(cpu)[roofline.DRAM].label == "memory 12.3 GB/s"
+    assert roofline.roofs(cpu)["fp32"].label == "fp32 SIMD 999 GFLOP/s"
+    assert h200[roofline.HBM].label == "HBM 4.80 TB/s"
+    assert h200[roofline.TENSOR].label.endswith(" 1.07 PFLOP/s")
 
 
 def test_the_roofs_of_the_recording_are_at_the_median_clock_of_its_counters():
@@ -954,8 +955,9 @@ def test_a_figure_prints_each_unit_its_own_way():
     def text(v, u):
         return Figure(v, u, "model", "x").value_text()
 
-    assert text(4.8e12, "B/s") == "4.8 TB/s" and text(3.51e12, "exp/s") == "3.51 Texp/s"
-    assert text(8066.4, "FLOP/B") == "8,066.4 FLOP/B"
+    assert text(4.8e12, "B/s") == "4.80 TB/s" and text(3.51e12, "exp/s") == "3.51 Texp/s"
+    assert text(1.0705e15, "FLOP/s") == "1.07 PFLOP/s"  # was "1.07e+03 TFLOP/s"
+    assert text(8066.4, "FLOP/B") == "8\u2009066 FLOP/B" and text(63.51, "FLOP/B") == "63.5 FLOP/B"
     assert text(9.99, "×") == "10.0×" and text(10, "×") == "10×" and text(1531.2, "×") == "1,531×"
     assert text(1.98e9, "Hz") == "1.980 GHz"
     assert text(8.2e11, "FLOP") == Figure(8.2e11, "FLOP", "m", "").value_text() != "—"

@@ -422,8 +422,8 @@ def test_the_ring_tabs_buttons_use_no_glyph_the_font_may_lack(qtbot):
     from PySide6.QtGui import QFontMetrics
     from PySide6.QtWidgets import QToolButton
 
+    from app.kit.state_signal import StateSignal
     from app.ring.panel import RingPanel
-    from app.window.state_signal import StateSignal
 
     panel = RingPanel(StateSignal())
     qtbot.addWidget(panel)

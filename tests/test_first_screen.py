@@ -10,10 +10,10 @@ import pytest
 from PySide6.QtCore import QSize
 from PySide6.QtGui import QColor, QPalette
 
+from app.kit.theme import LIGHT, QT_COLORS
 from app.state.model.cache import cost
 from app.state.model.cost_model_backend import CostModelBackend
 from app.state.units import fmt_bytes, fmt_int
-from app.window.theme import LIGHT, QT_COLORS
 from gpu.algorithms import (
     ALGORITHMS,
     NAIVE,

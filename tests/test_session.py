@@ -24,7 +24,7 @@ from app.state.session import (
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED, TILED_MMA, TILED_WGMMA
 from gpu.config import AttentionConfig
 from gpu.files.recording import Recording, save_recording
-from gpu.profiling.trace import load_traces
+from gpu.files.trace import load_traces
 from gpu.results import KernelTime
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,8 +8,8 @@ import threading
 import pytest
 from PySide6.QtCore import QByteArray, QSettings
 
-from app.window import settings_store
-from app.window.settings_store import SettingsStore
+from app.kit import settings_store
+from app.kit.settings_store import SettingsStore
 
 
 def _file(tmp_path, **values) -> QSettings:

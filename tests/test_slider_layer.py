@@ -10,9 +10,9 @@ from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QImage, QRegion
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
+from app.kit.theme import palette
 from app.plotting.metric_plot import MetricPlot
 from app.plotting.plot_items import Style
-from app.window.theme import palette
 
 NS = [128 * 2**k for k in range(11)]
 

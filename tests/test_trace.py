@@ -20,8 +20,7 @@ from gpu.algorithms import NAIVE, TILED, TILED_MMA
 from gpu.config import AttentionConfig
 from gpu.files.recording import Recording, RecordingError, load_recording, save_recording
 from gpu.files.schema import MAX_SM_COUNT, MAX_TRACE_BLOCKS
-from gpu.model.schedule import launch_query_tile
-from gpu.profiling.trace import (
+from gpu.files.trace import (
     BLOCK_LEVEL,
     KERNEL_LEVEL,
     NAIVE_KERNELS,
@@ -39,6 +38,7 @@ from gpu.profiling.trace import (
     trace_from_rows,
     trace_problems,
 )
+from gpu.model.schedule import launch_query_tile
 from gpu.results import DeviceInfo
 from tests.trace_fakes import fake_rows
 

@@ -31,9 +31,9 @@ from gpu.config import AttentionConfig
 from gpu.model.costmodel import GpuSpec
 from gpu.results import RunResult
 
+from ..kit.plain_text import PlainLabel
 from ..state.animation.decode_order import DecodeFrame, DecodeLane, DecodeLanes
 from ..state.units import fmt_bytes, fmt_flops, fmt_int, fmt_seconds
-from ..window.plain_text import PlainLabel
 from ..work.background import LatestOnly
 from .colors import DARK, AnimColors
 from .source_panel import SourcePanel

@@ -14,14 +14,14 @@ from PySide6.QtGui import (
     QPainter,
 )
 
-from gpu.model.costmodel import DEFAULT_GPU, GPUS, GpuSpec, gpu_for_device_name
-from gpu.profiling.trace import (
+from gpu.files.trace import (
     BLOCK_LEVEL,
     ROLE_TILE_PHASES,
     Trace,
     TraceLayout,
     layout,
 )
+from gpu.model.costmodel import DEFAULT_GPU, GPUS, GpuSpec, gpu_for_device_name
 
 from ..state.animation.lane import Lane, build_lanes
 from ..state.animation.warp_roles import (

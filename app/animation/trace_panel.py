@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gpu.profiling.trace import (
+from gpu.files.trace import (
     BLOCK_LEVEL,
     KERNEL_LEVEL,
     BlockTrace,
@@ -36,10 +36,10 @@ from gpu.profiling.trace import (
     load_traces,
 )
 
+from ..kit.plain_text import PlainLabel
 from ..state.animation.player import Player
 from ..state.animation.trace_replay import BlockReplay
 from ..state.units import fmt_ns
-from ..window.plain_text import PlainLabel
 from ..work.background import LatestOnly
 from .block_strip import BlockStrip
 from .canvas import TileCanvas, scene_for

@@ -39,8 +39,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.state.units import fmt_bytes, fmt_ns
-from gpu.model.costmodel import algorithm_cost
-from gpu.profiling.trace import (
+from gpu.files.trace import (
     BLOCK_LEVEL,
     KERNEL_LEVEL,
     Trace,
@@ -48,13 +47,14 @@ from gpu.profiling.trace import (
     active_blocks,
     layout,
 )
+from gpu.model.costmodel import algorithm_cost
 
+from ..kit.plain_text import tooltip
 from ..state.animation.warp_roles import (
     GEMM,
     ISSUE,
     SOFTMAX,
 )
-from ..window.plain_text import tooltip
 from ..work.background import LatestOnly
 from .colors import DARK, AnimColors
 from .trace_image import PreparedTrace, blocks_image, phase_arrays, role_arrays

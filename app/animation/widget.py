@@ -37,11 +37,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gpu.algorithms import ALGORITHMS, NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
+from gpu.algorithms import ALGORITHMS, LAZY, NAIVE, TILED, single_kernel_fused
 from gpu.config import AttentionConfig
 from gpu.model.costmodel import DEFAULT_GPU, GPUS, GpuSpec
 from gpu.results import RunResult
 
+from ..kit.plain_text import PlainLabel, tooltip
 from ..state.animation.clock import LaneClock, clock_for
 from ..state.animation.lane import Lane, build_lanes
 from ..state.animation.player import DEFAULT_DURATION_S, Player
@@ -49,7 +50,6 @@ from ..state.animation.snapshots import Counters, LaneFrame
 from ..state.current_point import point_for
 from ..state.decode_fit import prefill_of
 from ..state.units import fmt_seconds
-from ..window.plain_text import PlainLabel, tooltip
 from ..work.background import LatestOnly
 from ..work.pacing import LANES_MS, SOURCE_MS, coalesced
 from .canvas import TileCanvas, scene_for
@@ -63,10 +63,17 @@ TIMELINE_STEPS = 10_000
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 DURATIONS = (10.0, 20.0, 40.0, 60.0, 120.0)
 GLIDE_S = 0.35
-#: The fused kernels naive can be compared with (the second lane).
-FUSED = (TILED, TILED_MMA, TILED_WGMMA, TILED_WS)
+#: The fused kernels naive can be compared with (the second lane): the registry's one-kernel
+#: forwards.
+FUSED = single_kernel_fused()
 #: (config, algorithm) -> the measured result of that config, or None.
 ResultLookup = Callable[[AttentionConfig, str], RunResult | None]
+
+
+def _rescales_lazily(algorithm: str | None) -> bool:
+    """Whether the lane's kernel rescales its online softmax lazily (the registry's `rescale`)."""
+    info = ALGORITHMS.get(algorithm or "")
+    return info is not None and info.rescale == LAZY
 
 
 class StepKeys(QObject):
@@ -80,7 +87,7 @@ class StepKeys(QObject):
         super().__init__(parent)
         self.back, self.forward = back, forward
 
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+    def eventFilter(self, _watched: QObject, event: QEvent) -> bool:
         kind = event.type()
         if kind in (QEvent.Type.ShortcutOverride, QEvent.Type.KeyPress):
             assert isinstance(event, QKeyEvent)
@@ -223,7 +230,7 @@ class TileAnimationWidget(QWidget):
         self.canvas = TileCanvas(self)
         self.softmax_panel = OnlineSoftmaxPanel(self)
         fused = next((a for a in self.player.algorithms if a != NAIVE), None)
-        self.softmax_panel.set_lazy(fused is not None and fused != TILED)
+        self.softmax_panel.set_lazy(_rescales_lazily(fused))
         self.source_panel = SourcePanel(self, kernel_dir=kernel_dir)
         bottom = QSplitter(Qt.Orientation.Horizontal, self)
         bottom.addWidget(self.softmax_panel)
@@ -579,7 +586,7 @@ class TileAnimationWidget(QWidget):
         self.source_panel.set_lanes(self.player.algorithms)
         second = next((a for a in algorithms if a != NAIVE), None)
         # the readable kernel rescales on every growth of the max, the tensor-core ones lazily
-        self.softmax_panel.set_lazy(second is not None and second != TILED)
+        self.softmax_panel.set_lazy(_rescales_lazily(second))
         if second in FUSED and self.lanes_box.currentData() != second:
             self.lanes_box.blockSignals(True)
             self.lanes_box.setCurrentIndex(FUSED.index(second))

@@ -33,12 +33,12 @@ from gpu.config import (
 )
 from gpu.model.layer_stack import LAYERS_MAX, LAYERS_MIN
 
+from ..kit.plain_text import PlainLabel, tooltip
 from ..state.budget import (
     BUDGET_PRESETS,
     CUSTOM_GB_RANGE,
 )
 from ..state.seq_scale import SEQ_MAX, SEQ_MIN
-from ..window.plain_text import PlainLabel, tooltip
 from .choices import ALGORITHM_ORDER, BACKEND_CHOICES, DETERMINISTIC_TIP, PASS_CHOICES
 from .decode_controls import DecodeRows
 from .devices import DevicesControl

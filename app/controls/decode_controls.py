@@ -13,8 +13,8 @@ from PySide6.QtWidgets import QComboBox, QFormLayout, QHBoxLayout, QLabel, QWidg
 from gpu.config import HEADS_MAX, HEADS_MIN, NEW_TOKENS_MAX, NEW_TOKENS_MIN, AttentionConfig
 from gpu.model.kv_fit import DECODE_MODELS
 
+from ..kit.plain_text import PlainLabel, tooltip
 from ..state.decode_fit import KV_CHOICES, WEIGHT_CHOICES, model_of_shape
-from ..window.plain_text import PlainLabel, tooltip
 from .spin_boxes import ValidatedSpinBox
 
 #: The Model control's entry for a shape no preset has.

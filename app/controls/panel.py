@@ -33,6 +33,8 @@ from gpu.config import (
 )
 from gpu.model.costmodel import GPUS
 
+from ..kit.plain_text import tooltip
+from ..kit.state_signal import StateSignal
 from ..state.app_state import AppState, Change
 from ..state.budget import (
     BUDGET_PRESETS,
@@ -42,9 +44,7 @@ from ..state.budget import (
 )
 from ..state.decode_fit import preset_config
 from ..state.seq_scale import SEQ_MAX, SEQ_MIN, nearest_index
-from ..state.units import fmt_bytes, fmt_int, short_n
-from ..window.plain_text import tooltip
-from ..window.state_signal import StateSignal
+from ..state.units import fmt_bytes, fmt_int, fmt_rate, short_n
 from .choices import ALGORITHM_ORDER, BACKEND_CHOICES, CONFIG_FIELDS
 from .control_groups import ControlGroups
 from .panel_settings import PanelSettings
@@ -290,8 +290,8 @@ class ControlsPanel(ControlGroups, PanelSettings, QWidget):
                 text = spec.label
                 tip = (
                     f"{spec.name}: {spec.memory_label} = {fmt_bytes(spec.memory_bytes)}, "
-                    f"{spec.bandwidth_bytes_s / 1e12:.2f} TB/s, "
-                    f"{spec.fp16_tensor_flops / 1e12:.0f} TFLOP/s fp16 dense ({spec.source})"
+                    f"{fmt_rate(spec.bandwidth_bytes_s, 'B/s')}, "
+                    f"{fmt_rate(spec.fp16_tensor_flops, 'FLOP/s')} fp16 dense ({spec.source})"
                 )
             self.budget.setItemText(i, text)
             self.budget.setItemData(i, tip, Qt.ItemDataRole.ToolTipRole)

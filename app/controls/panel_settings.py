@@ -9,11 +9,11 @@ import contextlib
 from gpu.config import BACKWARD, DECODE, STEP, ConfigError
 from gpu.model.layer_stack import LAYERS_MAX, LAYERS_MIN
 
+from ..kit import settings
+from ..kit.settings_store import SettingsStore
 from ..state.budget import BUDGET_PRESETS
 from ..state.decode_fit import KV_CHOICES, WEIGHT_CHOICES
 from ..state.ring.devices import parse_devices
-from ..window import settings
-from ..window.settings_store import SettingsStore
 from .choices import ALGORITHM_ORDER
 
 
@@ -52,7 +52,7 @@ class PanelSettings:
         s.endGroup()
 
     def restore(self, s: SettingsStore) -> None:
-        """Apply saved values in one update; each is type-checked (app/window/settings.py), and one
+        """Apply saved values in one update; each is type-checked (app/kit/settings.py), and one
         that is missing, of the wrong type or no longer valid is ignored on its own."""
         state = self.state.value
         config = state.config

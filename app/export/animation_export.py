@@ -39,6 +39,7 @@ from gpu.files.fileio import (
 )
 from gpu.model.costmodel import GpuSpec
 from gpu.results import RunResult
+from gpu.units import fmt_bytes
 
 from .animation_writers import (
     AnimationWriteError,
@@ -134,8 +135,8 @@ def check_animation_request(frames: int, size: tuple[int, int]) -> None:
     free = psutil.virtual_memory().available
     if need > free * MEMORY_SHARE:
         raise ExportError(
-            f"a {w}×{h} animation needs about {need / 2**20:,.0f} MiB of memory while it "
-            f"renders, and {free / 2**20:,.0f} MiB are free: choose a smaller size"
+            f"a {w}×{h} animation needs about {fmt_bytes(need)} of memory while it renders, and "
+            f"{fmt_bytes(free)} are free: choose a smaller size"
         )
 
 

@@ -25,6 +25,7 @@ from gpu.model.costmodel import GpuSpec
 from gpu.model.decode_cost import kv_cache_bytes
 from gpu.results import RunResult
 
+from ..kit.theme import Palette
 from ..plotting.labelled_line import LabelledLine
 from ..plotting.metric_plot import MetricPlot
 from ..plotting.plot_items import Style
@@ -40,7 +41,6 @@ from ..state.model.cache import cost
 from ..state.model.curves import MODEL_GRID
 from ..state.recorded_run import reference_label
 from ..state.units import fmt_bytes, fmt_int, fmt_rate
-from ..window.theme import Palette
 from .plot_styles import DEFAULT_REFERENCE_STYLE, REFERENCE_STYLES, series_label, series_symbol
 
 #: What fits: a model's weights plus its cache of all layers, against the budget.

@@ -39,6 +39,7 @@ from gpu.model.layer_stack import layer_stack, training_wall_seq_len
 from gpu.model.roofline import MEASURED, AlgorithmVerdict, Explanation, KernelVerdict
 from gpu.results import RunResult
 
+from ..kit.theme import DARK, Palette
 from ..state.app_state import AppState
 from ..state.current_point import point_for
 from ..state.default_view import fastest_fused
@@ -48,7 +49,6 @@ from ..state.roof_words import binds_text, shares_text
 from ..state.time_comparison import compare_times
 from ..state.training_figures import FUSED, training_figures
 from ..state.units import fmt_bytes, fmt_flops, fmt_int, fmt_intensity, fmt_ms
-from ..window.theme import DARK, Palette
 from ..work.background import LatestOnly
 from ..work.pacing import PAUSE_MS, settled
 from .decode_explain import decode_header, decode_section

@@ -40,6 +40,7 @@ from gpu.model.roofline import (
 )
 from gpu.results import RunResult
 
+from ..kit.theme import Palette
 from ..plotting.metric_plot import MetricPlot
 from ..plotting.plot_items import Style, with_alpha
 from ..plotting.series_key import SeriesKey
@@ -60,7 +61,6 @@ from ..state.units import (
     fmt_ms_axis,
     fmt_plain_axis,
 )
-from ..window.theme import Palette
 from ..work.background import LatestOnly
 from ..work.pacing import before_paint, coalesced, once_per_turn, own_turn
 from .decode_plots import DecodePlots

@@ -22,11 +22,11 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QSizePolicy, QVBoxLayout, 
 from gpu.algorithms import ALGORITHMS
 from gpu.results import RunResult
 
+from ..kit.elided_label import ElidedLabel
+from ..kit.theme import Palette
 from ..plotting.plot_items import with_alpha
 from ..plotting.staged import Staged
 from ..state.units import fmt_int
-from ..window.elided_label import ElidedLabel
-from ..window.theme import Palette
 
 #: Gap between two kernels' strips on the time axis, as a share of the total time.
 KERNEL_GAP = 0.02

@@ -23,9 +23,9 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QGraphicsItem
 
+from ..kit.plain_text import html_text, tooltip
+from ..kit.theme import Palette
 from ..state.units import fmt_int
-from ..window.plain_text import html_text, tooltip
-from ..window.theme import Palette
 from .axes import Log2NAxis, LogValueAxis, decades, drawable, octaves
 from .legend import LegendSample, LegendStrip
 from .plot_items import CachedBoundsScatter, Style, with_alpha
@@ -165,7 +165,7 @@ class MetricPlot(Staged, pg.PlotWidget):
         self._legend_names: list[str] = []
         #: Legend rows made so far, kept while hidden: name -> (sample, label).
         self._legend_rows: dict[str, tuple] = {}
-        # Ranges are set by fit_y / fit_x when data change, never by pyqtgraph's auto-range: it
+        # Ranges are set by fit_y / fit_xy when data change, never by pyqtgraph's auto-range: it
         # re-ranges (and repaints the whole plot) whenever any item moves, cursors included.
         self.plotItem.vb.disableAutoRange()
         self.plotItem.vb.setLimits(minXRange=MIN_RANGE, minYRange=MIN_RANGE)
@@ -372,13 +372,6 @@ class MetricPlot(Staged, pg.PlotWidget):
         """Fix the x range (linear units) so the cursor never leaves the view."""
         self._x_span = (math.log10(lo), math.log10(hi))
         self.plotItem.vb.enableAutoRange(x=False)
-        if not self.user_zoomed:
-            self._fit_x_now()
-
-    def fit_x(self, extra: Sequence[float] = ()) -> None:
-        """Range x over the visible data (and `extra` linear values), for a plot whose x is
-        not N (no fixed span): a decade of margin, never narrower than two decades."""
-        self._x_extra = [v for v in extra if drawable(v)]
         if not self.user_zoomed:
             self._fit_x_now()
 

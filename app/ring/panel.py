@@ -46,6 +46,9 @@ from gpu.model.links import DEFAULT_TOPOLOGY, TOPOLOGIES
 from gpu.results import RunResult
 from gpu.ring.model import RooflineThroughput, device_peak_bytes
 
+from ..kit.plain_text import PlainLabel, tooltip
+from ..kit.state_signal import StateSignal
+from ..kit.theme import Palette, palette
 from ..state.app_state import AppState, Change
 from ..state.family import cache_config, family_of
 from ..state.ring.curves import RingCurves, ring_curves
@@ -71,9 +74,6 @@ from ..state.ring.story import (
     too_short_text,
 )
 from ..state.units import fmt_ms
-from ..window.plain_text import PlainLabel, tooltip
-from ..window.state_signal import StateSignal
-from ..window.theme import Palette, palette
 from ..work.background import LatestOnly, in_process
 from ..work.pacing import LANES_MS, RESULTS_MS, coalesced, own_turn
 from .plots import RingPlots

@@ -34,7 +34,7 @@ from gpu.results import RunResult
 
 from .family import cache_config
 from .model.cache import band, known_band
-from .units import fmt_bytes, fmt_flops, fmt_int, fmt_ms
+from .units import fmt_bytes, fmt_flops, fmt_int, fmt_intensity, fmt_ms, fmt_rate, fmt_si
 
 MODEL, DATASHEET, NOMINAL = "model", "datasheet", "nominal"
 #: Entries kept by the memo (a long session's shapes: start afresh rather than grow).
@@ -71,9 +71,11 @@ class Figure:
         if u == "tokens":
             return fmt_int(int(v))
         if u == "Hz":
-            return f"{v / 1e9:.3f} GHz"
+            return fmt_si(v, "Hz", 4)
         if u in ("B/s", "FLOP/s", "exp/s"):
-            return f"{v / 1e12:.3g} T{u}"
+            return fmt_rate(v, u)
+        if u == "FLOP/B":
+            return f"{fmt_intensity(v)} FLOP/B"
         return f"{v:,.1f} {u}"
 
     def to_dict(self) -> dict[str, Any]:

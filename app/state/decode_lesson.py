@@ -24,7 +24,7 @@ from .lesson_step import MEMORY, ROOFLINE, LessonStep
 from .model.cache import verdict
 from .point_inputs import PointInputs
 from .seq_scale import SEQ_MAX
-from .units import fmt_bytes, fmt_int
+from .units import fmt_bytes, fmt_int, fmt_intensity
 
 
 def cache_step(inp: PointInputs) -> LessonStep:
@@ -101,8 +101,8 @@ def bound_step(inp: PointInputs) -> LessonStep:
         "Memory-bound even when fused",
         f"Each cached byte meets {c.group_size * c.new_tokens} query row(s) and is never used "
         f"again. {ALGORITHMS[SPLIT_KV].label}: {said(fused)}; naive: {said(naive)}. The ridge "
-        f"of the {inp.gpu_label} roofs is {ridge:,.0f} FLOP per byte: decode sits far left of "
-        "it, so the time per token is the cache's bytes over the memory's bandwidth.",
+        f"of the {inp.gpu_label} roofs is {fmt_intensity(ridge)} FLOP per byte: decode sits far "
+        "left of it, so the time per token is the cache's bytes over the memory's bandwidth.",
         ROOFLINE,
     )
 

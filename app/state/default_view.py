@@ -10,20 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gpu.algorithms import (
-    ALGORITHMS,
-    NAIVE,
-    RING,
-    SPLIT_KV,
-    TILED,
-    TILED_MMA,
-    TILED_WGMMA,
-    TILED_WS,
-)
+from gpu.algorithms import ALGORITHMS, NAIVE, RING, SPLIT_KV, TILED, fastest_fused_first
 
-#: The fused kernels, fastest first: the order of their times at every N of every recorded run
-#: (resources/recorded/h200_sweep.json: warp-specialized < wgmma < mma.sync < readable).
-FASTEST_FUSED_FIRST = (TILED_WS, TILED_WGMMA, TILED_MMA, TILED)
 #: The one peer shown by default: the fastest PyTorch backend first.
 PEERS_FIRST = ("sdpa_cudnn", "sdpa_flash", "sdpa_math")
 
@@ -31,7 +19,7 @@ PEERS_FIRST = ("sdpa_cudnn", "sdpa_flash", "sdpa_math")
 def fastest_fused(available: Iterable[str]) -> str:
     """The fastest fused kernel among `available` (the readable one when none is)."""
     have = set(available)
-    return next((a for a in FASTEST_FUSED_FIRST if a in have), TILED)
+    return next((a for a in fastest_fused_first() if a in have), TILED)
 
 
 def default_checked(available: Iterable[str]) -> tuple[str, ...]:
@@ -58,4 +46,4 @@ def tiles_fused(available: Iterable[str], cpu: bool) -> str:
     backend has; on the CPU, whose only fused path is the readable
     algorithm in NumPy (slower than naive on a GPU's clock: naive would finish first), the
     fastest one the animation models on the target GPU."""
-    return fastest_fused(FASTEST_FUSED_FIRST if cpu else available)
+    return fastest_fused(fastest_fused_first() if cpu else available)

@@ -7,15 +7,16 @@ from __future__ import annotations
 from gpu.algorithms import ALGORITHMS
 from gpu.backends.backend import Backend
 
+from ..kit.plain_text import tooltip
 from ..state.app_state import AppState
 from ..state.default_view import default_checked
 from ..state.recorded_run import REPLAY, RecordedBackend, shipped_recording
 from ..state.ring.devices import backend_for
 from ..state.runs import BackendFailure, BackendReady
+from ..state.units import fmt_seconds
 from ..work.background import read_elsewhere
 from ..work.release import free_later
 from .measuring import CONTINUE_TIP, RECORDED_SWEEP_TIP, SWEEP_TIP
-from .plain_text import tooltip
 
 NO_CUDA_MESSAGE = "No CUDA device: using the CPU backend (NumPy)"
 #: The header's button while a recording is replayed: measure on this machine instead.
@@ -158,7 +159,7 @@ class BackendControl:
                     f"holds no results for {wanted.label()}",
                 )
         else:
-            self._idle_text = f"Ready: {info.name} (started in {ready.seconds:.1f} s)"
+            self._idle_text = f"Ready: {info.name} (started in {fmt_seconds(ready.seconds)})"
             continuing, self._continuing = self._continuing, None
             if continuing is not None:
                 source, kept, file = continuing

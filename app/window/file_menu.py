@@ -39,16 +39,16 @@ from gpu.algorithms import ALGORITHMS
 from gpu.files.recording import RecordingError
 
 from ..export import animation_export, animation_writers, export_files, plot_images, plot_tables
+from ..kit import settings
+from ..kit.plain_text import PlainLabel, ask, menu_text, tooltip
+from ..kit.settings_store import SettingsStore
+from ..kit.theme import THEMES
 from ..state.budget import BUDGET_PRESETS, CUSTOM_GB_RANGE
 from ..state.recorded_run import RECORDED_DIR, REPLAY, RecordedBackend, shipped_recording
 from ..state.session import Session, SessionError, make_session, save_session
 from ..work.background import LatestOnly, read_elsewhere, run_once
-from . import settings
 from .accessibility import name_widgets
 from .actions import make_action
-from .plain_text import PlainLabel, ask, menu_text, tooltip
-from .settings_store import SettingsStore
-from .theme import THEMES
 
 RECENT_KEY = "recent/files"
 FILES_FOLDER_KEY = "files/folder"  # sessions and recordings, opened or saved

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QDialog, QDialogButtonBox, QMenu, QTextBrowser, QV
 
 from ..state.runs import BackendReady
 from ..state.session import app_version
+from ..state.units import fmt_bytes
 from .accessibility import name_widgets
 from .actions import make_action
 
@@ -225,7 +226,7 @@ def about_html(ready: BackendReady | None) -> str:
         rows.append(("Backend", _backend_words(info.backend, details)))
         rows.append(("Device", info.name))
         if info.memory_total_bytes:
-            rows.append(("Device memory", f"{info.memory_total_bytes / 1e9:.1f} GB"))
+            rows.append(("Device memory", fmt_bytes(info.memory_total_bytes)))
         where = " (when recorded)" if recorded else ""
         if details.get("cupy_version"):
             rows.append((f"CuPy{where}", str(details["cupy_version"])))

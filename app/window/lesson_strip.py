@@ -17,13 +17,13 @@ from PySide6.QtWidgets import QFrame, QGridLayout, QSizePolicy, QToolButton, QWi
 
 from gpu.results import RunResult
 
+from ..kit.elided_label import ElidedLabel
+from ..kit.plain_text import PlainLabel
 from ..state.app_state import AppState
 from ..state.lesson import STEPS, LessonStep, lesson_steps
 from ..state.point_inputs import PointInputs
 from ..work.background import LatestOnly
 from ..work.pacing import PAUSE_MS, settled
-from .elided_label import ElidedLabel
-from .plain_text import PlainLabel
 
 
 class LessonStrip(QFrame):

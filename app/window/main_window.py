@@ -42,6 +42,11 @@ from gpu.config import AttentionConfig
 from gpu.results import RunResult
 
 from ..controls.panel import ControlsPanel
+from ..kit import settings
+from ..kit.plain_text import PlainLabel, tooltip
+from ..kit.settings_store import SettingsStore
+from ..kit.state_signal import StateSignal
+from ..kit.theme import THEMES, icon_path, palette, qt_palette, style_sheet
 from ..measure.explain import ExplainPane
 from ..measure.plot_styles import ALGOS
 from ..measure.plots import PlotsPanel
@@ -60,22 +65,17 @@ from ..work.background import (
 from ..work.collector import IdleCollector, freeze_long_lived
 from ..work.pacing import ARRIVALS_HOLD_MS, MODEL_WAIT_MS, RESULTS_MS, coalesced, own_turn
 from ..work.runner import Runner
-from . import settings
 from .accessibility import name_widgets
 from .backend_control import BackendControl
 from .lesson_strip import LessonStrip
 from .measuring import SWEEP_TIP, Measuring
-from .plain_text import PlainLabel, tooltip
 from .screen_fit import ScreenFit, fit_to_screen
-from .settings_store import SettingsStore
-from .state_signal import StateSignal
 from .status import (
     ConfigNotes,
     ErrorBanner,
     RunStatus,
     StatusBarReadouts,
 )
-from .theme import THEMES, icon_path, palette, qt_palette, style_sheet
 from .wheel_guard import WheelGuard, guard_wheel
 from .window_actions import WindowActions
 
@@ -130,7 +130,7 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         self.setWindowTitle(WINDOW_TITLE)
         self.setWindowIcon(QIcon(str(icon_path())))
         self.backend_factory: BackendFactory = backend_factory or create_backend
-        #: Read once, written off the GUI thread (app/window/settings_store.py).
+        #: Read once, written off the GUI thread (app/kit/settings_store.py).
         self.settings = SettingsStore(settings if settings is not None else default_settings())
         #: The app state: controls write to it, every view follows it.
         self.model = StateModel()
@@ -596,7 +596,7 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
     # ------------------------------------------------------------------ settings, lifecycle
 
     def _restore_settings(self) -> None:
-        """Saved settings, each type-checked (app/window/settings.py): a damaged file costs a log
+        """Saved settings, each type-checked (app/kit/settings.py): a damaged file costs a log
         line per bad value, never the start."""
         s = self.settings
         self.controls.restore(s)

@@ -26,11 +26,11 @@ from PySide6.QtWidgets import (
 from gpu.config import AttentionConfig
 from gpu.results import DeviceInfo, RunResult
 
+from ..kit.elided_label import ElidedLabel
+from ..kit.plain_text import PlainLabel, tooltip
 from ..state.current_point import AlgorithmFigures
 from ..state.roof_words import binds_text
 from ..state.units import fmt_bytes, fmt_ms, fmt_seconds
-from .elided_label import ElidedLabel
-from .plain_text import PlainLabel, tooltip
 
 #: The status bar's last run before any on the backend in use.
 LAST_NONE = "last run: —"

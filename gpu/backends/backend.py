@@ -47,7 +47,7 @@ class RunOptions:
     #: between kernels and repeats); when it returns True the run stops with RunCancelled.
     #: A `threading.Event`'s `is_set` fits. It must be cheap and must not raise.
     cancel: CancelHook | None = None
-    #: Sample DRAM/L2 bytes and unit activity per kernel (CUDA, gpu.profiling.profiler). The timed
+    #: Sample DRAM/L2 bytes and unit activity per kernel (CUDA, gpu.counters.profiler). The timed
     #: runs stay unsampled; the counters come from separate launches after them.
     profile: bool = False
 

@@ -37,11 +37,10 @@ import psutil
 from ..algorithms import ALGORITHMS, NAIVE, SPLIT_KV, TILED, tile_shape
 from ..config import STEP, AttentionConfig, ceil_div
 from ..files.schema import finite_result
-from ..model import cpu_roofs
 from ..model.costmodel import algorithm_cost
 from ..results import DeviceInfo, KernelTime, RunResult
 from ..units import fmt_bytes
-from . import cpu_backward, cpu_decode
+from . import cpu_backward, cpu_decode, cpu_machine
 from .array_meter import measure_peak
 from .backend import CancelHook, RunOptions, check_cancel, check_pass
 from .numpy_dtypes import NUMPY_DTYPES
@@ -96,7 +95,7 @@ class CpuBackend:
             memory_total_bytes=int(vm.total),
             memory_free_bytes=int(vm.available),
             # This CPU's roofs: its SIMD rates, clock, and a bandwidth measured once per process.
-            details={"numpy": np.__version__, **cpu_roofs.device_details()},
+            details={"numpy": np.__version__, **cpu_machine.device_details()},
         )
 
     def algorithms(self) -> tuple[str, ...]:

@@ -13,12 +13,14 @@ from dataclasses import dataclass
 import cupy
 import numpy as np
 
+from ..algorithms import ALGORITHMS, NAIVE
 from ..config import AttentionConfig, ceil_div
 from ..launch.cuda_kernels import element_type, get_kernel, smem_optin_bytes
 from ..model import costmodel
 from .cublas_gemm import gemm
 
-SOFTMAX_SOURCE = "softmax.cu"
+#: The one kernel of ours in naive's forward: the registry's source of naive.
+SOFTMAX_SOURCE = ALGORITHMS[NAIVE].source
 #: Static shared memory of the softmax kernels (their 32-float reduction scratch) plus slack.
 SOFTMAX_STATIC_SMEM = costmodel.SOFTMAX_STATIC_SMEM
 #: Chunks (16-byte or single elements) each softmax thread handles, at least.

@@ -316,7 +316,7 @@ def _profile_available(args: argparse.Namespace, backend) -> bool:
         print(f"# --profile: measured traffic needs the cuda backend ({backend.name} here); "
               "the figures stay the model's", flush=True)  # fmt: skip
         return False
-    from gpu.profiling.profiler import unavailable_reason
+    from gpu.counters.profiler import unavailable_reason
 
     reason = unavailable_reason()
     if reason is not None:

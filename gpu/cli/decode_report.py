@@ -12,7 +12,7 @@ from gpu.config import AttentionConfig
 from gpu.model.costmodel import GPUS, algorithm_cost, compulsory_cost
 from gpu.model.decode_cost import kv_cache_bytes, plan_for, score_bytes
 from gpu.model.kv_fit import DecodeModel, what_fits
-from gpu.units import fmt_bytes, fmt_flops, fmt_int
+from gpu.units import fmt_bytes, fmt_flops, fmt_int, fmt_intensity, fmt_ms_column
 
 
 def decode_report(cfg: AttentionConfig, args: argparse.Namespace, preset) -> dict[str, Any]:
@@ -98,13 +98,13 @@ def print_decode_report(cfg: AttentionConfig, r: dict[str, Any]) -> None:
         print(
             f"  {label:<9} peak {fmt_bytes(r[f'{key}_peak_bytes']):>10}   "
             f"HBM traffic {fmt_bytes(r[f'{key}_hbm_bytes'])}   "
-            f"intensity {r[f'{key}_intensity']:.2f} FLOP/B"
+            f"intensity {fmt_intensity(r[f'{key}_intensity'])} FLOP/B"
         )
     print(f"  FLOPs: {fmt_flops(r['flops'])}")
     for name, g in r["gpus"].items():
         print(
-            f"  {name:<18} split-KV {g['tiled_model_ms']:9.4f} ms, naive "
-            f"{g['naive_model_ms']:9.4f} ms (model); {g['splits']} splits of "
+            f"  {name:<18} split-KV {fmt_ms_column(g['tiled_model_ms']):>9} ms, naive "
+            f"{fmt_ms_column(g['naive_model_ms']):>9} ms (model); {g['splits']} splits of "
             f"{fmt_int(g['keys_per_split'])} keys, {g['blocks']} blocks, wave efficiency "
             f"{g['wave_efficiency']:.0%}"
         )

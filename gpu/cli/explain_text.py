@@ -4,7 +4,7 @@ each roof's peak; then the naive/tiled byte ratios and the model's check against
 
 from __future__ import annotations
 
-from gpu.units import fmt_bytes, fmt_ms_column
+from gpu.units import fmt_bytes, fmt_ms_column, fmt_si
 
 
 def _roof_text(v) -> str:
@@ -49,11 +49,11 @@ def print_roofs(e) -> None:
     """The roofs a verdict is read against, and the clock the compute roofs are quoted at."""
     print("  roofs: " + "; ".join(r.label for r in e.roofs.values()))
     if e.gpu.clock_hz and e.gpu.kind == "gpu":
-        hz, source = e.gpu.clock_hz / 1e9, e.gpu.clock_source
+        hz, source = fmt_si(e.gpu.clock_hz, "Hz", 4), e.gpu.clock_source
         if e.gpu.clock_measured:
-            print(f"  clock: {hz:.3f} GHz, measured ({source})")
+            print(f"  clock: {hz}, measured ({source})")
         else:
-            print(f"  clock: {hz:.3f} GHz, not measured: {source}, a ceiling the clock does not "
+            print(f"  clock: {hz}, not measured: {source}, a ceiling the clock does not "
                   "hold under load")  # fmt: skip
 
 

@@ -15,7 +15,7 @@ from gpu.algorithms import NAIVE, TILED
 from gpu.config import DETERMINISTIC_LABEL, PASS_LABELS, AttentionConfig
 from gpu.model.costmodel import GPUS, algorithm_cost, attention_matrix_bytes
 from gpu.model.roofline import explain
-from gpu.units import fmt_bytes, fmt_flops
+from gpu.units import fmt_bytes, fmt_flops, fmt_ms_column, fmt_seconds
 
 from .arguments import config_for, layer_count, preset_of
 from .errors import UsageError
@@ -89,8 +89,8 @@ def cmd_model(args: argparse.Namespace) -> int:
     for name, g in report["gpus"].items():
         fits = "fits" if g["naive_fits"] else "naive DOES NOT FIT"
         print(
-            f"  {name:<18} naive {g['naive_roofline_ms']:9.3f} ms  "
-            f"tiled {g['tiled_roofline_ms']:9.3f} ms  {fits}"
+            f"  {name:<18} naive {fmt_ms_column(g['naive_roofline_ms']):>9} ms  "
+            f"tiled {fmt_ms_column(g['tiled_roofline_ms']):>9} ms  {fits}"
         )
     if "ring" in report:
         _print_ring_model(report["ring"])
@@ -201,11 +201,11 @@ def _ring_model(cfg: AttentionConfig, devices: int) -> dict:
 
 
 def _print_ring_model(p: dict) -> None:
-    hidden = "hidden" if p["hidden"] else f"{p['exposed_s'] * 1e3:.3f} ms exposed"
+    hidden = "hidden" if p["hidden"] else f"{fmt_seconds(p['exposed_s'])} exposed"
     print(
         f"  ring on {p['devices']} GPUs ({p['link']}, {p['throughput']}): "
-        f"{p['total_s'] * 1e3:.3f} ms vs {p['single_s'] * 1e3:.3f} ms on one "
+        f"{fmt_seconds(p['total_s'])} vs {fmt_seconds(p['single_s'])} on one "
         f"(speed-up {p['speedup']:.2f}, efficiency {p['efficiency']:.0%}); per step "
-        f"compute {p['step_compute_s'] * 1e3:.3f} ms, transfer {p['step_transfer_s'] * 1e3:.3f} ms "
+        f"compute {fmt_seconds(p['step_compute_s'])}, transfer {fmt_seconds(p['step_transfer_s'])} "
         f"({hidden}); {fmt_bytes(p['peak_bytes_per_device'])} per GPU"
     )

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import AttentionConfig, ceil_div
+from . import occupancy
+from .occupancy import HOPPER
 
 SOURCE = "decode_split.cu"
 #: Threads per block; must equal DECODE_THREADS in the .cu file.
@@ -46,9 +48,6 @@ DESIGN_REGISTERS: dict[tuple[int, int], int] = {
     (128, 1): 72, (128, 2): 96, (128, 4): 167, (128, 8): 247,
     (256, 1): 72, (256, 2): 96, (256, 4): 167, (256, 8): 247,
 }  # fmt: skip
-#: Hopper's per-SM limits that bound resident blocks: 64 Ki registers (allocated per warp in
-#: units of 256), 2,048 threads, 32 blocks.
-REGISTERS_PER_SM, THREADS_PER_SM, BLOCKS_PER_SM_MAX, REGISTER_UNIT = 65536, 2048, 32, 256
 
 
 def group_rows(config: AttentionConfig) -> int:
@@ -77,10 +76,10 @@ def units(config: AttentionConfig) -> int:
 
 
 def blocks_per_sm(registers: int) -> int:
-    """Blocks of THREADS threads an SM holds at once with `registers` per thread."""
-    per_warp = ceil_div(registers * 32, REGISTER_UNIT) * REGISTER_UNIT
-    by_registers = REGISTERS_PER_SM // (per_warp * (THREADS // 32))
-    return max(1, min(by_registers, THREADS_PER_SM // THREADS, BLOCKS_PER_SM_MAX))
+    """Blocks of THREADS threads a Hopper SM holds at once with `registers` per thread (its
+    64 Ki registers, allocated per warp in units of 256, 2,048 threads, 32 blocks; the kernel's
+    shared memory is too small to bind)."""
+    return max(1, min(occupancy.blocks_per_sm(0, THREADS, registers, HOPPER, 0).values()))
 
 
 def design_blocks_per_sm(config: AttentionConfig) -> int:

@@ -32,7 +32,7 @@ Three traffic figures per kernel, from low to high (`traffic_band`):
      being the rows of all resident blocks.
   5. Writes are compulsory in every model (each output is written once).
 
-Measured DRAM bytes (gpu.profiling.profiler) replace these estimates wherever a run was profiled.
+Measured DRAM bytes (gpu.counters.profiler) replace these estimates wherever a run was profiled.
 
 `flops` is the useful matmul work, 4·B·h·N²·d (half of it with a causal mask): the number
 TFLOP/s figures are quoted against. `executed_flops` is what the kernels really issue (naive
@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..algorithms import ALGORITHMS, NAIVE, NAIVE_GEMM_TILE, RING, TILED, tile_shape
+from ..algorithms import ALGORITHMS, EAGER, NAIVE, NAIVE_GEMM_TILE, RING, TILED, tile_shape
 from ..config import STAT_BYTES, AttentionConfig, ceil_div
 from .backward_cost import backward_kernels, compulsory_backward, l2_aware_backward, with_forward
 from .decode_cost import compulsory_decode, decode_cost
@@ -190,9 +190,11 @@ def tiled_cost(config: AttentionConfig, algorithm: str = TILED) -> AlgorithmCost
         flops += 4 * rows * kv_rows * d  # S_ij = Q_i K_jᵀ and O_i += P_ij V_j, tile by tile
         scores += rows * kv_rows
         tile_rows_visited += rows * kv_tiles
-    # One exponential per computed score; the readable kernel also takes one per row and key
-    # tile for the rescale factor (the tensor-core kernels rescale lazily, rarely).
-    exps = scores + (tile_rows_visited if algorithm == TILED else 0)
+    # One exponential per computed score; an eager rescale (the readable kernel) also takes
+    # one per row and key tile for the rescale factor (the tensor-core kernels rescale lazily,
+    # rarely).
+    info = ALGORITHMS.get(algorithm)
+    exps = scores + (tile_rows_visited if info is not None and info.rescale == EAGER else 0)
     kernel = KernelCost(
         "flash_fwd", bh * read, bh * written, bh * flops, bh * exps, matmul_unit(config, algorithm)
     )

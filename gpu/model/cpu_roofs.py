@@ -13,7 +13,8 @@ them, not against a GPU.
   GUI's. One measurement on a busy machine can come out several times too low (2.8 to
   19.3 GB/s over seven launches of one 2-core machine), which moves the ridge and flips
   verdicts; so the best ever measured on this machine is kept, with its date, in the user's
-  cache folder (`stored_bandwidth_file`), and each process keeps the better of it and its own.
+  cache folder (gpu/backends/cpu_machine.py), and each process keeps the better of it and its
+  own.
 
 Each figure keeps its source, and the roofline labels say them.
 """
@@ -21,9 +22,7 @@ Each figure keeps its source, and the roofline labels say them.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import functools
-import json
 import os
 import platform
 import time
@@ -31,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..units import fmt_bytes_binary, fmt_si
 from .costmodel import CPU, GpuSpec
 
 #: Bytes of each buffer a bandwidth sample copies: past the last-level cache of the CPUs
@@ -55,7 +55,7 @@ class Bandwidth:
     @property
     def source(self) -> str:
         return (
-            f"measured: a {COPY_BYTES >> 20} MiB NumPy copy, read + write bytes, the best of "
+            f"measured: a {fmt_bytes_binary(COPY_BYTES)} NumPy copy, read + write bytes, the best of "
             f"{COPY_RUNS} copies; the best on this machine, from {self.date}"
         )
 
@@ -77,7 +77,7 @@ class CpuFeatures:
     def source(self) -> str:
         return (
             f"{self.cores} cores × {self.simd_lanes_fp32} fp32 lanes ({self.simd_name}) × 2 FLOP "
-            f"per FMA × {self.fma_pipes} FMA pipes × {self.clock_hz / 1e9:.2f} GHz "
+            f"per FMA × {self.fma_pipes} FMA pipes × {fmt_si(self.clock_hz, 'Hz')} "
             f"({self.clock_source})"
         )
 
@@ -147,86 +147,11 @@ def measure_copy_bandwidth(nbytes: int = COPY_BYTES, runs: int = COPY_RUNS) -> f
     return 2 * src.nbytes / best
 
 
-def stored_bandwidth_file() -> Path:
-    """The file that keeps each machine's best bandwidth."""
-    folder = os.environ.get(CACHE_DIR_ENV)
-    if not folder:
-        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        folder = str(Path(base) / "tilescope")
-    return Path(folder) / BANDWIDTH_FILE
-
-
-def machine_key() -> str:
-    """This machine: its id (systemd's machine-id, else the host name) and its CPU model."""
-    ident = ""
-    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
-        with contextlib.suppress(OSError):
-            ident = Path(path).read_text().strip()
-            if ident:
-                break
-    model = next(
-        (
-            ln.split(":", 1)[1].strip()
-            for ln in _cpuinfo().splitlines()
-            if ln.startswith("model name")
-        ),
-        platform.machine(),
-    )
-    return f"{ident or platform.node()} · {model}"
-
-
-def best_bandwidth(measured: float, path: Path, key: str, today: str) -> Bandwidth:
-    """The better of `measured` and what `path` keeps for `key`; a better measurement
-    replaces the kept one (written whole or not at all). A missing or damaged file keeps
-    nothing; one that cannot be written costs only the keeping."""
-    from ..files.fileio import atomic_write_text, read_json
-
-    kept: dict[str, Any] = {}
-    with contextlib.suppress(Exception):
-        data = read_json(path)
-        if isinstance(data, dict):
-            kept = data
-    entry = kept.get(key)
-    if isinstance(entry, dict):
-        try:
-            best, date = float(entry["bytes_s"]), str(entry["date"])
-        except (KeyError, TypeError, ValueError):
-            best, date = 0.0, ""
-        if best >= measured and date and 1e6 <= best <= 1e16:
-            return Bandwidth(best, date, measured)
-    kept[key] = {"bytes_s": measured, "date": today}
-    with contextlib.suppress(Exception):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps(kept, indent=1, sort_keys=True), overwrite=True)
-    return Bandwidth(measured, today, measured)
-
-
 @functools.cache
-def machine_bandwidth() -> Bandwidth:
-    """This machine's memory bandwidth: this process measures it once (COPY_RUNS copies) and
-    keeps the better of that and the best kept for this machine."""
-    today = datetime.date.today().isoformat()
-    return best_bandwidth(measure_copy_bandwidth(), stored_bandwidth_file(), machine_key(), today)
-
-
-def memory_bandwidth() -> float:
-    """Bytes per second of memory, as `machine_bandwidth` has it."""
-    return machine_bandwidth().bytes_s
-
-
-def device_details() -> dict[str, Any]:
-    """What the CPU backend's DeviceInfo carries for its roofs (measures the bandwidth once)."""
-    f = features()
-    return {
-        "cores": f.cores,
-        "simd_lanes_fp32": f.simd_lanes_fp32,
-        "simd": f.simd_name,
-        "fma_pipes": f.fma_pipes,
-        "clock_hz": f.clock_hz,
-        "clock_source": f.clock_source,
-        "memory_bandwidth_bytes_s": memory_bandwidth(),
-        "memory_bandwidth_source": machine_bandwidth().source,
-    }
+def _copy_bandwidth() -> float:
+    """This process's own copy bandwidth, for a CPU whose details do not carry one (the CPU
+    backend's do: gpu/backends/cpu_machine.py keeps the best this machine measured)."""
+    return measure_copy_bandwidth()
 
 
 def cpu_spec_from_details(name: str, memory_bytes: int, details: dict[str, Any]) -> GpuSpec:
@@ -240,7 +165,7 @@ def cpu_spec_from_details(name: str, memory_bytes: int, details: dict[str, Any])
     hz = float(details.get("clock_hz") or f.clock_hz)
     how = str(details.get("clock_source") or f.clock_source)
     feats = CpuFeatures(cores, lanes, simd, fma, hz, how)
-    bandwidth = float(details.get("memory_bandwidth_bytes_s") or memory_bandwidth())
+    bandwidth = float(details.get("memory_bandwidth_bytes_s") or _copy_bandwidth())
     return GpuSpec(
         name=name or f"CPU ({platform.machine()}, {cores} cores)",
         memory_bytes=int(memory_bytes),
@@ -255,6 +180,6 @@ def cpu_spec_from_details(name: str, memory_bytes: int, details: dict[str, Any])
         kind=CPU,
         bandwidth_source=str(
             details.get("memory_bandwidth_source")
-            or f"measured: a {COPY_BYTES >> 20} MiB NumPy copy, read + write bytes"
+            or f"measured: a {fmt_bytes_binary(COPY_BYTES)} NumPy copy, read + write bytes"
         ),
     )

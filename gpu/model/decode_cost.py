@@ -36,7 +36,7 @@ from __future__ import annotations
 from ..algorithms import NAIVE, NAIVE_GEMM_TILE, SPLIT_KV
 from ..config import AttentionConfig, ceil_div
 from ..launch import decode_split
-from .gpus import DEFAULT_GPU, FP32, GPUS, GpuSpec
+from .gpus import DEFAULT_GPU, GPUS, GpuSpec
 from .kernel_cost import (
     AlgorithmCost,
     KernelCost,
@@ -118,7 +118,7 @@ def _split(config: AttentionConfig, gpu: GpuSpec | None, reuse: bool) -> Algorit
         q_bytes + partials,
         decode_useful_flops(config),
         exps,
-        FP32,  # dot products on the CUDA cores: q rows are too few for a tensor-core tile
+        matmul_unit(config, SPLIT_KV),  # the CUDA cores (gpu/algorithms.py says why)
     )
     peak = 2 * q_bytes + kv_cache_bytes(config) + partials + decode_split.counter_bytes(plan)
     return AlgorithmCost(SPLIT_KV, config, (kernel,), peak, decode_useful_flops(config))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..algorithms import TILED
+from ..algorithms import ALGORITHMS, FP32_CORES
 from ..config import STAT_BYTES, AttentionConfig, ceil_div
 from .gpus import FP32, TENSOR, GpuSpec
 
@@ -150,9 +150,11 @@ def tiled_peak_bytes(config: AttentionConfig) -> int:
 
 
 def matmul_unit(config: AttentionConfig, algorithm: str) -> str:
-    """The readable kernel multiplies on fp32 CUDA cores, as does cuBLAS for fp32 inputs; the
-    tensor-core kernels, and cuBLAS for fp16/bf16, on tensor cores."""
-    if algorithm == TILED or config.dtype == "fp32":
+    """The readable kernel multiplies on fp32 CUDA cores (the registry's `matmul`), as does
+    cuBLAS for fp32 inputs; the tensor-core kernels, and cuBLAS for fp16/bf16, on tensor
+    cores (a peer, not in the registry, counts as a tensor-core kernel)."""
+    info = ALGORITHMS.get(algorithm)
+    if (info is not None and info.matmul == FP32_CORES) or config.dtype == "fp32":
         return FP32
     return TENSOR
 

@@ -36,9 +36,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..algorithms import ALGORITHMS, NAIVE, TILED_MMA
+from ..algorithms import ALGORITHMS, MMA_SYNC, NAIVE
 from ..config import AttentionConfig
 from ..results import DeviceInfo, KernelTraffic, RunResult
+from ..units import fmt_rate, fmt_si
 from . import costmodel
 from .costmodel import CPU, FP32, SUBPARTITIONS_PER_SM, TENSOR, GpuSpec, KernelCost, TrafficBand
 from .decode_cost import compulsory_decode
@@ -57,9 +58,10 @@ MEMORY_ROOFS = (HBM, DRAM, L2)
 WARP = 32
 #: Two roofs whose times differ by less than this share of the longer are a tie.
 TIE = 0.05
-#: Algorithms whose matmuls are mma.sync (the rest of the tensor-core kernels, and cuBLAS on
-#: Hopper, use wgmma: the counters show it, gpu/model/costmodel.py).
-MMA_SYNC_ALGORITHMS = frozenset({TILED_MMA, "sdpa_flash"})
+#: Peers (recorded beside ours, not in the registry) whose matmuls are mma.sync: PyTorch's
+#: FlashAttention-2. Our algorithms say theirs in the registry (`AlgorithmInfo.matmul`); the
+#: rest, and cuBLAS on Hopper, use wgmma: the counters show it, gpu/model/costmodel.py.
+MMA_SYNC_PEERS = frozenset({"sdpa_flash"})
 #: Kernels of those algorithms that run on wgmma where the GPU has it (Hopper): the fused
 #: backward's main kernel, whose Hopper build (gpu/kernels/flash_bwd_wgmma.cu) replaces the
 #: mma.sync one there. Its deterministic dQ pass stays mma.sync.
@@ -95,19 +97,6 @@ class Roof:
         }
 
 
-def _tflops(x: float) -> str:
-    return f"{x / 1e12:.0f}" if x >= 100e12 else f"{x / 1e12:.3g}"
-
-
-def _rate(x: float, unit: str) -> str:
-    """'4.80 TB/s', '12.3 GB/s', '899 TFLOP/s', '45.1 GFLOP/s'."""
-    for prefix, size in (("T", 1e12), ("G", 1e9), ("M", 1e6)):
-        if x >= size:
-            v = x / size
-            return f"{v:.0f} {prefix}{unit}" if v >= 100 else f"{v:.3g} {prefix}{unit}"
-    return f"{x:.3g} {unit}"
-
-
 @functools.lru_cache(maxsize=64)
 def roofs(gpu: GpuSpec) -> dict[str, Roof]:
     """The device's roofs by name; a roof whose peak is not known is left out (worked out once
@@ -118,19 +107,19 @@ def roofs(gpu: GpuSpec) -> dict[str, Roof]:
     `gpu.clock_hz` (the counters' measured clock, or the boost clock, a ceiling the clock does
     not hold under load; the source says which, and `per_clock` marks them). CPU: main memory
     (DRAM) and fp32 SIMD (gpu/model/cpu_roofs.py)."""
-    clock = f"{gpu.clock_hz / 1e9:.2f} GHz" if gpu.clock_hz else ""
+    clock = fmt_si(gpu.clock_hz, "Hz") if gpu.clock_hz else ""
     how = "measured clock" if gpu.clock_measured else "boost clock"
     at = f" at the {how} {clock} ({gpu.clock_source})" if clock and gpu.clock_source else ""
     bw = gpu.bandwidth_bytes_s
     if gpu.kind == CPU:
         return {
-            DRAM: Roof(DRAM, MEMORY, bw, f"memory {_rate(bw, 'B/s')}", gpu.bandwidth_source,
+            DRAM: Roof(DRAM, MEMORY, bw, f"memory {fmt_rate(bw, 'B/s')}", gpu.bandwidth_source,
                        unit="B/s"),
             FP32: Roof(FP32, COMPUTE, gpu.fp32_peak_flops,
-                       f"fp32 SIMD {_rate(gpu.fp32_peak_flops, 'FLOP/s')}", gpu.source,
+                       f"fp32 SIMD {fmt_rate(gpu.fp32_peak_flops, 'FLOP/s')}", gpu.source,
                        unit="FLOP/s"),
         }  # fmt: skip
-    out = {HBM: Roof(HBM, MEMORY, bw, f"HBM {bw / 1e12:.2f} TB/s", gpu.source, unit="B/s")}
+    out = {HBM: Roof(HBM, MEMORY, bw, f"HBM {fmt_rate(bw, 'B/s')}", gpu.source, unit="B/s")}
     per_clock = bool(gpu.tensor_flops_per_clock_per_sm and gpu.clock_hz)
     if per_clock:
         rate = gpu.tensor_flops_per_clock_per_sm
@@ -139,19 +128,19 @@ def roofs(gpu: GpuSpec) -> dict[str, Roof]:
         printed = gpu.fp16_tensor_flops
         source = (
             f"{rate:,.0f} FLOP/clk/SM × {gpu.sms} SMs{at}; the datasheet's dense fp16 "
-            f"{printed / 1e12:,.1f} TFLOP/s is this rate at {printed / (rate * gpu.sms) / 1e9:.2f} "
-            "GHz"
+            f"{fmt_si(printed, 'FLOP/s', 4)} is this rate at "
+            f"{fmt_si(printed / (rate * gpu.sms), 'Hz')}"
         )
-        label = f"tensor cores (wgmma) {_tflops(gpu.tensor_flops)} TFLOP/s"
+        label = f"tensor cores (wgmma) {fmt_rate(gpu.tensor_flops, 'FLOP/s')}"
     else:
-        source, label = gpu.source, f"tensor cores {_tflops(gpu.tensor_flops)} TFLOP/s"
+        source, label = gpu.source, f"tensor cores {fmt_rate(gpu.tensor_flops, 'FLOP/s')}"
     out[TENSOR] = Roof(
         TENSOR, COMPUTE, gpu.tensor_flops, label, source, unit="FLOP/s", per_clock=per_clock
     )
     if gpu.mma_sync_flops_per_clock_per_sm and gpu.clock_hz:
         out[MMA] = Roof(
             MMA, COMPUTE, gpu.mma_sync_flops,
-            f"tensor cores (mma.sync) {_tflops(gpu.mma_sync_flops)} TFLOP/s",
+            f"tensor cores (mma.sync) {fmt_rate(gpu.mma_sync_flops, 'FLOP/s')}",
             f"{gpu.mma_sync_flops_per_clock_per_sm:,.0f} FLOP/clk/SM (the counters' FLOPs per "
             f"busy tensor-pipe cycle of mma.sync kernels on an H200) × {gpu.sms} SMs{at}",
             unit="FLOP/s", per_clock=True,
@@ -160,7 +149,7 @@ def roofs(gpu: GpuSpec) -> dict[str, Roof]:
         l2 = gpu.l2_bandwidth_bytes_s
         tag = " nominal" if gpu.l2_nominal else ""
         out[L2] = Roof(
-            L2, MEMORY, l2, f"L2 {l2 / 1e12:.2f} TB/s{tag}", gpu.l2_source, gpu.l2_nominal, "B/s"
+            L2, MEMORY, l2, f"L2 {fmt_rate(l2, 'B/s')}{tag}", gpu.l2_source, gpu.l2_nominal, "B/s"
         )
     if gpu.fp32_peak_flops:
         per_clock = bool(gpu.fp32_flops_per_clock_per_sm and gpu.clock_hz)
@@ -168,18 +157,24 @@ def roofs(gpu: GpuSpec) -> dict[str, Roof]:
             source = f"{gpu.fp32_flops_per_clock_per_sm:,.0f} FLOP/clk/SM × {gpu.sms} SMs{at}"
         else:
             source = gpu.source
-        label = f"fp32 CUDA cores {gpu.fp32_peak_flops / 1e12:.1f} TFLOP/s"
+        label = f"fp32 CUDA cores {fmt_rate(gpu.fp32_peak_flops, 'FLOP/s')}"
         out[FP32] = Roof(
             FP32, COMPUTE, gpu.fp32_peak_flops, label, source, unit="FLOP/s", per_clock=per_clock
         )
     if gpu.xu_ops_s:
-        label = f"exponential unit {gpu.xu_ops_s / 1e12:.2f} Texp/s"
+        label = f"exponential unit {fmt_rate(gpu.xu_ops_s, 'exp/s')}"
         source = (
             f"{gpu.xu_ops_per_clock_per_sm} results/clk/SM (CUDA C++ Programming Guide) × "
             f"{gpu.sms} SMs{at}"
         )
         out[XU] = Roof(XU, COMPUTE, gpu.xu_ops_s, label, source, unit="exp/s", per_clock=True)
     return out
+
+
+def issues_mma_sync(algorithm: str) -> bool:
+    """Whether `algorithm`'s matmuls are the warp-level mma.sync (ours: by the registry)."""
+    info = ALGORITHMS.get(algorithm)
+    return info.matmul == MMA_SYNC if info is not None else algorithm in MMA_SYNC_PEERS
 
 
 def compute_roof(gpu: GpuSpec, algorithm: str, unit: str, kernel: str = "") -> str:
@@ -190,7 +185,7 @@ def compute_roof(gpu: GpuSpec, algorithm: str, unit: str, kernel: str = "") -> s
         return ""
     if gpu.kind == CPU or unit == FP32:
         return FP32
-    if algorithm in MMA_SYNC_ALGORITHMS and gpu.mma_sync_flops_per_clock_per_sm:
+    if issues_mma_sync(algorithm) and gpu.mma_sync_flops_per_clock_per_sm:
         return TENSOR if kernel in WGMMA_ON_HOPPER_KERNELS else MMA
     return TENSOR
 
@@ -537,7 +532,7 @@ def device_gpu(device: DeviceInfo | None, results: Iterable[RunResult] = ()) -> 
             source = f"{how} on this {device.name} (bench/l2_bandwidth.py)"
             read = device.details.get("l2_read_bandwidth_bytes_s")
             if nominal and read:
-                source += f"; best streaming read {read / 1e12:.2f} TB/s"
+                source += f"; best streaming read {fmt_rate(read, 'B/s')}"
             spec = costmodel.with_measured_l2(spec, device.details[key], source, nominal)
             break
     measured = with_measured_clock(spec, results)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS, tile_shape
+from ..algorithms import NAIVE, TILED, single_kernel_fused, tile_shape
 from ..config import STAT_BYTES, AttentionConfig, ceil_div
 from .costmodel import (
     kv_tiles_for_query_tile,
@@ -127,7 +127,7 @@ class Schedule:
 def build_schedule(config: AttentionConfig, algorithm: str) -> Schedule:
     if algorithm == NAIVE:
         return Schedule(config, algorithm, _naive_kernels(config))
-    if algorithm in (TILED, TILED_MMA, TILED_WGMMA, TILED_WS):
+    if algorithm in single_kernel_fused():
         kernel = _flash_kernel(config, algorithm, *tile_shape(config, algorithm))
         return Schedule(config, algorithm, (kernel,))
     raise KeyError(f"unknown algorithm {algorithm!r}")

@@ -202,7 +202,7 @@ def _load() -> Any:
                 LIBRARY,
                 f"another libcupti is already loaded in this process ({already[0]}); "
                 f"cupti-python needs the one of nvidia-cuda-cupti {version}: load "
-                "gpu.profiling.profiler before libraries that bring their own (PyTorch)",
+                "gpu.counters.profiler before libraries that bring their own (PyTorch)",
             )
         for stem in _PRELOAD_ORDER:
             path = _library_file(folder, stem)

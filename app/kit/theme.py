@@ -1,7 +1,9 @@
 """Dark and light themes: a Qt style sheet from resources/ plus the matching plot colours.
 
 Series colours are picked per theme (Okabe-Ito based, colour-blind safe) so every line keeps its
-contrast on both backgrounds; the same algorithm keeps the same hue in every plot.
+contrast on both backgrounds; the same algorithm keeps the same hue in every plot. An algorithm's
+colours are its registry entry's (gpu/algorithms.py, `AlgorithmInfo.style`); naive's kernels'
+are here.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu.algorithms import NAIVE, SPLIT_KV, TILED, TILED_MMA, TILED_WGMMA
+from gpu.algorithms import ALGORITHMS
 
 RESOURCES = Path(__file__).resolve().parents[2] / "resources"
 THEMES = ("dark", "light")
@@ -34,6 +36,11 @@ class Palette:
         return self.series.get(key, self.foreground)
 
 
+def _algorithm_colors(theme: str) -> dict[str, str]:
+    """Every registered algorithm's colour on `theme`."""
+    return {a: info.style.color(theme) for a, info in ALGORITHMS.items()}
+
+
 DARK = Palette(
     name="dark",
     background="#1b1d23",
@@ -45,11 +52,7 @@ DARK = Palette(
     oom="#ff4d4d",
     roof="#c8ccd6",
     series={
-        NAIVE: "#ff8a5b",
-        TILED: "#56b4e9",
-        TILED_MMA: "#6fd08c",
-        TILED_WGMMA: "#c9a0dc",
-        SPLIT_KV: "#4fd1c5",
+        **_algorithm_colors("dark"),
         "gemm_qk": "#e69f00",
         "softmax": "#f0e442",
         "gemm_pv": "#cc79a7",
@@ -74,11 +77,7 @@ LIGHT = Palette(
     oom="#c00000",
     roof="#3a3f4a",
     series={
-        NAIVE: "#d55e00",
-        TILED: "#0072b2",
-        TILED_MMA: "#009e73",
-        TILED_WGMMA: "#8e44ad",
-        SPLIT_KV: "#00897b",
+        **_algorithm_colors("light"),
         "gemm_qk": "#e69f00",
         "softmax": "#a08a00",
         "gemm_pv": "#cc79a7",

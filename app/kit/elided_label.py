@@ -22,7 +22,7 @@ class ElidedLabel(QLabel):
 
     def __init__(self, text: str = "", tip: str = "", parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        # outside text is text (app/window/plain_text.py)
+        # outside text is text (app/kit/plain_text.py)
         self.setTextFormat(Qt.TextFormat.PlainText)
         self._full = ""
         self._tip = tip

@@ -18,6 +18,8 @@ from typing import Any
 
 from PySide6.QtCore import QSettings
 
+from ..state.units import fmt_seconds
+
 log = logging.getLogger("tilescope.settings")
 
 #: How long an idle writer thread waits for more writes before it ends (the next write starts
@@ -100,7 +102,9 @@ class SettingsStore:
             target = self._submitted
             done = self._cond.wait_for(lambda: self._written >= target, timeout)
         if not done:
-            log.warning("the settings file %s was not written within %.1f s", self._file, timeout)
+            log.warning(
+                "the settings file %s was not written within %s", self._file, fmt_seconds(timeout)
+            )
         return done
 
     # ------------------------------------------------------------------ the writer thread

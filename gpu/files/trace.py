@@ -39,8 +39,10 @@ import numpy as np
 from ..algorithms import tile_shape
 from ..config import AttentionConfig, ceil_div
 from ..errors import FileReadError, SchemaError, TraceError
-from ..files.fileio import atomic_write_text, read_json
-from ..files.schema import (
+from ..launch import trace_phases
+from ..units import fmt_ms, fmt_ns
+from .fileio import atomic_write_text, read_json
+from .schema import (
     BLOCK_LEVEL,
     KERNEL_LEVEL,
     NAIVE_KERNELS,
@@ -53,7 +55,6 @@ from ..files.schema import (
     TracesFileDoc,
     check,
 )
-from . import trace_phases
 
 SCHEMA = TRACE_SCHEMA
 FILE_SCHEMA = TRACES_FILE_SCHEMA
@@ -673,7 +674,7 @@ def summarize(traces: Iterable[Trace]) -> list[str]:
         used = len({b.sm for b in t.blocks}) if t.level == BLOCK_LEVEL else 0
         lines.append(
             f"{t.algorithm:10s} {t.level:6s} blocks={len(t.blocks):5d} sms_used={used:3d} "
-            f"slots/SM={lay.slots} waves={lay.waves} span={t.span_ns / 1e6:.3f} ms "
-            f"events={t.kernel_ms:.3f} ms ok={covers_every_block_once(t) and phases_ordered(t)}"
+            f"slots/SM={lay.slots} waves={lay.waves} span={fmt_ns(t.span_ns)} "
+            f"events={fmt_ms(t.kernel_ms)} ok={covers_every_block_once(t) and phases_ordered(t)}"
         )
     return lines

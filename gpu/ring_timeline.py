@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from ..units import fmt_bytes
+from .units import fmt_bytes, fmt_rate
 
 COMPUTE, COMM = "compute", "comm"
 STREAMS = (COMPUTE, COMM)
@@ -139,8 +139,10 @@ class RingMeasurement:
         achieved = self.achieved_bytes_s
         if achieved is not None:
             util = self.link_utilisation
-            peak = "" if util is None else f", {util:.0%} of {self.link_peak_bytes_s / 1e9:.0f}"
-            parts.append(f"link {achieved / 1e9:.0f} GB/s{peak}")
+            peak = (
+                "" if util is None else f", {util:.0%} of {fmt_rate(self.link_peak_bytes_s, 'B/s')}"
+            )
+            parts.append(f"link {fmt_rate(achieved, 'B/s')}{peak}")
         if self.device_peak_bytes:
             parts.append(f"{fmt_bytes(max(self.device_peak_bytes))} per device")
         if self.max_abs_diff_vs_single is not None:
