@@ -79,6 +79,34 @@ def test_the_memory_plot_stacks_the_saved_activations_of_l_layers(qtbot, make_wi
     assert window.plots.memory.items["stack_naive"].isVisible()
 
 
+def test_the_time_plots_csv_header_and_names_follow_the_pass(qtbot, make_window):
+    """A training step's times are per step: the CSV of the plotted series, the plot's
+    accessible name and the export dialog's choice say so, never "per forward pass"."""
+    from app.export.plot_tables import plots_csv
+
+    window = make_window(CostModelBackend(passes=PASSES))
+    _choose_pass(window, STEP)
+    timing = _plot(window, "timingPlot")
+    qtbot.waitUntil(
+        lambda: window.config.seq_len in timing.series["measured_naive"][0], timeout=HANG_MS
+    )
+    window.plots.flush_visibility()
+    header = plots_csv(window.plots, "timingPlot").splitlines()[0]
+    assert "timingPlot/measured_naive y: time per training step [ms]" in header
+    assert "forward" not in header
+    assert timing.accessibleName() == "Time per training step plot"
+    dialog = window.file_menu.export_dialog()
+    choices = {dialog.plot.itemData(i): dialog.plot.itemText(i) for i in range(dialog.plot.count())}
+    assert choices["timingPlot"] == "Time per training step"
+    dialog.close()
+    _choose_pass(window, FORWARD)
+    assert timing.accessibleName() == "Time per forward pass plot"
+    qtbot.waitUntil(lambda: window.results_drawn, timeout=HANG_MS)
+    window.plots.flush_visibility()
+    header = plots_csv(window.plots, "timingPlot").splitlines()[0]
+    assert "y: time per forward pass [ms]" in header
+
+
 def test_a_backend_without_a_backward_says_so_by_the_pass_control(qtbot, make_window):
     window = make_window(CostModelBackend(passes=(FORWARD,)))
     _choose_pass(window, STEP)

@@ -39,11 +39,12 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QColor, QImage, QPainter, QRegion
 from PySide6.QtWidgets import QApplication, QGraphicsItem, QGraphicsView, QWidget
 
+from ..measure.plot_spec import PLOTS
 from ..measure.plots import PlotsPanel
+from ..measure.strip_chart import STRIP_NAME
 from ..plotting.svg_coordinates import output_space
 from ..work.background import LatestOnly
 from .export_files import ExportError, write_file
-from .plot_tables import PLOT_NAMES
 
 MIN_SIZE = 64
 
@@ -151,9 +152,13 @@ def window_png(window: QWidget) -> bytes:
     return png_bytes(render_image(window))
 
 
+#: The views an export of one of them may name: the plots and the strip chart.
+VIEW_NAMES = (*PLOTS, STRIP_NAME)
+
+
 def _check_only(only: str | None) -> None:
-    if only is not None and only not in PLOT_NAMES:
-        raise ExportError(f"no plot named {only!r} (one of {', '.join(PLOT_NAMES)})")
+    if only is not None and only not in VIEW_NAMES:
+        raise ExportError(f"no plot named {only!r} (one of {', '.join(VIEW_NAMES)})")
 
 
 def plots_image(panel: PlotsPanel, size: tuple[int, int], only: str | None = None) -> QImage:

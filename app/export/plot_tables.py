@@ -12,28 +12,11 @@ from gpu.algorithms import ALGORITHMS
 from gpu.model.costmodel import GpuSpec
 from gpu.results import RunResult
 
+from ..measure.plot_spec import PLOTS
 from ..measure.plots import PlotsPanel
 from ..plotting.metric_plot import MetricPlot
 from ..state.model.cache import band as model_band
 from ..state.recorded_run import reference_label
-
-PLOT_NAMES = (
-    "memoryPlot", "timingPlot", "trafficPlot", "bandwidthPlot", "rooflinePlot", "trafficStrip",
-)  # fmt: skip
-
-
-_N_AXIS = ("sequence length N", "tokens")
-
-
-#: (quantity, unit) of x and y on each plot, for the CSV header.
-AXES: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {
-    "memoryPlot": (_N_AXIS, ("peak memory", "B")),
-    "timingPlot": (_N_AXIS, ("time per forward pass", "ms")),
-    "trafficPlot": (_N_AXIS, ("DRAM traffic", "B")),
-    "bandwidthPlot": (_N_AXIS, ("KV cache read per step ÷ time", "B/s")),
-    "rooflinePlot": (("arithmetic intensity", "FLOP/B"), ("achieved", "FLOP/s")),
-}
-
 
 _HEADER = re.compile(
     r"^(?P<plot>\w+)/(?P<name>\S+) (?P<axis>[xy]): (?P<q>[^\[]*) \[(?P<unit>[^\]]*)\]"
@@ -188,15 +171,17 @@ def _cell(value: object) -> object:
 def plots_csv(panel: PlotsPanel, only: str | None = None) -> str:
     """Every plotted series as two columns (x, y), side by side (a wide table of the plots'
     series, not of results: `results_csv` is the tidy one); the header names the plot, the
-    series, the quantity and its unit in brackets, then the legend label:
+    series, the quantity (of the pass shown) and its unit in brackets, then the legend label:
     `timingPlot/measured_naive y: time per forward pass [ms] | naive`. Shorter series leave
     their cells empty below their last point. Numbers are written exactly (repr)."""
     series = plotted_series(panel, only)
     labels = {p.objectName(): p.labels for p in panel.plots}
+    pass_ = panel.shown_pass()
     header, columns = [], []
     for (plot, name), (xs, ys) in series.items():
         label = labels.get(plot, {}).get(name, "")
-        for axis, values, (quantity, unit) in zip("xy", (xs, ys), AXES[plot], strict=True):
+        axes = PLOTS[plot].csv_axes(pass_)
+        for axis, values, (quantity, unit) in zip("xy", (xs, ys), axes, strict=True):
             text = f"{plot}/{name} {axis}: {quantity} [{unit}]"
             header.append(f"{text} | {label}" if label else text)
             columns.append(values)

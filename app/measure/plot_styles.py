@@ -1,13 +1,13 @@
 """How the Measurements tab's plots name and draw what they show: the algorithms and naive's
-kernels in their order, the time plot's titles, each series' symbol and label, the peers' and
-the roofs' styles and names, and the texts of a result's spread and bandwidth."""
+kernels in their order, each series' symbol and label, the peers' and the roofs' styles and
+names, and the texts of a result's spread and bandwidth (each plot's own titles and axes are
+app/measure/plot_spec.py's)."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
 
 from gpu.algorithms import ALGORITHMS
-from gpu.config import BACKWARD, DECODE, STEP
 from gpu.model.backward_cost import NAIVE_BACKWARD_KERNELS
 from gpu.model.costmodel import FP32, TENSOR
 from gpu.model.roofline import (
@@ -36,16 +36,6 @@ NAIVE_FORWARD_KERNELS = ("gemm_qk", "softmax", "gemm_pv")
 #: Naive's kernels, each drawn on the time plot where measured: the forward's, then the
 #: backward's (a training step times both).
 NAIVE_KERNELS = NAIVE_FORWARD_KERNELS + NAIVE_BACKWARD_KERNELS
-
-
-#: The time plot's title per pass (short: where the results were recorded follows it, and the
-#: title must fit a plot a quarter of a 1280-pixel window wide).
-TIME_TITLES = {
-    "forward": "Time",
-    BACKWARD: "Backward time",
-    STEP: "Step time",
-    DECODE: "Decode step time",
-}
 
 
 #: Each algorithm's symbol, the registry's (`AlgorithmInfo.style`).

@@ -21,7 +21,7 @@ result store through `set_measured`:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
@@ -29,7 +29,7 @@ from PySide6.QtGui import QPixmapCache
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QToolButton, QWidget
 
 from gpu.algorithms import NAIVE, TILED, TILED_MMA
-from gpu.config import AttentionConfig
+from gpu.config import FORWARD, AttentionConfig
 from gpu.model.costmodel import TENSOR, GpuSpec
 from gpu.model.roofline import (
     HBM,
@@ -54,12 +54,7 @@ from ..state.model.curves import ModelCurves
 from ..state.recorded_run import reference_label
 from ..state.seq_scale import SEQ_MAX, SEQ_MIN
 from ..state.units import (
-    fmt_bandwidth_axis,
     fmt_bytes,
-    fmt_bytes_axis,
-    fmt_flops_axis,
-    fmt_ms_axis,
-    fmt_plain_axis,
 )
 from ..work.background import LatestOnly
 from ..work.pacing import before_paint, coalesced, once_per_turn, own_turn
@@ -68,13 +63,13 @@ from .model_drawing import ModelDrawing
 from .plot_fit import PlotFit
 from .plot_hover import PlotHover
 from .plot_series import PlotSeries
+from .plot_spec import PLOTS, PlotSpec
 from .plot_styles import (
     ALGOS,
     BAND_ALPHA,
     DEFAULT_REFERENCE_STYLE,
     NAIVE_KERNELS,
     REFERENCE_STYLES,
-    TIME_TITLES,
     timing_spread,
 )
 from .roof_lines import RoofLines
@@ -108,51 +103,22 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
         if QPixmapCache.cacheLimit() < PIXMAP_CACHE_KIB:
             QPixmapCache.setCacheLimit(PIXMAP_CACHE_KIB)
         self.key = SeriesKey()
-        # Each plot a few pieces at a time (MetricPlot.in_steps).
-        self.memory = yield from MetricPlot.in_steps(
-            "memoryPlot", "Peak memory", "peak memory", fmt_bytes_axis
-        )
-        yield
-        # One N label (on the memory plot) is enough; each costs a text layout per move.
-        self.timing = yield from MetricPlot.in_steps(
-            "timingPlot", "Time per forward pass", "time", fmt_ms_axis, cursor_label=False
-        )
-        yield
-        self.traffic = yield from MetricPlot.in_steps(
-            "trafficPlot",
-            "DRAM (HBM) traffic",
-            "bytes moved",
-            fmt_bytes_axis,
-            cursor_label=False,
-        )
-        yield
-        # The decode pass's figure of merit, in the traffic plot's place while it is shown.
-        self.bandwidth = yield from MetricPlot.in_steps(
-            "bandwidthPlot",
-            "KV cache read per step ÷ time",
-            "bytes per second",
-            fmt_bandwidth_axis,
-        )
-        yield
-        self.roofline = yield from MetricPlot.in_steps(
-            "rooflinePlot",
-            "Roofline",
-            "achieved FLOP/s",
-            fmt_flops_axis,
-            x_label="useful FLOP per DRAM byte (intensity)",
-            x_format=fmt_plain_axis,
-        )
-        yield
+        #: Every plot of PLOTS (app/measure/plot_spec.py), by objectName.
+        self.by_name: dict[str, MetricPlot] = {}
+        for spec in PLOTS.values():
+            self.by_name[spec.object_name] = yield from _plot_in_steps(spec)
+            yield
         self.strip = TrafficStripChart(staged=True)
         yield
         yield from self.strip.build_steps()
         yield
-        self.roofline.cursor.setVisible(False)  # x is FLOP/byte here, not N
-        self.roofline.default_x = (0.0, 4.0)  # 1 to 10 000 FLOP/byte until points arrive
-        self.timing.default_y = (-1.0, 3.0)  # 0.1 ms to 1 s until something is measured
-        self.plots = (self.memory, self.timing, self.traffic, self.roofline, self.bandwidth)
+        p = self.by_name
+        self.memory, self.timing, self.traffic = p["memoryPlot"], p["timingPlot"], p["trafficPlot"]
+        # The decode pass's figure of merit, in the traffic plot's place while it is shown.
+        self.bandwidth, self.roofline = p["bandwidthPlot"], p["rooflinePlot"]
+        self.plots = tuple(p.values())
         #: The plots whose x is N: they share the slider's span and cursor.
-        self.n_plots = (self.memory, self.timing, self.traffic, self.bandwidth)
+        self.n_plots = tuple(p[name] for name, spec in PLOTS.items() if spec.follows_n)
         self.decode = DecodePlots(self.memory, self.bandwidth)
         grid = QGridLayout(self)
         grid.setContentsMargins(4, 0, 4, 4)
@@ -166,13 +132,10 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
         self.every_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
         top.addWidget(self.every_button, 0, Qt.AlignmentFlag.AlignTop)
         grid.addLayout(top, 0, 0, 1, 2)
-        grid.addWidget(self.memory, 1, 0)
-        grid.addWidget(self.timing, 1, 1)
-        grid.addWidget(self.traffic, 2, 0)
-        grid.addWidget(self.bandwidth, 2, 0)
+        for name, spec in PLOTS.items():
+            grid.addWidget(p[name], *spec.cell)
         self.bandwidth.setVisible(False)
         self._only: str | None = None  # show_only's plot
-        grid.addWidget(self.roofline, 2, 1)
         grid.addWidget(self.strip, 3, 0, 1, 2)
         grid.setRowStretch(1, 5)
         grid.setRowStretch(2, 5)
@@ -660,11 +623,17 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
     def _show_timing_title(self) -> None:
         """'Time per training step · NVIDIA H200, recorded …': the pass, and where measured."""
         fam = self._family
-        base = TIME_TITLES[fam.pass_ if fam is not None else "forward"]
+        spec = PLOTS["timingPlot"]
+        base = spec.title(self.shown_pass())
         if fam is not None and fam.is_decode and fam.new_tokens > 1:
             base = f"Decode step time (q = {fam.new_tokens})"
         note = self._recorded_note
         self.timing.set_title(f"{base} · {note}" if note else base)
+        self.timing.setAccessibleName(spec.accessible_name(self.shown_pass()))
+
+    def shown_pass(self) -> str:
+        """The pass whose measurements the plots show (gpu.config's PASSES)."""
+        return self._family.pass_ if self._family is not None else FORWARD
 
     def replicate(self, keep_zoom: bool = True) -> PlotsPanel:
         """A new panel showing the same data and style: exports render it offscreen at the size
@@ -800,6 +769,28 @@ class _Replication:
                 mine.user_zoomed = True
                 mine.setXRange(x0, x1, padding=0)
                 mine.setYRange(y0, y1, padding=0)
+
+
+def _plot_in_steps(spec: PlotSpec) -> Generator[None, None, MetricPlot]:
+    """The plot `spec` describes, made a piece per step (MetricPlot.in_steps)."""
+    plot = yield from MetricPlot.in_steps(
+        spec.object_name,
+        spec.title(),
+        spec.y.label,
+        spec.y.format,
+        x_label=spec.x.label,
+        x_format=spec.x.format,
+        cursor_label=spec.cursor_label,
+    )
+    plot.setAccessibleName(spec.accessible_name())
+    plot.setAccessibleDescription(spec.description)
+    if not spec.follows_n:
+        plot.cursor.setVisible(False)  # its x is not N
+    if spec.y_start is not None:
+        plot.default_y = spec.y_start
+    if spec.x_start is not None:
+        plot.default_x = spec.x_start
+    return plot
 
 
 def _same_results(new: list[RunResult], old: list[RunResult] | None) -> bool:

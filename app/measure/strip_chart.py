@@ -67,6 +67,10 @@ def strip_series(result: RunResult) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     return np.asarray(ts), np.asarray(gbs), np.asarray(active), spans
 
 
+#: The strip chart's objectName (an export of one view may name it).
+STRIP_NAME = "trafficStrip"
+
+
 class TrafficStripChart(Staged, QWidget):
     """objectName trafficStrip; `show_point(n, results)` shows the results at N (per algorithm)."""
 
@@ -78,7 +82,7 @@ class TrafficStripChart(Staged, QWidget):
         self._build(self._construct(), staged)
 
     def _construct(self) -> Iterator[None]:
-        self.setObjectName("trafficStrip")
+        self.setObjectName(STRIP_NAME)
         self.setAccessibleName("Measured samples: DRAM bandwidth and tensor-pipe activity")
         box = QVBoxLayout(self)
         box.setContentsMargins(0, 0, 0, 0)

@@ -1,11 +1,13 @@
 """Accessible names and descriptions for every interactive widget: what a screen reader says,
 and a stable handle for UI tests.
 
-The window names its own controls explicitly (`NAMES`, by objectName). Everything else that a
-user can operate (a button, a list, a field, a plot) and has no name yet gets one from what it
-shows: its text, the label its form gives it, its tooltip's first sentence, else its
-objectName in words. Its tooltip becomes its description. `name_widgets(root)` does this for a
-widget tree (the window after it is built, the Tiles tab when it arrives, each dialog).
+The window names its own controls explicitly (`NAMES`, by objectName); the plots name
+themselves from their spec (app/measure/plot_spec.py), the time plot after the pass it shows,
+so none of them is listed here. Everything else that a user can operate (a button, a list, a
+field, a plot) and has no name yet gets one from what it shows: its text, the label its form
+gives it, its tooltip's first sentence, else its objectName in words. Its tooltip becomes its
+description. `name_widgets(root)` does this for a widget tree (the window after it is built,
+the Tiles tab when it arrives, each dialog).
 """
 
 from __future__ import annotations
@@ -43,10 +45,6 @@ NAMES: dict[str, str] = {
     "backendCombo": "Backend",
     "budgetCombo": "Memory budget",
     "customBudgetSpin": "Custom memory budget in GB",
-    "memoryPlot": "Peak memory plot",
-    "timingPlot": "Time per forward pass plot",
-    "trafficPlot": "HBM traffic plot",
-    "rooflinePlot": "Roofline plot",
     "runStatus": "Run status",
     "runStatusLabel": "Run status",
     "sweepProgress": "Sweep progress",

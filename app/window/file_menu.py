@@ -43,6 +43,7 @@ from ..kit import settings
 from ..kit.plain_text import PlainLabel, ask, menu_text, tooltip
 from ..kit.settings_store import SettingsStore
 from ..kit.theme import THEMES
+from ..measure.plot_spec import PLOTS
 from ..state.budget import BUDGET_PRESETS, CUSTOM_GB_RANGE
 from ..state.recorded_run import RECORDED_DIR, REPLAY, RecordedBackend, shipped_recording
 from ..state.session import Session, SessionError, make_session, save_session
@@ -115,22 +116,8 @@ EXPORT_KINDS: tuple[ExportKind, ...] = (
     ExportKind("mp4", "Tile animation as MP4 video", ".mp4", "MP4 video (*.mp4)", _ANIMATION_SIZE),
 )
 KINDS = {k.key: k for k in EXPORT_KINDS}
-PLOT_CHOICES = (
-    (None, "All four plots"),
-    ("memoryPlot", "Peak memory"),
-    ("timingPlot", "Time per forward pass"),
-    ("trafficPlot", "HBM traffic"),
-    ("bandwidthPlot", "Bandwidth (decode)"),
-    ("rooflinePlot", "Roofline"),
-)
-#: How a one-plot export's file name says which plot it holds.
-PLOT_STEMS = {
-    "memoryPlot": "memory",
-    "timingPlot": "time",
-    "trafficPlot": "traffic",
-    "bandwidthPlot": "bandwidth",
-    "rooflinePlot": "roofline",
-}
+#: The export dialog's choice of every plot at once (each plot's own is its spec's name).
+ALL_PLOTS = "All four plots"
 #: How a file name says what the export holds beyond the config (plot images: nothing). The
 #: two CSV kinds differ: results are one row per result and kernel, series the plotted curves.
 KIND_STEMS = {
@@ -191,8 +178,10 @@ class ExportDialog(QDialog):
         form.addRow("Export", self.kind)
         self.plot = QComboBox()
         self.plot.setObjectName("exportPlot")
-        for key, text in PLOT_CHOICES:
-            self.plot.addItem(text, key)
+        self.plot.addItem(ALL_PLOTS, None)
+        pass_ = menu.window.plots.shown_pass()
+        for name, spec in PLOTS.items():
+            self.plot.addItem(spec.name(pass_), name)
         self.plot.setToolTip("All four plots in one image, or one of them.")
         form.addRow("Plots", self.plot)
         size_row = QHBoxLayout()
@@ -459,8 +448,8 @@ class FileMenu(QObject):
         """A path in the last export folder whose name says the config and what it holds
         (`only`: the one plot a plot export holds)."""
         stem = self.config_stem() + KIND_STEMS.get(kind.key, "")
-        if kind.key.startswith("plots_") and only in PLOT_STEMS:
-            stem += f"_{PLOT_STEMS[only]}"
+        if kind.key.startswith("plots_") and only in PLOTS:
+            stem += f"_{PLOTS[only].stem}"
         return os.path.join(self.export_folder(kind.key), stem + kind.suffix)
 
     # ------------------------------------------------------------------ exports
