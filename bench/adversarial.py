@@ -181,8 +181,8 @@ def work(args: tuple[int, int, dict]) -> dict:
 
     import main as cli
     from app.launch import render_window
-    from app.state.model.cost_model_backend import CostModelBackend
     from app.window.main_window import MainWindow
+    from gpu.backends.model_backend import CostModelBackend
     from gpu.config import AttentionConfig
     from tests.document_mutations import BASE, SESSION
     from tests.test_plain_text import shown_texts

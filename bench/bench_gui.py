@@ -6,7 +6,7 @@
 
 Every figure is taken on the real main window at 1600×1000 with the explain pane open, offscreen
 or on a real X display (Qt's xcb platform, e.g. under Xvfb). `--backend model` (the default)
-answers from the cost model (app.state.model.cost_model_backend, `--delay-ms` per run): the
+answers from the cost model (gpu.backends.model_backend, `--delay-ms` per run): the
 GUI's own cost on any machine. `--backend cuda` measures on the GPU.
 
 1. Slider move → frame presented, with the Measurements tab and with the Tiles tab shown. Every
@@ -109,8 +109,8 @@ def _summary(values: list[float]) -> dict:
 
 def backend_factory(kind: str, delay_ms: float):  # type: ignore[no-untyped-def]
     if kind == "model":
-        from app.state.model.cost_model_backend import CostModelBackend
         from gpu.algorithms import ALGORITHMS
+        from gpu.backends.model_backend import CostModelBackend
 
         backend = CostModelBackend(
             name="model",
@@ -121,7 +121,7 @@ def backend_factory(kind: str, delay_ms: float):  # type: ignore[no-untyped-def]
             record_calls=False,
         )
         return lambda name: backend
-    from gpu.backends.factory import create_backend
+    from gpu.backend_factory import create_backend
 
     # The window's own fallbacks (to "cpu") still work; main() says when they happened.
     return lambda name: create_backend(kind if name in ("auto", kind) else name)

@@ -240,8 +240,8 @@ def bench_backend(config: AttentionConfig, algorithm: str, args: argparse.Namesp
     name = "readable" if algorithm == "tiled" else "naive"
     row = Row(name, config.dtype, config.heads, config.head_dim, config.seq_len, config.causal)
     try:
+        from gpu.backend_factory import create_backend
         from gpu.backends.backend import RunOptions
-        from gpu.backends.factory import create_backend
 
         backend = create_backend("cuda")
         if algorithm not in backend.algorithms():

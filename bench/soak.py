@@ -282,8 +282,8 @@ class Soak:
 def _fake_backend_factory():  # type: ignore[no-untyped-def]
     """Every backend choice answers with a CostModelBackend: results from the cost model
     after 0.5 ms, so the window handles thousands of results a minute, as with a GPU."""
-    from app.state.model.cost_model_backend import CostModelBackend
     from gpu.algorithms import NAIVE, TILED, TILED_MMA
+    from gpu.backends.model_backend import CostModelBackend
 
     fake = CostModelBackend(
         delay_s=0.0005, algorithms=(NAIVE, TILED, TILED_MMA), record_calls=False

@@ -60,7 +60,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     _skip_multigpu_without_two_devices(items)
     if not any("gpu" in item.keywords for item in items):
         return
-    from gpu.backends.factory import cuda_available
+    from gpu.backends.cuda_check import cuda_available
 
     if cuda_available():
         return
@@ -109,8 +109,8 @@ def window_settings(tmp_path):
 def make_window(qtbot, window_settings):
     """make(backend=None, factory=None, seq_len=None, **MainWindow kwargs): a shown main window
     whose backend (a CostModelBackend unless given) is ready and whose results are drawn."""
-    from app.state.model.cost_model_backend import CostModelBackend
     from app.window.main_window import MainWindow
+    from gpu.backends.model_backend import CostModelBackend
 
     def make(backend=None, factory=None, seq_len=None, **kwargs):
         if seq_len is not None:

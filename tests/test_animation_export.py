@@ -282,7 +282,7 @@ SIGNAL_SCRIPT = textwrap.dedent(
     from app.launch import _application, quit_on_signals
     from app.window.file_menu import ExportRequest
     from app.window.main_window import MainWindow
-    from app.state.model.cost_model_backend import CostModelBackend
+    from gpu.backends.model_backend import CostModelBackend
 
     app = _application()
     assert quit_on_signals(app)  # as run_gui does

@@ -10,13 +10,13 @@ from hypothesis import strategies as st
 
 from app.measure.explain import explain_html, s_formula
 from app.state.family import cache_config
-from app.state.model.cost_model_backend import CostModelBackend
 from app.state.point_inputs import PointInputs
 from app.state.recorded_run import NotRecorded, RecordedBackend
 from app.state.result_store import ResultStore
 from app.state.seq_scale import SEQ_MAX, SEQ_MIN, default_scale, nearest_index, powers_of_two_up_to
 from app.state.units import fmt_bytes
 from gpu.algorithms import NAIVE, TILED, TILED_MMA
+from gpu.backends.model_backend import CostModelBackend
 from gpu.config import AttentionConfig
 from gpu.files.recording import Recording, RecordingError, save_recording
 from gpu.model.costmodel import GPUS

@@ -16,10 +16,10 @@ from PySide6.QtWidgets import QApplication, QWidget
 from app.kit.plain_text import shown_text
 from app.measure.explain import ExplainPane, explain_html
 from app.state.app_state import AppState
-from app.state.model.cost_model_backend import CostModelBackend
 from app.state.point_inputs import PointInputs
 from gpu.algorithms import NAIVE, TILED, TILED_MMA
 from gpu.backends.backend import RunOptions
+from gpu.backends.model_backend import CostModelBackend
 from gpu.config import AttentionConfig
 from gpu.model.costmodel import DEFAULT_GPU, GPUS, algorithm_cost, compulsory_cost
 from gpu.model.roofline import algorithm_verdict, counted_dram_bytes
@@ -601,7 +601,7 @@ def test_legends_can_be_hidden_and_the_key_names_every_series(qtbot, profiled_wi
 @pytest.mark.gpu
 def test_measure_bytes_on_the_gpu_puts_measured_points_on_the_roofline(qtbot, make_window):
     """On a CUDA device: the toggle samples the real counters (or says once why it cannot)."""
-    from gpu.backends.factory import create_backend
+    from gpu.backend_factory import create_backend
 
     window = make_window(factory=lambda name: create_backend("cuda"), seq_len=4096)
     assert window.backend.info.backend == "cuda"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from app.state.model.cost_model_backend import CostModelBackend
 from gpu.algorithms import NAIVE, TILED, TILED_MMA
+from gpu.backends.model_backend import CostModelBackend
 from gpu.config import AttentionConfig
 from tests.polled_backend import PolledCpuBackend
 

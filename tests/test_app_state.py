@@ -10,9 +10,9 @@ import pytest
 from app.state.app_state import AppState, Change, StateModel
 from app.state.budget import CUSTOM_PRESET, DEVICE_PRESET
 from app.state.family import cache_config, family, family_of
-from app.state.model.cost_model_backend import CostModelBackend
 from app.state.runs import BackendReady
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED, TILED_MMA
+from gpu.backends.model_backend import CostModelBackend
 from gpu.config import AttentionConfig
 from gpu.model.costmodel import DEFAULT_GPU, GPUS, gpu_for_device_name
 
@@ -256,7 +256,7 @@ def test_a_roofline_gpu_change_moves_the_animations_clock_once(qtbot, window, co
 
 def test_a_backend_becoming_ready_updates_each_view_once(qtbot, window, counted):
     cpu = CostModelBackend(name="cpu", device="CPU (fake)", delay_s=RUN_S)
-    window.backend_factory = lambda name: cpu
+    window.backends = window.backends.with_makers({"cpu": lambda _: cpu})
     _settle(qtbot, window)
     window.controls.set_backend_choice("cpu")  # the start: the backend goes away (one update)
     counted.clear()

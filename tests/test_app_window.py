@@ -11,11 +11,11 @@ import pytest
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QDialog, QSlider
 
-from app.state.model.cost_model_backend import CostModelBackend
 from app.window.backend_control import NO_CUDA_MESSAGE
 from gpu.algorithms import NAIVE, TILED
 from gpu.backends.backend import BackendUnavailable
 from gpu.backends.cpu_backend import CpuBackend
+from gpu.backends.model_backend import CostModelBackend
 from gpu.config import AttentionConfig
 from gpu.files.recording import Recording, save_recording
 from tests.stall_clock import stall_clock

@@ -281,8 +281,8 @@ def test_fused_backward_refuses_arrays_of_the_wrong_shape() -> None:
 def test_the_backend_times_the_backward_kernels_and_checks_the_gradients(
     algorithm: str, pass_: str
 ) -> None:
+    from gpu.backend_factory import create_backend
     from gpu.backends.backend import RunOptions
-    from gpu.backends.factory import create_backend
     from gpu.model.backward_cost import FUSED_BACKWARD_KERNELS, NAIVE_BACKWARD_KERNELS
 
     backend = create_backend("cuda")
@@ -303,8 +303,8 @@ def test_one_measured_training_layer_holds_what_the_model_says(algorithm: str) -
     """Naive: inputs, O, P, dP, dS (in S's memory) and the gradients; fused: no N×N at all. The
     measured peak is the model's (gpu.model.backward_cost) to within a few row statistics and the
     allocator's rounding (on the H200 the two agreed to the byte)."""
+    from gpu.backend_factory import create_backend
     from gpu.backends.backend import RunOptions
-    from gpu.backends.factory import create_backend
 
     config = AttentionConfig(seq_len=4096, heads=4, head_dim=64, pass_="step")
     r = create_backend("cuda").run(config, algorithm, RunOptions(warmup=1, repeats=2))
@@ -320,8 +320,8 @@ def test_one_measured_training_layer_holds_what_the_model_says(algorithm: str) -
 def test_a_profiled_training_step_still_checks_the_gradients_of_one_whole_step() -> None:
     """The profiler launches each kernel alone several times (the fused dQ accumulator then
     holds several sums); the check must see the outputs of one whole step."""
+    from gpu.backend_factory import create_backend
     from gpu.backends.backend import RunOptions
-    from gpu.backends.factory import create_backend
 
     config = AttentionConfig(seq_len=512, heads=2, head_dim=64, pass_="step")
     options = RunOptions(warmup=1, repeats=2, check=True, profile=True)
@@ -330,7 +330,7 @@ def test_a_profiled_training_step_still_checks_the_gradients_of_one_whole_step()
 
 
 def test_an_algorithm_without_a_backward_refuses_the_training_step_by_name() -> None:
-    from gpu.backends.factory import create_backend
+    from gpu.backend_factory import create_backend
     from gpu.errors import UnsupportedConfig
 
     backend = create_backend("cuda")
@@ -348,8 +348,8 @@ def test_an_algorithm_without_a_backward_refuses_the_training_step_by_name() -> 
 
 @pytest.mark.parametrize("pass_", ["backward", "step"])
 def test_the_backend_times_the_deterministic_dq_pass_and_checks_the_gradients(pass_: str) -> None:
+    from gpu.backend_factory import create_backend
     from gpu.backends.backend import RunOptions
-    from gpu.backends.factory import create_backend
     from gpu.model.backward_cost import DETERMINISTIC_BACKWARD_KERNELS
 
     config = AttentionConfig(

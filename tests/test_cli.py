@@ -152,7 +152,7 @@ def test_bench_csv_has_units_in_the_header_and_refuses_to_overwrite(tmp_path):
 
 
 def test_cuda_backend_without_a_gpu_is_a_clear_error(monkeypatch, capsys):
-    import gpu.backends.factory as backends_module
+    import gpu.backend_factory as backends_module
 
     monkeypatch.setattr(backends_module, "cuda_available", lambda: False)
     assert main.main(["bench", "--backend", "cuda", "--seq", "64"]) == 2

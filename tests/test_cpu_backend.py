@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpu.algorithms import NAIVE, TILED
+from gpu.backend_factory import create_backend
 from gpu.backends.backend import RunOptions
 from gpu.backends.cpu_backend import (
     CpuBackend,
@@ -19,7 +20,6 @@ from gpu.backends.cpu_backend import (
     reference_attention,
     tile_buffer_bytes,
 )
-from gpu.backends.factory import create_backend
 from gpu.config import AttentionConfig
 from gpu.errors import RunCancelled
 from gpu.files.schema import MAX_FLOAT
@@ -104,7 +104,7 @@ def test_budget_turns_naive_into_an_oom_result_but_tiled_runs():
 
 
 def test_auto_backend_without_a_gpu_is_the_cpu_backend(monkeypatch):
-    import gpu.backends.factory as backends_module
+    import gpu.backend_factory as backends_module
 
     monkeypatch.setattr(backends_module, "cuda_available", lambda: False)
     assert create_backend("auto").name == "cpu"

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from app.state.model.cost_model_backend import CostModelBackend
 from app.state.run_estimate import RunRates
 from gpu.algorithms import NAIVE, TILED
 from gpu.backends import cpu_backend
 from gpu.backends.backend import RunOptions
 from gpu.backends.cpu_backend import CpuBackend
+from gpu.backends.model_backend import CostModelBackend
 from gpu.config import AttentionConfig
 from gpu.model.costmodel import pass_useful_flops
 from gpu.results import KernelTime, RunResult

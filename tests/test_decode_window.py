@@ -17,11 +17,11 @@ from PySide6.QtTest import QTest
 from app.controls.decode_controls import NO_PRESET
 from app.measure.explain import explain_html
 from app.state.decode_fit import prefill_of
-from app.state.model.cost_model_backend import CostModelBackend
 from app.state.point_inputs import PointInputs
 from app.state.units import fmt_int
 from gpu.algorithms import NAIVE, SPLIT_KV, TILED
 from gpu.backends.cpu_backend import CpuBackend
+from gpu.backends.model_backend import CostModelBackend
 from gpu.config import DECODE, FORWARD, PASSES, AttentionConfig
 from gpu.model.costmodel import algorithm_cost
 from gpu.model.decode_cost import kv_cache_bytes

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pyqtgraph as pg
 
-from app.state.model.cost_model_backend import CostModelBackend
 from gpu.algorithms import NAIVE, TILED
+from gpu.backends.model_backend import CostModelBackend
 from gpu.config import BACKWARD, FORWARD, PASSES, STEP, AttentionConfig
 
 

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
+import gpu.backend_factory as backends
 from gpu import errors
 from gpu.backends import backend
-from gpu.backends import factory as backends
 from gpu.config import AttentionConfig
 
 TENSOR_CORE_KERNEL = SimpleNamespace(SUPPORTED_DTYPES=("fp16", "bf16"), SUPPORTED_HEAD_DIMS=(64,))

@@ -8,8 +8,8 @@ import pytest
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QScrollArea
 
-from app.state.model.cost_model_backend import CostModelBackend
 from app.state.recorded_run import shipped_recording
+from gpu.backends.model_backend import CostModelBackend
 from tests.conftest import HANG_MS
 
 

@@ -12,7 +12,6 @@ from PySide6.QtGui import QColor, QPalette
 
 from app.kit.theme import LIGHT, QT_COLORS
 from app.state.model.cache import cost
-from app.state.model.cost_model_backend import CostModelBackend
 from app.state.units import fmt_bytes, fmt_int
 from gpu.algorithms import (
     ALGORITHMS,
@@ -25,6 +24,7 @@ from gpu.algorithms import (
     TILED_WS,
 )
 from gpu.backends.cpu_backend import CpuBackend
+from gpu.backends.model_backend import CostModelBackend
 from gpu.model.costmodel import naive_oom_seq_len
 from tests.clipping import clipped
 

@@ -74,7 +74,7 @@ def test_rejects_arrays_of_the_wrong_shape(kernel: str) -> None:
 
 @pytest.mark.parametrize(("kernel", "algorithm"), [("wgmma", TILED_WGMMA), ("ws", TILED_WS)])
 def test_the_cuda_backend_offers_the_hopper_kernels_on_sm90_only(kernel: str, algorithm: str):
-    from gpu.backends.factory import create_backend
+    from gpu.backend_factory import create_backend
 
     offered = algorithm in create_backend("cuda").algorithms()
     assert offered == (_module(kernel).supports(AttentionConfig()) is None)

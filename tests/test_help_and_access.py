@@ -50,7 +50,7 @@ def test_about_names_the_version_backend_and_device(make_window):
 
 
 def test_about_gives_cupy_and_cuda_versions_when_the_backend_has_them(make_window):
-    from app.state.model.cost_model_backend import CostModelBackend
+    from gpu.backends.model_backend import CostModelBackend
 
     class WithCuda(CostModelBackend):
         def device_info(self) -> DeviceInfo:

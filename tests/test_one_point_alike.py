@@ -145,7 +145,7 @@ def test_the_devices_capacity_is_one_figure_in_every_place_that_states_it(capsys
 
 
 def _live_h200() -> BackendReady:
-    from app.state.model.cost_model_backend import CostModelBackend
+    from gpu.backends.model_backend import CostModelBackend
 
     backend = CostModelBackend(name="cuda", device="NVIDIA H200", memory_bytes=150_109_880_320)
     info = backend.device_info()

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from app.state.model.cost_model_backend import CostModelBackend
 from gpu.algorithms import NAIVE, TILED
 from gpu.backends.backend import RunOptions, check_pass
+from gpu.backends.model_backend import CostModelBackend
 from gpu.config import BACKWARD, FORWARD, PASSES, STEP, AttentionConfig, ConfigError
 from gpu.errors import UnsupportedConfig
 from gpu.files.recording import Recording, load_recording, save_recording

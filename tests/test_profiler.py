@@ -9,7 +9,7 @@ from typing import ClassVar
 
 import pytest
 
-from gpu.backends.factory import cuda_available
+from gpu.backends.cuda_check import cuda_available
 from gpu.counters import profiler
 from gpu.counters.profiler import (
     DRAM_READ,

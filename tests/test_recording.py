@@ -359,7 +359,7 @@ def test_a_nan_error_from_a_backend_is_written_as_a_finite_disagreement(tmp_path
 
 @pytest.mark.gpu
 def test_cuda_results_pass_the_format_and_round_trip(tmp_path):
-    from gpu.backends.factory import create_backend
+    from gpu.backend_factory import create_backend
 
     cuda = create_backend("cuda")
     cfg = AttentionConfig(seq_len=1024)

@@ -24,10 +24,10 @@ from hypothesis import strategies as st
 from PySide6.QtCore import Qt
 
 from app.controls.panel import ControlsPanel
-from app.state.model.cost_model_backend import CostModelBackend
 from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA
 from gpu.backends.backend import RunOptions
 from gpu.backends.cpu_backend import CpuBackend
+from gpu.backends.model_backend import CostModelBackend
 from gpu.config import AttentionConfig
 from gpu.errors import UnsupportedConfig
 from gpu.launch import flash_launch, flash_mma, flash_readable

@@ -50,6 +50,7 @@ from app.state.ring.runs import SIMULATED as RUN_SIMULATED
 from app.state.ring.story import device_word, step_caption, timeline_summary
 from app.state.runs import BackendReady
 from gpu.algorithms import NAIVE, RING, TILED, TILED_WGMMA, TILED_WS
+from gpu.backend_factory import BACKENDS
 from gpu.backends.backend import RunOptions
 from gpu.backends.cpu_backend import CpuBackend
 from gpu.config import AttentionConfig
@@ -226,15 +227,16 @@ def test_a_recorded_run_offers_its_p_as_recorded():
 def test_the_runner_gets_the_ring_backend_for_a_p_that_runs_here_and_one_device_otherwise():
     singles = []
 
-    def single(choice):
-        singles.append(choice)
+    def single(request):
+        singles.append(request.name)
         return CpuBackend()
 
-    ring = backend_for("cpu", 4, single)
+    make = BACKENDS.with_makers({"cpu": single})
+    ring = backend_for("cpu", 4, make)
     assert isinstance(ring, RingBackend) and ring.devices == 4 and ring.name == "cpu"
     assert not singles
-    assert not isinstance(backend_for("cpu", 1, single), RingBackend)
-    assert not isinstance(backend_for("cpu", SIMULATED_MAX * 2, single), RingBackend)
+    assert not isinstance(backend_for("cpu", 1, make), RingBackend)
+    assert not isinstance(backend_for("cpu", SIMULATED_MAX * 2, make), RingBackend)
     assert singles == ["cpu", "cpu"]
 
 

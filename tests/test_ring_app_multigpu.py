@@ -14,7 +14,7 @@ def test_two_gpus_measure_the_ring_and_the_tab_plays_its_events(qtbot, window_se
     from app.state.ring.devices import MEASURED
     from app.state.ring.playback import MEASURED_CLOCK
     from app.window.main_window import MainWindow
-    from gpu.backends.factory import create_backend
+    from gpu.backend_factory import create_backend
     from gpu.ring.backend import RingBackend
 
     window_settings.setValue("controls/seq_len", 65536)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QPushButton
 
-from app.state.model.cost_model_backend import CostModelBackend
 from gpu.algorithms import NAIVE, TILED
 from gpu.backends.cpu_backend import CpuBackend
+from gpu.backends.model_backend import CostModelBackend
 from gpu.config import AttentionConfig
 from tests.polled_backend import PolledCpuBackend
 

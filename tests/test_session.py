@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from app.state.model.cost_model_backend import CostModelBackend
 from app.state.session import (
     SESSION_SCHEMA,
     Session,
@@ -22,6 +21,7 @@ from app.state.session import (
     without_recorded_flag,
 )
 from gpu.algorithms import ALGORITHMS, NAIVE, TILED, TILED_MMA, TILED_WGMMA
+from gpu.backends.model_backend import CostModelBackend
 from gpu.config import AttentionConfig
 from gpu.files.recording import Recording, save_recording
 from gpu.files.trace import load_traces

@@ -11,9 +11,9 @@ import pytest
 from PySide6.QtCore import QSettings
 
 from app.kit import settings as stored
-from app.state.model.cost_model_backend import CostModelBackend
 from app.window.file_menu import KINDS, ExportRequest
 from app.window.main_window import MainWindow
+from gpu.backends.model_backend import CostModelBackend
 from gpu.config import AttentionConfig
 
 #: What a damaged value can look like in the file: text where bytes were, a byte array cut

@@ -121,8 +121,8 @@ def test_an_idle_writer_thread_ends_and_a_later_write_starts_another(tmp_path, m
 def test_the_window_saves_its_settings_through_the_store_and_they_are_on_disk_when_it_closes(
     qtbot, tmp_path
 ):
-    from app.state.model.cost_model_backend import CostModelBackend
     from app.window.main_window import MainWindow
+    from gpu.backends.model_backend import CostModelBackend
 
     window = MainWindow(backend_factory=lambda name: CostModelBackend(), settings=_file(tmp_path))
     qtbot.addWidget(window)

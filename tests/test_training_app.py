@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pyqtgraph as pg
 
-from app.state.model.cost_model_backend import CostModelBackend
 from gpu.algorithms import NAIVE, TILED
 from gpu.backends.backend import RunOptions
 from gpu.backends.cpu_backend import CpuBackend
+from gpu.backends.model_backend import CostModelBackend
 from gpu.config import FORWARD, PASSES, STEP, AttentionConfig
 from gpu.files.recording import Recording, save_recording
 from gpu.model.layer_stack import layer_stack

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpu.algorithms import ALGORITHMS
+from gpu.backend_factory import REPLAY
 from gpu.backends.backend import RunOptions
 from gpu.config import AttentionConfig
 from gpu.errors import FileReadError, printable
@@ -33,7 +34,6 @@ from .runs import backend_key
 if TYPE_CHECKING:
     from .session import Session
 
-REPLAY = "replay"
 #: Backends that measure now (a recording made with one can be continued on it).
 LIVE_BACKENDS = ("cpu", "cuda")
 

@@ -34,9 +34,9 @@ from msgspec import Meta
 
 from gpu.config import AttentionConfig
 from gpu.errors import FileReadError, FileWriteError, SchemaError, printable
+from gpu.files.envelope import LISTS, read_envelope
 from gpu.files.fileio import (
     atomic_write_bytes,
-    decode_member,
     read_bytes,
     split_json_members,
 )
@@ -64,7 +64,6 @@ from gpu.results import DeviceInfo, RunResult
 from .budget import CUSTOM_GB_RANGE
 
 SESSION_SCHEMA = "tilescope.session/1"
-_KIND, _, _VERSION = SESSION_SCHEMA.rpartition("/")
 
 #: Control-state keys a session keeps (others are ignored).
 CONTROL_KEYS = ("algorithms", "backend", "recorded_path", "budget", "custom_gb", "theme")
@@ -205,21 +204,11 @@ class Session:
         """`from_dict` for a session's members, parsed or raw (gpu.files.fileio's
         decode_json_members): the envelope is checked first, then each result and trace, one
         at a time, before anything is built (a large file never holds the interpreter long)."""
+        envelope = read_envelope(
+            members, where, SESSION_SCHEMA, "session", SessionError, reader=app_version()
+        )
         try:
-            envelope = {k: decode_member(v, where) for k, v in members.items() if k not in _LISTS}
-        except FileReadError as exc:
-            raise SessionError(str(exc)) from exc
-        found = envelope.get("schema")
-        if found != SESSION_SCHEMA:
-            kind, _, version = str(found).rpartition("/")
-            if kind == _KIND and _version_number(version) > int(_VERSION):
-                raise SessionError(
-                    f"{where} was written by a newer Tilescope (schema {found}); this version "
-                    f"({app_version()}) reads {SESSION_SCHEMA}"
-                )
-            raise SessionError(f"{where} is not a Tilescope session (schema {found!r:.80})")
-        try:
-            check(envelope | {key: [] for key in _LISTS}, SessionDoc, where)
+            check(envelope | {key: [] for key in LISTS}, SessionDoc, where)
             config = check_config(envelope["config"], where)
             entries = check_each(members.get("results", []), EntryDoc, where, "results", _entry)
             traces = check_each(
@@ -238,15 +227,6 @@ class Session:
             tuple(traces),
             envelope.get("app_version", "unknown"),
         )
-
-
-#: A session's lists, checked item by item.
-_LISTS = ("results", "traces")
-
-
-def _version_number(text: str) -> int:
-    """A schema's version ("1" of "tilescope.session/1"); -1 for anything but a short number."""
-    return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else -1
 
 
 def _entry(data: dict[str, Any]) -> StoredEntry:

@@ -4,13 +4,22 @@ actions and the shown series may offer on it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from gpu.algorithms import ALGORITHMS
+from gpu.backend_factory import (
+    BACKENDS,
+    DEVICE_BACKENDS,
+    REPLAY,
+    BackendFactory,
+    BackendRequest,
+)
 from gpu.backends.backend import Backend
 
 from ..kit.plain_text import tooltip
 from ..state.app_state import AppState
 from ..state.default_view import default_checked
-from ..state.recorded_run import REPLAY, RecordedBackend, shipped_recording
+from ..state.recorded_run import RecordedBackend, shipped_recording
 from ..state.ring.devices import backend_for
 from ..state.runs import BackendFailure, BackendReady
 from ..state.units import fmt_seconds
@@ -27,6 +36,24 @@ MEASURE_HERE_TIP = (
     "recording stays one pick away: Backend ▸ recorded run."
 )
 NO_CUDA_HERE = "this machine has no CUDA device"
+
+
+def window_backends(one_device: Callable[[str], Backend] | None = None) -> BackendFactory:
+    """Every backend the window may start (gpu/backend_factory.py), a recorded run read in the
+    compute process (app/work/background.py); `one_device` (name -> Backend: tests' and
+    benchmarks' fakes) makes those of one device instead of the engine's."""
+    makers: dict[str, Callable[[BackendRequest], Backend]] = {REPLAY: _open_recording}
+    if one_device is not None:
+        makers |= {name: _by_name(one_device) for name in DEVICE_BACKENDS}
+    return BACKENDS.with_makers(makers)
+
+
+def _open_recording(request: BackendRequest) -> Backend:
+    return RecordedBackend.from_file(request.path, read_elsewhere)
+
+
+def _by_name(make: Callable[[str], Backend]) -> Callable[[BackendRequest], Backend]:
+    return lambda request: make(request.name)
 
 
 class BackendControl:
@@ -48,22 +75,20 @@ class BackendControl:
         self.readouts.clear_last()
         self._last_result = None
         self.state.update(backend_choice=choice, backend=None, bytes_refused="", **changes)
+        s = self.state.value
+        path, devices, backends = s.recorded_path, s.devices, self.backends
+        preloaded, self._preloaded = self._preloaded, None
+        if choice == "recorded" and preloaded is not None and preloaded[0] == path:
+            ready = preloaded[1]  # read and checked already (File ▸ Open)
+            backends = backends.with_makers({REPLAY: lambda _: ready})
+
+        def factory() -> Backend:
+            # the recording, the ring's backend when P > 1 runs here, else one device's
+            return backend_for(choice, devices, backends, path)
+
         if choice == "recorded":
-            path = self.state.value.recorded_path
-            preloaded, self._preloaded = self._preloaded, None
-
-            def factory() -> Backend:
-                if preloaded is not None and preloaded[0] == path:
-                    return preloaded[1]
-                return RecordedBackend.from_file(path, read_elsewhere)
-
             what = f"Opening {path.rsplit('/', 1)[-1]}…"
         else:
-            make, devices = self.backend_factory, self.state.value.devices
-
-            def factory() -> Backend:
-                return backend_for(choice, devices, make)  # the ring's backend when P > 1
-
             what = f"Starting the {choice} backend…"
         self.run_status.set_text(what)
         self.readouts.set_backend(f"backend: {choice} (starting)")

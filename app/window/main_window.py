@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
 
 from gpu.algorithms import NAIVE
 from gpu.backends.backend import Backend
-from gpu.backends.factory import create_backend, cuda_possible
+from gpu.backends.cuda_check import cuda_possible
 from gpu.config import AttentionConfig
 from gpu.results import RunResult
 
@@ -66,7 +66,7 @@ from ..work.collector import IdleCollector, freeze_long_lived
 from ..work.pacing import ARRIVALS_HOLD_MS, MODEL_WAIT_MS, RESULTS_MS, coalesced, own_turn
 from ..work.runner import Runner
 from .accessibility import name_widgets
-from .backend_control import BackendControl
+from .backend_control import BackendControl, window_backends
 from .lesson_strip import LessonStrip
 from .measuring import SWEEP_TIP, Measuring
 from .screen_fit import ScreenFit, fit_to_screen
@@ -79,7 +79,8 @@ from .status import (
 from .wheel_guard import WheelGuard, guard_wheel
 from .window_actions import WindowActions
 
-BackendFactory = Callable[[str], Backend]
+#: Makes a backend of one device by name ("auto", "cuda", "cpu"): tests' fakes.
+OneDeviceMaker = Callable[[str], Backend]
 log = logging.getLogger(__name__)
 
 ORGANIZATION = APPLICATION = "Tilescope"
@@ -108,15 +109,16 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
     (app/window/window_actions.py, backend_control.py, measuring.py).
 
     backend_factory: name ("auto", "cuda", "cpu") -> Backend, called on the runner's thread;
-    tests inject fakes here. settings: where geometry and controls persist (tests pass a
-    QSettings on a temporary file). open_path: a saved session or recorded run to open.
+    tests inject fakes here (the ring's, the model's and recorded runs come from
+    gpu/backend_factory.py all the same). settings: where geometry and controls persist (tests
+    pass a QSettings on a temporary file). open_path: a saved session or recorded run to open.
     restore: apply saved settings. backend: start on this backend ("auto", "cuda", "cpu")
     whatever the settings say.
     """
 
     def __init__(
         self,
-        backend_factory: BackendFactory | None = None,
+        backend_factory: OneDeviceMaker | None = None,
         settings: QSettings | None = None,
         open_path: str | None = None,
         restore: bool = True,
@@ -129,7 +131,8 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         # The platform adds the application's name: "The attention memory wall — Tilescope".
         self.setWindowTitle(WINDOW_TITLE)
         self.setWindowIcon(QIcon(str(icon_path())))
-        self.backend_factory: BackendFactory = backend_factory or create_backend
+        #: Every backend the window may start, by name (app/window/backend_control.py).
+        self.backends = window_backends(backend_factory)
         #: Read once, written off the GUI thread (app/kit/settings_store.py).
         self.settings = SettingsStore(settings if settings is not None else default_settings())
         #: The app state: controls write to it, every view follows it.

@@ -1,6 +1,6 @@
 """The one interface every backend implements: how to run, and what a run needs to know.
 
-The factory that builds a backend by name lives in gpu/backends/factory.py, so this module imports
+The factory that builds a backend by name lives in gpu/backend_factory.py, so this module imports
 no backend and every backend can import it.
 """
 

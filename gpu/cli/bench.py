@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from gpu.algorithms import RING
+from gpu.backend_factory import RING_BACKEND, BackendRequest, create_backend
 from gpu.backends.backend import RunOptions, oom_result
-from gpu.backends.factory import create_backend
 from gpu.config import DETERMINISTIC_LABEL, AttentionConfig
 from gpu.errors import FileWriteError
 from gpu.launch.cuda_kernels import KernelCompileError
@@ -275,7 +275,6 @@ def _bench_backend(args: argparse.Namespace, configs: list[AttentionConfig]):
     """The backend `bench` measures on: the ring over --devices P when asked, else the usual."""
     if args.devices is None and not (args.algo and RING in args.algo):
         return create_backend(args.backend)
-    from gpu.ring.backend import RingBackend
     from gpu.ring.schedule import RingConfigError
 
     if args.devices is None:
@@ -287,7 +286,8 @@ def _bench_backend(args: argparse.Namespace, configs: list[AttentionConfig]):
     if args.budget is not None:
         raise UsageError("--budget does not apply to the ring")
     try:
-        backend = RingBackend(args.backend, args.devices)
+        ring = BackendRequest(RING_BACKEND, devices=args.devices, on=args.backend)
+        backend = create_backend(ring)
     except RingConfigError as exc:
         raise UsageError(str(exc)) from exc
     _check_ring_split(backend, configs)  # refuse N that cannot split before measuring any

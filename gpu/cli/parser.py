@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from gpu.backends.factory import BACKEND_NAMES
+from gpu.backend_factory import DEVICE_BACKENDS
 from gpu.files.fileio import MAX_READ_LABEL
 from gpu.model.costmodel import DEFAULT_GPU, GPUS
 
@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
         "stdout; on a terminal, a progress bar with an estimate on stderr.",
         epilog=LIMITS_EPILOG,
     )
-    bench.add_argument("--backend", choices=BACKEND_NAMES, default="auto")
+    bench.add_argument("--backend", choices=DEVICE_BACKENDS, default="auto")
     bench.add_argument(
         "--seq",
         type=int_list,
@@ -105,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     render = sub.add_parser("render", help="headless screenshot of the window")
     render.add_argument("--seq", type=int, required=True)
-    render.add_argument("--backend", choices=(*BACKEND_NAMES, "replay"), default="auto")
+    render.add_argument("--backend", choices=(*DEVICE_BACKENDS, "replay"), default="auto")
     shape_args(render)
     render.add_argument(
         "--open",

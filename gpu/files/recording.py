@@ -19,7 +19,8 @@ from typing import Any
 
 from ..errors import FileReadError, FileWriteError, RecordingError, SchemaError, printable
 from ..results import DeviceInfo, RunResult
-from .fileio import atomic_write_text, decode_json_members, decode_member, read_bytes
+from .envelope import read_envelope
+from .fileio import atomic_write_text, decode_json_members, read_bytes
 from .schema import (
     RESULTS_SCHEMA,
     RecordingDoc,
@@ -129,20 +130,7 @@ def recording_from_members(members: Mapping[str, Any], where: str) -> Recording:
     decode_json_members): the envelope (schema, device, meta) is checked first, then each
     result and trace, one at a time (gpu.files.schema.check_each), before the Recording is built;
     RecordingError if anything is off."""
-    try:
-        envelope = {k: decode_member(v, where) for k, v in members.items() if k not in _LISTS}
-    except FileReadError as exc:
-        raise RecordingError(str(exc)) from exc
-    found = envelope.get("schema")
-    if found != SCHEMA:
-        kind, _, version = str(found).rpartition("/")
-        newer = version.isascii() and version.isdigit() and len(version) <= 9 and int(version) > 1
-        if kind == SCHEMA.rpartition("/")[0] and newer:
-            raise RecordingError(
-                f"{where} was written by a newer Tilescope (schema {found}); this version reads "
-                f"{SCHEMA}"
-            )
-        raise RecordingError(f"{where} is not a Tilescope results file (schema {found!r:.80})")
+    envelope = read_envelope(members, where, SCHEMA, "results file", RecordingError)
     if "results" in members:
         envelope["results"] = []  # checked one by one below
     try:
@@ -160,10 +148,6 @@ def recording_from_members(members: Mapping[str, Any], where: str) -> Recording:
         raise RecordingError(str(exc)) from exc
     except (TypeError, ValueError, KeyError) as exc:  # a rule the format does not express
         raise RecordingError(f"{where}: malformed results ({exc})") from exc
-
-
-#: A results document's lists, checked item by item.
-_LISTS = ("results", "traces")
 
 
 CSV_COLUMNS = (

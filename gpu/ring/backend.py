@@ -13,7 +13,7 @@ from typing import Any
 
 from ..algorithms import RING
 from ..backends.backend import RunOptions, check_pass
-from ..backends.factory import cuda_available
+from ..backends.cuda_check import cuda_available
 from ..config import FORWARD, AttentionConfig
 from ..errors import BackendUnavailable
 from ..results import DeviceInfo, RunResult

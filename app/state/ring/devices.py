@@ -20,11 +20,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gpu.backend_factory import BACKENDS, REPLAY, RING_BACKEND, BackendRequest
 from gpu.backends.backend import Backend
-from gpu.ring.backend import RingBackend, cuda_device_count
+from gpu.ring.backend import cuda_device_count
 from gpu.ring.schedule import MAX_DEVICES
-
-from ..recorded_run import REPLAY
 
 if TYPE_CHECKING:
     from ..app_state import AppState
@@ -111,17 +110,21 @@ def backend_span(backend: object) -> int:
 def backend_for(
     choice: str,
     devices: int,
-    make_single: Callable[[str], Backend],
-    make_ring: Callable[[str, int], Backend] = RingBackend,
+    make: Callable[[BackendRequest], Backend] = BACKENDS,
+    path: str = "",
 ) -> Backend:
-    """The backend to measure with for backend `choice` ("auto", "cuda", "cpu") and P devices.
-    Runs on the runner's thread: it may import CuPy to count the GPUs."""
+    """The backend to measure with for backend `choice` ("auto", "cuda", "cpu", or "recorded"
+    with the file at `path`) and P devices, made by `make` (gpu/backend_factory.py): the ring's
+    over P devices where P > 1 runs here, else the backend of one device. Runs on the runner's
+    thread: it may import CuPy to count the GPUs."""
+    if choice == "recorded":
+        return make(BackendRequest(REPLAY, path=path))
     if devices > 1:
         kind = _resolve(choice)
         span = ring_span(devices, kind)
         if span > 1:
-            return make_ring(kind, span)
-    backend = make_single(choice)
+            return make(BackendRequest(RING_BACKEND, devices=span, on=kind))
+    backend = make(BackendRequest(choice))
     if getattr(backend, "name", "") == "cuda":
         count_cuda_devices()  # CuPy is loaded by now: the Devices control can label P
     return backend
