@@ -22,6 +22,7 @@ result store through `set_measured`:
 from __future__ import annotations
 
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
@@ -608,8 +609,7 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
                 name, reference_label(peer), Style(color, 1.6, dash, symbol=symbol, symbol_size=8)
             )
             item.setVisible(False)
-            if plot._palette is not None:
-                plot._restyle(item, plot.styles[name], plot._palette)
+            plot.restyle(name)
 
     def reference_series(self) -> dict[str, list[RunResult]]:
         return {p: list(rs) for p, rs in self._references.items()}
@@ -672,6 +672,63 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
             else:
                 view.setVisible(view.objectName() == only)
 
+    def shown(self) -> PanelShown:
+        """What the panel shows now (`replicate` copies it)."""
+        return PanelShown(
+            every=self._every,
+            palette=self.memory.shown_palette,
+            n_span=self._n_span,
+            gpu=self._gpu,
+            gpu_label=self._gpu_label,
+            time_model=self._time_model_gpu is not None,
+            budget=self._budget,
+            budget_label=self._budget_label,
+            recorded_note=self._recorded_note,
+            config=self._config,
+            family=self._family,
+            algorithms=self._algorithms,
+            layers=self._layers,
+            memory_labels=dict(self.memory.labels),
+            model=self._model,
+            measured=dict(self._measured),
+            references=dict(self._references),
+        )
+
+    def show_steps(self, shown: PanelShown, decode: DecodePlots) -> Iterator[None]:
+        """Show what another panel showed (`shown`, and its `decode` plots' settings), a piece
+        per step: an export's replica, built between the window's frames."""
+        self._every = shown.every  # the series on screen, no more, no fewer
+        if shown.palette is not None:
+            yield from self.palette_steps(shown.palette)
+        self.set_n_span(*shown.n_span)
+        self.decode.copy_settings(decode)
+        yield
+        if shown.gpu is not None:
+            self.set_gpu(shown.gpu, shown.gpu_label, shown.time_model)
+            yield
+        self.set_budget(shown.budget, shown.budget_label)
+        self.set_recorded_note(shown.recorded_note)
+        yield
+        if shown.config is not None:
+            self._family, self._algorithms = shown.family, shown.algorithms
+            self.decode.set_family(shown.family)
+            self._place_plots()
+            self._layers = shown.layers
+            self.memory.labels.update(shown.memory_labels)
+            self._show_timing_title()
+            self._draw_roofs()
+            yield
+            if shown.model is not None:
+                self._draw_model(shown.model)
+                yield
+            self.set_seq_len(shown.config)
+        yield
+        self.set_measured(dict(shown.measured))
+        yield
+        self.set_reference(dict(shown.references))
+        self.flush_visibility()
+        self._paced_strip.flush()
+
     def reset_views(self) -> None:
         """Every plot back to its fitted view (View ▸ Reset plots)."""
         for plot in self.plots:
@@ -713,6 +770,30 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
         return {a: r for a in self._algorithms if (r := self._by_n[a].get(n)) is not None}
 
 
+@dataclass(frozen=True)
+class PanelShown:
+    """What a panel shows, its data and the inputs that do not come with them, for a replica
+    (`PlotsPanel.shown`, `PlotsPanel.show_steps`)."""
+
+    every: bool
+    palette: Palette | None
+    n_span: tuple[int, int]
+    gpu: GpuSpec | None
+    gpu_label: str
+    time_model: bool
+    budget: int | None
+    budget_label: str
+    recorded_note: str
+    config: AttentionConfig | None
+    family: AttentionConfig | None
+    algorithms: tuple[str, ...]
+    layers: int
+    memory_labels: Mapping[str, str]
+    model: ModelCurves | None
+    measured: Mapping[str, list[RunResult]]
+    references: Mapping[str, list[RunResult]]
+
+
 class _Replication:
     """Iterates the steps of PlotsPanel.replicate; `panel` is the copy being made."""
 
@@ -730,39 +811,10 @@ class _Replication:
 
     def _run(self) -> Iterator[None]:
         src, other = self.source, self.panel
+        shown = src.shown()
         yield from other.build_steps()
         other.every_button.setVisible(False)  # a control, not a figure: never exported
-        other._every = src._every  # the series on screen, no more, no fewer
-        if src.memory._palette is not None:
-            yield from other.palette_steps(src.memory._palette)
-        other.set_n_span(*src._n_span)
-        other.decode.copy_settings(src.decode)
-        yield
-        if src._gpu is not None:
-            other.set_gpu(src._gpu, src._gpu_label, src._time_model_gpu is not None)
-            yield
-        other.set_budget(src._budget, src._budget_label)
-        other.set_recorded_note(src._recorded_note)
-        yield
-        if src._config is not None:
-            other._family, other._algorithms = src._family, src._algorithms
-            other.decode.set_family(src._family)
-            other._place_plots()
-            other._layers = src._layers
-            other.memory.labels.update(src.memory.labels)
-            other._show_timing_title()
-            other._draw_roofs()
-            yield
-            if src._model is not None:
-                other._draw_model(src._model)
-                yield
-            other.set_seq_len(src._config)
-        yield
-        other.set_measured(src._measured)
-        yield
-        other.set_reference(src._references)
-        other.flush_visibility()
-        other._paced_strip.flush()
+        yield from other.show_steps(shown, src.decode)
         for mine, theirs in zip(other.plots, src.plots, strict=True):
             if theirs.user_zoomed and self.keep_zoom:  # the export shows what the user sees
                 (x0, x1), (y0, y1) = theirs.plotItem.vb.viewRange()

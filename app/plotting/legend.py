@@ -68,6 +68,10 @@ class LegendStrip(pg.LegendItem):
         self.height_px = rows * ROW_PX
         return True
 
+    def forget_placement(self) -> None:
+        """The next `relayout` places the entries again, whether or not they changed."""
+        self._placed = ()
+
     def updateSize(self) -> None:
         """Sized by the plot's layout (see relayout), never by pyqtgraph's own rule."""
         return

@@ -235,6 +235,11 @@ class MetricPlot(Staged, pg.PlotWidget):
         for part in parts:
             part.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
 
+    @property
+    def shown_palette(self) -> Palette | None:
+        """The palette the plot is drawn in (None until `apply_palette`)."""
+        return self._palette
+
     def restyle(self, name: str) -> None:
         """Give item `name` the plot's palette (an item added after the palette was set)."""
         if self._palette is not None:
@@ -531,7 +536,7 @@ class MetricPlot(Staged, pg.PlotWidget):
     def _relayout_legend(self, force: bool = False) -> None:
         width = max(120.0, self.width() - 70.0)
         if force:
-            self.legend._placed = ()
+            self.legend.forget_placement()
         if self.legend.relayout(width) or force:
             shown = self.legend_shown and bool(self.legend.items)
             height = self.legend.height_px if shown else 0
@@ -568,7 +573,7 @@ class MetricPlot(Staged, pg.PlotWidget):
                     part.scene().removeItem(part)
         self._legend_rows = {}
         self.legend.items = []
-        self.legend._placed = ()
+        self.legend.forget_placement()
 
     # ------------------------------------------------------------------ style
 
