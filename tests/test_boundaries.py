@@ -214,16 +214,18 @@ def test_the_window_finds_its_icon_and_both_style_sheets_wherever_its_room_sits(
     assert style_sheet("dark").strip() and style_sheet("light").strip()
 
 
-#: The engine's top level: its entry (__init__) and the vocabulary every room shares.
+#: The engine's top level: its entry (__init__), the vocabulary every room shares, and the one
+#: backend factory, which sits above the rooms whose backends it makes (pyproject's layers).
 ENGINE_TOP = [
-    "__init__.py", "algorithms.py", "config.py", "errors.py", "exit_status.py", "results.py",
-    "ring_timeline.py", "units.py",
+    "__init__.py", "algorithms.py", "backend_factory.py", "config.py", "errors.py",
+    "exit_status.py", "results.py", "ring_timeline.py", "units.py",
 ]  # fmt: skip
 
 
 def test_the_engine_is_rooms_each_a_folder_with_one_job():
     """gpu/'s top level holds only the shared vocabulary (configs, the algorithm registry,
-    results and the ring's, errors, units, exit status): every other module sits in the room of
+    results and the ring's, errors, units, exit status) and the backend factory that makes a
+    backend of any room from a name: every other module sits in the room of
     its job (model, backends, launch, counters, ring, profiling, files), and each room's
     __init__ says what that job is."""
     gpu_dir = ROOT / "gpu"
