@@ -206,7 +206,7 @@ def render_window(
                 return 1
             say_progress(window)
             if sweep and not open_path:  # a recording holds what it holds: nothing to sweep
-                window.sweep()
+                window.measurements.sweep()
             # Until the measurements are done and shown: the sweep, and the points it measures
             # again for being out of line, which start only once its last result is in.
             _spin(app, lambda: measurements_done(window), timeout_s)
@@ -242,7 +242,7 @@ def render_window(
             except (OSError, ExportError) as exc:
                 print(f"tilescope: error: {exc}", file=sys.stderr)
                 return 1
-            print(f"wrote {out} ({size[0]}×{size[1]}, {len(window.store)} results)")
+            print(f"wrote {out} ({size[0]}×{size[1]}, {len(window.measurements.store)} results)")
             return 0
         finally:
             window.close()

@@ -308,7 +308,7 @@ def measure_scale(app, window, seq_max: int) -> None:  # type: ignore[no-untyped
     """Measure every N of the slider's scale, so the moves below are served from the cache."""
     for n in scale_up_to(window, seq_max):
         window.controls.set_seq_len(n)
-        window.sweep()
+        window.measurements.sweep()
         wait_idle(app, window)
 
 
@@ -530,10 +530,10 @@ def stall_sweep(app, window, seq_max: int) -> dict:  # type: ignore[no-untyped-d
     show_tab(app, window, 0)
     window.controls.set_seq_len(scale_up_to(window, seq_max)[-1])
     wait_idle(app, window)
-    window.store.clear()
+    window.measurements.store.clear()
     with Heartbeat() as beat:
         t0 = time.perf_counter()
-        total = window.sweep()
+        total = window.measurements.sweep()
         wait_idle(app, window)
         seconds = time.perf_counter() - t0
     return {

@@ -63,7 +63,9 @@ def window_verdict(seq: int, timeout_s: float = 600.0):  # type: ignore[no-untyp
                 results = {
                     a: r
                     for a in (NAIVE, TILED)
-                    if (r := window.store.get(s.config, a, s.backend.key, s.run_budget))
+                    if (
+                        r := window.measurements.store.get(s.config, a, s.backend.key, s.run_budget)
+                    )
                 }
                 if len(results) == 2:
                     break

@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
             if s.backend is None or window.runner.busy or window.animation is None:
                 return False
             return all(
-                window.store.get(s.config, a, s.backend.key, s.run_budget) for a in s.algorithms
+                window.measurements.store.get(s.config, a, s.backend.key, s.run_budget)
+                for a in s.algorithms
             )
 
         wait(drawn)

@@ -222,7 +222,8 @@ class Soak:
         config = w.config.with_(
             seq_len=self.sweep_n, heads=(4, 8, 12)[c % 3], causal=bool((c // 3) % 2)
         )
-        w.store.clear()  # so the sweep measures again instead of finding everything cached
+        # so the sweep measures again instead of finding everything cached
+        w.measurements.store.clear()
         w.controls.set_config(config)
         w.tabs.setCurrentIndex(1)
         anim = w.animation
@@ -230,7 +231,7 @@ class Soak:
             anim.player.loop = True
             if not anim.playing:
                 anim.play()
-        total = w.sweep()
+        total = w.measurements.sweep()
         self.phase = "sweep"
         if total == 0:
             self.counters.errors.append(f"cycle {c}: the sweep found nothing to measure")
@@ -258,7 +259,7 @@ class Soak:
                 t_s=round(self.elapsed(), 2),
                 idle=not w.runner.busy,
                 kind=kind,
-                results_cached=len(w.store),
+                results_cached=len(w.measurements.store),
                 runs_finished=w.runner.stats.runs_finished,
                 **values,  # type: ignore[arg-type]
             )

@@ -124,7 +124,7 @@ def make_window(qtbot, window_settings):
         qtbot.waitExposed(window)
         # Condition waits: their bounds only catch a hang (a loaded machine starts slowly).
         qtbot.waitUntil(lambda: window.backend is not None, timeout=HANG_MS)
-        qtbot.waitUntil(lambda: window.results_drawn, timeout=HANG_MS)
+        qtbot.waitUntil(lambda: window.measurements.results_drawn, timeout=HANG_MS)
         return window
 
     return make

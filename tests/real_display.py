@@ -102,7 +102,7 @@ def busy_parts(window) -> dict[str, bool]:  # type: ignore[no-untyped-def]
         "backend starting": window.backend is None,
         "animation not built": window.animation is None,
         "runner": window.runner.busy,
-        "results not drawn": not window.results_drawn,
+        "results not drawn": not window.measurements.results_drawn,
         "export": window.file_menu.exporting,
         "file read": window.file_menu.reader.busy,
         "model curves": window.plots.model_worker.busy,

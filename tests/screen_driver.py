@@ -198,7 +198,7 @@ def main() -> int:
         ("open_recording", lambda: open_recording(RECORDINGS[0])),
         ("replay_drag", lambda: drag_slider(round(slider.minimum() + 0.75 * span()))),
         ("replay_arrow_keys", lambda: keys(slider, Qt.Key.Key_Left, 3)),
-        ("sweep", window.sweep),
+        ("sweep", window.measurements.sweep),
         ("pass_step", lambda: choose(c.pass_combo, "step")),
         ("pass_forward", lambda: choose(c.pass_combo, "forward")),
         ("dtype", lambda: choose(c.dtype, "bf16")),

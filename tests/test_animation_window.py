@@ -241,7 +241,7 @@ def test_a_recorded_h200_run_puts_the_measured_times_on_the_lanes(make_window, q
 
     window = make_window(seq_len=4096)
     anim = _tiles(window, qtbot)
-    window.open_recorded(str(ROOT / "resources" / "recorded" / "h200_sweep.json"))
+    window.backend_switch.open_recorded(str(ROOT / "resources" / "recorded" / "h200_sweep.json"))
     qtbot.waitUntil(lambda: window.state.value.replay, timeout=10_000)
     window.state.update(config=window.config.with_(seq_len=4096))
     # The readable kernel, picked as a user does (the default lane is the fastest kernel).

@@ -83,7 +83,9 @@ def _settled(qtbot, window, timeout_ms: int = 5000) -> None:
     s = window.state.value
 
     def done() -> bool:
-        missing = window.store.missing(s.config, s.algorithms, s.backend.key, s.run_budget)
+        missing = window.measurements.store.missing(
+            s.config, s.algorithms, s.backend.key, s.run_budget
+        )
         return not window.runner.busy and not missing
 
     qtbot.waitUntil(done, timeout=timeout_ms)
@@ -108,7 +110,7 @@ def test_measure_bytes_makes_cuda_runs_sample_the_counters_and_persists(
     _settled(qtbot, window)
     assert check.isEnabled() and not check.isChecked()
     assert backend.profiled and not any(backend.profiled)  # timing runs are not sampled
-    store, key = window.store, window.backend.key
+    store, key = window.measurements.store, window.backend.key
     assert store.get(window.config, NAIVE, key).traffic == ()
     check.click()
     assert window.state.value.measure_bytes
@@ -327,7 +329,7 @@ def test_the_strip_chart_says_not_measured_without_samples(qtbot, make_window):
     assert strip.is_empty() and strip.plot.isHidden()
     assert "not measured" in strip.title.text() and "Measure bytes" in strip.title.text()
     window.controls.measure_bytes.click()
-    store, key = window.store, window.backend.key
+    store, key = window.measurements.store, window.backend.key
     qtbot.waitUntil(lambda: store.get(window.config, NAIVE, key).traffic != (), timeout=5000)
     _settled(qtbot, window)
     qtbot.waitUntil(lambda: not strip.is_empty(), timeout=3000)
@@ -373,8 +375,8 @@ def test_arriving_results_are_drawn_with_their_legends_and_layout_in_one_turn(
     s = window.state.value
     result = profiled_result(4096, NAIVE)
     assert result.config == s.config
-    window.store.add(result, s.backend.key, s.run_budget)
-    window._refresh_measured()  # what a result's arrival runs; no event is processed after it
+    window.measurements.store.add(result, s.backend.key, s.run_budget)
+    window.measurements.refresh()  # what a result's arrival runs; no event is processed after it
     # Legends, ranges and the layout they change are settled before the window next paints:
     # one repaint for the results, not a second one for their legends and plot sizes.
     assert window.plots.strip.plot.isVisibleTo(window)
@@ -461,8 +463,8 @@ def test_re_measure_and_clear_results_go_through_the_store(qtbot, make_window):
     window = make_window(backend)
     _settled(qtbot, window)
     runs = backend.runs_for(window.config.seq_len)
-    assert window.remeasure_action.isEnabled()
-    window.remeasure_action.trigger()
+    assert window.window_actions.remeasure_action.isEnabled()
+    window.window_actions.remeasure_action.trigger()
     qtbot.waitUntil(
         lambda: (
             backend.runs_for(window.config.seq_len) == runs + len(window.state.value.algorithms)
@@ -471,20 +473,25 @@ def test_re_measure_and_clear_results_go_through_the_store(qtbot, make_window):
     )
     window.controls.set_seq_len(2048)
     _settled(qtbot, window)
-    assert window.store.get(window.config.with_(seq_len=1024), NAIVE, window.backend.key)
-    window.clear_results_action.trigger()
-    assert window.store.get(window.config.with_(seq_len=1024), NAIVE, window.backend.key) is None
-    store, key = window.store, window.backend.key
+    assert window.measurements.store.get(
+        window.config.with_(seq_len=1024), NAIVE, window.backend.key
+    )
+    window.window_actions.clear_results_action.trigger()
+    assert (
+        window.measurements.store.get(window.config.with_(seq_len=1024), NAIVE, window.backend.key)
+        is None
+    )
+    store, key = window.measurements.store, window.backend.key
     qtbot.waitUntil(lambda: store.get(window.config, NAIVE, key) is not None, timeout=5000)
     memory = window.plots.memory
     qtbot.waitUntil(lambda: memory.series[f"measured_{NAIVE}"][0] == [2048], timeout=5000)
 
 
 def test_a_recorded_run_is_not_measured_again(qtbot, profiled_window):
-    before = len(profiled_window.store)
-    assert profiled_window.remeasure() == 0
-    profiled_window.clear_results()
-    assert len(profiled_window.store) == before
+    before = len(profiled_window.measurements.store)
+    assert profiled_window.measurements.remeasure() == 0
+    profiled_window.measurements.clear_results()
+    assert len(profiled_window.measurements.store) == before
     assert "recorded" in profiled_window.statusBar().currentMessage()
 
 
@@ -534,7 +541,7 @@ def test_a_zoomed_plot_keeps_the_users_view_until_a_double_click_resets_it(qtbot
     (x0, x1), (y0, y1) = memory.plotItem.vb.viewRange()
     assert [x0, x1, y0, y1] == pytest.approx([*fitted[0], *fitted[1]])
     _zoom_like_the_user(profiled_window.plots.timing)
-    profiled_window.reset_plots_action.trigger()
+    profiled_window.window_actions.reset_plots_action.trigger()
     assert not profiled_window.plots.timing.user_zoomed
 
 
@@ -590,11 +597,11 @@ def test_legends_can_be_hidden_and_the_key_names_every_series(qtbot, profiled_wi
     assert "naive: softmax" in plots.key.texts()  # the kernels' colours on the time plot
     memory = plots.memory
     before = memory.plotItem.vb.sceneBoundingRect().height()
-    profiled_window.legends_action.trigger()  # View ▸ Plot legends: off
+    profiled_window.window_actions.legends_action.trigger()  # View ▸ Plot legends: off
     qtbot.waitUntil(lambda: memory.plotItem.vb.sceneBoundingRect().height() > before, timeout=2000)
     assert not memory.legend.isVisible()
     assert plots.key.isVisible()
-    profiled_window.legends_action.trigger()
+    profiled_window.window_actions.legends_action.trigger()
     qtbot.waitUntil(lambda: memory.legend.isVisible(), timeout=2000)
 
 
@@ -610,7 +617,7 @@ def test_measure_bytes_on_the_gpu_puts_measured_points_on_the_roofline(qtbot, ma
     # results, with a bound that only catches a hang.
     _settled(qtbot, window, timeout_ms=GPU_HANG_MS)
     window.controls.measure_bytes.click()
-    store, key = window.store, window.backend.key
+    store, key = window.measurements.store, window.backend.key
 
     def sampled_or_refused() -> bool:
         result = store.get(window.config, NAIVE, key)
@@ -686,7 +693,8 @@ def test_results_arriving_before_their_model_curves_are_drawn_with_them_in_one_p
     window = make_window()
     _settled(qtbot, window)
     window.plots.flush_model()
-    window._held.setInterval(10_000)  # the curves come when the gate opens, however late
+    # the curves come when the gate opens, however late
+    window.measurements.model_wait.setInterval(10_000)
     gate = threading.Event()
     _gated_model(window, gate)
     drawn = []  # (results of the new shape shown, its model curves drawn) at each redraw

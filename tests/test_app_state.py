@@ -146,7 +146,7 @@ VIEWS = {
 WORK = {
     "request": ("app.work.runner", "Runner", "request"),
     "cursor": ("app.measure.plots", "PlotsPanel", "set_seq_len"),
-    "measured": ("app.window.main_window", "MainWindow", "_refresh_measured"),
+    "measured": ("app.window.measuring", "Measurements", "refresh"),
     "explain_html": ("app.measure.explain", "ExplainPane", "_refresh"),
     "animation_config": ("app.animation.widget", "TileAnimationWidget", "set_config"),
     "animation_gpu": ("app.animation.widget", "TileAnimationWidget", "set_gpu"),
@@ -256,7 +256,9 @@ def test_a_roofline_gpu_change_moves_the_animations_clock_once(qtbot, window, co
 
 def test_a_backend_becoming_ready_updates_each_view_once(qtbot, window, counted):
     cpu = CostModelBackend(name="cpu", device="CPU (fake)", delay_s=RUN_S)
-    window.backends = window.backends.with_makers({"cpu": lambda _: cpu})
+    window.backend_switch.backends = window.backend_switch.backends.with_makers(
+        {"cpu": lambda _: cpu}
+    )
     _settle(qtbot, window)
     window.controls.set_backend_choice("cpu")  # the start: the backend goes away (one update)
     counted.clear()
@@ -272,7 +274,7 @@ def _arrive(window, algorithm: str, more_to_come: int) -> None:
     config still to come."""
     from app.state.runs import Job, RunOutcome
 
-    job = Job(0, window._backend_generation, window.config, algorithm, None)
+    job = Job(0, window.backend_switch.generation, window.config, algorithm, None)
     result = window.backend.backend.run(window.config, algorithm)
     outcome = RunOutcome(job, window.backend.key, result=result, more_to_come=more_to_come)
     window.runner.outcome.emit(outcome)
@@ -284,7 +286,7 @@ def test_the_results_of_a_config_measured_one_after_another_are_drawn_together(
     draws = []
     original = window.plots.set_measured
     monkeypatch.setattr(window.plots, "set_measured", lambda s: (draws.append(s), original(s)))
-    window.store.clear()
+    window.measurements.store.clear()
     _arrive(window, NAIVE, more_to_come=1)
     qtbot.wait(60)  # several frames: drawn apart, it would be drawn by now
     assert draws == []
@@ -301,7 +303,7 @@ def test_results_whose_config_never_finishes_are_drawn_after_the_hold(qtbot, win
     draws = []
     original = window.plots.set_measured
     monkeypatch.setattr(window.plots, "set_measured", lambda s: (draws.append(s), original(s)))
-    window.store.clear()
+    window.measurements.store.clear()
     _arrive(window, NAIVE, more_to_come=1)  # the rest is never measured (a backend hangs)
     qtbot.wait(60)
     assert draws == []
@@ -319,7 +321,7 @@ def test_a_burst_of_results_is_drawn_once(qtbot, window, monkeypatch):
     config = window.config
     for n in (128, 256, 512, 768, 1536, 2048, 3072, 4096):  # 8 results, one turn of the loop
         c = config.with_(seq_len=n)
-        job = Job(0, window._backend_generation, c, NAIVE, None)
+        job = Job(0, window.backend_switch.generation, c, NAIVE, None)
         result = window.backend.backend.run(c, NAIVE)
         window.runner.outcome.emit(RunOutcome(job, key, result=result))
     qtbot.wait(100)

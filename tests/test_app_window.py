@@ -158,7 +158,7 @@ def test_a_slow_backend_leaves_the_gui_thread_responsive(qtbot, make_window, wai
         s.setValue(s.minimum() + step % 12)
         step += 1
         qtbot.wait(40)
-    window.sweep()
+    window.measurements.sweep()
     qtbot.wait(400)
     timer.stop()
     assert len(backend.calls) >= 4  # measurements really were running meanwhile
@@ -282,7 +282,7 @@ def test_a_recorded_run_replays_and_the_slider_snaps_to_its_n(qtbot, make_window
 def test_the_cpu_backend_sweeps_small_n_end_to_end(qtbot, make_window):
     window = make_window(CpuBackend(), seq_len=256)
     with qtbot.waitSignal(window.runner.sweepFinished, timeout=20000):
-        window.sweep()
+        window.measurements.sweep()
     memory = plots(window)["memoryPlot"]
     qtbot.waitUntil(lambda: memory.series["measured_tiled"][0] == [128, 256], timeout=10000)
     assert memory.series["measured_naive"][0] == [128, 256]
@@ -307,11 +307,11 @@ def test_switching_theme_restyles_the_plots_in_place(make_window):
     window = make_window()
     memory = plots(window)["memoryPlot"]
     item = memory.items["model_naive"]
-    window.dark_action.setChecked(False)
+    window.window_actions.dark_action.setChecked(False)
     assert window.theme == "light"
     assert memory.items["model_naive"] is item  # updated, not rebuilt
     assert item.opts["pen"].color().name() == "#d55e00"
-    window.dark_action.setChecked(True)
+    window.window_actions.dark_action.setChecked(True)
     assert item.opts["pen"].color().name() == "#ff8a5b"
 
 

@@ -55,7 +55,9 @@ def _at(plot, item: str, n: int) -> float | None:
 
 
 def _explain(window) -> str:
-    return explain_html(PointInputs.from_state(window.state.value, window._results_at_n()))
+    return explain_html(
+        PointInputs.from_state(window.state.value, window.measurements.results_at_n())
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -224,7 +226,9 @@ def test_the_bandwidth_plot_takes_the_traffic_plots_place_for_decode(qtbot, make
         return _at(bandwidth, "measured_split_kv", config.seq_len)
 
     qtbot.waitUntil(lambda: measured() is not None, timeout=HANG_MS)
-    result = window.store.get(config, SPLIT_KV, window.backend.key, window.state.value.run_budget)
+    result = window.measurements.store.get(
+        config, SPLIT_KV, window.backend.key, window.state.value.run_budget
+    )
     assert measured() == kv_cache_bytes(config) / (result.total_ms * 1e-3)
     window.plots.flush_visibility()
     roof = window.state.value.roof_device.bandwidth_bytes_s
@@ -272,7 +276,7 @@ def test_the_shipped_h100_decode_recording_replays_through_file_open(qtbot, make
     window = make_window(_backend())
     assert window.file_menu.open_file(str(SHIPPED))
     qtbot.waitUntil(lambda: window.state.value.replay, timeout=HANG_MS)
-    qtbot.waitUntil(lambda: window.results_drawn, timeout=HANG_MS)
+    qtbot.waitUntil(lambda: window.measurements.results_drawn, timeout=HANG_MS)
     c = window.config
     assert c.is_decode and (c.heads, c.kv_heads, c.head_dim, c.batch) == (32, 8, 128, 8)
     controls = window.controls
@@ -285,7 +289,9 @@ def test_the_shipped_h100_decode_recording_replays_through_file_open(qtbot, make
     qtbot.waitUntil(lambda: timing.series["measured_split_kv"][0] == ns, timeout=HANG_MS)
     assert timing.series["measured_naive"][0] == ns
     assert bandwidth.series["measured_split_kv"][0] == ns
-    recorded = window.store.get(c.with_(seq_len=131072), SPLIT_KV, window.backend.key, None)
+    recorded = window.measurements.store.get(
+        c.with_(seq_len=131072), SPLIT_KV, window.backend.key, None
+    )
     rate = _at(bandwidth, "measured_split_kv", 131072)
     assert rate == kv_cache_bytes(c.with_(seq_len=131072)) / (recorded.total_ms * 1e-3)
     assert 1e12 < rate < 3.35e12  # a long cache is bandwidth-bound, below the datasheet
@@ -308,7 +314,7 @@ def test_the_cpu_backend_measures_decode_in_the_window(qtbot, make_window):
     timing = _plot(window, "timingPlot")
     for a in (NAIVE, SPLIT_KV):
         qtbot.waitUntil(lambda a=a: _at(timing, f"measured_{a}", 512) is not None, timeout=HANG_MS)
-    result = window.store.get(window.config, SPLIT_KV, window.backend.key, None)
+    result = window.measurements.store.get(window.config, SPLIT_KV, window.backend.key, None)
     assert result.backend == "cpu" and result.config.kv_heads == 4 and result.total_ms > 0
     assert [k.name for k in result.kernel_times] == ["decode_split"]
     assert _at(_plot(window, "bandwidthPlot"), "measured_split_kv", 512) is not None

@@ -40,8 +40,10 @@ def test_a_deterministic_step_runs_the_dq_pass_and_the_plots_follow_its_peak(qtb
     _choose_pass(window, STEP)
     window.controls.deterministic.setChecked(True)
     key = window.backend.key
-    qtbot.waitUntil(lambda: window.store.get(window.config, TILED, key) is not None, timeout=5000)
-    result = window.store.get(window.config, TILED, key)
+    qtbot.waitUntil(
+        lambda: window.measurements.store.get(window.config, TILED, key) is not None, timeout=5000
+    )
+    result = window.measurements.store.get(window.config, TILED, key)
     assert result.config.deterministic
     assert [k.name for k in result.kernel_times] == ["flash_fwd", *DETERMINISTIC_BACKWARD_KERNELS]
     # The memory plot shows the deterministic step's peak (no fp32 dQ accumulator).
@@ -103,7 +105,8 @@ def test_a_saved_session_opens_in_the_deterministic_mode(qtbot, make_window, tmp
     window = make_window(CostModelBackend(passes=PASSES))
     _choose_pass(window, STEP)
     window.controls.deterministic.setChecked(True)
-    qtbot.waitUntil(lambda: window.store.get(window.config, TILED, window.backend.key) is not None,
+    store = window.measurements.store
+    qtbot.waitUntil(lambda: store.get(window.config, TILED, window.backend.key) is not None,
                     timeout=5000)  # fmt: skip
     path = tmp_path / "det_session.json"
     with qtbot.waitSignal(window.file_menu.sessionSaved, timeout=10_000):

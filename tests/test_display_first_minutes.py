@@ -47,7 +47,7 @@ FIRST_MINUTES = textwrap.dedent(
 
         def settled():
             return (
-                window.state.value.replay and window.results_drawn and framed()
+                window.state.value.replay and window.measurements.results_drawn and framed()
                 and not window.plots.model_coming() and not window.lesson.busy
                 and not window.explain.busy
             )

@@ -219,7 +219,7 @@ def test_overwriting_asks_first_through_a_replaceable_question(window, tmp_path,
 
 
 def test_the_export_dialog_exports_what_it_is_set_to(qtbot, window, tmp_path):
-    window.export_action.trigger()  # Ctrl+E
+    window.window_actions.export_action.trigger()  # Ctrl+E
     dialog = window.findChild(QDialog, "exportDialog")
     assert dialog.isVisible()
     for kind, suffix in (("gif", ".gif"), ("plots_csv", ".csv"), ("mp4", ".mp4")):

@@ -23,10 +23,10 @@ def empty_settings(tmp_path):
 def start_window(qtbot, monkeypatch):
     """start(settings, cuda_possible, factory_backends) -> (window, asked): a shown window on
     `settings`; `asked` lists the backends the window asked the factory for."""
-    from app.window import main_window
+    from app.window import backend_control, main_window
 
     def start(settings, cuda_possible=False, backend=None):
-        monkeypatch.setattr(main_window, "cuda_possible", lambda: cuda_possible, raising=False)
+        monkeypatch.setattr(backend_control, "cuda_possible", lambda: cuda_possible)
         asked: list[str] = []
 
         def factory(name):
@@ -102,7 +102,7 @@ def test_continue_measuring_on_cuda_is_off_where_there_is_no_cuda_device(
 ):
     window, _ = start_window(empty_settings, cuda_possible=False)
     assert window.state.value.replay
-    action = window.continue_action
+    action = window.window_actions.continue_action
     assert not action.isEnabled()
     assert "no CUDA device" in action.toolTip()
 
@@ -114,8 +114,8 @@ def test_switching_to_the_recording_drops_the_cpus_notes_and_last_run(
     window, _ = start_window(empty_settings)
     qtbot.waitUntil(lambda: not window.runner.busy, timeout=HANG_MS)
     config = window.config
-    window.notes.add(config, "tiled at N=2048 not run: about 51 s")
-    window.run_status.set_text(window._status_text())
+    window.measurements.notes.add(config, "tiled at N=2048 not run: about 51 s")
+    window.run_status.set_text(window.measurements.status_text())
     qtbot.waitUntil(lambda: window.readouts.last.text() != "last run: —", timeout=HANG_MS)
     window.controls.set_backend_choice("recorded")
     qtbot.waitUntil(lambda: window.state.value.replay, timeout=HANG_MS)
@@ -350,9 +350,9 @@ def test_two_runs_refused_at_1280x800_fit_the_run_status(start_window, empty_set
     window.resize(1276, 760)
     qtbot.waitUntil(lambda: not window.runner.busy, timeout=HANG_MS)
     config = window.config
-    window.notes.too_long(config, "naive", 102.0, 20.0)
-    window.notes.too_long(config, "tiled", 48.0, 20.0)
-    window.run_status.set_text(window._status_text())
+    window.measurements.notes.too_long(config, "naive", 102.0, 20.0)
+    window.measurements.notes.too_long(config, "tiled", 48.0, 20.0)
+    window.run_status.set_text(window.measurements.status_text())
     qtbot.wait(50)
     assert not window.run_status.label.is_elided(), window.run_status.label.shown_text()
 

@@ -535,12 +535,14 @@ def test_a_sweep_measures_its_out_of_line_points_once_more(make_window, qtbot, m
     fake = CostModelBackend()
     small, large = (fake.run(s.config.with_(seq_len=n), NAIVE) for n in (128, 256))
     for r, ms in ((small, 50.0), (large, 1.0)):  # 128 slower than 256: out of line
-        window.store.add(replace(r, kernel_times=(KernelTime("gemm_qk", ms),)), s.backend.key)
+        window.measurements.store.add(
+            replace(r, kernel_times=(KernelTime("gemm_qk", ms),)), s.backend.key
+        )
     queued = []
     monkeypatch.setattr(window.runner, "start_sweep", lambda items, *a: queued.extend(items))
-    window._on_sweep_finished(False)
+    window.measurements.on_sweep_finished(False)
     assert queued == [(s.config.with_(seq_len=128), NAIVE)]
-    window._on_sweep_finished(False)
+    window.measurements.on_sweep_finished(False)
     assert len(queued) == 1  # once: a point still out of line is left as measured
 
 
@@ -551,11 +553,12 @@ def test_the_first_paint_on_the_cpu_shows_its_own_roofs_and_the_first_results(
     s = window.state.value
     qtbot.waitUntil(
         lambda: all(
-            window.store.get(s.config, a, s.backend.key, s.run_budget) for a in (NAIVE, TILED)
+            window.measurements.store.get(s.config, a, s.backend.key, s.run_budget)
+            for a in (NAIVE, TILED)
         ),
         timeout=60_000,
     )
-    window._refresh_measured()
+    window.measurements.refresh()
     window.plots.flush_model()
     r = window.plots.roofline
     assert "this CPU" in r.toolTip() and r.title == "Roofline: this CPU"

@@ -50,7 +50,7 @@ def test_at_16384_every_view_reads_naives_dram_bytes_and_verdict_from_one_point(
     qtbot.waitUntil(lambda: window.animation is not None, timeout=5000)
     window.tabs.setCurrentWidget(window.animation)
     anim = window.animation
-    window.open_recorded(str(SWEEP))
+    window.backend_switch.open_recorded(str(SWEEP))
     qtbot.waitUntil(lambda: window.state.value.replay, timeout=10_000)
     window.state.update(config=window.config.with_(seq_len=N))
     qtbot.waitUntil(
@@ -117,7 +117,7 @@ def test_at_16384_every_view_reads_naives_dram_bytes_and_verdict_from_one_point(
     assert ws.tie and binds_text(ws.ties) in tie and binds_text(ws.ties) in pane
 
     # The status bar's last run, as the window writes it for naive's result
-    window.readouts.set_last(naive_result, window._last_figures(naive_result))
+    window.readouts.set_last(naive_result, window.measurements.last_figures(naive_result))
     status = window.readouts.last.text()
     assert f"DRAM {dram_text}" in status
     assert f"{v.bound}-bound: {binds_text(v.ties)}" in status

@@ -57,7 +57,7 @@ def open_and_wait(qtbot, window, path, timeout_s: float = 10.0) -> bool:
             window.backend is not None
             and window.backend.backend.path == str(path)
             and not window.runner.busy
-            and window.results_drawn
+            and window.measurements.results_drawn
         ),
         timeout_s,
     )
@@ -76,14 +76,14 @@ def visible_state(window) -> tuple:
         s.custom_budget_gb,
         s.seq_scale,
         s.backend.key if s.backend is not None else None,
-        len(window.store),
-        tuple(window.store.backend_keys()),
+        len(window.measurements.store),
+        tuple(window.measurements.store.backend_keys()),
         window.theme,
     )
 
 
 def replay_keys(window) -> list[str]:
-    return [k for k in window.store.backend_keys() if k.startswith("replay:")]
+    return [k for k in window.measurements.store.backend_keys() if k.startswith("replay:")]
 
 
 # ------------------------------------------------------------------------- sources
@@ -109,15 +109,15 @@ def test_a_second_recording_of_the_same_gpu_replaces_the_first_instead_of_mixing
     window = make_window()
     assert open_and_wait(qtbot, window, first)
     first_key = window.backend.key
-    n_first = len(window.store.results(first_key))
+    n_first = len(window.measurements.store.results(first_key))
     assert open_and_wait(qtbot, window, second)
     key = window.backend.key
     assert key != first_key  # each file a source of its own, though the GPU is the same
     assert replay_keys(window) == [key]  # the first file's results are gone, not merged
-    assert len(window.store.results(key)) == len(small) < n_first
+    assert len(window.measurements.store.results(key)) == len(small) < n_first
     shown = window.plots.memory.series["measured_naive"][0]
     assert max(shown) == 4096  # nothing above 4096 from the first file
-    series = window.store.series(window.config, NAIVE, key)
+    series = window.measurements.store.series(window.config, NAIVE, key)
     assert all(r.kernel_times[0].ms > 0 for r in series)
     assert "2002-03-04" in window.run_status.text()
 
@@ -133,9 +133,9 @@ def test_the_same_file_opened_again_is_the_same_source(qtbot, make_window, tmp_p
     save_recording(synthetic_recording(lens=(256, 1024)), path)
     window = make_window()
     assert open_and_wait(qtbot, window, path)
-    key, count = window.backend.key, len(window.store)
+    key, count = window.backend.key, len(window.measurements.store)
     assert open_and_wait(qtbot, window, path)
-    assert window.backend.key == key and len(window.store) == count
+    assert window.backend.key == key and len(window.measurements.store) == count
 
 
 # ------------------------------------------------------------------------- bad files
@@ -294,7 +294,7 @@ def test_opening_a_50_mb_recording_never_stalls_the_gui_thread_100_ms(
     window = make_window()
     wait_started(window)  # what follows is not the window's own start-up
     gaps = [_longest_gap_opening(qtbot, window, large_recording)]
-    assert len(window.store.results(window.backend.key)) == 80 * 45 * 2 * 2 * 5
+    assert len(window.measurements.store.results(window.backend.key)) == 80 * 45 * 2 * 2 * 5
     if gaps[0] >= 0.1:  # once more: a stall of ours shows twice, a busy machine's rarely
         gaps.append(_longest_gap_opening(qtbot, window, large_recording))
     assert min(gaps) < 0.1, f"longest GUI-thread gaps {[round(g * 1e3) for g in gaps]} ms"

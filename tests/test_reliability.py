@@ -275,10 +275,12 @@ def test_a_cuda_error_mid_run_falls_back_to_the_cpu_backend_with_a_banner(qtbot,
     assert "after a cuda error" in window.readouts.backend.text()
     key = window.backend.key
     qtbot.waitUntil(
-        lambda: all(window.store.get(window.config, a, key) is not None for a in (NAIVE, TILED)),
+        lambda: all(
+            window.measurements.store.get(window.config, a, key) is not None for a in (NAIVE, TILED)
+        ),
         timeout=5000,
     )
-    assert window.store.get(window.config, NAIVE, key).backend == "cpu"
+    assert window.measurements.store.get(window.config, NAIVE, key).backend == "cpu"
     cuda_calls = len(cuda.calls)
     window.controls.set_seq_len(3072)  # what follows is measured on the CPU backend
     qtbot.waitUntil(lambda: _measured(window, 3072, (NAIVE, TILED)), timeout=5000)
@@ -368,7 +370,7 @@ def test_random_slider_spam_leaves_no_backlog_and_ends_on_the_last_config(qtbot,
     assert len(backend.calls) == settled  # nothing was still queued
     key = window.backend.key
     for algo in (NAIVE, TILED):
-        result = window.store.get(final, algo, key)
+        result = window.measurements.store.get(final, algo, key)
         assert result is not None and result.config == final, algo
     qtbot.waitUntil(lambda: _measured(window, final.seq_len, (NAIVE, TILED)), timeout=5000)
     assert _memory(window).cursor_n == final.seq_len
@@ -502,8 +504,10 @@ def test_gpu_a_broken_copy_of_a_kernel_raises_the_nvrtc_log_and_the_app_keeps_wo
     assert TILED not in window.controls.algorithms()
     window.controls.set_seq_len(2048)
     key = window.backend.key
-    qtbot.waitUntil(lambda: window.store.get(window.config, NAIVE, key) is not None, timeout=60000)
-    assert window.store.get(window.config, NAIVE, key).backend == "cuda"
+    qtbot.waitUntil(
+        lambda: window.measurements.store.get(window.config, NAIVE, key) is not None, timeout=60000
+    )
+    assert window.measurements.store.get(window.config, NAIVE, key).backend == "cuda"
 
 
 @pytest.mark.gpu
@@ -546,8 +550,10 @@ def test_gpu_a_broken_tensor_core_kernel_is_off_and_the_others_keep_running_on_t
     assert algorithm not in window.controls.algorithms()
     window.controls.set_seq_len(2048)
     key = window.backend.key
-    qtbot.waitUntil(lambda: window.store.get(window.config, NAIVE, key) is not None, timeout=60000)
-    assert window.store.get(window.config, NAIVE, key).backend == "cuda"
+    qtbot.waitUntil(
+        lambda: window.measurements.store.get(window.config, NAIVE, key) is not None, timeout=60000
+    )
+    assert window.measurements.store.get(window.config, NAIVE, key).backend == "cuda"
 
 
 @pytest.mark.gpu

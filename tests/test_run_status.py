@@ -50,7 +50,7 @@ def test_notes_from_n_131072_are_gone_at_n_1024(qtbot, make_window):
     settle(qtbot, window)
     window.controls.set_seq_len(131072)
     qtbot.waitUntil(lambda: noted(window, "Not run"), timeout=10_000)
-    assert window.notes.config.seq_len == 131072  # the note is about the N shown
+    assert window.measurements.notes.config.seq_len == 131072  # the note is about the N shown
     window.controls.set_seq_len(1024)
     settle(qtbot, window)
     assert not noted(window, "Not run")
@@ -107,7 +107,8 @@ def test_a_fast_drag_down_shows_the_small_n_without_waiting_for_the_stale_run(
     small = window.config
     assert small == drag[-1]
     qtbot.waitUntil(
-        lambda: window.store.get(small, TILED, window.backend.key) is not None, timeout=60_000
+        lambda: window.measurements.store.get(small, TILED, window.backend.key) is not None,
+        timeout=60_000,
     )
     # The stale runs stopped at their first poll of the cancel hook after the runner heard of a
     # newer point (a key tile at most), whichever of them had started, and none was finished.
@@ -115,7 +116,7 @@ def test_a_fast_drag_down_shows_the_small_n_without_waiting_for_the_stale_run(
         polls = backend.polls_of(config, mark)
         stop = backend.told_to_stop(config, told)
         assert not polls or backend.stopped_at_its_next_poll(config, stop), (config, polls)
-        assert window.store.get(config, TILED, window.backend.key) is None
+        assert window.measurements.store.get(config, TILED, window.backend.key) is None
     assert backend.polls_of(small) and not any(backend.polls_of(small))  # never told to stop
     assert window.runner.stats.runs_cancelled >= 1
 
@@ -133,7 +134,7 @@ def test_esc_stops_a_run_in_flight(qtbot, make_window):
     assert window.run_status.cancellable
     before = window.runner.stats.runs_cancelled
     mark = len(backend.polls)
-    window.cancel_action.trigger()
+    window.window_actions.cancel_action.trigger()
     qtbot.waitUntil(lambda: not window.runner.busy, timeout=60_000)
     assert backend.stopped_at_its_next_poll(big, mark), backend.polls_of(big, mark)
     assert window.runner.stats.runs_cancelled == before + 1
@@ -148,15 +149,17 @@ def test_esc_stops_a_run_in_flight(qtbot, make_window):
 def test_sweep_on_a_recording_is_off_and_says_why(qtbot, make_window):
     window = make_window(open_path=str(SHIPPED))
     button = window.findChild(QPushButton, "sweepButton")
-    assert not button.isEnabled() and not window.sweep_action.isEnabled()
+    assert not button.isEnabled() and not window.window_actions.sweep_action.isEnabled()
     assert "nothing to measure" in button.toolTip()
     requests = window.runner.stats.requests
-    assert window.sweep() == 0  # a script calling it anyway: no queue, no "Sweep done."
+    assert (
+        window.measurements.sweep() == 0
+    )  # a script calling it anyway: no queue, no "Sweep done."
     assert "nothing to measure" in window.statusBar().currentMessage()
     assert window.runner.stats.requests == requests
     window.controls.set_backend_choice("auto")
     qtbot.waitUntil(lambda: window.backend is not None and not window.state.value.replay)
-    assert button.isEnabled() and window.sweep_action.isEnabled()
+    assert button.isEnabled() and window.window_actions.sweep_action.isEnabled()
 
 
 def test_a_recording_that_lacks_the_config_says_what_it_shows(qtbot, make_window):
@@ -188,25 +191,25 @@ def test_a_reopened_cpu_session_can_continue_measuring_only_what_it_lacks(
     qtbot, make_window, tmp_path
 ):
     first, path = _cpu_session(qtbot, make_window, tmp_path)
-    saved = len(first.store)
+    saved = len(first.measurements.store)
     backend = CostModelBackend(name="cpu", device="the test CPU")
     window = make_window(backend, open_path=str(path))
     assert window.state.value.replay
-    assert window.continue_action.isEnabled()
-    assert window.continue_action.text() == "Continue measuring on cpu"
-    assert window.continue_measuring()
+    assert window.window_actions.continue_action.isEnabled()
+    assert window.window_actions.continue_action.text() == "Continue measuring on cpu"
+    assert window.backend_switch.continue_measuring()
     qtbot.waitUntil(
         lambda: window.backend is not None and window.backend.info.backend == "cpu", timeout=5000
     )
     settle(qtbot, window)
     assert backend.calls == []  # N = 1024 is the session's: nothing measured again
     assert "Continuing cpu_session.json" in window.run_status.text()
-    kept = window.store.results(window.backend.key)
+    kept = window.measurements.store.results(window.backend.key)
     assert len(kept) == saved and all(r.recorded for r in kept)  # labelled as from the file
     window.controls.set_seq_len(2048)  # what the session lacks is measured now
     settle(qtbot, window)
     assert {n for n, _, _ in backend.calls} == {2048}
-    assert not window.store.get(window.config, NAIVE, window.backend.key).recorded
+    assert not window.measurements.store.get(window.config, NAIVE, window.backend.key).recorded
 
 
 def test_a_session_from_another_device_is_not_mixed_into_this_ones_series(
@@ -215,23 +218,25 @@ def test_a_session_from_another_device_is_not_mixed_into_this_ones_series(
     _, path = _cpu_session(qtbot, make_window, tmp_path)
     backend = CostModelBackend(name="cpu", device="another CPU")
     window = make_window(backend, open_path=str(path))
-    window.continue_measuring()
+    window.backend_switch.continue_measuring()
     qtbot.waitUntil(
         lambda: window.backend is not None and window.backend.info.backend == "cpu", timeout=5000
     )
     settle(qtbot, window)
     assert "measured on another device" in window.run_status.text()
     assert {n for n, _, _ in backend.calls} == {1024}  # measured here, from scratch
-    assert not any(r.recorded for r in window.store.results(window.backend.key))
+    assert not any(r.recorded for r in window.measurements.store.results(window.backend.key))
 
 
 def test_continue_measuring_is_off_for_a_recording_of_no_live_backend(qtbot, make_window):
     window = make_window(open_path=str(SHIPPED))
-    assert window.continue_action.text() == "Continue measuring on cuda"  # an H200 run
+    assert (
+        window.window_actions.continue_action.text() == "Continue measuring on cuda"
+    )  # an H200 run
     window.controls.set_backend_choice("auto")
     qtbot.waitUntil(lambda: window.backend is not None and not window.state.value.replay)
-    assert not window.continue_action.isEnabled()
-    assert not window.continue_measuring()
+    assert not window.window_actions.continue_action.isEnabled()
+    assert not window.backend_switch.continue_measuring()
 
 
 def test_saving_a_session_never_raises_out_of_the_file_menu(qtbot, make_window, tmp_path):

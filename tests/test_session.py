@@ -182,7 +182,7 @@ def _measure(qtbot, window, lens=(512, 1024, 2048)):
         window.controls.set_seq_len(n)
         qtbot.waitUntil(
             lambda n=n: all(
-                window.store.get(window.config.with_(seq_len=n), a, window.backend.key)
+                window.measurements.store.get(window.config.with_(seq_len=n), a, window.backend.key)
                 for a in window.controls.algorithms()
             ),
             timeout=HANG_MS,
@@ -196,7 +196,7 @@ def test_a_saved_session_reopens_with_equal_results_config_and_controls(
     window.controls.set_checked_algorithms((NAIVE, TILED))
     _measure(qtbot, window)
     window.controls.set_seq_len(1024)
-    shown = without_recorded_flag(window.store.results(window.backend.key))
+    shown = without_recorded_flag(window.measurements.store.results(window.backend.key))
     path = str(tmp_path / "mine.json")
     with qtbot.waitSignal(window.file_menu.sessionSaved, timeout=HANG_MS):
         assert window.file_menu.save_session(path)  # written off the GUI thread
@@ -209,7 +209,7 @@ def test_a_saved_session_reopens_with_equal_results_config_and_controls(
         lambda: again.backend is not None and again.backend.info.backend == "replay",
         timeout=HANG_MS,
     )
-    replayed = again.store.results(again.backend.key)
+    replayed = again.measurements.store.results(again.backend.key)
     assert all(r.recorded for r in replayed)
     assert sorted(without_recorded_flag(replayed), key=repr) == sorted(shown, key=repr)
     assert again.config == config
@@ -236,7 +236,9 @@ def test_main_open_starts_the_app_on_a_saved_session(qtbot, make_window, tmp_pat
     assert window.theme == "light"
     # The other backend's result is cached again under its own key and budget.
     assert (
-        window.store.get(AttentionConfig(seq_len=512), TILED, "cpu:CPU (fake)", 2 * 10**9)
+        window.measurements.store.get(
+            AttentionConfig(seq_len=512), TILED, "cpu:CPU (fake)", 2 * 10**9
+        )
         is not None
     )
     assert "2001-02-03" in window.run_status.text()
@@ -246,7 +248,7 @@ def _visible_state(window) -> tuple:
     """What opening a file could change: config, results, backend, algorithms, theme, N scale."""
     return (
         window.config,
-        len(window.store),
+        len(window.measurements.store),
         window.backend.key,
         window.controls.backend_choice(),
         window.controls.recorded_path,

@@ -130,8 +130,8 @@ def test_a_result_of_another_family_leaves_the_plots_alone(qtbot, make_window, w
     window.plots.set_measured = lambda series: draws.append(series)
     other = window.config.with_(heads=window.config.heads + 3)
     result = window.backend.backend.run(other, NAIVE)
-    job = Job(0, window._backend_generation, other, NAIVE, None)
+    job = Job(0, window.backend_switch.generation, other, NAIVE, None)
     window.runner.outcome.emit(RunOutcome(job, window.backend.key, result=result))
     qtbot.wait(60)
-    assert window.store.get(other, NAIVE, window.backend.key) is not None  # kept
+    assert window.measurements.store.get(other, NAIVE, window.backend.key) is not None  # kept
     assert draws == []

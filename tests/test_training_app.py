@@ -101,7 +101,7 @@ def test_the_time_plots_csv_header_and_names_follow_the_pass(qtbot, make_window)
     dialog.close()
     _choose_pass(window, FORWARD)
     assert timing.accessibleName() == "Time per forward pass plot"
-    qtbot.waitUntil(lambda: window.results_drawn, timeout=HANG_MS)
+    qtbot.waitUntil(lambda: window.measurements.results_drawn, timeout=HANG_MS)
     window.plots.flush_visibility()
     header = plots_csv(window.plots, "timingPlot").splitlines()[0]
     assert "y: time per forward pass [ms]" in header

@@ -1,10 +1,16 @@
-"""Which backend the window measures on: starting one on the runner's thread, adopting it when
-it is ready (one state update), falling back when it fails or is lost, and what the run
-actions and the shown series may offer on it."""
+"""Which backend the window measures on (`BackendSwitch`, a part of the window): starting one
+on the runner's thread from the one factory (gpu/backend_factory.py), adopting it when it is
+ready (one state update), falling back when it fails or is lost, continuing a recording on
+the backend it was measured with, and what the run actions may offer on it."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from dataclasses import replace
+
+from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtWidgets import QMainWindow
 
 from gpu.algorithms import ALGORITHMS
 from gpu.backend_factory import (
@@ -15,13 +21,14 @@ from gpu.backend_factory import (
     BackendRequest,
 )
 from gpu.backends.backend import Backend
+from gpu.backends.cuda_check import cuda_possible
 
 from ..kit.plain_text import tooltip
 from ..state.app_state import AppState
 from ..state.default_view import default_checked
-from ..state.recorded_run import RecordedBackend, shipped_recording
+from ..state.recorded_run import RecordedBackend, is_reference, shipped_recording
 from ..state.ring.devices import backend_for
-from ..state.runs import BackendFailure, BackendReady
+from ..state.runs import BackendFailure, BackendReady, Job, RunOutcome, backend_key
 from ..state.units import fmt_seconds
 from ..work.background import read_elsewhere
 from ..work.release import free_later
@@ -56,12 +63,61 @@ def _by_name(make: Callable[[str], Backend]) -> Callable[[BackendRequest], Backe
     return lambda request: make(request.name)
 
 
-class BackendControl:
-    """The main window's backend: start, adopt, fall back (a part of MainWindow)."""
+class BackendSwitch(QObject):
+    """The window's backend: start, adopt, fall back, continue a recording on its backend.
+    `starting` says a backend is being started (what the status said about the last one
+    goes)."""
 
-    def _start_backend(self, choice: str, **changes: object) -> None:
+    starting = Signal(str)
+
+    def __init__(
+        self,
+        window: QMainWindow,
+        one_device: Callable[[str], Backend] | None = None,
+        first_start: bool = False,
+    ) -> None:
+        super().__init__(window)
+        #: The main window (app/window/main_window.py, which imports this part): its views
+        #: and its other parts, through their public methods.
+        self.window = window
+        #: Every backend the window may start, by name (`window_backends`).
+        self.backends = window_backends(one_device)
+        #: The runner's backend generation this switch started last (0: none yet).
+        self.generation = 0
+        self._started_choice = "auto"  # the backend last started
+        self._fallback_choice = "auto"
+        self._failed_backend = ""
+        self._fell_back_from = ""  # "cuda" after a CUDA error made the window switch to cpu
+        self._lost_job: Job | None = None  # the run during which a backend failed
+        self._preloaded: tuple[str, RecordedBackend] | None = None  # checked by File ▸ Open
+        #: (source key, results kept, file) while Continue measuring starts its backend
+        self._continuing: tuple[str, int, str] | None = None
+        #: A first start (empty settings, nothing asked for) on a machine without a CUDA device
+        #: opens the shipped GPU recording instead of measuring on the CPU (`_first_replay`).
+        self._first_start = first_start
+        #: False once this machine is known to have no CUDA device: no CuPy, no device node,
+        #: or `auto` found none (then the run actions offer the CPU, never CUDA).
+        self.cuda_possible = cuda_possible()
+        self._replay_if_no_cuda = False  # `auto` started on a first start: replay if it is cpu
+        # The first backend starts once the event loop runs: its imports (CuPy, NumPy extras)
+        # hold the GIL on the runner thread and would otherwise compete with the first paint.
+        self._startup = QTimer(self)  # a child: never fires for a window already gone
+        self._startup.setSingleShot(True)
+        self._startup.timeout.connect(self.start_usual)
+        r = window.runner
+        r.backendReady.connect(self._on_backend_ready)
+        r.backendFailed.connect(self._on_backend_failed)
+        r.backendLost.connect(self._on_backend_lost)
+        r.outcome.connect(self._note_lost)
+
+    def start_usual_soon(self) -> None:
+        """`start_usual` once the event loop runs."""
+        self._startup.start(0)
+
+    def start(self, choice: str, **changes: object) -> None:
         """Start `choice` on the runner thread; `changes` go into the same state update."""
-        if self._closing:
+        w = self.window
+        if w.closing:
             return
         self._replay_if_no_cuda = False  # a backend asked for: the first start's choice is made
         self._startup.stop()  # an explicit start (e.g. open_recorded) replaces the initial one
@@ -71,11 +127,9 @@ class BackendControl:
         self._started_choice = choice
         # What the status said was about the backend that goes: its notes (a refusal, an
         # out-of-memory) and its last run.
-        self.notes.clear()
-        self.readouts.clear_last()
-        self._last_result = None
-        self.state.update(backend_choice=choice, backend=None, bytes_refused="", **changes)
-        s = self.state.value
+        self.starting.emit(choice)
+        w.state.update(backend_choice=choice, backend=None, bytes_refused="", **changes)
+        s = w.state.value
         path, devices, backends = s.recorded_path, s.devices, self.backends
         preloaded, self._preloaded = self._preloaded, None
         if choice == "recorded" and preloaded is not None and preloaded[0] == path:
@@ -90,21 +144,28 @@ class BackendControl:
             what = f"Opening {path.rsplit('/', 1)[-1]}…"
         else:
             what = f"Starting the {choice} backend…"
-        self.run_status.set_text(what)
-        self.readouts.set_backend(f"backend: {choice} (starting)")
-        self._backend_generation = self.runner.set_backend(choice, factory)
+        w.run_status.set_text(what)
+        w.readouts.set_backend(f"backend: {choice} (starting)")
+        self.generation = w.runner.set_backend(choice, factory)
 
-    def _start_usual_backend(self, *_: object) -> None:
+    def open_recorded(self, path: str, preloaded: RecordedBackend | None = None) -> None:
+        """Replay a results file (main.py bench --out) or session; loading happens on the runner
+        thread unless `preloaded` (already read and checked) is given."""
+        self._preloaded = (path, preloaded) if preloaded is not None else None
+        self.start("recorded", recorded_path=path)
+
+    def start_usual(self, *_: object) -> None:
         """The backend the settings name, unless another was started meanwhile. A first start
         on `auto` where no CUDA device can exist opens the shipped GPU recording instead (and
         where one may exist, `_on_backend_ready` does so if `auto` finds none)."""
-        if self._backend_generation != 0:
+        if self.generation != 0:
             return
-        first = self._first_start and self.state.value.backend_choice == "auto"
+        choice = self.window.state.value.backend_choice
+        first = self._first_start and choice == "auto"
         self._first_start = False
-        if first and not self._cuda_possible and self._first_replay():
+        if first and not self.cuda_possible and self._first_replay():
             return
-        self._start_backend(self.state.value.backend_choice)
+        self.start(choice)
         self._replay_if_no_cuda = first
 
     def _first_replay(self) -> bool:
@@ -114,36 +175,38 @@ class BackendControl:
         shipped = shipped_recording()
         if shipped is None:
             return False
+        file_menu = self.window.file_menu
 
         def failed(*_: object) -> None:
-            self.file_menu.openFailed.disconnect(failed)
-            self._start_backend("cpu")
+            file_menu.openFailed.disconnect(failed)
+            self.start("cpu")
 
         def opened(*_: object) -> None:
-            self.file_menu.fileOpened.disconnect(opened)
-            self.file_menu.openFailed.disconnect(failed)
+            file_menu.fileOpened.disconnect(opened)
+            file_menu.openFailed.disconnect(failed)
 
-        self.file_menu.openFailed.connect(failed)
-        self.file_menu.fileOpened.connect(opened)
-        self.file_menu.open_file(str(shipped))
+        file_menu.openFailed.connect(failed)
+        file_menu.fileOpened.connect(opened)
+        file_menu.open_file(str(shipped))
         return True
 
     def measure_here(self) -> None:
         """Leave the replayed recording for a live backend on this machine: the CPU where no
         CUDA device is, else `auto`."""
-        self.controls.set_backend_choice("auto" if self._cuda_possible else "cpu")
+        self.window.controls.set_backend_choice("auto" if self.cuda_possible else "cpu")
 
     def _on_backend_ready(self, ready: BackendReady) -> None:
         """One state update for everything a new backend changes."""
-        if ready.generation != self._backend_generation or self._closing:
+        w, m = self.window, self.window.measurements
+        if ready.generation != self.generation or w.closing:
             return
         if self._failed_backend == ready.requested:  # it works now: the old failure is moot
-            self.banner.dismiss()
+            w.banner.dismiss()
             self._failed_backend = ""
         info = ready.info
         name = getattr(ready.backend, "name", info.backend)
         if ready.requested == "auto" and name == "cpu":
-            self._cuda_possible = False
+            self.cuda_possible = False
             if self._replay_if_no_cuda and self._first_replay():
                 return  # the first start shows the GPU recording, not a CPU measurement
         self._replay_if_no_cuda = False
@@ -156,39 +219,39 @@ class BackendControl:
             text = f"backend: {name} (after a {self._fell_back_from} error)"
         else:
             text = f"backend: {name}"
-        self.readouts.set_backend(text)
-        self.readouts.set_device(info)
-        s = self.state.value
+        w.readouts.set_backend(text)
+        w.readouts.set_device(info)
+        s = w.state.value
         wanted, config, scale = s.config, s.config, None
         if name == REPLAY:
             recorded: RecordedBackend = ready.backend  # type: ignore[assignment]
             # A recording is one source: opening one (again, or another) replaces the last
             # one's results, and its own are then taken over whole, in one step.
-            for key in self.store.backend_keys():
+            for key in m.store.backend_keys():
                 if key.startswith(f"{REPLAY}:"):
-                    free_later(self.store.detach(key))  # a million objects: not freed here
+                    free_later(m.store.detach(key))  # a million objects: not freed here
             if s.replay:
                 free_later(s.backend)  # the recording replaced, once the runner lets it go
-            self.store.take_over(recorded.store)  # cached before the views ask for them
+            m.store.take_over(recorded.store)  # cached before the views ask for them
             scale = recorded.seq_lens() or None
             first = recorded.first_config()
             if first is not None and not recorded.has_family(config):
                 config = first.with_(seq_len=config.seq_len)
         config = config.with_(seq_len=AppState(seq_scale=scale).snap(config.seq_len))
         if name == REPLAY:
-            self._idle_text = f"Replayed: {ready.backend.label()}"
+            m.idle_text = f"Replayed: {ready.backend.label()}"
             if config != wanted:  # say what is shown instead of what was asked for
-                self.notes.add(
+                m.notes.add(
                     config,
                     f"Showing {config.label()}: the recorded run ({ready.backend.label()}) "
                     f"holds no results for {wanted.label()}",
                 )
         else:
-            self._idle_text = f"Ready: {info.name} (started in {fmt_seconds(ready.seconds)})"
+            m.idle_text = f"Ready: {info.name} (started in {fmt_seconds(ready.seconds)})"
             continuing, self._continuing = self._continuing, None
             if continuing is not None:
                 source, kept, file = continuing
-                self.notes.add(
+                m.notes.add(
                     config,
                     f"Continuing {file}: {kept} results kept from it, the missing points are "
                     f"measured on {info.name}"
@@ -196,9 +259,9 @@ class BackendControl:
                     else f"{file} was measured on another device ({source.partition(':')[2]}): "
                     f"its results stay with it, and every point is measured on {info.name}",
                 )
-        off = self.runner.unavailable(ready.key)
+        off = w.runner.unavailable(ready.key)
         available = tuple(a for a in ready.algorithms if a not in off)
-        self.state.update(
+        w.state.update(
             backend=ready,
             config=config,
             seq_scale=scale,
@@ -208,89 +271,122 @@ class BackendControl:
         )
 
     def _on_backend_failed(self, failure: BackendFailure) -> None:
-        if failure.generation != self._backend_generation or self._closing:
+        w = self.window
+        if failure.generation != self.generation or w.closing:
             return
         fallback = "cpu" if failure.requested in ("auto", "cuda") else self._fallback_choice
         if fallback == failure.requested:
             fallback = "cpu" if failure.requested != "cpu" else ""
         self._failed_backend = failure.requested
         if failure.requested in ("auto", "cuda"):
-            self._cuda_possible = False
+            self.cuda_possible = False
         msg = f"Could not start the {failure.requested} backend: {failure.message}"
         if fallback:
             msg += f" — using {fallback} instead."
-        self.banner.show_message(msg)
-        self.controls.show_error("backend", failure.message)
-        self.readouts.set_backend(f"backend: {failure.requested} failed")
-        self.run_status.set_text("No backend running.")
+        w.banner.show_message(msg)
+        w.controls.show_error("backend", failure.message)
+        w.readouts.set_backend(f"backend: {failure.requested} failed")
+        w.run_status.set_text("No backend running.")
         if fallback:
-            self._start_backend(fallback)
+            self.start(fallback)
         else:
-            self.controls.show_backend_choice(self.state.value.backend_choice)
+            w.controls.show_backend_choice(w.state.value.backend_choice)
 
     def _on_backend_lost(self, failure: BackendFailure) -> None:
         """A backend that worked failed mid-run (a CUDA error): carry on with the CPU backend."""
-        if failure.generation != self._backend_generation or self._closing:
+        w = self.window
+        if failure.generation != self.generation or w.closing:
             return
-        ready = self.state.value.backend
+        ready = w.state.value.backend
         lost = ready.info.backend if ready is not None else failure.requested
         job, self._lost_job = self._lost_job, None
         during = f"{job.algorithm} at N = {job.config.seq_len}" if job is not None else "a run"
-        self.banner.show_message(
+        w.banner.show_message(
             f"{lost.upper() if lost == 'cuda' else lost} error during {during}: "
             f"{failure.message} — switched to the CPU backend (NumPy); measurements from now on "
             "come from the CPU."
         )
         self._failed_backend = failure.requested  # keeps the banner up when cpu is ready
-        self._start_backend("cpu")
+        self.start("cpu")
         self._fell_back_from = lost
-        self.readouts.set_backend(f"backend: cpu (starting, after a {lost} error)")
+        w.readouts.set_backend(f"backend: cpu (starting, after a {lost} error)")
 
-    def _sync_run_actions(self) -> None:
+    def _note_lost(self, outcome: RunOutcome) -> None:
+        """The run during which a backend failed (backendLost follows: it says which)."""
+        job = outcome.job
+        s = self.window.state.value
+        if job.backend_generation != self.generation or s.backend is None:
+            return
+        if outcome.backend_lost and outcome.result is None and not outcome.cancelled:
+            self._lost_job = job
+
+    def sync_run_actions(self) -> None:
         """Sweep measures nothing on a recording; Continue measuring offers its backend."""
-        s = self.state.value
-        replay = s.replay
-        self.sweep_action.setEnabled(not replay)
-        self.sweep_button.setEnabled(not replay)
-        self.sweep_button.setToolTip(tooltip(RECORDED_SWEEP_TIP if replay else SWEEP_TIP))
-        self.sweep_action.setToolTip(tooltip(RECORDED_SWEEP_TIP if replay else SWEEP_TIP))
+        w, actions = self.window, self.window.window_actions
+        replay = w.state.value.replay
+        actions.sweep_action.setEnabled(not replay)
+        w.sweep_button.setEnabled(not replay)
+        w.sweep_button.setToolTip(tooltip(RECORDED_SWEEP_TIP if replay else SWEEP_TIP))
+        actions.sweep_action.setToolTip(tooltip(RECORDED_SWEEP_TIP if replay else SWEEP_TIP))
         target = self._continue_target()[1]
-        no_device = target == "cuda" and not self._cuda_possible
-        self.continue_action.setEnabled(bool(target) and not no_device)
-        self.continue_action.setText(
+        no_device = target == "cuda" and not self.cuda_possible
+        actions.continue_action.setEnabled(bool(target) and not no_device)
+        actions.continue_action.setText(
             f"Continue measuring on {target}" if target else "Continue measuring"
         )
-        self.continue_action.setToolTip(
+        actions.continue_action.setToolTip(
             tooltip(f"Not here: {NO_CUDA_HERE}." if no_device else CONTINUE_TIP)
         )
-        here = "auto" if self._cuda_possible else "cpu"
-        button = self.controls.measure_here
-        button.setText(MEASURE_HERE_GPU if self._cuda_possible else MEASURE_HERE_CPU)
+        here = "auto" if self.cuda_possible else "cpu"
+        button = w.controls.measure_here
+        button.setText(MEASURE_HERE_GPU if self.cuda_possible else MEASURE_HERE_CPU)
         button.setToolTip(tooltip(MEASURE_HERE_TIP.format(backend=here)))
         button.setVisible(replay)
 
     def _view_choice(self, available: tuple[str, ...]) -> dict[str, object]:
         """The algorithms ticked for `available` until the user ticks others: every one with
         "Every series", else naive and the fastest fused kernel (app/state/default_view.py)."""
-        s = self.state.value
+        s = self.window.state.value
         if s.algorithms_chosen:
             return {}
         return {"checked": tuple(ALGORITHMS) if s.all_series else default_checked(available)}
 
-    def show_every_series(self, every: bool) -> None:
-        """ "Every series" (View menu, the button by the key): every algorithm the backend has,
-        every peer and naive's kernel lines; off, back to the default view's few."""
-        s = self.state.value
-        checked = tuple(ALGORITHMS) if every else default_checked(s.available)
-        self.state.update(all_series=every, checked=checked, algorithms_chosen=False)
+    def _continue_target(self) -> tuple[RecordedBackend | None, str]:
+        """The replayed recording and the live backend it was measured with, when there is
+        one to continue on; (None, "") otherwise."""
+        s = self.window.state.value
+        recorded = s.backend.backend if s.backend is not None and s.replay else None
+        if isinstance(recorded, RecordedBackend) and recorded.measured_on:
+            return recorded, recorded.measured_on
+        return None, ""
 
-    def _apply_available(self) -> None:
-        """The backend's algorithms minus those switched off this session (won't compile)."""
-        ready = self.state.value.backend
-        if ready is None:
-            return
-        off = self.runner.unavailable(ready.key)
-        self.state.update(
-            available=tuple(a for a in ready.algorithms if a not in off),
-            disabled=tuple(off.items()),
-        )
+    def continue_measuring(self) -> bool:
+        """Leave a replayed session or recording for the backend it was measured with: its
+        results stay in the store, marked recorded, as that device's, so only what they lack
+        is measured (on another machine the device differs, and everything is measured)."""
+        recorded, target = self._continue_target()
+        if recorded is None:
+            self.window.statusBar().showMessage(CONTINUE_TIP, 6000)
+            return False
+        source = backend_key(recorded.recording.device)
+        session = recorded.session
+        if session is not None:
+            kept = [
+                (replace(e.result, recorded=True), e.budget_bytes)
+                for e in session.entries
+                if e.backend_key == session.backend_key
+            ]
+        else:
+            kept = [(r, None) for r in recorded.results() if not is_reference(r.algorithm)]
+        store = self.window.measurements.store
+        for result, budget in kept:
+            store.add(result, source, budget)
+        self._continuing = (source, len(kept), os.path.basename(recorded.path) or "the file")
+        self.start(target)
+        return True
+
+    def ask_recorded_run(self) -> None:
+        """The "recorded run" choice with no file: the shipped recording, else ask for one."""
+        w = self.window
+        if not w.file_menu.recorded_run_wanted():  # back to what ran before the combo asked
+            w.controls.show_backend_choice(w.state.value.backend_choice)

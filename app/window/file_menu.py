@@ -648,7 +648,9 @@ class FileMenu(QObject):
             if ready.info.backend == REPLAY and isinstance(ready.backend, RecordedBackend):
                 rec = ready.backend.recording  # the recording's own device, not "replay"
                 device, meta, traces = rec.device, rec.meta, rec.traces
-        return make_session(w.config, controls, w.store.entries(), key, device, meta, traces)
+        return make_session(
+            w.config, controls, w.measurements.store.entries(), key, device, meta, traces
+        )
 
     def save_session_dialog(self) -> bool:
         folder = self.files_folder or first_export_folder("results_csv")  # documents, or home
@@ -738,7 +740,7 @@ class FileMenu(QObject):
         # a run or an export that failed) concerned what was shown before this file: moot now.
         # A message that opening this file raises comes after and stays.
         self.window.banner.dismiss()
-        self.window.open_recorded(path, preloaded=backend)
+        self.window.backend_switch.open_recorded(path, preloaded=backend)
         if backend.session is not None:
             self._apply_session(backend.session)
         self._remember_folder(FILES_FOLDER_KEY, path)
@@ -764,7 +766,7 @@ class FileMenu(QObject):
         if theme in THEMES and theme != w.theme:
             w.apply_theme(theme)
         for entry in session.other_entries():  # other backends' results: cached as they were
-            w.store.add(entry.result, entry.backend_key, entry.budget_bytes)
+            w.measurements.store.add(entry.result, entry.backend_key, entry.budget_bytes)
 
     # ------------------------------------------------------------------ recent files
 

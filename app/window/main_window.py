@@ -35,11 +35,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gpu.algorithms import NAIVE
+from gpu.algorithms import ALGORITHMS, NAIVE
 from gpu.backends.backend import Backend
-from gpu.backends.cuda_check import cuda_possible
 from gpu.config import AttentionConfig
-from gpu.results import RunResult
 
 from ..controls.panel import ControlsPanel
 from ..kit import settings
@@ -48,30 +46,28 @@ from ..kit.settings_store import SettingsStore
 from ..kit.state_signal import StateSignal
 from ..kit.theme import THEMES, icon_path, palette, qt_palette, style_sheet
 from ..measure.explain import ExplainPane
-from ..measure.plot_styles import ALGOS
 from ..measure.plots import PlotsPanel
 from ..ring.panel import RingPanel
 from ..state.app_state import Change, StateModel
-from ..state.default_view import tiles_fused
-from ..state.recorded_run import RecordedBackend
-from ..state.result_store import ResultStore
+from ..state.default_view import default_checked, tiles_fused
 from ..state.ring.devices import restart_needed
-from ..state.runs import BackendReady, Job
+from ..state.runs import BackendReady
 from ..work.background import (
     LatestOnly,
     start_compute_process,
     stop_compute_process,
 )
 from ..work.collector import IdleCollector, freeze_long_lived
-from ..work.pacing import ARRIVALS_HOLD_MS, MODEL_WAIT_MS, RESULTS_MS, coalesced, own_turn
+from ..work.pacing import own_turn
 from ..work.runner import Runner
 from .accessibility import name_widgets
-from .backend_control import BackendControl, window_backends
+from .backend_control import BackendSwitch
+from .file_menu import FileMenu
+from .help_menu import HelpMenu
 from .lesson_strip import LessonStrip
-from .measuring import SWEEP_TIP, Measuring
+from .measuring import SWEEP_TIP, Measurements
 from .screen_fit import ScreenFit, fit_to_screen
 from .status import (
-    ConfigNotes,
     ErrorBanner,
     RunStatus,
     StatusBarReadouts,
@@ -104,9 +100,11 @@ def default_settings() -> QSettings:
     return QSettings(ORGANIZATION, APPLICATION)
 
 
-class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
-    """See the module docstring. Its actions, backend and measurements are parts of their own
-    (app/window/window_actions.py, backend_control.py, measuring.py).
+class MainWindow(QMainWindow):
+    """See the module docstring. The shell: it builds the views and owns the parts that do the
+    work, each an object of its own: `measurements` (app/window/measuring.py),
+    `backend_switch` (backend_control.py), `window_actions` (window_actions.py), and the File
+    and Help menus.
 
     backend_factory: name ("auto", "cuda", "cpu") -> Backend, called on the runner's thread;
     tests inject fakes here (the ring's, the model's and recorded runs come from
@@ -131,66 +129,30 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         # The platform adds the application's name: "The attention memory wall — Tilescope".
         self.setWindowTitle(WINDOW_TITLE)
         self.setWindowIcon(QIcon(str(icon_path())))
-        #: Every backend the window may start, by name (app/window/backend_control.py).
-        self.backends = window_backends(backend_factory)
         #: Read once, written off the GUI thread (app/kit/settings_store.py).
         self.settings = SettingsStore(settings if settings is not None else default_settings())
         #: The app state: controls write to it, every view follows it.
         self.model = StateModel()
         self.state = StateSignal(self.model, self)
-        self.store = ResultStore()
         self.runner = Runner(self)
         self.theme = "dark"
-        self._backend_generation = 0
-        self._started_choice = "auto"  # the backend last started
-        self._fallback_choice = "auto"
-        self._failed_backend = ""
-        self._fell_back_from = ""  # "cuda" after a CUDA error made the window switch to cpu
-        #: What the run status says about the config shown (dropped when another is shown).
-        self.notes = ConfigNotes()
-        self._idle_text = ""  # the run status when nothing runs and nothing is noted
-        self._lost_job: Job | None = None  # the run during which a backend failed
         self._closing = False
-        #: (config, algorithm) measured again for being out of line (once each).
-        self._remeasured: set[tuple[AttentionConfig, str]] = set()
         self._animation_stale = True  # the animation has not seen the latest config
         self.animation = None
-        self._preloaded: tuple[str, RecordedBackend] | None = None  # checked by File ▸ Open
-        #: (source key, results kept, file) while Continue measuring starts its backend
-        self._continuing: tuple[str, int, str] | None = None
-        #: Results arriving in a burst are drawn once (at most once a frame), with the model
-        #: curves of their family when those are on their way (`_draw_arrivals`).
-        self._redraw_measured = coalesced(self._draw_arrivals, RESULTS_MS, parent=self)
-        self._held = QTimer(self)
-        self._held.setSingleShot(True)
-        self._held.setInterval(MODEL_WAIT_MS)
-        self._held.timeout.connect(self._refresh_measured)
-        #: Results of the config shown wait here while the rest of its algorithms are measured
-        #: (`_draw_arrival`), ARRIVALS_HOLD_MS at most.
-        self._arrivals_held = QTimer(self)
-        self._arrivals_held.setSingleShot(True)
-        self._arrivals_held.setInterval(ARRIVALS_HOLD_MS)
-        self._arrivals_held.timeout.connect(self._redraw_measured)
-        #: A change of what is shown is drawn once every view has followed it (`_draw_shown`),
-        #: with the plots' legends and ranges of the same change in one pass; in a turn of its
-        #: own where no change delivers it (the first state).
-        self._redraw_shown = own_turn(self._refresh_measured, parent=self)
-        #: Results or a change of what is shown wait to be drawn (`results_drawn`).
-        self._draw_due = False
-        #: The last result to arrive for the family shown, for the status bar with the redraw.
-        self._last_result: RunResult | None = None
-
         #: A first start (empty settings, nothing asked for) on a machine without a CUDA device
-        #: opens the shipped GPU recording instead of measuring on the CPU (`_first_replay`).
-        self._first_start = (
-            restore and not open_path and backend is None and not self.settings.allKeys()
-        )
-        #: False once this machine is known to have no CUDA device: no CuPy, no device node,
-        #: or `auto` found none (then the run actions offer the CPU, never CUDA).
-        self._cuda_possible = cuda_possible()
-        self._replay_if_no_cuda = False  # `auto` started on a first start: replay if it is cpu
+        #: opens the shipped GPU recording instead of measuring on the CPU.
+        first_start = restore and not open_path and backend is None and not self.settings.allKeys()
         self._build_ui()
-        self._build_actions()
+        # The window's parts, each an object of its own: the measurements (store, requests,
+        # arrivals), the backend switch, the menus and their actions.
+        self.measurements = Measurements(self)
+        self.backend_switch = BackendSwitch(self, backend_factory, first_start=first_start)
+        self.backend_switch.starting.connect(self.measurements.forget_backend)
+        self.file_menu = FileMenu(self)
+        self.help_menu = HelpMenu(self, lambda: self.backend)
+        self.window_actions = WindowActions(self)
+        self.window_actions.everySeriesWanted.connect(self.show_every_series)
+        self.window_actions.themeWanted.connect(self.apply_theme)
         if restore:
             self._restore_settings()
         if backend in ("auto", "cuda", "cpu"):
@@ -200,16 +162,11 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         first = Change.initial(self.state.value)
         self._on_state(first)
         self.plots.on_state(first)
-        # Start the backend once the event loop runs: its imports (CuPy, NumPy extras) hold the
-        # GIL on the runner thread and would otherwise compete with the first paint.
-        self._startup = QTimer(self)  # a child: never fires for a window already gone
-        self._startup.setSingleShot(True)
-        self._startup.timeout.connect(self._start_usual_backend)
         if open_path:  # a session or recorded run: read off the GUI thread, then replayed
-            self.file_menu.openFailed.connect(self._start_usual_backend)
+            self.file_menu.openFailed.connect(self.backend_switch.start_usual)
             self.file_menu.open_file(open_path)
         else:
-            self._startup.start(0)
+            self.backend_switch.start_usual_soon()
         self._deferred = QTimer(self)
         self._deferred.setSingleShot(True)
         self._deferred.timeout.connect(self._install_animation)
@@ -321,7 +278,7 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         old.deleteLater()
         if self.animation is not None:
             self.animation.set_theme(self.theme)
-            self.animation.set_result_source(self._animation_result)
+            self.animation.set_result_source(self.measurements.result_for)
             self._default_lanes()
             self.state.changed.connect(self._follow_animation)
             self._animation_stale = True
@@ -344,13 +301,6 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         name_widgets(widget)
         guard_wheel(widget, self.wheel_guard)
 
-    def _animation_result(self, config: AttentionConfig, algorithm: str) -> RunResult | None:
-        """The stored result of `config` for the animation's measured clock (None if none)."""
-        s = self.state.value
-        if s.backend is None:
-            return None
-        return self.store.get(config, algorithm, s.backend.key, s.run_budget)
-
     def _build_animation(self) -> QWidget:
         try:
             from ..animation import TileAnimationWidget  # type: ignore[attr-defined]
@@ -370,37 +320,28 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
             return label
 
     def _connect(self) -> None:
-        c = self.controls
-        c.backendWanted.connect(self._start_backend)
-        c.recordedRunWanted.connect(self._ask_recorded_run)
+        c, b, m = self.controls, self.backend_switch, self.measurements
+        c.backendWanted.connect(b.start)
+        c.recordedRunWanted.connect(b.ask_recorded_run)
         # The window's own share first: a new N asks the runner (and stops a stale run) before
         # any view draws it. Then the views that follow the app state (the controls connected
-        # themselves); the explain pane and the lesson strip follow through `_follow_point`.
+        # themselves); the explain pane and the lesson strip follow through `follow_point`.
         self.state.changed.connect(self._on_state)
         self.state.changed.connect(self.plots.on_state)
-        self.state.changed.connect(self._draw_shown)
+        self.state.changed.connect(m.draw_shown)
         self.lesson.focusWanted.connect(self.show_view)
         self.lesson.pointWanted.connect(self._lesson_point)
         self.lesson.dismissed.connect(lambda: self.settings.setValue("lesson/dismissed", True))
         c.slider.sliderReleased.connect(self.settle_texts)
-        self.plots.modelDrawn.connect(self._model_drawn)
         r = self.runner
-        r.backendReady.connect(self._on_backend_ready)
-        r.backendFailed.connect(self._on_backend_failed)
-        r.backendLost.connect(self._on_backend_lost)
-        r.outcome.connect(self._on_outcome)
         r.outcome.connect(self.ring_panel.on_outcome)
         self.ring_panel.openWanted.connect(
             lambda path: self.file_menu.open_file(path) if path else self.file_menu.open_dialog()
         )
-        r.jobStarted.connect(self._on_job_started)
-        r.idle.connect(self._on_idle)
-        r.sweepProgress.connect(self.run_status.set_sweep)
-        r.sweepFinished.connect(self._on_sweep_finished)
         r.deviceInfo.connect(self.readouts.set_memory)
-        self.sweep_button.clicked.connect(self.sweep)
-        self.controls.measure_here.clicked.connect(self.measure_here)
-        self.run_status.cancelRequested.connect(self.cancel)
+        self.sweep_button.clicked.connect(m.sweep)
+        c.measure_here.clicked.connect(b.measure_here)
+        self.run_status.cancelRequested.connect(m.cancel)
         self.tabs.currentChanged.connect(lambda *_: self._follow_animation(None))
 
     # ------------------------------------------------------------------ public API
@@ -412,6 +353,11 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
     @property
     def backend(self) -> BackendReady | None:
         return self.state.value.backend
+
+    @property
+    def closing(self) -> bool:
+        """The window is closing: nothing new starts."""
+        return self._closing
 
     def show_view(self, name: str) -> None:
         """Bring the view named `name` (an objectName) into sight: the Tiles tab for the
@@ -454,11 +400,12 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         animation.trace_panel.load_file(path)
         return True
 
-    def open_recorded(self, path: str, preloaded: RecordedBackend | None = None) -> None:
-        """Replay a results file (main.py bench --out) or session; loading happens on the runner
-        thread unless `preloaded` (already read and checked) is given."""
-        self._preloaded = (path, preloaded) if preloaded is not None else None
-        self._start_backend("recorded", recorded_path=path)
+    def show_every_series(self, every: bool) -> None:
+        """ "Every series" (View menu, the button by the key): every algorithm the backend has,
+        every peer and naive's kernel lines; off, back to the default view's few."""
+        s = self.state.value
+        checked = tuple(ALGORITHMS) if every else default_checked(s.available)
+        self.state.update(all_series=every, checked=checked, algorithms_chosen=False)
 
     def apply_theme(self, theme: str) -> None:
         self.theme = theme if theme in THEMES else "dark"
@@ -496,9 +443,7 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         if self.animation is not None:
             self.animation.set_theme(self.theme)
         self.ring_panel.set_palette(pal)
-        self.dark_action.blockSignals(True)
-        self.dark_action.setChecked(self.theme == "dark")
-        self.dark_action.blockSignals(False)
+        self.window_actions.show_theme(self.theme)
 
     def fit_to_screen(self) -> None:
         """Keep the window and its frame on its screen (app/window/screen_fit.py)."""
@@ -507,63 +452,34 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
     # ------------------------------------------------------------------ following the state
 
     def _on_state(self, change: Change) -> None:
-        """The window's own share of a state change: measured series and runner requests."""
-        redraw = change.changed("family", "algorithms", "backend", "run_budget", "all_series")
-        if redraw and change.changed("backend"):
-            # A backend's fan-out is long enough already: its series are drawn within a frame,
-            # with those of a backend that becomes ready meanwhile (and its model curves).
-            self._draw_due = True
-            self._redraw_measured()
-        elif redraw:
-            self._draw_due = True
-            self._redraw_shown()  # drawn by _draw_shown once the views have followed
-        if change.changed("config", "algorithms", "backend", "run_budget", "profile_runs"):
-            self._show_run_status(measuring=self._request())
+        """The window's own share of a state change: measured series and runner requests (the
+        measurements'), the run actions, the animation's lanes, a restart for a new P."""
+        redraw = self.measurements.follow_state(change)
         if change.changed("config"):
             self._animation_stale = True
         if change.changed("backend"):
-            self._sync_run_actions()
+            self.backend_switch.sync_run_actions()
         if change.changed("available", "backend"):
             self._default_lanes()
         if change.changed("all_series"):  # shown, not asked for again
-            self.every_series_action.blockSignals(True)
-            self.every_series_action.setChecked(change.new.all_series)
-            self.every_series_action.blockSignals(False)
-        if change.changed("devices") and self._backend_generation and restart_needed(change.new):
-            self._start_backend(change.new.backend_choice)
+            self.window_actions.show_every_series(change.new.all_series)
+        switch = self.backend_switch
+        if change.changed("devices") and switch.generation and restart_needed(change.new):
+            switch.start(change.new.backend_choice)
         if not redraw:  # else the redraw, within a frame, takes the point to them
-            self._follow_point()
+            self.follow_point()
 
-    def _draw_shown(self, change: Change) -> None:
-        """The measured series of what a change shows, once the plots have followed it: drawn
-        with the legends and ranges that change asked for, so the window repaints once for
-        it (drawn in a later turn, they cost a second pass over every plot and a repaint)."""
-        self._redraw_shown.flush()
-
-    def _results_at_n(self) -> dict[str, RunResult]:
-        """The shown algorithms' results at the N shown: a look-up per algorithm, whatever the
-        number of results held."""
-        s = self.state.value
-        if s.backend is None:
-            return {}
-        key, budget = s.backend.key, s.run_budget
-        return {
-            a: r
-            for a in ALGOS
-            if a in s.algorithms and (r := self.store.get(s.config, a, key, budget)) is not None
-        }
-
-    def _follow_point(self) -> None:
+    def follow_point(self) -> None:
         """The explain pane and the lesson strip follow the point on screen: the state and the
         results at its N, worked out once for both (they lay their texts out when it rests)."""
-        s, results = self.state.value, self._results_at_n()
+        s, results = self.state.value, self.measurements.results_at_n()
         self.explain.follow(s, results)
         self.lesson.follow(s, results)
 
     def settle_texts(self) -> None:
         """The texts of the point shown, now: the slider was let go, or a picture of the window
         is about to be taken (the texts are made off the GUI thread after a pause)."""
-        self._follow_point()
+        self.follow_point()
         self.explain.flush()
         self.lesson.flush()
 
