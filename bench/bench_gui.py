@@ -370,10 +370,15 @@ def bench_slider(app, window, moves: int, seq_max: int, tab: int, check: bool = 
     image of the views shown is compared with a fresh render of them (untimed)."""
     from PySide6.QtCore import Qt
     from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QToolTip
 
     from tests.real_display import PIXEL_SHARE_TOLERANCE, screen_mismatches, window_busy
 
     show_tab(app, window, tab)
+    if check:  # the pointer off the window: no hover read-out or tooltip over what is checked
+        from PySide6.QtGui import QCursor
+
+        QCursor.setPos(window.screen().geometry().bottomRight())
     slider = window.controls.slider
     top = window.controls.seq_scale.index(scale_up_to(window, seq_max)[-1])
     positions = list(range(top + 1))
@@ -418,6 +423,8 @@ def bench_slider(app, window, moves: int, seq_max: int, tab: int, check: bool = 
             frames.until_quiet(QUIET_S)
             wait_until(app, lambda: not window_busy(window), 60)
             frames.until_quiet(REST_S)
+            QToolTip.hideText()  # a tooltip is a window of its own over the views
+            frames.until_quiet(QUIET_S)
             shares = screen_mismatches(window)
             checked += 1
             worst_share = max([worst_share, *shares.values()])
