@@ -12,16 +12,17 @@ GUI's own cost on any machine. `--backend cuda` measures on the GPU.
 1. Slider move → frame presented, with the Measurements tab and with the Tiles tab shown. Every
    N of the slider's scale (up to --seq-max) is measured first, so the runner has nothing to do;
    then the slider is dragged over the whole scale and back, one move per 16 ms frame at most
-   (as a mouse delivers them). A sample is the wall time from `setValue` until the last frame
-   the move painted is presented: painted, and on xcb acknowledged by the X server (a
-   `QGuiApplication.sync()` round trip right after the paint), with nothing painted for 20 ms
-   after it. Targets: median ≤ 8 ms, p95 ≤ 16. On xcb, 60 more moves follow, each left to come
-   to rest, then (untimed) the X server's image of each view shown is compared with a fresh
-   render of it (tests/real_display.py): a speed figure counts only where the screen stays
-   true. The drag reaches N = 131072 (the top
-   of the scale) on both tabs. Then a whole-window repaint per move: `setValue`, then
-   `window.grab()` (every widget of the window painted into a picture), the wall time of the
-   two together (no target: a figure of what painting everything costs).
+   (as a mouse delivers them), each move an arrow key's press and release sent to the slider
+   (`QTest.keyClick`: Qt's event delivery, one step of the scale). A sample is the wall time
+   from the key event until the last frame the move painted is presented: painted, and on xcb
+   acknowledged by the X server (a `QGuiApplication.sync()` round trip right after the paint),
+   with nothing painted for 20 ms after it. Targets: median ≤ 8 ms, p95 ≤ 16. On xcb, 60 more
+   moves follow, each left to come to rest, then (untimed) the X server's image of each view
+   shown is compared with a fresh render of it (tests/real_display.py): a speed figure counts
+   only where the screen stays true. The drag reaches N = 131072 (the top of the scale) on both
+   tabs. Then a whole-window repaint per move: `setValue`, then `window.grab()` (every widget of
+   the window painted into a picture), the wall time of the two together (no target: a figure
+   of what painting everything costs).
 2. GUI-thread CPU time of a heads change and of a dtype change (Measurements tab, N =
    --change-n): `time.thread_time()` of the GUI thread from the change until the window is idle
    again (the measurements it asks for answered and drawn), minus an idle loop of the same
@@ -367,9 +368,17 @@ def bench_slider(app, window, moves: int, seq_max: int, tab: int, check: bool = 
     QUIET_S after it). With `check` (a real display), CHECKED_MOVES more moves follow, each
     left to come to rest (the window idle, nothing painted for REST_S), then the X server's
     image of the views shown is compared with a fresh render of them (untimed)."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QToolTip
+
     from tests.real_display import PIXEL_SHARE_TOLERANCE, screen_mismatches, window_busy
 
     show_tab(app, window, tab)
+    if check:  # the pointer off the window: no hover read-out or tooltip over what is checked
+        from PySide6.QtGui import QCursor
+
+        QCursor.setPos(window.screen().geometry().bottomRight())
     slider = window.controls.slider
     top = window.controls.seq_scale.index(scale_up_to(window, seq_max)[-1])
     positions = list(range(top + 1))
@@ -391,10 +400,13 @@ def bench_slider(app, window, moves: int, seq_max: int, tab: int, check: bool = 
                 continue
             while time.perf_counter() - last_move < FRAME_S:
                 app.processEvents()
+            # The input event a user's arrow key sends (a step of the scale, as a drag's mouse
+            # moves deliver them), through Qt's event delivery to the slider.
+            key = Qt.Key.Key_Right if pos > slider.value() else Qt.Key.Key_Left
             c0 = time.thread_time()
             t0 = last_move = time.perf_counter()
             painted = frames.painted
-            slider.setValue(pos)
+            QTest.keyClick(slider, key)
             frames.until_quiet(QUIET_S)
             if frames.painted == painted:
                 continue  # nothing painted (cannot happen: the slider moved)
@@ -411,6 +423,8 @@ def bench_slider(app, window, moves: int, seq_max: int, tab: int, check: bool = 
             frames.until_quiet(QUIET_S)
             wait_until(app, lambda: not window_busy(window), 60)
             frames.until_quiet(REST_S)
+            QToolTip.hideText()  # a tooltip is a window of its own over the views
+            frames.until_quiet(QUIET_S)
             shares = screen_mismatches(window)
             checked += 1
             worst_share = max([worst_share, *shares.values()])

@@ -43,6 +43,7 @@ def main() -> int:
     shots = "--shots" in sys.argv
 
     from PySide6.QtCore import QEvent, QObject, QPoint, QSettings, Qt
+    from PySide6.QtGui import QCursor
     from PySide6.QtTest import QTest
     from PySide6.QtWidgets import QApplication, QToolTip
 
@@ -69,6 +70,8 @@ def main() -> int:
     settings = QSettings(os.path.join(folder, "empty.ini"), QSettings.Format.IniFormat)
     window = MainWindow(settings=settings)
     window.show()
+    # The pointer off the window: no hover read-out or tooltip over what is checked.
+    QCursor.setPos(window.screen().geometry().bottomRight())
 
     def spin(ms: float) -> None:
         end = time.monotonic() + ms / 1e3

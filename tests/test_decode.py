@@ -190,9 +190,17 @@ def _errors(config: AttentionConfig) -> tuple[float, float]:
     )
 
 
-@pytest.mark.parametrize("new_tokens", [1, 8])
-@pytest.mark.parametrize("group", [1, 4, 8, 32])
-@pytest.mark.parametrize("n", [1, 17, 4097, 131071])
+#: The grid of shapes (N, query group, new tokens): every group and q at the small N; at
+#: 131071 (seconds of NumPy each) the smallest and the largest of them (tests/test_decode_gpu.py
+#: runs the whole grid on the GPU).
+DECODE_GRID = [(n, group, q) for n in (1, 17, 4097) for group in (1, 4, 8, 32) for q in (1, 8)] + [
+    (131071, 1, 1),
+    (131071, 32, 1),
+    (131071, 4, 8),
+]
+
+
+@pytest.mark.parametrize(("n", "group", "new_tokens"), DECODE_GRID)
 def test_split_kv_decode_is_exact_by_flashattentions_criterion(n, group, new_tokens):
     """The fused algorithm's error against float64 is at most twice that of the fp16 naive
     path (S and P rounded to fp16, as a framework's fp16 attention does)."""
@@ -235,7 +243,7 @@ def test_the_partials_merge_to_the_whole_softmax_in_any_order():
 
 
 def test_naive_decode_materializes_its_scores_and_split_kv_never_does():
-    cfg = decode(seq_len=65536, heads=32, kv_heads=8, head_dim=64)
+    cfg = decode(seq_len=16384, heads=32, kv_heads=8, head_dim=64)
     backend, options = CpuBackend(), RunOptions(warmup=0, repeats=1, check=True)
     naive, split = backend.run(cfg, NAIVE, options), backend.run(cfg, SPLIT_KV, options)
     assert naive.agrees and split.agrees

@@ -11,7 +11,10 @@ from PySide6.QtCore import Qt
 
 from gpu.algorithms import NAIVE, TILED
 from gpu.model.roofline import (
+    HBM,
+    L2,
     MEMORY_ROOFS,
+    MMA,
     XU,
 )
 
@@ -25,6 +28,13 @@ from .plot_styles import (
     series_label,
     series_symbol,
 )
+
+#: Where each roof's label hangs from its point (pyqtgraph anchors). Roofs a short way apart
+#: (L2 and HBM, a third of a decade; wgmma and mma.sync, a fifth) would stack their labels
+#: over each other's line: the upper one's label sits above its line, the lower one's below
+#: its own, where no point of theirs is (HBM's at the low intensities left of every kernel,
+#: mma.sync's left of the fused kernels' points). The exponential unit's is placed in pixels.
+ROOF_LABEL_ANCHORS = {L2: (0, 1.25), HBM: (0, -0.25), MMA: (1, 0), XU: (0, 0)}
 
 
 class PlotSeries:
@@ -191,8 +201,7 @@ class PlotSeries:
         for name in ROOF_STYLES:
             diagonal = name in MEMORY_ROOFS
             label = pg.TextItem(
-                anchor=(0, 1.25) if diagonal else (0, 0) if name == XU else (1, 1),
-                rotateAxis=(1, 1) if diagonal else None,
+                anchor=ROOF_LABEL_ANCHORS.get(name, (1, 1)), rotateAxis=(1, 1) if diagonal else None
             )
             label.setVisible(False)
             r.addItem(label, ignoreBounds=True)
