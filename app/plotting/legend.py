@@ -9,6 +9,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF
 from PySide6.QtWidgets import QGraphicsItem
 
+from ..kit.plain_text import html_text
+
 
 class LegendSample(pg.ItemSample):
     """A compact legend sample that only shows: a click does not hide the series (the legend
@@ -48,6 +50,45 @@ class LegendStrip(pg.LegendItem):
         self.width_px = 400.0
         self.height_px = 0
         self._placed: tuple = ()
+        #: Each entry's sample and label by name, kept while hidden: making a label costs a
+        #: text layout (~2 ms), and a recording's legends hold many of them.
+        self._rows: dict[str, tuple[LegendSample, pg.LabelItem]] = {}
+
+    def show_rows(self, rows: Sequence[tuple[str, str, object]]) -> None:
+        """Show these entries (name, text, the item whose look the sample copies), in order;
+        the others are hidden. Call `relayout` next."""
+        for sample, label in self.items:
+            sample.hide()
+            label.hide()
+        self.items = []
+        for name, text, source in rows:
+            row = self._rows.get(name)
+            if row is None or row[0].item is not source:
+                label = pg.LabelItem(
+                    html_text(text),  # a label is HTML to pyqtgraph
+                    color=self.opts["labelTextColor"],
+                    justify="left",
+                    size=self.opts["labelTextSize"],
+                )
+                label.setParentItem(self)
+                row = self._rows[name] = (LegendSample(source), label)
+                row[0].setParentItem(self)
+            elif row[1].text != html_text(text):
+                row[1].setText(html_text(text))
+            for part in row:
+                part.show()
+            self.items.append(row)
+
+    def drop_rows(self) -> None:
+        """Forget the kept rows (their look is cached: a new palette needs new ones)."""
+        for sample, label in self._rows.values():
+            for part in (sample, label):
+                part.setParentItem(None)
+                if part.scene() is not None:
+                    part.scene().removeItem(part)
+        self._rows = {}
+        self.items = []
+        self.forget_placement()
 
     def relayout(self, width_px: float | None = None) -> bool:
         """Place the entries in reading order, wrapping at `width_px`; True when that changed

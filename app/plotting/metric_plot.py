@@ -27,7 +27,8 @@ from ..kit.plain_text import html_text, tooltip
 from ..kit.theme import Palette
 from ..state.units import fmt_int
 from .axes import Log2NAxis, LogValueAxis, decades, drawable, octaves
-from .legend import LegendSample, LegendStrip
+from .item_style import restyle_item, style_color
+from .legend import LegendStrip
 from .plot_items import CachedBoundsScatter, Style, with_alpha
 from .slider_layer import LayerMarkers, SliderLayer
 from .staged import Staged
@@ -164,7 +165,6 @@ class MetricPlot(Staged, pg.PlotWidget):
         self._visible_names: list[str] = []
         self._legend_names: list[str] = []
         #: Legend rows made so far, kept while hidden: name -> (sample, label).
-        self._legend_rows: dict[str, tuple] = {}
         # Ranges are set by fit_y / fit_xy when data change, never by pyqtgraph's auto-range: it
         # re-ranges (and repaints the whole plot) whenever any item moves, cursors included.
         self.plotItem.vb.disableAutoRange()
@@ -243,7 +243,7 @@ class MetricPlot(Staged, pg.PlotWidget):
     def restyle(self, name: str) -> None:
         """Give item `name` the plot's palette (an item added after the palette was set)."""
         if self._palette is not None:
-            self._restyle(self.items[name], self.styles[name], self._palette)
+            restyle_item(self.items[name], self.styles[name], self._palette)
 
     def key(self, name: str, label: str, style: Style) -> None:
         """A legend-only entry: a sample of `style` with `label`, for an encoding that several
@@ -251,7 +251,7 @@ class MetricPlot(Staged, pg.PlotWidget):
         sample = pg.PlotDataItem()
         self.keys[name] = (label, style, sample)
         if self._palette is not None:
-            self._restyle(sample, style, self._palette)
+            restyle_item(sample, style, self._palette)
 
     def set_series(self, name: str, xs: Sequence[float], ys: Sequence[float], log_x: bool = True):
         """Plot linear (x, y); missing values and values a log axis cannot draw (not positive,
@@ -304,7 +304,7 @@ class MetricPlot(Staged, pg.PlotWidget):
         colors = self._spot_colors.get(name)
         if not colors or self._palette is None:
             return {}
-        pens = [pg.mkPen(self._color(self._palette, c), width=2) for c in colors[:count]]
+        pens = [pg.mkPen(style_color(self._palette, c), width=2) for c in colors[:count]]
         return {"pen": pens, "brush": None} if self.styles[name].hollow else {"brush": pens}
 
     def set_colors(self, name: str, color_keys: Sequence[str]) -> None:
@@ -500,37 +500,16 @@ class MetricPlot(Staged, pg.PlotWidget):
             self._fill_legend(legend)
 
     def _fill_legend(self, names: Sequence[str]) -> None:
-        """Lay out the rows of `names`. A row's sample and label are made once per entry and
-        kept while hidden: making a label costs a text layout (~2 ms), and a recording's
-        legends hold many of them."""
-        legend = self.legend
-        for sample, label in legend.items:
-            sample.hide()
-            label.hide()
-        legend.items = []
+        """The legend's rows for `names` (keys or items), laid out."""
+        rows = []
         for name in names:
             if name in self.keys:
                 text, _, source = self.keys[name]
             else:
-                text = self.labels[name]
-                item = self.items[name]
+                text, item = self.labels[name], self.items[name]
                 source = item.legend_sample if isinstance(item, LayerMarkers) else item
-            row = self._legend_rows.get(name)
-            if row is None or row[0].item is not source:
-                label = pg.LabelItem(
-                    html_text(text),  # a label is HTML to pyqtgraph
-                    color=legend.opts["labelTextColor"],
-                    justify="left",
-                    size=legend.opts["labelTextSize"],
-                )
-                label.setParentItem(legend)
-                row = self._legend_rows[name] = (LegendSample(source), label)
-                row[0].setParentItem(legend)
-            elif row[1].text != html_text(text):
-                row[1].setText(html_text(text))
-            for part in row:
-                part.show()
-            legend.items.append(row)
+            rows.append((name, text, source))
+        self.legend.show_rows(rows)
         self._relayout_legend(force=True)
 
     def _relayout_legend(self, force: bool = False) -> None:
@@ -564,17 +543,6 @@ class MetricPlot(Staged, pg.PlotWidget):
         """The legend's entries as shown (tests, exports)."""
         return [label.item.toPlainText() for _, label in self.legend.items]
 
-    def _drop_legend_rows(self) -> None:
-        """Forget the kept rows (their look is cached: a new palette needs new ones)."""
-        for sample, label in self._legend_rows.values():
-            for part in (sample, label):
-                part.setParentItem(None)
-                if part.scene() is not None:
-                    part.scene().removeItem(part)
-        self._legend_rows = {}
-        self.legend.items = []
-        self.legend.forget_placement()
-
     # ------------------------------------------------------------------ style
 
     def apply_palette(self, p: Palette) -> None:
@@ -591,64 +559,17 @@ class MetricPlot(Staged, pg.PlotWidget):
             label = self.getAxis(axis).labelText
             self.setLabel(axis, label, color=p.muted)
         for name, style in self.styles.items():
-            self._restyle(self.items[name], style, p)
+            restyle_item(self.items[name], style, p)
         for _, style, sample in self.keys.values():
-            self._restyle(sample, style, p)
+            restyle_item(sample, style, p)
         self.cursor.setPen(pg.mkPen(p.cursor, width=1.2, style=Qt.PenStyle.DashLine))
         self.hover.setColor(p.foreground)
         self.hover.fill = pg.mkBrush(with_alpha(p.background, 235))
         self.hover.border = pg.mkPen(p.muted)
         self.legend.setLabelTextColor(p.foreground)
         # Legend samples cache their look; new rows pick up the new pens.
-        self._drop_legend_rows()
+        self.legend.drop_rows()
         self._fill_legend(self._legend_names)
-
-    @staticmethod
-    def _color(p: Palette, key: str) -> str:
-        return {
-            "cursor": p.cursor,
-            "budget": p.budget,
-            "oom": p.oom,
-            "roof": p.roof,
-            "muted": p.muted,
-            "fg": p.foreground,
-        }.get(key) or p.color(key)
-
-    def _restyle(self, item, style: Style, p: Palette) -> None:  # type: ignore[no-untyped-def]
-        color = self._color(p, style.color)
-        if isinstance(item, LayerMarkers):
-            item.set_symbol(style.symbol or "o", style.symbol_size)
-            item.setPen(pg.mkPen(color, width=2))
-            return
-        if isinstance(item, pg.ErrorBarItem):
-            item.setData(pen=pg.mkPen(with_alpha(color, 170), width=style.width))
-            return
-        if isinstance(item, pg.ScatterPlotItem):
-            item.setSymbol(style.symbol or "o")
-            item.setSize(style.symbol_size)
-            if style.hollow:
-                item.setBrush(None)
-                item.setPen(pg.mkPen(color, width=2))
-            else:
-                item.setBrush(pg.mkBrush(color))
-                item.setPen(pg.mkPen(p.background, width=1))
-            return
-        pen = pg.mkPen(color, width=style.width, style=style.dash) if style.line else None
-        item.setPen(pen)
-        if style.fill:
-            item.setFillLevel(0)
-            item.setFillBrush(pg.mkBrush(with_alpha(color, style.fill)))
-        if style.symbol:
-            item.setSymbol(style.symbol)
-            item.setSymbolSize(style.symbol_size)
-            if style.hollow:
-                item.setSymbolBrush(None)
-                item.setSymbolPen(pg.mkPen(color, width=2))
-            else:
-                item.setSymbolBrush(pg.mkBrush(color))
-                item.setSymbolPen(pg.mkPen(p.background, width=1))
-        else:
-            item.setSymbol(None)
 
     # ------------------------------------------------------------------ hover
 
