@@ -47,8 +47,8 @@ class ModelDrawing:
         self._model_markers()  # those of a shape just worked out
         self._draw_points()
         self._measured_markers()
-        if self._references:
-            self._show_reference(self._references)
+        if self.references.by_peer:
+            self._show_reference(self.references.by_peer)
         # Legends and ranges with the curves (and results that waited for them), not a turn
         # later: one repaint shows them all.
         self._update_visibility()

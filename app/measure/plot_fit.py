@@ -59,9 +59,7 @@ class PlotFit:
     def _apply_visibility(self) -> None:
         force, self._relabel = self._relabel, False
         algos = self._algorithms
-        refs = [
-            f"reference_{p}" for p in self._reference_ids if self.timing.series[f"reference_{p}"][0]
-        ]
+        refs = self.references.drawn()
         key = [
             (series_label(a), Style(a, 2.0, symbol=series_symbol(a), symbol_size=8)) for a in algos
         ]

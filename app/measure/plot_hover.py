@@ -42,7 +42,7 @@ class PlotHover:
         candidates = set(MODEL_GRID)
         for a in self._algorithms:
             candidates.update(self._by_n[a])
-        for by_n in self._reference_by_n.values():
+        for by_n in self.references.by_n.values():
             candidates.update(by_n)
         if self._config is not None:
             candidates.add(self._config.seq_len)
@@ -97,7 +97,7 @@ class PlotHover:
                     lines.append(f"   {parts}")
             if self._time_model_gpu is not None and (f := self._figures(n, a, True)) is not None:
                 lines.append(f"   roofline {fmt_ms(f.roofline_ms.value)}")
-        for peer, by_n in self._reference_by_n.items():
+        for peer, by_n in self.references.by_n.items():
             res = by_n.get(n)
             if res is not None and res.total_ms:
                 lines.append(f"{reference_label(peer, res.recorded)}: {fmt_ms(res.total_ms)}")
@@ -144,9 +144,9 @@ class PlotHover:
                 d = math.hypot(math.log10(v.intensity) - x, math.log10(r.tflops * 1e12) - y)
                 if d < best_d:
                     best, best_d = (a, r, v.intensity, v.bytes_source, v), d
-        for peer, results in self._references.items():
+        for peer, results in self.references.by_peer.items():
             for r in results:
-                ai = self._reference_intensity(r.config, peer) if r.tflops else None
+                ai = self.references.intensity(r.config, peer, self._gpu) if r.tflops else None
                 if r.oom or not ai:
                     continue
                 d = math.hypot(math.log10(ai) - x, math.log10(r.tflops * 1e12) - y)

@@ -29,7 +29,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QPixmapCache
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QToolButton, QWidget
 
-from gpu.algorithms import NAIVE, TILED, TILED_MMA
+from gpu.algorithms import NAIVE, TILED
 from gpu.config import FORWARD, AttentionConfig
 from gpu.model.costmodel import TENSOR, GpuSpec
 from gpu.model.roofline import (
@@ -43,16 +43,15 @@ from gpu.results import RunResult
 
 from ..kit.theme import Palette
 from ..plotting.metric_plot import MetricPlot
-from ..plotting.plot_items import Style, with_alpha
+from ..plotting.plot_items import with_alpha
 from ..plotting.series_key import SeriesKey
 from ..plotting.staged import Staged
 from ..state.app_state import AppState, Change
 from ..state.current_point import AlgorithmFigures, CurrentPoint, point_for
 from ..state.decode_bandwidth import copy_bandwidth
 from ..state.family import cache_config, family
-from ..state.model.cache import band, cost, known, known_band, known_verdict
+from ..state.model.cache import band, cost, known, known_band
 from ..state.model.curves import ModelCurves
-from ..state.recorded_run import reference_label
 from ..state.seq_scale import SEQ_MAX, SEQ_MIN
 from ..state.units import (
     fmt_bytes,
@@ -68,11 +67,10 @@ from .plot_spec import PLOTS, PlotSpec
 from .plot_styles import (
     ALGOS,
     BAND_ALPHA,
-    DEFAULT_REFERENCE_STYLE,
     NAIVE_KERNELS,
-    REFERENCE_STYLES,
     timing_spread,
 )
+from .reference_series import ReferenceSeries
 from .roof_lines import RoofLines
 from .strip_chart import TrafficStripChart
 
@@ -162,9 +160,7 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
         self._budget: int | None = None
         self._budget_label = ""
         self._n_span: tuple[int, int] = (SEQ_MIN, SEQ_MAX)
-        self._references: dict[str, list[RunResult]] = {}
-        self._reference_by_n: dict[str, dict[int, RunResult]] = {}
-        self._reference_ids: list[str] = []
+        self.references = ReferenceSeries(self.timing, self.roofline)
         self._recorded_note = ""
         self._model: ModelCurves | None = None
         self._seen: AppState | None = None  # the state shown
@@ -362,8 +358,9 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
         figure = cost if ready else known
         mem = [(c.peak_bytes if (c := figure(config, a)) else None) for a in model_algos]
         self.memory.set_series("current", [n] * len(mem), mem)
+        banded, gpu = (band if ready else known_band), self._gpu
         hbm = [
-            (b.l2_aware.hbm_bytes if (b := self._band(config, a, ready)) else None) for a in algos
+            (b.l2_aware.hbm_bytes if gpu and (b := banded(config, a, gpu)) else None) for a in algos
         ]
         self.traffic.set_series("current", [n] * len(hbm), hbm)
         self._draw_bounds()
@@ -394,13 +391,6 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
             return None  # not of the series shown
         f = self._figures(config.seq_len, algorithm)
         return f.verdict if f is not None else None
-
-    def _band(self, config: AttentionConfig, algorithm: str, compute: bool):  # type: ignore[no-untyped-def]
-        if self._gpu is None:
-            return None
-        if compute:
-            return band(config, algorithm, self._gpu)
-        return known_band(config, algorithm, self._gpu)
 
     def _model_ready(self) -> bool:
         """Whether the model curves drawn are the current family's."""
@@ -455,24 +445,7 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
             changed.add(a)
             self._measured[a] = results
             self._by_n[a] = {r.config.seq_len: r for r in results}
-            ok = [r for r in results if not r.oom]
-            ns = [r.config.seq_len for r in ok]
-            self.memory.set_series(f"measured_{a}", ns, [r.peak_bytes for r in ok])
-            self.memory.set_series(f"device_{a}", ns, [r.device_peak_bytes for r in ok])
-            timed = [r for r in ok if r.total_ms]
-            tn = [r.config.seq_len for r in timed]
-            self.timing.set_series(f"measured_{a}", tn, [r.total_ms for r in timed])
-            spread = [timing_spread(r) for r in timed]
-            self.timing.set_error_bars(
-                f"spread_{a}",
-                tn,
-                [r.total_ms for r in timed],
-                [lo for lo, _ in spread],
-                [hi for _, hi in spread],
-            )
-            # Measured DRAM bytes with the compulsory writes counted (some are still in L2
-            # when the counters' window closes): never below the band's compulsory edge.
-            self.traffic.set_series(f"measured_{a}", ns, [counted_dram_bytes(r) for r in ok])
+            _draw_measured(self.memory, self.timing, self.traffic, a, results)
         self.decode.set_measured(self._measured)
         self._any_samples = any(
             t.strip.t_us for a in ALGOS for r in self._measured[a] for t in r.traffic
@@ -484,15 +457,7 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
             self._paced_strip()
             return
         self._draw_points(changed)
-        naive_timed = [r for r in self._measured[NAIVE] if not r.oom and r.kernel_times]
-        for k in NAIVE_KERNELS:
-            xs, ys = [], []
-            for r in naive_timed:
-                for kt in r.kernel_times:
-                    if kt.name == k:
-                        xs.append(r.config.seq_len)
-                        ys.append(kt.ms)
-            self.timing.set_series(f"kernel_{k}", xs, ys)
+        _draw_kernel_lines(self.timing, self._measured[NAIVE])
         ooms = [r for a in ALGOS for r in self._measured[a] if r.oom]
         self.memory.set_series(
             "oom", [r.config.seq_len for r in ooms], [r.model_peak_bytes for r in ooms]
@@ -559,60 +524,15 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
         self._show_reference(series)
 
     def _show_reference(self, series: dict[str, list[RunResult]]) -> None:
-        """Peers measured beside ours (PyTorch SDPA in a recording), per peer id, sorted by N:
-        dashed reference series on the timing and roofline plots, labelled "PyTorch SDPA flash
-        (recorded)" and so on, never as one of our algorithms. `{}` removes them."""
-        if not series and not self._references:
+        """Peers measured beside ours as reference series (app/measure/reference_series.py)."""
+        if not series and not self.references.by_peer:
             return  # the common case (live measurements): nothing to draw, nothing to undo
-        for peer in series:
-            self._ensure_reference(peer)
-        self._references = {p: list(rs) for p, rs in series.items()}
-        self._reference_by_n = {
-            p: {r.config.seq_len: r for r in rs} for p, rs in self._references.items()
-        }
-        relabel = False
-        for peer in self._reference_ids:
-            name = f"reference_{peer}"
-            timed = [r for r in self._references.get(peer, ()) if not r.oom and r.total_ms]
-            label = reference_label(peer, recorded=all(r.recorded for r in timed))
-            for plot in (self.timing, self.roofline):
-                relabel |= plot.labels[name] != label
-                plot.labels[name] = label
-            self.timing.set_series(
-                name, [r.config.seq_len for r in timed], [r.total_ms for r in timed]
-            )
-            placed = [(self._reference_intensity(r.config, peer), r) for r in timed]
-            self.roofline.set_series(
-                name, [x for x, _ in placed], [r.tflops * 1e12 for _, r in placed]
-            )
-        self.decode.set_reference(self._references)
+        relabel = self.references.show(series, self._gpu)
+        self.decode.set_reference(self.references.by_peer)
         self._update_visibility(force=relabel)
 
-    def _reference_intensity(self, config: AttentionConfig, peer: str) -> float | None:
-        """Roofline x of a peer: its FLOPs over the DRAM bytes our model gives the same
-        algorithm (our tensor-core tiled kernel for the fused SDPA backends, naive for the math
-        backend, which writes S and P); the peer's own traffic is not measured."""
-        if self._gpu is None:
-            return None
-        ours = NAIVE if peer == "sdpa_math" else TILED_MMA
-        v = known_verdict(config, ours, self._gpu)
-        return v.intensity if v is not None else None
-
-    def _ensure_reference(self, peer: str) -> None:
-        name = f"reference_{peer}"
-        if name in self.timing.items:
-            return
-        self._reference_ids.append(peer)
-        color, dash, symbol = REFERENCE_STYLES.get(peer, DEFAULT_REFERENCE_STYLE)
-        for plot in (self.timing, self.roofline):
-            item = plot.add(
-                name, reference_label(peer), Style(color, 1.6, dash, symbol=symbol, symbol_size=8)
-            )
-            item.setVisible(False)
-            plot.restyle(name)
-
     def reference_series(self) -> dict[str, list[RunResult]]:
-        return {p: list(rs) for p, rs in self._references.items()}
+        return {p: list(rs) for p, rs in self.references.by_peer.items()}
 
     def set_recorded_note(self, note: str) -> None:
         """Say on the timing plot where and when its measurements were recorded
@@ -691,7 +611,7 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
             memory_labels=dict(self.memory.labels),
             model=self._model,
             measured=dict(self._measured),
-            references=dict(self._references),
+            references=dict(self.references.by_peer),
         )
 
     def show_steps(self, shown: PanelShown, decode: DecodePlots) -> Iterator[None]:
@@ -746,17 +666,12 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
             return
         self.strip.show_point(config.seq_len, self.current_results())
 
-    # ------------------------------------------------------------------ hover read-outs
-
     # ------------------------------------------------------------------ for tests and exports
-
-    def measured_ns(self, plot: MetricPlot, algorithm: str) -> list[float]:
-        return list(plot.series.get(f"measured_{algorithm}", ([], []))[0])
 
     def results_shown(self) -> dict[str, list[RunResult]]:
         """The results drawn now: ours per algorithm shown, and the reference peers."""
         out = {a: list(self._measured[a]) for a in self._algorithms if self._measured[a]}
-        out.update({p: list(rs) for p, rs in self._references.items() if rs})
+        out.update({p: list(rs) for p, rs in self.references.by_peer.items() if rs})
         return out
 
     def target_gpu(self) -> GpuSpec | None:
@@ -843,6 +758,49 @@ def _plot_in_steps(spec: PlotSpec) -> Generator[None, None, MetricPlot]:
     if spec.x_start is not None:
         plot.default_x = spec.x_start
     return plot
+
+
+def _draw_measured(
+    memory: MetricPlot,
+    timing: MetricPlot,
+    traffic: MetricPlot,
+    algorithm: str,
+    results: list[RunResult],
+) -> None:
+    """One algorithm's measured series: peak memory (the allocator's and the device's), time
+    with its spread, and DRAM bytes."""
+    a = algorithm
+    ok = [r for r in results if not r.oom]
+    ns = [r.config.seq_len for r in ok]
+    memory.set_series(f"measured_{a}", ns, [r.peak_bytes for r in ok])
+    memory.set_series(f"device_{a}", ns, [r.device_peak_bytes for r in ok])
+    timed = [r for r in ok if r.total_ms]
+    tn = [r.config.seq_len for r in timed]
+    timing.set_series(f"measured_{a}", tn, [r.total_ms for r in timed])
+    spread = [timing_spread(r) for r in timed]
+    timing.set_error_bars(
+        f"spread_{a}",
+        tn,
+        [r.total_ms for r in timed],
+        [lo for lo, _ in spread],
+        [hi for _, hi in spread],
+    )
+    # Measured DRAM bytes with the compulsory writes counted (some are still in L2 when the
+    # counters' window closes): never below the band's compulsory edge.
+    traffic.set_series(f"measured_{a}", ns, [counted_dram_bytes(r) for r in ok])
+
+
+def _draw_kernel_lines(timing: MetricPlot, naive: list[RunResult]) -> None:
+    """Naive's kernels, each a line of its own on the time plot (shown with "Every series")."""
+    timed = [r for r in naive if not r.oom and r.kernel_times]
+    for k in NAIVE_KERNELS:
+        xs, ys = [], []
+        for r in timed:
+            for kt in r.kernel_times:
+                if kt.name == k:
+                    xs.append(r.config.seq_len)
+                    ys.append(kt.ms)
+        timing.set_series(f"kernel_{k}", xs, ys)
 
 
 def _same_results(new: list[RunResult], old: list[RunResult] | None) -> bool:
