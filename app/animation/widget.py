@@ -27,12 +27,9 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLineEdit,
     QScrollArea,
-    QSlider,
     QSplitter,
     QStackedWidget,
-    QStyle,
     QTabBar,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -42,14 +39,12 @@ from gpu.config import AttentionConfig
 from gpu.model.costmodel import DEFAULT_GPU, GPUS, GpuSpec
 from gpu.results import RunResult
 
-from ..kit.plain_text import PlainLabel, tooltip
 from ..state.animation.clock import LaneClock, clock_for
 from ..state.animation.lane import Lane, build_lanes
 from ..state.animation.player import DEFAULT_DURATION_S, Player
 from ..state.animation.snapshots import Counters, LaneFrame
 from ..state.current_point import point_for
 from ..state.decode_fit import prefill_of
-from ..state.units import fmt_seconds
 from ..work.background import LatestOnly
 from ..work.pacing import LANES_MS, SOURCE_MS, coalesced
 from .canvas import TileCanvas, scene_for
@@ -57,11 +52,9 @@ from .canvas_checks import layout_problems
 from .colors import DARK, AnimColors, colors_for
 from .softmax_panel import OnlineSoftmaxPanel
 from .source_panel import SourcePanel
+from .transport import Transport
 
 FRAME_MS = 16
-TIMELINE_STEPS = 10_000
-SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
-DURATIONS = (10.0, 20.0, 40.0, 60.0, 120.0)
 GLIDE_S = 0.35
 #: The fused kernels naive can be compared with (the second lane): the registry's one-kernel
 #: forwards.
@@ -158,73 +151,27 @@ class TileAnimationWidget(QWidget):
         self._paced_build = coalesced(self._build, LANES_MS, parent=self)
         self._paced_source = coalesced(self._show_source, SOURCE_MS, parent=self)
 
-        # controls
-        icon = QStyle.StandardPixmap
-        self.play_button = self._button(
-            "animPlay", "Play", "Play / pause (Space)", icon.SP_MediaPlay
+        # controls: the transport row (app/animation/transport.py); its widgets are the
+        # widget's own to read (tests, accessibility)
+        self.transport = Transport(
+            self,
+            duration_s,
+            toggle_play=self.toggle_play,
+            step_back=self.step_back,
+            step_forward=self.step_forward,
+            restart=self.restart,
+            set_speed=self.set_speed,
+            set_duration=self.set_duration,
+            seek=self._on_timeline,
+            playing=lambda: self.player.playing,
+            play=self.play,
+            pause=self.pause,
         )
-        self.back_button = self._button(
-            "animStepBack",
-            "Step",
-            "One step back (← with the canvas focused)",
-            icon.SP_MediaSeekBackward,
-        )
-        self.fwd_button = self._button(
-            "animStepForward",
-            "Step",
-            "One step forward (→ with the canvas focused)",
-            icon.SP_MediaSeekForward,
-        )
-        self.fwd_button.setLayoutDirection(Qt.LayoutDirection.RightToLeft)  # icon after the text
-        self.restart_button = self._button(
-            "animRestart", "", "Back to the start (Home)", icon.SP_MediaSkipBackward
-        )
-        self.play_button.clicked.connect(self.toggle_play)
-        self.back_button.clicked.connect(self.step_back)
-        self.fwd_button.clicked.connect(self.step_forward)
-        self.restart_button.clicked.connect(self.restart)
-        self.speed = QComboBox(self)
-        self.speed.setObjectName("animSpeed")
-        for s in SPEEDS:
-            self.speed.addItem(f"{s:g}×", s)
-        self.speed.setCurrentIndex(SPEEDS.index(1.0))
-        self.speed.currentIndexChanged.connect(
-            lambda _i: setattr(self.player, "speed", float(self.speed.currentData()))
-        )
-        self.duration = QComboBox(self)
-        self.duration.setObjectName("animDuration")
-        for d in DURATIONS:
-            self.duration.addItem(f"pass = {d:g} s", d)
-        if duration_s in DURATIONS:
-            self.duration.setCurrentIndex(DURATIONS.index(duration_s))
-        else:
-            self.duration.addItem(f"pass = {duration_s:g} s", duration_s)
-            self.duration.setCurrentIndex(self.duration.count() - 1)
-        self.duration.currentIndexChanged.connect(self._on_duration)
-        self.timeline = QSlider(Qt.Orientation.Horizontal, self)
-        self.timeline.setObjectName("animTimeline")
-        self.timeline.setRange(0, TIMELINE_STEPS)
-        self.timeline.valueChanged.connect(self._on_timeline)
-        self.timeline.sliderPressed.connect(self._on_scrub_start)
-        self.timeline.sliderReleased.connect(self._on_scrub_end)
-        self._resume_after_scrub = False
-        self.time_label = PlainLabel(self)
-        self.time_label.setObjectName("animTime")
-        self.time_label.setMinimumWidth(
-            self.time_label.fontMetrics().horizontalAdvance("888 µs / 888 µs") + 6
-        )
-        controls = QHBoxLayout()
-        for w in (
-            self.restart_button,
-            self.back_button,
-            self.play_button,
-            self.fwd_button,
-            self.speed,
-            self.duration,
-        ):
-            controls.addWidget(w)
-        controls.addWidget(self.timeline, 1)
-        controls.addWidget(self.time_label)
+        tr = self.transport
+        self.play_button, self.back_button = tr.play_button, tr.back_button
+        self.fwd_button, self.restart_button = tr.fwd_button, tr.restart_button
+        self.speed, self.duration, self.timeline = tr.speed, tr.duration, tr.timeline
+        self.time_label = tr.time_label
 
         # views
         self.canvas = TileCanvas(self)
@@ -232,61 +179,15 @@ class TileAnimationWidget(QWidget):
         fused = next((a for a in self.player.algorithms if a != NAIVE), None)
         self.softmax_panel.set_lazy(_rescales_lazily(fused))
         self.source_panel = SourcePanel(self, kernel_dir=kernel_dir)
-        bottom = QSplitter(Qt.Orientation.Horizontal, self)
-        bottom.addWidget(self.softmax_panel)
-        bottom.addWidget(self.source_panel)
-        bottom.setSizes([560, 640])
-        split = QSplitter(Qt.Orientation.Vertical, self)
-        split.addWidget(self.canvas)
-        split.addWidget(bottom)
-        split.setStretchFactor(0, 3)
-        split.setStretchFactor(1, 1)
-        split.setSizes([620, 230])
-        self.splitter = split
-        model_page = QWidget(self)
-        model_lay = QVBoxLayout(model_page)
-        model_lay.setContentsMargins(0, 0, 0, 0)
-        model_lay.addLayout(controls)
-        model_lay.addWidget(split, 1)
-        self.model_page = model_page
+        self.model_page, self.splitter = _model_page(
+            self, self.transport.layout, self.canvas, self.softmax_panel, self.source_panel
+        )
         # Modes: the modeled schedule (above) or a real trace recorded on a GPU (built lazily:
         # it reads the shipped trace file only when first shown).
-        self.mode_tabs = QTabBar(self)
-        self.mode_tabs.setObjectName("animMode")
-        self.mode_tabs.addTab("Modeled schedule")
-        self.mode_tabs.addTab("Real GPU trace")
-        self.mode_tabs.addTab("Backward")
-        self.mode_tabs.addTab("Decode")
+        self.mode_tabs = _mode_tabs(self)
         self.mode_tabs.setTabEnabled(self.DECODE_MODE, False)  # until the pass is decode
-        self.mode_tabs.setTabToolTip(
-            0, "Naive and tiled attention's tile schedule on one modeled clock"
-        )
-        self.mode_tabs.setTabToolTip(
-            1, "What the GPU really did: every SM as a lane, every block where and when it ran"
-        )
-        self.mode_tabs.setTabToolTip(
-            2,
-            "FlashAttention's backward in tile order: K/V tiles held on chip, Q/dO tiles "
-            "streaming past, P recomputed, dQ accumulated with atomics",
-        )
-        self.mode_tabs.setTabToolTip(
-            3,
-            "Decode (Pass: inference decode): the KV cache streaming from HBM into the SMs, "
-            "naive's scores written to HBM, the split-KV kernel's partials and their merge",
-        )
-        self.mode_tabs.setExpanding(False)
         self.mode_tabs.currentChanged.connect(self.set_mode)
-        self.lanes_box = QComboBox(self)
-        self.lanes_box.setObjectName("animLanes")
-        self.lanes_box.setToolTip(
-            "The fused kernel the second lane plays against naive (the warp-specialized one "
-            "shows its producer and consumer warps)"
-        )
-        for algo in FUSED:
-            self.lanes_box.addItem(f"naive vs {ALGORITHMS[algo].label}", algo)
-        second = next((a for a in algorithms if a != NAIVE), TILED)
-        if second in FUSED:
-            self.lanes_box.setCurrentIndex(FUSED.index(second))
+        self.lanes_box = _lanes_box(self, next((a for a in algorithms if a != NAIVE), TILED))
         self.lanes_box.currentIndexChanged.connect(self._on_lanes)
         mode_row = QHBoxLayout()
         mode_row.setContentsMargins(0, 0, 0, 0)
@@ -294,7 +195,7 @@ class TileAnimationWidget(QWidget):
         mode_row.addStretch(1)
         mode_row.addWidget(self.lanes_box)
         self.pages = QStackedWidget(self)
-        self.pages.addWidget(model_page)
+        self.pages.addWidget(self.model_page)
         self._trace_panel = None
         self._backward_lane = None
         self._backward_config: AttentionConfig | None = None
@@ -323,21 +224,6 @@ class TileAnimationWidget(QWidget):
             sc.activated.connect(slot)
         self._apply_scene()
         self.refresh()
-
-    def _button(self, name: str, text: str, tip: str, icon: QStyle.StandardPixmap) -> QToolButton:
-        b = QToolButton(self)
-        b.setObjectName(name)
-        b.setText(text)
-        b.setToolTip(tooltip(tip))
-        b.setAccessibleName(tip.split(" (")[0])
-        b.setIcon(self.style().standardIcon(icon))
-        b.setIconSize(QSize(14, 14))
-        b.setToolButtonStyle(
-            Qt.ToolButtonStyle.ToolButtonTextBesideIcon
-            if text
-            else Qt.ToolButtonStyle.ToolButtonIconOnly
-        )
-        return b
 
     # ---- public API
 
@@ -502,7 +388,7 @@ class TileAnimationWidget(QWidget):
         shown, results = self._point_question(config)
         asked = self._builds_asked
 
-        counted = self._counted(results)
+        counted = counted_lanes(results, algorithms)
 
         def work() -> list[Lane]:
             if counted:  # the current point's bands, off the GUI thread
@@ -537,32 +423,14 @@ class TileAnimationWidget(QWidget):
             return algos, {}
         return algos, {a: r for a in algos if (r := lookup(config, a)) is not None}
 
-    def _counted(self, results: dict) -> bool:
-        """Whether a lane's result has counters: only then does the banner show measured DRAM
-        bytes, and the lanes ask for the current point (a slider drag over unprofiled results
-        costs nothing more)."""
-        return any(r.traffic for a, r in results.items() if a in self.player.algorithms)
-
     def _clocks(
         self, config: AttentionConfig, gpu: GpuSpec, compute: bool = True
     ) -> dict[str, LaneClock]:
-        """Each measured lane's clock, with its DRAM bytes from the current point. A build
-        (`compute=False`, on every slider stop) works the point out off the GUI thread; a
-        result, a GPU or a set of algorithms that changes asks for it here (its bands are
-        the plots' and the lanes' own, worked out already but for a newly ticked one)."""
+        """Each measured lane's clock (`lane_clocks`) for the results of `config`."""
         if self._results is None:
             return {}
         shown, results = self._point_question(config)
-        point = None
-        if self._counted(results):
-            point = point_for(config, shown, gpu, results, compute=compute)
-        out = {}
-        for algo in self.player.algorithms:
-            figures = point.algorithms.get(algo) if point is not None else None
-            clock = clock_for(results.get(algo), gpu, figures)
-            if clock.measured:
-                out[algo] = clock
-        return out
+        return lane_clocks(config, gpu, self.player.algorithms, shown, results, compute)
 
     def results_changed(self) -> None:
         """Look the measurements up again (cheap: a lane's clock is rescaled, not rebuilt)."""
@@ -769,12 +637,7 @@ class TileAnimationWidget(QWidget):
         """Take a snapshot of the clock and hand it to the views."""
         self._frames = self.player.frames()
         self.canvas.set_frames(self._frames)
-        self.timeline.blockSignals(True)
-        self.timeline.setValue(round(self.player.fraction * TIMELINE_STEPS))
-        self.timeline.blockSignals(False)
-        self.time_label.setText(
-            f"{fmt_seconds(self.player.t)} / {fmt_seconds(self.player.total_time)}"
-        )
+        self.transport.show_clock(self.player.fraction, self.player.t, self.player.total_time)
         self._push_source(force=not self.player.playing)
         self._sync_buttons()
         self.frameChanged.emit()
@@ -793,32 +656,11 @@ class TileAnimationWidget(QWidget):
             self.source_panel.show_step(f.algorithm, f.kernel, name)
 
     def _sync_buttons(self) -> None:
-        playing = self.player.playing
-        if playing != self.play_button.property("playing"):
-            self.play_button.setProperty("playing", playing)
-            self.play_button.setText("Pause" if playing else "Play")
-            pixmap = (
-                QStyle.StandardPixmap.SP_MediaPause
-                if playing
-                else QStyle.StandardPixmap.SP_MediaPlay
-            )
-            self.play_button.setIcon(self.style().standardIcon(pixmap))
+        self.transport.show_playing(self.player.playing)
 
-    def _on_duration(self, _i: int) -> None:
-        self.set_duration(float(self.duration.currentData()))
-
-    def _on_timeline(self, value: int) -> None:
-        self.player.seek_fraction(value / TIMELINE_STEPS)
+    def _on_timeline(self, fraction: float) -> None:
+        self.player.seek_fraction(fraction)
         self.refresh()
-
-    def _on_scrub_start(self) -> None:
-        self._resume_after_scrub = self.player.playing
-        if self.player.playing:
-            self.pause()
-
-    def _on_scrub_end(self) -> None:
-        if self._resume_after_scrub:
-            self.play()
 
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
@@ -838,6 +680,112 @@ class TileAnimationWidget(QWidget):
             self._backward_lane.pause()
         if self._decode_lane is not None:
             self._decode_lane.pause()
+
+
+def counted_lanes(results: dict[str, RunResult], lanes: tuple[str, ...]) -> bool:
+    """Whether a lane's result has counters: only then does the banner show measured DRAM
+    bytes, and the lanes ask for the current point (a slider drag over unprofiled results
+    costs nothing more)."""
+    return any(r.traffic for a, r in results.items() if a in lanes)
+
+
+def lane_clocks(
+    config: AttentionConfig,
+    gpu: GpuSpec,
+    lanes: tuple[str, ...],
+    shown: tuple[str, ...],
+    results: dict[str, RunResult],
+    compute: bool = True,
+) -> dict[str, LaneClock]:
+    """Each measured lane's clock, with its DRAM bytes from the current point of the `shown`
+    algorithms (asked for only when `counted_lanes`). A build (`compute=False`, on every slider
+    stop) works the point out off the GUI thread; a result, a GPU or a set of algorithms that
+    changes asks for it here (its bands are the plots' and the lanes' own, worked out already
+    but for a newly ticked one)."""
+    point = None
+    if counted_lanes(results, lanes):
+        point = point_for(config, shown, gpu, results, compute=compute)
+    out = {}
+    for algo in lanes:
+        figures = point.algorithms.get(algo) if point is not None else None
+        clock = clock_for(results.get(algo), gpu, figures)
+        if clock.measured:
+            out[algo] = clock
+    return out
+
+
+def _model_page(
+    parent: QWidget,
+    transport: QHBoxLayout,
+    canvas: QWidget,
+    softmax: QWidget,
+    source: QWidget,
+) -> tuple[QWidget, QSplitter]:
+    """The modeled schedule's page: the transport row over the canvas, with the online-softmax
+    and source panels below it (the page, and its splitter)."""
+    bottom = QSplitter(Qt.Orientation.Horizontal, parent)
+    bottom.addWidget(softmax)
+    bottom.addWidget(source)
+    bottom.setSizes([560, 640])
+    split = QSplitter(Qt.Orientation.Vertical, parent)
+    split.addWidget(canvas)
+    split.addWidget(bottom)
+    split.setStretchFactor(0, 3)
+    split.setStretchFactor(1, 1)
+    split.setSizes([620, 230])
+    page = QWidget(parent)
+    lay = QVBoxLayout(page)
+    lay.setContentsMargins(0, 0, 0, 0)
+    lay.addLayout(transport)
+    lay.addWidget(split, 1)
+    return page, split
+
+
+#: The modes' tabs, in the order of MODEL_MODE, TRACE_MODE, BACKWARD_MODE, DECODE_MODE.
+MODES = (
+    ("Modeled schedule", "Naive and tiled attention's tile schedule on one modeled clock"),
+    (
+        "Real GPU trace",
+        "What the GPU really did: every SM as a lane, every block where and when it ran",
+    ),
+    (
+        "Backward",
+        "FlashAttention's backward in tile order: K/V tiles held on chip, Q/dO tiles "
+        "streaming past, P recomputed, dQ accumulated with atomics",
+    ),
+    (
+        "Decode",
+        "Decode (Pass: inference decode): the KV cache streaming from HBM into the SMs, "
+        "naive's scores written to HBM, the split-KV kernel's partials and their merge",
+    ),
+)
+
+
+def _mode_tabs(parent: QWidget) -> QTabBar:
+    """The modes: the modeled schedule, or a real trace recorded on a GPU, the backward, the
+    decode lanes (each page made when first shown)."""
+    tabs = QTabBar(parent)
+    tabs.setObjectName("animMode")
+    for i, (name, tip) in enumerate(MODES):
+        tabs.addTab(name)
+        tabs.setTabToolTip(i, tip)
+    tabs.setExpanding(False)
+    return tabs
+
+
+def _lanes_box(parent: QWidget, second: str) -> QComboBox:
+    """The fused kernel the second lane plays against naive, `second` chosen."""
+    box = QComboBox(parent)
+    box.setObjectName("animLanes")
+    box.setToolTip(
+        "The fused kernel the second lane plays against naive (the warp-specialized one "
+        "shows its producer and consumer warps)"
+    )
+    for algo in FUSED:
+        box.addItem(f"naive vs {ALGORITHMS[algo].label}", algo)
+    if second in FUSED:
+        box.setCurrentIndex(FUSED.index(second))
+    return box
 
 
 def _scrolled(page: QWidget) -> QScrollArea:
