@@ -387,7 +387,7 @@ def test_render_on_the_cpu_says_its_progress_and_pictures_the_finished_sweep(
 
 def test_a_message_in_the_status_bar_is_seen_over_the_readouts(start_window, empty_settings, qtbot):
     window, _ = start_window(empty_settings)
-    window.file_menu._status("Exported the plots to /tmp/x.png")
+    window.statusBar().showMessage("Exported the plots to /tmp/x.png", 6000)
     bar = window.statusBar()
     assert bar.currentMessage() == "Exported the plots to /tmp/x.png"
     assert not window.readouts.backend.isVisible()  # the message has the bar to itself

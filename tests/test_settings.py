@@ -54,8 +54,8 @@ def saved(qapp, tmp_path_factory) -> Path:
     window.controls.set_checked_algorithms(("naive",))  # the user's own pick is saved
     window.file_menu.add_recent(str(folder / "a, b.json"))
     window.file_menu.add_recent(str(folder / "c.json"))
-    window.file_menu._remember_folder("files/folder", str(folder / "s.json"))
-    window.file_menu._remember_folder("export/folder", str(folder / "x.png"))
+    window.file_menu.remember_folder("files/folder", str(folder / "s.json"))
+    window.file_menu.remember_folder("export/folder", str(folder / "x.png"))
     window.close()
     window.deleteLater()
     return path
@@ -194,7 +194,7 @@ def test_a_first_export_goes_to_the_users_pictures_or_documents_not_the_program(
     window = make_window()
     fm = window.file_menu
     recorded = Path(__file__).parent.parent / "resources" / "recorded"
-    fm._remember_folder("files/folder", str(recorded / "h200_sweep.json"))  # opened from there
+    fm.remember_folder("files/folder", str(recorded / "h200_sweep.json"))  # opened from there
     kinds = ("plots_png", "gif", "plots_csv")
     folders = {k: Path(fm.suggested_name(KINDS[k])).parent for k in kinds}
     assert folders == {

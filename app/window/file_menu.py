@@ -415,7 +415,7 @@ class FileMenu(QObject):
         folder = settings.read(self.settings, key, "")
         return folder if folder and os.path.isdir(folder) else ""
 
-    def _remember_folder(self, key: str, path: str) -> None:
+    def remember_folder(self, key: str, path: str) -> None:
         """The folder of `path`, for the next dialog; never the app's own resources (the
         shipped recording opened on a first start): a session saved next would land there."""
         folder = os.path.dirname(os.path.abspath(path))
@@ -476,7 +476,7 @@ class FileMenu(QObject):
             return False
         if not self._may_write(path):
             return False
-        self._remember_folder(EXPORT_FOLDER_KEY, path)
+        self.remember_folder(EXPORT_FOLDER_KEY, path)
         if request.kind in ("gif", "mp4"):
             return self._export_animation(request)
         panel = self.window.plots
@@ -680,7 +680,7 @@ class FileMenu(QObject):
         return True
 
     def _saved(self, path: str) -> None:
-        self._remember_folder(FILES_FOLDER_KEY, path)
+        self.remember_folder(FILES_FOLDER_KEY, path)
         self.add_recent(path)
         self._status(f"Saved the session to {path}")
         self.sessionSaved.emit(path)
@@ -699,7 +699,7 @@ class FileMenu(QObject):
         path = self.ask_open_path("Open a trace", TRACE_FILTERS, folder)
         if not path:
             return False
-        self._remember_folder(FILES_FOLDER_KEY, path)
+        self.remember_folder(FILES_FOLDER_KEY, path)
         return self.window.show_trace(path)
 
     def recorded_run_wanted(self) -> bool:
@@ -743,7 +743,7 @@ class FileMenu(QObject):
         self.window.backend_switch.open_recorded(path, preloaded=backend)
         if backend.session is not None:
             self._apply_session(backend.session)
-        self._remember_folder(FILES_FOLDER_KEY, path)
+        self.remember_folder(FILES_FOLDER_KEY, path)
         self.add_recent(path)
         what = "session" if backend.session is not None else "recorded run"
         self._status(f"Opened the {what} {name} ({backend.label()})")
