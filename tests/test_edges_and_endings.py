@@ -160,6 +160,91 @@ def test_no_signal_while_shutting_down_keeps_mains_status():
     assert out.returncode == 2 and out.stdout == "partial line without newline"
 
 
+#: A program whose main thread is inside a C library's call back into Python (as the CPU
+#: backend's NumPy allocator hooks are all the time) when the signal comes: an exception raised
+#: there by a handler is printed as "Exception ignored" and lost.
+IN_A_CALLBACK = textwrap.dedent(
+    """
+    import ctypes, subprocess, sys, time
+    sys.path.insert(0, {root!r})
+    from gpu.files.fileio import new_partial_file, remove_partial_files_on_signals
+    remove_partial_files_on_signals()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    tmp = new_partial_file({target!r}, ".gif")
+    def busy():
+        print(child.pid, tmp, flush=True)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 20:
+            pass
+    ctypes.CFUNCTYPE(None)(busy)()
+    time.sleep(20)  # the signal's exception, if lost, lets the program run on
+    """
+)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_signal_landing_in_a_call_back_from_c_still_ends_the_program_at_once(tmp_path, signum):
+    script = IN_A_CALLBACK.format(root=str(ROOT), target=str(tmp_path / "anim.gif"))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    child_pid, partial = proc.stdout.readline().split()
+    child = psutil.Process(int(child_pid))
+    t0 = time.monotonic()
+    proc.send_signal(signum)
+    try:
+        code = proc.wait(15)
+    finally:
+        proc.kill()
+    took = time.monotonic() - t0
+    assert code == 128 + signum, proc.stderr.read()
+    assert took < 3.0, f"ended {took:.1f} s after the signal"
+    assert not os.path.exists(partial)
+    deadline = time.monotonic() + 2
+    while _alive([child]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive([child]), "its child outlived it"
+    assert "Exception ignored" not in proc.stderr.read()
+
+
+#: `render` of a CPU sweep at N = 4096: its window is built, then measures for tens of seconds.
+RENDER = ["render", "--seq", "4096", "--heads", "8", "--backend", "cpu", "--force"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_render_while_its_window_is_built_or_measures_ends_it_promptly(
+    tmp_path, signum
+):
+    """SIGINT's KeyboardInterrupt landed in a Qt slot or an import and was lost: render ran on
+    for 30 s and more with its compute process alive."""
+    for after in (0.3, 1.2, 2.5):  # after its compute process started
+        out = tmp_path / f"x{after}.png"
+        proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "main.py"), *RENDER, "--out", str(out)],
+            cwd=tmp_path, env=dict(os.environ, QT_QPA_PLATFORM="offscreen"),
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            kids = _wait_for_children(proc, 1)
+            time.sleep(after)
+            kids = psutil.Process(proc.pid).children(recursive=True)
+            t0 = time.monotonic()
+            proc.send_signal(signum)
+            code = proc.wait(30)
+            took = time.monotonic() - t0
+        finally:
+            proc.kill()
+        err = proc.stderr.read()
+        assert code == 128 + signum, err
+        assert took < 3.0, f"{after} s in: ended {took:.1f} s after the signal"
+        deadline = time.monotonic() + 2
+        while _alive(kids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(kids), f"{after} s in: a child outlived render"
+        assert "Exception ignored" not in err and "Traceback" not in err, err
+        assert not out.exists() and not [p for p in tmp_path.iterdir() if ".part" in p.name]
+
+
 def test_model_into_a_closed_pipe_exits_0_quietly():
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "main.py"), "model", "--seq", "4096"],

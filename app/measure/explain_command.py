@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from gpu import exit_status
 from gpu.algorithms import ALGORITHMS
 from gpu.cli.arguments import config_for, layer_count, preset_of
 from gpu.cli.errors import UsageError
@@ -31,6 +32,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             recording = load_recording(args.explain_open)
         except RecordingError as exc:
             raise UsageError(str(exc)) from exc
+        exit_status.check()  # a signal during the read ends the program here
         device = recording.device
         results = {r.algorithm: r for r in recording.results if r.config == cfg}
         if not results:

@@ -32,6 +32,8 @@ from typing import Any
 from PySide6.QtCore import QCoreApplication, QObject, QThreadPool, Signal
 from superqt.utils import create_worker
 
+from gpu import exit_status
+
 from .child_process import KeeperThread, background_child
 
 #: LatestOnly objects whose owner went away while their job ran (see LatestOnly.abandon).
@@ -272,11 +274,13 @@ def end_compute_process() -> None:
     """End the compute process now, whatever it is doing: the program is ending, so any result
     is moot. Runs by itself as the interpreter ends, before concurrent.futures joins its
     pools, which would otherwise wait for a running job (a large read, a model sweep) and hold
-    the exit for as long as the job takes."""
+    the exit for as long as the job takes. Ended by a signal, the process is killed even when
+    idle: it may still be starting, and a child whose parent closes the pipe it reads its start
+    from prints a traceback."""
     global _pool, _stops
     with _pool_lock:
         pool, _pool = _pool, None
-        busy = _jobs_in_process > 0
+        busy = _jobs_in_process > 0 or exit_status.signalled() is not None
         _stops += 1  # a job running now fails with ComputeStopped, it does not rerun in-thread
     if pool is None:
         return

@@ -24,7 +24,6 @@ import atexit
 import codecs
 import contextlib
 import os
-import signal
 import stat
 import tempfile
 import threading
@@ -35,6 +34,7 @@ from typing import Any
 
 import msgspec
 
+from .. import exit_status
 from ..errors import FileReadError, FileWriteError, printable
 
 #: Largest file the program reads: the shipped recordings and traces are a few MB; a sweep with
@@ -457,35 +457,14 @@ def remove_partial_files() -> None:
             os.unlink(tmp)
 
 
-_installed = False
-
-
 def remove_partial_files_on_signals() -> bool:
-    """Install SIGTERM, SIGHUP and SIGINT handlers (and an exit hook) that delete temporary
-    files in flight, then do what the signal would have done: SIGINT raises KeyboardInterrupt,
-    SIGTERM and SIGHUP (the terminal closed) end the process with status 143 and 129. Call
-    from the main thread; returns False where signal handlers cannot be installed (another
-    thread, an embedding host)."""
-    global _installed
-    if _installed:
-        return True
-    try:
-        signal.signal(signal.SIGTERM, _on_sigterm)
-        signal.signal(signal.SIGINT, _on_sigint)
-        if hasattr(signal, "SIGHUP"):
-            signal.signal(signal.SIGHUP, _on_sigterm)
-    except (ValueError, OSError, AttributeError):
+    """Have SIGTERM, SIGHUP and SIGINT delete temporary files in flight (and the exit too), then
+    end the process as gpu.exit_status says: SIGINT raises KeyboardInterrupt, SIGTERM and SIGHUP
+    (the terminal closed) end it with status 143 and 129, and a process that has not ended
+    within exit_status.GRACE_S is ended. Call from the main thread; returns False where signal
+    handlers cannot be installed (another thread, an embedding host)."""
+    if not exit_status.install(remove_partial_files):
         return False
+    atexit.unregister(remove_partial_files)
     atexit.register(remove_partial_files)
-    _installed = True
     return True
-
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    remove_partial_files()
-    raise SystemExit(128 + signum)
-
-
-def _on_sigint(signum: int, frame: Any) -> None:
-    remove_partial_files()
-    raise KeyboardInterrupt
