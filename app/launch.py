@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gpu import exit_status
+
 if TYPE_CHECKING:
     from gpu.config import AttentionConfig
 
@@ -78,7 +80,6 @@ def quit_on_signals(app) -> bool:  # type: ignore[no-untyped-def]
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from gpu import exit_status
     from gpu.files.fileio import remove_partial_files_on_signals
 
     if not remove_partial_files_on_signals():  # also removes them at exit
@@ -106,8 +107,6 @@ class _Ended(Exception):
 def _spin(app, until: Callable[[], bool], timeout_s: float) -> bool:  # type: ignore[no-untyped-def]
     """Run the event loop until `until()` or `timeout_s`; _Ended as soon as an ending signal
     has come (gpu.exit_status)."""
-    from gpu import exit_status
-
     deadline = time.monotonic() + timeout_s
     while not until():
         if exit_status.signalled() is not None:
@@ -155,11 +154,17 @@ def render_window(
             return 2
         open_path = str(shipped)
     if open_path:
+        from gpu.errors import ReadStopped
+        from gpu.files.read_stop import stoppable
+
         try:  # a clear message now rather than a banner in the picture
-            RecordedBackend.from_file(open_path)
+            with stoppable(lambda: exit_status.signalled() is not None):
+                RecordedBackend.from_file(open_path)
         except ValueError as exc:  # RecordingError, SessionError
             print(f"tilescope: error: {exc}", file=sys.stderr)
             return 2
+        except ReadStopped:  # an ending signal came during the check
+            return 128 + (exit_status.signalled() or 0)
     from PySide6.QtWidgets import QApplication
 
     if QApplication.instance() is None:
@@ -167,8 +172,6 @@ def render_window(
         quiet_offscreen_chatter()
     app = _application()
     from PySide6.QtCore import QSettings
-
-    from gpu import exit_status
 
     responded = exit_status.respond_with(None)  # this loop acts on a signal: _spin
 

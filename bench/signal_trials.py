@@ -8,6 +8,8 @@ process it started alive and no `.part` file behind.
 Entries, each a real `main.py` process in a folder of its own:
 - gui: the window (offscreen, the CPU backend measuring N = 2048), signalled 0-5 s after it
   starts (imports, the window being built, the compute process starting, runs in flight);
+- gui-open: the window opening the 60 MB recording below, signalled 0-8 s after it starts
+  (the compute process reading it, the reading thread checking its 15,000 results);
 - gui-mp4: the window, with an MP4 export of the tile animation started at a random moment
   0-4 s after the start (bench/app_driver.py runs main.py's own entry point and starts the
   export from a timer), signalled 0-0.6 s around the export's start;
@@ -54,6 +56,7 @@ BENCH = "bench --backend cpu --seq 512,1024,2048,4096 --out {folder}/r.json"
 EXPLAIN = "explain --seq 4096 --open {large} --json"
 ENTRIES: dict[str, tuple[list[str], tuple[float, float]]] = {
     "gui": ([MAIN], (0.0, 5.0)),
+    "gui-open": ([MAIN, "--open", "{large}"], (0.0, 8.0)),
     "gui-mp4": ([DRIVER, "mp4-at", "{mp4_at}", "--out", "{folder}/tiles.mp4"], (0.0, 0.6)),
     "render": ([MAIN, *RENDER.split()], (0.0, 6.0)),
     "bench": ([MAIN, *BENCH.split()], (0.0, 4.0)),

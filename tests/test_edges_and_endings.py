@@ -285,6 +285,37 @@ def test_closing_the_window_during_a_large_open_is_prompt_and_quiet(
     assert "Signal source has been deleted" not in err and "Traceback" not in err
 
 
+def test_closing_the_window_while_a_large_open_checks_its_results_stops_the_check(
+    qtbot, make_window, large_file, monkeypatch
+):
+    """The compute process has read the file; the reading thread checks and builds its tens of
+    thousands of results: a closing window stops that too, or the program's end waits for it
+    (25-35 s for 237 MB, then superqt's "Signal source has been deleted")."""
+    import threading
+
+    from app.state import recorded_run
+
+    checking = threading.Event()
+    real = recorded_run.recording_from_members
+
+    def check(members, where):  # type: ignore[no-untyped-def]
+        checking.set()
+        return real(members, where)
+
+    monkeypatch.setattr(recorded_run, "recording_from_members", check)
+    window = make_window()
+    reader = window.file_menu.reader
+    window.file_menu.open_file(str(large_file))
+    qtbot.waitUntil(checking.is_set, timeout=60_000)
+    qtbot.wait(200)
+    assert reader.busy  # still checking when the window closes
+    t0 = time.perf_counter()
+    window.close()
+    assert reader.wait(30)
+    stopped_in = time.perf_counter() - t0
+    assert stopped_in < 1.0, f"the open went on for {stopped_in:.1f} s after the close"
+
+
 def test_closing_the_window_while_its_jobs_wait_for_a_pool_thread_is_prompt(
     qtbot, make_window, wait_started
 ):

@@ -26,13 +26,18 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.explain_open is not None:
         if not args.explain_open.strip():
             raise UsageError("--open needs a file name")
+        from gpu.errors import ReadStopped
+        from gpu.files.read_stop import stoppable
         from gpu.files.recording import RecordingError, load_recording
 
         try:
-            recording = load_recording(args.explain_open)
+            with stoppable(lambda: exit_status.signalled() is not None):
+                recording = load_recording(args.explain_open)
         except RecordingError as exc:
             raise UsageError(str(exc)) from exc
-        exit_status.check()  # a signal during the read ends the program here
+        except ReadStopped:  # a signal came: the program ends here, with its status
+            exit_status.check()
+            raise
         device = recording.device
         results = {r.algorithm: r for r in recording.results if r.config == cfg}
         if not results:

@@ -6,7 +6,10 @@ of a job that a newer submission superseded is dropped. The newest job's result 
 its `apply` callback on the GUI thread, in one step, through a queued signal. An exception in
 the job goes to its `failed` callback instead (on the GUI thread too).
 
-Jobs must be pure computations or file I/O on data they own: they never touch a widget.
+Jobs must be pure computations or file I/O on data they own: they never touch a widget. A job
+whose result is no longer wanted (superseded, cancelled, its window closing) is asked to stop:
+a file read in it ends at its next item (gpu.files.read_stop), so a closing window's large open
+holds neither the close nor the program's end.
 `flush()` runs the newest job on the calling thread at once (for code that needs the result
 now: tests, exports of a config just set), and `wait()` lets a closing window finish cleanly.
 
@@ -33,6 +36,7 @@ from PySide6.QtCore import QCoreApplication, QObject, QThreadPool, Signal
 from superqt.utils import create_worker
 
 from gpu import exit_status
+from gpu.files.read_stop import check_stop, stoppable
 
 from .child_process import KeeperThread, background_child
 
@@ -50,6 +54,8 @@ class _Job:
     #: Dropped before a pool thread took it up: it never starts (a closing window's job
     #: waiting for a thread, or for a compute process it would have to start afresh).
     dropped: bool = False
+    #: Set when its result is no longer wanted: a read in it stops (gpu.files.read_stop).
+    stop: threading.Event = field(default_factory=threading.Event)
 
 
 class LatestOnly(QObject):
@@ -83,6 +89,8 @@ class LatestOnly(QObject):
         self._ticket += 1
         if self._waiting is not None:
             self.dropped += 1
+        if self._running is not None and not self.keeps_jobs:
+            self._running.stop.set()  # superseded: a read in it stops
         self._waiting = _Job(self._ticket, work, apply, failed)
         if self._running is None:
             self._start_next()
@@ -103,11 +111,13 @@ class LatestOnly(QObject):
 
     def cancel(self) -> None:
         """Drop the waiting job and the result of the one running (which does not start at
-        all if no pool thread has taken it up yet)."""
+        all if no pool thread has taken it up yet, and whose read stops where it is:
+        gpu.files.read_stop)."""
         self._waiting = None
         self._ticket += 1
         if self._running is not None and not self.keeps_jobs:
             self._running.dropped = True
+            self._running.stop.set()
 
     def abandon(self) -> None:
         """Drop the waiting job and the running one's result, and outlive the parent (a window
@@ -137,7 +147,8 @@ class LatestOnly(QObject):
             try:
                 if job.dropped:
                     return None, None
-                return _call(job.work)
+                with stoppable(job.stop.is_set):
+                    return _call(job.work)
             finally:
                 job.done.set()
 
@@ -384,6 +395,7 @@ def read_elsewhere(path: str) -> Any:
     def take(key: str, index: int | None) -> Any:
         if stopped():
             raise ComputeStopped("the compute process was stopped")
+        check_stop()
         return in_process(run.take_member_piece, key, index)()
 
     try:

@@ -56,6 +56,7 @@ from ..errors import FileReadError, SchemaError
 from ..profiling import trace_phases
 from ..results import STRIP_MAX_POINTS, DeviceInfo, KernelTime, KernelTraffic, RunResult
 from .fileio import RawArray, decode_member
+from .read_stop import check_stop
 
 RESULTS_SCHEMA = "tilescope.results/1"
 TRACE_SCHEMA = "tilescope.trace/1"
@@ -601,6 +602,7 @@ def check_each(
     out: list[T] = []
     for piece in pieces:
         for item in _array(piece, where, path):
+            check_stop()  # a reader that goes away stops the read here (read_stop)
             i = len(out)
             try:
                 data = decode_member(item, where)
