@@ -410,3 +410,39 @@ def read_elsewhere(path: str) -> Any:
     finally:
         with _pool_lock:
             _jobs_in_process -= 1
+
+
+def read_traces_elsewhere(path: str) -> tuple[Any, ...]:
+    """gpu.profiling.trace.load_traces with its reading and checking in the compute process
+    (gpu.profiling.trace_pieces): the traces' rows come back a piece (about a megabyte) per
+    call and are decoded and built here, one short call at a time. Stoppable like
+    `read_elsewhere`; where the compute process cannot run, the file is read here."""
+    from gpu.profiling import trace_pieces as pieces
+    from gpu.profiling.trace import load_traces
+
+    global _jobs_in_process
+    with _pool_lock:
+        stops = _stops
+        _jobs_in_process += 1
+
+    def take(k: int, key: str, count: int):  # type: ignore[no-untyped-def]
+        for i in range(count):
+            if _stops != stops:
+                raise ComputeStopped("the compute process was stopped")
+            check_stop()
+            yield in_process(pieces.take_trace_piece, k, key, i)()
+
+    try:
+        try:
+            heads = in_process(pieces.keep_trace_pieces, path)()
+            return tuple(
+                pieces.trace_from_pieces(head, take(k, "blocks", n), take(k, "role_marks", m))
+                for k, (head, n, m) in enumerate(heads)
+            )
+        except (KeyError, IndexError):  # a fresh process holds nothing of this file
+            if _stops != stops:
+                raise ComputeStopped("the compute process was stopped") from None
+            return load_traces(path)
+    finally:
+        with _pool_lock:
+            _jobs_in_process -= 1
