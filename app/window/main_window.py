@@ -66,6 +66,7 @@ from .backend_control import BackendControl
 from .lesson_strip import LessonStrip
 from .measuring import SWEEP_TIP, Measuring
 from .plain_text import PlainLabel, tooltip
+from .settings import KEYS as SETTINGS_KEYS
 from .settings_store import SettingsStore
 from .state_signal import StateSignal
 from .status import (
@@ -127,7 +128,9 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         self.setWindowIcon(QIcon(str(icon_path())))
         self.backend_factory: BackendFactory = backend_factory or create_backend
         #: Read once, written off the GUI thread (app/window/settings_store.py).
-        self.settings = SettingsStore(settings if settings is not None else default_settings())
+        self.settings = SettingsStore(
+            settings if settings is not None else default_settings(), SETTINGS_KEYS
+        )
         #: The app state: controls write to it, every view follows it.
         self.model = StateModel()
         self.state = StateSignal(self.model, self)
