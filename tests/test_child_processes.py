@@ -383,3 +383,33 @@ def test_video_exports_started_during_a_blas_computation_never_freeze(tmp_path):
     niceness = {int(n) for n in lines[1::2]}
     assert niceness == {10}, "the encoder runs below the app's priority"
     assert all((tmp_path / f"{i}.mp4").stat().st_size > 0 for i in range(count))
+
+
+_KILLED_WITH_A_COMPUTE_PROCESS = """
+import sys, time
+sys.path.insert(0, {root!r})
+from app.work.background import compute_process, start_compute_process
+start_compute_process()
+assert compute_process().submit(int, "7").result() == 7
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_killed_app_leaves_no_leaked_semaphore_warning_on_its_terminal(tmp_path):
+    """multiprocessing's resource tracker outlives a SIGKILLed app for a moment, removes the
+    compute process's semaphores and warned about them on the app's stderr."""
+    script = _KILLED_WITH_A_COMPUTE_PROCESS.format(root=str(ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline().strip() == "ready"
+    kids = psutil.Process(proc.pid).children(recursive=True)
+    proc.kill()
+    proc.wait(10)
+    deadline = time.monotonic() + DEADLINE_S
+    while _alive(kids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(kids)
+    err = proc.stderr.read()  # every writer of the app's stderr is gone now
+    assert "leaked" not in err and "resource_tracker" not in err, err

@@ -25,6 +25,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -270,7 +271,22 @@ def start_compute_process() -> None:
             signal.signal(signal.SIGINT, previous)
 
 
+#: The warning filter (python -W) that keeps multiprocessing's resource tracker quiet.
+QUIET_TRACKER = "ignore:resource_tracker:UserWarning"
+
+
+def _quiet_resource_tracker() -> None:
+    """The resource tracker that multiprocessing starts beside the compute process outlives an
+    app killed outright for a moment, removes the pool's semaphores, and warned on the app's
+    own stderr ("There appear to be 5 leaked semaphore objects"): noise on the user's terminal
+    about a cleanup that worked. It is a fresh interpreter started with this one's -W options
+    (sys.warnoptions), so one filter, set before it starts, silences it."""
+    if QUIET_TRACKER not in sys.warnoptions:
+        sys.warnoptions.append(QUIET_TRACKER)
+
+
 def _start_pool() -> ProcessPoolExecutor:
+    _quiet_resource_tracker()
     pool = ProcessPoolExecutor(
         1,
         mp_context=multiprocessing.get_context("spawn"),
