@@ -55,7 +55,7 @@ from ..config import (
 from ..errors import FileReadError, SchemaError
 from ..profiling import trace_phases
 from ..results import STRIP_MAX_POINTS, DeviceInfo, KernelTime, KernelTraffic, RunResult
-from .fileio import RawArray, decode_member
+from .fileio import RawArray, RawObject, decode_member
 from .read_stop import check_stop
 
 RESULTS_SCHEMA = "tilescope.results/1"
@@ -615,6 +615,8 @@ def check_each(
 
 def _array(items: Any, where: str, path: str) -> list[Any]:
     """A JSON array's items, raw when it is raw; SchemaError when it is not an array."""
+    if isinstance(items, RawObject):  # one item of a RawArray, too large for a piece
+        return [items]
     if isinstance(items, msgspec.Raw):
         try:
             return msgspec.json.decode(items, type=list[msgspec.Raw])
