@@ -2,8 +2,9 @@
 SIGINT, SIGTERM or SIGHUP at a random moment of its life and must end within 2 s, leave no
 process it started alive and no `.part` file behind.
 
-    python bench/signal_trials.py [--trials 50] [--entries gui,gui-mp4,render,bench,explain]
-        [--signals INT,TERM,HUP] [--seed 1] [--limit-s 2.0] [--out FILE]
+    python bench/signal_trials.py [--trials 50] [--signals INT,TERM,HUP] [--seed 1]
+        [--entries gui,gui-open,gui-mp4,render,bench,explain] [--limit-s 2.0]
+        [--mp4-during-compute 20] [--out FILE]
 
 Entries, each a real `main.py` process in a folder of its own:
 - gui: the window (offscreen, the CPU backend measuring N = 2048), signalled 0-5 s after it
@@ -25,6 +26,10 @@ error output holds no traceback ("Traceback", "Exception ignored"). The report g
 and signal, the trials, the failures and the slowest end.
 
 Trials run one after another (the machine's other work is not held up by more than one app).
+
+--mp4-during-compute COUNT first runs the window on the CPU backend with COUNT MP4 exports in a
+row, each started while a sweep up to N = 4096 computes (bench/app_driver.py): it passes when
+every export is written before a timeout of 60 s an export (a freeze never ends by itself).
 """
 
 from __future__ import annotations
@@ -179,6 +184,30 @@ def trial(entry: str, signame: str, rng: random.Random, large: Path, limit_s: fl
     }  # fmt: skip
 
 
+def mp4_during_compute(count: int) -> dict:
+    """COUNT MP4 exports in a row during a CPU computation (see the module docstring)."""
+    folder = Path(tempfile.mkdtemp(prefix="sig-mp4-"))
+    command = [sys.executable, DRIVER, "mp4-during-compute", "--count", str(count), "--out",
+               str(folder)]  # fmt: skip
+    t0 = time.monotonic()
+    try:
+        done = subprocess.run(
+            command, cwd=folder, env=_settings(folder), capture_output=True, text=True,
+            timeout=60 * count, start_new_session=True,
+        )  # fmt: skip
+        status, out = done.returncode, done.stdout
+    except subprocess.TimeoutExpired as exc:
+        status, out = None, (exc.stdout or b"").decode(errors="replace")
+    lines = [line for line in out.splitlines() if line.startswith("export ")]
+    written = sorted(p.name for p in folder.glob("tiles*.mp4") if p.stat().st_size > 0)
+    shutil.rmtree(folder, ignore_errors=True)
+    return {
+        "exports": count, "written": len(written), "exit_status": status,
+        "froze": status is None, "seconds": round(time.monotonic() - t0, 1), "lines": lines,
+        "ok": status == 0 and len(written) == count,
+    }  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=50, help="per entry and signal")
@@ -186,8 +215,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--signals", default="INT,TERM,HUP")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--limit-s", type=float, default=2.0)
+    parser.add_argument("--mp4-during-compute", type=int, default=0, metavar="COUNT")
     parser.add_argument("--out", default="")
     args = parser.parse_args(argv)
+    mp4 = mp4_during_compute(args.mp4_during_compute) if args.mp4_during_compute else None
+    if mp4 is not None:
+        print(json.dumps({k: v for k, v in mp4.items() if k != "lines"}), file=sys.stderr)
     rng = random.Random(args.seed)
     large = large_recording(Path(tempfile.gettempdir()) / "tilescope-signal-trials-60MB.json")
     entries = args.entries.split(",")
@@ -223,11 +256,12 @@ def main(argv: list[str] | None = None) -> int:
         "load_average": os.getloadavg(),
         "summary": summary,
         "failures": [t for t in trials if not t["ok"]],
+        "mp4_during_compute": mp4,
     }
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     print(json.dumps({k: report[k] for k in ("command", "seconds", "summary")}, indent=1))
-    return 1 if report["failures"] else 0
+    return 1 if report["failures"] or (mp4 is not None and not mp4["ok"]) else 0
 
 
 if __name__ == "__main__":
