@@ -165,6 +165,9 @@ def _watch(read: int) -> None:
     global _signal
     if _signal is None:  # the Python handler has not run yet (the main thread is held)
         _signal = received[0]
+    if _cleanup is not None:  # at once, whatever the main thread is doing
+        with contextlib.suppress(Exception):
+            _cleanup()
     time.sleep(max(0.0, GRACE_S - (time.monotonic() - arrived)))
     end_now()
 

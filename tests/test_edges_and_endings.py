@@ -207,6 +207,31 @@ def test_a_signal_landing_in_a_call_back_from_c_still_ends_the_program_at_once(t
     assert "Exception ignored" not in proc.stderr.read()
 
 
+def test_a_signal_while_the_main_thread_registers_a_partial_file_ends_the_program(tmp_path):
+    """The handler removes the partial files on the main thread, which may be inside the
+    registry's lock at that moment: with a plain lock the handler deadlocked there, and the
+    program hung for good (seen once in 13 SIGINTs to `bench`)."""
+    script = textwrap.dedent(f"""
+        import os, signal, sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        from gpu.files import fileio
+        fileio.remove_partial_files_on_signals()
+        tmp = fileio.new_partial_file({str(tmp_path / "out.json")!r})
+        print(tmp, flush=True)
+        with fileio._in_flight_lock:  # as inside new_partial_file or commit_partial_file
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(20)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    partial = proc.stdout.readline().strip()
+    try:
+        code = proc.wait(15)
+    finally:
+        proc.kill()
+    assert code == 143
+    assert not os.path.exists(partial)
+
+
 #: `render` of a CPU sweep at N = 4096: its window is built, then measures for tens of seconds.
 RENDER = ["render", "--seq", "4096", "--heads", "8", "--backend", "cpu", "--force"]
 

@@ -269,7 +269,9 @@ def _utf16_without_bom(head: bytes) -> bool:
 # ---------------------------------------------------------------------------------- writing
 
 _in_flight: set[str] = set()
-_in_flight_lock = threading.Lock()
+#: Reentrant: a signal's handler removes the partial files on the main thread, which may be
+#: inside one of the short sections below at that moment (a plain lock deadlocked there).
+_in_flight_lock = threading.RLock()
 
 
 def write_target(path: str | os.PathLike[str]) -> Path:
@@ -491,10 +493,17 @@ def partial_files() -> tuple[str, ...]:
 
 
 def remove_partial_files() -> None:
-    """Delete every temporary file in flight (a signal or exit is ending the process)."""
-    with _in_flight_lock:
+    """Delete every temporary file in flight (a signal or exit is ending the process). Called
+    from a signal's handler and from the thread that ends the process, it never waits long
+    for the registry's lock: after 0.2 s it takes the registry as it is (a copy of a set is
+    one step for the interpreter)."""
+    locked = _in_flight_lock.acquire(timeout=0.2)
+    try:
         paths = list(_in_flight)
         _in_flight.clear()
+    finally:
+        if locked:
+            _in_flight_lock.release()
     for tmp in paths:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
