@@ -232,6 +232,44 @@ def test_a_signal_while_the_main_thread_registers_a_partial_file_ends_the_progra
     assert not os.path.exists(partial)
 
 
+#: SIGINT while the window starts its compute process (made slow here, as on a loaded machine).
+SIGINT_AT_THE_CHILDS_START = textwrap.dedent(
+    """
+    import os, signal, sys, threading, time
+    sys.path.insert(0, {root!r})
+    from gpu import exit_status
+    exit_status.install()
+    from app.work import background
+
+    class SlowStart(background.ProcessPoolExecutor):
+        def submit(self, *args, **kwargs):
+            time.sleep(0.5)
+            return super().submit(*args, **kwargs)
+
+    background.ProcessPoolExecutor = SlowStart
+    threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+    background.start_compute_process()
+    print("started", flush=True)
+    time.sleep(20)
+    """
+)
+
+
+def test_sigint_while_the_compute_process_starts_is_not_lost(tmp_path):
+    """The window had SIGINT ignored while it started its compute process (so that the child
+    ignores it from its first instruction): a Ctrl+C then was lost, and the window ran on."""
+    script = SIGINT_AT_THE_CHILDS_START.format(root=str(ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        code = proc.wait(15)
+    finally:
+        proc.kill()
+    assert code == 130, proc.stderr.read()
+    assert "Traceback" not in proc.stderr.read()
+
+
 #: `render` of a CPU sweep at N = 4096: its window is built, then measures for tens of seconds.
 RENDER = ["render", "--seq", "4096", "--heads", "8", "--backend", "cpu", "--force"]
 

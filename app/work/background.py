@@ -254,21 +254,27 @@ def compute_process() -> ProcessPoolExecutor:
 
 def start_compute_process() -> None:
     """Start the compute process now, from the main thread (the window's start): the thread
-    that lives longest (PDEATHSIG follows it), and the one that can have the child ignore
-    SIGINT from its first instruction. A Ctrl+C to the process group while the child still
-    imports would print its KeyboardInterrupt traceback; an ignored signal stays ignored
-    across exec, and Python leaves an ignored SIGINT ignored. Elsewhere a no-op."""
+    that lives longest (PDEATHSIG follows it), and the one that can keep SIGINT from the child
+    until the child ignores it. A Ctrl+C to the process group while the child still imports
+    would print its KeyboardInterrupt traceback. The main thread blocks SIGINT while it starts
+    the child (a blocked signal stays blocked across exec, and the child unblocks it once it
+    ignores it: app.work.child_process.die_with_parent); a SIGINT sent to this process
+    meanwhile goes to another of its threads, or waits. Ignoring SIGINT here instead lost a
+    Ctrl+C that came during the start, and the window ran on. Elsewhere a no-op."""
     global _pool
     if threading.current_thread() is not threading.main_thread():
         return
     with _pool_lock:
         if _pool is not None:
             return
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if not hasattr(signal, "pthread_sigmask"):  # no signal masks (Windows): no Ctrl+C there
+            _pool = _start_pool()
+            return
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             _pool = _start_pool()
         finally:
-            signal.signal(signal.SIGINT, previous)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 #: The warning filter (python -W) that keeps multiprocessing's resource tracker quiet.
