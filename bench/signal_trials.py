@@ -180,7 +180,7 @@ def trial(entry: str, signame: str, rng: random.Random, large: Path, limit_s: fl
         "ended_first": ended_first, "before_handlers": before_handlers, "status": code,
         "ended_s": round(ended_s, 3),
         "children_gone_s": round(gone_s, 3), "children": len(children), "ok": not why,
-        "why": "; ".join(why),
+        "why": "; ".join(why), "stderr_tail": err[-400:] if why else "",
     }  # fmt: skip
 
 
