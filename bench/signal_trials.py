@@ -218,6 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mp4-during-compute", type=int, default=0, metavar="COUNT")
     parser.add_argument("--out", default="")
     args = parser.parse_args(argv)
+    # The trials' processes start as from a terminal: with SIGINT and SIGHUP handled. Started
+    # in the background (`&`, nohup), this process ignores both, and its children would too.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     mp4 = mp4_during_compute(args.mp4_during_compute) if args.mp4_during_compute else None
     if mp4 is not None:
         print(json.dumps({k: v for k, v in mp4.items() if k != "lines"}), file=sys.stderr)

@@ -1,14 +1,15 @@
 """An ending signal ends the program within a bound, whatever it is doing, with 128 + its number.
 
 SIGTERM, SIGINT and SIGHUP end the program with 128 + the signal's number (143, 130, 129), and
-every partial file goes first. The handler only notes the signal, removes the partial files and
-wakes whoever ends the program; it raises nothing. An exception raised from a handler lands in
-whatever Python code runs at that moment, and where C calls Python (a Qt slot, the import
-machinery, NumPy's allocator hooks of the CPU backend's meter) it is printed as "Exception
-ignored" and lost: the program ran on for half a minute with its children alive. So the main
-thread acts on the flag where it can: the command line at its own safe points (`check`: between
-runs, through the backends' cancel hook), the window's event loop through the response it sets
-(`respond_with`: close the windows, quit the loop), `render`'s loop when it next turns.
+every partial file goes first; one the process was started with ignored (`nohup`'s SIGHUP, the
+SIGINT of a shell's background job) stays ignored. The handler only notes the signal, removes
+the partial files and wakes whoever ends the program; it raises nothing. An exception raised
+from a handler lands in whatever Python code runs at that moment, and where C calls Python (a Qt
+slot, the import machinery, NumPy's allocator hooks of the CPU backend's meter) it is printed as
+"Exception ignored" and lost: the program ran on for half a minute with its children alive. So
+the main thread acts on the flag where it can: the command line at its own safe points (`check`:
+between runs, through the backends' cancel hook), the window's event loop through the response
+it sets (`respond_with`: close the windows, quit the loop), `render`'s loop when it next turns.
 
 The main thread may be unable to act: building the window, inside a long computation or a C
 call that no signal interrupts. A watchdog thread therefore wakes at the signal itself (the
@@ -54,6 +55,9 @@ _respond: Callable[[int], None] | None = None
 _responded = False  # the main thread was asked to end
 _installed = False
 _wakeup_write: int | None = None
+#: Ending signals the process was started with ignored (nohup's SIGHUP, the SIGINT of a shell's
+#: background job): they stay ignored, as Python itself leaves an ignored SIGINT.
+_ignored: frozenset[int] = frozenset()
 
 
 def finish_at_exit(cleanup: Callable[[], None] | None = None) -> None:
@@ -69,12 +73,13 @@ def install(cleanup: Callable[[], None] | None = None) -> bool:
     that runs last, handlers that note the signal, run `cleanup` and call the response
     (`respond_with`), and the watchdog. Called again, it only takes a `cleanup` given now.
     False where handlers cannot be installed (not the main thread, an embedding host)."""
-    global _installed, _wakeup_write, _cleanup
+    global _installed, _wakeup_write, _cleanup, _ignored
     if _installed:
         _cleanup = cleanup or _cleanup
         return True
     try:
-        for signum in ENDING_SIGNALS:
+        _ignored = frozenset(s for s in ENDING_SIGNALS if signal.getsignal(s) == signal.SIG_IGN)
+        for signum in _handled():
             signal.signal(signum, _on_signal)
     except (ValueError, OSError, AttributeError):
         return False
@@ -123,9 +128,13 @@ def shutting_down(status: int) -> None:
     """`main` returned `status`: note ending signals from now on instead of acting on them."""
     global _status
     _status = status
-    for signum in ENDING_SIGNALS:
+    for signum in _handled():
         with contextlib.suppress(ValueError, OSError):  # not the main thread: nothing to do
             signal.signal(signum, _on_signal if _installed else _note)
+
+
+def _handled() -> list[signal.Signals]:
+    return [s for s in ENDING_SIGNALS if s not in _ignored]
 
 
 def _note(signum: int, frame: object) -> None:

@@ -232,6 +232,27 @@ def test_a_signal_while_the_main_thread_registers_a_partial_file_ends_the_progra
     assert not os.path.exists(partial)
 
 
+def test_a_program_started_with_sighup_ignored_keeps_it_ignored(tmp_path):
+    """`nohup main.py bench ...` must outlive the terminal: a signal the program was started
+    with ignored stays ignored (SIGINT of a shell's background job too), as Python itself
+    leaves an ignored SIGINT."""
+    start = textwrap.dedent(f"""
+        import os, signal, sys
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup starts it
+        os.execv(sys.executable, [sys.executable, {str(ROOT / "main.py")!r}, "bench",
+                 "--backend", "cpu", "--seq", "64,128", "--repeats", "3", "--algo", "tiled"])
+    """)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", start], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.stdout.readline().startswith("# cpu backend")  # it runs, its handlers are in
+    proc.send_signal(signal.SIGHUP)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "tiled" in out
+
+
 #: SIGINT while the window starts its compute process (made slow here, as on a loaded machine).
 SIGINT_AT_THE_CHILDS_START = textwrap.dedent(
     """
