@@ -31,6 +31,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
+from multiprocessing import resource_tracker
 from typing import Any
 
 from PySide6.QtCore import QCoreApplication, QObject, QThreadPool, Signal
@@ -270,6 +271,10 @@ def start_compute_process() -> None:
         if not hasattr(signal, "pthread_sigmask"):  # no signal masks (Windows): no Ctrl+C there
             _pool = _start_pool()
             return
+        # multiprocessing starts its resource tracker with the first pool and unblocks SIGINT
+        # after it: started first, it leaves the mask alone.
+        _quiet_resource_tracker()
+        resource_tracker.ensure_running()
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             _pool = _start_pool()
