@@ -4,6 +4,10 @@ from a timer: the user's File ▸ Export, at a moment the benchmark chooses.
     python bench/app_driver.py mp4-at SECONDS --out FILE.mp4
         the app; SECONDS after the window is shown, an MP4 export to FILE.mp4 starts and
         "export started" goes to stderr (bench/signal_trials.py then signals the process)
+    python bench/app_driver.py close-at SECONDS --open FILE
+        the app opening FILE (`main.py --open FILE`); SECONDS after the window is shown it is
+        closed as a user closes it, and "closing" goes to stderr (bench/signal_trials.py
+        --close-during-open measures how long the program takes to end after that)
     python bench/app_driver.py mp4-during-compute --count 20 --out FOLDER [--seq 4096]
         the app on the CPU backend; a sweep up to N = --seq, and while it computes one MP4
         export after another (--count in all), each started while a run is in flight. Prints
@@ -52,6 +56,19 @@ def mp4_at(seconds: float, out: str) -> None:
         def go() -> None:
             window.file_menu.export(ExportRequest("mp4", out, size=SIZE, frames=240))
             print("export started", file=sys.stderr, flush=True)
+
+        QTimer.singleShot(round(seconds * 1000), go)
+
+    _when_shown(start)
+
+
+def close_at(seconds: float) -> None:
+    from PySide6.QtCore import QTimer
+
+    def start(window) -> None:  # type: ignore[no-untyped-def]
+        def go() -> None:
+            print("closing", file=sys.stderr, flush=True)
+            window.close()
 
         QTimer.singleShot(round(seconds * 1000), go)
 
@@ -120,20 +137,25 @@ def main() -> int:
 
     exit_status.install()  # as main.py does first
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=("mp4-at", "mp4-during-compute"))
+    parser.add_argument("mode", choices=("mp4-at", "mp4-during-compute", "close-at"))
     parser.add_argument("seconds", nargs="?", type=float, default=0.0)
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", default="")
+    parser.add_argument("--open", default="")
     parser.add_argument("--count", type=int, default=20)
     parser.add_argument("--seq", type=int, default=4096)
     args = parser.parse_args()
+    argv = []
     if args.mode == "mp4-at":
         mp4_at(args.seconds, args.out)
+    elif args.mode == "close-at":
+        close_at(args.seconds)
+        argv = ["--open", args.open]
     else:
         mp4_during_compute(args.count, args.out, args.seq)
     import main as entry
 
-    sys.argv[1:] = []
-    return entry.run([])
+    sys.argv[1:] = argv
+    return entry.run(argv)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,11 @@ and signal, the trials, the failures and the slowest end.
 
 Trials run one after another (the machine's other work is not held up by more than one app).
 
+--close-during-open COUNT runs the window opening a recording of --open-mb MB (default 237,
+within the 256 MiB limit) COUNT times and closes it at a random moment 1-12 s after it shows
+(bench/app_driver.py close-at): it passes when the program has ended within --limit-s of the
+close, with status 0, no process left and no traceback ("Signal source has been deleted").
+
 --mp4-during-compute COUNT first runs the window on the CPU backend with COUNT MP4 exports in a
 row, each started while a sweep up to N = 4096 computes (bench/app_driver.py): it passes when
 every export is written before a timeout of 60 s an export (a freeze never ends by itself).
@@ -184,6 +189,58 @@ def trial(entry: str, signame: str, rng: random.Random, large: Path, limit_s: fl
     }  # fmt: skip
 
 
+def close_during_open(count: int, megabytes: int, rng: random.Random, limit_s: float) -> dict:
+    """The window closed during a large open, COUNT times (see the module docstring)."""
+    large = large_recording(
+        Path(tempfile.gettempdir()) / f"tilescope-signal-trials-{megabytes}MB.json",
+        megabytes * 1_000_000,
+    )
+    rows = []
+    for _ in range(count):
+        folder = Path(tempfile.mkdtemp(prefix="sig-close-"))
+        at = rng.uniform(1.0, 12.0)
+        command = [sys.executable, DRIVER, "close-at", f"{at:.3f}", "--open", str(large)]
+        proc = subprocess.Popen(
+            command, cwd=folder, env=_settings(folder), stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, start_new_session=True,
+        )  # fmt: skip
+        me = psutil.Process(proc.pid)
+        seen: dict[int, psutil.Process] = {}
+        assert proc.stderr is not None
+        lines = []
+        while not lines or not (lines[-1].startswith(b"closing") or lines[-1] == b""):
+            _descendants(me, seen)
+            lines.append(proc.stderr.readline())
+        closed = time.monotonic()
+        while proc.poll() is None and time.monotonic() - closed < 60:
+            _descendants(me, seen)
+            time.sleep(0.02)
+        if proc.poll() is None:
+            proc.kill()
+        ended_s = time.monotonic() - closed
+        code = proc.wait()
+        children = list(seen.values())
+        while _alive(children) and time.monotonic() - closed < limit_s:
+            time.sleep(0.02)
+        left = _alive(children)
+        for p in left:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        err = proc.stderr.read().decode(errors="replace")
+        shutil.rmtree(folder, ignore_errors=True)
+        quiet = "Traceback" not in err and "deleted" not in err
+        rows.append({
+            "closed_at_s": round(at, 2), "ended_s": round(ended_s, 3), "status": code,
+            "left": len(left), "quiet": quiet,
+            "ok": code == 0 and ended_s <= limit_s and not left and quiet,
+        })  # fmt: skip
+    return {
+        "megabytes": large.stat().st_size / 1e6, "closes": count,
+        "failures": sum(not r["ok"] for r in rows),
+        "slowest_end_s": max((r["ended_s"] for r in rows), default=None), "rows": rows,
+    }  # fmt: skip
+
+
 def mp4_during_compute(count: int) -> dict:
     """COUNT MP4 exports in a row during a CPU computation (see the module docstring)."""
     folder = Path(tempfile.mkdtemp(prefix="sig-mp4-"))
@@ -216,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--limit-s", type=float, default=2.0)
     parser.add_argument("--mp4-during-compute", type=int, default=0, metavar="COUNT")
+    parser.add_argument("--close-during-open", type=int, default=0, metavar="COUNT")
+    parser.add_argument("--open-mb", type=int, default=237)
     parser.add_argument("--out", default="")
     args = parser.parse_args(argv)
     # The trials' processes start as from a terminal: with SIGINT and SIGHUP handled. Started
@@ -225,6 +284,11 @@ def main(argv: list[str] | None = None) -> int:
     mp4 = mp4_during_compute(args.mp4_during_compute) if args.mp4_during_compute else None
     if mp4 is not None:
         print(json.dumps({k: v for k, v in mp4.items() if k != "lines"}), file=sys.stderr)
+    closes = None
+    if args.close_during_open:
+        rng_close = random.Random(args.seed + 1)
+        closes = close_during_open(args.close_during_open, args.open_mb, rng_close, args.limit_s)
+        print(json.dumps({k: v for k, v in closes.items() if k != "rows"}), file=sys.stderr)
     rng = random.Random(args.seed)
     large = large_recording(Path(tempfile.gettempdir()) / "tilescope-signal-trials-60MB.json")
     entries = args.entries.split(",")
@@ -261,11 +325,13 @@ def main(argv: list[str] | None = None) -> int:
         "summary": summary,
         "failures": [t for t in trials if not t["ok"]],
         "mp4_during_compute": mp4,
+        "close_during_open": closes,
     }
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     print(json.dumps({k: report[k] for k in ("command", "seconds", "summary")}, indent=1))
-    return 1 if report["failures"] or (mp4 is not None and not mp4["ok"]) else 0
+    failed = (mp4 is not None and not mp4["ok"]) or (closes is not None and closes["failures"] > 0)
+    return 1 if report["failures"] or failed else 0
 
 
 if __name__ == "__main__":
