@@ -42,7 +42,7 @@ def _run_command(args) -> int:  # type: ignore[no-untyped-def]
 
         return cmd_bench(args)
     if args.command == "render":
-        from app.export.render_command import cmd_render
+        from app.render_command import cmd_render
 
         return cmd_render(args)
     from app.measure.explain_command import cmd_explain

@@ -118,6 +118,26 @@ def _spin(app, until: Callable[[], bool], timeout_s: float) -> bool:  # type: ig
     return True
 
 
+def say_progress(window) -> None:  # type: ignore[no-untyped-def]
+    """Each measurement and the sweep's progress on stderr, as they happen: a render on the
+    CPU backend measures for tens of seconds."""
+
+    def started(job) -> None:  # type: ignore[no-untyped-def]
+        print(f"tilescope: measuring N = {job.config.seq_len}…", file=sys.stderr, flush=True)
+
+    def progress(done: int, total: int) -> None:
+        print(f"tilescope: sweep {done}/{total}", file=sys.stderr, flush=True)
+
+    window.runner.jobStarted.connect(started)
+    window.runner.sweepProgress.connect(progress)
+
+
+def measurements_done(window) -> bool:  # type: ignore[no-untyped-def]
+    """Nothing runs or waits to run, and no sweep is shown as under way (its end, and a sweep
+    of points measured again, arrive as queued signals after the runner goes idle)."""
+    return not window.runner.busy and not window.run_status.progress.isVisible()
+
+
 def render_window(
     config: AttentionConfig,
     backend: str = "auto",
@@ -197,12 +217,19 @@ def render_window(
             if not _spin(app, lambda: window.backend is not None, 120.0):
                 print(f"tilescope: error: {window.banner.message or 'no backend'}", file=sys.stderr)
                 return 1
+            say_progress(window)
             if sweep and not open_path:  # a recording holds what it holds: nothing to sweep
                 window.sweep()
-            _spin(app, lambda: not window.runner.busy, timeout_s)
+            # Until the measurements are done and shown: the sweep, and the points it measures
+            # again for being out of line, which start only once its last result is in.
+            _spin(app, lambda: measurements_done(window), timeout_s)
             window.plots.flush_model()  # the model curves of the config shown, not a pending one
             window.resize(*size)
             _spin(app, lambda: False, 0.3)  # let the last results paint
+            # The explain pane and the lesson strip make their texts off the GUI thread once the
+            # point rests: made now, for the point the plots show, or the picture could hold an
+            # earlier point's text beside them.
+            window.settle_texts()
             if window.banner.message:
                 print(f"tilescope: note: {window.banner.message}", file=sys.stderr)
             if (window.width(), window.height()) != tuple(size):

@@ -17,7 +17,9 @@ move N×N matrices far larger than the L2 and use one set; those two are interle
 fit in device memory at once, one after the other where not, which each row's note says). Per
 method: the median of each round's samples, then the median over rounds, with the spread of the
 round medians.
-TFLOP/s counts the backward's useful 2.5 × 4·B·h·N²·d (halved when causal).
+TFLOP/s counts the backward's useful work as the app does (gpu.model.backward_cost): the four
+products dV, dP, dQ and dK, 8·B·h·N²·d, halved when causal; the fused kernel's recompute of S is
+not useful work.
 
 Shapes (FlashAttention-3, section 4.1): 16k tokens in all (batch = 16384 / N), hidden 2048
 (h = 2048 / d), d = 64 and 128, N = 512 ... 16k, causal and not.
@@ -42,6 +44,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gpu.config import AttentionConfig
+from gpu.model.backward_cost import backward_useful_flops
 
 TOKENS = 16384
 HIDDEN = 2048
@@ -51,9 +54,8 @@ NAIVE = ("ours_naive", "sdpa_math")
 
 
 def backward_flops(config: AttentionConfig) -> float:
-    """Useful FLOPs of one backward: five N×N×d GEMMs = 2.5 × the forward's 4·B·h·N²·d."""
-    f = 2.5 * 4 * config.bh * config.seq_len**2 * config.head_dim
-    return f / 2 if config.causal else f
+    """Useful FLOPs of one backward, the app's own figure: 8·B·h·N²·d (÷ 2 causal)."""
+    return float(backward_useful_flops(config))
 
 
 def time_batch(call: Callable[[int], None], sets: int, samples: int, target_ms: float) -> float:

@@ -83,7 +83,7 @@ def step_environment():
 def step_library():
     from importlib import metadata
 
-    from gpu.profiling import profiler
+    from gpu.counters import profiler
 
     info = {
         "cupti_python": metadata.version("cupti-python"),
@@ -117,8 +117,8 @@ def step_device():
 
 
 def step_config(state: dict):
+    from gpu.counters import profiler
     from gpu.launch.cuda_kernels import device_attribute
-    from gpu.profiling import profiler
 
     sampler = profiler.PmSampler(0, device_attribute("MultiProcessorCount"))
     sampler.enable()
@@ -145,7 +145,7 @@ def step_decode(state: dict):
 def step_copies(state: dict):
     import cupy
 
-    from gpu.profiling import profiler
+    from gpu.counters import profiler
 
     src = cupy.ones(GiB // 4, dtype=cupy.float32)
     dst = cupy.empty_like(src)

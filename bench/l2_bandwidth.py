@@ -122,8 +122,8 @@ def sampled_check(best_mib: int) -> dict | None:
     its counters; None where CUPTI is unavailable."""
     import cupy
 
+    from gpu.counters import profiler
     from gpu.launch.cuda_kernels import device_attribute
-    from gpu.profiling import profiler
 
     if profiler.unavailable_reason() is not None:
         return None

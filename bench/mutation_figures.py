@@ -16,6 +16,11 @@ figure can show, such as a bound that the data never reaches), the rest are miss
 
 Each mutant costs one pytest start (a few seconds to a minute on a busy machine), so runs are
 sampled: `--max` mutants, spread over the modules by a seeded shuffle. Not part of CI.
+
+Besides the sampled one-operator mutants, NAMED mutants are plausible wrong formulas written out
+(a figure's numerator or denominator swapped for its wrong neighbour) that once survived the
+whole suite. They always run, first, each against the tests that now cover it, and must be
+killed: the run exits 1 if one survives (`--named-only` runs them alone).
 """
 
 from __future__ import annotations
@@ -56,13 +61,59 @@ MODULES: dict[str, tuple[str, ...]] = {
         "tests/test_costmodel.py",
         "tests/test_figures.py",
     ),
-    "gpu/profiling/profiler.py": ("tests/test_profiler.py",),
+    "gpu/counters/profiler.py": ("tests/test_profiler.py",),
     "app/state/current_point.py": ("tests/test_figure_formulas.py", "tests/test_figures.py"),
     "app/state/training_figures.py": ("tests/test_figure_formulas.py",),
 }
 #: Tests left out of mutant runs: they need a window (seconds each, no figure module of
 #: their own).
 DESELECT = "not banner and not strip_chart_draws"
+
+
+@dataclass(frozen=True)
+class NamedMutant:
+    """A plausible wrong formula: `old` (found exactly once in `module`) replaced by `new`."""
+
+    module: str
+    what: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+    keyword: str = ""  # a pytest -k expression narrowing `tests` to the ones that cover it
+
+
+NAMED: tuple[NamedMutant, ...] = (
+    NamedMutant(
+        "app/state/current_point.py",
+        "achieved FLOP/s from the executed FLOPs (a causal point's mask work counted as useful)",
+        'Figure(v.flops / (v.measured_ms * 1e-3), "FLOP/s"',
+        'Figure(v.executed_flops / (v.measured_ms * 1e-3), "FLOP/s"',
+        ("tests/test_figure_formulas.py",),
+    ),
+    NamedMutant(
+        "app/state/current_point.py",
+        "intensity from the executed FLOPs",
+        'intensity=Figure(v.intensity, "FLOP/B"',
+        'intensity=Figure(v.executed_intensity, "FLOP/B"',
+        ("tests/test_figure_formulas.py",),
+    ),
+    NamedMutant(
+        "app/measure/explain.py",
+        "the fused backward's recompute as a share of useful + recompute",
+        "(extra.value or 0) / (useful.value or 1)",
+        "(extra.value or 0) / ((useful.value or 0) + (extra.value or 0) or 1)",
+        ("tests/test_one_point_alike.py",),
+        "recompute_is_a_share",
+    ),
+    NamedMutant(
+        "app/state/animation/chip.py",
+        "naive's softmax row on chip at n·4 B (fp32) whatever the dtype",
+        "row = softmax_row_smem_bytes(config)",
+        "row = config.seq_len * 4",
+        ("tests/test_animation_model.py",),
+        "softmax",
+    ),
+)
 
 _BINOPS = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult,
            ast.Pow: ast.Mult, ast.FloorDiv: ast.Mult}  # fmt: skip
@@ -171,9 +222,12 @@ def all_mutants(modules: list[str]) -> list[Mutant]:
     return out
 
 
-def _pytest(scratch: Path, tests: tuple[str, ...], timeout: float) -> subprocess.CompletedProcess:
+def _pytest(
+    scratch: Path, tests: tuple[str, ...], timeout: float, keyword: str = ""
+) -> subprocess.CompletedProcess:
+    select = f"({DESELECT}) and ({keyword})" if keyword else DESELECT
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-           "-k", DESELECT, *tests]  # fmt: skip
+           "-k", select, *tests]  # fmt: skip
     return subprocess.run(
         cmd, cwd=scratch, capture_output=True, text=True, timeout=timeout,
         env={"QT_QPA_PLATFORM": "offscreen", "PATH": "/usr/bin:/bin", "HOME": "/tmp"},
@@ -186,15 +240,37 @@ def run_mutant(scratch: Path, mutant: Mutant, timeout: float) -> Outcome:
     path.write_text(mutant_source(original, mutant.index))
     t0 = time.perf_counter()
     try:
-        proc = _pytest(scratch, MODULES[mutant.module], timeout)
-        status = "survived" if proc.returncode == 0 else "killed"
-        if proc.returncode not in (0, 1):
-            status = "error" if "error" in proc.stdout[-400:].lower() else "killed"
+        status = _judged(_pytest(scratch, MODULES[mutant.module], timeout))
     except subprocess.TimeoutExpired:
         status = "timeout"
     finally:
         path.write_text(original)
     return Outcome(mutant, status, time.perf_counter() - t0)
+
+
+def _judged(proc: subprocess.CompletedProcess) -> str:
+    if proc.returncode == 0:
+        return "survived"
+    if proc.returncode not in (0, 1):
+        return "error" if "error" in proc.stdout[-400:].lower() else "killed"
+    return "killed"
+
+
+def run_named(scratch: Path, mutant: NamedMutant, timeout: float) -> tuple[str, float]:
+    """Apply `mutant` in the scratch copy, run its tests, put the module back."""
+    path = scratch / mutant.module
+    original = (ROOT / mutant.module).read_text()
+    if original.count(mutant.old) != 1:
+        return f"error: {mutant.old!r} is not in {mutant.module} exactly once", 0.0
+    path.write_text(original.replace(mutant.old, mutant.new))
+    t0 = time.perf_counter()
+    try:
+        status = _judged(_pytest(scratch, mutant.tests, timeout, mutant.keyword))
+    except subprocess.TimeoutExpired:
+        status = "timeout"
+    finally:
+        path.write_text(original)
+    return status, time.perf_counter() - t0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -204,13 +280,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds per mutant")
     parser.add_argument("--out", type=Path, help="write the outcomes as JSON")
+    parser.add_argument("--named-only", action="store_true", help="run the named mutants alone")
     args = parser.parse_args(argv)
     modules = args.module or list(MODULES)
     mutants = all_mutants(modules)
     random.Random(args.seed).shuffle(mutants)
-    chosen = mutants[: args.max]
-    print(f"{len(mutants)} mutation points in {', '.join(modules)}; running {len(chosen)}")
+    chosen = [] if args.named_only else mutants[: args.max]
+    print(f"{len(mutants)} mutation points in {', '.join(modules)}; running {len(chosen)}, "
+          f"and {len(NAMED)} named mutants")  # fmt: skip
     outcomes = []
+    named: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="tilescope-mutants-") as tmp:
         scratch = Path(tmp) / "repo"
         shutil.copytree(
@@ -219,17 +298,31 @@ def main(argv: list[str] | None = None) -> int:
                                           ".devtree-*", ".gpu-bundle"),
         )  # fmt: skip
         # The control: unmutated, the same tests must pass, or every mutant would look killed.
-        tests = tuple(dict.fromkeys(t for m in modules for t in MODULES[m]))
-        control = _pytest(scratch, tests, args.timeout * len(modules))
-        if control.returncode != 0:
-            print("the unmutated tests fail; no mutant can be judged:\n" + control.stdout[-2000:])
-            return 1
-        print(f"control: {', '.join(tests)} pass unmutated")
+        tests = tuple(dict.fromkeys(t for m in modules for t in MODULES[m])) if chosen else ()
+        controls = [(tests, "")] if tests else []
+        controls += [(m.tests, m.keyword) for m in NAMED]
+        for files, keyword in controls:
+            control = _pytest(scratch, files, args.timeout * max(1, len(modules)), keyword)
+            if control.returncode != 0:
+                print("the unmutated tests fail; no mutant can be judged:\n"
+                      + control.stdout[-2000:])  # fmt: skip
+                return 1
+            print(f"control: {', '.join(files)}{f' -k {keyword}' if keyword else ''} pass "
+                  "unmutated")  # fmt: skip
+        for m in NAMED:
+            status, seconds = run_named(scratch, m, args.timeout)
+            named.append({**asdict(m), "status": status, "seconds": round(seconds, 1)})
+            print(f"[named] {status:<8} {m.module}: {m.what} ({seconds:.0f} s)", flush=True)
         for i, m in enumerate(chosen, 1):
             o = run_mutant(scratch, m, args.timeout)
             outcomes.append(o)
             print(f"[{i}/{len(chosen)}] {o.status:<8} {m.module}:{m.line} {m.what} "
                   f"({o.seconds:.0f} s)", flush=True)  # fmt: skip
+    named_killed = sum(n["status"] == "killed" for n in named)
+    print(f"named mutants: killed {named_killed} of {len(named)}")
+    for n in named:
+        if n["status"] != "killed":
+            print(f"  named {n['status']}: {n['module']}: {n['what']}: {n['old']} -> {n['new']}")
     killed = sum(o.status == "killed" for o in outcomes)
     timeouts = sum(o.status == "timeout" for o in outcomes)
     survived = [o for o in outcomes if o.status == "survived"]
@@ -245,12 +338,13 @@ def main(argv: list[str] | None = None) -> int:
         args.out.write_text(
             json.dumps(
                 {"killed": killed, "ran": ran, "timeouts": timeouts, "errors": errors,
+                 "named": named,
                  "outcomes": [{**asdict(o.mutant), "status": o.status,
                                "seconds": round(o.seconds, 1)} for o in outcomes]},
                 indent=1,
             )
         )  # fmt: skip
-    return 0
+    return 0 if named_killed == len(named) else 1
 
 
 if __name__ == "__main__":

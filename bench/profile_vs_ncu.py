@@ -1,5 +1,5 @@
 """Measured DRAM bytes, two ways, side by side: `main.py bench --profile` (CUPTI PM sampling in
-the process, gpu/profiling/profiler.py) against Nsight Compute, for every algorithm this GPU offers
+the process, gpu/counters/profiler.py) against Nsight Compute, for every algorithm this GPU offers
 at N = 4096 and 16384 (12 heads, d = 64, fp16, non-causal); plus a check that timing runs are
 unchanged by having profiled before.
 
@@ -94,7 +94,7 @@ def ours(n: int) -> tuple[dict, dict]:
     process through the backend, exactly as `main.py bench --profile` runs it."""
     from gpu.backends.backend import RunOptions
     from gpu.backends.cuda_backend import CudaBackend
-    from gpu.profiling.profiler import library_path, unavailable_reason
+    from gpu.counters.profiler import library_path, unavailable_reason
 
     reason = unavailable_reason()
     if reason is not None:

@@ -8,7 +8,7 @@ same process as reference series, with algorithm ids `sdpa_flash`, `sdpa_cudnn` 
 torch is imported only here, never by the app.
 
 With `--profile`, every result (ours and the peers) also carries its measured traffic: DRAM and
-L2 bytes and unit activity per kernel from CUPTI PM sampling (gpu/profiling/profiler.py; the times
+L2 bytes and unit activity per kernel from CUPTI PM sampling (gpu/counters/profiler.py; the times
 stay those of unsampled runs), and the device record carries the L2 read bandwidth measured by
 bench/l2_bandwidth.py, which the roofline then uses as this device's L2 roof. CUPTI is loaded
 before torch, whose own older libcupti would otherwise be the one in the process.
@@ -21,6 +21,13 @@ through torch autograd (step: forward then backward, each timed; backward: only 
 after an untimed forward), their peak from torch's allocator over the whole step.
 
     python bench/record_run.py --pass step --profile --out resources/recorded/h200_training.json
+
+`--pass decode` records the decode step: q = --new-tokens query rows per head against a cache of
+N tokens over --kv-heads KV heads (naive and split_kv, and the SDPA flash and cuDNN peers with
+torch's enable_gqa, which reads each KV head once for its group as ours do).
+
+    python bench/record_run.py --pass decode --heads 32 --kv-heads 8 --head-dim 128 --batch 8 \
+        --profile --out resources/recorded/h100_decode.json
 """
 
 from __future__ import annotations
@@ -39,9 +46,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu.algorithms import TILED
 from gpu.backends.backend import RunOptions
 from gpu.backends.cuda_backend import CudaBackend
-from gpu.config import BACKWARD, FORWARD, PASSES, STEP, AttentionConfig
+from gpu.config import BACKWARD, DECODE, FORWARD, PASSES, STEP, AttentionConfig
 from gpu.files.recording import Recording, save_recording
-from gpu.model.costmodel import useful_flops
+from gpu.model.costmodel import pass_useful_flops
 from gpu.results import KernelTime, KernelTraffic, RunResult
 
 PEERS = {"sdpa_flash": "FLASH_ATTENTION", "sdpa_cudnn": "CUDNN_ATTENTION", "sdpa_math": "MATH"}
@@ -55,26 +62,34 @@ def time_peer(
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[cfg.dtype]
-    base = dict(config=cfg, algorithm=peer, backend="cuda", device=device, flops=useful_flops(cfg))
+    flops = pass_useful_flops(cfg)
+    base = dict(config=cfg, algorithm=peer, backend="cuda", device=device, flops=flops)
     shape = (cfg.batch, cfg.heads, cfg.seq_len, cfg.head_dim)
+    shapes = (shape, shape, shape)
+    extra: dict = {"is_causal": cfg.causal}
+    if cfg.is_decode:  # q new tokens against the cache; GQA read once per KV head
+        kv = (cfg.batch, cfg.kv_head_count, cfg.seq_len, cfg.head_dim)
+        shapes = ((cfg.batch, cfg.heads, cfg.new_tokens, cfg.head_dim), kv, kv)
+        extra = {"enable_gqa": cfg.kv_head_count != cfg.heads}
     msg = f"PyTorch {torch.__version__} scaled_dot_product_attention, {PEERS[peer]} backend (peer)"
     sdpa = torch.nn.functional.scaled_dot_product_attention
     inputs: tuple = ()
     try:
-        inputs = tuple(torch.randn(shape, device="cuda", dtype=dtype) for _ in range(3))
+        inputs = tuple(torch.randn(s, device="cuda", dtype=dtype) for s in shapes)
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         before = torch.cuda.memory_allocated()
         with sdpa_kernel(getattr(SDPBackend, PEERS[peer])):
-            sdpa(*inputs, is_causal=cfg.causal)
+            sdpa(*inputs, **extra)
             torch.cuda.synchronize()
-            peak = torch.cuda.max_memory_allocated() - before + 3 * inputs[0].nbytes
+            held = sum(x.nbytes for x in inputs) + inputs[0].nbytes  # the inputs and O
+            peak = torch.cuda.max_memory_allocated() - before + held
             samples = []
             for _ in range(repeats):
                 start = torch.cuda.Event(enable_timing=True)
                 end = torch.cuda.Event(enable_timing=True)
                 start.record()
-                sdpa(*inputs, is_causal=cfg.causal)
+                sdpa(*inputs, **extra)
                 end.record()
                 end.synchronize()
                 samples.append(start.elapsed_time(end))
@@ -83,7 +98,7 @@ def time_peer(
             if profile:
                 from gpu.backends.launch_timing import profile_launches
 
-                launch = [("sdpa", lambda: sdpa(*inputs, is_causal=cfg.causal))]
+                launch = [("sdpa", lambda: sdpa(*inputs, **extra))]
                 traffic, note = profile_launches(launch, times, torch.cuda.synchronize)
                 msg = f"{msg}; {note}" if note else msg
         return RunResult(
@@ -209,12 +224,15 @@ def main() -> int:
     p.add_argument("--budget-s", type=float, default=150, help="stop early (and still write)")
     p.add_argument("--profile", action="store_true", help="measured traffic for every result")
     p.add_argument("--pass", dest="pass_", choices=PASSES, default=FORWARD)
+    p.add_argument("--kv-heads", type=int, default=None, help="decode: KV heads of the cache")
+    p.add_argument("--new-tokens", type=int, default=1, help="decode: query rows per head")
+    p.add_argument("--batch", type=int, default=1)
     p.add_argument("--force", action="store_true")
     args = p.parse_args()
 
     profile = False
     if args.profile:  # before torch: CUPTI must be the wheel's, not torch's older copy
-        from gpu.profiling.profiler import library_path, unavailable_reason
+        from gpu.counters.profiler import library_path, unavailable_reason
 
         reason = unavailable_reason()
         if reason is not None:
@@ -233,6 +251,9 @@ def main() -> int:
     results: list[RunResult] = []
     t0 = time.monotonic()
     causal_flags = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
+    decode = args.pass_ == DECODE
+    if decode:
+        causal_flags = (False,)  # a decode step attends to the whole cache
     stopped = ""
     for causal in causal_flags:
         for n in (int(x) for x in args.seq.split(",")):
@@ -241,7 +262,9 @@ def main() -> int:
                 break
             cfg = AttentionConfig(
                 seq_len=n, heads=args.heads, head_dim=args.head_dim, dtype=args.dtype,
-                causal=causal, pass_=args.pass_,
+                causal=causal, pass_=args.pass_, batch=args.batch,
+                kv_heads=args.kv_heads if decode else None,
+                new_tokens=args.new_tokens if decode else 1,
             )  # fmt: skip
             opts = RunOptions(
                 warmup=1, repeats=args.repeats, check=n <= args.check_max_n, profile=profile
@@ -263,8 +286,9 @@ def main() -> int:
                     flush=True,
                 )
             for peer in PEERS:
-                if peer == "sdpa_math" and n > 32768:
-                    continue  # fp32 scores of 12·N² would take hundreds of GB; OOM is certain
+                if peer == "sdpa_math" and (n > 32768 or decode):
+                    continue  # fp32 scores of 12·N² would take hundreds of GB; OOM is certain;
+                    # in decode it repeats K and V per query head: not a decode kernel
                 if args.pass_ in (BACKWARD, STEP):
                     r = time_peer_training(torch, cfg, peer, args.repeats, device.name)
                 else:
@@ -292,7 +316,7 @@ def main() -> int:
     }
     if profile:
         meta["traffic"] = (
-            "measured per kernel with CUPTI PM sampling (gpu/profiling/profiler.py), each sampled "
+            "measured per kernel with CUPTI PM sampling (gpu/counters/profiler.py), each sampled "
             "launch after an L2 flush; times are from unsampled runs"
         )
     if stopped:

@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 
 from gpu.config import AttentionConfig
+from gpu.files.trace import save_traces, summarize, trace_problems
 from gpu.launch import flash_ws
-from gpu.profiling.trace import save_traces, summarize, trace_problems
 from gpu.profiling.trace_record import ws_trace_from_rows
 
 

@@ -116,7 +116,7 @@ def run_pytest(log: Tee, out: Path, timeout: float) -> dict:
 
 
 def record_traces(log: Tee, out: Path) -> dict:
-    from gpu.profiling.trace import save_traces, summarize, trace_problems
+    from gpu.files.trace import save_traces, summarize, trace_problems
     from gpu.profiling.trace_record import record_trace
 
     traces = []

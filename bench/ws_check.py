@@ -20,7 +20,7 @@ gpu.launch.flash_ws.CANDIDATES are compiled and checked, and stage 3 times them 
 interleaved with SDPA cuDNN, at N = 1024, 4096, 16384 (FA3 shapes, fp16, causal and not, d 64, 128
 and 256): --passes sweeps over the variants in alternating order, the median of the passes
 reported. The summary then has one table per shape (best first, against cuDNN and the current
-default) and, per head dim, the variant to paste into gpu.algorithms.WS_DEFAULTS.
+default) and, per head dim, the variant to paste into gpu.launch.flash_ws.WS_DEFAULTS.
 
 With --sustained, the defaults (and any --variants) are checked, then timed after --warm
 seconds (30) of continuous device work, when clocks have settled where a user's long run keeps
@@ -743,7 +743,9 @@ def candidate_lines(records: list[dict]) -> list[str]:
                 + ("  <- default" if label == defaults[d] else "")
             )
         if best != defaults[d]:
-            out.append(f'  d={d}: to switch, set WS_DEFAULTS[{d}] = "{best}" in gpu/algorithms.py')
+            out.append(
+                f'  d={d}: to switch, set WS_DEFAULTS[{d}] = "{best}" in gpu/launch/flash_ws.py'
+            )
         else:
             out.append(f"  d={d}: the default stays ({best})")
     below = [

@@ -1,5 +1,6 @@
 """What one attention run is: shape, precision, masking, tile sizes, which pass it times and
-how the backward sums dQ.
+how the backward sums dQ; for the decode pass, how many new tokens meet a cache of how many KV
+heads.
 
 Every layer (cost model, schedule, backends, plots, animation) takes an `AttentionConfig`, so
 validation happens once, here, and a bad value is reported with the field, the value and the
@@ -23,18 +24,26 @@ HEAD_DIM_MIN, HEAD_DIM_MAX = 1, 256
 BATCH_MIN, BATCH_MAX = 1, 1024
 #: Tile sizes are powers of two in this range (rows of Q for block_m, rows of K/V for block_n).
 TILE_CHOICES: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
+#: New tokens a decode step computes at once: 1 for plain generation, up to 8 for speculative
+#: decoding's drafted tokens checked together.
+NEW_TOKENS_MIN, NEW_TOKENS_MAX = 1, 8
 
 #: Which pass a run times. "forward": inference, O from Q, K, V. "backward": dQ, dK, dV from dO,
 #: after an untimed forward that saves what the backward needs (naive: P; fused: O and one
 #: logsumexp per row). "step": a training step, forward then backward, each kernel timed.
-FORWARD, BACKWARD, STEP = "forward", "backward", "step"
-PASSES: tuple[str, ...] = (FORWARD, BACKWARD, STEP)
+#: "decode": inference after the prefill: `new_tokens` query rows per head against a KV cache of
+#: `seq_len` tokens, `heads` query heads sharing `kv_heads` KV heads (MHA, GQA, MQA).
+FORWARD, BACKWARD, STEP, DECODE = "forward", "backward", "step", "decode"
+PASSES: tuple[str, ...] = (FORWARD, BACKWARD, STEP, DECODE)
 #: The key the pass is written under in dicts and files (`pass` is a Python keyword, so the
 #: dataclass field is `pass_`). Files written before the training step lack it: forward.
 PASS_KEY = "pass"
 #: The key of `AttentionConfig.deterministic` in dicts and files (absent in files written
 #: before it: dQ by atomics).
 DETERMINISTIC_KEY = "deterministic"
+#: Decode's own fields, written to dicts and files only when they differ from their defaults,
+#: so a config of the other passes reads and writes as it did before decode existed.
+DECODE_FIELDS: dict[str, object] = {"kv_heads": None, "new_tokens": 1}
 
 
 class ConfigError(ValueError):
@@ -78,6 +87,13 @@ class AttentionConfig:
     #: backward has a dQ: a forward config must leave it False. Naive's backward has no
     #: atomics, so for naive both modes run the same kernels.
     deterministic: bool = False
+    #: KV heads of the decode pass's cache: None for as many as `heads` (MHA); a divisor of
+    #: `heads` shares each KV head among heads // kv_heads query heads (GQA; 1 is MQA). Query
+    #: head h reads KV head h // (heads // kv_heads), the order of Llama's repeat_kv.
+    kv_heads: int | None = None
+    #: Query rows per head of a decode step (the tokens generated together), 1 to 8. Each
+    #: attends to the whole cache of `seq_len` tokens, which already holds their own K and V.
+    new_tokens: int = 1
 
     def __post_init__(self) -> None:
         _check_int("seq_len", self.seq_len, SEQ_LEN_MIN, SEQ_LEN_MAX)
@@ -96,10 +112,41 @@ class AttentionConfig:
             raise ConfigError(PASS_KEY, self.pass_, "one of " + ", ".join(PASSES))
         if not isinstance(self.deterministic, bool):
             raise ConfigError(DETERMINISTIC_KEY, self.deterministic, "true or false")
-        if self.deterministic and self.pass_ == FORWARD:
+        if self.deterministic and not self.has_backward:
             raise ConfigError(
-                DETERMINISTIC_KEY, self.deterministic, "false for the forward pass (it has no dQ)"
+                DETERMINISTIC_KEY,
+                self.deterministic,
+                f"false for the {PASS_LABELS[self.pass_]} pass (it has no dQ)",
             )
+        self._check_decode_fields()
+
+    def _check_decode_fields(self) -> None:
+        """kv_heads and new_tokens: in range, kv_heads a divisor of heads, and both at their
+        defaults outside the decode pass (whose kernels are the only ones that read them)."""
+        kv = self.kv_heads
+        if kv is not None:
+            _check_int("kv_heads", kv, HEADS_MIN, HEADS_MAX)
+            if self.heads % kv:
+                divisors = ", ".join(
+                    str(k) for k in range(1, self.heads + 1) if self.heads % k == 0
+                )
+                raise ConfigError("kv_heads", kv, f"a divisor of heads = {self.heads} ({divisors})")
+        _check_int("new_tokens", self.new_tokens, NEW_TOKENS_MIN, NEW_TOKENS_MAX)
+        if self.pass_ == DECODE:
+            if self.causal:
+                raise ConfigError(
+                    "causal",
+                    self.causal,
+                    "false for the decode pass (each new token attends "
+                    "to the whole cache, which holds the tokens before it)",
+                )
+            return
+        if kv is not None and kv != self.heads:
+            raise ConfigError(
+                "kv_heads", kv, f"equal to heads = {self.heads} outside the decode pass"
+            )
+        if self.new_tokens != 1:
+            raise ConfigError("new_tokens", self.new_tokens, "1 outside the decode pass")
 
     @property
     def elem_bytes(self) -> int:
@@ -115,27 +162,57 @@ class AttentionConfig:
         return self.head_dim**-0.5
 
     @property
+    def kv_head_count(self) -> int:
+        """KV heads of the cache: `kv_heads`, or `heads` when unset (MHA)."""
+        return self.heads if self.kv_heads is None else self.kv_heads
+
+    @property
+    def group_size(self) -> int:
+        """Query heads per KV head (G): 1 for MHA, heads for MQA."""
+        return self.heads // self.kv_head_count
+
+    @property
+    def kv_bh(self) -> int:
+        """Independent (batch, KV head) pairs: each KV head is read for its whole group."""
+        return self.batch * self.kv_head_count
+
+    @property
+    def is_decode(self) -> bool:
+        return self.pass_ == DECODE
+
+    @property
+    def query_rows(self) -> int:
+        """Query rows per head: the new tokens of a decode step, else the sequence itself."""
+        return self.new_tokens if self.pass_ == DECODE else self.seq_len
+
+    @property
     def has_backward(self) -> bool:
         """True for the backward pass and the training step: gradients are computed."""
-        return self.pass_ != FORWARD
+        return self.pass_ in (BACKWARD, STEP)
 
     @property
     def has_forward_timed(self) -> bool:
         """True when the forward kernels are among the timed ones (forward and step)."""
-        return self.pass_ != BACKWARD
+        return self.pass_ in (FORWARD, STEP)
 
     def forward(self) -> AttentionConfig:
-        """The same problem as an inference forward pass (which has no dQ to sum)."""
-        return self if self.pass_ == FORWARD else replace(self, pass_=FORWARD, deterministic=False)
+        """The same problem as an inference forward pass (which has no dQ to sum); a decode
+        config, inference already, is its own."""
+        if self.pass_ in (FORWARD, DECODE):
+            return self
+        return replace(self, pass_=FORWARD, deterministic=False)
 
     def with_(self, **changes: Any) -> AttentionConfig:
         """A copy with some fields changed, validated like a new config."""
         return replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields by name, the pass under "pass"."""
+        """The fields by name, the pass under "pass"; decode's own fields only where set."""
         data = asdict(self)
         data[PASS_KEY] = data.pop("pass_")
+        for name, default in DECODE_FIELDS.items():
+            if data[name] == default:
+                del data[name]
         return data
 
     @classmethod
@@ -159,8 +236,13 @@ class AttentionConfig:
         causal = ", causal" if self.causal else ""
         step = "" if self.pass_ == FORWARD else f", {PASS_LABELS[self.pass_]}"
         det = f", {DETERMINISTIC_LABEL}" if self.deterministic else ""
+        if self.pass_ == DECODE:
+            heads = f"h={self.heads}/{self.kv_head_count}"
+            step += f" q={self.new_tokens}"
+        else:
+            heads = f"h={self.heads}"
         return (
-            f"B={self.batch} h={self.heads} N={self.seq_len} d={self.head_dim} "
+            f"B={self.batch} {heads} N={self.seq_len} d={self.head_dim} "
             f"{self.dtype}{causal}{step}{det}"
         )
 
@@ -170,6 +252,7 @@ PASS_LABELS: dict[str, str] = {
     FORWARD: "inference forward",
     BACKWARD: "backward",
     STEP: "training step",
+    DECODE: "inference decode",
 }
 #: How the deterministic dQ mode is named to a user (labels, the control, explain).
 DETERMINISTIC_LABEL = "deterministic dQ"

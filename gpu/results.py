@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .config import AttentionConfig
-from .ring.timeline import RingMeasurement
+from .ring_timeline import RingMeasurement
 
 #: Largest max-abs error vs the reference that still counts as agreeing, per input dtype, for
 #: unit-normal inputs (the error is dominated by rounding S, P and O to the storage dtype).
@@ -211,7 +211,7 @@ class RunResult:
     #: Per-kernel counters when the run was profiled (`RunOptions.profile`), else empty.
     traffic: tuple[KernelTraffic, ...] = ()
     #: Ring attention over `ring.devices` devices: timeline, hidden communication, per-device
-    #: memory (gpu/ring/timeline.py). None for single-device algorithms.
+    #: memory (gpu/ring_timeline.py). None for single-device algorithms.
     ring: RingMeasurement | None = None
 
     @property
@@ -231,12 +231,6 @@ class RunResult:
         if not self.traffic:
             return None
         return sum(t.dram_bytes for t in self.traffic)
-
-    @property
-    def measured_l2_bytes(self) -> int | None:
-        if not self.traffic:
-            return None
-        return sum(t.l2_bytes for t in self.traffic)
 
     @property
     def measured_bandwidth_gbs(self) -> float | None:

@@ -164,6 +164,11 @@ def fmt_bytes_axis(value: float) -> str:
     return fmt_axis(value, "B")
 
 
+def fmt_bandwidth_axis(value: float) -> str:
+    """A bandwidth axis tick, bytes per second: 3e12 -> '3 TB/s'."""
+    return fmt_axis(value, "B/s")
+
+
 def fmt_ms_axis(value: float) -> str:
     """A time axis tick, from milliseconds: 0.5 -> '500 µs', 2000 -> '2 s'."""
     if value >= 1000:

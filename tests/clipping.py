@@ -26,8 +26,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.kit.elided_label import ElidedLabel
 from app.plotting.metric_plot import MetricPlot
-from app.window.elided_label import ElidedLabel
 
 
 def _name(w: QWidget) -> str:
@@ -181,3 +181,16 @@ def clipped(window: QWidget) -> list[str]:
         if isinstance(w, MetricPlot):
             problems += _plot_problems(w)
     return problems
+
+
+def elided(window: QWidget) -> list[str]:
+    """Every shown text cut to fit with "…": elided labels and plot titles (which `clipped`
+    accepts when the tooltip holds the whole text). A first screen should need none."""
+    out = []
+    for w in window.findChildren(ElidedLabel):
+        if _shown(w, window) and w.is_elided():
+            out.append(f"{_name(w)}: shown as {w.shown_text()!r}")
+    for plot in window.findChildren(MetricPlot):
+        if _shown(plot, window) and _plain(plot.plotItem.titleLabel.text) != plot.title:
+            out.append(f"{plot.objectName()}: title shown as {plot.plotItem.titleLabel.text!r}")
+    return out

@@ -4,6 +4,7 @@ the `multigpu` marker where fewer than two are."""
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,10 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 SCREEN = Path(__file__).parent / "data" / "offscreen_1920x1080.json"
 if os.environ["QT_QPA_PLATFORM"] == "offscreen":
     os.environ["QT_QPA_PLATFORM"] = f"offscreen:configfile={SCREEN}"
+
+#: What the app keeps between runs in the user's cache folder (this CPU's best memory bandwidth)
+#: goes to a folder of the test run's own.
+os.environ.setdefault("TILESCOPE_CACHE_DIR", tempfile.mkdtemp(prefix="tilescope-test-cache-"))
 
 # Applies the PySide6 6.12 / CPython 3.11 reference-count work-around before any Qt call (app's
 # __init__ itself imports no Qt, so this is safe on a GPU host without Qt).

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from app.state.session import make_session
 from gpu.config import AttentionConfig
 from gpu.files.recording import recording_from_document
-from gpu.profiling.trace import trace_from_rows
+from gpu.files.trace import trace_from_rows
 from tests.trace_fakes import fake_rows
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -104,7 +104,7 @@ def test_the_dialog_defaults_to_a_size_that_fits_and_states_the_limits(make_wind
         dialog.height_spin.value(),
     ) == animation_export.ANIMATION_SIZE
     assert dialog.width_spin.minimum() == animation_export.canvas_minimum_size()[0]
-    assert dialog.limits.isVisibleTo(dialog) and "4.29 gigapixels" in dialog.limits.text()
+    assert dialog.limits.isVisibleTo(dialog) and "2³² pixels (4.3 billion)" in dialog.limits.text()
     dialog.kind.setCurrentIndex(dialog.kind.findData("plots_png"))
     assert not dialog.limits.isVisibleTo(dialog) and dialog.width_spin.minimum() == 64
     dialog.close()
@@ -120,7 +120,7 @@ def test_frames_times_size_beyond_the_limit_is_refused_with_the_most_frames(make
         ExportRequest("gif", str(path), size=(3840, 2160), frames=2000)
     )
     message = window.banner.message
-    assert "more than 4.29 gigapixels" in message and "at most 517 frames" in message
+    assert "more than 2³² pixels (4.3 billion)" in message and "at most 517 frames" in message
 
 
 def test_a_size_whose_frames_would_not_fit_in_memory_is_refused(make_window, tmp_path, monkeypatch):
@@ -133,7 +133,7 @@ def test_a_size_whose_frames_would_not_fit_in_memory_is_refused(make_window, tmp
     assert not window.file_menu.export(
         ExportRequest("gif", str(path), size=(3840, 2160), frames=10)
     )
-    assert "MiB of memory while it renders, and 200 MiB are free" in window.banner.message
+    assert "of memory while it renders, and 210 MB are free" in window.banner.message
     assert not path.exists() and leftovers(tmp_path) == []
 
 

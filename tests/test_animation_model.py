@@ -126,6 +126,27 @@ def test_naive_kernels_keep_the_models_tiles_and_claim_no_occupancy():
         assert lay.occupancy is None
 
 
+@pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp32"])
+def test_naives_softmax_stages_its_row_in_the_input_dtype_as_the_kernel_does(dtype):
+    """softmax.cu stages a row of S in n · sizeof(T) bytes of shared memory (8.19 kB at
+    N = 4096 fp16, not fp32's 16.4 kB), and a row too long for one block goes through the
+    two-pass kernel, which stages nothing: the chip never overflows where the kernel does not."""
+    eb = {"fp16": 2, "bf16": 2, "fp32": 4}[dtype]
+    for n in (4096, 60_000, 115_712, 131_072):
+        config = AttentionConfig(seq_len=n, dtype=dtype, heads=1)
+        softmax = next(k for k in build_schedule(config, NAIVE).kernels if k.name == "softmax")
+        lay = chip_layout(config, NAIVE, softmax, H200)
+        # the one-read kernel while the row and 1 KiB fit the H200's 232,448 B opt-in
+        one_read = n * eb + 1024 <= 232_448
+        assert lay.smem_bytes == softmax.sram_bytes == (n * eb if one_read else 0)
+        row = [s.bytes for s in lay.slots if s.name == "row"]
+        assert row == ([n * eb] if one_read else [])
+        assert lay.smem_bytes <= H200.smem_per_sm_bytes  # no overflow the kernel lacks
+    config = AttentionConfig(seq_len=4096)
+    softmax = build_schedule(config, NAIVE).kernels[1]
+    assert chip_layout(config, NAIVE, softmax, H200).smem_bytes == 8192
+
+
 def test_stepping_the_tensor_core_lane_fills_the_ring_stages_in_turn():
     config = AttentionConfig(seq_len=640, head_dim=64)  # 5 blocks of 5 key tiles of 128
     player = Player(config, algorithms=(TILED_MMA,))
@@ -341,7 +362,7 @@ def test_a_long_warp_specialized_block_is_modeled_in_bounded_work_and_alike():
 
 
 def test_the_shipped_warp_specialized_trace_shows_the_consumers_taking_turns():
-    from gpu.profiling.trace import load_traces
+    from gpu.files.trace import load_traces
 
     (trace,) = load_traces(ROOT / "resources" / "traces" / "h200_ws_trace.json")
     assert trace.algorithm == TILED_WS and trace.roles[:3] == (

@@ -189,7 +189,7 @@ def test_the_light_theme_reaches_the_canvas_the_traces_and_the_kernel_source(mak
 
 
 def test_each_theme_outlines_the_sram_bands_origins_so_they_stand_out_from_its_background():
-    from app.window.theme import ANIMATION_DARK, ANIMATION_LIGHT, ANIMATION_PALETTES
+    from app.kit.theme import ANIMATION_DARK, ANIMATION_LIGHT, ANIMATION_PALETTES
 
     for palette in ANIMATION_PALETTES.values():
         assert set(palette.slot_edges) == set(palette.slot_fills), palette.name
@@ -348,7 +348,7 @@ def test_the_trace_views_split_warp_specialized_blocks_into_role_sub_lanes(qtbot
     from app.animation.trace_image import ROLE_KIND_CODES
     from app.animation.trace_panel import SHIPPED_DIR, TracePanel
     from app.state.animation.warp_roles import GEMM, ISSUE, SOFTMAX
-    from gpu.profiling.trace import load_traces
+    from gpu.files.trace import load_traces
 
     panel = TracePanel(traces=load_traces(SHIPPED_DIR / "h200_ws_trace.json"))
     qtbot.addWidget(panel)

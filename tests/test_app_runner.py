@@ -256,6 +256,7 @@ def test_a_fresh_cpu_backend_warms_up_until_its_times_agree_before_measuring(
     qtbot, runner, start_backend, outcomes
 ):
     from app.state.settle import SETTLE_CONFIG
+    from gpu.algorithms import runs_pass
 
     backend = _CountedCpuBackend.make()
     start_backend(backend, "cpu")
@@ -264,11 +265,14 @@ def test_a_fresh_cpu_backend_warms_up_until_its_times_agree_before_measuring(
     qtbot.waitUntil(lambda: bool(outcomes), timeout=30_000)
     first = backend.ran.index((128, NAIVE))
     warm = backend.ran[:first]
-    # whole rounds of the small run, every algorithm the backend has, before the first measure
-    assert len(warm) >= 2 * len(backend.algorithms())
-    assert set(warm) == {(SETTLE_CONFIG.seq_len, a) for a in backend.algorithms()}
+    # whole rounds of the small run, every algorithm the backend has for its pass, before the
+    # first measure
+    forward = [a for a in backend.algorithms() if runs_pass(a, SETTLE_CONFIG.pass_)]
+    assert len(forward) < len(backend.algorithms())  # the decode kernel is left out
+    assert len(warm) >= 2 * len(forward)
+    assert set(warm) == {(SETTLE_CONFIG.seq_len, a) for a in forward}
     settling = runner.stats.settling
-    assert len(settling.rounds_s) == len(warm) // len(backend.algorithms())
+    assert len(settling.rounds_s) == len(warm) // len(forward)
     assert [o.job.config for o in outcomes] == [asked]  # the warm-up's results are not shown
 
 
@@ -302,3 +306,19 @@ def test_settling_stops_when_two_rounds_agree_or_its_time_is_up():
     assert not late.settled and late.rounds_s == (0.5, 1.0, 0.5, 1.0)  # 3 s ≥ 2.5 s: stopped
     stopped = settle(rounds([1.0]), stop=lambda: True, clock=clock)
     assert stopped.rounds_s == () and not stopped.settled
+
+
+def test_a_decode_kernel_asked_for_on_a_prefill_point_leaves_the_others_measured_together(
+    qtbot, runner, start_backend, outcomes
+):
+    from gpu.algorithms import SPLIT_KV
+    from gpu.backends.cpu_backend import CpuBackend
+
+    runner.settle_budget_s = 0  # no warm-up: the point's own runs only
+    start_backend(CpuBackend(), "cpu")
+    asked = AttentionConfig(seq_len=128, heads=2)
+    runner.request(asked, [NAIVE, SPLIT_KV, TILED], None)
+    qtbot.waitUntil(lambda: len(outcomes) == 3, timeout=30_000)
+    by_algorithm = {o.job.algorithm: o for o in outcomes}
+    assert by_algorithm[NAIVE].result is not None and by_algorithm[TILED].result is not None
+    assert by_algorithm[SPLIT_KV].result is None and by_algorithm[SPLIT_KV].unsupported

@@ -99,7 +99,8 @@ def test_enabled_algorithms_are_ticked_available_and_not_disabled_in_registry_or
 def test_the_budget_follows_the_preset_and_the_device():
     gpu = CostModelBackend(name="cuda", device="NVIDIA H200", memory_bytes=141 * 10**9)
     s = AppState(backend=_ready(gpu))
-    assert s.budget.preset == DEVICE_PRESET and s.budget.run_bytes is None
+    # a GPU of the table runs within its datasheet's capacity, where its walls are drawn
+    assert s.budget.preset == DEVICE_PRESET and s.budget.run_bytes == 141 * 10**9
     assert s.budget.line_bytes == 141 * 10**9
     assert s.target_gpu == gpu_for_device_name("NVIDIA H200") and s.on_gpu
     rtx = AppState(budget_preset="RTX 4090 24 GB", backend=_ready(gpu))

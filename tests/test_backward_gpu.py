@@ -12,6 +12,11 @@ the torch peer runs plain attention in the inputs' precision under autograd (tor
 peer: without it that comparison is skipped and a relative bound against ref_fp32 remains).
 The forward that feeds the fused backward is our own tensor-core kernel (O, m, l); the naive
 backward gets the P of our naive forward.
+
+The naive backward is also held to the criterion against torch's math SDPA at N ∈ {17, 113, 1023}
+with the peer computing in the inputs' dtype: by default torch's math SDPA upcasts fp16/bf16 to
+fp32 and rounds its gradients once, a peer that no path storing S and P in fp16 can come within
+2× of (tests/test_naive_backward_rounding.py shows why on the CPU).
 """
 
 from __future__ import annotations
@@ -87,6 +92,36 @@ def _torch_low_precision(q, k, v, do, config: AttentionConfig):
     return tuple(cp.from_dlpack(x.grad.float().contiguous()) for x in (qt, kt, vt))
 
 
+def _torch_math_sdpa_same_dtype(q, k, v, do, config: AttentionConfig):
+    """dQ, dK, dV from torch's math SDPA computing in fp16/bf16, as fp32 CuPy arrays. Without
+    allow_fp16_bf16_reduction_math_sdp(True) (torch ≥ 2.5) it would upcast to fp32 and round
+    once at the end; older torch has no such flag and computes in the dtype anyway."""
+    torch = pytest.importorskip("torch")
+    import cupy as cp
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def t(x):
+        x = torch.from_dlpack(x)
+        return x.view(torch.bfloat16) if config.dtype == "bf16" else x
+
+    flags = torch.backends.cuda
+    allow = getattr(flags, "allow_fp16_bf16_reduction_math_sdp", None)
+    before = flags.fp16_bf16_reduction_math_sdp_allowed() if allow else None
+    if allow:
+        allow(True)
+    try:
+        qt, kt, vt = (t(x).clone().requires_grad_(True) for x in (q, k, v))
+        with sdpa_kernel(SDPBackend.MATH):
+            o = torch.nn.functional.scaled_dot_product_attention(
+                qt, kt, vt, is_causal=config.causal
+            )
+        o.backward(t(do))
+    finally:
+        if allow:
+            allow(before)
+    return tuple(cp.from_dlpack(x.grad.float().contiguous()) for x in (qt, kt, vt))
+
+
 def _ours(kernel: str, q, k, v, do, config: AttentionConfig):
     import cupy as cp
 
@@ -153,6 +188,46 @@ def test_every_backward_meets_flash_attentions_criterion(
             if not err <= bound:
                 failures.append(f"{kernel} {name}: max error {err:.3g} > bound {bound:.3g}")
     assert not failures, "; ".join(failures)
+
+
+@pytest.mark.parametrize("seq_len", [17, 113, 1023])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_naive_backward_meets_the_criterion_against_torch_math_sdpa_in_its_dtype(
+    dtype: str, head_dim: int, causal: bool, seq_len: int
+) -> None:
+    import cupy as cp
+
+    config = AttentionConfig(
+        seq_len=seq_len, heads=16, head_dim=head_dim, batch=4, dtype=dtype, causal=causal
+    )
+    seed = zlib.crc32(f"naive-sdpa-{dtype}-{head_dim}-{causal}-{seq_len}".encode())
+    q, k, v, do = _inputs(config, seed)
+    peer = _torch_math_sdpa_same_dtype(q, k, v, do, config)
+    ref = _reference_fp32(q, k, v, do, config)
+    ours = _ours("naive", q, k, v, do, config)
+    failures = []
+    for name, got, want, low in zip(("dQ", "dK", "dV"), ours, ref, peer, strict=True):
+        assert bool(cp.isfinite(got).all()), f"naive {name} has non-finite values"
+        err = float(cp.abs(got - want).max())
+        bound = 2 * float(cp.abs(low - want).max())
+        if not err <= bound:
+            failures.append(f"naive {name}: max error {err:.3g} > bound {bound:.3g}")
+    assert not failures, "; ".join(failures)
+
+
+def test_the_cpu_rounding_model_launches_softmax_bwd_as_the_backend_does() -> None:
+    """tests/attention_rounding.py sums the row term in softmax_bwd_rows's order: its VEC and
+    threads per row are the launcher's."""
+    from attention_rounding import softmax_bwd_launch
+
+    from gpu.backends.naive_bwd import softmax_bwd_plan
+
+    for dtype in ("fp16", "bf16"):
+        for n in (17, 113, 1023, 1024, 4096, 40000):
+            plan = softmax_bwd_plan(AttentionConfig(seq_len=n, heads=1, dtype=dtype))
+            assert softmax_bwd_launch(n) == (plan.vec, plan.threads), (dtype, n)
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])

@@ -34,7 +34,7 @@ from gpu.files.recording import (
     results_csv,
     save_recording,
 )
-from gpu.profiling.trace import layout, trace_problems
+from gpu.files.trace import layout, trace_problems
 from tests.document_mutations import BASE_TEXT, FILES, SESSION_TEXT, mutated_documents
 
 INT_FIELDS = {

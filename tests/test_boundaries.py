@@ -188,14 +188,16 @@ print(json.dumps({{"qt": qt, "skipped": skipped, "loaded": len(sys.modules)}}))
 
 
 def test_the_app_is_rooms_each_a_folder_with_one_job():
-    """app/'s top level holds only its entry points: every other module sits in the room (the
-    folder) of the part of the window it serves, so a newcomer finds it by where it shows."""
+    """app/'s top level holds only its entry points (the app, `render`): every other module sits
+    in the room (the folder) of the part of the window it serves, or in the kit every room
+    builds on, so a newcomer finds it by where it shows."""
     app_dir = Path(__file__).resolve().parent.parent / "app"
     top = sorted(p.name for p in app_dir.glob("*.py"))
-    assert top == ["__init__.py", "launch.py", "qt_compat.py"]
+    assert top == ["__init__.py", "launch.py", "qt_compat.py", "render_command.py"]
     rooms = sorted(p.name for p in app_dir.iterdir() if (p / "__init__.py").exists())
     assert rooms == [
-        "animation", "controls", "export", "measure", "plotting", "ring", "state", "window", "work",
+        "animation", "controls", "export", "kit", "measure", "plotting", "ring", "state", "window",
+        "work",
     ]  # fmt: skip
     for room in rooms:
         doc = (app_dir / room / "__init__.py").read_text().lstrip()
@@ -205,7 +207,7 @@ def test_the_app_is_rooms_each_a_folder_with_one_job():
 def test_the_window_finds_its_icon_and_both_style_sheets_wherever_its_room_sits():
     """A room moved one folder deeper once looked for resources/ inside app/: the window then
     started with no icon and no style sheet, and said so only in a Qt warning."""
-    from app.window.theme import RESOURCES, icon_path, style_sheet
+    from app.kit.theme import RESOURCES, icon_path, style_sheet
 
     assert Path(__file__).resolve().parent.parent / "resources" == RESOURCES
     assert icon_path().is_file()
@@ -215,18 +217,19 @@ def test_the_window_finds_its_icon_and_both_style_sheets_wherever_its_room_sits(
 #: The engine's top level: its entry (__init__) and the vocabulary every room shares.
 ENGINE_TOP = [
     "__init__.py", "algorithms.py", "config.py", "errors.py", "exit_status.py", "results.py",
-    "units.py",
+    "ring_timeline.py", "units.py",
 ]  # fmt: skip
 
 
 def test_the_engine_is_rooms_each_a_folder_with_one_job():
-    """gpu/'s top level holds only the shared vocabulary (configs, algorithms, results, errors,
-    units, exit status): every other module sits in the room of its job (model, backends, launch,
-    ring, profiling, files), and each room's __init__ says what that job is."""
+    """gpu/'s top level holds only the shared vocabulary (configs, the algorithm registry,
+    results and the ring's, errors, units, exit status): every other module sits in the room of
+    its job (model, backends, launch, counters, ring, profiling, files), and each room's
+    __init__ says what that job is."""
     gpu_dir = ROOT / "gpu"
     assert sorted(p.name for p in gpu_dir.glob("*.py")) == ENGINE_TOP
     rooms = sorted(p.parent.name for p in gpu_dir.glob("*/__init__.py"))
-    assert {"backends", "files", "launch", "model", "profiling", "ring"} <= set(rooms)
+    assert {"backends", "counters", "files", "launch", "model", "profiling", "ring"} <= set(rooms)
     for room in rooms:
         doc = (gpu_dir / room / "__init__.py").read_text().lstrip()
         assert doc.startswith('"""'), f"gpu/{room}/ says nothing of its job"

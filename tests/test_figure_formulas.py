@@ -10,6 +10,7 @@ import functools
 import json
 import math
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -57,18 +58,24 @@ def results_at(n: int = N) -> dict[str, RunResult]:
     }
 
 
-def hand_clock(n: int = N) -> float:
-    """The median of cycles ÷ window time over every profiled kernel at N (peers included)."""
+def hand_clock() -> float:
+    """The median of cycles ÷ window time over every profiled kernel of the whole recording
+    (every N, peers included): the one clock all its points are judged at."""
     return statistics.median(
         t["elapsed_cycles"] / (t["window_ns"] * 1e-9)
-        for r in raw_at(n).values()
+        for r in raw()["results"]
         for t in r.get("traffic", ())
     )
 
 
+def hand_kernels() -> int:
+    """How many profiled kernels the recording holds."""
+    return sum(len(r.get("traffic", ())) for r in raw()["results"])
+
+
 def explained(n: int = N) -> roofline.Explanation:
     results = results_at(n)
-    gpu = roofline.device_gpu(loaded().device, results.values())
+    gpu = roofline.device_gpu(loaded().device, loaded().results)  # the recording's one clock
     algos = (NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS)
     return roofline.explain(results[NAIVE].config, algos, gpu, results)
 
@@ -107,12 +114,12 @@ def test_the_h200_roofs_at_the_boost_clock_are_per_clock_rates_times_132_sms_tim
         "hbm": "memory", "l2": "memory", "tensor": "compute", "mma_sync": "compute",
         "fp32": "compute", "xu": "compute",
     }  # fmt: skip
-    assert r[roofline.TENSOR].label == "tensor cores (wgmma) 1071 TFLOP/s"  # 1,070.5
+    assert r[roofline.TENSOR].label == "tensor cores (wgmma) 1.07 PFLOP/s"  # 1,070.5 T
     assert r[roofline.MMA].label == "tensor cores (mma.sync) 714 TFLOP/s"  # 713.6
     assert r["fp32"].label == "fp32 CUDA cores 66.9 TFLOP/s"
     assert r[roofline.XU].label == "exponential unit 4.18 Texp/s"
     assert r[roofline.HBM].label == "HBM 4.80 TB/s"
-    assert r[roofline.L2].label == "L2 15.42 TB/s nominal"
+    assert r[roofline.L2].label == "L2 15.4 TB/s nominal"
     assert "4,096 FLOP/clk/SM × 132 SMs at the boost clock 1.98 GHz" in r["tensor"].source
     assert "2,731 FLOP/clk/SM" in r[roofline.MMA].source
     assert "256 FLOP/clk/SM × 132 SMs" in r["fp32"].source
@@ -129,26 +136,26 @@ def test_a_gpu_without_per_clock_rates_has_its_datasheet_peaks_and_no_mma_sync_r
     assert r[roofline.L2].peak == pytest.approx(5120 * 1.41e9) and not r[roofline.L2].nominal
     assert r[roofline.L2].label == "L2 7.22 TB/s"
     assert GPUS["A100 SXM 80 GB"].l2_bandwidth_bytes_s == pytest.approx(5120 * 1.41e9)
-    # a T4's 65 TFLOP/s is below 100: three significant digits
-    assert roofline.roofs(GPUS["T4 16 GB"])["tensor"].label == "tensor cores 65 TFLOP/s"
+    # three significant figures, trailing zeros kept (gpu/units.py)
+    assert roofline.roofs(GPUS["T4 16 GB"])["tensor"].label == "tensor cores 65.0 TFLOP/s"
     assert roofline.roofs(GPUS["RTX 3060 12 GB"])["tensor"].label == "tensor cores 25.5 TFLOP/s"
 
 
-def test_rates_are_written_with_the_largest_prefix_they_reach():
-    assert roofline._rate(4.8e12, "B/s") == "4.8 TB/s"
-    assert roofline._rate(123.4e12, "FLOP/s") == "123 TFLOP/s"
-    assert roofline._rate(12.34e9, "B/s") == "12.3 GB/s"
-    assert roofline._rate(1e9, "B/s") == "1 GB/s"
-    assert roofline._rate(999e6, "B/s") == "999 MB/s"
-    assert roofline._rate(1e6, "B/s") == "1 MB/s"
-    assert roofline._rate(999.0, "B/s") == "999 B/s"
-    assert roofline._tflops(100e12) == "100" and roofline._tflops(99.94e12) == "99.9"
+def test_roof_labels_write_rates_with_the_largest_prefix_they_reach():
+    """The roofs' labels are the one unit formatter's (gpu/units.py fmt_rate): three
+    significant figures with trailing zeros, the next prefix once a figure rounds up to it."""
+    h200 = roofline.roofs(GPUS["H200 SXM 141 GB"])
+    cpu = replace(GPUS["T4 16 GB"], kind="cpu", bandwidth_bytes_s=12.34e9, fp32_flops=999e9)
+    assert roofline.roofs(cpu)[roofline.DRAM].label == "memory 12.3 GB/s"
+    assert roofline.roofs(cpu)["fp32"].label == "fp32 SIMD 999 GFLOP/s"
+    assert h200[roofline.HBM].label == "HBM 4.80 TB/s"
+    assert h200[roofline.TENSOR].label.endswith(" 1.07 PFLOP/s")
 
 
 def test_the_roofs_of_the_recording_are_at_the_median_clock_of_its_counters():
     e = explained()
     hz = hand_clock()
-    count = sum(len(r.get("traffic", ())) for r in raw_at().values())
+    count = hand_kernels()
     assert e.gpu.clock_hz == pytest.approx(hz, rel=1e-12)
     assert e.gpu.clock_source == (
         f"gr__cycles_elapsed.max ÷ sampled time, median of {count} profiled kernels"
@@ -195,8 +202,8 @@ def test_the_clock_of_a_sampled_launch_is_its_cycles_over_its_window():
     assert roofline.kernel_clock_hz(KernelTraffic("k", 0, 0, 0, elapsed_cycles=5)) is None
     assert roofline.kernel_clock_hz(KernelTraffic("k", 0, 0, 0, window_ns=5)) is None
     assert roofline.measured_clock_hz([]) is None
-    hz, count = roofline.measured_clock_hz(results_at().values())
-    assert count == sum(len(r.get("traffic", ())) for r in raw_at().values())
+    hz, count = roofline.measured_clock_hz(loaded().results)
+    assert count == hand_kernels()
     assert hz == pytest.approx(hand_clock(), rel=1e-12)
 
 
@@ -759,7 +766,7 @@ def recorded_point(algos=(NAIVE, TILED_MMA, TILED_WS)):
     from app.state.current_point import current_point
 
     results = results_at()
-    gpu = roofline.device_gpu(loaded().device, results.values())
+    gpu = roofline.device_gpu(loaded().device, loaded().results)
     return current_point(results[NAIVE].config, algos, gpu, results, None, 150_109_880_320)
 
 
@@ -815,8 +822,10 @@ def test_the_points_ratios_clock_memory_and_roofs_say_their_sources():
     assert ratio.source == "measured" and ratio.unit == "×"
     assert point.clock.value == pytest.approx(hand_clock()) and point.clock.source == "measured"
     assert point.clock.unit == "Hz"
-    assert point.memory.value == 150_109_880_320 and point.memory.source == "measured"
-    assert point.memory.detail == "what the H200 SXM 141 GB reports"
+    # the capacity every wall is drawn at: the datasheet's, what the device reports beside it
+    assert point.memory.value == 141 * 10**9 and point.memory.source == "datasheet"
+    assert point.memory.detail.startswith("H200 SXM 141 GB capacity: NVIDIA H200 datasheet")
+    assert point.memory.detail.endswith("; the device reports 150 GB, not used")
     assert point.roofs["l2"].source == "nominal" and point.roofs["hbm"].source == "datasheet"
     # the rate per clock from the whitepaper, at the clock the counters measured
     assert point.roofs["tensor"].source == "measured"
@@ -824,7 +833,7 @@ def test_the_points_ratios_clock_memory_and_roofs_say_their_sources():
     assert point.roofs["tensor"].value == pytest.approx(4096 * SMS * hand_clock())
     assert point.roofs["tensor"].detail.startswith("tensor cores (wgmma)")
     d = point.to_dict()
-    assert d["device"] == "H200 SXM, 141 GB" and d["memory"]["value"] == 150_109_880_320
+    assert d["device"] == "H200 SXM, 141 GB" and d["memory"]["value"] == 141 * 10**9
     assert d["dram_ratios"]["naive/tiled_ws"]["value"] == ratio.value
     assert set(d["algorithms"]) == {NAIVE, TILED_MMA, TILED_WS}
 
@@ -847,8 +856,48 @@ def test_without_results_every_figure_is_the_models_and_the_ratio_the_l2_aware_o
     ratio = point.dram_ratios["naive/tiled_mma"]
     assert ratio.source == "model" and ratio.detail == "L2-aware DRAM bytes"
     assert ratio.value == pytest.approx(band.l2_aware.hbm_bytes / mma_band.l2_aware.hbm_bytes)
-    assert point.clock.source == "datasheet" and point.clock.value == 1.98e9
+    # the boost clock is a ceiling, and so are the compute roofs quoted at it: the wgmma roof
+    # at 1.98 GHz is 8 % above the datasheet's 989.5 TFLOP/s, and never called the datasheet's
+    assert point.clock.source == "nominal" and point.clock.value == 1.98e9
+    tensor = point.roofs["tensor"]
+    assert tensor.source == "nominal" and tensor.value == pytest.approx(4096 * SMS * 1.98e9)
+    assert "the datasheet's dense fp16 989.5 TFLOP/s is this rate at 1.83 GHz" in tensor.detail
+    assert {point.roofs[r].source for r in ("mma_sync", "fp32", "xu")} == {"nominal"}
+    assert point.roofs["hbm"].source == "datasheet" and point.roofs["l2"].source == "nominal"
     assert point.memory.value == 141 * 10**9 and point.memory.source == "datasheet"
+
+
+def test_a_causal_points_achieved_rate_and_intensity_count_the_useful_flops_not_the_executed():
+    """Under a causal mask the kernels execute more than the useful 4·B·h·N²·d ÷ 2 (naive all of
+    S, the fused kernels the diagonal tiles in full): TFLOP/s and FLOP per byte count the
+    useful ones, worked out here from the raw recording."""
+    from app.state.current_point import current_point
+
+    results = {
+        r.algorithm: r
+        for r in loaded().results
+        if r.config.seq_len == N and r.config.causal and r.config.head_dim == D
+    }
+    config = results[NAIVE].config
+    gpu = roofline.device_gpu(loaded().device, loaded().results)
+    point = current_point(config, (NAIVE, TILED_MMA, TILED_WS), gpu, results)
+    useful = 4 * H * N * N * D // 2
+    raw_causal = raw_at(N, causal=True)
+    due = {
+        NAIVE: {"gemm_qk": s_bytes(N), "softmax": s_bytes(N), "gemm_pv": qkvo_bytes(N)},
+        TILED_MMA: {"flash_fwd": qkvo_bytes(N) + stats(N)},
+        TILED_WS: {"flash_fwd": qkvo_bytes(N) + stats(N)},
+    }
+    for a in (NAIVE, TILED_MMA, TILED_WS):
+        r = raw_causal[a]
+        seconds = sum(k["ms"] for k in r["kernel_times"]) * 1e-3
+        dram = sum(counted(t, due[a].get(t["name"], 0)) for t in r["traffic"])
+        f = point.algorithm(a)
+        assert f.verdict.executed_flops > useful * 1.001  # the mask's extra work is there
+        assert f.useful_flops.value == useful
+        assert f.achieved.value == pytest.approx(useful / seconds, rel=1e-9)
+        assert f.intensity.value == pytest.approx(useful / dram, rel=1e-9)
+        assert f.intensity.source == "measured"
 
 
 def test_a_fused_kernel_measured_where_naive_could_not_run_is_set_against_naives_model():
@@ -906,8 +955,9 @@ def test_a_figure_prints_each_unit_its_own_way():
     def text(v, u):
         return Figure(v, u, "model", "x").value_text()
 
-    assert text(4.8e12, "B/s") == "4.8 TB/s" and text(3.51e12, "exp/s") == "3.51 Texp/s"
-    assert text(8066.4, "FLOP/B") == "8,066.4 FLOP/B"
+    assert text(4.8e12, "B/s") == "4.80 TB/s" and text(3.51e12, "exp/s") == "3.51 Texp/s"
+    assert text(1.0705e15, "FLOP/s") == "1.07 PFLOP/s"  # was "1.07e+03 TFLOP/s"
+    assert text(8066.4, "FLOP/B") == "8\u2009066 FLOP/B" and text(63.51, "FLOP/B") == "63.5 FLOP/B"
     assert text(9.99, "×") == "10.0×" and text(10, "×") == "10×" and text(1531.2, "×") == "1,531×"
     assert text(1.98e9, "Hz") == "1.980 GHz"
     assert text(8.2e11, "FLOP") == Figure(8.2e11, "FLOP", "m", "").value_text() != "—"
@@ -1020,15 +1070,21 @@ def test_a_training_steps_cost_is_the_forwards_kernels_then_the_backwards():
     assert costmodel.pass_useful_flops(step.with_(causal=True)) == 3 * forward // 2
 
 
-def test_the_roofs_clock_is_measured_from_this_configs_results_only():
+def test_a_point_is_judged_at_its_devices_clock_never_at_one_of_its_own():
+    """One clock per recording: a profiled point's own kernels do not move the roofs (the app
+    replaying the recording and `explain --open` quote them at the recording's median)."""
     results = results_at()
     config = results[NAIVE].config
-    other = next(r for r in loaded().results if r.config.seq_len == 4096 and r.traffic)
-    mixed = {**results, "other": other}
-    e = roofline.explain(config, (NAIVE, TILED_WS), H200, mixed)
+    e = roofline.explain(config, (NAIVE, TILED_WS), H200, results)
+    assert not e.gpu.clock_measured and e.gpu.clock_hz == 1.98e9
+    recording = roofline.device_gpu(loaded().device, loaded().results)
+    e = roofline.explain(config, (NAIVE, TILED_WS), recording, results)
     assert e.gpu.clock_measured and e.gpu.clock_hz == pytest.approx(hand_clock(), rel=1e-12)
-    alone = roofline.explain(config, (NAIVE,), H200, {"other": other})
-    assert not alone.gpu.clock_measured and alone.gpu.clock_hz == 1.98e9
+    this_n = statistics.median(
+        t["elapsed_cycles"] / (t["window_ns"] * 1e-9) for r in raw_at().values()
+        for t in r.get("traffic", ())
+    )  # fmt: skip
+    assert abs(this_n - hand_clock()) > 1e5  # this N's own median is another clock
 
 
 def test_a_tile_agnostic_result_of_other_tiles_is_judged_at_the_shown_config():

@@ -34,7 +34,7 @@ REFUSALS = [
     (flash_mma, (75, 64 * 1024), {},
      "tensor-core kernel needs compute capability 8.0 or newer (this GPU: 7.5)"),
     (flash_mma, (86, 40 * 1024), {"head_dim": 128},
-     "tensor-core kernel needs 96 KiB of shared memory per block, this GPU allows 40 KiB"),
+     "tensor-core kernel needs 96.0 KiB of shared memory per block, this GPU allows 40.0 KiB"),
     (flash_mma, None, {}, None),
     (flash_mma, AMPERE, {}, None),
     (flash_wgmma, None, {},

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from gpu.algorithms import ALGORITHMS, TILED_WS, WS_DEFAULTS, tile_shape
+from gpu.algorithms import ALGORITHMS, TILED_WS, tile_shape
 from gpu.config import AttentionConfig
 from gpu.launch import flash_launch, flash_ws
 from gpu.launch.flash_ws import (
     SUPPORTED_HEAD_DIMS,
+    WS_DEFAULTS,
     WsLaunch,
     all_variants,
     check_launch,

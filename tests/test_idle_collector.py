@@ -73,14 +73,16 @@ def test_at_rest_cycles_are_collected_and_what_survives_is_frozen(qtbot, rest):
 
 def test_nothing_is_collected_while_work_is_under_way_or_changes_keep_coming(qtbot, rest):
     busy = [True]
-    watcher = _collector(lambda: busy[0])
+    # A rest ten times the gap between changes: a loaded machine's late timer is not a rest.
+    rest_s = 0.4
+    watcher = IdleCollector(lambda: busy[0], rest_s=rest_s, check_ms=10)
     _cycles(20_000)
-    qtbot.wait(round(REST_S * 1e3 * 4))
+    qtbot.wait(round(rest_s * 1e3 * 2))
     assert watcher.collections == []  # a run or an export in flight
     busy[0] = False
-    for _ in range(8):  # a change every half rest: never at rest
+    for _ in range(8):  # a change every tenth of a rest: never at rest
         watcher.active()
-        qtbot.wait(round(REST_S * 1e3 / 2))
+        qtbot.wait(round(rest_s * 1e3 / 10))
     assert watcher.collections == []
     qtbot.waitUntil(lambda: bool(watcher.collections), timeout=5000)
 

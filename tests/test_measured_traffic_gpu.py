@@ -25,7 +25,7 @@ MiB = 1 << 20
 
 @pytest.fixture(scope="module")
 def sampling():
-    from gpu.profiling import profiler
+    from gpu.counters import profiler
 
     reason = profiler.unavailable_reason()
     if reason is not None:

@@ -89,7 +89,7 @@ def test_at_16384_every_view_reads_naives_dram_bytes_and_verdict_from_one_point(
     assert f"DRAM (measured): {bytes_text} vs " in banner
     other = next(lane.algorithm for lane in anim.player.lanes if lane.algorithm != NAIVE)
     ratio = point.dram_ratios[f"naive/{other}"]
-    assert ratio.source == "measured" and f"{ratio.value:,.0f}× less" in banner
+    assert ratio.source == "measured" and f"{ratio.value:,.0f}× fewer" in banner
     # ... and calls the lanes' tile loads the model's, never "HBM traffic" (the column title
     # "HBM" and the link's "read →" are separate texts)
     assert "loads (model)" in banner and "loads (model)" in texts["header.verdict"]

@@ -25,7 +25,7 @@ def test_a_config_is_a_forward_pass_unless_told_otherwise():
     cfg = AttentionConfig()
     assert cfg.pass_ == FORWARD
     assert not cfg.has_backward and cfg.has_forward_timed
-    assert PASSES == ("forward", "backward", "step")
+    assert PASSES == ("forward", "backward", "step", "decode")
 
 
 def test_backward_and_step_compute_gradients_and_only_the_step_times_the_forward():

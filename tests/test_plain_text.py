@@ -18,7 +18,7 @@ import pytest
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QGraphicsTextItem, QGraphicsView, QLabel, QTextEdit
 
-from app.window.plain_text import PlainLabel, ask, html_text, shown_text, tooltip
+from app.kit.plain_text import PlainLabel, ask, html_text, shown_text, tooltip
 from tests.document_mutations import BASE, SESSION
 from tests.test_open_files import open_and_wait
 

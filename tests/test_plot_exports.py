@@ -124,10 +124,11 @@ def test_png_and_svg_exports_keep_the_budget_line_its_label_and_legend_entry(
     texts = " ".join(
         "".join(t.itertext()) for t in ET.fromstring(svg).iter() if t.tag.endswith("text")
     )
-    assert "this device: 150 GB" in texts and "budget" in texts
+    # The recording's H200 at its datasheet's capacity (gpu/model/gpus.py: one capacity rule).
+    assert "this device: 141 GB" in texts and "budget" in texts
     replica = window.plots.replicate()
-    assert replica.budget_line.text == "this device: 150 GB"
-    assert replica.budget_line.label.toPlainText() == "this device: 150 GB"
+    assert replica.budget_line.text == "this device: 141 GB"
+    assert replica.budget_line.label.toPlainText() == "this device: 141 GB"
     assert "budget" in replica.memory.legend_texts()
     replica.deleteLater()
     path = tmp_path / "plots.png"
@@ -161,7 +162,8 @@ def test_an_exports_replica_is_built_a_plot_item_at_a_time_and_shows_what_the_pa
         QApplication.sendPostedEvents()  # what an export's event loop delivers between steps
     replica = replication.panel
     try:
-        assert sum(per_step) == len(replica.graphics_views()) == 5  # four plots, the strip
+        # five plots (the traffic plot, or decode's bandwidth plot in its place), the strip
+        assert sum(per_step) == len(replica.graphics_views()) == 6
         assert max(per_step) == 1
         for mine, theirs in zip(replica.plots, window.plots.plots, strict=True):
             assert mine.objectName() == theirs.objectName()

@@ -10,8 +10,8 @@ from typing import ClassVar
 import pytest
 
 from gpu.backends.factory import cuda_available
-from gpu.profiling import profiler
-from gpu.profiling.profiler import (
+from gpu.counters import profiler
+from gpu.counters.profiler import (
     DRAM_READ,
     DRAM_WRITE,
     ELAPSED_CYCLES,

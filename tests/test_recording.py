@@ -318,7 +318,7 @@ def test_every_field_a_file_may_leave_out_takes_the_same_default_in_the_program(
         TrafficStripDoc,
     )
     from gpu.results import KernelTraffic, RunResult, TrafficStrip
-    from gpu.ring.timeline import RingEvent, RingMeasurement
+    from gpu.ring_timeline import RingEvent, RingMeasurement
 
     for cls, doc in (
         (RunResult, ResultDoc),

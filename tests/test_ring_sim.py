@@ -15,7 +15,7 @@ from gpu.backends.cpu_backend import random_inputs, reference_attention
 from gpu.config import AttentionConfig
 from gpu.results import KernelTime, RunResult
 from gpu.ring.sim import block_attention, merge_partial, run_ring_cpu, simulate_ring
-from gpu.ring.timeline import COMM, COMPUTE, RingEvent, RingMeasurement
+from gpu.ring_timeline import COMM, COMPUTE, RingEvent, RingMeasurement
 
 
 def reference_stats(q, k, causal):

@@ -8,18 +8,18 @@ from ring_recording import RING_RECORDING, recording, ring_results, widest_ring
 
 import app.ring.panel as ring_panel
 import app.state.ring.runs as ring_runs
+from app.kit.state_signal import StateSignal
 from app.ring.panel import RingPanel, ring_run_to_show
 from app.state.app_state import StateModel
 from app.state.ring.curves import CURVE_DEVICES
 from app.state.ring.playback import FULL_RING_MAX, MEASURED_CLOCK, MODEL_CLOCK
 from app.state.ring.runs import RECORDED
 from app.state.units import fmt_int
-from app.window.state_signal import StateSignal
 from gpu.algorithms import TILED_WS
 from gpu.config import AttentionConfig
 from gpu.results import KernelTime, RunResult
 from gpu.ring.model import DEVICE_COUNTS, MeasuredThroughput
-from gpu.ring.timeline import COMM
+from gpu.ring_timeline import COMM
 
 
 @pytest.fixture

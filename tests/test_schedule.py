@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
-from gpu.algorithms import NAIVE, TILED, TILED_MMA
+from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA, tile_shape
 from gpu.config import AttentionConfig
 from gpu.model.costmodel import algorithm_cost
 from gpu.model.schedule import COMPUTE, READ, STEP_NAMES, WRITE, build_schedule
+
+KERNELS = Path(__file__).resolve().parent.parent / "gpu" / "kernels"
 
 CONFIGS = [
     AttentionConfig(seq_len=1, heads=1, head_dim=8),
@@ -89,8 +94,32 @@ def test_causal_blocks_stop_at_the_diagonal_and_launch_longest_first():
     assert [s.name for s in first].count("load_K_j") == 4 and first[0].region[:2] == (192, 256)
     assert [s.name for s in last].count("load_K_j") == 1 and last[0].region[:2] == (0, 64)
     assert list(kernel.table().steps) == [1 + 5 * v + 2 for v in (4, 3, 2, 1)]
-    plain = build_schedule(cfg.with_(causal=False), TILED).kernels[0]
-    assert plain.block_steps(0)[0].region[:2] == (0, 64)  # without a mask: in order
+    plain = build_schedule(cfg.with_(causal=False), TILED_MMA).kernels[0]
+    assert plain.block_steps(0)[0].region[0] == 0  # the tensor-core kernel, unmasked: in order
+
+
+@pytest.mark.parametrize("algorithm", [TILED, TILED_MMA, TILED_WGMMA])
+@pytest.mark.parametrize("causal", [False, True])
+def test_each_fused_kernels_blocks_play_in_the_order_its_source_launches_them(algorithm, causal):
+    """The order is read from the kernel's own source: the readable kernel takes its query
+    tiles last first with or without a mask (`i = num_q_tiles - 1 - blockIdx.x`), the tensor-core
+    kernels only under one (`CAUSAL ? gridDim.x - 1 - blockIdx.x : blockIdx.x`)."""
+    source = (KERNELS / {TILED: "flash_readable.cu", TILED_MMA: "flash_mma.cu",
+                         TILED_WGMMA: "flash_wgmma.cu"}[algorithm]).read_text()  # fmt: skip
+    code = " ".join(line.split("//")[0] for line in source.splitlines())
+    if re.search(r"=\s*num_q_tiles\s*-\s*1\s*-\s*blockIdx\.x\s*;", code):
+        reversed_ = True  # unconditionally
+    else:
+        assert re.search(r"CAUSAL\s*\?\s*\(int\)\(gridDim\.x\s*-\s*1\s*-\s*blockIdx\.x\)"
+                         r"\s*:\s*\(int\)blockIdx\.x", code)  # fmt: skip
+        reversed_ = causal
+    cfg = AttentionConfig(seq_len=640, heads=1, causal=causal)
+    kernel = build_schedule(cfg, algorithm).kernels[0]
+    bm = tile_shape(cfg, algorithm)[0]
+    tiles = kernel.blocks
+    firsts = [kernel.block_steps(b)[0].region[0] // bm for b in range(tiles)]
+    assert firsts == (list(range(tiles))[::-1] if reversed_ else list(range(tiles)))
+    assert (algorithm == TILED and not causal) <= reversed_  # the case the screen got wrong
 
 
 def test_step_names_are_the_published_stable_names():

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QSettings
 
+from app.kit import settings as stored
 from app.state.model.cost_model_backend import CostModelBackend
-from app.window import settings as stored
 from app.window.file_menu import KINDS, ExportRequest
 from app.window.main_window import MainWindow
 from gpu.config import AttentionConfig

@@ -8,8 +8,8 @@ import threading
 import pytest
 from PySide6.QtCore import QByteArray, QSettings
 
-from app.window import settings_store
-from app.window.settings_store import SettingsStore
+from app.kit import settings_store
+from app.kit.settings_store import SettingsStore
 
 
 def _file(tmp_path, **values) -> QSettings:
@@ -148,7 +148,7 @@ def test_a_file_swollen_with_keys_the_app_never_wrote_is_rewritten_with_its_keys
 ):
     """600,000 junk keys (50 MB) made every write of the file take seconds: a close waited
     for it and gave up ("was not written within 2.0 s"), and the program ended 10 s later."""
-    from app.window.settings import KEYS, read
+    from app.kit.settings import KEYS, read
 
     store = SettingsStore(_swollen_file(tmp_path, junk=100_000), KEYS)
     assert (tmp_path / "t.ini").stat().st_size > 5_000_000
@@ -165,7 +165,7 @@ def test_a_file_swollen_with_keys_the_app_never_wrote_is_rewritten_with_its_keys
 
 
 def test_a_tidy_file_is_left_as_it_is(tmp_path):
-    from app.window.settings import KEYS
+    from app.kit.settings import KEYS
 
     _file(tmp_path, view__theme="light", controls__heads=12)
     before = (tmp_path / "t.ini").stat().st_mtime_ns
@@ -175,9 +175,9 @@ def test_a_tidy_file_is_left_as_it_is(tmp_path):
 
 
 def test_the_window_keeps_its_settings_file_to_its_own_keys(qtbot, tmp_path):
+    from app.kit.settings import KEYS
     from app.state.model.cost_model_backend import CostModelBackend
     from app.window.main_window import MainWindow
-    from app.window.settings import KEYS
 
     settings = _swollen_file(tmp_path, junk=20_000)
     window = MainWindow(backend_factory=lambda name: CostModelBackend(), settings=settings)

@@ -20,7 +20,7 @@ N = 8192
 
 @pytest.fixture(scope="module")
 def sampling():
-    from gpu.profiling import profiler
+    from gpu.counters import profiler
 
     reason = profiler.unavailable_reason()
     if reason is not None:

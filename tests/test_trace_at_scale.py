@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from gpu.algorithms import TILED
-from gpu.profiling import trace_pieces
-from gpu.profiling.trace import BLOCK_LEVEL, Trace, layout, load_traces, occupancy
+from gpu.files import trace_pieces
+from gpu.files.trace import BLOCK_LEVEL, Trace, layout, load_traces, occupancy
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "resources" / "traces" / "h200_trace.json"

@@ -8,10 +8,9 @@ import re
 import numpy as np
 import pytest
 
-from gpu.files import schema
-from gpu.launch import flash_ws
+from gpu.files import schema, trace
+from gpu.launch import flash_ws, trace_phases
 from gpu.launch.cuda_kernels import KERNEL_DIR
-from gpu.profiling import trace, trace_phases
 
 MARK = re.compile(r"\bTRACE_(?:SYNC_)?MARK\(([^;]*)\);")
 MARK_IF = re.compile(r"\bTRACE_MARK_IF\(([^,]+),\s*([^;]*)\);")

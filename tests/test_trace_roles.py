@@ -15,8 +15,7 @@ import pytest
 from gpu.algorithms import TILED_WS
 from gpu.config import AttentionConfig
 from gpu.files.schema import MAX_ROLES, ROLE_NAMES, ROLE_PHASES
-from gpu.launch import flash_ws
-from gpu.profiling.trace import (
+from gpu.files.trace import (
     Trace,
     TraceError,
     covers_every_block_once,
@@ -26,6 +25,7 @@ from gpu.profiling.trace import (
     traces_from_document,
     traces_json,
 )
+from gpu.launch import flash_ws
 from gpu.profiling.trace_record import ws_trace_from_rows
 from tests.trace_fakes import fake_ws_rows
 

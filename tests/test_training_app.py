@@ -34,7 +34,7 @@ def test_the_pass_control_switches_the_window_to_a_training_step(qtbot, make_win
     _choose_pass(window, STEP)
     assert window.config.pass_ == STEP and window.controls.layers.isEnabled()
     timing = _plot(window, "timingPlot")
-    assert timing.title == "Time per training step"
+    assert timing.title == "Step time"
     memory = _plot(window, "memoryPlot")
     step = AttentionConfig(seq_len=1024, pass_=STEP)
     from gpu.model.costmodel import algorithm_cost
@@ -51,7 +51,7 @@ def test_the_pass_control_switches_the_window_to_a_training_step(qtbot, make_win
     assert "kernel_softmax_bwd" in names
     qtbot.waitUntil(lambda: bool(timing.series["kernel_softmax_bwd"][0]), timeout=HANG_MS)
     _choose_pass(window, FORWARD)
-    assert timing.title == "Time per forward pass"
+    assert timing.title == "Time"
 
 
 def test_the_memory_plot_stacks_the_saved_activations_of_l_layers(qtbot, make_window):
@@ -116,7 +116,7 @@ def test_a_recorded_training_sweep_replays_each_pass(qtbot, make_window, tmp_pat
     assert memory.series["measured_naive"][0] == [128, 256]
     timing = _plot(window, "timingPlot")
     qtbot.waitUntil(lambda: bool(timing.series["kernel_bwd_dK_gemm"][0]), timeout=HANG_MS)
-    assert timing.title.startswith("Time per training step · ")  # and where it was recorded
+    assert timing.title.startswith("Step time · ")  # and where it was recorded
     _choose_pass(window, FORWARD)
     forward = {
         r.config.seq_len: r for r in results if r.algorithm == NAIVE and r.config.pass_ == FORWARD
@@ -180,7 +180,7 @@ def test_the_shipped_h200_training_sweep_replays_in_the_window(qtbot, make_windo
     qtbot.waitUntil(lambda: len(memory.series["measured_naive"][0]) >= 3, timeout=HANG_MS)
     qtbot.waitUntil(lambda: bool(timing.series["kernel_softmax_bwd"][0]), timeout=HANG_MS)
     assert len(memory.series["measured_tiled_mma"][0]) >= 3
-    assert timing.title.startswith("Time per training step · ")
+    assert timing.title.startswith("Step time · ")
     # Naive's measured step holds P, dP and dS: above three attention matrices at every N.
     for n, peak in zip(*memory.series["measured_naive"], strict=True):
         assert peak >= 3 * window.config.bh * n * n * window.config.elem_bytes

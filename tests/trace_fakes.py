@@ -8,8 +8,8 @@ import numpy as np
 
 from gpu.algorithms import tile_shape
 from gpu.config import AttentionConfig, ceil_div
+from gpu.files.trace import END_CODE, ROW_WORDS, rows_per_block
 from gpu.model.costmodel import kv_tiles_for_query_tile
-from gpu.profiling.trace import END_CODE, ROW_WORDS, rows_per_block
 
 
 def fake_rows(

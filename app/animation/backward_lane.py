@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 from gpu.algorithms import ALGORITHMS, TILED_MMA
 from gpu.config import AttentionConfig
 
+from ..kit.plain_text import PlainLabel
 from ..state.animation.backward_order import BackwardFrame, BackwardTileOrder
 from ..state.animation.kernel_source import (
     BACKWARD_PHASE_STEPS,
@@ -36,7 +37,6 @@ from ..state.animation.kernel_source import (
     BACKWARD_SOURCE_LABELS,
 )
 from ..state.units import fmt_bytes, fmt_flops, fmt_int
-from ..window.plain_text import PlainLabel
 from .colors import DARK, AnimColors
 from .source_panel import SourcePanel
 

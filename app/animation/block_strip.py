@@ -8,7 +8,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QWidget
 
-from gpu.profiling.trace import BlockTrace, Trace
+from gpu.files.trace import BlockTrace, Trace
 
 from ..state.animation.warp_roles import (
     EPILOGUE,

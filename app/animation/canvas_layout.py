@@ -20,7 +20,7 @@ import math
 from PySide6.QtCore import QRectF
 
 from app.state.units import fmt_bytes, fmt_seconds
-from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
+from gpu.algorithms import ALGORITHMS, NAIVE
 
 from .canvas_counters import place_counters, plan_counters
 from .canvas_geometry import CanvasLayout, LaneGeo, LaneScene, Scene
@@ -29,14 +29,11 @@ from .canvas_roles import lay_out_roles, role_labels
 from .canvas_sram import lay_out_sram, sram_width
 from .canvas_text import FRACTIONS, RIGHT, Fonts, TextItem, Variant, elided, place
 
-LANE_TITLES = {
-    NAIVE: "naive: three kernels, S and P round-trip through HBM",
-    TILED: "tiled, readable (FlashAttention-style): one fused kernel, S and P never leave the chip",
-    TILED_MMA: "tiled on tensor cores (mma.sync): one fused kernel, S and P stay in registers",
-    TILED_WGMMA: "tiled, Hopper wgmma: one fused kernel, S of the next tile overlaps the softmax",
-    TILED_WS: "tiled, warp-specialized: a producer warp fills a K/V ring, consumer "
-    "warpgroups take turns on the tensor cores",
-}
+
+def _lane_title(algorithm: str, label: str) -> str:
+    """The registry's caption of the lane's algorithm, else its label."""
+    info = ALGORITHMS.get(algorithm)
+    return info.lane_title if info is not None and info.lane_title else label
 
 
 def lay_out(fonts: Fonts, scene: Scene, width: float, height: float) -> CanvasLayout:
@@ -91,22 +88,22 @@ def _header(
             mr = f"{dn / do:,.0f}×"
             q = (nb, ob, ratio, mn, mo, mr)
             variants = [
-                (f"tile loads (model): naive {nb}, {label} {ob} ({ratio} less) · DRAM "
-                 f"(measured): {mn} vs {mo} ({mr} less) · on {gpu_name}", q),
-                (f"tile loads (model): naive {nb}, {label} {ob} ({ratio} less) · DRAM "
-                 f"(measured): {mn} vs {mo} ({mr} less)", q),
+                (f"tile loads (model): naive {nb}, {label} {ob} ({ratio} fewer) · DRAM "
+                 f"(measured): {mn} vs {mo} ({mr} fewer) · on {gpu_name}", q),
+                (f"tile loads (model): naive {nb}, {label} {ob} ({ratio} fewer) · DRAM "
+                 f"(measured): {mn} vs {mo} ({mr} fewer)", q),
                 (f"tile loads (model) {nb} vs {ob} ({ratio}) · DRAM (measured) {mn} vs {mo} "
                  f"({mr})", q),
-                (f"loads (model) {ratio} less · DRAM (measured) {mr} less", (ratio, mr)),
+                (f"loads (model) {ratio} fewer · DRAM (measured) {mr} fewer", (ratio, mr)),
             ]  # fmt: skip
         else:
             variants = [
-                (f"tile loads (model): naive {nb}, {label} {ob} ({ratio} less) · on {gpu_name}",
+                (f"tile loads (model): naive {nb}, {label} {ob} ({ratio} fewer) · on {gpu_name}",
                  q),
-                (f"tile loads (model): naive {nb}, {label} {ob} ({ratio} less)", q),
-                (f"tile loads (model): naive {nb}, {other} {ob} ({ratio} less)", q),
-                (f"naive {nb} vs {ob} of tile loads (model, {ratio} less)", q),
-                (f"{ratio} less tile loads (model)", (ratio,)),
+                (f"tile loads (model): naive {nb}, {label} {ob} ({ratio} fewer)", q),
+                (f"tile loads (model): naive {nb}, {other} {ob} ({ratio} fewer)", q),
+                (f"naive {nb} vs {ob} of tile loads (model, {ratio} fewer)", q),
+                (f"{ratio} fewer tile loads (model)", (ratio,)),
             ]  # fmt: skip
     else:
         variants = [(f"on {gpu_name}", ())]
@@ -170,7 +167,7 @@ def _lane(
         fonts,
         f"{key}.title",
         QRectF(title_row.x(), title_row.y(), title_right - title_row.x(), title_row.height()),
-        LANE_TITLES.get(ls.algorithm, ls.label),
+        _lane_title(ls.algorithm, ls.label),
         fonts.title,
     )
     if title is not None:

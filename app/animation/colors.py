@@ -1,5 +1,5 @@
 """The Tiles tab's colours as QColors, for the current theme (AnimationPalette in
-app/window/theme.py).
+app/kit/theme.py).
 
 Every painter of the tab (the lanes canvas, the trace views, the block strip, the source panel)
 holds one `AnimColors` and repaints with a new one when the theme changes
@@ -13,6 +13,7 @@ from PySide6.QtGui import QColor
 
 from gpu.model.schedule import COMPUTE, READ, WRITE
 
+from ..kit.theme import AnimationPalette, animation_palette
 from ..state.animation.warp_roles import (
     COPY_K,
     COPY_V,
@@ -24,7 +25,6 @@ from ..state.animation.warp_roles import (
     WAIT,
     WAIT_PV,
 )
-from ..window.theme import AnimationPalette, animation_palette
 
 
 def _q(hex_color: str) -> QColor:

@@ -21,13 +21,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..kit.plain_text import PlainLabel
 from ..state.animation.kernel_source import (
     KERNEL_DIR,
     SOURCE_FILES,
     KernelSource,
     load_kernel_source,
 )
-from ..window.plain_text import PlainLabel
+from ..state.units import fmt_ms
 from ..work.background import run_once
 from .colors import DARK, AnimColors
 
@@ -186,7 +187,7 @@ class SourcePanel(QWidget):
             self.highlighted = ()
             self.status.setText(
                 f"{self.path_for(algo)} is not there yet; looking again every "
-                f"{RECHECK_MS // 1000} s."
+                f"{fmt_ms(RECHECK_MS, 1)}."
             )
             return
         if self.text.property("sourcePath") != str(src.path):

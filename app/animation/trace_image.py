@@ -12,8 +12,7 @@ from PySide6.QtGui import (
     QImage,
 )
 
-from gpu.model.costmodel import DEFAULT_GPU, GPUS, GpuSpec, gpu_for_device_name
-from gpu.profiling.trace import (
+from gpu.files.trace import (
     BLOCK_LEVEL,
     ROLE_TILE_PHASES,
     Occupancy,
@@ -24,6 +23,7 @@ from gpu.profiling.trace import (
     occupancy,
     values_array,
 )
+from gpu.model.costmodel import DEFAULT_GPU, GPUS, GpuSpec, gpu_for_device_name
 
 from ..state.animation.lane import Lane, build_lanes
 from ..state.animation.warp_roles import (

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gpu.profiling.trace import (
+from gpu.files.trace import (
     BLOCK_LEVEL,
     KERNEL_LEVEL,
     BlockTrace,
@@ -36,11 +36,11 @@ from gpu.profiling.trace import (
     load_traces,
 )
 
+from ..kit.plain_text import PlainLabel
 from ..state.animation.player import Player
 from ..state.animation.trace_replay import BlockReplay
 from ..state.recorded_run import collector_paused
 from ..state.units import fmt_ns
-from ..window.plain_text import PlainLabel
 from ..work.background import LatestOnly, read_traces_elsewhere
 from .block_strip import BlockStrip
 from .canvas import TileCanvas, scene_for
@@ -142,19 +142,27 @@ class TracePanel(QWidget):
         self.info.setObjectName("traceInfo")
         self.info.setWordWrap(True)
         self.info.setTextFormat(Qt.TextFormat.PlainText)
-        bar = QHBoxLayout()
-        bar.addWidget(PlainLabel("trace:", self))
-        bar.addWidget(self.chooser, 1)
-        bar.addWidget(self.replay_button)
-        bar.addWidget(self.speed_box)
-        bar.addWidget(self.open_button)
+        # The trace's name has a row of its own (it is long: kernel, GPU, N, blocks), the
+        # buttons another: the page stays narrow enough for a 1280-pixel screen.
+        pick = QHBoxLayout()
+        pick.addWidget(PlainLabel("trace:", self))
+        pick.addWidget(self.chooser, 1)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.replay_button)
+        buttons.addWidget(self.speed_box)
+        buttons.addStretch(1)
+        buttons.addWidget(self.open_button)
+        bar = QVBoxLayout()
+        bar.setSpacing(2)
+        bar.addLayout(pick)
+        bar.addLayout(buttons)
 
         self.view = TraceView(self)
         self.view.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.view.blockSelected.connect(self.select_block)
         self.strip = BlockStrip(self)
         self.canvas = TileCanvas(self)
-        self.canvas.setMinimumSize(560, 250)
+        self.canvas.setMinimumSize(480, 250)
         self.canvas_caption = PlainLabel(self)
         self.canvas_caption.setObjectName("traceCanvasCaption")
         self.canvas_caption.setWordWrap(True)

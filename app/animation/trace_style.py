@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from gpu.algorithms import ALGORITHMS
-from gpu.profiling.trace import (
+from gpu.files.trace import (
     Trace,
 )
 

@@ -39,20 +39,20 @@ from PySide6.QtWidgets import (
 )
 
 from app.state.units import fmt_bytes, fmt_ns
-from gpu.model.costmodel import algorithm_cost
-from gpu.profiling.trace import (
+from gpu.files.trace import (
     BLOCK_LEVEL,
     KERNEL_LEVEL,
     Trace,
     TraceLayout,
 )
+from gpu.model.costmodel import algorithm_cost
 
+from ..kit.plain_text import tooltip
 from ..state.animation.warp_roles import (
     GEMM,
     ISSUE,
     SOFTMAX,
 )
-from ..window.plain_text import tooltip
 from ..work.background import LatestOnly
 from .colors import DARK, AnimColors
 from .trace_image import PreparedTrace, TraceFacts, blocks_image, prepare_trace
@@ -77,7 +77,7 @@ class TraceView(QWidget):
         super().__init__(parent)
         self.setObjectName("traceView")
         self.setMouseTracking(True)
-        self.setMinimumSize(640, 320)
+        self.setMinimumSize(480, 320)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent, True)
         self.trace: Trace | None = None

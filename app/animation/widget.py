@@ -23,8 +23,10 @@ from PySide6.QtWidgets import (
     QAbstractSpinBox,
     QApplication,
     QComboBox,
+    QFrame,
     QHBoxLayout,
     QLineEdit,
+    QScrollArea,
     QSlider,
     QSplitter,
     QStackedWidget,
@@ -35,18 +37,19 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gpu.algorithms import ALGORITHMS, NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
+from gpu.algorithms import ALGORITHMS, LAZY, NAIVE, TILED, single_kernel_fused
 from gpu.config import AttentionConfig
 from gpu.model.costmodel import DEFAULT_GPU, GPUS, GpuSpec
 from gpu.results import RunResult
 
+from ..kit.plain_text import PlainLabel, tooltip
 from ..state.animation.clock import LaneClock, clock_for
 from ..state.animation.lane import Lane, build_lanes
 from ..state.animation.player import DEFAULT_DURATION_S, Player
 from ..state.animation.snapshots import Counters, LaneFrame
 from ..state.current_point import point_for
+from ..state.decode_fit import prefill_of
 from ..state.units import fmt_seconds
-from ..window.plain_text import PlainLabel, tooltip
 from ..work.background import LatestOnly
 from ..work.pacing import LANES_MS, SOURCE_MS, coalesced
 from .canvas import TileCanvas, scene_for
@@ -60,10 +63,17 @@ TIMELINE_STEPS = 10_000
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 DURATIONS = (10.0, 20.0, 40.0, 60.0, 120.0)
 GLIDE_S = 0.35
-#: The fused kernels naive can be compared with (the second lane).
-FUSED = (TILED, TILED_MMA, TILED_WGMMA, TILED_WS)
+#: The fused kernels naive can be compared with (the second lane): the registry's one-kernel
+#: forwards.
+FUSED = single_kernel_fused()
 #: (config, algorithm) -> the measured result of that config, or None.
 ResultLookup = Callable[[AttentionConfig, str], RunResult | None]
+
+
+def _rescales_lazily(algorithm: str | None) -> bool:
+    """Whether the lane's kernel rescales its online softmax lazily (the registry's `rescale`)."""
+    info = ALGORITHMS.get(algorithm or "")
+    return info is not None and info.rescale == LAZY
 
 
 class StepKeys(QObject):
@@ -77,7 +87,7 @@ class StepKeys(QObject):
         super().__init__(parent)
         self.back, self.forward = back, forward
 
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+    def eventFilter(self, _watched: QObject, event: QEvent) -> bool:
         kind = event.type()
         if kind in (QEvent.Type.ShortcutOverride, QEvent.Type.KeyPress):
             assert isinstance(event, QKeyEvent)
@@ -113,7 +123,7 @@ class TileAnimationWidget(QWidget):
     configApplied = Signal()
     modeChanged = Signal(int)
 
-    MODEL_MODE, TRACE_MODE, BACKWARD_MODE = 0, 1, 2
+    MODEL_MODE, TRACE_MODE, BACKWARD_MODE, DECODE_MODE = 0, 1, 2, 3
 
     def __init__(
         self,
@@ -220,7 +230,7 @@ class TileAnimationWidget(QWidget):
         self.canvas = TileCanvas(self)
         self.softmax_panel = OnlineSoftmaxPanel(self)
         fused = next((a for a in self.player.algorithms if a != NAIVE), None)
-        self.softmax_panel.set_lazy(fused is not None and fused != TILED)
+        self.softmax_panel.set_lazy(_rescales_lazily(fused))
         self.source_panel = SourcePanel(self, kernel_dir=kernel_dir)
         bottom = QSplitter(Qt.Orientation.Horizontal, self)
         bottom.addWidget(self.softmax_panel)
@@ -245,7 +255,9 @@ class TileAnimationWidget(QWidget):
         self.mode_tabs.setObjectName("animMode")
         self.mode_tabs.addTab("Modeled schedule")
         self.mode_tabs.addTab("Real GPU trace")
-        self.mode_tabs.addTab("Training: backward")
+        self.mode_tabs.addTab("Backward")
+        self.mode_tabs.addTab("Decode")
+        self.mode_tabs.setTabEnabled(self.DECODE_MODE, False)  # until the pass is decode
         self.mode_tabs.setTabToolTip(
             0, "Naive and tiled attention's tile schedule on one modeled clock"
         )
@@ -256,6 +268,11 @@ class TileAnimationWidget(QWidget):
             2,
             "FlashAttention's backward in tile order: K/V tiles held on chip, Q/dO tiles "
             "streaming past, P recomputed, dQ accumulated with atomics",
+        )
+        self.mode_tabs.setTabToolTip(
+            3,
+            "Decode (Pass: inference decode): the KV cache streaming from HBM into the SMs, "
+            "naive's scores written to HBM, the split-KV kernel's partials and their merge",
         )
         self.mode_tabs.setExpanding(False)
         self.mode_tabs.currentChanged.connect(self.set_mode)
@@ -281,6 +298,8 @@ class TileAnimationWidget(QWidget):
         self._trace_panel = None
         self._backward_lane = None
         self._backward_config: AttentionConfig | None = None
+        self._decode_lane = None
+        self._decode_config: AttentionConfig | None = None
         self._pending_traces: tuple | None = None
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
@@ -331,7 +350,7 @@ class TileAnimationWidget(QWidget):
             panel = TracePanel(self)
             panel.set_colors(self.colors)
             panel.view.installEventFilter(self.step_keys)
-            self.pages.addWidget(panel)
+            self.pages.addWidget(_scrolled(panel))
             if self._pending_traces is not None:
                 panel.set_traces(self._pending_traces, source="recording")
             else:
@@ -348,17 +367,66 @@ class TileAnimationWidget(QWidget):
 
             lane = BackwardLane(self, kernel_dir=self.source_panel.kernel_dir)
             lane.set_colors(self.colors)
-            self.pages.addWidget(lane)
+            self.pages.addWidget(_scrolled(lane))
             lane.set_config(self._backward_config or self.config)
             self._backward_lane = lane
         return self._backward_lane
 
     @property
+    def decode_lane(self):
+        """The decode lanes' page (app.animation.decode_lane.DecodeLaneView), made on first
+        use; it shows the decode config the animation follows."""
+        if self._decode_lane is None:
+            from .decode_lane import DecodeLaneView
+
+            lane = DecodeLaneView(self, kernel_dir=self.source_panel.kernel_dir)
+            lane.set_colors(self.colors)
+            self.pages.addWidget(lane)
+            self._decode_lane = lane
+            if self._decode_config is not None:
+                _, results = self._point_question(self._decode_config)
+                lane.set_config(self._decode_config, self.player.gpu, results)
+        return self._decode_lane
+
+    def _follow_decode(self) -> None:
+        """The decode tab follows the pass: shown (and chosen, from the modeled schedule) for
+        a decode config, left for the modeled schedule otherwise."""
+        config = self._decode_config
+        if config is None:
+            if self.mode == self.DECODE_MODE:
+                self.set_mode(self.MODEL_MODE)
+            # after leaving it: a tab bar moves off a current tab disabled under it
+            self.mode_tabs.setTabEnabled(self.DECODE_MODE, False)
+            return
+        self.mode_tabs.setTabEnabled(self.DECODE_MODE, True)
+        if self._decode_lane is not None:
+            _, results = self._point_question(config)
+            self._decode_lane.set_config(config, self.player.gpu, results)
+        if self.mode == self.MODEL_MODE:
+            self.set_mode(self.DECODE_MODE)
+
+    @property
+    def decode_busy(self) -> bool:
+        """The decode lanes of a new config are being built."""
+        return self._decode_lane is not None and self._decode_lane.busy
+
+    def _page_lane(self):
+        """The backward or decode lanes when their page is shown: they play on their own."""
+        page = self.pages.currentWidget()
+        for lane in (self._backward_lane, self._decode_lane):
+            if page is not None and lane is not None and (page is lane or page.isAncestorOf(lane)):
+                return lane
+        return None
+
+    @property
     def mode(self) -> int:
         page = self.pages.currentWidget()
-        if page is not None and page is self._backward_lane:
+        lane, trace = self._backward_lane, self._trace_panel
+        if page is not None and page is self._decode_lane:
+            return self.DECODE_MODE
+        if page is not None and lane is not None and page.isAncestorOf(lane):
             return self.BACKWARD_MODE
-        if page is not None and page is self._trace_panel:
+        if page is not None and trace is not None and page.isAncestorOf(trace):
             return self.TRACE_MODE
         return self.MODEL_MODE
 
@@ -367,18 +435,26 @@ class TileAnimationWidget(QWidget):
         BACKWARD_MODE (the training step's backward, in tile order)."""
         if self._backward_lane is not None and mode != self.BACKWARD_MODE:
             self._backward_lane.pause()
-        if mode == self.TRACE_MODE:
+        if self._decode_lane is not None and mode != self.DECODE_MODE:
+            self._decode_lane.pause()
+        if mode == self.DECODE_MODE:
             self.pause()
-            self.pages.setCurrentWidget(self.trace_panel)
+            if self._trace_panel is not None:
+                self._trace_panel.stop_replay()
+            self.pages.setCurrentWidget(self.decode_lane)
+        elif mode == self.TRACE_MODE:
+            self.pause()
+            self.pages.setCurrentWidget(_page_of(self.trace_panel))
         elif mode == self.BACKWARD_MODE:
             self.pause()
             if self._trace_panel is not None:
                 self._trace_panel.stop_replay()
-            self.pages.setCurrentWidget(self.backward_lane)
+            self.pages.setCurrentWidget(_page_of(self.backward_lane))
         else:
             if self._trace_panel is not None:
                 self._trace_panel.stop_replay()
             self.pages.setCurrentWidget(self.model_page)
+        self.lanes_box.setVisible(mode == self.MODEL_MODE)  # the modeled schedule's lanes
         if self.mode_tabs.currentIndex() != mode:
             self.mode_tabs.blockSignals(True)
             self.mode_tabs.setCurrentIndex(mode)
@@ -399,7 +475,11 @@ class TileAnimationWidget(QWidget):
     def set_config(self, config: AttentionConfig) -> None:
         """Follow the configuration: rebuild the schedules (off the GUI thread) and go back to
         the start when they are ready; only the newest of a burst of calls is built. The lanes
-        play its forward pass; the backward lane, its backward."""
+        play its forward pass; the backward lane, its backward; the decode lanes, a decode
+        config (whose prefill the other lanes play)."""
+        self._decode_config = config if config.is_decode else None
+        self._follow_decode()
+        config = prefill_of(config)
         self._backward_config = config
         if self._backward_lane is not None:
             self._backward_lane.set_config(config)
@@ -489,6 +569,8 @@ class TileAnimationWidget(QWidget):
         if self.player.set_clocks(self._clocks(self.player.config, self.player.gpu)):
             self._apply_scene()
             self.refresh()
+        if self._decode_config is not None:
+            self._follow_decode()
 
     # ---- lanes and theme
 
@@ -504,7 +586,7 @@ class TileAnimationWidget(QWidget):
         self.source_panel.set_lanes(self.player.algorithms)
         second = next((a for a in algorithms if a != NAIVE), None)
         # the readable kernel rescales on every growth of the max, the tensor-core ones lazily
-        self.softmax_panel.set_lazy(second is not None and second != TILED)
+        self.softmax_panel.set_lazy(_rescales_lazily(second))
         if second in FUSED and self.lanes_box.currentData() != second:
             self.lanes_box.blockSignals(True)
             self.lanes_box.setCurrentIndex(FUSED.index(second))
@@ -525,6 +607,8 @@ class TileAnimationWidget(QWidget):
             self._trace_panel.set_colors(self.colors)
         if self._backward_lane is not None:
             self._backward_lane.set_colors(self.colors)
+        if self._decode_lane is not None:
+            self._decode_lane.set_colors(self.colors)
 
     # ---- the canvas alone, for exports
 
@@ -582,6 +666,8 @@ class TileAnimationWidget(QWidget):
         self.player.set_gpu(spec, self._clocks(self.player.config, spec))
         self._apply_scene()
         self.refresh()
+        if self._decode_config is not None:
+            self._follow_decode()
 
     def set_duration(self, seconds: float) -> None:
         self.player.duration_s = float(seconds)
@@ -619,8 +705,8 @@ class TileAnimationWidget(QWidget):
         if self.mode == self.TRACE_MODE:  # Space replays the selected block there
             self.trace_panel.toggle_replay()
             return
-        if self.mode == self.BACKWARD_MODE:
-            self.backward_lane.toggle()
+        if (lane := self._page_lane()) is not None:  # the backward or decode lanes
+            lane.toggle()
             return
         if self.player.playing:
             self.pause()
@@ -632,8 +718,8 @@ class TileAnimationWidget(QWidget):
         if self.mode == self.TRACE_MODE:  # one traced phase of the selected block
             self.trace_panel.step_phase(+1)
             return
-        if self.mode == self.BACKWARD_MODE:
-            self.backward_lane.seek(self.backward_lane.step + 1)
+        if (lane := self._page_lane()) is not None:
+            lane.seek(lane.step + 1)
             return
         self._flush_config()
         self._timer.stop()
@@ -647,8 +733,8 @@ class TileAnimationWidget(QWidget):
         if self.mode == self.TRACE_MODE:
             self.trace_panel.step_phase(-1)
             return
-        if self.mode == self.BACKWARD_MODE:
-            self.backward_lane.seek(self.backward_lane.step - 1)
+        if (lane := self._page_lane()) is not None:
+            lane.seek(lane.step - 1)
             return
         self._flush_config()
         self._timer.stop()
@@ -750,3 +836,25 @@ class TileAnimationWidget(QWidget):
         self._timer.stop()  # no frames for nobody; playback resumes when shown again
         if self._backward_lane is not None:
             self._backward_lane.pause()
+        if self._decode_lane is not None:
+            self._decode_lane.pause()
+
+
+def _scrolled(page: QWidget) -> QScrollArea:
+    """A page in a frameless scroll area: a page taller or wider than the room the window has
+    (the real trace's SM view over its replay canvas) scrolls instead of growing the window
+    past the screen."""
+    area = QScrollArea()
+    area.setObjectName(f"{page.objectName() or 'page'}Scroll")
+    area.setFrameShape(QFrame.Shape.NoFrame)
+    area.setWidgetResizable(True)
+    area.setWidget(page)
+    return area
+
+
+def _page_of(widget: QWidget) -> QWidget:
+    """The stacked page holding `widget` (its scroll area)."""
+    area = widget.parentWidget()
+    while area is not None and not isinstance(area, QScrollArea):
+        area = area.parentWidget()
+    return area if area is not None else widget

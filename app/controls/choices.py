@@ -21,7 +21,7 @@ ALGORITHM_ORDER = tuple(ALGORITHMS)
 #: Config fields that have a widget (and an inline error label); "pass" is the config's pass_.
 CONFIG_FIELDS = (
     "seq_len", "heads", "head_dim", "batch", "dtype", "causal", "block_m", "block_n", "pass",
-    "deterministic",
+    "deterministic", "kv_heads", "new_tokens",
 )  # fmt: skip
 
 
@@ -33,6 +33,14 @@ PASS_CHOICES = (
         PASS_LABELS["forward"],
         "Inference: O = softmax(QKᵀ/√d)V. Naive writes S and P to memory; the fused kernels "
         "keep them on chip.",
+    ),
+    (
+        "decode",
+        PASS_LABELS["decode"],
+        "Inference after the prefill: q new tokens per head against a KV cache of N tokens (the "
+        "slider), H_q query heads over H_kv KV heads. Every step reads the whole cache, so "
+        "decode is memory-bound even fused: naive writes its q×N scores to memory, the split-KV "
+        "kernel spreads the cache over the SMs and merges the partials.",
     ),
     (
         "step",

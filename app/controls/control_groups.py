@@ -1,6 +1,6 @@
-"""The controls panel's groups, built once: sequence length (slider and exact N), pass and
-layers, shape and tiles, algorithms, and device (backend, memory budget, devices), each field
-with its inline error label."""
+"""The controls panel's groups, built once: backend, sequence length (slider and exact N), pass
+and layers, shape and tiles, algorithms, and device (memory budget, devices), each field with
+its inline error label."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (
     QGroupBox,
     QHBoxLayout,
     QLabel,
+    QPushButton,
     QSlider,
     QSpinBox,
     QVBoxLayout,
@@ -32,13 +33,14 @@ from gpu.config import (
 )
 from gpu.model.layer_stack import LAYERS_MAX, LAYERS_MIN
 
+from ..kit.plain_text import PlainLabel, tooltip
 from ..state.budget import (
     BUDGET_PRESETS,
     CUSTOM_GB_RANGE,
 )
 from ..state.seq_scale import SEQ_MAX, SEQ_MIN
-from ..window.plain_text import PlainLabel, tooltip
 from .choices import ALGORITHM_ORDER, BACKEND_CHOICES, DETERMINISTIC_TIP, PASS_CHOICES
+from .decode_controls import DecodeRows
 from .devices import DevicesControl
 from .spin_boxes import SeqLenSpinBox, ValidatedDoubleSpinBox, ValidatedSpinBox
 
@@ -113,8 +115,9 @@ class ControlGroups:
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         self.pass_combo = _choice_combo("passCombo", PASS_CHOICES)
         self.pass_combo.setToolTip(
-            "What is run and timed: inference (the forward pass) or a training step (forward "
-            "and backward). The plots, the explain pane and the tiles follow."
+            "What is run and timed: inference (the forward pass, or a decode step against a KV "
+            "cache) or a training step (forward and backward). The plots, the explain pane and "
+            "the tiles follow."
         )
         self.pass_combo.currentIndexChanged.connect(self._emit_config)
         self.layers = ValidatedSpinBox()
@@ -135,6 +138,11 @@ class ControlGroups:
         self.deterministic.toggled.connect(self._emit_config)
         form.addRow("Pass", self.pass_combo)
         form.addRow("", self._error_label("pass"))
+        self.decode_rows = DecodeRows(
+            form, self._error_label, self._emit_config, self._on_preset, self._on_fit
+        )
+        self._validate_edits(self.decode_rows.kv_heads, "kv_heads")
+        self._validate_edits(self.decode_rows.new_tokens, "new_tokens")
         form.addRow("", self.deterministic)
         form.addRow("", self._error_label("deterministic"))
         form.addRow("Layers L", self.layers)
@@ -264,18 +272,33 @@ class ControlGroups:
         v.addWidget(self._error_label("algorithms"))
         return box
 
-    def _build_device_group(self) -> QGroupBox:
-        box = QGroupBox("Device")
+    def _build_backend_group(self) -> QGroupBox:
+        """Where the results come from, first in the panel: a recorded GPU run or a live
+        backend is the first choice a newcomer makes."""
+        box = QGroupBox("Backend")
+        box.setObjectName("backendGroup")
         form = QFormLayout(box)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         self.backend = _choice_combo("backendCombo", BACKEND_CHOICES)
         self.backend.setToolTip(
             "Where runs happen. auto: CUDA when a GPU is present, else NumPy. recorded run: "
-            "results from a file (File ▸ Open recorded run…)."
+            "results measured on a GPU, replayed from a file (File ▸ Open…)."
         )
         self.backend.currentIndexChanged.connect(self._on_backend)
-        form.addRow("Backend", self.backend)
-        form.addRow("", self._error_label("backend"))
+        form.addRow(self.backend)  # the group's title names it
+        form.addRow(self._error_label("backend"))
+        # While a recording is replayed: measuring on this machine, one click away (the
+        # window says where and shows it).
+        self.measure_here = QPushButton("Measure on this CPU")
+        self.measure_here.setObjectName("measureHereButton")
+        self.measure_here.setVisible(False)
+        form.addRow(self.measure_here)
+        return box
+
+    def _build_device_group(self) -> QGroupBox:
+        box = QGroupBox("Device")
+        form = QFormLayout(box)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         self.devices = DevicesControl(self.state)
         form.addRow("Devices", self.devices)
 

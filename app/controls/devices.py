@@ -12,6 +12,8 @@ from PySide6.QtWidgets import QComboBox, QVBoxLayout, QWidget
 
 from gpu.algorithms import ALGORITHMS, RING
 
+from ..kit.plain_text import PlainLabel
+from ..kit.state_signal import StateSignal
 from ..state.app_state import Change
 from ..state.recorded_run import REPLAY
 from ..state.ring.devices import (
@@ -24,8 +26,6 @@ from ..state.ring.devices import (
     recorded_devices,
     runnable_limit,
 )
-from ..window.plain_text import PlainLabel
-from ..window.state_signal import StateSignal
 
 
 def describe(choice: DeviceChoice, kind: str) -> str:

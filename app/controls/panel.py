@@ -22,14 +22,19 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gpu.algorithms import ALGORITHMS
+from gpu.algorithms import ALGORITHMS, runs_pass
 from gpu.config import (
-    FORWARD,
+    BACKWARD,
+    DECODE,
+    PASS_LABELS,
+    STEP,
     AttentionConfig,
     ConfigError,
 )
 from gpu.model.costmodel import GPUS
 
+from ..kit.plain_text import tooltip
+from ..kit.state_signal import StateSignal
 from ..state.app_state import AppState, Change
 from ..state.budget import (
     BUDGET_PRESETS,
@@ -37,10 +42,9 @@ from ..state.budget import (
     DEVICE_PRESET,
     Budget,
 )
+from ..state.decode_fit import preset_config
 from ..state.seq_scale import SEQ_MAX, SEQ_MIN, nearest_index
-from ..state.units import fmt_bytes, fmt_int, short_n
-from ..window.plain_text import tooltip
-from ..window.state_signal import StateSignal
+from ..state.units import fmt_bytes, fmt_int, fmt_rate, short_n
 from .choices import ALGORITHM_ORDER, BACKEND_CHOICES, CONFIG_FIELDS
 from .control_groups import ControlGroups
 from .panel_settings import PanelSettings
@@ -64,6 +68,7 @@ class ControlsPanel(ControlGroups, PanelSettings, QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 8, 8)
         layout.setSpacing(6)
+        layout.addWidget(self._build_backend_group())
         layout.addWidget(self._build_seq_group())
         layout.addWidget(self._build_pass_group())
         layout.addWidget(self._build_shape_group())
@@ -124,11 +129,13 @@ class ControlsPanel(ControlGroups, PanelSettings, QWidget):
                     for field in CONFIG_FIELDS:
                         self.clear_error(field)
                         self._edit_errors.discard(field)
+            if change.changed("fit_weights", "fit_kv"):
+                self.decode_rows.show_fit(s.fit_weights, s.fit_kv)
             if change.changed("layers") and self.layers.value() != s.layers:
                 self.layers.blockSignals(True)
                 self.layers.setValue(s.layers)
                 self.layers.blockSignals(False)
-            if change.changed("checked", "available", "disabled"):
+            if change.changed("checked", "available", "disabled", "algorithms"):
                 self._show_algorithms(s)
             if change.changed("backend_choice", "recorded_path"):
                 self._show_backend_choice(s)
@@ -183,10 +190,14 @@ class ControlsPanel(ControlGroups, PanelSettings, QWidget):
                 combo.blockSignals(True)
                 combo.setCurrentIndex(i)
                 combo.blockSignals(False)
-        if self.causal.isChecked() != c.causal:
+        # Decode has no mask (each new token sees the whole cache): the control keeps the
+        # user's choice, disabled, for the next prefill pass.
+        self.causal.setEnabled(not c.is_decode)
+        if not c.is_decode and self.causal.isChecked() != c.causal:
             self.causal.blockSignals(True)
             self.causal.setChecked(c.causal)
             self.causal.blockSignals(False)
+        self.decode_rows.show_config(c)
         i = self.pass_combo.findData(c.pass_)
         if i >= 0 and self.pass_combo.currentIndex() != i:
             self.pass_combo.blockSignals(True)
@@ -204,15 +215,19 @@ class ControlsPanel(ControlGroups, PanelSettings, QWidget):
 
     def _show_algorithms(self, s: AppState) -> None:
         reasons = dict(s.disabled)
+        pass_ = s.config.pass_
         for algo, check in self.algo_checks.items():
             if check.isChecked() != (algo in s.checked):
                 check.blockSignals(True)
                 check.setChecked(algo in s.checked)
                 check.blockSignals(False)
-            ok = algo in s.available and algo not in reasons
+            written = runs_pass(algo, pass_)
+            ok = algo in s.available and algo not in reasons and written
             check.setEnabled(ok)
             tip = ALGORITHMS[algo].description
-            if not ok:
+            if not written:
+                tip += f"\n\nNot written for the {PASS_LABELS[pass_]} pass."
+            elif not ok:
                 why = reasons.get(algo)
                 tip += (
                     f"\n\nUnavailable this session: {why}"
@@ -221,7 +236,12 @@ class ControlsPanel(ControlGroups, PanelSettings, QWidget):
                 )
             check.setToolTip(tooltip(tip))
         if not s.algorithms:
-            self.show_error("algorithms", "Pick at least one algorithm to measure.")
+            ours = [ALGORITHMS[a].label for a in ALGORITHMS if runs_pass(a, pass_)]
+            self.show_error(
+                "algorithms",
+                f"Pick at least one algorithm to measure (the {PASS_LABELS[pass_]} runs "
+                f"{' or '.join(ours)}).",
+            )
         else:
             self.clear_error("algorithms")
 
@@ -252,6 +272,17 @@ class ControlsPanel(ControlGroups, PanelSettings, QWidget):
                 mem = f" ({fmt_bytes(device.memory_bytes)})" if device.memory_bytes else ""
                 text = f"This device{mem}"
                 tip = f"No emulated limit: {device.label}'s own memory."
+                if device.gpu is not None and device.memory_bytes:
+                    reported = (
+                        f"; the device reports {fmt_bytes(device.reported_bytes)}"
+                        if device.reported_bytes
+                        else ""
+                    )
+                    tip = (
+                        f"{device.label}: {fmt_bytes(device.memory_bytes)}, the "
+                        f"{device.gpu.name}'s capacity by its datasheet{reported}. Runs, the "
+                        "budget line and every wall use the datasheet's figure."
+                    )
             elif key == CUSTOM_PRESET:
                 text, tip = "Custom…", "Type a budget in GB below."
             else:
@@ -259,8 +290,8 @@ class ControlsPanel(ControlGroups, PanelSettings, QWidget):
                 text = spec.label
                 tip = (
                     f"{spec.name}: {spec.memory_label} = {fmt_bytes(spec.memory_bytes)}, "
-                    f"{spec.bandwidth_bytes_s / 1e12:.2f} TB/s, "
-                    f"{spec.fp16_tensor_flops / 1e12:.0f} TFLOP/s fp16 dense ({spec.source})"
+                    f"{fmt_rate(spec.bandwidth_bytes_s, 'B/s')}, "
+                    f"{fmt_rate(spec.fp16_tensor_flops, 'FLOP/s')} fp16 dense ({spec.source})"
                 )
             self.budget.setItemText(i, text)
             self.budget.setItemData(i, tip, Qt.ItemDataRole.ToolTipRole)
@@ -366,18 +397,38 @@ class ControlsPanel(ControlGroups, PanelSettings, QWidget):
     def config(self) -> AttentionConfig:
         """The config the widgets show; raises ConfigError for a value the engine refuses."""
         pass_ = self.pass_combo.currentData()
+        decode = pass_ == DECODE
+        heads = self.heads.value()
         return AttentionConfig(
             seq_len=self.state.value.config.seq_len,
-            heads=self.heads.value(),
+            heads=heads,
             head_dim=self.head_dim.value(),
             batch=self.batch.value(),
             dtype=self.dtype.currentData(),
-            causal=self.causal.isChecked(),
+            causal=self.causal.isChecked() and not decode,
             block_m=self.block_m.currentData(),
             block_n=self.block_n.currentData(),
             pass_=pass_,
-            deterministic=self.deterministic.isChecked() and pass_ != FORWARD,
+            deterministic=self.deterministic.isChecked() and pass_ in (BACKWARD, STEP),
+            **self.decode_rows.fields(decode, heads),
         )
+
+    def _on_preset(self, key: str) -> None:
+        """A model picked for what fits: its attention's shape, in one update."""
+        if self._building:
+            return
+        try:
+            config = self.config()
+        except ConfigError:  # a field showing an error: the preset's shape replaces it
+            config = self.state.value.config
+        try:
+            self.set_config(preset_config(config, key))
+        except ConfigError as exc:
+            self.show_error(exc.field, str(exc))
+
+    def _on_fit(self, weights: str, kv: str) -> None:
+        if not self._building:
+            self.state.update(fit_weights=weights, fit_kv=kv)
 
     @property
     def last_valid_config(self) -> AttentionConfig:

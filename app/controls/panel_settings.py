@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import contextlib
 
-from gpu.config import FORWARD, ConfigError
+from gpu.config import BACKWARD, DECODE, STEP, ConfigError
 from gpu.model.layer_stack import LAYERS_MAX, LAYERS_MIN
 
+from ..kit import settings
+from ..kit.settings_store import SettingsStore
 from ..state.budget import BUDGET_PRESETS
+from ..state.decode_fit import KV_CHOICES, WEIGHT_CHOICES
 from ..state.ring.devices import parse_devices
-from ..window import settings
-from ..window.settings_store import SettingsStore
 from .choices import ALGORITHM_ORDER
 
 
@@ -28,11 +29,15 @@ class PanelSettings:
         s.setValue("head_dim", c.head_dim)
         s.setValue("batch", c.batch)
         s.setValue("dtype", c.dtype)
-        s.setValue("causal", c.causal)
+        s.setValue("causal", self.causal.isChecked())  # kept while decode too
         s.setValue("block_m", c.block_m)
         s.setValue("block_n", c.block_n)
         s.setValue("pass", c.pass_)
         s.setValue("deterministic", self.deterministic.isChecked())  # kept while forward too
+        s.setValue("kv_heads", c.kv_head_count)
+        s.setValue("new_tokens", c.new_tokens)
+        s.setValue("fit_weights", st.fit_weights)
+        s.setValue("fit_kv", st.fit_kv)
         s.setValue("layers", st.layers)
         if st.algorithms_chosen:  # the default view's choice follows the backend: not saved
             s.setValue("algorithms", ",".join(st.checked))
@@ -47,7 +52,7 @@ class PanelSettings:
         s.endGroup()
 
     def restore(self, s: SettingsStore) -> None:
-        """Apply saved values in one update; each is type-checked (app/window/settings.py), and one
+        """Apply saved values in one update; each is type-checked (app/kit/settings.py), and one
         that is missing, of the wrong type or no longer valid is ignored on its own."""
         state = self.state.value
         config = state.config
@@ -64,11 +69,27 @@ class PanelSettings:
         pass_ = settings.read(s, "controls/pass")
         if pass_ is not None:
             try:
-                # A forward has no dQ to sum: the mode goes with the pass it belongs to.
-                keep = config.deterministic and pass_ != FORWARD
-                config = config.with_(pass_=pass_, deterministic=keep)
+                # A forward has no dQ to sum: the mode goes with the pass it belongs to; decode
+                # has no mask, the saved one is the prefill's (the control keeps it).
+                keep = config.deterministic and pass_ in (BACKWARD, STEP)
+                causal = config.causal and pass_ != DECODE
+                config = config.with_(pass_=pass_, deterministic=keep, causal=causal)
             except ConfigError as exc:
                 settings.log.warning("ignored the setting controls/pass: %s", exc)
+        if config.is_decode:
+            self.causal.blockSignals(True)
+            self.causal.setChecked(bool(settings.read(s, "controls/causal")))
+            self.causal.blockSignals(False)
+            for field in ("kv_heads", "new_tokens"):
+                value = settings.read(s, f"controls/{field}")
+                if value is None:
+                    continue
+                if field == "kv_heads" and value == config.heads:
+                    value = None  # MHA: written without kv_heads, as every MHA config is
+                try:
+                    config = config.with_(**{field: value})
+                except ConfigError as exc:
+                    settings.log.warning("ignored the setting controls/%s: %s", field, exc)
         deterministic = settings.read(s, "controls/deterministic")
         if deterministic is not None:
             self.deterministic.blockSignals(True)  # the choice, for a later training pass too
@@ -77,6 +98,10 @@ class PanelSettings:
             if config.has_backward:
                 config = config.with_(deterministic=deterministic)
         changes: dict[str, object] = {"config": config.with_(seq_len=state.snap(config.seq_len))}
+        for key, choices in (("fit_weights", WEIGHT_CHOICES), ("fit_kv", KV_CHOICES)):
+            value = settings.read_in(s, f"controls/{key}", choices)
+            if value is not None:
+                changes[key] = value
         layers = settings.read(s, "controls/layers")
         if isinstance(layers, int) and LAYERS_MIN <= layers <= LAYERS_MAX:
             changes["layers"] = layers

@@ -39,6 +39,7 @@ from gpu.files.fileio import (
 )
 from gpu.model.costmodel import GpuSpec
 from gpu.results import RunResult
+from gpu.units import fmt_bytes
 
 from .animation_writers import (
     AnimationWriteError,
@@ -64,7 +65,7 @@ MAX_FRAMES = 2000
 MAX_ANIMATION_PIXELS = 2**32
 
 
-MAX_ANIMATION_PIXELS_LABEL = "4.29 gigapixels"
+MAX_ANIMATION_PIXELS_LABEL = "2³² pixels (4.3 billion)"
 
 
 #: Bytes of frames painted ahead of the encoder (6 frames at most, fewer when large).
@@ -134,8 +135,8 @@ def check_animation_request(frames: int, size: tuple[int, int]) -> None:
     free = psutil.virtual_memory().available
     if need > free * MEMORY_SHARE:
         raise ExportError(
-            f"a {w}×{h} animation needs about {need / 2**20:,.0f} MiB of memory while it "
-            f"renders, and {free / 2**20:,.0f} MiB are free: choose a smaller size"
+            f"a {w}×{h} animation needs about {fmt_bytes(need)} of memory while it renders, and "
+            f"{fmt_bytes(free)} are free: choose a smaller size"
         )
 
 

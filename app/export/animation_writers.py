@@ -26,6 +26,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import errno
+import importlib.util
 import os
 import subprocess
 import threading
@@ -81,6 +82,20 @@ def _open_existing(path: str) -> int:
         raise AnimationWriteError(disk_error(exc, path)) from exc
 
 
+#: The package each animation format is written with (both are dependencies of the app; a
+#: copy installed without them says so before the export dialog asks for anything).
+FORMAT_PACKAGES = {"gif": ("PIL", "Pillow"), "mp4": ("imageio_ffmpeg", "imageio-ffmpeg")}
+
+
+def missing_package(kind: str) -> str:
+    """'' when the package that writes `kind` ("gif", "mp4") is installed, else what to do:
+    'needs Pillow (pip install pillow)'. Looked up without importing it."""
+    module, name = FORMAT_PACKAGES.get(kind, ("", ""))
+    if not module or importlib.util.find_spec(module) is not None:
+        return ""
+    return f"needs {name} (pip install {name.lower()})"
+
+
 def disk_error(exc: BaseException, path: str) -> str:
     """Why writing `path` failed, in words: a full disk is named as such."""
     if getattr(exc, "errno", None) == errno.ENOSPC or "No space left" in str(exc):
@@ -99,9 +114,7 @@ class GifStreamWriter:
         try:
             from PIL import GifImagePlugin, Image
         except ImportError as exc:
-            raise AnimationWriteError(
-                "exporting .gif needs Pillow: pip install -e '.[export]'"
-            ) from exc
+            raise AnimationWriteError(f"exporting .gif {missing_package('gif')}") from exc
         self._gif, self._image = GifImagePlugin, Image
         self.path = path
         self.duration_ms = max(10, round(1000 / fps))
@@ -158,9 +171,7 @@ class Mp4PipeWriter:
         try:
             import imageio_ffmpeg
         except ImportError as exc:
-            raise AnimationWriteError(
-                "exporting .mp4 needs imageio-ffmpeg: pip install -e '.[export]'"
-            ) from exc
+            raise AnimationWriteError(f"exporting .mp4 {missing_package('mp4')}") from exc
         self.path = path
         self.size = size
         w, h = size

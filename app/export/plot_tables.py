@@ -17,7 +17,9 @@ from ..plotting.metric_plot import MetricPlot
 from ..state.model.cache import band as model_band
 from ..state.recorded_run import reference_label
 
-PLOT_NAMES = ("memoryPlot", "timingPlot", "trafficPlot", "rooflinePlot", "trafficStrip")
+PLOT_NAMES = (
+    "memoryPlot", "timingPlot", "trafficPlot", "bandwidthPlot", "rooflinePlot", "trafficStrip",
+)  # fmt: skip
 
 
 _N_AXIS = ("sequence length N", "tokens")
@@ -28,6 +30,7 @@ AXES: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {
     "memoryPlot": (_N_AXIS, ("peak memory", "B")),
     "timingPlot": (_N_AXIS, ("time per forward pass", "ms")),
     "trafficPlot": (_N_AXIS, ("DRAM traffic", "B")),
+    "bandwidthPlot": (_N_AXIS, ("KV cache read per step ÷ time", "B/s")),
     "rooflinePlot": (("arithmetic intensity", "FLOP/B"), ("achieved", "FLOP/s")),
 }
 

@@ -26,9 +26,10 @@ from html import escape
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
-from gpu.algorithms import ALGORITHMS, NAIVE, TILED
+from gpu.algorithms import ALGORITHMS, NAIVE, SPLIT_KV, TILED, runs_pass
 from gpu.config import DETERMINISTIC_LABEL, PASS_LABELS, STAT_BYTES, STEP, AttentionConfig
 from gpu.model.costmodel import (
+    CPU,
     attention_matrix_bytes,
     matrix_bytes,
     naive_oom_seq_len,
@@ -38,62 +39,19 @@ from gpu.model.layer_stack import layer_stack, training_wall_seq_len
 from gpu.model.roofline import MEASURED, AlgorithmVerdict, Explanation, KernelVerdict
 from gpu.results import RunResult
 
+from ..kit.theme import DARK, Palette
 from ..state.app_state import AppState
 from ..state.current_point import point_for
+from ..state.default_view import fastest_fused
 from ..state.model.cache import cost
 from ..state.point_inputs import PointInputs
+from ..state.roof_words import binds_text, shares_text
+from ..state.time_comparison import compare_times
 from ..state.training_figures import FUSED, training_figures
 from ..state.units import fmt_bytes, fmt_flops, fmt_int, fmt_intensity, fmt_ms
-from ..window.theme import DARK, Palette
 from ..work.background import LatestOnly
 from ..work.pacing import PAUSE_MS, settled
-
-#: How the pane says which roof binds.
-ROOF_BINDS = {
-    "hbm": "HBM bandwidth binds",
-    "dram": "memory bandwidth binds",
-    "l2": "L2 bandwidth binds",
-    "tensor": "the tensor cores bind",
-    "mma_sync": "the tensor cores bind (at mma.sync's rate)",
-    "fp32": "the fp32 CUDA cores bind",
-    "xu": "the exponential unit binds",
-}
-#: How the pane names a roof in a tie or a distance.
-ROOF_NAMES = {
-    "hbm": "HBM",
-    "dram": "memory",
-    "l2": "L2",
-    "tensor": "tensor cores",
-    "mma_sync": "tensor cores (mma.sync)",
-    "fp32": "fp32",
-    "xu": "exponential unit",
-}
-
-TIE_NAMES = {
-    "hbm": "HBM bandwidth",
-    "dram": "memory bandwidth",
-    "l2": "L2 bandwidth",
-    "tensor": "the tensor cores",
-    "mma_sync": "the tensor cores (mma.sync)",
-    "fp32": "the fp32 CUDA cores",
-    "xu": "the exponential unit",
-}
-
-
-def binds_text(ties: tuple[str, ...]) -> str:
-    """'HBM bandwidth binds', or 'a tie: the tensor cores and the exponential unit (within
-    5 %), neither binds alone'."""
-    if len(ties) == 1:
-        return ROOF_BINDS.get(ties[0], ties[0])
-    names = " and ".join(TIE_NAMES.get(r, r) for r in ties)
-    return f"a tie of {names} (within 5 %): no single unit binds"
-
-
-def shares_text(shares: Mapping[str, float]) -> str:
-    """'at 61 % of the exponential unit's peak, 60 % of the tensor cores', ...: how far the
-    measured kernel is from every roof."""
-    ranked = sorted(shares.items(), key=lambda kv: -kv[1])
-    return ", ".join(f"{ROOF_NAMES.get(r, r)} {s:.0%}" for r, s in ranked)
+from .decode_explain import decode_header, decode_section
 
 
 def compare(nbytes: int, budget_bytes: int | None, budget_name: str) -> str:
@@ -120,8 +78,16 @@ def s_formula(config: AttentionConfig) -> str:
 
 
 def _shown(inp: PointInputs) -> list[str]:
-    """The algorithms explained, in the app's order (naive and tiled when none is ticked)."""
-    return [a for a in ALGORITHMS if a in inp.algorithms] or [NAIVE, TILED]
+    """The algorithms explained, in the app's order, those written for the config's pass
+    (naive and tiled, or naive and split-KV for decode, when none is ticked)."""
+    shown = [a for a in ALGORITHMS if a in inp.algorithms and runs_pass(a, inp.config.pass_)]
+    return shown or ([NAIVE, SPLIT_KV] if inp.config.is_decode else [NAIVE, TILED])
+
+
+def _fused_shown(shown: list[str]) -> list[str]:
+    """The fused kernels among `shown` (the readable one when none is): the ones the fused
+    section speaks of. They keep the same bytes; each is named, not the readable one for all."""
+    return [a for a in shown if ALGORITHMS[a].fused] or [TILED]
 
 
 def explanation(inp: PointInputs) -> Explanation:
@@ -146,6 +112,10 @@ def explain_html(inp: PointInputs, palette: Palette = DARK) -> str:
 
     e = explanation(inp)
     shown = _shown(inp)
+    if c.is_decode:
+        out = decode_header(inp, muted) + decode_section(inp, name)
+        out += _roofline_section(e, inp, shown, name, note, palette)
+        return "\n".join(out)
     s_bytes = attention_matrix_bytes(c)
     qkvo = 4 * matrix_bytes(c)
     naive = cost(c, NAIVE)
@@ -169,6 +139,11 @@ def explain_html(inp: PointInputs, palette: Palette = DARK) -> str:
             "compute the tiles on the diagonal in full."
         )
     out.append("</p>")
+    timing = compare_times(
+        dict(inp.results), fastest_fused(shown), "cpu" if inp.gpu.kind == CPU else ""
+    )
+    if timing is not None:
+        out.append(f"<p><b>Time</b>: {escape(timing.text)}</p>")
     if inp.devices > 1:
         out.append(
             f"<p><b>Devices = {inp.devices}: only the ring runs</b> (the Ring tab plays and "
@@ -214,8 +189,10 @@ def explain_html(inp: PointInputs, palette: Palette = DARK) -> str:
             )
     out.append("</ul>")
 
+    fused = _fused_shown(shown)
+    each = "one fused kernel" if len(fused) == 1 else "one fused kernel each"
     out += [
-        f"<h4>{name(TILED)}: one fused kernel, S and P stay on chip</h4>",
+        f"<h4>{', '.join(name(a) for a in fused)}: {each}, S and P stay on chip</h4>",
         "<ul>",
         f"<li>Extra memory: row max m and row sum l, 2 × {bh} × {fmt_int(c.seq_len)} × "
         f"{STAT_BYTES} B = <b>{fmt_bytes(stats_bytes(c))}</b> — O(N), not O(N²).</li>",
@@ -225,7 +202,7 @@ def explain_html(inp: PointInputs, palette: Palette = DARK) -> str:
     out += [f"<li>{_ratio_line(e, a, name)}</li>" for a in shown if f"naive/{a}" in e.naive_ratios]
     out.append("</ul>")
     if c.has_backward:
-        out += _training_section(inp, name)
+        out += _training_section(inp, name, fused)
     out += _roofline_section(e, inp, shown, name, note, palette)
     if NAIVE in shown:
         out.append(
@@ -236,7 +213,7 @@ def explain_html(inp: PointInputs, palette: Palette = DARK) -> str:
     return "\n".join(out)
 
 
-def _recompute_line(c, name, useful, extra) -> str:  # type: ignore[no-untyped-def]
+def _recompute_line(c, name, useful, extra, fused: str) -> str:  # type: ignore[no-untyped-def]
     """What the fused backward does again for want of P: S (a fifth product), and with
     deterministic dQ, S and dP once more in the dQ pass."""
     share = f"{(extra.value or 0) / (useful.value or 1):.0%} more than the useful work"
@@ -248,19 +225,21 @@ def _recompute_line(c, name, useful, extra) -> str:  # type: ignore[no-untyped-d
     else:
         what = f"it recomputes S and P tile by tile, a fifth product of {extra.text()} ({share})"
     return (
-        f"<li>{name(TILED)} kept no P: {what} in exchange for the "
+        f"<li>{name(fused)} kept no P: {what} in exchange for the "
         f"{fmt_bytes(attention_matrix_bytes(c))} of P per layer.</li>"
     )
 
 
-def _training_section(inp: PointInputs, name) -> list[str]:  # type: ignore[no-untyped-def]
+def _training_section(inp: PointInputs, name, shown_fused: list[str]) -> list[str]:  # type: ignore[no-untyped-def]
     """What the backward keeps and makes (naive: P kept; fused: O and the row statistics, S
     and P recomputed) and L layers' saved activations against the budget (attention's own
     tensors only): the current point's training figures (app/state/training_figures.py),
-    each with its source."""
+    each with its source. The fused figures are named after the fused kernel that ran the
+    step where one did, else the first one shown."""
     c, layers = inp.config, inp.layers
     t = training_figures(c, layers, inp.budget_bytes, dict(inp.results))
     naive, fused = t.algorithm(NAIVE), t.algorithm(FUSED)
+    kernel = fused.measured_by or shown_fused[0]
     useful, extra = t.backward_useful_flops, fused.recompute_flops
     out = [
         f"<h4>The {PASS_LABELS[c.pass_]}: bytes kept or FLOPs spent again</h4>",
@@ -269,7 +248,7 @@ def _training_section(inp: PointInputs, name) -> list[str]:  # type: ignore[no-u
         f"8·B·h·N²·d = {useful.text()}"
         + (", after the forward's" if c.pass_ == STEP else "")
         + ".</li>",
-        _recompute_line(c, name, useful, extra),
+        _recompute_line(c, name, useful, extra, kernel),
     ]
     if c.deterministic:
         out.append(
@@ -279,22 +258,19 @@ def _training_section(inp: PointInputs, name) -> list[str]:  # type: ignore[no-u
             "tile than fp32 atomics in whatever order the blocks finish. Naive's backward "
             "has no atomics: it runs the same either way.</li>"
         )
-    per = ", ".join(
-        f"{name(a)} {f.saved_per_layer.text()}" for a, f in ((NAIVE, naive), (TILED, fused))
-    )
+    both = ((NAIVE, naive), (kernel, fused))
+    per = ", ".join(f"{name(a)} {f.saved_per_layer.text()}" for a, f in both)
     out.append(
         f"<li>Saved activations per layer (Q, K, V, O and P, or m and l): {per}. For "
         f"<b>{fmt_int(layers)} layers</b> all of them are held at the first backward: "
         + ", ".join(
             f"{name(a)} <b>{f.layers_peak.text()}</b> with one layer's backward"
             f"{escape(compare(int(f.layers_peak.value or 0), inp.budget_bytes, inp.budget_name))}"
-            for a, f in ((NAIVE, naive), (TILED, fused))
+            for a, f in both
         )
         + " (attention's own tensors: no weights, optimizer state or MLP activations).</li>"
     )
-    measured = [
-        (a, f) for a, f in ((NAIVE, naive), (TILED, fused)) if f.step_peak.source == MEASURED
-    ]
+    measured = [(a, f) for a, f in both if f.step_peak.source == MEASURED]
     if measured:
         out.append(
             f"<li>One layer's {PASS_LABELS[c.pass_]} peak: "
@@ -307,7 +283,7 @@ def _training_section(inp: PointInputs, name) -> list[str]:  # type: ignore[no-u
         )
     if inp.budget_bytes:
         walls = []
-        for a, f in ((NAIVE, naive), (TILED, fused)):
+        for a, f in both:
             wall = f.wall_seq_len.value if f.wall_seq_len is not None else None
             walls.append(
                 f"{name(a)} fits at every N"
@@ -361,12 +337,12 @@ def _roofline_section(e, inp, shown, name, note, palette) -> list[str]:  # type:
         "else the model's L2-aware estimate.</p>",
         "<ul>",
     ]
-    causal = inp.config.causal
+    causal, cpu = inp.config.causal, inp.gpu.kind == CPU
     for a in shown:
         v = e.algorithm(a)
-        item = f"<li>{_verdict_line(v, name, note)}"
+        item = f"<li>{_verdict_line(v, name, note, cpu)}"
         if len(v.kernels) > 1:
-            parts = "".join(f"<li>{_kernel_line(k, causal, note)}</li>" for k in v.kernels)
+            parts = "".join(f"<li>{_kernel_line(k, causal, note, cpu)}</li>" for k in v.kernels)
             item += f"<ul style='margin-top:0'>{parts}</ul>"
         elif v.kernels:
             item += f"<br>{note(_figures(v.kernels[0], causal))}"
@@ -386,28 +362,30 @@ def _figures(k: KernelVerdict, causal: bool) -> str:
     return text
 
 
-def _kernel_line(k: KernelVerdict, causal: bool, note) -> str:  # type: ignore[no-untyped-def]
+def _kernel_line(k: KernelVerdict, causal: bool, note, cpu: bool) -> str:  # type: ignore[no-untyped-def]
     timing = f"roofline {fmt_ms(k.roofline_ms)}"
     if k.measured_ms:
         timing += f", measured {fmt_ms(k.measured_ms)}"
-    share = f" Share of each roof's peak: {shares_text(k.roof_share)}." if k.roof_share else ""
+    shares = shares_text(k.roof_share, k.xu_per_exponential)
+    share = f" Share of each roof's peak: {shares}." if k.roof_share else ""
     return (
-        f"{escape(k.name)}: {binds_text(k.ties)} ({k.bound}); {timing}.{share} "
+        f"{escape(k.name)}: {binds_text(k.ties, cpu)} ({k.bound}); {timing}.{share} "
         f"{note(_figures(k, causal))}"
     )
 
 
-def _verdict_line(v: AlgorithmVerdict, name, note) -> str:  # type: ignore[no-untyped-def]
+def _verdict_line(v: AlgorithmVerdict, name, note, cpu: bool) -> str:  # type: ignore[no-untyped-def]
     source = "measured by the hardware counters" if v.bytes_source == MEASURED else "the model's"
     line = (
-        f"{name(v.algorithm)}: <b>{v.bound}-bound</b> — {binds_text(v.ties)}; "
+        f"{name(v.algorithm)}: <b>{v.bound}-bound</b> — {binds_text(v.ties, cpu)}; "
         f"roofline {fmt_ms(v.roofline_ms)}"
     )
     if v.measured_ms:
         line += f", measured {fmt_ms(v.measured_ms)}"
         line += f" ({v.roofline_ms / v.measured_ms:.0%} of the roofline's speed)"
         if len(v.kernels) == 1 and v.roof_share:
-            line += f"; share of each roof's peak: {shares_text(v.roof_share)}"
+            shares = shares_text(v.roof_share, v.kernels[0].xu_per_exponential)
+            line += f"; share of each roof's peak: {shares}"
     whole = ""
     if len(v.kernels) > 1 and v.intensity:
         whole = f"{fmt_intensity(v.intensity)} useful FLOP per DRAM byte in all; "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 
 from gpu import exit_status
 from gpu.algorithms import ALGORITHMS
@@ -23,6 +24,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     cfg = config_for(args, args.seq)
     results: dict = {}
     device = None
+    recorded: tuple = ()  # every result of the recording: its one clock (roofline.device_gpu)
     if args.explain_open is not None:
         if not args.explain_open.strip():
             raise UsageError("--open needs a file name")
@@ -38,7 +40,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         except ReadStopped:  # a signal came: the program ends here, with its status
             exit_status.check()
             raise
-        device = recording.device
+        device, recorded = recording.device, recording.results
         results = {r.algorithm: r for r in recording.results if r.config == cfg}
         if not results:
             lens = sorted({r.config.seq_len for r in recording.results})
@@ -59,16 +61,21 @@ def cmd_explain(args: argparse.Namespace) -> int:
         raise UsageError(f"--algo {','.join(unknown)}: the cost model does not know it")
     from app.state.current_point import current_point  # Qt-free: the app's own figures
 
-    gpu = GPUS[args.gpu] if args.gpu else roofline.device_gpu(device, results.values())
+    gpu = GPUS[args.gpu] if args.gpu else roofline.device_gpu(device, recorded)
     smem = device.details.get("smem_per_block_optin_bytes") if device else None
-    # A run that ran out of memory has no time to judge: no roofline row for it, one line.
+    # A run that ran out of memory has no time to judge: no roofline row for it, one line. It
+    # stays in the point (judged on the model, as the app does) for naive's DRAM ratios: its
+    # modelled bytes over a fused kernel's measured ones.
     oom = [a for a in algos if a in results and results[a].oom]
     ran = [a for a in algos if a not in oom] or algos
     oom = [a for a in oom if a not in ran]
-    bands = {a: traffic_band(cfg, a, gpu, smem) for a in ran}
+    bands = {a: traffic_band(cfg, a, gpu, smem) for a in algos}
     reported = device.memory_total_bytes if device is not None and not args.gpu else None
-    point = current_point(cfg, ran, gpu, results, bands, reported)
-    explanation = point.explanation
+    point = current_point(cfg, algos, gpu, results, bands, reported)
+    explanation = replace(
+        point.explanation,
+        algorithms=tuple(v for v in point.explanation.algorithms if v.algorithm in ran),
+    )
     layers = layer_count(args)
     training = training_model(cfg, layers, preset_of(args)) if cfg.has_backward else None
     out_of_memory = [
@@ -76,11 +83,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
         for a in oom
     ]
     if args.json:
-        report = {**explanation.to_dict(), "figures": point.to_dict()}
+        figures = point.to_dict()
+        figures["algorithms"] = {a: f for a, f in figures["algorithms"].items() if a in ran}
+        report = {**explanation.to_dict(), "figures": figures}
         if cfg.has_backward:  # the app's own training figures, each with its source
             from app.state.training_figures import training_figures
 
-            budget = reported or gpu.memory_bytes
+            budget = gpu.memory_bytes  # the one capacity rule (GpuSpec.memory_bytes)
             report["figures"]["training"] = training_figures(cfg, layers, budget, results).to_dict()
         report["out_of_memory"] = out_of_memory
         if training is not None:

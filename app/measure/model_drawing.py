@@ -66,7 +66,6 @@ class ModelDrawing:
         where the curve is in sight (hidden when naive is not shown)."""
         xs, ys = self.memory.series.get("model_naive", ([], []))
         label = self.growth_label
-        was = (label.isVisible(), label.pos())
         shown = bool(xs) and NAIVE in self._algorithms
         if shown:
             (x0, x1), (y0, y1) = self.memory.plotItem.vb.viewRange()
@@ -82,8 +81,6 @@ class ModelDrawing:
                 shown = y0 <= y <= y1
                 label.setPos(x + 0.03 * (x1 - x0), y)
         label.setVisible(shown)
-        if (label.isVisible(), label.pos()) != was:  # inside the cursor layer's strips, maybe
-            self.memory.picture.touched()
 
     def flush_model(self) -> None:
         """Show the newest state and its model curves now (tests, exports)."""

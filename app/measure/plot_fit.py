@@ -23,6 +23,15 @@ from .plot_styles import (
     series_symbol,
 )
 
+#: The memory plot's note on naive's model curve: S and P grow as N², a decode step's as N.
+#: The roofline shows this many decades below its top roof (the slow kernels' points and the
+#: low intensities sit there).
+BELOW_TOP_DECADES = 3
+#: Pixels kept between a roof's label and its line, above and below the label.
+GAP_PX = 2.0
+GROWTH_PREFILL = "×4 per doubling of N"
+GROWTH_DECODE = "×2 per doubling of N"
+
 
 class PlotFit:
     """Visibility and ranges of the plots (a part of PlotsPanel)."""
@@ -73,11 +82,14 @@ class PlotFit:
         mem = (["model_naive"] if NAIVE in algos else []) + (["model_tiled"] if tiled_any else [])
         stacks = [n for n in ("stack_naive", "stack_tiled") if self._has(m, n)]
         mem += stacks
+        decode = self._family is not None and self._family.is_decode
+        decode_items, decode_legend = self.decode.memory_items() if decode else ([], [])
+        mem += decode_items
         mem += [f"measured_{a}" for a in algos] + [f"device_{a}" for a in algos]
         if self._has(m, "oom"):
             mem.append("oom")
         mem.append("current")
-        legend = ["k_model", *(["k_stack"] if stacks else []), "k_pool"]
+        legend = ["k_model", *(["k_stack"] if stacks else []), *decode_legend, "k_pool"]
         if any(self._has(m, f"device_{a}") for a in algos):
             legend.append("k_device")
         if self._has(m, "oom"):
@@ -107,6 +119,7 @@ class PlotFit:
         if any(self._has(h, f"measured_{a}") for a in algos):
             legend.append("k_measured")
         h.set_visible_items([*traffic, "current"], force=force, legend=legend)
+        self.decode.show(algos, force)
 
         r = self.roofline
         known = {**self._roofs, **self._flat_roofs}
@@ -126,6 +139,9 @@ class PlotFit:
             [*roof_items, *points, *refs, "bounds", "l2_current", "current"], force, legend
         )
         self.fit()
+        growth = GROWTH_DECODE if decode else GROWTH_PREFILL
+        if growth != self.growth_label.textItem.toPlainText():
+            self.growth_label.setText(growth)
         self._place_growth_label()
 
     def fit(self) -> None:
@@ -147,7 +163,7 @@ class PlotFit:
             ridge = gpu.ridge_flops_per_byte
             top = max(self._flat_roofs.values(), default=0.0) or gpu.top_flops
             xs += [ridge / 30, ridge * 10]
-            ys += [top * self._label_headroom(top), top / 1000]
+            ys += [top * self._label_headroom(top), top / 10**BELOW_TOP_DECADES]
         for name in ("bounds", "current"):
             mx, my = self.roofline.series.get(name, ((), ()))
             xs += mx
@@ -155,18 +171,34 @@ class PlotFit:
         return xs, ys
 
     def _label_headroom(self, top: float) -> float:
-        """How far above the top roof (a factor) the roofline's range reaches: 1.5, or room
-        for two rows of labels where the exponential unit's roof ties with the top one (at
-        d = 64 on Hopper), its label above the tensor cores' (see `_place_xu_label`)."""
+        """How far above the top roof (a factor) the roofline's range reaches: at least 1.5 and
+        a row of label text (the top roof's label sits above its line), or two rows where the
+        exponential unit's roof ties with the top one (at d = 64 on Hopper), its label above
+        the tensor cores' (RoofLines._place_roof_labels). Worked out for the range the fit
+        will give (three decades below the top roof, and the fit's own padding)."""
         xu = self._flat_roofs.get(XU)
-        vb = self.roofline.plotItem.vb
-        if xu is None or xu < top / 1.5 or vb.height() <= 0:
+        height = self.roofline.plotItem.vb.height()
+        if height <= 0:
             return 1.5
-        rows = 2 * (self.roof_labels[XU].textItem.boundingRect().height() + 4) + 4
-        if rows * 3 > vb.height():
-            return 1.5  # too small a plot to give up that much: the hover names the roof
-        (_, _), (y0, y1) = vb.viewRange()
-        return max(1.5, 10 ** (rows * (y1 - y0) / vb.height()))
+        row = self.roof_labels[XU].boundingRect().height() + 2 * GAP_PX
+        rows = row if xu is None or xu < top / 1.5 else 2 * row
+        if rows * 3 > height:  # too small a plot for two rows: the hover names the second roof
+            rows = row
+        if rows * 3 > height:
+            return 1.5  # too small a plot to give up even that much
+
+        def room_px(decades_above: float) -> float:
+            span = BELOW_TOP_DECADES + decades_above
+            pad = max(0.08 * span, 0.3)  # MetricPlot's fit pads each end so
+            return height * (decades_above + pad) / (span + 2 * pad)
+
+        lo, hi = math.log10(1.5), 3.0
+        if room_px(lo) >= rows:
+            return 1.5
+        for _ in range(30):  # the least headroom that leaves `rows` pixels above the roof
+            mid = (lo + hi) / 2
+            lo, hi = (lo, mid) if room_px(mid) >= rows else (mid, hi)
+        return 10**hi
 
     def _fit_roofline(self) -> None:
         xs, ys = self._roofline_extent()

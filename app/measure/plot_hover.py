@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from gpu.algorithms import ALGORITHMS
+from gpu.model.costmodel import CPU
 from gpu.model.roofline import (
     MEASURED,
     MEMORY_ROOFS,
@@ -17,6 +18,7 @@ from ..state.device_memory import device_memory_note
 from ..state.model.cache import band, cost
 from ..state.model.curves import MODEL_GRID
 from ..state.recorded_run import reference_label
+from ..state.roof_words import binds_text
 from ..state.units import (
     fmt_bytes,
     fmt_int,
@@ -24,7 +26,6 @@ from ..state.units import (
     fmt_ms,
     fmt_rate,
 )
-from .explain import binds_text
 from .plot_styles import (
     bandwidth_text,
     series_label,
@@ -67,6 +68,7 @@ class PlotHover:
                         line += f", {fmt_bytes(res.device_peak_bytes)} (whole device)"
                         line += f"\n   {device_memory_note(res)}"
             lines.append(line)
+        lines += self.decode.memory_lines(n)
         if self._budget:
             lines.append(f"budget {fmt_bytes(self._budget)}")
         if any(
@@ -174,6 +176,6 @@ class PlotHover:
         if v is not None:
             roof = roofs(gpu)[v.roof].label if v.roof in roofs(gpu) else v.roof
             # a tie said as the explain pane says it, not as the roof that won by a hair
-            binds = binds_text(v.ties) if v.tie else f"{roof} binds"
+            binds = binds_text(v.ties, gpu.kind == CPU) if v.tie else f"{roof} binds"
             lines.append(f"{v.bound}-bound: {binds} (roofline {fmt_ms(v.roofline_ms)})")
         return "\n".join(lines)

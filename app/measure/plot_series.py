@@ -11,12 +11,16 @@ from PySide6.QtCore import Qt
 
 from gpu.algorithms import NAIVE, TILED
 from gpu.model.roofline import (
+    HBM,
+    L2,
     MEMORY_ROOFS,
+    MMA,
     XU,
 )
 
 from ..plotting.labelled_line import LabelledLine
 from ..plotting.plot_items import Style
+from .plot_fit import GROWTH_PREFILL
 from .plot_styles import (
     ALGOS,
     NAIVE_KERNELS,
@@ -24,6 +28,13 @@ from .plot_styles import (
     series_label,
     series_symbol,
 )
+
+#: Where each roof's label hangs from its point (pyqtgraph anchors). Roofs a short way apart
+#: (L2 and HBM, a third of a decade; wgmma and mma.sync, a fifth) would stack their labels
+#: over each other's line: the upper one's label sits above its line, the lower one's below
+#: its own, where no point of theirs is (HBM's at the low intensities left of every kernel,
+#: mma.sync's left of the fused kernels' points). The exponential unit's is placed in pixels.
+ROOF_LABEL_ANCHORS = {L2: (0, 1.25), HBM: (0, -0.25), MMA: (1, 0), XU: (0, 0)}
 
 
 class PlotSeries:
@@ -60,17 +71,17 @@ class PlotSeries:
         m.key(
             "k_stack", "model: L layers' saved activations", Style("fg", 1.6, Qt.PenStyle.DashLine)
         )
-        m.key("k_pool", "pool peak", Style("fg", symbol="o", line=False))
+        m.key("k_pool", "measured", Style("fg", symbol="o", line=False))
         m.key(
             "k_device",
-            "device peak",
+            "measured, whole GPU",
             Style("fg", symbol="o", line=False, symbol_size=10, hollow=True),
         )
         m.key("k_budget", "budget", Style("budget", 1.5, Qt.PenStyle.DashLine))
         # Left end: the small-N corner stays clear of the markers that meet the budget.
         self.budget_line = LabelledLine(m, angle=0, position=0.03, anchors=[(0, 1), (0, 1)])
         #: The lesson's first point, said on the plot: naive's peak ×4 per doubling of N.
-        self.growth_label = pg.TextItem("×4 per doubling of N", anchor=(0, 0))
+        self.growth_label = pg.TextItem(GROWTH_PREFILL, anchor=(0, 0))
         self.growth_label.setVisible(False)
         m.addItem(self.growth_label, ignoreBounds=True)
         m.plotItem.vb.sigRangeChanged.connect(self._place_growth_label)
@@ -107,14 +118,14 @@ class PlotSeries:
         self.bands: dict[str, pg.FillBetweenItem] = {}
         for a in ALGOS:
             thin = Style(a, 0.8)
-            lower = h.add(f"compulsory_{a}", f"{series_label(a)}: compulsory bytes (model)", thin)
-            upper = h.add(f"noreuse_{a}", f"{series_label(a)}: no reuse (model)", thin)
+            lower = h.add(f"compulsory_{a}", f"{series_label(a)}: each byte once (model)", thin)
+            upper = h.add(f"noreuse_{a}", f"{series_label(a)}: no cache reuse (model)", thin)
             fill = pg.FillBetweenItem(lower, upper)
             fill.setZValue(-10)
             fill.setCacheMode(fill.CacheMode.DeviceCoordinateCache)
             h.addItem(fill)
             self.bands[a] = fill
-            h.add(f"model_{a}", f"{series_label(a)}: L2-aware estimate (model)", Style(a, 2.0))
+            h.add(f"model_{a}", f"{series_label(a)}: with the L2 cache (model)", Style(a, 2.0))
             h.add(
                 f"measured_{a}",
                 f"{series_label(a)}: measured (hardware counters)",
@@ -128,8 +139,8 @@ class PlotSeries:
             bounds=False,
             moves=True,
         )
-        h.key("k_l2", "model: L2-aware", Style("fg", 2.0))
-        h.key("k_band", "model: compulsory…no reuse", Style("fg", 0.8, fill=90))
+        h.key("k_l2", "model, with the L2 cache", Style("fg", 2.0))
+        h.key("k_band", "model: each byte once … no reuse", Style("fg", 0.8, fill=90))
         h.key(
             "k_measured",
             "measured (hardware counters)",
@@ -190,8 +201,7 @@ class PlotSeries:
         for name in ROOF_STYLES:
             diagonal = name in MEMORY_ROOFS
             label = pg.TextItem(
-                anchor=(0, 1.25) if diagonal else (0, 0) if name == XU else (1, 1),
-                rotateAxis=(1, 1) if diagonal else None,
+                anchor=ROOF_LABEL_ANCHORS.get(name, (1, 1)), rotateAxis=(1, 1) if diagonal else None
             )
             label.setVisible(False)
             r.addItem(label, ignoreBounds=True)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 
-from gpu.algorithms import ALGORITHMS, NAIVE, TILED, TILED_MMA, TILED_WGMMA
-from gpu.config import BACKWARD, STEP
+from gpu.algorithms import ALGORITHMS
+from gpu.config import BACKWARD, DECODE, STEP
 from gpu.model.backward_cost import NAIVE_BACKWARD_KERNELS
 from gpu.model.costmodel import FP32, TENSOR
 from gpu.model.roofline import (
@@ -38,15 +38,18 @@ NAIVE_FORWARD_KERNELS = ("gemm_qk", "softmax", "gemm_pv")
 NAIVE_KERNELS = NAIVE_FORWARD_KERNELS + NAIVE_BACKWARD_KERNELS
 
 
-#: The time plot's title per pass.
+#: The time plot's title per pass (short: where the results were recorded follows it, and the
+#: title must fit a plot a quarter of a 1280-pixel window wide).
 TIME_TITLES = {
-    "forward": "Time per forward pass",
-    BACKWARD: "Time per backward pass",
-    STEP: "Time per training step",
+    "forward": "Time",
+    BACKWARD: "Backward time",
+    STEP: "Step time",
+    DECODE: "Decode step time",
 }
 
 
-SYMBOLS = {NAIVE: "o", TILED: "s", TILED_MMA: "t", TILED_WGMMA: "d"}
+#: Each algorithm's symbol, the registry's (`AlgorithmInfo.style`).
+SYMBOLS = {a: info.style.symbol for a, info in ALGORITHMS.items()}
 
 
 #: How a reference series (a peer such as PyTorch SDPA, recorded beside ours) is drawn: muted,
@@ -93,7 +96,7 @@ def xu_explained(exp_per_s: float, flops_per_s: float) -> str:
     per = flops_per_s / exp_per_s
     return (
         f"{xu_label(exp_per_s)}: attention takes one exponential per score, and each score "
-        f"costs {per:.0f} FLOPs of matmul (4·d), so this unit caps the FLOP rate at "
+        f"costs {round(per)} FLOPs of matmul (4·d), so this unit caps the FLOP rate at "
         f"{fmt_rate(flops_per_s, 'FLOP/s')}"
     )
 

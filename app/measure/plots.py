@@ -40,27 +40,30 @@ from gpu.model.roofline import (
 )
 from gpu.results import RunResult
 
+from ..kit.theme import Palette
 from ..plotting.metric_plot import MetricPlot
 from ..plotting.plot_items import Style, with_alpha
 from ..plotting.series_key import SeriesKey
 from ..plotting.staged import Staged
 from ..state.app_state import AppState, Change
 from ..state.current_point import AlgorithmFigures, CurrentPoint, point_for
+from ..state.decode_bandwidth import copy_bandwidth
 from ..state.family import cache_config, family
 from ..state.model.cache import band, cost, known, known_band, known_verdict
 from ..state.model.curves import ModelCurves
 from ..state.recorded_run import reference_label
 from ..state.seq_scale import SEQ_MAX, SEQ_MIN
 from ..state.units import (
+    fmt_bandwidth_axis,
     fmt_bytes,
     fmt_bytes_axis,
     fmt_flops_axis,
     fmt_ms_axis,
     fmt_plain_axis,
 )
-from ..window.theme import Palette
 from ..work.background import LatestOnly
 from ..work.pacing import before_paint, coalesced, once_per_turn, own_turn
+from .decode_plots import DecodePlots
 from .model_drawing import ModelDrawing
 from .plot_fit import PlotFit
 from .plot_hover import PlotHover
@@ -123,6 +126,14 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
             cursor_label=False,
         )
         yield
+        # The decode pass's figure of merit, in the traffic plot's place while it is shown.
+        self.bandwidth = yield from MetricPlot.in_steps(
+            "bandwidthPlot",
+            "KV cache read per step ÷ time",
+            "bytes per second",
+            fmt_bandwidth_axis,
+        )
+        yield
         self.roofline = yield from MetricPlot.in_steps(
             "rooflinePlot",
             "Roofline",
@@ -139,7 +150,10 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
         self.roofline.cursor.setVisible(False)  # x is FLOP/byte here, not N
         self.roofline.default_x = (0.0, 4.0)  # 1 to 10 000 FLOP/byte until points arrive
         self.timing.default_y = (-1.0, 3.0)  # 0.1 ms to 1 s until something is measured
-        self.plots = (self.memory, self.timing, self.traffic, self.roofline)
+        self.plots = (self.memory, self.timing, self.traffic, self.roofline, self.bandwidth)
+        #: The plots whose x is N: they share the slider's span and cursor.
+        self.n_plots = (self.memory, self.timing, self.traffic, self.bandwidth)
+        self.decode = DecodePlots(self.memory, self.bandwidth)
         grid = QGridLayout(self)
         grid.setContentsMargins(4, 0, 4, 4)
         grid.setSpacing(6)
@@ -155,6 +169,9 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
         grid.addWidget(self.memory, 1, 0)
         grid.addWidget(self.timing, 1, 1)
         grid.addWidget(self.traffic, 2, 0)
+        grid.addWidget(self.bandwidth, 2, 0)
+        self.bandwidth.setVisible(False)
+        self._only: str | None = None  # show_only's plot
         grid.addWidget(self.roofline, 2, 1)
         grid.addWidget(self.strip, 3, 0, 1, 2)
         grid.setRowStretch(1, 5)
@@ -202,6 +219,7 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
         self.model_worker = LatestOnly(self)
         yield from self._build_items()
         yield
+        yield from self.decode.build()
         for plot in self.plots:
             plot.set_visible_items([])
             yield
@@ -232,6 +250,7 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
         for name, label in self.roof_labels.items():
             label.setColor(p.roof if name in (HBM, L2, TENSOR) else p.muted)
         self.growth_label.setColor(p.color(NAIVE))
+        self.decode.apply_palette(p)
 
     def set_legends_visible(self, visible: bool) -> None:
         """Show or hide every plot's legend strip (View ▸ Plot legends): hidden, the data get
@@ -278,6 +297,11 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
             self._samples_seen = False
         if change.changed("budget", "budget_line_label"):
             self.set_budget(s.budget.line_bytes, s.budget_line_label)
+        if change.changed("fit_weights", "fit_kv"):
+            self.decode.set_storage(s.fit_weights, s.fit_kv)
+            self._update_visibility(force=True)
+        if change.changed("roof_device", "backend") and s.backend is not None:
+            self.decode.set_device(s.roof_device, copy_bandwidth(s.backend.info.details))
         # While a backend starts (none ready) the roofs stay those of the last one: its
         # successor names its own GPU a moment later, and drawing a reference GPU's roofs in
         # between would redraw every roof and point twice.
@@ -303,7 +327,7 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
     def set_n_span(self, lo: int, hi: int) -> None:
         """The N range every N plot shows: the slider's whole scale."""
         self._n_span = (lo, hi)
-        for plot in self.plots[:3]:
+        for plot in self.n_plots:
             plot.set_x_span(lo, hi)
 
     def set_config(
@@ -314,9 +338,13 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
         algorithms = tuple(a for a in ALGOS if a in algorithms)
         fam = family(config)
         if fam != self._family or algorithms != self._algorithms:
-            new_pass = self._family is None or fam.pass_ != self._family.pass_
+            old = self._family
+            new_pass = old is None or fam.pass_ != old.pass_
             self._family = fam
+            self.decode.set_family(fam)
             if new_pass:
+                self._place_plots()
+            if new_pass or fam.new_tokens != old.new_tokens:
                 self._show_timing_title()
             self._algorithms = algorithms
             self._request_model((*warm, config.seq_len))
@@ -340,7 +368,7 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
         (a fast drag) moves the markers twice, for its first move and its last."""
         self._config = config
         n = config.seq_len
-        for plot in self.plots[:3]:
+        for plot in self.n_plots:
             plot.set_cursor(n)
         self.roofline.cursor_n = n
         self._paced_markers()
@@ -442,6 +470,7 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
                     l2x.append(v.l2_intensity)
                     l2y.append(res.tflops * 1e12)
         self.roofline.set_series("current", xs, ys, log_x=True)
+        self.decode.markers(n, algos)
         self._keep_markers_in_view()
         self.roofline.set_series("l2_current", l2x, l2y, log_x=True)
 
@@ -480,6 +509,7 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
             # Measured DRAM bytes with the compulsory writes counted (some are still in L2
             # when the counters' window closes): never below the band's compulsory edge.
             self.traffic.set_series(f"measured_{a}", ns, [counted_dram_bytes(r) for r in ok])
+        self.decode.set_measured(self._measured)
         self._any_samples = any(
             t.strip.t_us for a in ALGOS for r in self._measured[a] for t in r.traffic
         )
@@ -532,6 +562,7 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
         figure = fmt_bytes(budget_bytes)
         text = label if label.endswith(figure) else f"{label}: {figure}"
         self.budget_line.set(budget_bytes, text)
+        self.decode.set_budget(budget_bytes)
         self.memory.fit_y(extra=[budget_bytes] if budget_bytes else [])
         self._update_visibility(force=True)
 
@@ -590,6 +621,7 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
             self.roofline.set_series(
                 name, [x for x, _ in placed], [r.tflops * 1e12 for _, r in placed]
             )
+        self.decode.set_reference(self._references)
         self._update_visibility(force=relabel)
 
     def _reference_intensity(self, config: AttentionConfig, peer: str) -> float | None:
@@ -627,7 +659,10 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
 
     def _show_timing_title(self) -> None:
         """'Time per training step · NVIDIA H200, recorded …': the pass, and where measured."""
-        base = TIME_TITLES[self._family.pass_ if self._family is not None else "forward"]
+        fam = self._family
+        base = TIME_TITLES[fam.pass_ if fam is not None else "forward"]
+        if fam is not None and fam.is_decode and fam.new_tokens > 1:
+            base = f"Decode step time (q = {fam.new_tokens})"
         note = self._recorded_note
         self.timing.set_title(f"{base} · {note}" if note else base)
 
@@ -653,9 +688,20 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
         return (*self.plots, self.strip.plot)
 
     def show_only(self, only: str | None) -> None:
-        """Show one plot (by objectName) and the key, or everything (None)."""
+        """Show one plot (by objectName) and the key, or everything (None): the decode pass
+        shows the bandwidth plot in the traffic plot's place."""
+        self._only = only
+        self._place_plots()
+
+    def _place_plots(self) -> None:
+        only = self._only
+        decode = self._family is not None and self._family.is_decode
+        swapped = {self.traffic: not decode, self.bandwidth: decode}
         for view in (*self.plots, self.strip):
-            view.setVisible(only is None or view.objectName() == only)
+            if only is None:
+                view.setVisible(swapped.get(view, True))
+            else:
+                view.setVisible(view.objectName() == only)
 
     def reset_views(self) -> None:
         """Every plot back to its fitted view (View ▸ Reset plots)."""
@@ -716,13 +762,12 @@ class _Replication:
     def _run(self) -> Iterator[None]:
         src, other = self.source, self.panel
         yield from other.build_steps()
-        for plot in other.plots:  # painted once, band by band or as vectors: no picture
-            plot.picture.live = False
         other.every_button.setVisible(False)  # a control, not a figure: never exported
         other._every = src._every  # the series on screen, no more, no fewer
         if src.memory._palette is not None:
             yield from other.palette_steps(src.memory._palette)
         other.set_n_span(*src._n_span)
+        other.decode.copy_settings(src.decode)
         yield
         if src._gpu is not None:
             other.set_gpu(src._gpu, src._gpu_label, src._time_model_gpu is not None)
@@ -732,6 +777,8 @@ class _Replication:
         yield
         if src._config is not None:
             other._family, other._algorithms = src._family, src._algorithms
+            other.decode.set_family(src._family)
+            other._place_plots()
             other._layers = src._layers
             other.memory.labels.update(src.memory.labels)
             other._show_timing_title()

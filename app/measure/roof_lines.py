@@ -11,6 +11,7 @@ from PySide6.QtCore import QPointF, QRectF
 from PySide6.QtGui import QPolygonF
 
 from gpu.model.roofline import (
+    HBM,
     L2,
     MEMORY_ROOFS,
     MMA,
@@ -19,7 +20,7 @@ from gpu.model.roofline import (
 )
 
 from ..plotting.axes import drawable
-from ..plotting.label_placement import first_free, stacked_candidates
+from ..plotting.label_placement import GAP, first_free, stacked_candidates
 from ..state.units import (
     fmt_rate,
 )
@@ -28,6 +29,17 @@ from .plot_styles import (
     ROOF_STYLES,
     xu_label,
 )
+
+#: The order the roofs' labels are placed in, each clear of those before it: what the lesson
+#: needs most first (the tensor cores' and HBM's, the two that judge the lesson's kernels).
+ROOF_LABEL_ORDER = ("tensor", HBM, "fp32", L2, MMA, XU)
+#: Where along a memory roof (share of its drawn length from its lower end) its label is tried.
+DIAGONAL_PLACES = (0.12, 0.04, 0.22, 0.32, 0.45, 0.6)
+
+
+def _touches(rect: QRectF, line_y: float) -> bool:
+    """Whether `rect` sits against a flat line at scene height `line_y` (GAP above or below)."""
+    return abs(rect.bottom() + GAP - line_y) < 0.5 or abs(rect.top() - GAP - line_y) < 0.5
 
 
 class RoofLines:
@@ -58,7 +70,7 @@ class RoofLines:
             self._flat_roofs[XU] = peaks[XU].peak * 4 * d
             r.labels[f"roof_{XU}"] = xu_label(peaks[XU].peak)
         if L2 in peaks and peaks[L2].nominal:
-            r.labels[f"roof_{L2}"] += " nominal ◇"
+            r.labels[f"roof_{L2}"] += " nominal"  # its points' symbol is the key's, not the line's
         self._clipped = None  # the labels may have changed with the same roofs
         self._clip_roofs()
         ridge = gpu.ridge_flops_per_byte
@@ -114,58 +126,91 @@ class RoofLines:
                 label.setVisible(drawn)
 
     def _place_roof_labels(self) -> None:
-        """Diagonal roofs: the label along the line near its lower end; flat roofs: above the
-        line at its right end (mma.sync's mid-line, just below the wgmma roof). The exponential
-        unit's goes last, to the first place free of the other labels and the memory roofs
-        (at d = 64 its roof coincides with the tensor cores')."""
+        """Every roof's label against its own line, inside the data area and clear of the labels
+        placed before it, in order of what the lesson needs most: the
+        memory roofs along their lines near their lower end (above the line, else below it,
+        a few places along it), then the flat roofs above or below their right end, moved
+        left past what they would cover (app/plotting/label_placement.py); the exponential
+        unit's, last, clear of the points too. Roofs a short way
+        apart (L2 and HBM, wgmma and mma.sync) would otherwise stack their labels over each
+        other. A label with no free place is left out: the roofline's hover read-out names
+        its roof."""
         r = self.roofline
-        was = self._roof_label_places()
         self._label_roofs()
-        for name, label in self.roof_labels.items():
-            xs, ys = r.series.get(f"roof_{name}", ([], []))
-            if not xs or name == XU:
+        box = r.plotItem.vb.sceneBoundingRect()
+        placed: list[QPolygonF] = []
+        for name in ROOF_LABEL_ORDER:
+            label = self.roof_labels.get(name)
+            if label is None:
                 continue
-            lx, hx = math.log10(xs[0]), math.log10(xs[-1])
-            ly = math.log10(ys[0])
-            if name in MEMORY_ROOFS:
-                x = lx + 0.15 * (hx - lx)
-                label.setPos(x, ly + (x - lx))
-            elif name == MMA:  # just below the wgmma roof: its label sits mid-line
-                label.setPos(lx + 0.8 * (hx - lx), ly)
+            xs, ys = r.series.get(f"roof_{name}", ([], []))
+            if not xs or not label.toPlainText():
+                label.setVisible(False)
+                continue
+            # The roofs' labels sit on their lines, where points may touch them from below;
+            # the exponential unit's, placed last, keeps clear of the points too.
+            obstacles = placed + self._point_boxes() if name == XU else placed
+            if name in MEMORY_ROOFS:  # clear of the points where it can be, else over them
+                shape = self._place_diagonal(label, xs, ys, box, placed + self._point_boxes())
+                shape = shape or self._place_diagonal(label, xs, ys, box, placed)
             else:
-                label.setPos(hx, ly)
-        self._place_xu_label()
-        if self._roof_label_places() != was:  # inside the cursor layer's strips, maybe
-            r.picture.touched()
-
-    def _roof_label_places(self) -> list[tuple[bool, object, str]]:
-        return [(v.isVisible(), v.pos(), v.toPlainText()) for v in self.roof_labels.values()]
+                shape = self._place_flat(label, xs, ys, box, obstacles)
+            label.setVisible(shape is not None)
+            if shape is not None:
+                placed.append(shape)
 
     def _roofline_resized(self, *_: object) -> None:
         """The label room above the roofs is in pixels: fit again (unless zoomed), and place
-        the exponential unit's label again."""
+        the labels again."""
         if XU in self._flat_roofs and not self.roofline.user_zoomed:
             self._fit_roofline()
         self._paced_roof_labels()
 
-    def _place_xu_label(self) -> None:
-        """The exponential unit's label at its roof's right end, above the line, else moved
-        left or up past what it would cover, else below the line: the first such place inside
-        the plot that covers no other roof label, no point and no memory roof
-        (app/plotting/label_placement.py).
-        Where a small plot has no such place the label is left out; the roofline's hover
-        read-out names the roof."""
-        r, label = self.roofline, self.roof_labels[XU]
-        xs, ys = r.series.get(f"roof_{XU}", ([], []))
-        if not xs:
-            return
+    def _point_boxes(self) -> list[QPolygonF]:
+        """A 14-pixel square around every point of the roofline (a label never covers one)."""
+        r = self.roofline
+        points = QPolygonF(  # mapped in one call
+            [
+                QPointF(math.log10(x), math.log10(y))
+                for name, (mx, my) in r.series.items()
+                if not name.startswith("roof_")
+                for x, y in zip(mx, my, strict=True)
+                if x > 0 and y > 0
+            ]
+        )
+        return [
+            QPolygonF(QRectF(p.x() - 7, p.y() - 7, 14, 14))
+            for p in r.plotItem.vb.mapViewToScene(points)
+        ]
+
+    def _place_diagonal(self, label, xs, ys, box: QRectF, placed: list[QPolygonF]):  # type: ignore[no-untyped-def]
+        """A memory roof's label along its line: the first of a few places near its lower end,
+        on one side of the line, then on the other, that is inside `box` and clear of
+        `placed`."""
+        lx, hx = math.log10(xs[0]), math.log10(xs[-1])
+        ly = math.log10(ys[0])
+        # HBM's lies below L2's, a third of a decade apart: HBM's label below its line first,
+        # L2's above its own, so the two never stack.
+        above, below = (0, 1.25), (0, -0.25)
+        for anchor in (below, above) if label is self.roof_labels.get(HBM) else (above, below):
+            label.setAnchor(anchor)
+            for share in DIAGONAL_PLACES:
+                x = lx + share * (hx - lx)
+                label.setPos(x, ly + (x - lx))
+                label.updateTransform(force=True)
+                shape = label.mapToScene(label.boundingRect())
+                if not box.contains(shape.boundingRect()):
+                    continue
+                if not any(shape.intersects(other) for other in placed):
+                    return shape
+        return None
+
+    def _place_flat(self, label, xs, ys, box: QRectF, placed: list[QPolygonF]):  # type: ignore[no-untyped-def]
+        """A compute roof's label against its line at its right end, above it or below it,
+        moved left past what it would cover; None where no such place is free."""
+        r = self.roofline
         vb = r.plotItem.vb
         end = vb.mapViewToScene(pg.Point(math.log10(xs[-1]), math.log10(ys[0])))
-        others = []
-        for name, other in self.roof_labels.items():
-            if name != XU and other.isVisible():
-                other.updateTransform(force=True)  # the view moved: its shape follows now
-                others.append(other.mapToScene(other.boundingRect()))
         lines = []
         for name in MEMORY_ROOFS:
             mx, my = r.series.get(f"roof_{name}", ([], []))
@@ -175,26 +220,18 @@ class RoofLines:
                     for x, y in zip(mx, my, strict=True)
                 )
                 lines.append((a, b))
-        points = QPolygonF(  # the points, mapped in one call: a label never covers one
-            [
-                QPointF(math.log10(x), math.log10(y))
-                for name, (mx, my) in r.series.items()
-                if not name.startswith("roof_")
-                for x, y in zip(mx, my, strict=True)
-                if x > 0 and y > 0
-            ]
-        )
-        for p in vb.mapViewToScene(points):
-            others.append(QPolygonF(QRectF(p.x() - 7, p.y() - 7, 14, 14)))
         size = label.textItem.boundingRect()
-        candidates = stacked_candidates(end, (size.width(), size.height()), others)
-        rect = first_free(candidates, vb.sceneBoundingRect(), others, lines)
-        label.setVisible(rect is not None)
+        candidates = stacked_candidates(end, (size.width(), size.height()), placed)
+        # Only places against the line (above or below it, moved along it): a label stacked
+        # above another reads as floating, or as the other's.
+        candidates = [c for c in candidates if _touches(c, end.y())]
+        rect = first_free(candidates, box, placed, lines)
         if rect is None:
-            return
+            return None
         label.setAnchor((1, 1))
         label.setPos(vb.mapSceneToView(rect.bottomRight()))
         label.updateTransform(force=True)
+        return QPolygonF(rect)
 
     def roof_label_rect(self, name: str):  # type: ignore[no-untyped-def]
         """The scene rectangle a roof's label covers now (what the layout test checks)."""

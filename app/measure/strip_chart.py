@@ -22,17 +22,17 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QSizePolicy, QVBoxLayout, 
 from gpu.algorithms import ALGORITHMS
 from gpu.results import RunResult
 
+from ..kit.elided_label import ElidedLabel
+from ..kit.theme import Palette
 from ..plotting.plot_items import with_alpha
 from ..plotting.staged import Staged
 from ..state.units import fmt_int
-from ..window.elided_label import ElidedLabel
-from ..window.theme import Palette
 
 #: Gap between two kernels' strips on the time axis, as a share of the total time.
 KERNEL_GAP = 0.02
 NOT_MEASURED = "not measured"
 #: Said in the title when nothing is measured: how to get samples.
-HOW_TO_MEASURE = "turn on Measure bytes (CUDA), or open a recording made with bench --profile"
+HOW_TO_MEASURE = "Measure bytes (CUDA) or a recording made with bench --profile has them"
 
 
 def strip_series(result: RunResult) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
@@ -185,11 +185,11 @@ class TrafficStripChart(Staged, QWidget):
         n = f"N = {fmt_int(self._n)}" if self._n else "this point"
         if result is None or self._palette is None:
             where = "this run" if self.plot.isHidden() else n
-            self.title.setText(f"Measured samples at {where}: not measured — {HOW_TO_MEASURE}")
+            self.title.setText(f"Counters at {where}: not measured ({HOW_TO_MEASURE})")
             self._show_empty()
             return
         self.shown = a
-        self.title.setText(f"Measured at {n} (hardware counters), over the kernel's time")
+        self.title.setText(f"Hardware counters at {n}, over the kernel's time")
         p = self._palette
         color = p.color(a)
         t, gbs, active, spans = strip_series(result)
@@ -211,11 +211,20 @@ class TrafficStripChart(Staged, QWidget):
             label = pg.TextItem(anchor=(0, 0))
             self.plot.plotItem.vb.addItem(label, ignoreBounds=True)
             self.kernel_labels.append(label)
-        for label, (name, t0, _) in zip(self.kernel_labels, spans, strict=False):
+        # A name is shown where it fits before the next kernel starts (a training step's
+        # short kernels would print over each other); every name is in the tooltip.
+        px = self.plot.plotItem.vb.viewPixelSize()[0] or 0.0
+        starts = [t0 for _, t0, _ in spans[1:]] + [float("inf")]
+        for label, (name, t0, _), nxt in zip(self.kernel_labels, spans, starts, strict=False):
             label.setText(name)
             label.setColor(self._palette.muted if self._palette else "#888")
             label.setPos(t0, top * 1.08)
-            label.setVisible(len(spans) > 1)
+            room = (nxt - t0) / px if px > 0 else float("inf")
+            fits = room >= label.boundingRect().width() + 2
+            label.setVisible(len(spans) > 1 and fits)
+        self.plot.setToolTip(
+            "Kernels, in order: " + ", ".join(name for name, _, _ in spans) if spans else ""
+        )
         for label in self.kernel_labels[len(spans) :]:
             label.setVisible(False)
 

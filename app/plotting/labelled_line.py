@@ -20,10 +20,24 @@ class LabelledLine:
     vertical (a ridge point); hidden while it has no value. The label sits on a patch of the
     background, above the data, so no marker crosses it."""
 
-    def __init__(self, plot: MetricPlot, angle: int, position: float, anchors: list) -> None:
+    def __init__(
+        self,
+        plot: MetricPlot,
+        angle: int,
+        position: float,
+        anchors: list,
+        along: bool = False,
+    ) -> None:
+        """`along`: the label runs along the line (a vertical line's reads upwards)."""
         self.line = pg.InfiniteLine(angle=angle, movable=False)
         self.line.setZValue(40)
-        self.label = pg.InfLineLabel(self.line, text="", position=position, anchors=anchors)
+        self.label = pg.InfLineLabel(
+            self.line,
+            text="",
+            position=position,
+            anchors=anchors,
+            rotateAxis=(1, 0) if along else None,
+        )
         plot.addItem(self.line, ignoreBounds=True)
         self.line.setVisible(False)
         self.text = ""

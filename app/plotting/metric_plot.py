@@ -5,8 +5,11 @@ cached grid, ranges that fit the data until the user zooms and come back on a do
 Every item is created once and updated with `setData`/`setValue`. Data are plotted in log10
 coordinates by us (not pyqtgraph's log mode) so cursors, labels and markers share one coordinate
 system; `series` on each plot keeps the linear data of every item for tests and exports. What
-moves with the slider (the cursor, and the markers added with `moves=True`) is the plot's live
-layer, painted over a picture of the scene (app/plotting/live_layer.py, scene_picture.py)."""
+moves with the slider (the cursor and the markers added with `moves=True`) is the plot's slider
+layer (app/plotting/slider_layer.py), an item of the scene that repaints only the strips it
+leaves and enters, where the data items are blitted from their caches. Every painter, the
+screen's included, paints the scene the same way, so the screen shows what an export or a grab
+shows."""
 
 from __future__ import annotations
 
@@ -16,18 +19,17 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QFont, QFontMetrics, QPainter, QTransform
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QGraphicsItem
 
+from ..kit.plain_text import html_text, tooltip
+from ..kit.theme import Palette
 from ..state.units import fmt_int
-from ..window.plain_text import html_text, tooltip
-from ..window.theme import Palette
 from .axes import Log2NAxis, LogValueAxis, decades, drawable, octaves
 from .legend import LegendSample, LegendStrip
-from .live_layer import LayerMarkers, LiveLayer
 from .plot_items import CachedBoundsScatter, Style, with_alpha
-from .scene_picture import ScenePicture
+from .slider_layer import LayerMarkers, SliderLayer
 from .staged import Staged
 
 #: The narrowest view the user can zoom to, in log10 units (0.1 % of a decade).
@@ -108,6 +110,10 @@ class MetricPlot(Staged, pg.PlotWidget):
         self.setLabel("bottom", x_label)
         self.setLabel("left", y_label)
         self.getAxis("left").setWidth(62)
+        # The axes' ticks reach a few pixels into the data area, where the cursor's strips
+        # repaint at every move: cached, the axes are blitted there instead of replayed.
+        for axis in ("left", "bottom"):
+            self.getAxis(axis).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         self.plotItem.setTitle(title, size="10pt")
         self.plotItem.layout.setRowFixedHeight(0, 22)
         # The legend takes the top axis's place in the plot's layout (the axis is never shown).
@@ -117,6 +123,8 @@ class MetricPlot(Staged, pg.PlotWidget):
         self.legend_shown = True
         layout.addItem(self.legend, 1, 1)
         self.legend.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+        # Its rows are inside it: a repaint elsewhere (the cursor's strips) skips them unasked.
+        self.legend.setFlag(QGraphicsItem.GraphicsItemFlag.ItemClipsChildrenToShape)
         self.items: dict[str, pg.PlotDataItem] = {}
         self.styles: dict[str, Style] = {}
         self.labels: dict[str, str] = {}
@@ -137,10 +145,11 @@ class MetricPlot(Staged, pg.PlotWidget):
         self.plotItem.vb.sigRangeChanged.connect(self._update_grid)
         self.plotItem.vb.sigRangeChangedManually.connect(self._zoomed_by_user)
         yield
-        self.layer = LiveLayer(self._layer_moved, cursor_label, self.font())
+        self.layer = SliderLayer(self.plotItem.vb, cursor_label, self.font())
         self.cursor = self.layer.cursor
-        self.picture = ScenePicture(self, self.layer, self._data_geometry)
         self._show_cursor_label = cursor_label
+        #: What the cursor's label says at N (default "N = …").
+        self.cursor_text: Callable[[int], str] | None = None
         self.cursor_n: int | None = None
         self.hover = pg.TextItem(anchor=(0, 0))
         hover_font = QFont(self.font())
@@ -156,7 +165,7 @@ class MetricPlot(Staged, pg.PlotWidget):
         self._legend_names: list[str] = []
         #: Legend rows made so far, kept while hidden: name -> (sample, label).
         self._legend_rows: dict[str, tuple] = {}
-        # Ranges are set by fit_y / fit_x when data change, never by pyqtgraph's auto-range: it
+        # Ranges are set by fit_y / fit_xy when data change, never by pyqtgraph's auto-range: it
         # re-ranges (and repaints the whole plot) whenever any item moves, cursors included.
         self.plotItem.vb.disableAutoRange()
         self.plotItem.vb.setLimits(minXRange=MIN_RANGE, minYRange=MIN_RANGE)
@@ -179,9 +188,10 @@ class MetricPlot(Staged, pg.PlotWidget):
     # ------------------------------------------------------------------ items
 
     def add(self, name: str, label: str, style: Style, bounds: bool = True, moves: bool = False):  # type: ignore[no-untyped-def]
-        """A named item; `bounds=False` keeps it out of auto-range (markers that follow the
-        slider must not make every move re-range and repaint the whole plot). `moves`: hollow
-        markers that follow the slider, drawn in the live layer instead of the scene."""
+        """A named item; `bounds=False` keeps it out of the fitted ranges (markers that follow
+        the slider must not make every move re-range and repaint the whole plot). `moves`:
+        hollow markers that follow the slider, drawn by the plot's slider layer
+        (app/plotting/slider_layer.py)."""
         self.styles[name] = style
         self.labels[name] = label
         self.series[name] = ([], [])
@@ -225,6 +235,11 @@ class MetricPlot(Staged, pg.PlotWidget):
         for part in parts:
             part.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
 
+    def restyle(self, name: str) -> None:
+        """Give item `name` the plot's palette (an item added after the palette was set)."""
+        if self._palette is not None:
+            self._restyle(self.items[name], self.styles[name], self._palette)
+
     def key(self, name: str, label: str, style: Style) -> None:
         """A legend-only entry: a sample of `style` with `label`, for an encoding that several
         items share (filled vs hollow markers, a model's line style)."""
@@ -248,8 +263,6 @@ class MetricPlot(Staged, pg.PlotWidget):
         self.series[name] = series
         self._series_look[name] = look
         item = self.items[name]
-        if not isinstance(item, LayerMarkers):
-            self.picture.touched()
         if not pts:
             item.setData(x=[], y=[])
             return
@@ -274,7 +287,6 @@ class MetricPlot(Staged, pg.PlotWidget):
         ]
         self.series[name] = ([p[0] for p in pts], [p[1] for p in pts])
         self.spreads[name] = ([p[2] for p in pts], [p[3] for p in pts])
-        self.picture.touched()
         item = self.items[name]
         if not pts:
             item.setData(x=np.zeros(0), y=np.zeros(0), top=None, bottom=None)
@@ -342,8 +354,7 @@ class MetricPlot(Staged, pg.PlotWidget):
         if not self._show_cursor_label:
             return
         # Text on the right of the line, or on its left near the right edge (never clipped).
-        side = 1.0 if x1 > x0 and (x - x0) / (x1 - x0) > 0.7 else 0.0
-        self.cursor.set_label(f"N = {fmt_int(n)}", side)
+        self.cursor.set_label(self.cursor_text(n) if self.cursor_text else f"N = {fmt_int(n)}")
 
     def _update_grid(self, *_: object) -> None:
         (x0, x1), (y0, y1) = self.plotItem.vb.viewRange()
@@ -361,13 +372,6 @@ class MetricPlot(Staged, pg.PlotWidget):
         """Fix the x range (linear units) so the cursor never leaves the view."""
         self._x_span = (math.log10(lo), math.log10(hi))
         self.plotItem.vb.enableAutoRange(x=False)
-        if not self.user_zoomed:
-            self._fit_x_now()
-
-    def fit_x(self, extra: Sequence[float] = ()) -> None:
-        """Range x over the visible data (and `extra` linear values), for a plot whose x is
-        not N (no fixed span): a decade of margin, never narrower than two decades."""
-        self._x_extra = [v for v in extra if drawable(v)]
         if not self.user_zoomed:
             self._fit_x_now()
 
@@ -480,7 +484,6 @@ class MetricPlot(Staged, pg.PlotWidget):
         """Show these items and hide the others; the legend lists `legend` (keys or items, in
         this order), by default the shown items that have a label."""
         names = [n for n in names if n in self.items]
-        self.picture.touched()
         for name, item in self.items.items():
             item.setVisible(name in names)
         if legend is None:
@@ -546,23 +549,6 @@ class MetricPlot(Staged, pg.PlotWidget):
 
     # ------------------------------------------------------------------ painting
 
-    def _data_geometry(self) -> tuple[QTransform, QRectF]:
-        """The view box's data-to-scene transform and its data area (scene coordinates)."""
-        vb = self.plotItem.vb
-        return vb.childGroup.sceneTransform(), vb.sceneBoundingRect()
-
-    def _layer_moved(self) -> None:
-        if "picture" in self.__dict__:
-            self.picture.layer_moved()
-
-    def paintEvent(self, event) -> None:  # type: ignore[no-untyped-def]
-        if not self.picture.paint(event):
-            super().paintEvent(event)
-
-    def drawForeground(self, painter: QPainter, rect: QRectF) -> None:
-        super().drawForeground(painter, rect)
-        self.picture.foreground(painter)
-
     def resizeEvent(self, event) -> None:  # type: ignore[no-untyped-def]
         super().resizeEvent(event)
         if "legend" in self.__dict__:  # pyqtgraph resizes the view before __init__ is done
@@ -589,7 +575,6 @@ class MetricPlot(Staged, pg.PlotWidget):
     def apply_palette(self, p: Palette) -> None:
         self._palette = p
         self.setBackground(p.background)
-        self.picture.invalidate()  # the background is the view's, not the scene's
         for axis in ("left", "bottom"):
             ax = self.getAxis(axis)
             ax.setPen(pg.mkPen(p.muted))
@@ -663,7 +648,6 @@ class MetricPlot(Staged, pg.PlotWidget):
     # ------------------------------------------------------------------ hover
 
     def _on_mouse(self, event: tuple[QPointF]) -> None:
-        self.picture.touched()  # the read-out may appear, move or go
         pos = event[0]
         vb = self.plotItem.vb
         if self.hover_provider is None or not vb.sceneBoundingRect().contains(pos):

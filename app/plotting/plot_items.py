@@ -1,6 +1,6 @@
 """The items a plot is made of, each created once and updated in place: `Style` (how an item is
 drawn, by palette key, so a theme switch restyles it), the scatter that caches its bounds, and
-`with_alpha`. (What follows the slider is the plot's live layer: app/plotting/live_layer.py.)
+`with_alpha`. (What follows the slider: app/plotting/slider_layer.py.)
 Importing this module turns pyqtgraph's antialiasing on for every plot."""
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..window.theme import Palette
+from ..kit.theme import Palette
 from .legend import ROW_PX
 from .metric_plot import MetricPlot
 from .plot_items import Style

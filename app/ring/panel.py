@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
     QScrollArea,
     QSlider,
     QSplitter,
+    QStyle,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -45,6 +46,9 @@ from gpu.model.links import DEFAULT_TOPOLOGY, TOPOLOGIES
 from gpu.results import RunResult
 from gpu.ring.model import RooflineThroughput, device_peak_bytes
 
+from ..kit.plain_text import PlainLabel, tooltip
+from ..kit.state_signal import StateSignal
+from ..kit.theme import Palette, palette
 from ..state.app_state import AppState, Change
 from ..state.family import cache_config, family_of
 from ..state.ring.curves import RingCurves, ring_curves
@@ -70,9 +74,6 @@ from ..state.ring.story import (
     too_short_text,
 )
 from ..state.units import fmt_ms
-from ..window.plain_text import PlainLabel, tooltip
-from ..window.state_signal import StateSignal
-from ..window.theme import Palette, palette
 from ..work.background import LatestOnly, in_process
 from ..work.pacing import LANES_MS, RESULTS_MS, coalesced, own_turn
 from .plots import RingPlots
@@ -197,7 +198,17 @@ class RingPanel(QWidget):
         controls = QHBoxLayout()
         self.restart_button = self._button("ringRestart", "|◀", "Back to the start.")
         self.back_button = self._button("ringStepBack", "◀ Step", "To the start of this step.")
-        self.play_button = self._button("ringPlayButton", "▶ Play", "Play or pause the ring.")
+        self.play_button = self._button("ringPlayButton", "Play", "Play or pause the ring.")
+        # The style's own play and pause pictures: "⏸" is missing from common fonts (a box).
+        self.play_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self._play_icons = {
+            playing: self.style().standardIcon(pixmap)
+            for playing, pixmap in (
+                (False, QStyle.StandardPixmap.SP_MediaPlay),
+                (True, QStyle.StandardPixmap.SP_MediaPause),
+            )
+        }
+        self.play_button.setIcon(self._play_icons[False])
         self.forward_button = self._button("ringStepForward", "Step ▶", "To the next step.")
         self.restart_button.clicked.connect(self.restart)
         self.back_button.clicked.connect(self.step_back)
@@ -522,7 +533,8 @@ class RingPanel(QWidget):
         if key != self._caption_key:
             self._caption_key = key
             self.caption.setText(step_caption(frame, player.config, self.word))
-        self.play_button.setText("⏸ Pause" if player.playing else "▶ Play")
+        self.play_button.setText("Pause" if player.playing else "Play")
+        self.play_button.setIcon(self._play_icons[player.playing])
 
     def play(self) -> None:
         self.player.play()

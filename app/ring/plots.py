@@ -23,6 +23,7 @@ from gpu.model.links import Topology
 from gpu.results import RunResult
 from gpu.ring.model import device_peak_bytes
 
+from ..kit.theme import Palette, palette
 from ..plotting.axes import Log2NAxis, QuietAxis
 from ..plotting.labelled_line import LabelledLine
 from ..plotting.metric_plot import MetricPlot
@@ -31,7 +32,6 @@ from ..state.ring.curves import CURVE_DEVICES, RingCurves
 from ..state.ring.playback import shown_devices
 from ..state.ring.runs import RingRun
 from ..state.units import fmt_bytes_axis, fmt_int, fmt_ms_axis
-from ..window.theme import Palette, palette
 
 MEASURED_SYMBOL = "o"
 

@@ -25,11 +25,11 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-from gpu.ring.timeline import COMM, COMPUTE, RingMeasurement
+from gpu.ring_timeline import COMM, COMPUTE, RingMeasurement
 
+from ..kit.theme import Palette, palette
 from ..state.ring.playback import MODEL_CLOCK, RingClock, shown_devices
 from ..state.units import fmt_bytes, fmt_ms
-from ..window.theme import Palette, palette
 from .view import device_color
 
 LANE_H = 15.0

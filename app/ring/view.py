@@ -22,6 +22,7 @@ from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
 from gpu.ring.schedule import DIAGONAL, SKIPPED
 
+from ..kit.theme import Palette, palette
 from ..state.ring.playback import (
     ACTIVE,
     DONE,
@@ -32,7 +33,6 @@ from ..state.ring.playback import (
     ScoreMatrix,
     shown_devices,
 )
-from ..window.theme import Palette, palette
 
 
 def device_color(device: int, devices: int, dark: bool = True) -> QColor:

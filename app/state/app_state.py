@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 
-from gpu.algorithms import ALGORITHMS, NAIVE, TILED
+from gpu.algorithms import ALGORITHMS, NAIVE, TILED, runs_pass
 from gpu.config import AttentionConfig
 from gpu.model.costmodel import DEFAULT_GPU, GPUS, GpuSpec, gpu_for_device_name
 from gpu.model.roofline import device_gpu
@@ -69,15 +69,25 @@ class AppState:
     #: Attention layers L whose saved activations a training step stacks up (the memory plot's
     #: L-layer lines and the explain pane's wall for L layers; gpu/model/layer_stack.py).
     layers: int = 12
+    #: What fits at inference (the decode pass: app/state/decode_fit.py): the storage types of
+    #: the model preset's weights and of its KV cache, for the memory plot's wall, the explain
+    #: pane's formula and the lesson.
+    fit_weights: str = "fp16"
+    fit_kv: str = "fp16"
 
     # ------------------------------------------------------------------ derived
 
     @cached_property
     def algorithms(self) -> tuple[str, ...]:
-        """Ticked and available, in the registry's order: what is measured and drawn."""
+        """Ticked, available and written for the config's pass (a decode kernel has no
+        prefill, a prefill kernel no decode), in the registry's order: what is measured and
+        drawn."""
         off = {a for a, _ in self.disabled}
+        pass_ = self.config.pass_
         return tuple(
-            a for a in ALGORITHMS if a in self.checked and a in self.available and a not in off
+            a
+            for a in ALGORITHMS
+            if a in self.checked and a in self.available and a not in off and runs_pass(a, pass_)
         )
 
     @cached_property
@@ -135,7 +145,10 @@ class AppState:
         gpu = device_gpu(info) if known else None
         cpu = device_gpu(info) if info.backend == "cpu" else None
         label = {"cpu": "CPU RAM"}.get(info.backend, info.name)
-        return Device(info.memory_total_bytes or None, label, gpu, cpu)
+        reported = info.memory_total_bytes or None
+        # One rule for a GPU's capacity (app/state/budget.py): the table's, where it knows it.
+        capacity = gpu.memory_bytes if gpu is not None else reported
+        return Device(capacity, label, gpu, cpu, reported)
 
     @cached_property
     def budget(self) -> Budget:
@@ -162,7 +175,8 @@ class AppState:
     def roof_device_label(self) -> str:
         cpu = self.device.cpu
         if cpu is not None and self.backend_name == "cpu":
-            return f"{cpu.label} (this CPU's roofs)"
+            # The roofline's title is what precedes the comma: "this CPU".
+            return f"this CPU, {cpu.label.removeprefix('CPU: ')}"
         return self.target_gpu_label
 
     @property

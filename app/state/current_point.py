@@ -5,7 +5,10 @@ A figure's source is one of
 - `measured`: a hardware counter or event measured it (`detail` names which);
 - `model`: the cost model or the roofline model worked it out (`detail` names which);
 - `datasheet`: a published figure (`detail` cites it);
-- `nominal`: a counter's own ceiling, not a rate anything reached (the L2's, here).
+- `nominal`: a ceiling, not a rate anything reached nor a figure a datasheet prints: the L2
+  counters' own peak, and a GPU's boost clock with the compute roofs quoted at it (a per-clock
+  rate × SMs × that clock: the H200's wgmma roof at 1.98 GHz is 1,071 TFLOP/s, 8 % above the
+  datasheet's 989.5).
 
 The explain pane, `main.py explain`, the plots (markers, points and hover read-outs), the
 Tiles tab's banner and the status bar's last run read the same objects (gpu.model.roofline's
@@ -23,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpu.algorithms import ALGORITHMS, NAIVE, TILED
+from gpu.algorithms import ALGORITHMS, NAIVE, SPLIT_KV, TILED, runs_pass
 from gpu.config import AttentionConfig
 from gpu.model.costmodel import CPU, GpuSpec, TrafficBand, traffic_band
 from gpu.model.roofline import MEASURED, AlgorithmVerdict, Explanation, Roof, explain
@@ -31,7 +34,7 @@ from gpu.results import RunResult
 
 from .family import cache_config
 from .model.cache import band, known_band
-from .units import fmt_bytes, fmt_flops, fmt_int, fmt_ms
+from .units import fmt_bytes, fmt_flops, fmt_int, fmt_intensity, fmt_ms, fmt_rate, fmt_si
 
 MODEL, DATASHEET, NOMINAL = "model", "datasheet", "nominal"
 #: Entries kept by the memo (a long session's shapes: start afresh rather than grow).
@@ -68,9 +71,11 @@ class Figure:
         if u == "tokens":
             return fmt_int(int(v))
         if u == "Hz":
-            return f"{v / 1e9:.3f} GHz"
+            return fmt_si(v, "Hz", 4)
         if u in ("B/s", "FLOP/s", "exp/s"):
-            return f"{v / 1e12:.3g} T{u}"
+            return fmt_rate(v, u)
+        if u == "FLOP/B":
+            return f"{fmt_intensity(v)} FLOP/B"
         return f"{v:,.1f} {u}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -128,7 +133,7 @@ class CurrentPoint:
     device: GpuSpec
     roofs: dict[str, Figure]
     clock: Figure
-    memory: Figure  # the device's capacity (the datasheet's, or what the device reports)
+    memory: Figure  # the device's capacity (GpuSpec.memory_bytes), what the device reports beside
     algorithms: dict[str, AlgorithmFigures]
     #: "naive/<algorithm>" -> naive's DRAM bytes over the algorithm's (measured or model)
     dram_ratios: dict[str, Figure]
@@ -154,24 +159,36 @@ class CurrentPoint:
 def _roof_figure(roof: Roof, device: GpuSpec) -> Figure:
     if roof.nominal:
         source = NOMINAL
-    elif "measured" in roof.source:
-        source = MEASURED
     elif device.kind == CPU:  # worked out from what the kernel reports of the CPU
         source = MODEL if roof.kind == "compute" else MEASURED
+    elif roof.per_clock:  # a rate per clock at the clock the counters measured, or the boost's
+        source = MEASURED if device.clock_measured else NOMINAL
+    elif "measured" in roof.source:
+        source = MEASURED
     else:
         source = DATASHEET
     return Figure(roof.peak, roof.unit, source, f"{roof.label}: {roof.source}")
 
 
 def _clock(device: GpuSpec) -> Figure:
-    source = MEASURED if device.clock_measured else DATASHEET
+    """The clock the compute roofs are quoted at: measured by the counters, or a GPU's boost
+    clock (a ceiling: nominal)."""
+    ceiling = NOMINAL if device.kind != CPU else DATASHEET
+    source = MEASURED if device.clock_measured else ceiling
     return Figure(device.clock_hz or None, "Hz", source, device.clock_source)
 
 
 def _memory(device: GpuSpec, reported_bytes: int | None) -> Figure:
-    if reported_bytes:
-        return Figure(reported_bytes, "B", MEASURED, f"what the {device.name} reports")
-    return Figure(device.memory_bytes, "B", DATASHEET, device.source)
+    """The capacity every wall is drawn at (GpuSpec.memory_bytes): a GPU's datasheet figure,
+    with what the device reports beside it; this CPU's reported RAM."""
+    if device.kind == CPU:
+        return Figure(device.memory_bytes, "B", MEASURED, f"what {device.name} reports")
+    reported = (
+        f"; the device reports {fmt_bytes(reported_bytes)}, not used" if reported_bytes else ""
+    )
+    return Figure(
+        device.memory_bytes, "B", DATASHEET, f"{device.name} capacity: {device.source}{reported}"
+    )
 
 
 def _algorithm(
@@ -338,7 +355,9 @@ def point_for(
     `config`); a result of another config is none. The traffic bands come from the model
     cache: `compute=False` (the GUI thread on a slider move) gives None until every band is
     worked out, rather than walk a tiled model."""
-    algos = tuple(shown_algorithms([a for a in algorithms if a in ALGORITHMS] or [NAIVE, TILED]))
+    ours = [a for a in algorithms if runs_pass(a, config.pass_)]  # written for this pass
+    fallback = [NAIVE, SPLIT_KV] if config.is_decode else [NAIVE, TILED]
+    algos = tuple(shown_algorithms(ours or fallback))
     given = [(a, r) for a in algos if (r := (results or {}).get(a)) is not None]
     key = (config, algos, device, reported_memory_bytes, tuple((a, id(r)) for a, r in given))
     hit = _asked.get(key)

@@ -10,11 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gpu.algorithms import ALGORITHMS, NAIVE, RING, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
+from gpu.algorithms import ALGORITHMS, NAIVE, RING, SPLIT_KV, TILED, fastest_fused_first
 
-#: The fused kernels, fastest first: the order of their times at every N of every recorded run
-#: (resources/recorded/h200_sweep.json: warp-specialized < wgmma < mma.sync < readable).
-FASTEST_FUSED_FIRST = (TILED_WS, TILED_WGMMA, TILED_MMA, TILED)
 #: The one peer shown by default: the fastest PyTorch backend first.
 PEERS_FIRST = ("sdpa_cudnn", "sdpa_flash", "sdpa_math")
 
@@ -22,14 +19,15 @@ PEERS_FIRST = ("sdpa_cudnn", "sdpa_flash", "sdpa_math")
 def fastest_fused(available: Iterable[str]) -> str:
     """The fastest fused kernel among `available` (the readable one when none is)."""
     have = set(available)
-    return next((a for a in FASTEST_FUSED_FIRST if a in have), TILED)
+    return next((a for a in fastest_fused_first() if a in have), TILED)
 
 
 def default_checked(available: Iterable[str]) -> tuple[str, ...]:
     """The algorithms ticked until the user ticks others: naive and the fastest fused kernel
-    (and the ring, which runs only when Devices asks for P > 1)."""
+    (and the ring, which runs only when Devices asks for P > 1, and the split-KV kernel,
+    which runs only the decode pass: each pass draws those written for it)."""
     fused = fastest_fused(available)
-    return tuple(a for a in ALGORITHMS if a in (NAIVE, fused, RING))
+    return tuple(a for a in ALGORITHMS if a in (NAIVE, fused, RING, SPLIT_KV))
 
 
 def shown_peers(peers: Iterable[str], every: bool) -> tuple[str, ...]:
@@ -40,3 +38,12 @@ def shown_peers(peers: Iterable[str], every: bool) -> tuple[str, ...]:
         return peers
     first = next((p for p in PEERS_FIRST if p in peers), peers[0])
     return (first,)
+
+
+def tiles_fused(available: Iterable[str], cpu: bool) -> str:
+    """The fused kernel the Tiles tab plays against naive by default. Its lanes run on a GPU's
+    clock (the target GPU's model, or the times measured on it): the fastest fused kernel the
+    backend has; on the CPU, whose only fused path is the readable
+    algorithm in NumPy (slower than naive on a GPU's clock: naive would finish first), the
+    fastest one the animation models on the target GPU."""
+    return fastest_fused(fastest_fused_first() if cpu else available)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from gpu.algorithms import ALGORITHMS, TILED
+from gpu.algorithms import ALGORITHMS
 from gpu.config import AttentionConfig
 
 from .seq_scale import SEQ_MIN
@@ -35,7 +35,8 @@ def family(config: AttentionConfig) -> Family:
 def tile_agnostic(algorithm: str) -> bool:
     """Whether one of our algorithms ignores the config's tile sizes (all but the readable
     kernel choose their own). A reference peer is filed by app.state.recorded_run instead."""
-    return algorithm in ALGORITHMS and algorithm != TILED
+    info = ALGORITHMS.get(algorithm)
+    return info is not None and not info.uses_config_tiles
 
 
 @lru_cache(maxsize=4096)

@@ -12,6 +12,7 @@ from gpu.model.costmodel import GpuSpec
 from gpu.results import RunResult
 
 from .app_state import AppState
+from .decode_bandwidth import copy_bandwidth
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,11 @@ class PointInputs:
     devices: int = 1
     #: Attention layers whose saved activations a training pass stacks (AppState.layers).
     layers: int = 1
+    #: What fits (the decode pass): the storage types of the weights and of the KV cache.
+    fit_weights: str = "fp16"
+    fit_kv: str = "fp16"
+    #: A device-to-device copy's bandwidth measured with the results (B/s; None: not measured).
+    copy_bytes_s: float | None = None
 
     @classmethod
     def from_state(cls, s: AppState, results: Mapping[str, RunResult] | None = None) -> PointInputs:
@@ -43,4 +49,7 @@ class PointInputs:
             results=tuple((results or {}).items()),
             devices=s.devices,
             layers=s.layers,
+            fit_weights=s.fit_weights,
+            fit_kv=s.fit_kv,
+            copy_bytes_s=copy_bandwidth(s.backend.info.details) if s.backend else None,
         )

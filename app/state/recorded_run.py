@@ -290,10 +290,11 @@ class RecordedBackend:
         return str(self.recording.meta.get("date", ""))
 
     def label(self) -> str:
-        """'NVIDIA H200, recorded 2025-06-01': where and when, for status lines and titles."""
-        dev = self.recording.device.name.removesuffix(" (recorded)")
+        """'H200, 2025-06-01': where and when, short for status lines and plot titles (each
+        of which says it is a recording; the status bar names the whole device)."""
+        dev = self.recording.device.name.removesuffix(" (recorded)").removeprefix("NVIDIA ")
         date = short_date(self.date)
-        return f"{dev}, recorded {date}" if date else f"{dev}, recorded"
+        return f"{dev}, {date}" if date else dev
 
     def device_info(self) -> DeviceInfo:
         dev = self.recording.device

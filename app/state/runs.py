@@ -62,6 +62,8 @@ class RunOutcome:
     #: Live jobs of the same config still queued behind this one: its results are drawn with
     #: theirs (see MainWindow's `_arrivals_held`).
     more_to_come: int = 0
+    #: A run skipped as too long: its estimate and the limit it passed (seconds).
+    too_long: tuple[float, float] | None = None
 
 
 def backend_key(info: DeviceInfo) -> str:

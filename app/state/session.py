@@ -58,7 +58,7 @@ from gpu.files.schema import (
     finite_result,
     result_from_checked,
 )
-from gpu.profiling.trace import Trace
+from gpu.files.trace import Trace
 from gpu.results import DeviceInfo, RunResult
 
 from .budget import CUSTOM_GB_RANGE

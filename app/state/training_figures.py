@@ -44,14 +44,18 @@ class TrainingAlgorithmFigures:
     #: The N where L layers no longer fit the budget (value None: they fit at every N);
     #: None without a budget.
     wall_seq_len: Figure | None
+    #: The algorithm whose run measured `step_peak` (for FUSED: the fused kernel that ran the
+    #: step, which the views name); None where the peak is the model's.
+    measured_by: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         names = ("recompute_flops", "saved_per_layer", "saved_total", "layers_peak",
                  "step_peak", "wall_seq_len")  # fmt: skip
-        out = {}
+        out: dict[str, Any] = {}
         for n in names:
             f = getattr(self, n)
             out[n] = f.to_dict() if f is not None else None
+        out["measured_by"] = self.measured_by
         return out
 
 
@@ -141,6 +145,7 @@ def _algorithm(
         ),
         step_peak=step,
         wall_seq_len=wall,
+        measured_by=measured.algorithm if measured is not None else None,
     )  # fmt: skip
 
 

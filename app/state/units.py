@@ -5,6 +5,7 @@ alike; nothing is defined here."""
 from gpu.units import (
     MISSING,
     fmt_axis,
+    fmt_bandwidth_axis,
     fmt_bytes,
     fmt_bytes_axis,
     fmt_bytes_binary,
@@ -26,6 +27,7 @@ from gpu.units import (
 __all__ = [
     "MISSING",
     "fmt_axis",
+    "fmt_bandwidth_axis",
     "fmt_bytes",
     "fmt_bytes_axis",
     "fmt_bytes_binary",

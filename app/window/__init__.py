@@ -1,2 +1,2 @@
-"""The main window and what frames it: menus, status line, lesson strip, theme,
-settings, and the plain-text rule for every string that comes from outside."""
+"""The main window and what frames it: menus, status line, lesson strip, the backend switch
+and the measurement requests; the widgets it shares with every room are app/kit's."""

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from .plain_text import shown_text
+from ..kit.plain_text import shown_text
 
 #: Names for the window's own controls and views, by objectName.
 NAMES: dict[str, str] = {

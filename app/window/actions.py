@@ -9,7 +9,7 @@ from collections.abc import Callable
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QWidget
 
-from .plain_text import tooltip
+from ..kit.plain_text import tooltip
 
 
 def make_action(

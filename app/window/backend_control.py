@@ -7,17 +7,26 @@ from __future__ import annotations
 from gpu.algorithms import ALGORITHMS
 from gpu.backends.backend import Backend
 
+from ..kit.plain_text import tooltip
 from ..state.app_state import AppState
 from ..state.default_view import default_checked
-from ..state.recorded_run import REPLAY, RecordedBackend
+from ..state.recorded_run import REPLAY, RecordedBackend, shipped_recording
 from ..state.ring.devices import backend_for
 from ..state.runs import BackendFailure, BackendReady
+from ..state.units import fmt_seconds
 from ..work.background import read_elsewhere
 from ..work.release import free_later
-from .measuring import RECORDED_SWEEP_TIP, SWEEP_TIP
-from .plain_text import tooltip
+from .measuring import CONTINUE_TIP, RECORDED_SWEEP_TIP, SWEEP_TIP
 
 NO_CUDA_MESSAGE = "No CUDA device: using the CPU backend (NumPy)"
+#: The header's button while a recording is replayed: measure on this machine instead.
+MEASURE_HERE_CPU = "Measure on this CPU"
+MEASURE_HERE_GPU = "Measure on this machine"
+MEASURE_HERE_TIP = (
+    "Leave the recording and measure naive and tiled attention here, live ({backend}). The "
+    "recording stays one pick away: Backend ▸ recorded run."
+)
+NO_CUDA_HERE = "this machine has no CUDA device"
 
 
 class BackendControl:
@@ -27,11 +36,17 @@ class BackendControl:
         """Start `choice` on the runner thread; `changes` go into the same state update."""
         if self._closing:
             return
+        self._replay_if_no_cuda = False  # a backend asked for: the first start's choice is made
         self._startup.stop()  # an explicit start (e.g. open_recorded) replaces the initial one
         self._fell_back_from = ""
         if self._started_choice != "recorded":
             self._fallback_choice = self._started_choice
         self._started_choice = choice
+        # What the status said was about the backend that goes: its notes (a refusal, an
+        # out-of-memory) and its last run.
+        self.notes.clear()
+        self.readouts.clear_last()
+        self._last_result = None
         self.state.update(backend_choice=choice, backend=None, bytes_refused="", **changes)
         if choice == "recorded":
             path = self.state.value.recorded_path
@@ -55,9 +70,43 @@ class BackendControl:
         self._backend_generation = self.runner.set_backend(choice, factory)
 
     def _start_usual_backend(self, *_: object) -> None:
-        """The backend the settings name, unless another was started meanwhile."""
-        if self._backend_generation == 0:
-            self._start_backend(self.state.value.backend_choice)
+        """The backend the settings name, unless another was started meanwhile. A first start
+        on `auto` where no CUDA device can exist opens the shipped GPU recording instead (and
+        where one may exist, `_on_backend_ready` does so if `auto` finds none)."""
+        if self._backend_generation != 0:
+            return
+        first = self._first_start and self.state.value.backend_choice == "auto"
+        self._first_start = False
+        if first and not self._cuda_possible and self._first_replay():
+            return
+        self._start_backend(self.state.value.backend_choice)
+        self._replay_if_no_cuda = first
+
+    def _first_replay(self) -> bool:
+        """Open the shipped GPU recording: on a machine without a CUDA device it shows the
+        wall on real hardware, and measuring here is one click away (`measure_here`). False
+        when this install ships none; if it cannot be read, the CPU backend starts."""
+        shipped = shipped_recording()
+        if shipped is None:
+            return False
+
+        def failed(*_: object) -> None:
+            self.file_menu.openFailed.disconnect(failed)
+            self._start_backend("cpu")
+
+        def opened(*_: object) -> None:
+            self.file_menu.fileOpened.disconnect(opened)
+            self.file_menu.openFailed.disconnect(failed)
+
+        self.file_menu.openFailed.connect(failed)
+        self.file_menu.fileOpened.connect(opened)
+        self.file_menu.open_file(str(shipped))
+        return True
+
+    def measure_here(self) -> None:
+        """Leave the replayed recording for a live backend on this machine: the CPU where no
+        CUDA device is, else `auto`."""
+        self.controls.set_backend_choice("auto" if self._cuda_possible else "cpu")
 
     def _on_backend_ready(self, ready: BackendReady) -> None:
         """One state update for everything a new backend changes."""
@@ -69,10 +118,15 @@ class BackendControl:
         info = ready.info
         name = getattr(ready.backend, "name", info.backend)
         if ready.requested == "auto" and name == "cpu":
+            self._cuda_possible = False
+            if self._replay_if_no_cuda and self._first_replay():
+                return  # the first start shows the GPU recording, not a CPU measurement
+        self._replay_if_no_cuda = False
+        if ready.requested == "auto" and name == "cpu":
             text = NO_CUDA_MESSAGE
         elif name == REPLAY:
             file = info.details.get("file", "")
-            text = f"backend: recorded run ({file}) · {ready.backend.label()}"
+            text = f"backend: replay of {file}"
         elif self._fell_back_from:
             text = f"backend: {name} (after a {self._fell_back_from} error)"
         else:
@@ -97,9 +151,7 @@ class BackendControl:
                 config = first.with_(seq_len=config.seq_len)
         config = config.with_(seq_len=AppState(seq_scale=scale).snap(config.seq_len))
         if name == REPLAY:
-            self._idle_text = (
-                f"Recorded run: {ready.backend.label()} — replayed from the file, not measured now"
-            )
+            self._idle_text = f"Replayed: {ready.backend.label()}"
             if config != wanted:  # say what is shown instead of what was asked for
                 self.notes.add(
                     config,
@@ -107,7 +159,7 @@ class BackendControl:
                     f"holds no results for {wanted.label()}",
                 )
         else:
-            self._idle_text = f"Ready: {info.name} (started in {ready.seconds:.1f} s)"
+            self._idle_text = f"Ready: {info.name} (started in {fmt_seconds(ready.seconds)})"
             continuing, self._continuing = self._continuing, None
             if continuing is not None:
                 source, kept, file = continuing
@@ -137,6 +189,8 @@ class BackendControl:
         if fallback == failure.requested:
             fallback = "cpu" if failure.requested != "cpu" else ""
         self._failed_backend = failure.requested
+        if failure.requested in ("auto", "cuda"):
+            self._cuda_possible = False
         msg = f"Could not start the {failure.requested} backend: {failure.message}"
         if fallback:
             msg += f" — using {fallback} instead."
@@ -176,10 +230,19 @@ class BackendControl:
         self.sweep_button.setToolTip(tooltip(RECORDED_SWEEP_TIP if replay else SWEEP_TIP))
         self.sweep_action.setToolTip(tooltip(RECORDED_SWEEP_TIP if replay else SWEEP_TIP))
         target = self._continue_target()[1]
-        self.continue_action.setEnabled(bool(target))
+        no_device = target == "cuda" and not self._cuda_possible
+        self.continue_action.setEnabled(bool(target) and not no_device)
         self.continue_action.setText(
             f"Continue measuring on {target}" if target else "Continue measuring"
         )
+        self.continue_action.setToolTip(
+            tooltip(f"Not here: {NO_CUDA_HERE}." if no_device else CONTINUE_TIP)
+        )
+        here = "auto" if self._cuda_possible else "cpu"
+        button = self.controls.measure_here
+        button.setText(MEASURE_HERE_GPU if self._cuda_possible else MEASURE_HERE_CPU)
+        button.setToolTip(tooltip(MEASURE_HERE_TIP.format(backend=here)))
+        button.setVisible(replay)
 
     def _view_choice(self, available: tuple[str, ...]) -> dict[str, object]:
         """The algorithms ticked for `available` until the user ticks others: every one with

@@ -38,17 +38,17 @@ from PySide6.QtWidgets import (
 from gpu.algorithms import ALGORITHMS
 from gpu.files.recording import RecordingError
 
-from ..export import animation_export, export_files, plot_images, plot_tables
+from ..export import animation_export, animation_writers, export_files, plot_images, plot_tables
+from ..kit import settings
+from ..kit.plain_text import PlainLabel, ask, menu_text, tooltip
+from ..kit.settings_store import SettingsStore
+from ..kit.theme import THEMES
 from ..state.budget import BUDGET_PRESETS, CUSTOM_GB_RANGE
 from ..state.recorded_run import RECORDED_DIR, REPLAY, RecordedBackend, shipped_recording
 from ..state.session import Session, SessionError, make_session, save_session
 from ..work.background import LatestOnly, read_elsewhere, run_once
-from . import settings
 from .accessibility import name_widgets
 from .actions import make_action
-from .plain_text import PlainLabel, ask, menu_text, tooltip
-from .settings_store import SettingsStore
-from .theme import THEMES
 
 RECENT_KEY = "recent/files"
 FILES_FOLDER_KEY = "files/folder"  # sessions and recordings, opened or saved
@@ -58,9 +58,10 @@ OPEN_FILTERS = "Tilescope sessions and recorded runs (*.json);;All files (*)"
 SESSION_FILTERS = "Tilescope session (*.json)"
 TRACE_FILTERS = "Tilescope traces and recorded runs (*.json);;All files (*)"
 TRACES_DIR = RECORDED_DIR.parent / "traces"
+RESOURCES_DIR = RECORDED_DIR.parent
 
 
-#: What the export dialog says about an animation's limits (README's, too).
+#: What the export dialog says about an animation's limits (docs/LIMITS.md's, too).
 ANIMATION_LIMITS = (
     "The animation is the tile canvas alone, at least "
     "{0}×{1} pixels so that every label fits. At most {2:,} frames and "
@@ -119,6 +120,7 @@ PLOT_CHOICES = (
     ("memoryPlot", "Peak memory"),
     ("timingPlot", "Time per forward pass"),
     ("trafficPlot", "HBM traffic"),
+    ("bandwidthPlot", "Bandwidth (decode)"),
     ("rooflinePlot", "Roofline"),
 )
 #: How a one-plot export's file name says which plot it holds.
@@ -126,6 +128,7 @@ PLOT_STEMS = {
     "memoryPlot": "memory",
     "timingPlot": "time",
     "trafficPlot": "traffic",
+    "bandwidthPlot": "bandwidth",
     "rooflinePlot": "roofline",
 }
 #: How a file name says what the export holds beyond the config (plot images: nothing). The
@@ -179,6 +182,11 @@ class ExportDialog(QDialog):
         self.kind.setObjectName("exportKind")
         for k in EXPORT_KINDS:
             self.kind.addItem(k.text, k.key)
+            missing = animation_writers.missing_package(k.key)
+            if missing:  # said before anything is filled in, never after
+                i = self.kind.count() - 1
+                self.kind.setItemText(i, f"{k.text} — {missing}")
+                self.kind.model().item(i).setEnabled(False)
         self.kind.setToolTip("What to export.")
         form.addRow("Export", self.kind)
         self.plot = QComboBox()
@@ -232,7 +240,10 @@ class ExportDialog(QDialog):
         self._suggested = ""  # the name last suggested, replaced while the user keeps it
         self.kind.currentIndexChanged.connect(self._on_kind)
         self.plot.currentIndexChanged.connect(self._suggest_name)
-        self.kind.setCurrentIndex(max(0, self.kind.findData(kind)))
+        wanted = self.kind.findData(kind)
+        if wanted < 0 or not self.kind.model().item(wanted).isEnabled():
+            wanted = 0
+        self.kind.setCurrentIndex(wanted)
         self._on_kind()
 
     def _spin(self, name: str, lo: int, hi: int, value: int) -> QSpinBox:
@@ -416,7 +427,12 @@ class FileMenu(QObject):
         return folder if folder and os.path.isdir(folder) else ""
 
     def _remember_folder(self, key: str, path: str) -> None:
-        self.settings.setValue(key, os.path.dirname(os.path.abspath(path)))
+        """The folder of `path`, for the next dialog; never the app's own resources (the
+        shipped recording opened on a first start): a session saved next would land there."""
+        folder = os.path.dirname(os.path.abspath(path))
+        if Path(folder).resolve().is_relative_to(RESOURCES_DIR.resolve()):
+            return
+        self.settings.setValue(key, folder)
 
     @property
     def files_folder(self) -> str:
@@ -646,7 +662,7 @@ class FileMenu(QObject):
         return make_session(w.config, controls, w.store.entries(), key, device, meta, traces)
 
     def save_session_dialog(self) -> bool:
-        folder = self.files_folder or os.path.expanduser("~")
+        folder = self.files_folder or first_export_folder("results_csv")  # documents, or home
         suggested = os.path.join(folder, f"{self.config_stem()}_session.json")
         path = self.ask_save_path("Save session", SESSION_FILTERS, suggested)
         if not path:

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QDialog, QDialogButtonBox, QMenu, QTextBrowser, QV
 
 from ..state.runs import BackendReady
 from ..state.session import app_version
+from ..state.units import fmt_bytes
 from .accessibility import name_widgets
 from .actions import make_action
 
@@ -29,7 +30,32 @@ TILES_KEYS = (
     ("Home", "Back to the start"),
 )
 
-LESSON = """
+#: The decode pass in short (Pass ▸ inference decode), appended to LESSON.
+DECODE_LESSON = """
+<h3>Past the prefill: the KV-cache wall (Pass: inference decode)</h3>
+<p>FlashAttention removed the N×N matrix. What limits context at inference is the <b>KV
+cache</b>: every layer keeps K and V of every token, 2·L·H_kv·d·bytes per token, and every
+generated token reads all of it. The slider is then the cache length N; q new tokens per head
+(1 to 8) meet it. The memory plot draws the cache growing linearly in N, beside the prefill's
+N² for contrast, and <b>what fits</b>: a model preset's weights plus its cache of all layers,
+against the memory budget, with a wall at the longest context (the explain pane gives the
+formula with its numbers).</p>
+<p><b>Decode is memory-bound even when fused.</b> Each cached byte meets G·q query rows and is
+never used again: about 2·G·q / bytes FLOP per byte, 1 for MHA in fp16, G for GQA groups of G,
+far left of any GPU's ridge on the roofline. The time per token is the cache's bytes over the
+memory's bandwidth: the bandwidth plot gives each run's rate as a share of the datasheet's
+figure (and of a measured copy where the recording has one); short caches are
+latency-bound, long ones bandwidth-bound.</p>
+<p><b>What GQA saves.</b> H_q query heads sharing H_kv KV heads cache H_q / H_kv times fewer
+bytes, and each token reads that much less. Naive decode writes its q×N scores to memory (a
+sliver of the cache: the wall is the cache, not S); the <b>split-KV</b> kernel cuts the cache
+over enough blocks to fill the SMs, reads each KV head once for its whole query group, and
+merges the partial (m, l, O) of the splits with the online softmax. The Tiles tab's decode
+lane plays both.</p>
+"""
+
+LESSON = (
+    """
 <h3>Why FlashAttention exists: the memory wall</h3>
 <p><b>Naive attention</b> is three steps, each its own kernel: S = Q Kᵀ/√d is written to the
 GPU's memory (HBM), P = softmax(S) reads S and writes P, and O = P V reads P. S and P hold
@@ -50,6 +76,8 @@ explain pane calls memory- or compute-bound.</p>
 <p>Drag N and watch the memory and time plots part ways; open the recorded H200 run (backend
 "recorded run") to see real GPU numbers on any machine.</p>
 """
+    + DECODE_LESSON
+)
 
 
 class HelpWindow(QDialog):
@@ -102,7 +130,8 @@ class HelpMenu:
             "The lesson in short",
             None,
             self.show_lesson,
-            "What the plots and the animation teach: the memory wall, tiling, the L2 cache.",
+            "What the plots and the animation teach: the memory wall, tiling, the L2 cache, "
+            "and decode's KV-cache wall.",
         )
         self.about_action = self._action(
             "About Tilescope",
@@ -197,7 +226,7 @@ def about_html(ready: BackendReady | None) -> str:
         rows.append(("Backend", _backend_words(info.backend, details)))
         rows.append(("Device", info.name))
         if info.memory_total_bytes:
-            rows.append(("Device memory", f"{info.memory_total_bytes / 1e9:.1f} GB"))
+            rows.append(("Device memory", fmt_bytes(info.memory_total_bytes)))
         where = " (when recorded)" if recorded else ""
         if details.get("cupy_version"):
             rows.append((f"CuPy{where}", str(details["cupy_version"])))

@@ -12,24 +12,26 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import QEvent, Signal
 from PySide6.QtWidgets import QFrame, QGridLayout, QSizePolicy, QToolButton, QWidget
 
 from gpu.results import RunResult
 
+from ..kit.elided_label import ElidedLabel
+from ..kit.plain_text import PlainLabel
 from ..state.app_state import AppState
 from ..state.lesson import STEPS, LessonStep, lesson_steps
 from ..state.point_inputs import PointInputs
 from ..work.background import LatestOnly
 from ..work.pacing import PAUSE_MS, settled
-from .elided_label import ElidedLabel
-from .plain_text import PlainLabel
 
 
 class LessonStrip(QFrame):
     """objectName lessonStrip. See the module docstring."""
 
     focusWanted = Signal(str)
+    #: The N the step shown describes: the window moves the slider there.
+    pointWanted = Signal(int)
     dismissed = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -67,6 +69,7 @@ class LessonStrip(QFrame):
         grid.addWidget(self.next, 2, 2, 1, 2)
         for b in (self.back, self.next, self.close_button):
             b.setAutoRaise(True)
+
         grid.setColumnStretch(0, 1)
         self.step = 0
         self.steps: tuple[LessonStep, ...] = ()
@@ -102,7 +105,24 @@ class LessonStrip(QFrame):
 
     def showEvent(self, event) -> None:  # type: ignore[no-untyped-def]
         super().showEvent(event)
+        self._fit_buttons()
         self._paced()
+
+    def changeEvent(self, event) -> None:  # type: ignore[no-untyped-def]
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.StyleChange, QEvent.Type.FontChange):
+            self._fit_buttons()
+
+    def _fit_buttons(self) -> None:
+        """Next stays where it is while its text turns to "Done": as wide as either (in the
+        style in use, which a theme's style sheet pads)."""
+        shown = self.next.text()
+        widest = 0
+        for text in ("Next ›", "Done"):
+            self.next.setText(text)
+            widest = max(widest, self.next.sizeHint().width())
+        self.next.setText(shown)
+        self.next.setMinimumWidth(widest)
 
     def _make(self) -> None:
         inputs = self._inputs
@@ -153,10 +173,14 @@ class LessonStrip(QFrame):
         return self.steps[self.step] if self.steps else None
 
     def go_to(self, step: int) -> None:
+        """Show `step`, its view and its point (the slider moves to the N it describes)."""
         self.step = max(0, min(STEPS - 1, step))
         self._show()
         if self.steps:
-            self.focusWanted.emit(self.steps[self.step].focus)
+            current = self.steps[self.step]
+            self.focusWanted.emit(current.focus)
+            if current.seq_len is not None:
+                self.pointWanted.emit(current.seq_len)
 
     def go_next(self) -> None:
         if self.step == STEPS - 1:

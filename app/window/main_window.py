@@ -37,17 +37,23 @@ from PySide6.QtWidgets import (
 
 from gpu.algorithms import NAIVE
 from gpu.backends.backend import Backend
-from gpu.backends.factory import create_backend
+from gpu.backends.factory import create_backend, cuda_possible
 from gpu.config import AttentionConfig
 from gpu.results import RunResult
 
 from ..controls.panel import ControlsPanel
+from ..kit import settings
+from ..kit.plain_text import PlainLabel, tooltip
+from ..kit.settings import KEYS as SETTINGS_KEYS
+from ..kit.settings_store import SettingsStore
+from ..kit.state_signal import StateSignal
+from ..kit.theme import THEMES, icon_path, palette, qt_palette, style_sheet
 from ..measure.explain import ExplainPane
 from ..measure.plot_styles import ALGOS
 from ..measure.plots import PlotsPanel
 from ..ring.panel import RingPanel
 from ..state.app_state import Change, StateModel
-from ..state.default_view import fastest_fused
+from ..state.default_view import tiles_fused
 from ..state.recorded_run import RecordedBackend
 from ..state.result_store import ResultStore
 from ..state.ring.devices import restart_needed
@@ -60,28 +66,25 @@ from ..work.background import (
 from ..work.collector import IdleCollector, freeze_long_lived
 from ..work.pacing import ARRIVALS_HOLD_MS, MODEL_WAIT_MS, RESULTS_MS, coalesced, own_turn
 from ..work.runner import Runner
-from . import settings
 from .accessibility import name_widgets
 from .backend_control import BackendControl
 from .lesson_strip import LessonStrip
 from .measuring import SWEEP_TIP, Measuring
-from .plain_text import PlainLabel, tooltip
-from .settings import KEYS as SETTINGS_KEYS
-from .settings_store import SettingsStore
-from .state_signal import StateSignal
+from .screen_fit import ScreenFit, fit_to_screen
 from .status import (
     ConfigNotes,
     ErrorBanner,
     RunStatus,
     StatusBarReadouts,
 )
-from .theme import THEMES, icon_path, palette, qt_palette, style_sheet
+from .wheel_guard import WheelGuard, guard_wheel
 from .window_actions import WindowActions
 
 BackendFactory = Callable[[str], Backend]
 log = logging.getLogger(__name__)
 
 ORGANIZATION = APPLICATION = "Tilescope"
+WINDOW_TITLE = "The attention memory wall"
 
 #: How long a thread may hold the GIL while another waits for it. Workers compute in Python
 #: (model curves, animation lanes, JSON); at CPython's default of 5 ms the GUI thread could wait
@@ -124,10 +127,11 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_S))
         start_compute_process()  # from this (the main) thread: see app.work.background
         self.setObjectName("mainWindow")
-        self.setWindowTitle("Tilescope — the attention memory wall")
+        # The platform adds the application's name: "The attention memory wall — Tilescope".
+        self.setWindowTitle(WINDOW_TITLE)
         self.setWindowIcon(QIcon(str(icon_path())))
         self.backend_factory: BackendFactory = backend_factory or create_backend
-        #: Read once, written off the GUI thread (app/window/settings_store.py).
+        #: Read once, written off the GUI thread (app/kit/settings_store.py).
         self.settings = SettingsStore(
             settings if settings is not None else default_settings(), SETTINGS_KEYS
         )
@@ -176,6 +180,15 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         #: The last result to arrive for the family shown, for the status bar with the redraw.
         self._last_result: RunResult | None = None
 
+        #: A first start (empty settings, nothing asked for) on a machine without a CUDA device
+        #: opens the shipped GPU recording instead of measuring on the CPU (`_first_replay`).
+        self._first_start = (
+            restore and not open_path and backend is None and not self.settings.allKeys()
+        )
+        #: False once this machine is known to have no CUDA device: no CuPy, no device node,
+        #: or `auto` found none (then the run actions offer the CPU, never CUDA).
+        self._cuda_possible = cuda_possible()
+        self._replay_if_no_cuda = False  # `auto` started on a first start: replay if it is cpu
         self._build_ui()
         self._build_actions()
         if restore:
@@ -209,6 +222,8 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         self.state.changed.connect(self.collector.active)
         self.runner.outcome.connect(self.collector.active)
         name_widgets(self)  # every control and plot has an accessible name and description
+        self.wheel_guard = WheelGuard(self)
+        guard_wheel(self, self.wheel_guard)  # the wheel changes only a focused control
 
     # ------------------------------------------------------------------ construction
 
@@ -286,6 +301,7 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         self.readouts = StatusBarReadouts(self.statusBar())
         self.resize(*DEFAULT_SIZE)
         self.fit_to_screen()
+        self.screen_fit = ScreenFit(self)  # again once the window manager's frame is known
 
     def _install_animation(self) -> None:
         """Build the animation tab after the first paint: its import and construction cost
@@ -311,8 +327,8 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
             self._animation_stale = True
             self._follow_animation(Change.initial(self.state.value))
             # Its real-trace page is made when first shown: named then.
-            self.animation.modeChanged.connect(lambda *_: name_widgets(self.animation))
-        name_widgets(widget)
+            self.animation.modeChanged.connect(lambda *_: self._name_and_guard(self.animation))
+        self._name_and_guard(widget)
         # The Ring tab's plots in a turn of their own (built on its first show they would be
         # one 60 ms event), then the rooms' objects out of the garbage collector's walks.
         self._prepare_rooms()
@@ -320,8 +336,13 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
     def _build_ring_plots(self) -> None:
         if not self._closing:
             self.ring_panel.prepare()
-            name_widgets(self.ring_panel)
+            self._name_and_guard(self.ring_panel)
             freeze_long_lived()
+
+    def _name_and_guard(self, widget: QWidget) -> None:
+        """A room built after the window: its widgets named, its controls wheel-guarded."""
+        name_widgets(widget)
+        guard_wheel(widget, self.wheel_guard)
 
     def _animation_result(self, config: AttentionConfig, algorithm: str) -> RunResult | None:
         """The stored result of `config` for the animation's measured clock (None if none)."""
@@ -359,8 +380,9 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         self.state.changed.connect(self.plots.on_state)
         self.state.changed.connect(self._draw_shown)
         self.lesson.focusWanted.connect(self.show_view)
+        self.lesson.pointWanted.connect(self._lesson_point)
         self.lesson.dismissed.connect(lambda: self.settings.setValue("lesson/dismissed", True))
-        c.slider.sliderReleased.connect(self._point_settled)
+        c.slider.sliderReleased.connect(self.settle_texts)
         self.plots.modelDrawn.connect(self._model_drawn)
         r = self.runner
         r.backendReady.connect(self._on_backend_ready)
@@ -377,6 +399,7 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         r.sweepFinished.connect(self._on_sweep_finished)
         r.deviceInfo.connect(self.readouts.set_memory)
         self.sweep_button.clicked.connect(self.sweep)
+        self.controls.measure_here.clicked.connect(self.measure_here)
         self.run_status.cancelRequested.connect(self.cancel)
         self.tabs.currentChanged.connect(lambda *_: self._follow_animation(None))
 
@@ -399,6 +422,13 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
                 self.tabs.setCurrentWidget(self.animation)
             return
         self.tabs.setCurrentWidget(self.plots)
+
+    def _lesson_point(self, n: int) -> None:
+        """A lesson step's N: on a recording's scale, the first recorded N from it on."""
+        s = self.state.value
+        if s.seq_scale is not None:
+            n = next((m for m in s.scale if m >= n), s.scale[-1])
+        self.controls.set_seq_len(n)
 
     def open_lesson(self) -> None:
         """Help ▸ The lesson, step by step: the strip again, from its first step."""
@@ -471,24 +501,8 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         self.dark_action.blockSignals(False)
 
     def fit_to_screen(self) -> None:
-        """Keep the window on its screen's available area: a default or restored size larger
-        than a 1280×800 laptop's screen is shrunk to it (and moved inside it), never left to
-        hang off the edges."""
-        screen = self.screen() or QApplication.primaryScreen()
-        if screen is None:
-            return
-        area = screen.availableGeometry()
-        frame = self.frameGeometry()
-        extra_w = max(0, frame.width() - self.width())
-        extra_h = max(0, frame.height() - self.height())
-        w = min(self.width(), area.width() - extra_w)
-        h = min(self.height(), area.height() - extra_h)
-        if (w, h) != (self.width(), self.height()):
-            self.resize(w, h)
-        x = min(max(frame.x(), area.x()), area.right() - w - extra_w + 1)
-        y = min(max(frame.y(), area.y()), area.bottom() - h - extra_h + 1)
-        if (x, y) != (frame.x(), frame.y()):
-            self.move(x, y)
+        """Keep the window and its frame on its screen (app/window/screen_fit.py)."""
+        fit_to_screen(self)
 
     # ------------------------------------------------------------------ following the state
 
@@ -509,7 +523,7 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
             self._animation_stale = True
         if change.changed("backend"):
             self._sync_run_actions()
-        if change.changed("available"):
+        if change.changed("available", "backend"):
             self._default_lanes()
         if change.changed("all_series"):  # shown, not asked for again
             self.every_series_action.blockSignals(True)
@@ -546,17 +560,22 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         self.explain.follow(s, results)
         self.lesson.follow(s, results)
 
-    def _point_settled(self) -> None:
-        """The slider was let go: the texts of the point it rests on, now."""
+    def settle_texts(self) -> None:
+        """The texts of the point shown, now: the slider was let go, or a picture of the window
+        is about to be taken (the texts are made off the GUI thread after a pause)."""
+        self._follow_point()
         self.explain.flush()
         self.lesson.flush()
 
     def _default_lanes(self) -> None:
-        """The Tiles tab compares naive with the fastest fused kernel the backend has (the
-        readable kernel is there to be read, one pick away), until the user picks a lane."""
+        """The Tiles tab compares naive with the fastest fused kernel (app/state/default_view.py
+        `tiles_fused`; the readable kernel is there to be read, one pick away), until the user
+        picks a lane."""
         if self.animation is None or self.animation.lanes_chosen:
             return
-        self.animation.set_algorithms((NAIVE, fastest_fused(self.state.value.available)))
+        s = self.state.value
+        cpu = s.backend_name == "cpu"
+        self.animation.set_algorithms((NAIVE, tiles_fused(s.available, cpu)))
 
     def _follow_animation(self, change: Change | None) -> None:
         """The animation follows the config while its tab is shown, and the roofline GPU
@@ -580,7 +599,7 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
     # ------------------------------------------------------------------ settings, lifecycle
 
     def _restore_settings(self) -> None:
-        """Saved settings, each type-checked (app/window/settings.py): a damaged file costs a log
+        """Saved settings, each type-checked (app/kit/settings.py): a damaged file costs a log
         line per bad value, never the start."""
         s = self.settings
         self.controls.restore(s)

@@ -297,8 +297,8 @@ class Measuring:
                 self.readouts.set_last(result, self._last_figures(result))
             if not s.replay:
                 self._idle_text = f"Idle · {len(self.store)} results cached"
-            if result.oom:
-                self._note(job, f"{describe_result(result)}: {result.message}")
+            if result.oom:  # its why (needs X, Y free) is the last run's tooltip
+                self._note(job, describe_result(result))
         elif outcome.backend_lost:
             self._lost_job = job  # backendLost follows: it shows the banner, switches backends
         elif outcome.unavailable:
@@ -317,7 +317,14 @@ class Measuring:
             self.statusBar().showMessage(text, 8000)
         elif outcome.error_field:
             self.controls.show_error(outcome.error_field, outcome.error)
-        elif outcome.skipped:
+        elif outcome.skipped and outcome.too_long is not None:
+            if job.config == self.state.value.config:
+                self.notes.too_long(job.config, job.algorithm, *outcome.too_long)
+                self.run_status.set_text(self._status_text())
+            cpu = s.backend_name == "cpu"
+            hint = " — Backend ▸ recorded run shows large N measured on a GPU" if cpu else ""
+            self.statusBar().showMessage(outcome.error + hint, 8000)
+        elif outcome.skipped:  # a point the recording lacks
             self._note(job, outcome.error)
             self.statusBar().showMessage(outcome.error, 6000)
         elif outcome.error:

@@ -26,11 +26,14 @@ from PySide6.QtWidgets import (
 from gpu.config import AttentionConfig
 from gpu.results import DeviceInfo, RunResult
 
-from ..measure.explain import binds_text
+from ..kit.elided_label import ElidedLabel
+from ..kit.plain_text import PlainLabel, tooltip
 from ..state.current_point import AlgorithmFigures
-from ..state.units import fmt_bytes, fmt_ms
-from .elided_label import ElidedLabel
-from .plain_text import PlainLabel, tooltip
+from ..state.roof_words import binds_text
+from ..state.units import fmt_bytes, fmt_ms, fmt_seconds
+
+#: The status bar's last run before any on the backend in use.
+LAST_NONE = "last run: —"
 
 
 class RunStatus(QWidget):
@@ -55,7 +58,8 @@ class RunStatus(QWidget):
         self.progress.setObjectName("sweepProgress")
         self.progress.setFixedWidth(150)
         self.progress.setToolTip("Sweep progress: measurements done of those queued.")
-        _retain_size(self.progress)
+        # Hidden between sweeps, it leaves its width to the text (the row's height is fixed,
+        # so the plots below never move).
         self.progress.setVisible(False)
         row.addWidget(self.progress)
         self.cancel = QToolButton()
@@ -108,21 +112,48 @@ class ConfigNotes:
     def __init__(self) -> None:
         self.config: AttentionConfig | None = None
         self._notes: list[str] = []
+        #: Runs skipped as too long: algorithm -> (estimate, limit) seconds, said as one note.
+        self._too_long: dict[str, tuple[float, float]] = {}
 
     def add(self, config: AttentionConfig, text: str) -> None:
-        if config != self.config:
-            self.config, self._notes = config, []
+        self._about(config)
         if text not in self._notes:
             self._notes.append(text)
 
+    def too_long(
+        self, config: AttentionConfig, algorithm: str, estimate_s: float, limit_s: float
+    ) -> None:
+        """`algorithm` was not run for `config`: about `estimate_s`, past `limit_s`."""
+        self._about(config)
+        self._too_long[algorithm] = (estimate_s, limit_s)
+
+    def _about(self, config: AttentionConfig) -> None:
+        if config != self.config:
+            self.config, self._notes, self._too_long = config, [], {}
+
     def about(self, config: AttentionConfig) -> list[str]:
-        """The notes about `config` (none once another config was noted or shown)."""
-        return list(self._notes) if config == self.config else []
+        """The notes about `config` (none once another config was noted or shown): skipped
+        runs in one short note ('Not run, over 20 s here: naive ~1.7 min, tiled ~48 s'),
+        then the rest."""
+        if config != self.config:
+            return []
+        notes = list(self._notes)
+        if self._too_long:
+            limit = max(limit for _, limit in self._too_long.values())
+            runs = ", ".join(
+                f"{a} ~{fmt_seconds(t, digits=2)}" for a, (t, _) in self._too_long.items()
+            )
+            notes.insert(0, f"Not run, over {fmt_seconds(limit, digits=2)} here: {runs}")
+        return notes
 
     def follow(self, config: AttentionConfig) -> None:
         """The window shows `config` now: notes about any other are dropped."""
         if config != self.config:
-            self.config, self._notes = None, []
+            self.config, self._notes, self._too_long = None, [], {}
+
+    def clear(self) -> None:
+        """Another backend: what was noted (a refusal, an out-of-memory) was about the last."""
+        self.config, self._notes, self._too_long = None, [], {}
 
 
 def _retain_size(widget: QWidget) -> None:
@@ -264,8 +295,11 @@ class StatusBarReadouts:
         self.device.setObjectName("statusDevice")
         self.memory = ElidedLabel("memory: —", "Device memory free / total, after the last run.")
         self.memory.setObjectName("statusMemory")
-        self.last = ElidedLabel("last run: —", "The most recent measurement.")
+        self.last = ElidedLabel(LAST_NONE, "The most recent measurement.")
         self.last.setObjectName("statusLastRun")
+        # Normal, not permanent, widgets: a message (an export done, a run refused) shows
+        # across the whole bar for its few seconds, then the read-outs come back. As permanent
+        # widgets they filled the bar and left the message no room: it was never seen.
         for w, stretch, least in (
             (self.backend, 3, 120),
             (self.device, 2, 90),
@@ -273,7 +307,7 @@ class StatusBarReadouts:
             (self.last, 3, 120),
         ):
             w.setMinimumWidth(least)
-            bar.addPermanentWidget(w, stretch)
+            bar.addWidget(w, stretch)
 
     def set_backend(self, text: str) -> None:
         self.backend.setText(text)
@@ -288,6 +322,11 @@ class StatusBarReadouts:
         what = "RAM" if info.backend == "cpu" else "memory"
         free, total = fmt_bytes(info.memory_free_bytes), fmt_bytes(info.memory_total_bytes)
         self.memory.setText(f"{what} {free} free / {total}")
+
+    def clear_last(self) -> None:
+        """Another backend: the last run was the previous backend's."""
+        self.last.setText(LAST_NONE)
+        self.last.set_tip("The most recent measurement.")
 
     def set_last(self, result: RunResult, figures: AlgorithmFigures | None = None) -> None:
         """The most recent measurement, with the current point's figures of it where they
@@ -308,8 +347,9 @@ def describe_result(r: RunResult, figures: AlgorithmFigures | None = None) -> st
     if figures is None:
         return f"{head} {fmt_ms(r.total_ms)}, peak {fmt_bytes(r.peak_bytes)}{tag}"
     v = figures.verdict
+    binds = binds_text(v.ties, r.backend == "cpu")
     ms = figures.measured_ms.value if figures.measured_ms is not None else r.total_ms
     return (
         f"{head} {fmt_ms(ms)}, peak {fmt_bytes(figures.peak_bytes.value)}, "
-        f"DRAM {figures.dram_bytes.text()}, {v.bound}-bound: {binds_text(v.ties)}{tag}"
+        f"DRAM {figures.dram_bytes.text()}, {v.bound}-bound: {binds}{tag}"
     )

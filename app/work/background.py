@@ -440,12 +440,12 @@ def read_elsewhere(path: str) -> Any:
 
 
 def read_traces_elsewhere(path: str) -> tuple[Any, ...]:
-    """gpu.profiling.trace.load_traces with its reading and checking in the compute process
-    (gpu.profiling.trace_pieces): the traces' rows come back a piece (about a megabyte) per
+    """gpu.files.trace.load_traces with its reading and checking in the compute process
+    (gpu.files.trace_pieces): the traces' rows come back a piece (about a megabyte) per
     call and are decoded and built here, one short call at a time. Stoppable like
     `read_elsewhere`; where the compute process cannot run, the file is read here."""
-    from gpu.profiling import trace_pieces as pieces
-    from gpu.profiling.trace import load_traces
+    from gpu.files import trace_pieces as pieces
+    from gpu.files.trace import load_traces
 
     global _jobs_in_process
     with _pool_lock:

@@ -29,6 +29,8 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QTimer
 
+from ..state.units import fmt_seconds
+
 log = logging.getLogger(__name__)
 
 #: The window counts as at rest after this long without a change, a result or an export.
@@ -109,5 +111,7 @@ class IdleCollector(QObject):
         if len(self.collections) >= 100:
             del self.collections[:50]
         self.collections.append((seconds, found, full))
-        log.debug("collected %d objects at rest in %.1f ms (full: %s)", found, seconds * 1e3, full)
+        log.debug(
+            "collected %d objects at rest in %s (full: %s)", found, fmt_seconds(seconds), full
+        )
         return found

@@ -19,8 +19,13 @@ small run agree (app/state/settle.py): the first measurements would otherwise sh
 with the window's start-up work and come out several times the steady ones.
 
 On a CPU a large N can take hours, and nothing can interrupt NumPy, so the worker estimates each
-run from the throughput it has seen on this backend and skips (with a message saying so) runs
-that would exceed the time limit, instead of disappearing into one for an hour.
+run from the throughput this machine showed at the nearest N (app/state/run_estimate.py) and
+skips (with a message saying so) runs that would exceed the time limit, instead of
+disappearing into one for an hour.
+
+A backend that measures several algorithms together (`run_interleaved`: the NumPy backend's
+interleaved rounds) gets a request's algorithms for one config, or a sweep's for one N, as one
+group: load from elsewhere on the machine then slows them alike, and their comparison holds.
 
 Faults are outcomes, never exceptions on the GUI thread (the window decides what to show):
 - out of memory is a result (`oom`), also when a MemoryError escapes a backend;
@@ -38,28 +43,26 @@ Faults are outcomes, never exceptions on the GUI thread (the window decides what
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
-import functools
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from gpu.backends.backend import Backend, RunOptions, oom_result
+from gpu.algorithms import runs_pass
+from gpu.backends.backend import Backend, RunOptions
 from gpu.config import AttentionConfig, ConfigError
 from gpu.errors import RunCancelled, UnsupportedConfig
 from gpu.launch.cuda_kernels import KernelCompileError
-from gpu.model.costmodel import algorithm_cost, pass_useful_flops
-from gpu.results import RunResult
+from gpu.model.costmodel import algorithm_cost
 from gpu.units import fmt_seconds
 
 from ..state.recorded_run import NotRecorded
+from ..state.run_estimate import RunRates
 from ..state.runs import BackendFailure, BackendReady, Job, RunOutcome, backend_key
 from ..state.settle import BUDGET_S, SETTLE_CONFIG, Settling, settle
+from .run_failures import compile_summary, describe, oom_outcome_result, trim_heap
 
 BackendFactory = Callable[[], Backend]
 
@@ -92,9 +95,6 @@ REQUEST_SETTLE_S = 0.02
 
 #: The runner trims the heap once it has had no work for this long (see `trim_heap`).
 IDLE_TRIM_AFTER_S = 1.0
-
-#: A first guess at each backend's attention throughput (FLOP/s), until it has run once.
-PRIOR_FLOPS_PER_S = {"cpu": 8e9}
 
 
 class _Bridge(QObject):
@@ -154,7 +154,11 @@ class Runner(QObject):
         self._running_cancel = threading.Event()
         #: The running sweep job goes back to the front of the sweep queue when it stops.
         self._requeue_running = False
-        self._rates: dict[tuple[str, str], float] = {}
+        #: What this machine measured: the estimates that refuse too long a run.
+        self.rates = RunRates()
+        #: The jobs the worker runs now together (the first is `_running`).
+        self._running_group: list[Job] = []
+        self._requeue_at = 0  # where the next stopped sweep job of a group goes back
         #: (backend key, algorithm) -> why it is off for this session (a kernel that won't build)
         self._unavailable: dict[tuple[str, str], str] = {}
 
@@ -202,7 +206,8 @@ class Runner(QObject):
             self._drop_locked(live=True, sweep=False)
             running = self._running
             if self._still_wanted(running, config, algorithms, budget_bytes, profile):
-                algorithms = [a for a in algorithms if a != running.algorithm]  # running now
+                now = {j.algorithm for j in self._running_group}
+                algorithms = [a for a in algorithms if a not in now]  # running now
             else:
                 # Nothing stale may delay the newest point: an older request's run stops, and
                 # a sweep item in flight stops and waits for its turn again.
@@ -319,7 +324,7 @@ class Runner(QObject):
             and not self._running_cancel.is_set()
             and job.backend_generation == self._backend_generation
             and job.config == config
-            and job.algorithm in algorithms
+            and any(j.algorithm in algorithms for j in self._running_group)
             and job.budget_bytes == budget_bytes
             and (job.profile or not profile)
         )
@@ -383,10 +388,22 @@ class Runner(QObject):
                 spec, job = self._backend_spec, None
                 self._backend_spec = None
                 if spec is None:
-                    job = self._live.pop(0) if self._live else self._sweep.pop(0)
-                    self._running = job
+                    queue = self._live if self._live else self._sweep
+                    job = queue.pop(0)
+                    group = [job]
+                    pass_ = job.config.pass_
+                    if hasattr(backend, "run_interleaved") and runs_pass(job.algorithm, pass_):
+                        # Measured together: the point's algorithms written for its pass (one
+                        # that is not, the decode kernel on a prefill, is refused on its own).
+                        rest = []
+                        while queue and _same_point(queue[0], job):
+                            other = queue.pop(0)
+                            (group if runs_pass(other.algorithm, pass_) else rest).append(other)
+                        queue[:0] = rest
+                    self._running, self._running_group = job, group
                     self._running_cancel = threading.Event()
                     self._requeue_running = False
+                    self._requeue_at = 0
             if spec is not None:
                 backend, key, generation = self._create(spec) or (None, "", spec[0])
                 requested = spec[1]
@@ -395,13 +412,18 @@ class Runner(QObject):
                 continue
             assert job is not None
             if job.backend_generation != generation or backend is None:
-                self._finish(job, RunOutcome(job, key, error="no backend is ready", skipped=True))
+                for j in group:
+                    self._finish(j, RunOutcome(j, key, error="no backend is ready", skipped=True))
+                with self._cond:
+                    self._running, self._running_group = None, []
                 continue
             self._emit(self._bridge.started, job)
-            outcome = self._run(backend, key, job, self._running_cancel)
+            outcomes = self._run_group(backend, key, group, self._running_cancel)
             with self._cond:
-                self._running = None
-            self._finish(job, outcome)
+                self._running, self._running_group = None, []
+            for i, outcome in enumerate(outcomes):
+                self._finish(outcome.job, outcome, later=len(outcomes) - 1 - i)
+            outcome = next((o for o in outcomes if o.backend_lost), outcomes[-1])
             if outcome.backend_lost:
                 backend = None  # never touch it again: a CUDA error can poison the context
                 self._lose(generation, requested, outcome.error)
@@ -423,7 +445,8 @@ class Runner(QObject):
             self._emit(self._bridge.sweep_done, True)
         self._emit(self._bridge.lost, BackendFailure(generation, requested, message))
 
-    def _finish(self, job: Job, outcome: RunOutcome) -> None:
+    def _finish(self, job: Job, outcome: RunOutcome, later: int = 0) -> None:
+        """Hand `outcome` over; `later`: outcomes of its group still to come."""
         if not job.sweep:
             with self._cond:
                 stale = job.request_id != self._request_id
@@ -431,7 +454,7 @@ class Runner(QObject):
                 if stale and self._live and self._live[0].request_id == job.request_id:
                     self.stats.jobs_dropped += len(self._live)
                     self._live = []
-                more = sum(j.config == job.config for j in self._live)
+                more = later + sum(j.config == job.config for j in self._live)
             outcome = replace(outcome, stale=stale, more_to_come=more)
         self._emit(self._bridge.outcome, outcome)
         if job.sweep:
@@ -439,11 +462,12 @@ class Runner(QObject):
                 if self._sweep_total == 0:  # cancelled meanwhile
                     return
                 if outcome.cancelled and self._requeue_running:  # overtaken: its turn comes
-                    self._sweep.insert(0, job)
+                    self._sweep.insert(self._requeue_at, job)  # a group keeps its order
+                    self._requeue_at += 1
                     return
                 self._sweep_done += 1
                 done, total = self._sweep_done, self._sweep_total
-                finished = not self._sweep
+                finished = not self._sweep and later == 0  # a group ends with its last
                 if finished:
                     self._sweep_total = 0
             self._emit(self._bridge.progress, done, total)
@@ -458,7 +482,7 @@ class Runner(QObject):
             info = backend.device_info()
             algorithms = tuple(backend.algorithms())
         except Exception as exc:
-            self._emit(self._bridge.failed, BackendFailure(generation, requested, _describe(exc)))
+            self._emit(self._bridge.failed, BackendFailure(generation, requested, describe(exc)))
             return None
         key = backend_key(info)
         ready = BackendReady(
@@ -482,8 +506,11 @@ class Runner(QObject):
 
         options = RunOptions(warmup=0, repeats=1, cancel=stop)
 
+        # The algorithms of the small run's pass (the decode kernel has no forward).
+        algorithms = [a for a in backend.algorithms() if runs_pass(a, SETTLE_CONFIG.pass_)]
+
         def run_round() -> None:
-            for algorithm in backend.algorithms():
+            for algorithm in algorithms:
                 backend.run(SETTLE_CONFIG, algorithm, options)
 
         try:
@@ -493,71 +520,116 @@ class Runner(QObject):
         except Exception:  # a warm-up that fails says nothing the first measurement won't
             pass
 
-    def _run(self, backend: Backend, key: str, job: Job, cancel: threading.Event) -> RunOutcome:
+    def _run_group(
+        self, backend: Backend, key: str, group: list[Job], cancel: threading.Event
+    ) -> list[RunOutcome]:
+        """Measure the group's jobs (one config): those switched off or estimated past the
+        time limit are skipped with a message, the rest run together, in interleaved rounds
+        where there are several. One outcome per job, in the group's order."""
         name = getattr(backend, "name", "?")
+        options = replace(
+            self.options_for(name),
+            budget_bytes=group[0].budget_bytes,
+            profile=group[0].profile,
+            cancel=cancel.is_set,
+        )
+        screened = {id(job): self._screen(backend, name, key, job, options) for job in group}
+        runnable = [job for job in group if screened[id(job)] is None]
+        measured = {
+            id(j): o
+            for j, o in zip(runnable, self._measure(backend, key, runnable, options), strict=True)
+        }
+        return [screened[id(job)] or measured[id(job)] for job in group]
+
+    def _screen(
+        self, backend: Backend, name: str, key: str, job: Job, options: RunOptions
+    ) -> RunOutcome | None:
+        """Why `job` is not run (switched off this session, or too long by the estimate);
+        None when it runs."""
         with self._cond:
             off = self._unavailable.get((key, job.algorithm))
         if off is not None:
             return RunOutcome(job, key, error=off, skipped=True, unavailable=True)
-        options = replace(
-            self.options_for(name),
-            budget_bytes=job.budget_bytes,
-            profile=job.profile,
-            cancel=cancel.is_set,
-        )
         limit = self.sweep_time_limit_s if job.sweep else self.live_time_limit_s
         estimate = self._estimate_s(backend, name, key, job, options)
         # A run that cannot fit is refused (OOM) by the backend at once: let it say so, the
         # out-of-memory point is the lesson.
         too_slow = limit is not None and estimate is not None and estimate > limit
-        if too_slow and not self._cannot_fit(backend, job):
-            self.stats.skipped += 1
-            return RunOutcome(
-                job,
-                key,
-                skipped=True,
-                error=(
-                    f"{job.algorithm} at N={job.config.seq_len} not run: about "
-                    f"{fmt_seconds(estimate, digits=2)} on the {name} backend "
-                    f"(limit {fmt_seconds(limit, digits=2)})"
-                    + (" — a recorded GPU run shows large N" if name == "cpu" else "")
-                ),
+        if not too_slow or self._cannot_fit(backend, job):
+            return None
+        self.stats.skipped += 1
+        return RunOutcome(
+            job,
+            key,
+            skipped=True,
+            too_long=(estimate, limit),
+            error=(
+                f"{job.algorithm} N={job.config.seq_len} not run: about "
+                f"{fmt_seconds(estimate, digits=2)} here, limit {fmt_seconds(limit, digits=2)}"
+            ),
+        )
+
+    def _measure(
+        self, backend: Backend, key: str, jobs: list[Job], options: RunOptions
+    ) -> list[RunOutcome]:
+        """Run `jobs` (one config): alone, or together in interleaved rounds. A failure is
+        every job's outcome."""
+        if not jobs:
+            return []
+        name = getattr(backend, "name", "?")
+        config = jobs[0].config
+        self.stats.runs_started += len(jobs)
+        for job in jobs:
+            self.stats.by_algorithm[job.algorithm] = (
+                self.stats.by_algorithm.get(job.algorithm, 0) + 1
             )
-        self.stats.runs_started += 1
-        self.stats.by_algorithm[job.algorithm] = self.stats.by_algorithm.get(job.algorithm, 0) + 1
+
+        def each(**fields: object) -> list[RunOutcome]:
+            return [RunOutcome(job, key, **fields) for job in jobs]  # type: ignore[arg-type]
+
         t0 = time.perf_counter()
         try:
-            result = backend.run(job.config, job.algorithm, options)
+            if len(jobs) == 1:
+                results = [backend.run(config, jobs[0].algorithm, options)]
+            else:
+                together = backend.run_interleaved(  # type: ignore[attr-defined]
+                    config, [j.algorithm for j in jobs], options
+                )
+                results = [together[j.algorithm] for j in jobs]
         except ConfigError as exc:
-            return RunOutcome(job, key, error=str(exc), error_field=exc.field)
+            return each(error=str(exc), error_field=exc.field)
         except NotRecorded as exc:
-            return RunOutcome(job, key, error=str(exc), skipped=True)
+            return each(error=str(exc), skipped=True)
         except RunCancelled:  # asked for (a newer request, Esc): not a fault of the backend
-            self.stats.runs_cancelled += 1
-            return RunOutcome(job, key, error="cancelled", cancelled=True)
+            self.stats.runs_cancelled += len(jobs)
+            return each(error="cancelled", cancelled=True)
         except KernelCompileError as exc:
             reason = compile_summary(exc)
             with self._cond:
-                self._unavailable[(key, job.algorithm)] = reason
-            return RunOutcome(job, key, error=reason, details=exc.log or str(exc), unavailable=True)
+                for job in jobs:
+                    self._unavailable[(key, job.algorithm)] = reason
+            return each(error=reason, details=exc.log or str(exc), unavailable=True)
         except MemoryError as exc:  # CuPy's OutOfMemoryError is one; OOM is a result, always
-            return RunOutcome(job, key, result=_oom_result(job, name, backend, exc))
+            return [
+                RunOutcome(j, key, result=oom_outcome_result(j, name, backend, exc)) for j in jobs
+            ]
         except UnsupportedConfig as exc:  # a limit of this device or kernel, with its field
-            return RunOutcome(job, key, error=str(exc), error_field=exc.field, unsupported=True)
+            return each(error=str(exc), error_field=exc.field, unsupported=True)
         except ValueError as exc:  # any other refusal of this config by the backend
-            return RunOutcome(job, key, error=str(exc), error_field="algorithms", unsupported=True)
+            return each(error=str(exc), error_field="algorithms", unsupported=True)
         except Exception as exc:
             if name == "cuda":  # a CUDA error mid-run: stop trusting this backend
-                return RunOutcome(job, key, error=_describe(exc), backend_lost=True)
-            return RunOutcome(job, key, error=_describe(exc))
+                return each(error=describe(exc), backend_lost=True)
+            return each(error=describe(exc))
         finally:
-            self.stats.runs_finished += 1
-        seconds = time.perf_counter() - t0
-        # Learn the throughput from runs long enough to be representative (tiny N is overhead).
-        if result.total_ms and result.flops and not result.recorded and seconds >= 0.25:
-            runs = max(1, options.repeats) + options.warmup + 1
-            self._rates[(key, job.algorithm)] = result.flops * runs / seconds
-        return RunOutcome(job, key, result=result, seconds=seconds)
+            self.stats.runs_finished += len(jobs)
+        seconds = (time.perf_counter() - t0) / len(jobs)
+        for result in results:
+            self.rates.learn(key, result)
+        return [
+            RunOutcome(job, key, result=result, seconds=seconds)
+            for job, result in zip(jobs, results, strict=True)
+        ]
 
     def _cannot_fit(self, backend: Backend, job: Job) -> bool:
         try:
@@ -578,64 +650,24 @@ class Runner(QObject):
             seconds = own(job.config, options)
             if seconds is not None:
                 return seconds
-        rate = self._rates.get((key, job.algorithm), PRIOR_FLOPS_PER_S.get(name))
-        if not rate:
-            return None
-        runs = max(1, options.repeats) + options.warmup + 1  # + the traced (memory) run
-        return pass_useful_flops(job.config) * runs / rate
+        runs = max(1, options.repeats) + options.warmup + 1  # + the metered (memory) run
+        estimate = self.rates.estimate(key, name, job.config, job.algorithm, runs)
+        return None if estimate is None else estimate.seconds
 
     def _emit(self, signal, *args) -> None:  # type: ignore[no-untyped-def]
         with contextlib.suppress(RuntimeError):  # the bridge is gone: the app is closing
             signal.emit(*args)
 
 
-@functools.cache
-def _malloc_trim() -> Callable[[int], int] | None:
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc.malloc_trim  # glibc only
-    except (OSError, AttributeError):
-        return None
-
-
-def trim_heap() -> None:
-    """Give freed heap memory back to the OS (glibc; elsewhere a no-op).
-
-    Why: a CPU run frees its S and P (tens of MB), but once glibc's dynamic mmap threshold has
-    risen, such blocks come from and return to the heap, which keeps them. The runner trims after
-    each CPU run (outside its timing, ~0.3 ms), and, whatever the backend, once it has been idle
-    for IDLE_TRIM_AFTER_S: results, plots and Qt churn the heap too, and at GPU run rates their
-    retained free blocks made most of a slow RSS rise (docs/RELIABILITY.md). Never at once on
-    going idle: a trim holds the allocator's lock, which a busy GUI thread would wait for."""
-    trim = _malloc_trim()
-    if trim is not None:
-        with contextlib.suppress(Exception):
-            trim(0)
-
-
-def compile_summary(exc: KernelCompileError) -> str:
-    """One line for the banner: the file and NVRTC's first error (the whole log goes to
-    Details…)."""
-    lines = [ln.strip() for ln in (exc.log or "").splitlines() if ln.strip()]
-    first = next((ln for ln in lines if "error" in ln.lower()), lines[0] if lines else "")
-    name = getattr(exc.path, "name", str(exc.path))
-    return f"{name} failed to compile" + (f": {first}" if first else "")
-
-
-def _oom_result(job: Job, backend_name: str, backend: Backend, exc: BaseException) -> RunResult:
-    """An out-of-memory result for a MemoryError that escaped a backend."""
-    try:
-        device = backend.device_info().name
-    except Exception:
-        device = backend_name
-    return oom_result(job.config, job.algorithm, backend_name, device, exc)
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    if isinstance(exc, (ValueError, RuntimeError, LookupError, OSError, MemoryError)):
-        return f"{type(exc).__name__}: {text}" if not str(exc) else text
-    # Unexpected: keep the last frame so a bug report has somewhere to start.
-    tb = traceback.extract_tb(exc.__traceback__)
-    where = f" ({tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
-    return f"{type(exc).__name__}: {text}{where}"
+def _same_point(job: Job, first: Job) -> bool:
+    """Whether `job` measures the same point as `first` (one config, budget and request):
+    the two can run together."""
+    return (
+        job.config == first.config
+        and job.budget_bytes == first.budget_bytes
+        and job.profile == first.profile
+        and job.sweep == first.sweep
+        and job.request_id == first.request_id
+        and job.backend_generation == first.backend_generation
+        and job.algorithm != first.algorithm
+    )

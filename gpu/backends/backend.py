@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..algorithms import ALGORITHMS
 from ..config import FORWARD, PASS_KEY, PASS_LABELS, AttentionConfig
 from ..errors import BackendUnavailable, RunCancelled, UnsupportedConfig
 from ..model.costmodel import algorithm_cost
@@ -46,7 +47,7 @@ class RunOptions:
     #: between kernels and repeats); when it returns True the run stops with RunCancelled.
     #: A `threading.Event`'s `is_set` fits. It must be cheap and must not raise.
     cancel: CancelHook | None = None
-    #: Sample DRAM/L2 bytes and unit activity per kernel (CUDA, gpu.profiling.profiler). The timed
+    #: Sample DRAM/L2 bytes and unit activity per kernel (CUDA, gpu.counters.profiler). The timed
     #: runs stay unsampled; the counters come from separate launches after them.
     profile: bool = False
 
@@ -68,8 +69,9 @@ class Backend(Protocol):
 
     def passes(self, algorithm: str) -> tuple[str, ...]:
         """The passes (gpu.config.PASSES) this backend can run `algorithm` for: "forward"
-        always; "backward" and "step" where it has a backward for that algorithm. A run of
-        another pass raises UnsupportedConfig (`check_pass`), never a silent substitute."""
+        for every prefill kernel; "backward" and "step" where it has a backward for that
+        algorithm; "decode" for the decode kernels (naive's and split-KV). A run of another
+        pass raises UnsupportedConfig (`check_pass`), never a silent substitute."""
         ...
 
     def run(
@@ -84,17 +86,19 @@ class Backend(Protocol):
 
 def check_pass(backend: Backend, config: AttentionConfig, algorithm: str) -> None:
     """Raise UnsupportedConfig (field "pass") when `backend` has no `config.pass_` for
-    `algorithm`; the message names the algorithms that do have it."""
-    if config.pass_ == FORWARD or config.pass_ in backend.passes(algorithm):
+    `algorithm`; the message names the algorithms that do have it. Every prefill kernel has
+    the forward (a recording may hold only a training step's results: it then answers that
+    nothing was recorded); a decode kernel has the decode pass alone."""
+    info = ALGORITHMS.get(algorithm)
+    prefill = info is None or FORWARD in info.passes  # a peer (not ours) is a prefill kernel
+    if (config.pass_ == FORWARD and prefill) or config.pass_ in backend.passes(algorithm):
         return
     others = [a for a in backend.algorithms() if config.pass_ in backend.passes(a)]
     what = PASS_LABELS[config.pass_]
-    if others:
-        hint = f"the {what} runs {', '.join(others)} here"
-    else:
-        hint = f"this backend has no {what}; the {PASS_LABELS[FORWARD]} runs every algorithm"
+    hint = f"the {what} runs {', '.join(others)} here" if others else f"this backend has no {what}"
+    missing = "backward pass" if config.has_backward else f"{what} pass"
     raise UnsupportedConfig(
-        f"{algorithm} has no backward pass on the {backend.name} backend: {hint}",
+        f"{algorithm} has no {missing} on the {backend.name} backend: {hint}",
         field=PASS_KEY,
     )
 

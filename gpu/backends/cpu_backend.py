@@ -1,8 +1,9 @@
 """NumPy backend: the same two algorithms, exact, on the CPU, so Tilescope teaches on any laptop.
 
 Every pass runs: the inference forward, the backward (after a forward that saves what it
-needs: naive keeps P, tiled O and one logsumexp per row; gpu/backends/cpu_backward.py) and the
-training step (both, each kernel timed).
+needs: naive keeps P, tiled O and one logsumexp per row; gpu/backends/cpu_backward.py), the
+training step (both, each kernel timed) and the decode pass (naive and split-KV,
+gpu/backends/cpu_decode.py).
 
 - naive really allocates S and P (B·h·N² elements each, in the config dtype) and fills them in
   three passes, like the three CUDA kernels.
@@ -23,21 +24,23 @@ timed runs.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import platform
 import time
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import psutil
 
-from ..algorithms import NAIVE, TILED, tile_shape
-from ..config import PASSES, STEP, AttentionConfig, ceil_div
+from ..algorithms import ALGORITHMS, NAIVE, SPLIT_KV, TILED, tile_shape
+from ..config import STEP, AttentionConfig, ceil_div
 from ..files.schema import finite_result
-from ..model import cpu_roofs
 from ..model.costmodel import algorithm_cost
 from ..results import DeviceInfo, KernelTime, RunResult
 from ..units import fmt_bytes
-from . import cpu_backward
+from . import cpu_backward, cpu_decode, cpu_machine
 from .array_meter import measure_peak
 from .backend import CancelHook, RunOptions, check_cancel, check_pass
 from .numpy_dtypes import numpy_dtype
@@ -92,17 +95,21 @@ class CpuBackend:
             memory_total_bytes=int(vm.total),
             memory_free_bytes=int(vm.available),
             # This CPU's roofs: its SIMD rates, clock, and a bandwidth measured once per process.
-            details={"numpy": np.__version__, **cpu_roofs.device_details()},
+            details={"numpy": np.__version__, **cpu_machine.device_details()},
         )
 
     def algorithms(self) -> tuple[str, ...]:
-        return (NAIVE, TILED)
+        return (NAIVE, TILED, SPLIT_KV)
 
     def passes(self, algorithm: str) -> tuple[str, ...]:
-        return PASSES if algorithm in self.algorithms() else ()
+        """Every pass each algorithm is written for (gpu.algorithms)."""
+        return ALGORITHMS[algorithm].passes if algorithm in self.algorithms() else ()
 
     def footprint_bytes(self, config: AttentionConfig, algorithm: str) -> int:
         """Bytes a run will hold: the model's peak plus this backend's bounded temporaries."""
+        if config.is_decode:
+            temps = cpu_decode.decode_temp_bytes(config, algorithm)
+            return algorithm_cost(config, algorithm).peak_bytes + temps
         n, d = config.seq_len, config.head_dim
         rows = min(ROW_CHUNK, n)
         if algorithm == NAIVE:
@@ -118,89 +125,208 @@ class CpuBackend:
     def run(
         self, config: AttentionConfig, algorithm: str, options: RunOptions | None = None
     ) -> RunResult:
+        return self.run_interleaved(config, (algorithm,), options)[algorithm]
+
+    def run_interleaved(
+        self,
+        config: AttentionConfig,
+        algorithms: Sequence[str],
+        options: RunOptions | None = None,
+    ) -> dict[str, RunResult]:
+        """Measure `algorithms` on `config` in interleaved rounds: every round runs each one
+        once (in turn, the order reversed every other round), so whatever else the machine
+        does meanwhile slows them alike and a comparison of their times stays fair. Each
+        algorithm's kernels report the median of the rounds and their fastest and slowest
+        (the spread). Warm-up rounds come first; peak memory comes from one metered run of
+        each, apart from the timed ones. An algorithm that would not fit is an out-of-memory
+        result and sits the rounds out."""
         options = options or RunOptions()
-        if algorithm not in self.algorithms():
-            raise ValueError(
-                f"algorithm = {algorithm!r} is not available on the cpu backend: "
-                + ", ".join(self.algorithms())
-            )
-        check_pass(self, config, algorithm)
-        cost = algorithm_cost(config, algorithm)
-        base = dict(
-            config=config,
-            algorithm=algorithm,
-            backend=self.name,
-            device=_cpu_name(),
-            model_peak_bytes=cost.peak_bytes,
-            hbm_bytes=cost.hbm_bytes,
-            flops=cost.flops,
-        )
+        for algorithm in algorithms:
+            if algorithm not in self.algorithms():
+                raise ValueError(
+                    f"algorithm = {algorithm!r} is not available on the cpu backend: "
+                    + ", ".join(self.algorithms())
+                )
+            check_pass(self, config, algorithm)
+        results: dict[str, RunResult] = {}
+        runs: dict[str, _Prepared] = {}
+        inputs: tuple[np.ndarray, ...] | None = None
+        for algorithm in algorithms:
+            refused = self._refusal(config, algorithm, options)
+            if refused is not None:
+                results[algorithm] = refused
+                continue
+            if inputs is None:  # one set for all: the same Q, K, V (and dO) for each
+                inputs = _inputs(config, options.seed)
+            runs[algorithm] = _prepare(config, algorithm, inputs, options.cancel)
+        order = list(runs)
+        for _ in range(options.warmup):
+            for algorithm in order:
+                runs[algorithm].run()
+        for round_ in range(max(1, options.repeats)):
+            for algorithm in order if round_ % 2 == 0 else reversed(order):
+                runs[algorithm].time_once()
+        for algorithm, prepared in runs.items():
+            results[algorithm] = prepared.result(self.name, options)
+        return {a: results[a] for a in algorithms}
+
+    def _refusal(
+        self, config: AttentionConfig, algorithm: str, options: RunOptions
+    ) -> RunResult | None:
+        """An out-of-memory result when the run would not fit in free RAM or the budget."""
         need = self.footprint_bytes(config, algorithm)
         available = int(psutil.virtual_memory().available * RAM_HEADROOM)
         limit = min(available, options.budget_bytes or available)
-        if need > limit:
-            what = "the memory budget" if limit != available else "free RAM"
-            return RunResult(
-                **base,
-                oom=True,
-                message=(
-                    f"{algorithm} at N={config.seq_len} needs {fmt_bytes(need)} on the CPU; "
-                    f"{what} allows {fmt_bytes(limit)}"
-                ),
-            )
+        if need <= limit:
+            return None
+        what = "the memory budget" if limit != available else "free RAM"
+        return RunResult(
+            **_result_base(config, algorithm, self.name),
+            oom=True,
+            message=(
+                f"{algorithm} at N={config.seq_len} needs {fmt_bytes(need)} on the CPU; "
+                f"{what} allows {fmt_bytes(limit)}"
+            ),
+        )
 
-        q, k, v = random_inputs(config, options.seed)
-        inputs = [q, k, v]
-        cancel = options.cancel
-        if config.has_backward:
-            do = cpu_backward.random_grad_output(config, options.seed)
-            inputs.append(do)
 
-            def kernels(config, q, k, v, *, cancel):
-                return _training_kernels(config, algorithm, q, k, v, do, cancel=cancel)
-        else:
-            kernels = _naive_kernels if algorithm == NAIVE else _tiled_kernels
+@functools.cache
+def _blas_threads():  # type: ignore[no-untyped-def]
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:  # an install without it: BLAS keeps its own threads
+        return None
+    return ThreadpoolController()
+
+
+@contextlib.contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """The tiled path's matrix products on one core, like a GPU block on one SM. Its tiles are
+    small (a chunk of query rows by 64 keys): split over BLAS's threads they cost more in
+    hand-offs than they gain, and on a busy machine each product waited for a thread that was
+    not running (N = 1024 on a loaded 2-core machine: 1.07 s with two threads, 137 ms with
+    one). Naive's large products keep every thread."""
+    controller = _blas_threads()
+    if controller is None:
+        yield
+        return
+    with controller.limit(limits=1, user_api="blas"):
+        yield
+
+
+def _result_base(config: AttentionConfig, algorithm: str, backend: str) -> dict:
+    cost = algorithm_cost(config, algorithm)
+    return dict(
+        config=config,
+        algorithm=algorithm,
+        backend=backend,
+        device=_cpu_name(),
+        model_peak_bytes=cost.peak_bytes,
+        hbm_bytes=cost.hbm_bytes,
+        flops=cost.flops,
+    )
+
+
+def _inputs(config: AttentionConfig, seed: int) -> tuple[np.ndarray, ...]:
+    """Q, K, V (a decode step's new queries and its cache), and dO for a pass with a
+    backward."""
+    inputs_of = cpu_decode.random_decode_inputs if config.is_decode else random_inputs
+    q, k, v = inputs_of(config, seed)
+    if config.has_backward:
+        return q, k, v, cpu_backward.random_grad_output(config, seed)
+    return q, k, v
+
+
+class _Prepared:
+    """One algorithm of an interleaved measurement: its kernels on the shared inputs, its
+    metered peak and output (taken at once), and its timed samples as the rounds add them."""
+
+    def __init__(
+        self,
+        config: AttentionConfig,
+        algorithm: str,
+        inputs: tuple[np.ndarray, ...],
+        kernels,  # type: ignore[no-untyped-def]
+        cancel: CancelHook | None,
+    ) -> None:
+        self.config, self.algorithm, self.inputs = config, algorithm, inputs
+        self._kernels, self._cancel = kernels, cancel
+        self.times: dict[str, list[float]] = {}
         # One metered run for peak memory, apart from the timed runs.
-        peak, out = measure_peak(lambda: kernels(config, q, k, v, cancel=cancel)[0])
-        peak += sum(x.nbytes for x in inputs)  # the inputs are held throughout the run
-        times: dict[str, list[float]] = {}
-        for _ in range(options.warmup):
-            kernels(config, q, k, v, cancel=cancel)
-        for _ in range(max(1, options.repeats)):
-            _, spent = kernels(config, q, k, v, cancel=cancel)
-            for name, seconds in spent:
-                times.setdefault(name, []).append(max(seconds, CLOCK_RESOLUTION_S))
+        peak, self.out = measure_peak(lambda: self.run()[0])
+        self.peak = peak + sum(x.nbytes for x in inputs)  # the inputs are held throughout
+
+    def run(self):  # type: ignore[no-untyped-def]
+        q, k, v = self.inputs[:3]
+        if self.algorithm == NAIVE:
+            return self._kernels(self.config, q, k, v, cancel=self._cancel)
+        with one_blas_thread():
+            return self._kernels(self.config, q, k, v, cancel=self._cancel)
+
+    def time_once(self) -> None:
+        _, spent = self.run()
+        for name, seconds in spent:
+            self.times.setdefault(name, []).append(max(seconds, CLOCK_RESOLUTION_S))
+
+    def result(self, backend: str, options: RunOptions) -> RunResult:
+        config, out = self.config, self.out
         error = None
-        if options.check and config.has_backward:
-            error = _training_error(config, out, q, k, v, do)
-        elif options.check:
-            ref = reference_attention(q, k, v, config.causal)
+        if options.check and config.is_decode:
+            ref = cpu_decode.reference_decode(*self.inputs[:3], config)
             error = float(np.max(np.abs(out.astype(np.float64) - ref)))
+        elif options.check and config.has_backward:
+            error = _training_error(config, out, *self.inputs)
+        elif options.check:
+            ref = reference_attention(*self.inputs[:3], config.causal)
+            error = float(np.max(np.abs(out.astype(np.float64) - ref)))
+        base = _result_base(config, self.algorithm, backend)
         result = RunResult(
             **base,
-            # Each kernel's median with its fastest and slowest sample: the time plot's bars
-            # show how much the passes disagreed (other work on the cores meanwhile).
+            # Each kernel's median with its fastest and slowest round: the time plot's bars
+            # show how much the rounds disagreed (other work on the cores meanwhile).
             kernel_times=tuple(
-                KernelTime.from_samples(name, [t * 1e3 for t in ts]) for name, ts in times.items()
+                KernelTime.from_samples(name, [t * 1e3 for t in ts])
+                for name, ts in self.times.items()
             ),
-            peak_bytes=peak,
+            peak_bytes=self.peak,
             max_abs_error=error,
             repeats=max(1, options.repeats),
-            message=_peak_note(algorithm, peak, cost.peak_bytes),
+            message=_peak_note(config, self.algorithm, self.peak, base["model_peak_bytes"]),
         )
         return finite_result(result)  # JSON has no NaN: the largest float still disagrees
 
 
-def _peak_note(algorithm: str, peak: int, model: int) -> str:
+def _prepare(
+    config: AttentionConfig,
+    algorithm: str,
+    inputs: tuple[np.ndarray, ...],
+    cancel: CancelHook | None,
+) -> _Prepared:
+    if config.is_decode:
+        kernels = cpu_decode.naive_decode if algorithm == NAIVE else cpu_decode.split_decode
+    elif config.has_backward:
+        do = inputs[3]
+
+        def kernels(config, q, k, v, *, cancel):  # type: ignore[no-untyped-def]
+            return _training_kernels(config, algorithm, q, k, v, do, cancel=cancel)
+    else:
+        kernels = _naive_kernels if algorithm == NAIVE else _tiled_kernels
+    return _Prepared(config, algorithm, inputs, kernels, cancel)
+
+
+def _peak_note(config: AttentionConfig, algorithm: str, peak: int, model: int) -> str:
     """Why the measured peak exceeds the model's, for the UI to show beside the number."""
     extra = peak - model
     if extra <= 0:
         return ""
-    where = (
-        "fp32 tile buffers (on a GPU the tiles live in on-chip SRAM)"
-        if algorithm != NAIVE
-        else "fp32 row chunks of the N×N matrices and fp32 copies of K and V"
-    )
+    if algorithm == SPLIT_KV:
+        where = "fp32 copies of one key range and of one KV head's partials"
+    elif config.is_decode:
+        where = "fp32 copies of one KV head and of its group's scores"
+    elif algorithm != NAIVE:
+        where = "fp32 tile buffers (on a GPU the tiles live in on-chip SRAM)"
+    else:
+        where = "fp32 row chunks of the N×N matrices and fp32 copies of K and V"
     return (
         f"CPU peak is {fmt_bytes(extra)} above the model: {where}; "
         "NumPy has no fast fp16 matrix multiply"

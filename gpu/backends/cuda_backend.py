@@ -14,6 +14,9 @@
   bit-identical from run to run). The other algorithms have no backward here and refuse those
   passes. "backward" runs the forward once, untimed, and times the backward's kernels; "step"
   times the forward's and the backward's.
+- decode (gpu/backends/cuda_decode.py): naive's three kernels on q rows per head (cuBLAS +
+  our softmax, the scores really allocated), and split_kv, our fused split-KV kernel
+  (gpu/kernels/decode_split.cu).
 
 Times (`time_launches`, gpu/backends/launch_timing.py): CUDA events between the kernels of the
 sequence, run back to back in batches, by the policy of gpu/backends/timing.py (a first batch
@@ -39,7 +42,7 @@ error at any allocation becomes an `oom` result, every buffer goes back, and the
 is restored.
 
 Profile mode (`RunOptions.profile`): after the timing, each kernel of the run is launched again
-under CUPTI PM sampling (gpu/profiling/profiler.py, through `profile_launches`), each launch
+under CUPTI PM sampling (gpu/counters/profiler.py, through `profile_launches`), each launch
 after an L2 flush, and the result carries the counters (`RunResult.traffic`) beside the
 unsampled times. Where counters cannot be read, the result says why in its message and carries
 none."""
@@ -49,17 +52,24 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import cupy
 
-from ..algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
-from ..config import BACKWARD, FORWARD, PASSES, AttentionConfig
+from ..algorithms import ALGORITHMS, NAIVE, AlgorithmInfo
+from ..config import BACKWARD, FORWARD, STEP, AttentionConfig
 from ..errors import UnsupportedConfig
 from ..launch.cuda_kernels import device_attribute, smem_optin_bytes, storage_dtype
 from ..model import costmodel
 from ..results import DeviceInfo, KernelTime, KernelTraffic, RunResult
 from .backend import RunOptions, check_pass
 from .cuda_arrays import random_inputs
+from .cuda_decode import (
+    decode_launches,
+    decode_reference_bytes,
+    max_abs_decode_error,
+    random_decode_inputs,
+)
 from .cuda_reference import max_abs_error, max_abs_grad_error, reference_bytes, reference_grad_bytes
 from .launch_timing import (
     GateTimedOut,
@@ -121,11 +131,6 @@ class _PeakTracker:
 # The kernels of a run
 
 
-#: Algorithms with a backward pass on this backend (gpu/backends/naive_bwd.py,
-#: gpu/launch/flash_bwd.py).
-BACKWARD_ALGORITHMS = (NAIVE, TILED_MMA)
-
-
 def algorithm_launches(
     config: AttentionConfig, algorithm: str, arrays: dict[str, cupy.ndarray]
 ) -> list[tuple[str, Callable[[], None]]]:
@@ -136,7 +141,10 @@ def algorithm_launches(
     bwd_dK_gemm; fused: flash_bwd_preprocess, flash_bwd, flash_bwd_dq_convert, or with
     `config.deterministic` flash_bwd_dq in place of the conversion); for "backward" the
     backward's alone, after the forward has run here once (untimed) to save what they read.
-    The timing, the profiler and bench/ncu_driver.py all launch these."""
+    The timing, the profiler and bench/ncu_driver.py all launch these. A decode config's are
+    gpu/backends/cuda_decode.py's."""
+    if config.is_decode:
+        return decode_launches(config, algorithm, arrays)
     forward = _forward_launches(config, algorithm, arrays)
     if not config.has_backward:
         return forward
@@ -156,7 +164,7 @@ def _backward_launches(
 
         a["ds"] = a["s"]  # S is dead once P exists: dS takes its memory
         return naive_bwd.backward_launches(config, a)
-    if algorithm != TILED_MMA:
+    if not ALGORITHMS[algorithm].has_backward:
         raise UnsupportedConfig(f"{algorithm} has no backward pass on the cuda backend")
     from ..launch import flash_bwd
 
@@ -184,7 +192,7 @@ def _forward_launches(
             ("softmax", lambda: launch_softmax(a["s"], a["p"])),
             ("gemm_pv", lambda: gemm_pv(a["p"], a["v"], a["o"], config)),
         ]
-    impl = _flash_module(algorithm)
+    impl = flash_module(algorithm)
     stats_shape = (config.batch, config.heads, config.seq_len)
     a["m"] = cupy.empty(stats_shape, dtype=cupy.float32)
     a["l"] = cupy.empty(stats_shape, dtype=cupy.float32)
@@ -210,28 +218,26 @@ class _Buffers:
         self.arrays.clear()
 
 
-def _flash_module(algorithm: str):
-    if algorithm == TILED:
-        from ..launch import flash_readable
+def flash_module(algorithm: str) -> Any:
+    """The launcher of `algorithm`'s fused kernel (the registry's, gpu/algorithms.py)."""
+    info = ALGORITHMS.get(algorithm)
+    if info is None or info.launcher is None:
+        raise UnsupportedConfig(f"unknown algorithm {algorithm!r}", field="algorithm")
+    return info.launcher
 
-        return flash_readable
-    if algorithm == TILED_MMA:
-        try:
-            from ..launch import flash_mma
-        except ImportError as exc:
-            raise UnsupportedConfig(f"{TILED_MMA} is not available: {exc}") from None
-        return flash_mma
-    if algorithm == TILED_WGMMA:
-        try:
-            from ..launch import flash_wgmma
-        except ImportError as exc:
-            raise UnsupportedConfig(f"{TILED_WGMMA} is not available: {exc}") from None
-        return flash_wgmma
-    if algorithm == TILED_WS:
-        from ..launch import flash_ws
 
-        return flash_ws
-    raise UnsupportedConfig(f"unknown algorithm {algorithm!r}", field="algorithm")
+def _runs_here(info: AlgorithmInfo) -> bool:
+    """Whether `info`'s kernels run on this device: naive always; a fused kernel when its
+    launcher accepts a default config of a pass it is written for."""
+    if info.id == NAIVE:
+        return True
+    if info.launcher is None:
+        return False  # the ring runs through gpu/ring, not this backend
+    pass_ = FORWARD if FORWARD in info.passes else info.passes[0]
+    try:
+        return info.launcher.supports(AttentionConfig(pass_=pass_)) is None
+    except Exception:  # it cannot run here
+        return False
 
 
 class CudaBackend:
@@ -272,36 +278,21 @@ class CudaBackend:
         )
 
     def algorithms(self) -> tuple[str, ...]:
-        algos = [NAIVE, TILED]
-        try:
-            from ..launch import flash_mma
-
-            if flash_mma.supports(AttentionConfig()) is None:
-                algos.append(TILED_MMA)
-        except Exception:  # not written yet, or it cannot run here
-            pass
-        try:
-            from ..launch import flash_wgmma
-
-            if flash_wgmma.supports(AttentionConfig()) is None:  # sm_90 only
-                algos.append(TILED_WGMMA)
-        except Exception:
-            pass
-        try:
-            from ..launch import flash_ws
-
-            if flash_ws.supports(AttentionConfig()) is None:  # sm_90 only
-                algos.append(TILED_WS)
-        except Exception:
-            pass
-        return tuple(algos)
+        """Naive, and every registered kernel whose launcher runs here: the readable and
+        decode kernels always, a tensor-core kernel where this GPU has its instructions (a
+        Hopper kernel on sm_90 only), judged at the default config of the prefill it runs."""
+        return tuple(a for a, info in ALGORITHMS.items() if _runs_here(info))
 
     def passes(self, algorithm: str) -> tuple[str, ...]:
-        """Forward for every algorithm; backward and step for naive and tiled_mma, the ones
-        with backward kernels here."""
+        """The passes the algorithm is written for (gpu/algorithms.py), backward and step
+        only where backward kernels of ours follow its forward (`has_backward`: naive and
+        tiled_mma)."""
         if algorithm not in self.algorithms():
             return ()
-        return PASSES if algorithm in BACKWARD_ALGORITHMS else (FORWARD,)
+        info = ALGORITHMS[algorithm]
+        if info.has_backward:
+            return info.passes
+        return tuple(p for p in info.passes if p not in (BACKWARD, STEP))
 
     def _launch_gate(self) -> LaunchGate | None:
         """The gate for timed batches (made once; None after it has failed once)."""
@@ -319,17 +310,20 @@ class CudaBackend:
     ) -> RunResult:
         options = options or RunOptions()
         check_pass(self, config, algorithm)
-        if config.has_backward and algorithm == TILED_MMA:
+        if config.has_backward and algorithm != NAIVE:  # the fused backward (has_backward)
             from ..launch import flash_bwd
 
             reason = flash_bwd.supports(config)
             if reason is not None:
                 raise UnsupportedConfig.from_kernel(reason, config, flash_bwd)
         if algorithm != NAIVE:
-            reason = _flash_module(algorithm).supports(config)
+            reason = flash_module(algorithm).supports(config)
             if reason is not None:
                 raise UnsupportedConfig.from_kernel(
-                    reason, config, _flash_module(algorithm), tiles_from_config=algorithm == TILED
+                    reason,
+                    config,
+                    flash_module(algorithm),
+                    tiles_from_config=ALGORITHMS[algorithm].uses_config_tiles,
                 )
         cost = costmodel.algorithm_cost(config, algorithm, smem_optin_bytes())
         base = {
@@ -344,7 +338,8 @@ class CudaBackend:
         notes: list[str] = []
         if algorithm == NAIVE and config.has_backward:
             notes.append("dS is written into the memory of S, which is dead once P exists")
-        if algorithm == NAIVE and not softmax_plan(config).single_read:
+        rows = config.bh * config.new_tokens if config.is_decode else None
+        if algorithm == NAIVE and not softmax_plan(config, rows=rows).single_read:
             notes.append(
                 f"softmax rows of {config.seq_len * config.elem_bytes:,} B exceed shared memory "
                 f"({smem_optin_bytes():,} B): S is read twice (counted in hbm_bytes)"
@@ -451,7 +446,10 @@ class CudaBackend:
     ) -> list[tuple[str, Callable[[], None]]]:
         """Allocate the run's buffers and return its kernels as (name, launch) in order."""
         arrays = buffers.arrays
-        inputs = random_inputs(config, options.seed, 4 if config.has_backward else 3)
+        if config.is_decode:
+            inputs = random_decode_inputs(config, options.seed)
+        else:
+            inputs = random_inputs(config, options.seed, 4 if config.has_backward else 3)
         arrays.update(zip(("q", "k", "v", "do"), inputs, strict=False))
         del inputs
         # Give the generation temporaries back to the device: a cached block that a later,
@@ -465,7 +463,12 @@ class CudaBackend:
         for name in ("s", "p", "dp", "ds"):  # naive's big buffers are not needed by the check
             a.pop(name, None)
         self.pool.free_all_blocks()
-        need = reference_grad_bytes(config) if config.has_backward else reference_bytes(config)
+        if config.is_decode:
+            need = decode_reference_bytes(config)
+        elif config.has_backward:
+            need = reference_grad_bytes(config)
+        else:
+            need = reference_bytes(config)
         free, _ = cupy.cuda.runtime.memGetInfo()
         available = free + self.pool.total_bytes() - self.pool.used_bytes()
         limit = self.pool.get_limit()
@@ -477,6 +480,8 @@ class CudaBackend:
                 f"{available:,} B are free"
             )
         try:
+            if config.is_decode:
+                return max_abs_decode_error(a["q"], a["k"], a["v"], a["o"], config), ""
             if config.has_backward:
                 return max_abs_grad_error(a, config), ""
             return max_abs_error(a["q"], a["k"], a["v"], a["o"], config), ""

@@ -6,10 +6,28 @@ and the cost model never pay for it.
 
 from __future__ import annotations
 
+import glob
+import importlib.util
+import sys
+
 from ..errors import BackendUnavailable
 from .backend import Backend
 
 BACKEND_NAMES = ("auto", "cuda", "cpu")
+
+#: Device nodes an NVIDIA driver creates on Linux (/dev/dxg: a GPU shared into WSL).
+_LINUX_GPU_NODES = ("/dev/nvidia[0-9]*", "/dev/dxg")
+
+
+def cuda_possible() -> bool:
+    """False only where no CUDA device can exist: CuPy is not installed, or on Linux no NVIDIA
+    device node is present. A check of file names, no import (CuPy takes seconds to import),
+    so a window can ask it while it starts; True still needs `cuda_available` to confirm."""
+    if importlib.util.find_spec("cupy") is None:
+        return False
+    if sys.platform.startswith("linux"):
+        return any(glob.glob(pattern) for pattern in _LINUX_GPU_NODES)
+    return True
 
 
 def cuda_available() -> bool:

@@ -1,6 +1,6 @@
 """Timing and sampling a sequence of CUDA launches: CUDA events between the kernels, batches
 queued behind a launch gate (gpu/kernels/measure.cu) so the host's pauses never land inside a
-measurement, and each kernel's counters under CUPTI after an L2 flush (gpu/profiling/profiler.py).
+measurement, and each kernel's counters under CUPTI after an L2 flush (gpu/counters/profiler.py).
 
 The policy (warm-up, batch sizes, when to measure again) is gpu/backends/timing.py's; this
 module runs the batches it asks for.
@@ -15,8 +15,8 @@ from collections.abc import Callable
 import cupy
 import numpy as np
 
+from ..counters import profiler
 from ..launch.cuda_kernels import device_attribute, get_kernel
-from ..profiling import profiler
 from ..results import KernelTime, KernelTraffic
 from . import timing
 
@@ -180,7 +180,7 @@ def profile_launches(
     times: tuple[KernelTime, ...],
     synchronize: Callable[[], None] | None = None,
 ) -> tuple[tuple[KernelTraffic, ...], str]:
-    """Counters of each kernel of the sequence (gpu.profiling.profiler), or () and the reason why
+    """Counters of each kernel of the sequence (gpu.counters.profiler), or () and the reason why
     not. `times` (the unsampled timing) picks the sampling interval and how many launches to
     sample; `synchronize` waits for the launches (default: CuPy's current stream)."""
     device_id = cupy.cuda.Device().id

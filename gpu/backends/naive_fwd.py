@@ -13,12 +13,14 @@ from dataclasses import dataclass
 import cupy
 import numpy as np
 
+from ..algorithms import ALGORITHMS, NAIVE
 from ..config import AttentionConfig, ceil_div
 from ..launch.cuda_kernels import element_type, get_kernel, smem_optin_bytes
 from ..model import costmodel
 from .cublas_gemm import gemm
 
-SOFTMAX_SOURCE = "softmax.cu"
+#: The one kernel of ours in naive's forward: the registry's source of naive.
+SOFTMAX_SOURCE = ALGORITHMS[NAIVE].source
 #: Static shared memory of the softmax kernels (their 32-float reduction scratch) plus slack.
 SOFTMAX_STATIC_SMEM = costmodel.SOFTMAX_STATIC_SMEM
 #: Chunks (16-byte or single elements) each softmax thread handles, at least.
@@ -56,9 +58,12 @@ class SoftmaxPlan:
     single_read: bool
 
 
-def softmax_plan(config: AttentionConfig, smem_limit: int | None = None) -> SoftmaxPlan:
+def softmax_plan(
+    config: AttentionConfig, smem_limit: int | None = None, rows: int | None = None
+) -> SoftmaxPlan:
     """One block per row. A row that fits in shared memory is read once (smem kernel); a longer
-    one (fp16/bf16 N > ~116k, fp32 N > ~58k on Hopper) is read twice (two-pass kernel)."""
+    one (fp16/bf16 N > ~116k, fp32 N > ~58k on Hopper) is read twice (two-pass kernel).
+    `rows`: rows of N scores (default B·h·N; a decode step has B·h·q)."""
     n, eb = config.seq_len, config.elem_bytes
     limit = smem_optin_bytes() if smem_limit is None else smem_limit
     vec = 16 // eb if n % (16 // eb) == 0 else 1  # 16-byte accesses when rows stay aligned
@@ -69,28 +74,29 @@ def softmax_plan(config: AttentionConfig, smem_limit: int | None = None) -> Soft
         threads = min(1024, max(32, 1 << (threads - 1).bit_length()))
     else:
         threads = 1024
-    rows = config.bh * n
+    rows = config.bh * n if rows is None else rows
     name = "softmax_rows_smem" if single else "softmax_rows_twopass"
     return SoftmaxPlan(
         kernel_name=f"{name}<{element_type(config.dtype)}, {vec}>",
         vec=vec,
         threads=threads,
         grid=min(rows, (1 << 31) - 1),
-        shared_bytes=n * eb if single else 0,
+        shared_bytes=costmodel.softmax_row_smem_bytes(config, limit),
         single_read=single,
     )
 
 
 def softmax_launcher(
-    config: AttentionConfig, smem_limit: int | None = None
+    config: AttentionConfig, smem_limit: int | None = None, rows: int | None = None
 ) -> Callable[[cupy.ndarray, cupy.ndarray], None]:
     """A function p <- softmax(s) for this config, with its kernel compiled and set up now.
-    `smem_limit` overrides the device's limit (tests use it to force the two-pass kernel)."""
-    plan = softmax_plan(config, smem_limit)
+    `smem_limit` overrides the device's limit (tests use it to force the two-pass kernel);
+    `rows` as in `softmax_plan`."""
+    plan = softmax_plan(config, smem_limit, rows)
     kernel = get_kernel(SOFTMAX_SOURCE, plan.kernel_name)
     if plan.shared_bytes and kernel.max_dynamic_shared_size_bytes < plan.shared_bytes:
         kernel.max_dynamic_shared_size_bytes = plan.shared_bytes
-    rows = np.int64(config.bh * config.seq_len)
+    rows = np.int64(config.bh * config.seq_len if rows is None else rows)
     n = np.int32(config.seq_len)
     causal = np.int32(1 if config.causal else 0)
 

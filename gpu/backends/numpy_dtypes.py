@@ -2,9 +2,9 @@
 the CPU backend's forward and backward passes.
 
 ml_dtypes is imported only when a bf16 array is made: its import registers its types in one C
-call that holds the interpreter for more than a second (1.3 s on the 2-core machine), during
-which no other thread of the program runs (a window's GUI thread stalled at every start) and no
-signal is handled."""
+call that holds the interpreter for more than a second (1.9-3.1 s on the 2-core machine under
+load), during which no other thread of the program runs (a window's GUI thread stalled at every
+start) and no signal is handled."""
 
 from __future__ import annotations
 

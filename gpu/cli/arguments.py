@@ -10,7 +10,7 @@ import math
 import os
 
 from gpu.algorithms import ALGORITHMS
-from gpu.config import DTYPE_BYTES, FORWARD, PASSES, AttentionConfig
+from gpu.config import DECODE, DTYPE_BYTES, FORWARD, PASSES, AttentionConfig
 from gpu.errors import FileWriteError
 from gpu.files.fileio import MAX_READ_LABEL, check_writable
 from gpu.files.schema import MAX_SM_COUNT, MAX_TRACE_BLOCKS
@@ -128,7 +128,21 @@ def shape_args(p: argparse.ArgumentParser) -> None:
         choices=PASSES,
         default=FORWARD,
         help="forward (inference, the default), backward (the gradients, after an untimed "
-        "forward that saves what they need) or step (a training step: forward and backward)",
+        "forward that saves what they need), step (a training step: forward and backward) or "
+        "decode (--new-tokens query rows per head against a KV cache of N tokens)",
+    )
+    p.add_argument(
+        "--kv-heads",
+        type=int,
+        default=None,
+        help="with --pass decode: KV heads of the cache, a divisor of --heads (default: as many "
+        "as --heads, MHA; fewer is GQA, 1 is MQA)",
+    )
+    p.add_argument(
+        "--new-tokens",
+        type=int,
+        default=1,
+        help="with --pass decode: query rows per head, the tokens a step generates (1 to 8)",
     )
     p.add_argument(
         "--deterministic",
@@ -140,6 +154,7 @@ def shape_args(p: argparse.ArgumentParser) -> None:
 
 
 def layer_args(p: argparse.ArgumentParser) -> None:
+    from gpu.model.kv_fit import DECODE_MODELS, STORAGE_BYTES
     from gpu.model.layer_stack import LAYERS_MAX, PRESETS
 
     p.add_argument(
@@ -151,21 +166,40 @@ def layer_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--preset",
-        choices=tuple(PRESETS),
+        choices=(*PRESETS, *DECODE_MODELS),
         default=None,
-        help="a model's layers, heads and head dim: "
-        + "; ".join(f"{k} = {v.source}" for k, v in PRESETS.items()),
+        help="a model's layers, heads and head dim (with --pass decode its KV heads and "
+        "weights too, for what fits): "
+        + "; ".join(f"{k} = {v.source}" for k, v in {**PRESETS, **DECODE_MODELS}.items()),
+    )
+    p.add_argument(
+        "--weights",
+        choices=tuple(STORAGE_BYTES),
+        default="fp16",
+        help="with --pass decode and a --preset: the weights' storage for what fits",
+    )
+    p.add_argument(
+        "--kv-dtype",
+        choices=tuple(STORAGE_BYTES),
+        default=None,
+        help="with --pass decode and a --preset: the cache's storage for what fits (default: "
+        "--dtype)",
     )
 
 
 def config_for(args: argparse.Namespace, seq_len: int) -> AttentionConfig:
     preset = preset_of(args)
     deterministic = getattr(args, "deterministic", False)
-    if deterministic and args.pass_ == FORWARD:
+    if deterministic and args.pass_ in (FORWARD, DECODE):
         raise UsageError(
-            "--deterministic chooses how the backward sums dQ, and the forward pass has none: "
-            "add --pass backward or --pass step"
+            f"--deterministic chooses how the backward sums dQ, and the {args.pass_} pass has "
+            "none: add --pass backward or --pass step"
         )
+    kv_heads, new_tokens = getattr(args, "kv_heads", None), getattr(args, "new_tokens", 1)
+    if args.pass_ != DECODE and (kv_heads is not None or new_tokens != 1):
+        raise UsageError("--kv-heads and --new-tokens describe a decode step: add --pass decode")
+    if preset is not None and hasattr(preset, "kv_heads"):
+        kv_heads = preset.kv_heads
     return AttentionConfig(
         seq_len=seq_len,
         heads=preset.heads if preset else args.heads,
@@ -177,22 +211,40 @@ def config_for(args: argparse.Namespace, seq_len: int) -> AttentionConfig:
         block_n=args.block_n,
         pass_=args.pass_,
         deterministic=deterministic,
+        kv_heads=kv_heads,
+        new_tokens=new_tokens,
     )
 
 
 def preset_of(args: argparse.Namespace):
-    """The --preset's model (gpu.model.layer_stack.ModelPreset), None without one; it sets the heads
-    and head dim, so --heads or --head-dim beside it is refused rather than ignored."""
+    """The --preset's model, None without one: a training preset
+    (gpu.model.layer_stack.ModelPreset) for a training pass, a decode model
+    (gpu.model.kv_fit.DecodeModel) for --pass decode. It sets the heads and head dim (a decode
+    model its KV heads too), so --heads, --head-dim or --kv-heads beside it is refused rather
+    than ignored."""
     key = getattr(args, "preset", None)
     if key is None:
         return None
+    from gpu.model.kv_fit import DECODE_MODELS
     from gpu.model.layer_stack import PRESETS
 
-    if (args.heads, args.head_dim) != (12, 64):
+    if (args.heads, args.head_dim) != (12, 64) or getattr(args, "kv_heads", None) is not None:
         raise UsageError(
-            f"--preset {key} sets the heads and head dim: leave out --heads/--head-dim"
+            f"--preset {key} sets the heads and head dim: leave out --heads/--head-dim/--kv-heads"
         )
-    return PRESETS[key]
+    decode = args.pass_ == DECODE
+    if decode and key not in DECODE_MODELS:
+        raise UsageError(
+            f"--preset {key} is a training preset; with --pass decode choose one of "
+            + ", ".join(DECODE_MODELS)
+        )
+    if not decode and key not in PRESETS:
+        raise UsageError(
+            f"--preset {key} is a decode model: add --pass decode (training presets: "
+            + ", ".join(PRESETS)
+            + ")"
+        )
+    return DECODE_MODELS[key] if decode else PRESETS[key]
 
 
 def layer_count(args: argparse.Namespace) -> int:
@@ -200,6 +252,13 @@ def layer_count(args: argparse.Namespace) -> int:
     from gpu.model.layer_stack import check_layers
 
     preset = preset_of(args)
+    if args.pass_ == DECODE:
+        if args.layers is not None:
+            raise UsageError(
+                "--layers describes a training step; with --pass decode a --preset gives the "
+                "layers that what fits counts"
+            )
+        return 1
     layers = args.layers if args.layers is not None else (preset.layers if preset else 1)
     if (args.layers is not None or preset is not None) and args.pass_ == FORWARD:
         raise UsageError(

@@ -60,7 +60,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.seq is None:
         configs = [config_for(args, n) for n in DEFAULT_SEQ.get(backend.name, DEFAULT_SEQ["cuda"])]
         _check_ring_split(backend, configs)
-    algos = args.algo or list(backend.algorithms())
+    pass_ = configs[0].pass_
+    algos = args.algo or [a for a in backend.algorithms() if pass_ in backend.passes(a)]
     missing = [a for a in algos if a not in backend.algorithms()]
     if missing:
         raise UsageError(
@@ -82,6 +83,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
             "(flash_bwd_dq in place of the atomics and flash_bwd_dq_convert)",
             flush=True,
         )
+    # The NumPy backend measures a config's algorithms in interleaved rounds: load from
+    # elsewhere on the machine slows them alike (min–max shows how much).
+    interleaved = _interleaves(backend) and len(algos) > 1
+    if interleaved:
+        print(
+            f"# interleaved rounds: at each N every algorithm runs once per round, in turn; "
+            f"{args.warmup} warm-up and {args.repeats} timed rounds; min–max: the fastest and "
+            "the slowest round",
+            flush=True,
+        )
     print(table.header(), flush=True)
     runs_each = args.warmup + args.repeats + 1  # + the metered run
     jobs = [(cfg, algo) for cfg in configs for algo in algos]
@@ -90,6 +101,29 @@ def cmd_bench(args: argparse.Namespace) -> int:
     failed: list[str] = []
     skipped: list[str] = []
     broken: dict[str, str] = {}  # algorithm -> why it cannot run at all (a compile failure)
+    if interleaved:
+        try:
+            for cfg in configs:
+                progress.start(f"{', '.join(algos)} N={cfg.seq_len}", len(algos))
+                try:
+                    rows = backend.run_interleaved(cfg, algos, options).values()
+                except ValueError as exc:  # UnsupportedConfig: this config cannot run here
+                    rows = ()
+                    for algo in algos:
+                        progress.print(table.note(cfg.seq_len, algo, "SKIPPED", one_line(exc)))
+                        skipped.append(f"{algo} at N={cfg.seq_len}")
+                for r in rows:
+                    results.append(r)
+                    progress.print(table.row(r))
+                    if args.check and r.agrees is False:
+                        failed.append(
+                            f"{r.algorithm} at N={cfg.seq_len}: max abs error {r.max_abs_error:.3g}"
+                        )
+                for _ in algos:
+                    progress.advance(pass_useful_flops(cfg) * runs_each)
+        finally:
+            progress.close()
+        jobs = []
     try:
         for cfg, algo in jobs:
             exit_status.check()  # a signal ends the program here, with its status
@@ -151,6 +185,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print("tilescope: check incomplete, not run: " + "; ".join(skipped), file=sys.stderr)
         status = EXIT_CHECK_FAILED
     return status
+
+
+def _interleaves(backend) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the backend measures several algorithms in interleaved rounds (NumPy's)."""
+    return hasattr(backend, "run_interleaved")
 
 
 def _refuse_long_runs(
@@ -283,7 +322,7 @@ def _profile_available(args: argparse.Namespace, backend) -> bool:
         print(f"# --profile: measured traffic needs the cuda backend ({backend.name} here); "
               "the figures stay the model's", flush=True)  # fmt: skip
         return False
-    from gpu.profiling.profiler import unavailable_reason
+    from gpu.counters.profiler import unavailable_reason
 
     reason = unavailable_reason()
     if reason is not None:

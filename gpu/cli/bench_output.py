@@ -24,8 +24,8 @@ class BenchTable:
 
     def header(self) -> str:
         return (
-            f"{'N':>7} {'algorithm':<{self.algo_width}} {'total ms':>10} {self.unit:>9} "
-            f"{'peak':>10} {'model peak':>10} {'max err':>9}  kernels (ms)"
+            f"{'N':>7} {'algorithm':<{self.algo_width}} {'total ms':>10} {'min–max ms':>17} "
+            f"{self.unit:>9} {'peak':>10} {'model peak':>10} {'max err':>9}  kernels (ms)"
         )
 
     def row(self, r: Any) -> str:
@@ -38,13 +38,24 @@ class BenchTable:
         peak = "" if r.peak_bytes is None else fmt_bytes(r.peak_bytes)
         total = "" if r.total_ms is None else f"{r.total_ms:.3f}"
         return (
-            f"{n:>7} {algo:<{self.algo_width}} {total:>10} {rate:>9} {peak:>10} "
+            f"{n:>7} {algo:<{self.algo_width}} {total:>10} {spread_text(r):>17} {rate:>9} "
+            f"{peak:>10} "
             f"{fmt_bytes(r.model_peak_bytes):>10} {err:>9}  {kernels}"
             + ("" if r.ring is None else "  " + r.ring.summary())
         )
 
     def note(self, n: int, algo: str, word: str, text: str) -> str:
         return f"{n:>7} {algo:<{self.algo_width}} {word:>10} {text}"
+
+
+def spread_text(r: Any) -> str:
+    """'95.1–110.4': the total of each kernel's fastest and of its slowest timed sample (the
+    spread the median sits in); '' where the result kept no spread."""
+    lo = [k.min_ms for k in r.kernel_times]
+    hi = [k.max_ms for k in r.kernel_times]
+    if not lo or None in lo or None in hi:
+        return ""
+    return f"{sum(lo):.3f}–{sum(hi):.3f}"
 
 
 class Progress:
@@ -68,9 +79,12 @@ class Progress:
         self.done = 0
         self.runs = len(work)
 
-    def start(self, what: str) -> None:
+    def start(self, what: str, count: int = 1) -> None:
+        """Runs `done + 1` to `done + count` (interleaved runs go together) begin."""
         if self.bar is not None:
-            self.bar.set_description_str(f"run {self.done + 1}/{self.runs}: {what}")
+            first, last = self.done + 1, self.done + count
+            runs = f"run {first}" if count == 1 else f"runs {first}–{last}"
+            self.bar.set_description_str(f"{runs}/{self.runs}: {what}")
 
     def advance(self, amount: int) -> None:
         self.done += 1

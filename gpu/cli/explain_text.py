@@ -4,7 +4,7 @@ each roof's peak; then the naive/tiled byte ratios and the model's check against
 
 from __future__ import annotations
 
-from gpu.units import fmt_bytes, fmt_ms_column
+from gpu.units import fmt_bytes, fmt_ms_column, fmt_si
 
 
 def _roof_text(v) -> str:
@@ -12,10 +12,30 @@ def _roof_text(v) -> str:
     return "=".join(v.ties)
 
 
+#: Above this many measured XU lanes per exponential, the XU share is said to be the pipe's.
+XU_OCCUPANCY_NOTE = 1.1
+
+
+def xu_per_exponential(v) -> float | None:
+    """A kernel's (or a one-kernel algorithm's) measured XU lanes per exponential."""
+    kernels = getattr(v, "kernels", (v,))
+    return kernels[0].xu_per_exponential if len(kernels) == 1 else None
+
+
 def _shares_text(v) -> str:
-    """'xu 60%, tensor 59%, hbm 1%': the share of each roof's peak the kernel ran at."""
+    """'xu 60%, tensor 59%, hbm 1%': the share of each roof's peak the kernel ran at; an XU
+    share that counts more than the exponentials says so ('xu 5% (pipe: 2.8 XU lanes per
+    exponential)')."""
     shares = sorted(v.roof_share.items(), key=lambda kv: -kv[1])
-    return ", ".join(f"{name} {share:.0%}" for name, share in shares)
+    per = xu_per_exponential(v)
+    note = (
+        f" (pipe: {per:.1f} XU lanes per exponential)"
+        if per is not None and per > XU_OCCUPANCY_NOTE
+        else ""
+    )
+    return ", ".join(
+        f"{name} {share:.0%}" + (note if name == "xu" else "") for name, share in shares
+    )
 
 
 def _recompute_note(config) -> str:
@@ -25,12 +45,30 @@ def _recompute_note(config) -> str:
     return "; the fused backward's recompute of S not counted"
 
 
-def print_explanation(e, source: str | None) -> None:
-    print(f"{e.config.label()} on the {e.gpu.label} roofline")
+def print_roofs(e) -> None:
+    """The roofs a verdict is read against, and the clock the compute roofs are quoted at."""
     print("  roofs: " + "; ".join(r.label for r in e.roofs.values()))
     if e.gpu.clock_hz and e.gpu.kind == "gpu":
-        how = "measured" if e.gpu.clock_measured else "datasheet"
-        print(f"  clock: {e.gpu.clock_hz / 1e9:.3f} GHz, {how} ({e.gpu.clock_source})")
+        hz, source = fmt_si(e.gpu.clock_hz, "Hz", 4), e.gpu.clock_source
+        if e.gpu.clock_measured:
+            print(f"  clock: {hz}, measured ({source})")
+        else:
+            print(f"  clock: {hz}, not measured: {source}, a ceiling the clock does not "
+                  "hold under load")  # fmt: skip
+
+
+def print_explanation(e, source: str | None) -> None:
+    print(f"{e.config.label()} on the {e.gpu.label} roofline")
+    print_roofs(e)
+    print_verdicts(e)
+    print_ratios(e)
+    print_flop_note(e.config, source)
+
+
+def print_verdicts(e) -> None:
+    """One row per algorithm (and per kernel where it has several): DRAM bytes and their
+    source, useful FLOP per DRAM byte, the bound, the binding roof, the roofline and measured
+    times, each roof's share. `main.py model` prints the same rows."""
     kw = max([10] + [len(k.name) for a in e.algorithms for k in a.kernels])
     print(
         f"  {'algorithm':<14} {'kernel':<{kw}} {'DRAM bytes':>10} {'source':<8} "
@@ -52,6 +90,10 @@ def print_explanation(e, source: str | None) -> None:
                 f"{fmt_ms_column(v.roofline_ms):>11} {fmt_ms_column(v.measured_ms):>11}  "
                 f"{_shares_text(v)}"
             )
+
+
+def print_ratios(e) -> None:
+    """Naive's DRAM bytes over each fused kernel's, and the model's check against counters."""
     for pair, ratio in e.naive_ratios.items():
         measured = "" if ratio["measured"] is None else f"measured {ratio['measured']:,.0f}×, "
         if ratio.get("model_over_measured") is not None:
@@ -71,10 +113,19 @@ def print_explanation(e, source: str | None) -> None:
                 f"  model check, {a.algorithm}: the L2-aware model's {model} is {check:.2f}× "
                 f"the {fmt_bytes(a.bytes)} the counters measured"
             )
-    useful = {"forward": "4", "backward": "8", "step": "12"}[e.config.pass_]
+
+
+def print_flop_note(config, source: str | None) -> None:
+    """What FLOP/B counts and where the bytes come from."""
+    useful = {
+        "forward": "4·B·h·N²·d, halved when causal",
+        "backward": "8·B·h·N²·d, halved when causal",
+        "step": "12·B·h·N²·d, halved when causal",
+        "decode": "4·B·h·q·N·d: q new tokens against N cached",
+    }[config.pass_]
     print(
-        f"  FLOP/B: useful FLOPs ({useful}·B·h·N²·d, halved when causal"
-        + (_recompute_note(e.config) if e.config.has_backward else "")
+        f"  FLOP/B: useful FLOPs ({useful}"
+        + (_recompute_note(config) if config.has_backward else "")
         + ") per DRAM byte; source: "
         "measured (hardware counters"
         + (f" in {source})" if source else ")")

@@ -7,6 +7,7 @@ import argparse
 
 from gpu.backends.factory import BACKEND_NAMES
 from gpu.files.fileio import MAX_READ_LABEL
+from gpu.model.costmodel import DEFAULT_GPU, GPUS
 
 from .arguments import (
     LIMITS_EPILOG,
@@ -38,6 +39,16 @@ def build_parser() -> argparse.ArgumentParser:
     layer_args(model)
     model.add_argument("--json", action="store_true", help="print one JSON object")
     model.add_argument("--devices", type=int, default=None, help="add the ring model for P GPUs")
+    model.add_argument(
+        "--budget",
+        type=size_bytes,
+        default=None,
+        help="with --pass decode and a --preset: what fits in this memory budget too (e.g. 24GB)",
+    )
+    model.add_argument(
+        "--gpu", choices=tuple(GPUS), default=DEFAULT_GPU,
+        help=f"the roofs the verdicts are read on (default {DEFAULT_GPU})",
+    )  # fmt: skip
 
     bench = sub.add_parser(
         "bench",
@@ -111,8 +122,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_explain_parser(sub) -> None:
-    from gpu.model.costmodel import GPUS
-
     explain = sub.add_parser(
         "explain", help="memory- or compute-bound, per algorithm and kernel (hierarchical roofline)"
     )

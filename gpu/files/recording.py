@@ -18,7 +18,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import FileReadError, FileWriteError, RecordingError, SchemaError, printable
-from ..profiling.trace import Trace
 from ..results import DeviceInfo, RunResult
 from .fileio import atomic_write_text, decode_json_members, decode_member, read_bytes
 from .schema import (
@@ -32,6 +31,7 @@ from .schema import (
     finite_result,
     result_from_checked,
 )
+from .trace import Trace
 
 SCHEMA = RESULTS_SCHEMA
 
@@ -41,7 +41,7 @@ __all__ = ["SCHEMA", "Recording", "RecordingError", "load_recording", "save_reco
 @dataclass(frozen=True)
 class Recording:
     """A set of results measured on one device, with when and how they were made, and
-    optionally real execution traces (gpu/profiling/trace.py) recorded on that device. Files without
+    optionally real execution traces (gpu/files/trace.py) recorded on that device. Files without
     a "traces" list (written before traces existed) load with none."""
 
     device: DeviceInfo

@@ -15,9 +15,9 @@ optional field still opens. To check a new field of RunResult (gpu/results.py), 
 only the keys its dataclass has (`result_from_checked`), so a field can be added to the
 dataclass and here in either order (a test fails while a dataclass field is unchecked).
 
-For callers with parsed JSON (a session's parts): `check_config`, `check_device`,
-`check_result`, `check_results` check and build, raising SchemaError; `check(data, Doc, where)`
-checks against any document type. `finite_result` makes a result writable (no NaN).
+For callers with parsed JSON (a session's parts): `check_config` and `check_result` check and
+build, raising SchemaError; `check(data, Doc, where)` checks against any document type.
+`finite_result` makes a result writable (no NaN).
 
 Limits a file must respect (stated in messages and in `main.py bench --help`):
 `MAX_SM_COUNT` SMs, `MAX_TRACE_BLOCKS` blocks per trace, times up to `MAX_TRACE_NS` ns in a
@@ -43,6 +43,8 @@ from ..config import (
     HEAD_DIM_MIN,
     HEADS_MAX,
     HEADS_MIN,
+    NEW_TOKENS_MAX,
+    NEW_TOKENS_MIN,
     PASS_KEY,
     PASSES,
     SEQ_LEN_MAX,
@@ -53,7 +55,7 @@ from ..config import (
     ceil_div,
 )
 from ..errors import FileReadError, SchemaError
-from ..profiling import trace_phases
+from ..launch import trace_phases
 from ..results import STRIP_MAX_POINTS, DeviceInfo, KernelTime, KernelTraffic, RunResult
 from .fileio import RawArray, RawObject, decode_member
 from .read_stop import check_stop
@@ -189,6 +191,8 @@ class ConfigDoc(_Doc, forbid_unknown_fields=True):
         default=_config_default("pass_"), name=PASS_KEY
     )
     deterministic: bool = _config_default("deterministic")
+    kv_heads: Annotated[int, Meta(ge=HEADS_MIN, le=HEADS_MAX)] | None = None
+    new_tokens: Annotated[int, Meta(ge=NEW_TOKENS_MIN, le=NEW_TOKENS_MAX)] = 1
 
 
 class KernelTimeDoc(_Doc):
@@ -238,7 +242,7 @@ class KernelTrafficDoc(_Doc):
 
 
 class RingEventDoc(_Doc):
-    """gpu.ring.timeline.RingEvent: one interval of one device's compute or comm stream."""
+    """gpu.ring_timeline.RingEvent: one interval of one device's compute or comm stream."""
 
     device: Annotated[int, Meta(ge=0, lt=MAX_DEVICES)]
     step: Annotated[int, Meta(ge=0, lt=MAX_DEVICES)]
@@ -254,7 +258,7 @@ class RingEventDoc(_Doc):
 
 
 class RingDoc(_Doc):
-    """gpu.ring.timeline.RingMeasurement: how a ring run over P devices went."""
+    """gpu.ring_timeline.RingMeasurement: how a ring run over P devices went."""
 
     devices: Annotated[int, Meta(ge=1, le=MAX_DEVICES)]
     layout: Literal["contiguous", "zigzag"]
@@ -337,6 +341,7 @@ class DeviceDoc(_Doc):
 
 #: Device details that the program computes with (the rest are shown as text): their types.
 _NUMERIC_DETAILS: dict[str, Any] = {
+    "copy_bandwidth_bytes_s": Bandwidth,  # a device-to-device copy, read + write bytes per s
     "l2_peak_bandwidth_bytes_s": Bandwidth,
     "l2_read_bandwidth_bytes_s": Bandwidth,
     "smem_per_block_optin_bytes": Annotated[int, Meta(gt=0, le=MAX_SMEM_BYTES)],
@@ -361,7 +366,7 @@ RoleMarks = Annotated[
 
 
 class TraceDoc(_Doc):
-    """gpu.profiling.trace.Trace as `to_dict` writes it, with the rules a view relies on: every
+    """gpu.files.trace.Trace as `to_dict` writes it, with the rules a view relies on: every
     block on an SM the trace has, every phase code and kernel index naming an entry, every block
     with phases, block-level blocks starting with load_Q_i and holding only the kernels' phases,
     kernel-level records with no SM, tile indices inside the config's tiles.
@@ -638,23 +643,11 @@ def _config(doc: ConfigDoc, where: str, path: str) -> AttentionConfig:
         raise SchemaError(where, f"{path}.{exc.field}", str(exc)) from None
 
 
-def check_device(data: Any, where: str, path: str = "device") -> DeviceInfo:
-    """A DeviceInfo from parsed JSON, checked; SchemaError if bad."""
-    check(data, DeviceDoc, where, path)
-    return device_from_checked(data)
-
-
 def check_result(data: Any, where: str, path: str = "result") -> RunResult:
     """A RunResult from parsed JSON, checked; SchemaError if bad. Keys the document type does
     not know (a session's backend_key, say) are ignored."""
     check(data, ResultDoc, where, path)
     return result_from_checked(data)
-
-
-def check_results(data: Any, where: str, path: str = "results") -> tuple[RunResult, ...]:
-    """A list of results from parsed JSON, checked in one pass; SchemaError if any is bad."""
-    check(data, list[ResultDoc], where, path)
-    return tuple(result_from_checked(r) for r in data)
 
 
 def _known(data: dict[str, Any], cls: type) -> dict[str, Any]:

@@ -85,7 +85,8 @@
 //     wait P_{j-1} V_{j-1} (wait_group 0); free V_{j-1}'s stage; O *= alpha if the reference moved
 //     pack P_j to 16-bit pairs (the register A operand of the next P·V)
 // OVERLAP off: S_j, wait, softmax, P_j V_j, wait — one GEMM in flight at a time.
-// Ping-pong turns: consumer c waits on named barrier 1+c (256 threads: its own 128 arrive by
+// Ping-pong turns: consumer c waits on named barrier pingpong_turn_barrier(c) (hopper.cuh's
+// NamedBarrier::PingPongTurn0 + c; 256 threads: its own 128 arrive by
 // waiting, the previous consumer's 128 by `bar.arrive` after issuing its GEMMs); consumer 0
 // gets the first turn from itself, and takes the last pending turn at the end, so every barrier
 // is balanced when the block exits.
@@ -172,6 +173,12 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
     static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
     static_assert(BC == 64 || BC == 128 || BC == 192, "key tile 64, 128 or 192");
     static_assert(NCW == 2 || NCW == 3, "2 or 3 consumer warpgroups");
+    static_assert(static_cast<int>(NamedBarrier::PingPongTurn0) + NCW - 1 ==
+                      static_cast<int>(NCW == 2 ? NamedBarrier::PingPongTurn1
+                                                : NamedBarrier::PingPongTurn2),
+                  "one named ping-pong barrier per consumer warpgroup");
+    static_assert(static_cast<int>(NamedBarrier::PingPongTurn2) <= MAX_NAMED_BARRIER,
+                  "named barrier ids run 1..15");
     static_assert(NS >= 2, "at least double buffering");
     static_assert(PREG >= 24 && PREG % 8 == 0 && CREG >= PREG, "register split");
 
@@ -330,13 +337,13 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
     const int role = 1 + c;
     (void)role;
 
-    // Ping-pong turns on named barriers 1..NCW (256 threads each: this warpgroup and the one
-    // before it in the round).
+    // Ping-pong turns on named barriers PingPongTurn0.. (256 threads each: this warpgroup and
+    // the one before it in the round).
     auto my_turn = [&]() {
-        if constexpr (PINGPONG) named_bar_sync(1 + c, 256);
+        if constexpr (PINGPONG) named_bar_sync(pingpong_turn_barrier(c), 256);
     };
     auto pass_turn = [&]() {
-        if constexpr (PINGPONG) named_bar_arrive(1 + (c + 1) % NCW, 256);
+        if constexpr (PINGPONG) named_bar_arrive(pingpong_turn_barrier((c + 1) % NCW), 256);
     };
 
     // Free a stage: once this warp's wgmmas reading it are complete, one arrival per warp.
@@ -523,7 +530,7 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
         rows.init();
 #pragma unroll
         for (int i = 0; i < O_REGS; ++i) o_acc[i] = 0.f;
-        if (PINGPONG && c == 0) named_bar_arrive(1, 256);  // consumer 0 goes first
+        if (PINGPONG && c == 0) named_bar_arrive(pingpong_turn_barrier(0), 256);  // 0 goes first
 
         // Tile 0: S_0, then its softmax (nothing to overlap with yet; O is still 0).
         TRACE_MARK_IF(tracer, role_word(role, RolePhase::wait_K_j), 0);
@@ -563,7 +570,7 @@ flash_ws_fwd(const __grid_constant__ TmaMap tm_q, const __grid_constant__ TmaMap
         // STEP store_ml — m in natural-log units (m_run · ln 2), l as is.
         store_row_stats(M, L, (size_t)bh * N, warp_row0 + g, N, t, rows.m_run, rows.l_run);
         TRACE_MARK_IF(tracer, role_word(role, RolePhase::end), q_tile);
-        if (PINGPONG && c == 0) named_bar_sync(1, 256);  // the last turn passed to consumer 0
+        if (PINGPONG && c == 0) named_bar_sync(pingpong_turn_barrier(0), 256);  // the last turn
         kv_base += kv_tiles;
         if constexpr (!PERSIST) break;
     }

@@ -13,6 +13,7 @@
 //   mbar_*                          mbarrier init / arrive / expect_tx / wait (parity)
 //   tma_load_3d                     cp.async.bulk.tensor: one box HBM -> smem, completes on an mbarrier
 //   reg_alloc / reg_dealloc         setmaxnreg: move registers between warpgroup roles
+//   NamedBarrier                    every named barrier id a kernel uses, in one enum
 //   named_bar_sync / _arrive        bar.sync / bar.arrive on barriers 1..15 with a thread count
 //
 // With -DTILESCOPE_HANG_CHECK every mbarrier wait gives up after about two seconds and traps, so a
@@ -321,6 +322,22 @@ __device__ __forceinline__ void reg_dealloc() {
 template <int REGS>
 __device__ __forceinline__ void reg_alloc() {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS));
+}
+
+// Named barrier ids, all in one place so two uses can never share an id by accident (as
+// FlashAttention-3's named_barrier.hpp does). Barrier 0 is __syncthreads and is never named;
+// the hardware has 16, so ids run 1..MAX_NAMED_BARRIER.
+//   PingPongTurn0 + c   consumer warpgroup c's turn on the tensor cores (flash_ws.cu, PINGPONG;
+//                       c = 0..2, one id per consumer)
+enum class NamedBarrier : int {
+    PingPongTurn0 = 1,
+    PingPongTurn1 = 2,
+    PingPongTurn2 = 3,
+};
+constexpr int MAX_NAMED_BARRIER = 15;
+// The id of consumer warpgroup `c`'s ping-pong turn.
+__device__ __forceinline__ int pingpong_turn_barrier(int c) {
+    return static_cast<int>(NamedBarrier::PingPongTurn0) + c;
 }
 
 // Named barriers 1..15 (0 is __syncthreads): `sync` waits until `threads` threads have arrived

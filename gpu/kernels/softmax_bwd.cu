@@ -13,6 +13,14 @@
 // 32,768 for fp16/bf16 with 1024 threads); longer rows read their remaining chunks twice.
 // Masked (causal) entries have P = 0, so their dS is exactly 0 with no mask test.
 //
+// Precision: D is summed in fp32 from the very P and dP values this kernel reads, as stored.
+// FlashAttention gets the same D as rowsum(dO ∘ O) instead, since it keeps neither P nor dP;
+// here O was rounded from the stored P, so that D would not match the P that multiplies it
+// below, and dK comes out less exact with a causal mask. What rounding remains is naive
+// attention's own: S, P, dP and dS stored in the inputs' dtype, as torch stores them when it
+// computes attention in that dtype, and the gradients stay within twice torch's error
+// (tests/test_naive_backward_rounding.py models each rounding on the CPU).
+//
 // Layout: P, dP, dS are (rows, n) row-major, rows = B·h·N; one thread block per row.
 // VEC elements move as one access (16 bytes when n allows it); all math is fp32.
 

@@ -221,10 +221,3 @@ def get_kernel(source: str | Path, name: str, options: tuple[str, ...] = ()) -> 
     is_template = "<" in name
     module = load_module(source, (name,) if is_template else (), options)
     return module.get_function(name)
-
-
-def clear_cache() -> None:
-    """Forget compiled modules (CuPy's on-disk cache is kept)."""
-    with _lock:
-        _modules.clear()
-        _hashes.clear()

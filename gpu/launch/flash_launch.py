@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..config import AttentionConfig, ceil_div
+from ..units import fmt_bytes_binary
 from .cuda_kernels import device_limits, get_kernel
 
 #: The arrays every fused kernel reads and writes, in argument order.
@@ -257,8 +258,8 @@ class KernelSpec:
             need = self.default_launch(config.head_dim).smem_bytes
         if need > smem_optin:
             return (
-                f"{self.name} needs {need // 1024} KiB of shared memory per block, "
-                f"this GPU allows {smem_optin // 1024} KiB"
+                f"{self.name} needs {fmt_bytes_binary(need)} of shared memory per block, "
+                f"this GPU allows {fmt_bytes_binary(smem_optin)}"
             )
         return None
 

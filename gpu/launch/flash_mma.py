@@ -2,8 +2,8 @@
 
 The kernel is a C++ template (head dim, tile sizes, causal, dtype); each combination is compiled
 once by NVRTC (gpu/launch/flash_launch.py; CuPy caches the binary on disk too) and kept here. The
-tile sizes come from `algorithms.mma_tile_shape`, the same function the cost model and the
-schedule read, so the animation's tiles are the launch's tiles.
+tile sizes are `tile_shape`'s, which the cost model and the schedule read through the algorithm
+registry (gpu/algorithms.py), so the animation's tiles are the launch's tiles.
 
 Inputs q, k, v and the output o are C-contiguous (B, h, N, d) device arrays of 16-bit storage:
 `cupy.float16` for fp16; for bf16 any 2-byte dtype holding bf16 bit patterns (CuPy has no native
@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..algorithms import mma_tile_shape
 from ..config import AttentionConfig
 from . import flash_launch
 
@@ -51,6 +50,11 @@ class MmaLaunch:
         return 32 * self.warps
 
     @property
+    def align_bytes(self) -> int:
+        """No alignment slack: cp.async needs only 16-byte rows."""
+        return 0
+
+    @property
     def smem_bytes(self) -> int:
         """Q tile + two stages of K and V, 2-byte elements."""
         return (self.block_m + 4 * self.block_n) * self.head_dim * 2
@@ -62,9 +66,18 @@ class MmaLaunch:
         )
 
 
+def tile_shape(head_dim: int) -> tuple[int, int]:
+    """(query rows per block, keys per K/V tile): 128 query rows (8 warps × 16 rows), and 128
+    keys at d=64 or 64 at d=128, where two S tiles, O and Q in registers leave no room for more
+    (measurements in docs/KERNELS.md)."""
+    if head_dim <= 64:
+        return 128, 128
+    return 128, 64
+
+
 def default_launch(head_dim: int) -> MmaLaunch:
-    """The variant `flash_forward` uses for a head dim (tiles from `mma_tile_shape`)."""
-    block_m, block_n = mma_tile_shape(head_dim)
+    """The variant `flash_forward` uses for a head dim (tiles from `tile_shape`)."""
+    block_m, block_n = tile_shape(head_dim)
     # The pipelined kernel keeps two S tiles, O and Q in registers: 255 at d=64 (128×128) and
     # 250-252 at d=128 (128×64), so one 8-warp block per SM (docs/KERNELS.md has the variants).
     return MmaLaunch(head_dim, block_m, block_n, 1)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..algorithms import TILED, tile_shape
 from ..config import AttentionConfig, ceil_div
 from .cuda_kernels import element_type, get_kernel, smem_optin_bytes
 from .flash_launch import Prepared, run, set_max_dynamic_smem
@@ -28,9 +27,14 @@ def padded_head_dim(head_dim: int) -> int:
     return ceil_div(head_dim, HEAD_DIM_GRANULE) * HEAD_DIM_GRANULE
 
 
+def tile_shape(config: AttentionConfig) -> tuple[int, int]:
+    """(query rows per block, keys per step): the config's own `block_m` and `block_n`."""
+    return config.block_m, config.block_n
+
+
 def smem_bytes(config: AttentionConfig) -> int:
     """Dynamic shared memory of one block, the same sum as the carve-up in the kernel."""
-    bm, bn = tile_shape(config, TILED)
+    bm, bn = tile_shape(config)
     d = padded_head_dim(config.head_dim)
     floats = (
         bm * (d + 4)  # Q_i
@@ -69,7 +73,7 @@ def prepare(config: AttentionConfig, extra_options: tuple[str, ...] = ()) -> Pre
     reason = supports(config)
     if reason is not None:
         raise ValueError(reason)
-    bm, bn = tile_shape(config, TILED)
+    bm, bn = tile_shape(config)
     kernel = get_kernel(SOURCE, kernel_name(config), options=extra_options)
     shared = smem_bytes(config)
     set_max_dynamic_smem(kernel, shared)  # opt in beyond the default 48 KB

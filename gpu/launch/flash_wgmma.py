@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..algorithms import wgmma_tile_shape
 from ..config import AttentionConfig
 from . import flash_launch
 
@@ -51,9 +50,14 @@ class WgmmaLaunch:
         return THREADS
 
     @property
+    def align_bytes(self) -> int:
+        """Slack that lets the kernel align its tiles to 1024 B (wgmma's swizzled layout)."""
+        return 1024
+
+    @property
     def smem_bytes(self) -> int:
-        """1024 B alignment slack + Q tile + `stages` K and V tiles, 2-byte elements."""
-        return 1024 + (BLOCK_M + 2 * self.stages * self.block_n) * self.head_dim * 2
+        """Alignment slack + Q tile + `stages` K and V tiles, 2-byte elements."""
+        return self.align_bytes + (BLOCK_M + 2 * self.stages * self.block_n) * self.head_dim * 2
 
     def template_name(self, causal: bool, bf16: bool) -> str:
         return (
@@ -62,13 +66,21 @@ class WgmmaLaunch:
         )
 
 
+def tile_shape(head_dim: int) -> tuple[int, int]:
+    """(query rows per block, keys per K/V tile): 128 query rows (2 warpgroups × 64 rows) and
+    128 keys at both head dims (64-key tiles at d=128 avoid its 96 bytes of register spills but
+    measured up to 9% slower; docs/KERNELS.md)."""
+    _ = head_dim  # the same tiles at 64 and 128
+    return BLOCK_M, 128
+
+
 def default_launch(head_dim: int) -> WgmmaLaunch:
-    """The variant `flash_forward` uses (tiles from `wgmma_tile_shape`): 128-key tiles, a
+    """The variant `flash_forward` uses (tiles from `tile_shape`): 128-key tiles, a
     2-stage K/V ring, Q in registers. On an H200 this beat 3 stages (d=64, by 7-9%) and 64-key
     tiles (d=128, by up to 9%, once 0.5% slower; docs/KERNELS.md). Registers: 252 at d=64 (no
     spills), 255 at d=128 with 96 bytes of spills (two 64-register S tiles, a 64-register O,
     32 registers of P and 32 of Q)."""
-    _, block_n = wgmma_tile_shape(head_dim)
+    _, block_n = tile_shape(head_dim)
     return WgmmaLaunch(head_dim, block_n, 2, True)
 
 

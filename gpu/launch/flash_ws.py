@@ -24,10 +24,9 @@ import ctypes
 import functools
 from typing import Any
 
-from ..algorithms import WS_DEFAULTS
 from ..config import AttentionConfig, ceil_div
-from ..profiling.trace_phases import ROLE_PHASES, ROLE_STRIDE
 from . import flash_launch
+from .trace_phases import ROLE_PHASES, ROLE_STRIDE
 from .ws_variant import WsLaunch
 
 SOURCE = "flash_ws.cu"
@@ -47,9 +46,33 @@ L2_GROUP_BYTES = 40 * 2**20
 MAX_SMEM_BYTES = 227 * 1024
 
 
+#: Default variant per head dim, by its label (`gpu.launch.ws_variant.WsLaunch.label`: d, keys
+#: per K/V tile × ring stages, consumer warpgroups of 64 query rows, p = ping-pong / o =
+#: intra-warpgroup overlap, producer registers, -persist = persistent blocks). To switch, paste
+#: the winner's label from `bench/ws_check.py --candidates`. Measured on the H200 (fp16): d=64
+#: three consumers (493 TFLOP/s against 406 with two at N = 4096), d=128 ping-pong (594 against
+#: 547 without at N = 16384, docs/bench/h200_ws_check_d128_pingpong.txt); persistent blocks at
+#: both, which win most at short N (docs/bench/h200_ws_sustained.txt). Shared memory bounds the
+#: tiles: at d=256 a 128-row Q tile and two 64-key stages of K and V take 192 KiB of the
+#: 227 KiB, which leaves no room for the second Q buffer of a persistent block.
+WS_DEFAULTS: dict[int, str] = {
+    64: "d64-128x2-c3-po-r24-persist",
+    128: "d128-128x2-c2-po-r24-persist",
+    256: "d256-64x2-c2-po-r24",
+}
+
+
+def tile_shape(head_dim: int) -> tuple[int, int]:
+    """(query rows per block, keys per K/V tile) of the default variant: 64 query rows per
+    consumer warpgroup, and its key tile (head dims other than 64, 128 and 256 get the d=128
+    tiles, which the kernel refuses anyway)."""
+    launch = WsLaunch.from_label(WS_DEFAULTS.get(head_dim, WS_DEFAULTS[128]))
+    return launch.block_m, launch.block_n
+
+
 def default_launch(head_dim: int) -> WsLaunch:
-    """The variant `flash_forward` uses for a head dim (`algorithms.WS_DEFAULTS`, which the
-    cost model and the schedule read through `ws_tile_shape`)."""
+    """The variant `flash_forward` uses for a head dim (`WS_DEFAULTS`, which the cost model and
+    the schedule read through `tile_shape`)."""
     launch = WsLaunch.from_label(WS_DEFAULTS[head_dim])
     if launch.head_dim != head_dim:
         raise ValueError(f"WS_DEFAULTS[{head_dim}] names a d={launch.head_dim} variant")
@@ -297,7 +320,7 @@ def flash_forward(q: Any, k: Any, v: Any, o: Any, m: Any, l: Any, config: Attent
 
 TRACE_ROLES = ("producer", "consumer 0", "consumer 1", "consumer 2")
 #: code -> (name, what the kernel marks), read from trace.cuh's RolePhase
-#: (gpu/profiling/trace_phases.py).
+#: (gpu/launch/trace_phases.py).
 #: Producer: load_Q_i, load_K_j, load_V_j, end; consumers: all but load_K_j and load_V_j.
 TRACE_CODES: dict[int, tuple[str, str]] = {p.code: (p.name, p.what) for p in ROLE_PHASES}
 

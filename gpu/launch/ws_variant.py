@@ -1,10 +1,9 @@
 """A variant of the warp-specialized kernel (gpu/kernels/flash_ws.cu): its template parameters
 and the short label that names it.
 
-Plain Python, apart from the launcher (gpu/launch/flash_ws.py), so the tile bookkeeping
-(`algorithms.ws_tile_shape`, the cost model, the schedule, the animation) reads a variant
-without importing the launcher, and the launcher reads its defaults (`algorithms.WS_DEFAULTS`)
-without the two importing each other.
+Plain Python and device-free: the launcher (gpu/launch/flash_ws.py) names its default variants
+by label (`flash_ws.WS_DEFAULTS`), and the tile bookkeeping (the algorithm registry, the cost
+model, the schedule, the animation) reads them through it.
 """
 
 from __future__ import annotations

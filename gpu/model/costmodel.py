@@ -32,7 +32,7 @@ Three traffic figures per kernel, from low to high (`traffic_band`):
      being the rows of all resident blocks.
   5. Writes are compulsory in every model (each output is written once).
 
-Measured DRAM bytes (gpu.profiling.profiler) replace these estimates wherever a run was profiled.
+Measured DRAM bytes (gpu.counters.profiler) replace these estimates wherever a run was profiled.
 
 `flops` is the useful matmul work, 4·B·h·N²·d (half of it with a causal mask): the number
 TFLOP/s figures are quoted against. `executed_flops` is what the kernels really issue (naive
@@ -45,9 +45,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..algorithms import ALGORITHMS, NAIVE, NAIVE_GEMM_TILE, RING, TILED, tile_shape
+from ..algorithms import ALGORITHMS, EAGER, NAIVE, NAIVE_GEMM_TILE, RING, TILED, tile_shape
 from ..config import STAT_BYTES, AttentionConfig, ceil_div
 from .backward_cost import backward_kernels, compulsory_backward, l2_aware_backward, with_forward
+from .decode_cost import compulsory_decode, decode_cost
 from .gpus import (
     CPU,
     DEFAULT_GPU,
@@ -75,6 +76,7 @@ from .kernel_cost import (
     matrix_bytes,
     naive_peak_bytes,
     pass_useful_flops,
+    softmax_reads_s_once,
     stats_bytes,
     tile_rows,
     tiled_peak_bytes,
@@ -112,6 +114,7 @@ __all__ = [
     "pass_useful_flops",
     "resident_blocks_per_sm",
     "softmax_reads_s_once",
+    "softmax_row_smem_bytes",
     "stats_bytes",
     "tile_rows",
     "tiled_cost",
@@ -126,12 +129,14 @@ __all__ = [
 # The no-reuse model (the upper bound)
 
 
-def softmax_reads_s_once(config: AttentionConfig, smem_limit_bytes: int | None = None) -> bool:
-    """Whether a row of S fits in one block's shared memory (the one-read kernel); a longer row
-    (fp16/bf16 N > ~115k, fp32 N > ~58k on Hopper) goes through the two-pass kernel, which reads
-    it twice. The CUDA backend launches whichever this says."""
-    limit = DEFAULT_SMEM_OPTIN_BYTES if smem_limit_bytes is None else smem_limit_bytes
-    return config.seq_len * config.elem_bytes + SOFTMAX_STATIC_SMEM <= limit
+def softmax_row_smem_bytes(config: AttentionConfig, smem_limit_bytes: int | None = None) -> int:
+    """The shared memory naive's softmax stages a row of S in: the row in the input dtype,
+    n · sizeof(T) (softmax.cu's softmax_rows_smem), where it fits; none for the two-pass kernel,
+    which streams the row through registers twice. The launch, the schedule and the
+    animation's chip read this."""
+    if not softmax_reads_s_once(config, smem_limit_bytes):
+        return 0
+    return config.seq_len * config.elem_bytes
 
 
 def naive_cost(config: AttentionConfig, smem_limit_bytes: int | None = None) -> AlgorithmCost:
@@ -185,9 +190,11 @@ def tiled_cost(config: AttentionConfig, algorithm: str = TILED) -> AlgorithmCost
         flops += 4 * rows * kv_rows * d  # S_ij = Q_i K_jᵀ and O_i += P_ij V_j, tile by tile
         scores += rows * kv_rows
         tile_rows_visited += rows * kv_tiles
-    # One exponential per computed score; the readable kernel also takes one per row and key
-    # tile for the rescale factor (the tensor-core kernels rescale lazily, rarely).
-    exps = scores + (tile_rows_visited if algorithm == TILED else 0)
+    # One exponential per computed score; an eager rescale (the readable kernel) also takes
+    # one per row and key tile for the rescale factor (the tensor-core kernels rescale lazily,
+    # rarely).
+    info = ALGORITHMS.get(algorithm)
+    exps = scores + (tile_rows_visited if info is not None and info.rescale == EAGER else 0)
     kernel = KernelCost(
         "flash_fwd", bh * read, bh * written, bh * flops, bh * exps, matmul_unit(config, algorithm)
     )
@@ -202,7 +209,9 @@ def algorithm_cost(
     """The no-reuse model (module docstring); `smem_limit_bytes` is the device's opt-in shared
     memory per block (default: the H100/H200's), which decides naive's softmax kernel. A config
     whose pass is backward or step gets gpu.model.backward_cost's kernels (the step's after the
-    forward's) and the step's peak."""
+    forward's) and the step's peak; a decode config gpu.model.decode_cost's."""
+    if config.is_decode:
+        return decode_cost(config, algorithm, smem_limit_bytes)
     if config.has_backward:
         if algorithm == RING:
             raise KeyError("ring attention has no backward pass here")
@@ -228,6 +237,8 @@ def compulsory_cost(
 ) -> AlgorithmCost:
     """Every tensor read or written once (module docstring); FLOPs and exponentials as in the
     no-reuse model, since caching changes the bytes, not the work."""
+    if config.is_decode:
+        return compulsory_decode(config, algorithm, smem_limit_bytes)
     if config.has_backward:
         forward = compulsory_cost(config.forward(), algorithm, smem_limit_bytes)
         backward = compulsory_backward(config, algorithm, smem_limit_bytes)
@@ -256,7 +267,10 @@ def resident_blocks_per_sm(config: AttentionConfig, algorithm: str, gpu: GpuSpec
 def l2_aware_cost(
     config: AttentionConfig, algorithm: str, gpu: GpuSpec, smem_limit_bytes: int | None = None
 ) -> AlgorithmCost:
-    """The L2-aware estimate (assumptions in the module docstring)."""
+    """The L2-aware estimate (assumptions in the module docstring; decode's in
+    gpu.model.decode_cost: its compulsory figure)."""
+    if config.is_decode:
+        return compulsory_decode(config, algorithm, smem_limit_bytes, gpu)
     if config.has_backward:
         forward = l2_aware_cost(config.forward(), algorithm, gpu, smem_limit_bytes)
         backward = l2_aware_backward(config, algorithm, gpu, smem_limit_bytes)

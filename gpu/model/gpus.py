@@ -1,13 +1,16 @@
 """The GPUs the model runs on: each one's figures from its datasheet, with their sources.
 
 `GpuSpec` holds what a roofline and a memory wall are drawn from (memory, bandwidths, compute
-roofs per unit, shared memory, SMs, L2, clock); `GPUS` is the table the app offers, and
+roofs per unit, shared memory, SMs, L2, clock) and what an SM holds at once (its compute
+capability's occupancy limits, `sm_limits`); `GPUS` is the table the app offers, and
 `gpu_for_device_name` matches a CUDA device to it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+
+from ..launch.occupancy import ADA, AMPERE_A100, AMPERE_GA10X, HOPPER, TURING, SmLimits
 
 #: Compute units a kernel's matmul FLOPs run on (keys of `GpuSpec.compute_peaks`).
 TENSOR = "tensor"
@@ -55,6 +58,14 @@ class GpuSpec:
     150,109,880,320 B (150.1 GB), which `Device`/`DeviceInfo` carry apart. GiB appear only
     where named.
 
+    `memory_bytes` is the device's capacity, one rule everywhere: `main.py model`'s fits and
+    walls, `explain`'s, the app's budget line, its explain pane's walls, the Tiles tab and the
+    runs on "this device" all use it, for a live or a recorded GPU alike. The datasheet's
+    figure is the one every user of the part can cite and the one a shape-only model can know;
+    what a device reports differs by driver and ECC mode and is shown beside it, never used. It
+    also leaves room for the CUDA context: the H200 recordings had 149.56 GB free at their start,
+    above the 141 GB.
+
     Compute roofs are per-clock rates × `clock_hz` where the rate per clock is known
     (`*_per_clock_per_sm`; Hopper), else the datasheet's peak at its own clock. `clock_hz` is
     the datasheet's boost clock unless `clock_source` says the counters measured it
@@ -85,6 +96,14 @@ class GpuSpec:
     fp32_flops_per_clock_per_sm: float = 0.0  # 0: use fp32_flops
     kind: str = GPU
     bandwidth_source: str = ""
+    #: Compute capability and per-SM occupancy limits (threads, blocks, registers); None on a
+    #: CPU.
+    sm_limits: SmLimits | None = None
+
+    @property
+    def compute_capability(self) -> str:
+        """'9.0' ('' on a CPU)."""
+        return self.sm_limits.compute_capability if self.sm_limits is not None else ""
 
     @property
     def tensor_flops(self) -> float:
@@ -167,6 +186,7 @@ _HOPPER_SXM = {
     "tensor_flops_per_clock_per_sm": HOPPER_WGMMA_FLOPS_PER_CLOCK_PER_SM,
     "mma_sync_flops_per_clock_per_sm": HOPPER_MMA_SYNC_FLOPS_PER_CLOCK_PER_SM,
     "fp32_flops_per_clock_per_sm": HOPPER_FP32_FLOPS_PER_CLOCK_PER_SM,
+    "sm_limits": HOPPER,
 }
 
 GPUS: dict[str, GpuSpec] = {
@@ -230,6 +250,7 @@ GPUS: dict[str, GpuSpec] = {
             clock_hz=1.41e9,
             clock_source="A100 datasheet boost clock 1,410 MHz",
             l2_source="NVIDIA A100 whitepaper: 5,120 B/clock at 1,410 MHz",
+            sm_limits=AMPERE_A100,
         ),
         GpuSpec(
             "A100 SXM 80 GB",
@@ -245,6 +266,7 @@ GPUS: dict[str, GpuSpec] = {
             clock_hz=1.41e9,
             clock_source="A100 datasheet boost clock 1,410 MHz",
             l2_source="NVIDIA A100 whitepaper: 5,120 B/clock at 1,410 MHz",
+            sm_limits=AMPERE_A100,
         ),
         # NVIDIA Ada GPU architecture whitepaper (RTX 4090): 24 GB GDDR6X at 1,008 GB/s, FP16
         # Tensor with FP32 accumulate 165.2 TFLOPS dense, FP32 82.6 TFLOPS, boost 2,520 MHz,
@@ -262,6 +284,7 @@ GPUS: dict[str, GpuSpec] = {
             clock_hz=2.52e9,
             clock_source="Ada whitepaper boost clock 2,520 MHz",
             l2_source="size: NVIDIA Ada whitepaper; bandwidth not published",
+            sm_limits=ADA,
         ),
         # RTX 3060 12 GB: 360 GB/s (192-bit GDDR6 at 15 Gbps, NVIDIA spec page), 28 SMs at
         # 1.777 GHz boost, FP32 12.7 TFLOPS; GA10x whitepaper's GeForce rate of 512 dense FP16
@@ -280,6 +303,7 @@ GPUS: dict[str, GpuSpec] = {
             clock_hz=1.777e9,
             clock_source="NVIDIA spec page boost clock 1,777 MHz",
             l2_source="size: NVIDIA GA10x whitepaper; bandwidth not published",
+            sm_limits=AMPERE_GA10X,
         ),
         # NVIDIA T4 datasheet: 16 GB GDDR6, 320 GB/s, 65 TFLOPS mixed precision, 8.1 TFLOPS
         # FP32, boost 1,590 MHz; Turing whitepaper: 4 MB L2 (TU104); Turing tuning guide: 64 KB
@@ -297,6 +321,7 @@ GPUS: dict[str, GpuSpec] = {
             clock_hz=1.59e9,
             clock_source="T4 datasheet boost clock 1,590 MHz",
             l2_source="size: NVIDIA Turing whitepaper; bandwidth not published",
+            sm_limits=TURING,
         ),
     )
 }

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..algorithms import TILED
+from ..algorithms import ALGORITHMS, FP32_CORES
 from ..config import STAT_BYTES, AttentionConfig, ceil_div
 from .gpus import FP32, TENSOR, GpuSpec
 
@@ -120,9 +120,17 @@ def useful_flops(config: AttentionConfig) -> int:
     return full // 2 if config.causal else full
 
 
+def decode_useful_flops(config: AttentionConfig) -> int:
+    """4 · B · H_q · q · N · d: a decode step's Q Kᵀ and P V, 2 FLOPs per multiply-add."""
+    return 4 * config.bh * config.new_tokens * config.seq_len * config.head_dim
+
+
 def pass_useful_flops(config: AttentionConfig) -> int:
     """Useful FLOPs of the pass a config times: the forward's 4·B·h·N²·d, the backward's twice
-    that, a training step's both (three times the forward's); halved when causal."""
+    that, a training step's both (three times the forward's); halved when causal. A decode
+    step's are 4·B·h·q·N·d (q new tokens)."""
+    if config.is_decode:
+        return decode_useful_flops(config)
     forward = useful_flops(config.forward())
     return forward * {"forward": 1, "backward": 2, "step": 3}[config.pass_]
 
@@ -142,9 +150,11 @@ def tiled_peak_bytes(config: AttentionConfig) -> int:
 
 
 def matmul_unit(config: AttentionConfig, algorithm: str) -> str:
-    """The readable kernel multiplies on fp32 CUDA cores, as does cuBLAS for fp32 inputs; the
-    tensor-core kernels, and cuBLAS for fp16/bf16, on tensor cores."""
-    if algorithm == TILED or config.dtype == "fp32":
+    """The readable kernel multiplies on fp32 CUDA cores (the registry's `matmul`), as does
+    cuBLAS for fp32 inputs; the tensor-core kernels, and cuBLAS for fp16/bf16, on tensor
+    cores (a peer, not in the registry, counts as a tensor-core kernel)."""
+    info = ALGORITHMS.get(algorithm)
+    if (info is not None and info.matmul == FP32_CORES) or config.dtype == "fp32":
         return FP32
     return TENSOR
 
@@ -172,6 +182,14 @@ def kv_tiles_for_query_tile(config: AttentionConfig, block_m: int, block_n: int,
 #: Shared memory one block may opt in to on the default GPU (H100/H200: 227 KiB), used where no
 #: device is given to decide whether the softmax reads a row of S once or twice.
 DEFAULT_SMEM_OPTIN_BYTES = 232_448
+
+
+def softmax_reads_s_once(config: AttentionConfig, smem_limit_bytes: int | None = None) -> bool:
+    """Whether a row of S fits in one block's shared memory (the one-read kernel); a longer row
+    (fp16/bf16 N > ~115k, fp32 N > ~58k on Hopper) goes through the two-pass kernel, which reads
+    it twice. The CUDA backend launches whichever this says."""
+    limit = DEFAULT_SMEM_OPTIN_BYTES if smem_limit_bytes is None else smem_limit_bytes
+    return config.seq_len * config.elem_bytes + SOFTMAX_STATIC_SMEM <= limit
 
 
 def cached_reads(

@@ -21,6 +21,10 @@ what TFLOP/s figures count) per DRAM byte, `executed_intensity` = executed FLOPs
 (what the hardware issued; higher under a causal mask). Points sit at measured intensity where
 the run was profiled, at model intensity otherwise, and `bytes_source` says which.
 
+One clock per recording: its compute roofs are quoted at the median clock of every kernel its
+counters sampled (`device_gpu` with the recording's results), whichever N is judged, in the app
+replaying it and in `main.py explain --open` alike; without counters, at the GPU's boost clock.
+
 Everything here is plain Python: the CLI (`main.py explain`) and the app's views use it alike.
 """
 
@@ -32,11 +36,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..algorithms import ALGORITHMS, NAIVE, TILED_MMA
+from ..algorithms import ALGORITHMS, MMA_SYNC, NAIVE
 from ..config import AttentionConfig
 from ..results import DeviceInfo, KernelTraffic, RunResult
+from ..units import fmt_rate, fmt_si
 from . import costmodel
 from .costmodel import CPU, FP32, SUBPARTITIONS_PER_SM, TENSOR, GpuSpec, KernelCost, TrafficBand
+from .decode_cost import compulsory_decode
 
 HBM, L2, XU = "hbm", "l2", "xu"
 #: The tensor cores through the warp-level mma.sync (its own, slower, rate on Hopper).
@@ -52,9 +58,10 @@ MEMORY_ROOFS = (HBM, DRAM, L2)
 WARP = 32
 #: Two roofs whose times differ by less than this share of the longer are a tie.
 TIE = 0.05
-#: Algorithms whose matmuls are mma.sync (the rest of the tensor-core kernels, and cuBLAS on
-#: Hopper, use wgmma: the counters show it, gpu/model/costmodel.py).
-MMA_SYNC_ALGORITHMS = frozenset({TILED_MMA, "sdpa_flash"})
+#: Peers (recorded beside ours, not in the registry) whose matmuls are mma.sync: PyTorch's
+#: FlashAttention-2. Our algorithms say theirs in the registry (`AlgorithmInfo.matmul`); the
+#: rest, and cuBLAS on Hopper, use wgmma: the counters show it, gpu/model/costmodel.py.
+MMA_SYNC_PEERS = frozenset({"sdpa_flash"})
 #: Kernels of those algorithms that run on wgmma where the GPU has it (Hopper): the fused
 #: backward's main kernel, whose Hopper build (gpu/kernels/flash_bwd_wgmma.cu) replaces the
 #: mma.sync one there. Its deterministic dQ pass stays mma.sync.
@@ -73,6 +80,9 @@ class Roof:
     #: A nominal peak (a counter's own ceiling), not a rate anything was measured at.
     nominal: bool = False
     unit: str = ""  # "B/s", "FLOP/s", "exp/s"
+    #: A rate per clock × SMs × the GPU's clock (measured, or the boost clock's ceiling), not a
+    #: figure a datasheet prints.
+    per_clock: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -83,20 +93,8 @@ class Roof:
             "label": self.label,
             "source": self.source,
             "nominal": self.nominal,
+            "per_clock": self.per_clock,
         }
-
-
-def _tflops(x: float) -> str:
-    return f"{x / 1e12:.0f}" if x >= 100e12 else f"{x / 1e12:.3g}"
-
-
-def _rate(x: float, unit: str) -> str:
-    """'4.80 TB/s', '12.3 GB/s', '899 TFLOP/s', '45.1 GFLOP/s'."""
-    for prefix, size in (("T", 1e12), ("G", 1e9), ("M", 1e6)):
-        if x >= size:
-            v = x / size
-            return f"{v:.0f} {prefix}{unit}" if v >= 100 else f"{v:.3g} {prefix}{unit}"
-    return f"{x:.3g} {unit}"
 
 
 @functools.lru_cache(maxsize=64)
@@ -106,56 +104,77 @@ def roofs(gpu: GpuSpec) -> dict[str, Roof]:
 
     GPU: HBM, L2, the tensor cores through wgmma (TENSOR) and through mma.sync (MMA, where its
     rate differs), the fp32 CUDA cores and the exponential unit, the compute roofs at
-    `gpu.clock_hz` (the counters' measured clock, or the datasheet's boost clock; the label
-    says which). CPU: main memory (DRAM) and fp32 SIMD (gpu/model/cpu_roofs.py)."""
-    clock = f"{gpu.clock_hz / 1e9:.2f} GHz" if gpu.clock_hz else ""
+    `gpu.clock_hz` (the counters' measured clock, or the boost clock, a ceiling the clock does
+    not hold under load; the source says which, and `per_clock` marks them). CPU: main memory
+    (DRAM) and fp32 SIMD (gpu/model/cpu_roofs.py)."""
+    clock = fmt_si(gpu.clock_hz, "Hz") if gpu.clock_hz else ""
     how = "measured clock" if gpu.clock_measured else "boost clock"
     at = f" at the {how} {clock} ({gpu.clock_source})" if clock and gpu.clock_source else ""
     bw = gpu.bandwidth_bytes_s
     if gpu.kind == CPU:
         return {
-            DRAM: Roof(DRAM, MEMORY, bw, f"memory {_rate(bw, 'B/s')}", gpu.bandwidth_source,
+            DRAM: Roof(DRAM, MEMORY, bw, f"memory {fmt_rate(bw, 'B/s')}", gpu.bandwidth_source,
                        unit="B/s"),
             FP32: Roof(FP32, COMPUTE, gpu.fp32_peak_flops,
-                       f"fp32 SIMD {_rate(gpu.fp32_peak_flops, 'FLOP/s')}", gpu.source,
+                       f"fp32 SIMD {fmt_rate(gpu.fp32_peak_flops, 'FLOP/s')}", gpu.source,
                        unit="FLOP/s"),
         }  # fmt: skip
-    out = {HBM: Roof(HBM, MEMORY, bw, f"HBM {bw / 1e12:.2f} TB/s", gpu.source, unit="B/s")}
-    if gpu.tensor_flops_per_clock_per_sm and gpu.clock_hz:
-        source = f"{gpu.tensor_flops_per_clock_per_sm:,.0f} FLOP/clk/SM × {gpu.sms} SMs{at}"
-        label = f"tensor cores (wgmma) {_tflops(gpu.tensor_flops)} TFLOP/s"
+    out = {HBM: Roof(HBM, MEMORY, bw, f"HBM {fmt_rate(bw, 'B/s')}", gpu.source, unit="B/s")}
+    per_clock = bool(gpu.tensor_flops_per_clock_per_sm and gpu.clock_hz)
+    if per_clock:
+        rate = gpu.tensor_flops_per_clock_per_sm
+        # The datasheet's dense figure is the same rate at a lower clock: say which, so the
+        # boost clock's ceiling is never taken for the published figure.
+        printed = gpu.fp16_tensor_flops
+        source = (
+            f"{rate:,.0f} FLOP/clk/SM × {gpu.sms} SMs{at}; the datasheet's dense fp16 "
+            f"{fmt_si(printed, 'FLOP/s', 4)} is this rate at "
+            f"{fmt_si(printed / (rate * gpu.sms), 'Hz')}"
+        )
+        label = f"tensor cores (wgmma) {fmt_rate(gpu.tensor_flops, 'FLOP/s')}"
     else:
-        source, label = gpu.source, f"tensor cores {_tflops(gpu.tensor_flops)} TFLOP/s"
-    out[TENSOR] = Roof(TENSOR, COMPUTE, gpu.tensor_flops, label, source, unit="FLOP/s")
+        source, label = gpu.source, f"tensor cores {fmt_rate(gpu.tensor_flops, 'FLOP/s')}"
+    out[TENSOR] = Roof(
+        TENSOR, COMPUTE, gpu.tensor_flops, label, source, unit="FLOP/s", per_clock=per_clock
+    )
     if gpu.mma_sync_flops_per_clock_per_sm and gpu.clock_hz:
         out[MMA] = Roof(
             MMA, COMPUTE, gpu.mma_sync_flops,
-            f"tensor cores (mma.sync) {_tflops(gpu.mma_sync_flops)} TFLOP/s",
+            f"tensor cores (mma.sync) {fmt_rate(gpu.mma_sync_flops, 'FLOP/s')}",
             f"{gpu.mma_sync_flops_per_clock_per_sm:,.0f} FLOP/clk/SM (the counters' FLOPs per "
             f"busy tensor-pipe cycle of mma.sync kernels on an H200) × {gpu.sms} SMs{at}",
-            unit="FLOP/s",
+            unit="FLOP/s", per_clock=True,
         )  # fmt: skip
     if gpu.l2_bandwidth_bytes_s:
         l2 = gpu.l2_bandwidth_bytes_s
         tag = " nominal" if gpu.l2_nominal else ""
         out[L2] = Roof(
-            L2, MEMORY, l2, f"L2 {l2 / 1e12:.2f} TB/s{tag}", gpu.l2_source, gpu.l2_nominal, "B/s"
+            L2, MEMORY, l2, f"L2 {fmt_rate(l2, 'B/s')}{tag}", gpu.l2_source, gpu.l2_nominal, "B/s"
         )
     if gpu.fp32_peak_flops:
-        if gpu.fp32_flops_per_clock_per_sm and gpu.clock_hz:
+        per_clock = bool(gpu.fp32_flops_per_clock_per_sm and gpu.clock_hz)
+        if per_clock:
             source = f"{gpu.fp32_flops_per_clock_per_sm:,.0f} FLOP/clk/SM × {gpu.sms} SMs{at}"
         else:
             source = gpu.source
-        label = f"fp32 CUDA cores {gpu.fp32_peak_flops / 1e12:.1f} TFLOP/s"
-        out[FP32] = Roof(FP32, COMPUTE, gpu.fp32_peak_flops, label, source, unit="FLOP/s")
+        label = f"fp32 CUDA cores {fmt_rate(gpu.fp32_peak_flops, 'FLOP/s')}"
+        out[FP32] = Roof(
+            FP32, COMPUTE, gpu.fp32_peak_flops, label, source, unit="FLOP/s", per_clock=per_clock
+        )
     if gpu.xu_ops_s:
-        label = f"exponential unit {gpu.xu_ops_s / 1e12:.2f} Texp/s"
+        label = f"exponential unit {fmt_rate(gpu.xu_ops_s, 'exp/s')}"
         source = (
             f"{gpu.xu_ops_per_clock_per_sm} results/clk/SM (CUDA C++ Programming Guide) × "
             f"{gpu.sms} SMs{at}"
         )
-        out[XU] = Roof(XU, COMPUTE, gpu.xu_ops_s, label, source, unit="exp/s")
+        out[XU] = Roof(XU, COMPUTE, gpu.xu_ops_s, label, source, unit="exp/s", per_clock=True)
     return out
+
+
+def issues_mma_sync(algorithm: str) -> bool:
+    """Whether `algorithm`'s matmuls are the warp-level mma.sync (ours: by the registry)."""
+    info = ALGORITHMS.get(algorithm)
+    return info.matmul == MMA_SYNC if info is not None else algorithm in MMA_SYNC_PEERS
 
 
 def compute_roof(gpu: GpuSpec, algorithm: str, unit: str, kernel: str = "") -> str:
@@ -166,7 +185,7 @@ def compute_roof(gpu: GpuSpec, algorithm: str, unit: str, kernel: str = "") -> s
         return ""
     if gpu.kind == CPU or unit == FP32:
         return FP32
-    if algorithm in MMA_SYNC_ALGORITHMS and gpu.mma_sync_flops_per_clock_per_sm:
+    if issues_mma_sync(algorithm) and gpu.mma_sync_flops_per_clock_per_sm:
         return TENSOR if kernel in WGMMA_ON_HOPPER_KERNELS else MMA
     return TENSOR
 
@@ -175,7 +194,13 @@ def compute_roof(gpu: GpuSpec, algorithm: str, unit: str, kernel: str = "") -> s
 def compulsory_writes(config: AttentionConfig, algorithm: str) -> dict[str, int]:
     """Each kernel's compulsory output bytes (every output written once), in closed form (no
     tile walk: the plots ask for every result of a recording): naive writes S, P and O; a
-    fused kernel O, m and l. The cost model's compulsory_cost gives the same (tested)."""
+    fused kernel O, m and l; a decode step's are gpu.model.decode_cost's (no tile walk either).
+    The cost model's compulsory_cost gives the same (tested)."""
+    if config.is_decode:
+        try:
+            return {k.name: k.bytes_written for k in compulsory_decode(config, algorithm).kernels}
+        except KeyError:  # a peer the cost model does not know
+            return {}
     if algorithm == NAIVE:
         s = costmodel.attention_matrix_bytes(config)
         return {"gemm_qk": s, "softmax": s, "gemm_pv": costmodel.matrix_bytes(config)}
@@ -268,6 +293,17 @@ class KernelVerdict:
     #: Compulsory output bytes the counters had not seen written yet (still in L2), counted in
     #: `dram_bytes`.
     deferred_write_bytes: int = 0
+    #: The exponentials the cost model counts (one per score); `exps` is what the XU pipe ran.
+    model_exps: int = 0
+
+    @property
+    def xu_per_exponential(self) -> float | None:
+        """Measured XU lanes per exponential the kernel needs (None unless profiled): above 1,
+        the XU roof's share is the pipe's occupancy, its exponentials and every other
+        instruction it ran, not the exponentials alone."""
+        if self.bytes_source != MEASURED or not self.model_exps:
+            return None
+        return self.exps / self.model_exps
 
     @property
     def ties(self) -> tuple[str, ...]:
@@ -326,6 +362,8 @@ class KernelVerdict:
             "measured_max_ms": self.measured_max_ms,
             "tensor_active": self.tensor_active,
             "deferred_write_bytes": self.deferred_write_bytes,
+            "model_exps": self.model_exps,
+            "xu_per_exponential": self.xu_per_exponential,
         }
 
 
@@ -474,8 +512,10 @@ def device_gpu(device: DeviceInfo | None, results: Iterable[RunResult] = ()) -> 
     """The roofs' device for a run's `device`: this CPU's own (gpu/model/cpu_roofs.py) for the CPU
     backend; for a GPU, the table's entry (the default GPU when unknown) with what the device
     carries: the L2 bandwidth bench/l2_bandwidth.py measured (the counters' nominal peak, else
-    the best streaming read) and the clock its counters measured (`results`' profiled kernels,
-    else a replayed recording's `measured_clock_hz`)."""
+    the best streaming read) and the clock its counters measured (the median over `results`'
+    profiled kernels: pass every result of the recording, not one N's, so that each point of
+    it is judged at the same clock; else a replayed recording's `measured_clock_hz`, worked out
+    over the whole recording the same way)."""
     if device is not None and device.backend == CPU:
         from .cpu_roofs import cpu_spec_from_details
 
@@ -492,7 +532,7 @@ def device_gpu(device: DeviceInfo | None, results: Iterable[RunResult] = ()) -> 
             source = f"{how} on this {device.name} (bench/l2_bandwidth.py)"
             read = device.details.get("l2_read_bandwidth_bytes_s")
             if nominal and read:
-                source += f"; best streaming read {read / 1e12:.2f} TB/s"
+                source += f"; best streaming read {fmt_rate(read, 'B/s')}"
             spec = costmodel.with_measured_l2(spec, device.details[key], source, nominal)
             break
     measured = with_measured_clock(spec, results)
@@ -579,6 +619,7 @@ def kernel_verdict(
         measured_max_ms=timing.max_ms if timing else None,
         tensor_active=tensor_active,
         deferred_write_bytes=deferred,
+        model_exps=cost.exps,
     )
 
 
@@ -644,11 +685,10 @@ def explain(
 ) -> Explanation:
     """Verdicts for `algorithms` at `config`; `results` maps an algorithm to its result for this
     config (measured or recorded), when there is one; `bands` the traffic bands the caller has
-    already worked out (see algorithm_verdict)."""
+    already worked out (see algorithm_verdict). The roofs are `gpu`'s at its own clock: a
+    point is never judged at a clock of its own (see device_gpu)."""
     results = results or {}
     bands = bands or {}
-    if not gpu.clock_measured:
-        gpu = with_measured_clock(gpu, (r for r in results.values() if r.config == config))
     verdicts = tuple(
         algorithm_verdict(config, a, gpu, results.get(a), smem_limit_bytes, bands.get(a))
         for a in algorithms

@@ -17,9 +17,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS, tile_shape
+from ..algorithms import NAIVE, TILED, single_kernel_fused, tile_shape
 from ..config import STAT_BYTES, AttentionConfig, ceil_div
-from .costmodel import kv_tiles_for_query_tile, softmax_reads_s_once, tile_rows
+from .costmodel import (
+    kv_tiles_for_query_tile,
+    softmax_reads_s_once,
+    softmax_row_smem_bytes,
+    tile_rows,
+)
 
 READ, WRITE, COMPUTE = "read", "write", "compute"
 
@@ -122,8 +127,9 @@ class Schedule:
 def build_schedule(config: AttentionConfig, algorithm: str) -> Schedule:
     if algorithm == NAIVE:
         return Schedule(config, algorithm, _naive_kernels(config))
-    if algorithm in (TILED, TILED_MMA, TILED_WGMMA, TILED_WS):
-        return Schedule(config, algorithm, (_flash_kernel(config, *tile_shape(config, algorithm)),))
+    if algorithm in single_kernel_fused():
+        kernel = _flash_kernel(config, algorithm, *tile_shape(config, algorithm))
+        return Schedule(config, algorithm, (kernel,))
     raise KeyError(f"unknown algorithm {algorithm!r}")
 
 
@@ -222,7 +228,7 @@ def _naive_kernels(config: AttentionConfig) -> tuple[KernelSchedule, ...]:
     acc = t * t * 4  # fp32 accumulator tile
     return (
         KernelSchedule("gemm_qk", r * r, qk_steps, qk_table, 2 * t * d * eb + acc),
-        KernelSchedule("softmax", n, softmax_steps, softmax_table, n * 4),
+        KernelSchedule("softmax", n, softmax_steps, softmax_table, softmax_row_smem_bytes(config)),
         KernelSchedule("gemm_pv", r * c, pv_steps, pv_table, 2 * t * t * eb + acc),
     )
 
@@ -238,19 +244,22 @@ def flash_sram_bytes(config: AttentionConfig, bm: int, bn: int) -> int:
     return bm * d * eb + 2 * bn * d * eb + bm * bn * 4 + bm * d * 4 + 2 * bm * STAT_BYTES
 
 
-def launch_query_tile(config: AttentionConfig, q_tiles: int, block: int) -> int:
-    """The query tile of the `block`-th block a fused kernel launches: under a causal mask the
-    kernels launch the longest blocks (the last query tiles) first, so the short ones fill the
-    tail of the grid; without one, in order. Its own inverse (block of a query tile)."""
-    return q_tiles - 1 - block if config.causal else block
+def launch_query_tile(config: AttentionConfig, q_tiles: int, block: int, algorithm: str) -> int:
+    """The query tile of the `block`-th block `algorithm`'s fused kernel launches: under a
+    causal mask the kernels launch the longest blocks (the last query tiles) first, so the short
+    ones fill the tail of the grid; without one, in order, except the readable kernel, which
+    takes its query tiles last first with or without the mask (flash_readable.cu: i =
+    num_q_tiles - 1 - blockIdx.x). Its own inverse (block of a query tile)."""
+    reverse = config.causal or algorithm == TILED
+    return q_tiles - 1 - block if reverse else block
 
 
-def _flash_kernel(config: AttentionConfig, bm: int, bn: int) -> KernelSchedule:
+def _flash_kernel(config: AttentionConfig, algorithm: str, bm: int, bn: int) -> KernelSchedule:
     n, d, eb = config.seq_len, config.head_dim, config.elem_bytes
     q_tiles = ceil_div(n, bm)
 
     def steps(block: int) -> list[Step]:
-        i = launch_query_tile(config, q_tiles, block)
+        i = launch_query_tile(config, q_tiles, block, algorithm)
         ri, i0 = tile_rows(n, bm, i), i * bm
         out = [Step("load_Q_i", "flash_fwd", READ, "Q", (i0, i0 + ri, 0, d), ri * d * eb)]
         for j in range(kv_tiles_for_query_tile(config, bm, bn, i)):
@@ -283,7 +292,7 @@ def _flash_kernel(config: AttentionConfig, bm: int, bn: int) -> KernelSchedule:
         return out
 
     def table() -> BlockTable:
-        order = [launch_query_tile(config, q_tiles, b) for b in range(q_tiles)]
+        order = [launch_query_tile(config, q_tiles, b, algorithm) for b in range(q_tiles)]
         ri = _tile_extents(n, bm)[order]
         visited = np.array(
             [kv_tiles_for_query_tile(config, bm, bn, i) for i in order], dtype=np.int64

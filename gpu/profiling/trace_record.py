@@ -5,7 +5,7 @@ gpu/kernels/flash_readable.cu and flash_mma.cu): thread 0 of every block writes
 `[block, sm, phase, j, t_ns]` rows (`%smid`, `%globaltimer`) at each phase boundary into an
 extra kernel argument. Without the define the kernels compile to the same binary as before, so
 tracing costs nothing unless asked for. `record_trace` runs one traced launch and turns the
-rows into a `gpu.profiling.trace.Trace` (`trace_from_rows`); naive attention, whose cuBLAS GEMMs
+rows into a `gpu.files.trace.Trace` (`trace_from_rows`); naive attention, whose cuBLAS GEMMs
 cannot be instrumented, is recorded at kernel level with CUDA events.
 
 The warp-specialized kernel (flash_ws.cu) writes one row per mark of each warp role (the
@@ -13,7 +13,7 @@ producer, each consumer warpgroup), with the role in the phase word; `ws_trace_f
 decodes them (`gpu.launch.flash_ws.decode_trace_rows`) into a Trace whose blocks carry every role's
 marks (`BlockTrace.roles`). It needs no GPU, so rows saved on a GPU host convert anywhere.
 
-Recording needs CuPy and a GPU; the trace model (gpu/profiling/trace.py) does not.
+Recording needs CuPy and a GPU; the trace model (gpu/files/trace.py) does not.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from ..algorithms import NAIVE, TILED, TILED_MMA, TILED_WS, tile_shape
+from ..algorithms import ALGORITHMS, NAIVE, TILED, TILED_MMA, TILED_WS, tile_shape
 from ..config import AttentionConfig, ceil_div
-from .trace import (
+from ..files.trace import (
     KERNEL_LEVEL,
     NAIVE_KERNELS,
     ROW_WORDS,
@@ -39,7 +39,7 @@ from .trace import (
 
 #: The NVRTC option that compiles a kernel's trace build.
 TRACE_DEFINE = "-DTILESCOPE_TRACE"
-TRACEABLE = (NAIVE, TILED, TILED_MMA, TILED_WS)
+TRACEABLE = tuple(a for a, info in ALGORITHMS.items() if info.traceable)
 
 
 class TiledKernel:
@@ -116,16 +116,11 @@ class TiledKernel:
 
 
 def default_forward(algorithm: str):
-    """The normal (untraced) build's flash_forward of a tiled algorithm."""
-    if algorithm == TILED:
-        from ..launch.flash_readable import flash_forward
-    elif algorithm == TILED_MMA:
-        from ..launch.flash_mma import flash_forward
-    elif algorithm == TILED_WS:
-        from ..launch.flash_ws import flash_forward
-    else:
+    """The normal (untraced) build's flash_forward of a tiled algorithm (its launcher's)."""
+    info = ALGORITHMS.get(algorithm)
+    if info is None or info.launcher is None or not info.fused:
         raise TraceError(f"{algorithm!r} is not a tiled kernel")
-    return flash_forward
+    return info.launcher.flash_forward
 
 
 def record_trace(

@@ -44,10 +44,10 @@ from typing import Any, Protocol
 import cupy
 import numpy as np
 
-from ..algorithms import RING, TILED_MMA, TILED_WGMMA
+from ..algorithms import ALGORITHMS, FP32_CORES, RING, fastest_fused_first
 from ..backends.backend import BackendUnavailable, RunOptions
 from ..backends.cuda_arrays import random_inputs
-from ..backends.cuda_backend import _flash_module, device_name
+from ..backends.cuda_backend import device_name, flash_module
 from ..backends.cuda_reference import max_abs_error
 from ..backends.launch_timing import OutOfMemoryError
 from ..config import AttentionConfig, ceil_div
@@ -55,13 +55,15 @@ from ..errors import UnsupportedConfig
 from ..launch.cuda_kernels import get_kernel, storage_dtype
 from ..model.links import LinkSpec, link_from_topology_matrix
 from ..results import KernelTime, RunResult
+from ..ring_timeline import RingMeasurement, timeline_from_intervals
 from .model import kv_work_buffers, ring_cost
 from .schedule import DIAGONAL, RingConfigError, RingSchedule, check_equal_chunks, ring_schedule
-from .timeline import RingMeasurement, timeline_from_intervals
 
-#: Fused kernels in order of preference; the first that runs the config here is used.
-#: "tiled_ws" (the warp-specialised Hopper kernel) is taken as soon as it is registered.
-PREFERRED_KERNELS: tuple[str, ...] = ("tiled_ws", TILED_WGMMA, TILED_MMA)
+#: Fused kernels in order of preference, the registry's tensor-core kernels fastest first; the
+#: first that runs the config here is used.
+PREFERRED_KERNELS: tuple[str, ...] = tuple(
+    a for a in fastest_fused_first() if ALGORITHMS[a].matmul != FP32_CORES
+)
 
 MERGE_SOURCE = "ring_merge.cu"
 MERGE_THREADS = 256  # 8 warps, one row each
@@ -82,7 +84,7 @@ def fused_kernel(config: AttentionConfig) -> tuple[str, Any]:
     reasons = []
     for algorithm in PREFERRED_KERNELS:
         try:
-            module = _flash_module(algorithm)
+            module = flash_module(algorithm)
         except UnsupportedConfig as exc:
             reasons.append(str(exc))
             continue

@@ -33,6 +33,7 @@ from ..config import STAT_BYTES, AttentionConfig, ceil_div
 from ..model.costmodel import DEFAULT_GPU, GPUS, GpuSpec, tiled_cost, useful_flops
 from ..model.links import DEFAULT_TOPOLOGY, LinkSpec, Topology
 from ..results import RunResult
+from ..units import fmt_si
 
 #: Device counts the model's curves cover: 1, 2, 4, … 1024.
 DEVICE_COUNTS: tuple[int, ...] = tuple(2**i for i in range(11))
@@ -153,14 +154,15 @@ class Throughput(Protocol):
 
 @dataclass(frozen=True)
 class RooflineThroughput:
-    """A GPU's datasheet roofline: max(bytes / bandwidth, FLOPs / dense tensor peak)."""
+    """A GPU's roofline: max(bytes / its datasheet's bandwidth, FLOPs / its dense tensor
+    peak, at the clock the GpuSpec quotes: the boost clock's ceiling on the Hopper parts)."""
 
     gpu: GpuSpec = GPUS[DEFAULT_GPU]
     kernel: str = MODEL_KERNEL
 
     @property
     def label(self) -> str:
-        return f"roofline of the {self.gpu.name} datasheet"
+        return f"roofline of the {self.gpu.name} ({fmt_si(self.gpu.clock_hz, 'Hz')} boost clock)"
 
     @property
     def hbm_bytes_s(self) -> float:

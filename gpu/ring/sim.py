@@ -28,9 +28,10 @@ from ..backends.backend import RunOptions
 from ..backends.cpu_backend import RAM_HEADROOM, ROW_CHUNK, random_inputs, reference_attention
 from ..config import AttentionConfig
 from ..results import KernelTime, RunResult
+from ..ring_timeline import RingMeasurement
+from ..units import fmt_bytes
 from .model import pair_counts, ring_cost
 from .schedule import DIAGONAL, RingSchedule, ring_schedule
-from .timeline import RingMeasurement
 
 #: What the simulation costs on a CPU, for an estimate before it starts (a 2-core x86 machine,
 #: idle): building the schedule takes about SCHEDULE_PAIR_S per chunk pair, each pair's NumPy
@@ -258,8 +259,8 @@ def run_ring_cpu(config: AttentionConfig, devices: int, options: RunOptions) -> 
         return RunResult(
             **base,
             oom=True,
-            message=f"the simulated ring at N={config.seq_len} needs {need / 1e9:.2f} GB of RAM, "
-            f"{limit / 1e9:.2f} GB are available",
+            message=f"the simulated ring at N={config.seq_len} needs {fmt_bytes(need)} of RAM, "
+            f"{fmt_bytes(limit)} are available",
         )
     q, k, v = random_inputs(config, options.seed)
 

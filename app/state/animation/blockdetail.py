@@ -80,7 +80,7 @@ def detail_from_steps(kernel: str, block: int, steps: list[Step]) -> BlockDetail
 def _flash_detail(config: AttentionConfig, algorithm: str, block: int) -> BlockDetail:
     n, d, eb = config.seq_len, config.head_dim, config.elem_bytes
     bm, bn = tile_shape(config, algorithm)
-    i = launch_query_tile(config, ceil_div(n, bm), block)  # longest first when causal
+    i = launch_query_tile(config, ceil_div(n, bm), block, algorithm)  # the kernel's order
     names = STEP_NAMES["flash_fwd"]
     ri, i0 = tile_rows(n, bm, i), i * bm
     v = kv_tiles_for_query_tile(config, bm, bn, i)

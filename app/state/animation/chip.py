@@ -21,11 +21,26 @@ Registers are the compiler's own figures where known, each with where it comes f
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from gpu.algorithms import NAIVE, TILED, TILED_MMA, TILED_WGMMA, TILED_WS, tile_shape
+from gpu.algorithms import (
+    ALGORITHMS,
+    FP32_CORES,
+    FP32_TILES,
+    MMA_SYNC,
+    NAIVE,
+    TILED,
+    TILED_WS,
+    TWO_STAGE_RING,
+    WARP_SPECIALIZED,
+    WGMMA,
+    AlgorithmInfo,
+    tile_shape,
+)
 from gpu.config import STAT_BYTES, AttentionConfig
-from gpu.launch import flash_mma, flash_readable, flash_wgmma, flash_ws
-from gpu.model.costmodel import GpuSpec
+from gpu.launch import flash_readable, flash_ws
+from gpu.launch.occupancy import HOPPER, blocks_per_sm
+from gpu.model.costmodel import GpuSpec, softmax_row_smem_bytes
 from gpu.model.schedule import KernelSchedule
 
 from .warp_roles import ws_launch
@@ -33,6 +48,8 @@ from .warp_roles import ws_launch
 SMEM, REGISTERS = "smem", "registers"
 FLOAT = 4  # bytes of the fp32 values the kernels keep on chip
 HALF = 2  # the tensor-core kernels' 16-bit elements (fp16 or bf16; they take no other dtype)
+#: How a layout's note names the instruction of a kernel's matmuls (`AlgorithmInfo.matmul`).
+MATMUL_NAMES = {MMA_SYNC: "mma.sync", WGMMA: "wgmma", FP32_CORES: "fp32"}
 
 
 @dataclass(frozen=True)
@@ -54,41 +71,13 @@ class SlotSpec:
         return self.stages <= 1 or tile % self.stages == self.stage
 
 
-@dataclass(frozen=True)
-class ArchLimits:
-    """Per-SM limits of one compute capability (CUDA C++ Programming Guide, "Technical
-    Specifications per Compute Capability")."""
-
-    capability: str
-    max_threads: int
-    max_blocks: int
-    registers: int = 65536
-    reserved_smem: int = 1024  # per block, compute capability 8.0 and later
-    register_unit: int = 256  # registers are allocated per warp in units of this many
-
-
-#: By GPU (gpu.model.costmodel.GPUS names): the table's GPUs and their compute capabilities.
-ARCH_BY_GPU: dict[str, ArchLimits] = {
-    "H200 SXM 141 GB": ArchLimits("9.0", 2048, 32),
-    "H100 SXM 80 GB": ArchLimits("9.0", 2048, 32),
-    "A100 SXM 40 GB": ArchLimits("8.0", 2048, 32),
-    "A100 SXM 80 GB": ArchLimits("8.0", 2048, 32),
-    "RTX 4090 24 GB": ArchLimits("8.9", 1536, 24),
-    "RTX 3060 12 GB": ArchLimits("8.6", 1536, 16),
-    "T4 16 GB": ArchLimits("7.5", 1024, 16, reserved_smem=0),
-}
-HOPPER = ARCH_BY_GPU["H200 SXM 141 GB"]
-
 #: The readable kernel's registers per thread by padded head dim: ptxas (nvcc 13.0.88,
 #: -arch=sm_90, the same for fp16, bf16 and fp32 inputs; no spills). Its __launch_bounds__
 #: (256 threads, 2 blocks) caps it at 128 on any GPU.
 READABLE_REGISTERS = {32: 118, 64: 117, 96: 116, 128: 115, 160: 116, 192: 116, 224: 117, 256: 117}
 READABLE_REGISTER_SOURCE = "ptxas, sm_90 (nvcc 13.0.88)"
 READABLE_REGISTER_CAP = 128
-#: The tensor-core kernels' registers per thread (docs/KERNELS.md: ptxas and CuPy's kernel
-#: attributes on the H200 agree): (head dim, causal) -> registers.
-MMA_REGISTERS = {(64, False): 255, (64, True): 255, (128, False): 250, (128, True): 252}
-WGMMA_REGISTERS = {(64, False): 252, (64, True): 252, (128, False): 255, (128, True): 255}
+#: Where the tensor-core kernels' register counts (`AlgorithmInfo.registers`) come from.
 KERNELS_DOC = "docs/KERNELS.md (ptxas; kernel attributes on the H200)"
 
 
@@ -132,22 +121,6 @@ def explain_layout(layout: ChipLayout) -> str:
     return "\n".join(lines)
 
 
-def blocks_per_sm(
-    smem_bytes: int, threads: int, registers: int, arch: ArchLimits, smem_per_sm: int
-) -> dict[str, int]:
-    """Blocks each SM resource allows (the CUDA occupancy calculator's rules)."""
-    warps = -(-threads // 32)
-    per_warp = -(-registers * 32 // arch.register_unit) * arch.register_unit
-    by_regs = (arch.registers // per_warp) // warps if per_warp else arch.max_blocks
-    by_smem = smem_per_sm // (smem_bytes + arch.reserved_smem) if smem_bytes else arch.max_blocks
-    return {
-        "shared memory": by_smem,
-        "registers": by_regs,
-        "threads": arch.max_threads // threads,
-        "blocks": arch.max_blocks,
-    }
-
-
 @dataclass(frozen=True)
 class ChipLayout:
     """One block of one kernel on chip: its shared memory and register buffers, and (for our
@@ -172,12 +145,13 @@ def chip_layout(
     config: AttentionConfig, algorithm: str, kernel: KernelSchedule, gpu: GpuSpec
 ) -> ChipLayout:
     """The layout of one block of `kernel` (see the module docstring)."""
-    if kernel.name == "flash_fwd":
-        if algorithm == TILED:
+    info = ALGORITHMS.get(algorithm)
+    if kernel.name == "flash_fwd" and info is not None:
+        if info.chip == FP32_TILES:
             return _readable(config, gpu)
-        if algorithm in (TILED_MMA, TILED_WGMMA):
-            return _two_stage(config, algorithm, gpu)
-        if algorithm == TILED_WS:
+        if info.chip == TWO_STAGE_RING:
+            return _two_stage(config, info, gpu)
+        if info.chip == WARP_SPECIALIZED:
             return _warp_specialized(config, gpu)
     return _modeled(config, kernel)
 
@@ -185,12 +159,12 @@ def chip_layout(
 def _occupancy(
     gpu: GpuSpec, smem: int, threads: int, registers: int, source: str
 ) -> Occupancy | None:
-    arch = ARCH_BY_GPU.get(gpu.name)
-    if arch is None:
+    sm = gpu.sm_limits
+    if sm is None:
         return None
-    limits = blocks_per_sm(smem, threads, registers, arch, gpu.smem_per_sm_bytes)
+    limits = blocks_per_sm(smem, threads, registers, sm, gpu.smem_per_sm_bytes)
     return Occupancy(
-        min(limits.values()), limits, registers, source, arch.capability, arch.reserved_smem
+        min(limits.values()), limits, registers, source, sm.compute_capability, sm.reserved_smem
     )
 
 
@@ -208,8 +182,7 @@ def _readable(config: AttentionConfig, gpu: GpuSpec) -> ChipLayout:
         SlotSpec("m,l,α", 3 * bm * FLOAT, "ml", "load_Q_i"),
     )
     smem = flash_readable.smem_bytes(config)
-    arch = ARCH_BY_GPU.get(gpu.name)
-    if arch is not None and arch.capability == HOPPER.capability and d in READABLE_REGISTERS:
+    if gpu.compute_capability == HOPPER.compute_capability and d in READABLE_REGISTERS:
         regs, source = READABLE_REGISTERS[d], READABLE_REGISTER_SOURCE
     else:
         regs, source = READABLE_REGISTER_CAP, "at most 128: __launch_bounds__(256, 2)"
@@ -242,22 +215,16 @@ def _ring(config: AttentionConfig, bn: int, stages: int) -> list[SlotSpec]:
     return out
 
 
-def _two_stage(config: AttentionConfig, algorithm: str, gpu: GpuSpec) -> ChipLayout:
+def _two_stage(config: AttentionConfig, info: AlgorithmInfo, gpu: GpuSpec) -> ChipLayout:
     """flash_mma.cu / flash_wgmma.cu: Q and a 2-stage K/V ring in shared memory (cp.async),
     S (two tiles: the next one is pipelined), P and O in registers."""
-    bm, bn = tile_shape(config, algorithm)
+    bm, bn = tile_shape(config, info.id)
     d, eb = config.head_dim, HALF
-    key = (d, config.causal)
-    if algorithm == TILED_MMA:
-        launch = flash_mma.default_launch(d)
-        smem, threads, align = launch.smem_bytes, launch.threads, 0
-        regs = MMA_REGISTERS.get(key)
-        what = "mma.sync"
-    else:
-        launch = flash_wgmma.default_launch(d)
-        smem, threads, align = launch.smem_bytes, launch.threads, 1024
-        regs = WGMMA_REGISTERS.get(key)
-        what = "wgmma"
+    launcher: Any = info.launcher
+    launch = launcher.default_launch(d)
+    smem, threads, align = launch.smem_bytes, launch.threads, launch.align_bytes
+    regs = info.registers.get((d, config.causal))
+    what = MATMUL_NAMES[info.matmul]
     slots = [SlotSpec("Q_i", bm * d * eb, "Q", "load_Q_i"), *_ring(config, bn, 2)]
     if align:
         slots.append(SlotSpec("align", align, "", ""))
@@ -269,7 +236,7 @@ def _two_stage(config: AttentionConfig, algorithm: str, gpu: GpuSpec) -> ChipLay
     if regs is not None:
         occ = _occupancy(gpu, smem, threads, regs, KERNELS_DOC)
     note = f"{what}: Q and a 2-stage K/V ring in smem; S, P, O in registers"
-    if regs is None or config.dtype not in flash_mma.SUPPORTED_DTYPES:
+    if regs is None or config.dtype not in launcher.SUPPORTED_DTYPES:
         note += " (the kernel runs d = 64 or 128, fp16 or bf16)"
     return ChipLayout(tuple(slots), smem, threads, occ, note)
 
@@ -313,7 +280,7 @@ def _warp_specialized(config: AttentionConfig, gpu: GpuSpec) -> ChipLayout:
 def _modeled(config: AttentionConfig, kernel: KernelSchedule) -> ChipLayout:
     """Naive's kernels: cuBLAS GEMMs (which pick their own tiling) and our softmax, drawn with
     the model's tiles; a kernel the animation does not know gets one band."""
-    d, eb, n = config.head_dim, config.elem_bytes, config.seq_len
+    d, eb = config.head_dim, config.elem_bytes
     name = kernel.name
     if name == "gemm_qk":
         t, _ = tile_shape(config, NAIVE)
@@ -323,7 +290,9 @@ def _modeled(config: AttentionConfig, kernel: KernelSchedule) -> ChipLayout:
             SlotSpec("S_ij", t * t * 4, "S", "qk_load_Q_i"),
         ]
     elif name == "softmax":
-        slots = [SlotSpec("row", n * 4, "S", "softmax_read_S")]
+        # The row as the kernel stages it: n · sizeof(T), or nothing (the two-pass kernel)
+        row = softmax_row_smem_bytes(config)
+        slots = [SlotSpec("row", row, "S", "softmax_read_S")] if row else []
     elif name == "gemm_pv":
         t, _ = tile_shape(config, NAIVE)
         slots = [
@@ -336,5 +305,14 @@ def _modeled(config: AttentionConfig, kernel: KernelSchedule) -> ChipLayout:
     rest = kernel.sram_bytes - sum(s.bytes for s in slots)
     if rest > 0:
         slots.append(SlotSpec("other", rest, "", ""))
-    note = "cuBLAS picks its own tiles: the model's" if name.startswith("gemm") else "model"
+    if name.startswith("gemm"):
+        note = "cuBLAS picks its own tiles: the model's"
+    elif name == "softmax":
+        note = (
+            "the row of S in the input dtype (softmax.cu)"
+            if slots
+            else "two-pass kernel: the row is read twice, not staged (softmax.cu)"
+        )
+    else:
+        note = "model"
     return ChipLayout(tuple(slots), kernel.sram_bytes, 0, None, note)

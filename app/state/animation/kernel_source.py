@@ -13,17 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import gpu
+from gpu.algorithms import ALGORITHMS, NAIVE, single_kernel_fused
+from gpu.config import FORWARD
 
 KERNEL_DIR = Path(gpu.__file__).resolve().parent / "kernels"
 
-#: Which source file the panel shows for each algorithm's lane (the fused kernels tag the same
-#: steps; naive's GEMMs are cuBLAS, so its lane shows its softmax kernel).
+#: Which source file the panel shows for each algorithm's lane, the registry's (the fused
+#: kernels tag the same steps; naive's GEMMs are cuBLAS, so its lane shows its softmax kernel).
 SOURCE_FILES: dict[str, str] = {
-    "tiled": "flash_readable.cu",
-    "naive": "softmax.cu",
-    "tiled_mma": "flash_mma.cu",
-    "tiled_wgmma": "flash_wgmma.cu",
-    "tiled_ws": "flash_ws.cu",
+    a: ALGORITHMS[a].source for a in (*single_kernel_fused(FORWARD), NAIVE)
 }
 
 #: The backward lane's sources: the fused backward's main kernel in its two builds (the

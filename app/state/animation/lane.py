@@ -314,7 +314,7 @@ class Lane:
         """The warp-specialized kernel's roles in its `block`-th launched block (modeled,
         cached by its key-tile count: blocks with as many tiles play alike)."""
         bm, bn = tile_shape(self.config, self.algorithm)
-        i = launch_query_tile(self.config, ceil_div(self.config.seq_len, bm), block)
+        i = launch_query_tile(self.config, ceil_div(self.config.seq_len, bm), block, self.algorithm)
         tiles = kv_tiles_for_query_tile(self.config, bm, bn, i)
         hit = self._roles.get(tiles)
         if hit is not None:

@@ -1,9 +1,9 @@
 """Replay one traced block on the schedule's modeled clock (Qt-free).
 
-A trace says when the hardware began each phase of a block (gpu/profiling/trace.py); the animation's
+A trace says when the hardware began each phase of a block (gpu/files/trace.py); the animation's
 `Lane` (lane.py) knows where on its modeled clock each schedule step of a block lies. This
 module pairs them: every traced phase becomes a `ReplaySegment` from its real start/end (ns) to
-the modeled start/end of the schedule steps it covers (`gpu.profiling.trace.PHASE_STEPS`), so a
+the modeled start/end of the schedule steps it covers (`gpu.files.trace.PHASE_STEPS`), so a
 replay cursor moving through the block's real time moves the HBM/SRAM view through the same steps,
 each lasting as long as the hardware took. Downsampled traces (marks for only some tiles) still
 work: a segment then runs up to the next kept mark, covering the skipped tiles' steps.
@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 from gpu.algorithms import tile_shape
 from gpu.config import ceil_div
+from gpu.files.trace import KERNEL_LEVEL, PHASE_STEPS, BlockTrace, Trace
 from gpu.model.costmodel import kv_tiles_for_query_tile
 from gpu.model.schedule import launch_query_tile
-from gpu.profiling.trace import KERNEL_LEVEL, PHASE_STEPS, BlockTrace, Trace
 
 from .lane import Lane
 
@@ -78,7 +78,8 @@ def replay_segments(trace: Trace, block: BlockTrace, lane: Lane) -> list[ReplayS
         raise ValueError(f"block {block.block} has no load_Q_i phase")
     bm, bn = tile_shape(lane.config, lane.algorithm)
     kv = kv_tiles_for_query_tile(lane.config, bm, bn, i)
-    b = launch_query_tile(lane.config, ceil_div(lane.config.seq_len, bm), i)  # the lane's block
+    q_tiles = ceil_div(lane.config.seq_len, bm)
+    b = launch_query_tile(lane.config, q_tiles, i, lane.algorithm)  # the lane's block
     start, span = _block_clock(lane, 0, b)
     share = lane.timing(0, b).cum_share  # len = steps + 1, 0 .. 1
 

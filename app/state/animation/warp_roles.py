@@ -10,7 +10,7 @@ consumers take turns (ping-pong), so one's softmax runs under the others' GEMMs.
 - `modeled_roles`: from per-SM rates of the cost model's GPU (tensor cores, exponential unit,
   the L2's bandwidth share for the copies, where the GPU table has it, else HBM's), replaying
   the kernel's order of work: the ring's full/empty waits, the turns, in-order tensor cores;
-- `traced_roles`: from a traced block (gpu/profiling/trace.py `BlockTrace.roles`): the kernel's own
+- `traced_roles`: from a traced block (gpu/files/trace.py `BlockTrace.roles`): the kernel's own
   marks (flash_ws.cu's trace build), which is what the hardware did.
 
 Arrays, not objects: consumer arrays are (consumers, tiles + 1), index j = tiles for the last
@@ -23,11 +23,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from gpu.algorithms import TILED_WS, WS_DEFAULTS, tile_shape
+from gpu.algorithms import TILED_WS, tile_shape
 from gpu.config import AttentionConfig
+from gpu.files.trace import BlockTrace
+from gpu.launch.flash_ws import WS_DEFAULTS
 from gpu.launch.ws_variant import WsLaunch
 from gpu.model.costmodel import GpuSpec, kv_tiles_for_query_tile
-from gpu.profiling.trace import BlockTrace
 
 #: What a consumer does between two of its marks, in drawing order; PV: its P·V on the tensor
 #: cores while its warps do the softmax (known in the model only).
@@ -190,7 +191,7 @@ def role_rates(config: AttentionConfig, gpu: GpuSpec) -> RoleRates:
 
 
 def ws_launch(config: AttentionConfig) -> WsLaunch:
-    """The variant the app launches for `config` (WS_DEFAULTS, as `ws_tile_shape` reads it). A
+    """The variant the app launches for `config` (WS_DEFAULTS, as `flash_ws.tile_shape` reads it). A
     head dim the kernel does not run gets d=128's variant at the config's head dim: the tiles,
     ring and warpgroups the schedule models, with its own shared memory."""
     launch = WsLaunch.from_label(WS_DEFAULTS.get(config.head_dim, WS_DEFAULTS[128]))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 
-from gpu.algorithms import NAIVE, TILED
+from gpu.algorithms import ALGORITHMS, NAIVE, TILED, runs_pass
 from gpu.backends.backend import RunOptions, check_pass
 from gpu.config import FORWARD, AttentionConfig, ConfigError
 from gpu.model.costmodel import algorithm_cost
@@ -58,7 +58,10 @@ class CostModelBackend:
         return self._algorithms
 
     def passes(self, algorithm: str) -> tuple[str, ...]:
-        return self._passes
+        """Its passes that `algorithm` is written for (a decode kernel has no forward)."""
+        if algorithm not in ALGORITHMS:
+            return self._passes
+        return tuple(p for p in self._passes if runs_pass(algorithm, p))
 
     def run(
         self, config: AttentionConfig, algorithm: str, options: RunOptions | None = None

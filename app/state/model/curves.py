@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gpu.algorithms import ALGORITHMS, NAIVE, TILED
+from gpu.algorithms import ALGORITHMS, NAIVE, SPLIT_KV, TILED, runs_pass
 from gpu.config import AttentionConfig
 from gpu.model.costmodel import AlgorithmCost, GpuSpec, TrafficBand
 from gpu.model.layer_stack import layer_stack
 from gpu.model.roofline import algorithm_verdict
 
+from ..decode_fit import prefill_of
 from ..family import Family
 from ..seq_scale import SEQ_MAX, SEQ_MIN, log_grid
 from .cache import BandKey, Packed, pack
@@ -35,7 +36,8 @@ Series = tuple[tuple[int, ...], tuple[float, ...]]
 class ModelCurves:
     """Line series by (plot, item): memory `model_naive`/`model_tiled` (and, for a training
     pass, `stack_naive`/`stack_tiled`: the peak of `layers` layers' saved activations plus one
-    layer's backward, gpu/model/layer_stack.py); traffic `model_<algo>`
+    layer's backward, gpu/model/layer_stack.py; for decode, `prefill_naive`: naive's peak for
+    the prefill of the same shape, N²); traffic `model_<algo>`
     (the L2-aware estimate on `gpu`) between `compulsory_<algo>` and `noreuse_<algo>` (the
     band); timing `roofline_<algo>`, the hierarchical roofline's time on `time_gpu` (empty
     where an algorithm is off or no GPU times apply)."""
@@ -64,6 +66,9 @@ def model_curves(
     `gpu`: the GPU of the traffic band (default `time_gpu`; no band without either);
     `layers`: the layer count of a training pass's saved-activation stack."""
     gpu = gpu or time_gpu
+    # Only the algorithms written for the family's pass have its model (no forward of a decode
+    # kernel, no decode of a prefill kernel).
+    algorithms = tuple(a for a in algorithms if runs_pass(a, family.pass_))
     costs: dict[tuple[AttentionConfig, str], AlgorithmCost] = {}
     bands: dict[BandKey, TrafficBand] = {}
 
@@ -88,11 +93,18 @@ def model_curves(
 
     configs = [family.with_(seq_len=n) for n in MODEL_GRID]
     grid = MODEL_GRID
+    fused = SPLIT_KV if family.is_decode else TILED  # the fused kernel the memory line is
     out: dict[tuple[str, str], Series] = {
         ("memory", "model_naive"): (grid, tuple(cost(c, NAIVE).peak_bytes for c in configs)),
-        ("memory", "model_tiled"): (grid, tuple(cost(c, TILED).peak_bytes for c in configs)),
+        ("memory", "model_tiled"): (grid, tuple(cost(c, fused).peak_bytes for c in configs)),
     }
     empty: Series = ((), ())
+    # Decode: the prefill of the same shape, naive's N² peak, drawn beside the cache for contrast.
+    out[("memory", "prefill_naive")] = (
+        (grid, tuple(cost(prefill_of(c), NAIVE).peak_bytes for c in configs))
+        if family.is_decode
+        else empty
+    )
     for key, algorithm in (("stack_naive", NAIVE), ("stack_tiled", TILED)):
         out[("memory", key)] = (
             (grid, tuple(layer_stack(c, algorithm, layers).peak_bytes for c in configs))

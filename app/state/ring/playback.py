@@ -38,7 +38,7 @@ from gpu.ring.schedule import (
     kv_block_bytes,
     pair_kind,
 )
-from gpu.ring.timeline import COMM, COMPUTE, RingMeasurement
+from gpu.ring_timeline import COMM, COMPUTE, RingMeasurement
 
 #: Up to this many devices every one is drawn; beyond, the ring is summarised.
 FULL_RING_MAX = 16

@@ -15,12 +15,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gpu.algorithms import ALGORITHMS, RING, TILED, TILED_MMA, TILED_WGMMA, TILED_WS
+from gpu.algorithms import ALGORITHMS, RING, fastest_fused_first
 from gpu.config import AttentionConfig
 from gpu.files.recording import Recording
 from gpu.results import RunResult
 from gpu.ring.model import MeasuredThroughput, Throughput
-from gpu.ring.timeline import RingMeasurement
+from gpu.ring_timeline import RingMeasurement
 
 from ..family import cache_config, family, family_of
 from ..recorded_run import RECORDED_DIR
@@ -30,8 +30,8 @@ from ..units import fmt_int
 SHIPPED_RING_RECORDING = RECORDED_DIR / "h200x2_ring.json"
 
 #: Fused kernels whose one-GPU results may calibrate the model, best first (the ring runs the
-#: best one the GPU has).
-FUSED_KERNELS = (TILED_WS, TILED_WGMMA, TILED_MMA, TILED)
+#: best one the GPU has): the registry's speed order.
+FUSED_KERNELS = fastest_fused_first()
 
 RECORDED, MEASURED, SIMULATED = "recorded", "measured", "simulated"
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from gpu.config import AttentionConfig
 from gpu.ring.model import RingPrediction
 from gpu.ring.schedule import DIAGONAL, FULL, SKIPPED, ZIGZAG, chunk_count, layout_for
-from gpu.ring.timeline import RingMeasurement
+from gpu.ring_timeline import RingMeasurement
 
-from ..units import fmt_bytes, fmt_int, fmt_ms
+from ..units import fmt_bytes, fmt_int, fmt_ms, fmt_rate
 from .playback import MEASURED_CLOCK, MODEL_CLOCK, RingClock, RingFrame
 from .runs import RingRun
 
@@ -117,10 +117,10 @@ def measured_summary(m: RingMeasurement, word: str) -> str:
         parts.append(f"communication hidden behind compute: {hidden:.0%}")
     achieved = m.achieved_bytes_s
     if achieved is not None:
-        link = f"link: {achieved / 1e9:.1f} GB/s achieved per direction"
+        link = f"link: {fmt_rate(achieved, 'B/s')} achieved per direction"
         if m.link_peak_bytes_s:
             link += (
-                f", {m.link_utilisation:.0%} of the {m.link_peak_bytes_s / 1e9:.0f} GB/s peak"
+                f", {m.link_utilisation:.0%} of the {fmt_rate(m.link_peak_bytes_s, 'B/s')} peak"
                 f" of {m.link or 'the link'}"
             )
         else:
