@@ -381,7 +381,8 @@ def test_video_exports_started_during_a_blas_computation_never_freeze(tmp_path):
     assert proc.returncode == 0, f"froze after {len(lines) // 2} exports: {stderr.decode()}"
     assert len(lines) == 2 * count
     niceness = {int(n) for n in lines[1::2]}
-    assert niceness == {10}, "the encoder runs below the app's priority"
+    lowest = 19 - os.nice(0)  # a niced app's encoder cannot go past 19, the lowest priority
+    assert niceness == {min(10, lowest)}, "the encoder runs below the app's priority"
     assert all((tmp_path / f"{i}.mp4").stat().st_size > 0 for i in range(count))
 
 
