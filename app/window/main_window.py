@@ -44,6 +44,7 @@ from gpu.results import RunResult
 from ..controls.panel import ControlsPanel
 from ..kit import settings
 from ..kit.plain_text import PlainLabel, tooltip
+from ..kit.settings import KEYS as SETTINGS_KEYS
 from ..kit.settings_store import SettingsStore
 from ..kit.state_signal import StateSignal
 from ..kit.theme import THEMES, icon_path, palette, qt_palette, style_sheet
@@ -131,7 +132,9 @@ class MainWindow(WindowActions, BackendControl, Measuring, QMainWindow):
         self.setWindowIcon(QIcon(str(icon_path())))
         self.backend_factory: BackendFactory = backend_factory or create_backend
         #: Read once, written off the GUI thread (app/kit/settings_store.py).
-        self.settings = SettingsStore(settings if settings is not None else default_settings())
+        self.settings = SettingsStore(
+            settings if settings is not None else default_settings(), SETTINGS_KEYS
+        )
         #: The app state: controls write to it, every view follows it.
         self.model = StateModel()
         self.state = StateSignal(self.model, self)
