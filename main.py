@@ -21,6 +21,10 @@ import sys
 from collections.abc import Sequence
 
 from gpu import exit_status
+
+if __name__ == "__main__":  # first: a signal from the very start ends the program its way
+    exit_status.install()
+
 from gpu.cli.arguments import refuse_bare_double_dash_values
 from gpu.cli.errors import EXIT_INTERRUPTED, reader_gone, report_error
 from gpu.cli.parser import build_parser
@@ -52,6 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         refuse_bare_double_dash_values(argv)
         args = parser.parse_args(argv)
+        exit_status.check()  # a signal came during the start
         if args.command is not None:
             remove_partial_files_on_signals()  # a signal mid-write leaves no .part file
             return _run_command(args)
@@ -72,8 +77,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return report_error(exc)
 
 
-if __name__ == "__main__":
-    exit_status.finish_at_exit(remove_partial_files)  # first: the hook that runs last
-    status = main()
+def run(argv: Sequence[str] | None = None) -> int:
+    """The process: its ending signals (gpu.exit_status, with the hook that runs last), then
+    `main`; the exit status."""
+    exit_status.install(remove_partial_files)
+    status = main(argv)
     exit_status.shutting_down(status)
-    sys.exit(status)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(run())

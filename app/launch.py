@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gpu import exit_status
+
 if TYPE_CHECKING:
     from gpu.config import AttentionConfig
 
@@ -62,24 +64,23 @@ def run_gui(open_path: str | None = None) -> int:
 
 
 #: How often the event loop hands control to Python, so a signal is handled while Qt is idle.
-SIGNAL_CHECK_MS = 250
+SIGNAL_CHECK_MS = 100
 
 
 def quit_on_signals(app) -> bool:  # type: ignore[no-untyped-def]
-    """SIGTERM, SIGHUP and SIGINT end the app promptly and leave no partial file behind: the handler
-    removes every temporary file being written (gpu.files.fileio's registry: an animation export's,
-    a session's) at once, then closes the windows from the event loop (an export in flight
-    stops, the runner and background work wind up) and ends it with 128 + the signal's number
-    (143, 129, 130). Ending the interpreter from inside the handler instead would tear Qt down under
-    running threads. Python runs a handler only between bytecodes and Qt's event loop is C++:
-    a timer gives Python a turn every SIGNAL_CHECK_MS. False where handlers cannot be installed
-    (not the main thread)."""
-    import signal
-
+    """SIGTERM, SIGHUP and SIGINT end the app promptly and leave no partial file behind: the
+    handler (gpu.exit_status) removes every temporary file being written (gpu.files.fileio's
+    registry: an animation export's, a session's) at once and raises nothing; the event loop
+    then closes the windows (an export in flight stops, the runner and background work wind
+    up) and ends with 128 + the signal's number (143, 129, 130), and if that takes longer than
+    exit_status.GRACE_S the watchdog ends the process. A signal that came while the window was
+    being built is acted on as soon as the loop runs. Python runs a handler only between
+    bytecodes and Qt's event loop is C++: a timer gives Python a turn every SIGNAL_CHECK_MS.
+    False where handlers cannot be installed (not the main thread)."""
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from gpu.files.fileio import remove_partial_files, remove_partial_files_on_signals
+    from gpu.files.fileio import remove_partial_files_on_signals
 
     if not remove_partial_files_on_signals():  # also removes them at exit
         return False
@@ -89,23 +90,27 @@ def quit_on_signals(app) -> bool:  # type: ignore[no-untyped-def]
         QApplication.closeAllWindows()
         app.exit(code)
 
-    def on_signal(signum: int, frame: object) -> None:
-        remove_partial_files()
+    def respond(signum: int) -> None:
         QTimer.singleShot(0, lambda: quit_app(128 + signum))
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    if hasattr(signal, "SIGHUP"):  # the terminal closed: an animation export in flight goes too
-        signal.signal(signal.SIGHUP, on_signal)
     timer = QTimer(app)
     timer.timeout.connect(lambda: None)
     timer.start(SIGNAL_CHECK_MS)
+    exit_status.respond_with(respond)  # at once if a signal came during the start
     return True
 
 
+class _Ended(Exception):
+    """An ending signal came while `render` waited: it stops and says so by its status."""
+
+
 def _spin(app, until: Callable[[], bool], timeout_s: float) -> bool:  # type: ignore[no-untyped-def]
+    """Run the event loop until `until()` or `timeout_s`; _Ended as soon as an ending signal
+    has come (gpu.exit_status)."""
     deadline = time.monotonic() + timeout_s
     while not until():
+        if exit_status.signalled() is not None:
+            raise _Ended
         if time.monotonic() > deadline:
             return False
         app.processEvents()
@@ -169,11 +174,17 @@ def render_window(
             return 2
         open_path = str(shipped)
     if open_path:
+        from gpu.errors import ReadStopped
+        from gpu.files.read_stop import stoppable
+
         try:  # a clear message now rather than a banner in the picture
-            RecordedBackend.from_file(open_path)
+            with stoppable(lambda: exit_status.signalled() is not None):
+                RecordedBackend.from_file(open_path)
         except ValueError as exc:  # RecordingError, SessionError
             print(f"tilescope: error: {exc}", file=sys.stderr)
             return 2
+        except ReadStopped:  # an ending signal came during the check
+            return 128 + (exit_status.signalled() or 0)
     from PySide6.QtWidgets import QApplication
 
     if QApplication.instance() is None:
@@ -181,6 +192,8 @@ def render_window(
         quiet_offscreen_chatter()
     app = _application()
     from PySide6.QtCore import QSettings
+
+    responded = exit_status.respond_with(None)  # this loop acts on a signal: _spin
 
     from .export.export_files import ExportError, write_file
     from .export.plot_images import encoded_image, palette_png_bytes, png_bytes, render_image
@@ -244,6 +257,9 @@ def render_window(
                 return 1
             print(f"wrote {out} ({size[0]}×{size[1]}, {len(window.measurements.store)} results)")
             return 0
+        except _Ended:  # the handler removed any partial file: nothing was written
+            return 128 + (exit_status.signalled() or 0)
         finally:
             window.close()
             finish_pool_jobs()
+            exit_status.respond_with(responded)

@@ -43,7 +43,21 @@ GUI's own cost on any machine. `--backend cuda` measures on the GPU.
    4000×2500 that fail as on a full disk (the process may write files of 64 KiB at most, so the
    write fails with EFBIG, the way ENOSPC does). Target: no gap over 50 ms; a failing export as
    quiet as a succeeding one.
-5. Cold start (--starts runs): a fresh process imports the app, builds and shows the window; the
+5. The trace at the format's limits (`--only trace`): bench/limit_trace.py writes 1,048,576
+   blocks on 1,024 SMs (75 MB) once into the temporary folder; it is opened in the Tiles tab's
+   trace mode (File ▸ Open trace…) until shown and 2 s more, then the Measurements tab is shown
+   and the Tiles tab again. Reported: the longest heartbeat gap of the open, the milliseconds
+   from showing the Tiles tab again to its trace view's paint, and the longest gap meanwhile.
+   Targets: no gap over 50 ms, shown again within 50 ms.
+6. Exports during a config storm (`--only export_storm`): a PNG of the plots at 1600×1000,
+   an SVG at 1600×1000 and a PNG at 6000×4000, each started while the storm of 4. goes on and
+   the storm kept up until it has ended, --storm-exports rounds, after 10 s of the storm alone.
+   Reported: the longest gap from each export's start to its end, the storm alone's, and the
+   events that took the most of the GUI thread's CPU meanwhile (on a loaded machine a gap
+   also holds the waits for a core). Target: no gap over 50 ms.
+7. A ring run of about 200,000 timeline events (`--only ring`, bench/large_ring.py): the
+   recording opened with File ▸ Open and the Ring tab shown for 2 s. Target: no gap over 50 ms.
+8. Cold start (--starts runs): a fresh process imports the app, builds and shows the window; the
    sample is the wall time from launching it to the window's first paint. Target: ≤ 2 s.
 
 Prints a short table last; `--out` also writes every sample as JSON.
@@ -52,6 +66,7 @@ Prints a short table last; `--out` also writes every sample as JSON.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import io
 import json
@@ -140,6 +155,9 @@ def make_app():  # type: ignore[no-untyped-def]
     class CountingApp(QApplication):
         paint_cpu_s = 0.0
         slow_events: ClassVar[list] = []  # (ms, event type, receiver class, objectName)
+        #: The same for events that took more than 10 ms of the GUI thread's CPU: (CPU ms,
+        #: ...). A wall time on a loaded machine also holds the waits for a core; this not.
+        cpu_events: ClassVar[list] = []
         _depth = 0
         _painting = False
 
@@ -157,21 +175,26 @@ def make_app():  # type: ignore[no-untyped-def]
                     CountingApp._painting = False
                     CountingApp.paint_cpu_s += time.thread_time() - c0
                 ms = (time.perf_counter() - t0) * 1e3
-                if top and ms > 20:
+                cpu_ms = (time.thread_time() - c0) * 1e3
+                if top and (ms > 20 or cpu_ms > 10):
                     try:
                         what = (type(receiver).__name__, receiver.objectName())
                     except RuntimeError:  # deleted meanwhile
                         what = ("?", "")
-                    CountingApp.slow_events.append((round(ms, 1), event.type().name, *what))
+                    if ms > 20:
+                        CountingApp.slow_events.append((round(ms, 1), event.type().name, *what))
+                    if cpu_ms > 10:
+                        CountingApp.cpu_events.append((round(cpu_ms, 1), event.type().name, *what))
 
     app = QApplication.instance() or CountingApp([])
     app.setStyle("Fusion")
     return app
 
 
-def slow_events(app, since: int = 0, top: int = 5) -> list:  # type: ignore[no-untyped-def]
-    """The longest events noted since index `since` (see make_app)."""
-    events = getattr(type(app), "slow_events", [])[since:]
+def slow_events(app, since: int = 0, top: int = 5, kind: str = "slow_events") -> list:  # type: ignore[no-untyped-def]
+    """The longest events noted since index `since` (see make_app); `kind` "cpu_events": by
+    the GUI thread's CPU time."""
+    events = getattr(type(app), kind, [])[since:]
     return sorted(events, reverse=True)[:top]
 
 
@@ -204,6 +227,7 @@ class Heartbeat:
 
         self.gaps = []
         self._since = len(getattr(type(QApplication.instance()), "slow_events", []))
+        self._since_cpu = len(getattr(type(QApplication.instance()), "cpu_events", []))
         self._last = time.perf_counter()
         self.timer.start()
         return self
@@ -214,6 +238,7 @@ class Heartbeat:
         self._tick()
         self.timer.stop()
         self.slowest = slow_events(QApplication.instance(), self._since)
+        self.slowest_cpu = slow_events(QApplication.instance(), self._since_cpu, kind="cpu_events")
 
     @property
     def max_gap(self) -> float:
@@ -609,30 +634,92 @@ def stall_open(app, window) -> dict:  # type: ignore[no-untyped-def]
     }
 
 
+def stall_trace(app, window, path: Path) -> dict:  # type: ignore[no-untyped-def]
+    """The trace at the format's limits (bench/limit_trace.py) opened in the Tiles tab's trace
+    mode (File ▸ Open trace…) until it is shown and 2 s more, then the Measurements tab shown and
+    the Tiles tab again: the longest heartbeat gaps, the open's seconds and the milliseconds
+    from showing the Tiles tab again to its trace view's paint."""
+    show_tab(app, window, 0)
+    wait_idle(app, window)
+    with Heartbeat() as beat:
+        t0 = time.perf_counter()
+        window.show_trace(str(path))
+        panel = window.animation.trace_panel
+        wait_until(app, lambda: panel.trace is not None and len(panel.trace.blocks) > 10**5, 900)
+        seconds = time.perf_counter() - t0
+        spin(app, 2.0)  # what the shown trace does next: its layout, its paints
+    opened = {"max_heartbeat_gap_ms": beat.max_gap, "seconds": seconds, "info": panel.info.text()}
+    opened["slowest_events"] = beat.slowest
+    show_tab(app, window, 0)
+    spin(app, 0.5)
+    watch = PaintWatch()
+    with Heartbeat() as again:
+        watch.watch([panel.view])
+        t0 = time.perf_counter()
+        window.tabs.setCurrentWidget(window.animation)
+        wait_until(app, watch.all_painted, 600)
+        reshow_ms = (time.perf_counter() - t0) * 1e3
+        spin(app, 1.0)
+    return {
+        "open": opened,
+        "reshow_ms": reshow_ms,
+        "reshow_max_heartbeat_gap_ms": again.max_gap,
+        "reshow_slowest_events": again.slowest,
+    }
+
+
+def stall_ring(app, window, path: Path) -> dict:  # type: ignore[no-untyped-def]
+    """A recording whose ring run holds about 200,000 timeline events (bench/large_ring.py)
+    opened with File ▸ Open, then the Ring tab shown for 2 s: the longest heartbeat gap."""
+    show_tab(app, window, 0)
+    wait_idle(app, window)
+    with Heartbeat() as beat:
+        t0 = time.perf_counter()
+        window.file_menu.open_file(str(path))
+        wait_until(
+            app,
+            lambda: window.backend is not None and window.backend.info.backend == "replay",
+            300,
+        )
+        wait_idle(app, window)
+        seconds = time.perf_counter() - t0
+        window.tabs.setCurrentWidget(window.ring_panel)
+        spin(app, 2.0)
+    return {
+        "max_heartbeat_gap_ms": beat.max_gap,
+        "seconds": seconds,
+        "slowest_events": beat.slowest,
+    }
+
+
+def _storm_change(app, window, rng, changes: dict) -> None:  # type: ignore[no-untyped-def]
+    """One change of the config storm (heads, dtype, N or the tab shown), then 50-150 ms of
+    the event loop."""
+    what = rng.choice(tuple(changes))
+    changes[what] += 1
+    if what == "tab":
+        window.tabs.setCurrentIndex(rng.randrange(window.tabs.count()))
+    else:
+        scale = list(window.controls.seq_scale)
+        value = {
+            "heads": lambda: rng.choice((1, 2, 4, 8, 12, 16, 24, 32)),
+            "dtype": lambda: rng.choice(("fp16", "bf16", "fp32")),
+            "seq_len": lambda: rng.choice(scale[: max(1, len(scale) * 2 // 3)]),
+        }[what]()
+        window.controls.set_config(window.config.with_(**{what: value}))
+    spin(app, rng.uniform(0.05, 0.15))
+
+
 def stall_storm(app, window, seconds: float, seed: int = 1) -> dict:  # type: ignore[no-untyped-def]
     """Random config changes every 50-150 ms for `seconds` (heads, dtype, N, the tab shown)."""
     import random
 
     rng = random.Random(seed)
-    controls = window.controls
-    scale = list(controls.seq_scale)
     changes = {"heads": 0, "dtype": 0, "seq_len": 0, "tab": 0}
     with Heartbeat() as beat:
         end = time.perf_counter() + seconds
         while time.perf_counter() < end:
-            what = rng.choice(tuple(changes))
-            changes[what] += 1
-            if what == "tab":
-                window.tabs.setCurrentIndex(rng.randrange(window.tabs.count()))
-            else:
-                cfg = window.config
-                value = {
-                    "heads": lambda: rng.choice((1, 2, 4, 8, 12, 16, 24, 32)),
-                    "dtype": lambda: rng.choice(("fp16", "bf16", "fp32")),
-                    "seq_len": lambda: rng.choice(scale[: max(1, len(scale) * 2 // 3)]),
-                }[what]()
-                controls.set_config(cfg.with_(**{what: value}))
-            spin(app, rng.uniform(0.05, 0.15))
+            _storm_change(app, window, rng, changes)
         window.tabs.setCurrentIndex(0)
         wait_idle(app, window)
     gaps = sorted(beat.gaps)
@@ -643,6 +730,76 @@ def stall_storm(app, window, seconds: float, seed: int = 1) -> dict:  # type: ig
         "changes": changes,
         "seconds": seconds,
         "slowest_events": beat.slowest,
+    }
+
+
+#: The exports made during a config storm (`--only export_storm`): (kind, width, height).
+STORM_EXPORTS = (("plots_png", 1600, 1000), ("plots_svg", 1600, 1000), ("plots_png", 6000, 4000))
+
+
+def stall_export_storm(app, window, folder: str, rounds: int, seed: int = 1) -> dict:  # type: ignore[no-untyped-def]
+    """Each of STORM_EXPORTS `rounds` times, started in the middle of a config storm that goes
+    on until the export has ended (and at least 1 s): the longest heartbeat gap from the
+    export's start to its end, per export."""
+    import random
+
+    from app.window.file_menu import ExportRequest
+
+    rng = random.Random(seed)
+    fm = window.file_menu
+    ended: list[str] = []
+    fm.exported.connect(ended.append)
+    fm.exportFailed.connect(ended.append)
+    changes = {"heads": 0, "dtype": 0, "seq_len": 0, "tab": 0}
+    with Heartbeat() as alone:  # the storm without an export, for comparison
+        end = time.perf_counter() + 10.0
+        while time.perf_counter() < end:
+            _storm_change(app, window, rng, changes)
+    rows = []
+    try:
+        for k in range(rounds):
+            for kind, w, h in STORM_EXPORTS:
+                path = os.path.join(folder, f"storm_{k}_{w}x{h}.{kind.rsplit('_', 1)[1]}")
+                ended.clear()
+                for _ in range(5):  # the storm is under way when the export starts
+                    _storm_change(app, window, rng, changes)
+                with Heartbeat() as beat:
+                    t0 = time.perf_counter()
+                    started = fm.export(ExportRequest(kind, path, size=(w, h)))
+                    while started and not ended and time.perf_counter() - t0 < 300:
+                        _storm_change(app, window, rng, changes)
+                    seconds = time.perf_counter() - t0
+                rows.append({
+                    "export": f"{kind} {w}x{h}",
+                    "ok": bool(started) and ended == [path] and os.path.isfile(path),
+                    "max_heartbeat_gap_ms": beat.max_gap,
+                    "gaps_over_50_ms": sum(g > 50 for g in beat.gaps),
+                    "seconds": seconds,
+                    "slowest_events": beat.slowest,
+                    "slowest_cpu_events": beat.slowest_cpu,
+                })  # fmt: skip
+                with contextlib.suppress(OSError):
+                    os.remove(path)
+    finally:
+        fm.exported.disconnect(ended.append)
+        fm.exportFailed.disconnect(ended.append)
+    window.tabs.setCurrentIndex(0)
+    wait_idle(app, window)
+    worst: dict[str, float] = {}
+    for row in rows:
+        worst[row["export"]] = max(worst.get(row["export"], 0.0), row["max_heartbeat_gap_ms"])
+    return {
+        "max_heartbeat_gap_ms": max(worst.values(), default=0.0),
+        "worst_by_export_ms": worst,
+        "storm_alone_10s": {
+            "max_heartbeat_gap_ms": alone.max_gap,
+            "gaps_over_50_ms": sum(g > 50 for g in alone.gaps),
+            "slowest_events": alone.slowest,
+            "slowest_cpu_events": alone.slowest_cpu,
+        },
+        "load_average": list(os.getloadavg()),
+        "changes": changes,
+        "exports": rows,
     }
 
 
@@ -794,9 +951,23 @@ def table(report: dict) -> str:
         ("stall_open", "longest stall: open h200_sweep.json"),
         ("stall_storm", "longest stall: config storm"),
         ("stall_failed_export", "longest stall: PNG export failing"),
+        ("stall_ring", "longest stall: a ring of 200,000 events"),
     ):
         if key in r:
             rows.append((name, None, None, r[key]["max_heartbeat_gap_ms"], "≤ 50 ms"))
+    if "stall_trace" in r:
+        t = r["stall_trace"]
+        rows.append(("longest stall: open the limit trace", None, None,
+                     t["open"]["max_heartbeat_gap_ms"], "≤ 50 ms"))  # fmt: skip
+        rows.append(("  Tiles tab shown again → painted", None, None, t["reshow_ms"], "≤ 50 ms"))
+        rows.append(("  longest stall meanwhile", None, None,
+                     t["reshow_max_heartbeat_gap_ms"], "≤ 50 ms"))  # fmt: skip
+    if "stall_export_storm" in r:
+        e = r["stall_export_storm"]
+        rows.append(("longest stall: the storm alone, 10 s", None, None,
+                     e["storm_alone_10s"]["max_heartbeat_gap_ms"], "≤ 50 ms"))  # fmt: skip
+        for export, gap in e["worst_by_export_ms"].items():
+            rows.append((f"longest stall: {export} in a storm", None, None, gap, "≤ 50 ms"))
     if r.get("cold_start_s"):
         s = r["cold_start_s"]
         rows.append(("cold start → first paint [s]", s["median"], None, s["max"], "≤ 2 s"))
@@ -807,7 +978,10 @@ def table(report: dict) -> str:
     return "\n".join(lines)
 
 
-SCENARIOS = ("slider", "changes", "stalls", "files", "storm", "failed_export", "cold")
+SCENARIOS = (
+    "slider", "changes", "stalls", "files", "storm", "failed_export", "cold", "trace", "ring",
+    "export_storm",
+)  # fmt: skip
 
 
 def main() -> int:
@@ -825,8 +999,14 @@ def main() -> int:
     parser.add_argument("--storm-s", type=float, default=60.0, help="length of the config storm")
     parser.add_argument("--failed-exports", type=int, default=5, help="failing PNG exports")
     parser.add_argument(
+        "--storm-exports", type=int, default=3, help="rounds of exports during a storm"
+    )
+    parser.add_argument(
         "--only",
-        default=",".join(s for s in SCENARIOS if s != "files"),  # "stalls" measures those too
+        # "stalls" measures the files too; "trace" writes and opens a 75 MB trace
+        default=",".join(
+            s for s in SCENARIOS if s not in ("files", "trace", "ring", "export_storm")
+        ),
         help=f"of {','.join(SCENARIOS)}",
     )
     parser.add_argument("--out", default="", help="write every sample as JSON here")
@@ -882,11 +1062,27 @@ def main() -> int:
             results["stall_export"] = stall_export(app, window, folder)
             results["stall_svg_export"] = stall_export(app, window, folder, "plots_svg")
             results["stall_open"] = stall_open(app, window)
+        if "trace" in only:
+            from limit_trace import write_limit_trace
+
+            trace_path = write_limit_trace(
+                Path(tempfile.gettempdir()) / "tilescope-limit-trace.json"
+            )
+            results["stall_trace"] = stall_trace(app, window, trace_path)
+        if "ring" in only:
+            from large_ring import write_large_ring
+
+            ring = Path(tempfile.gettempdir()) / "tilescope-ring-200k.json"
+            results["stall_ring"] = stall_ring(app, window, write_large_ring(ring))
         if "storm" in only:
             results["stall_storm"] = stall_storm(app, window, args.storm_s)
         if "failed_export" in only:
             results["stall_failed_export"] = stall_failed_export(
                 app, window, folder, args.failed_exports
+            )
+        if "export_storm" in only:
+            results["stall_export_storm"] = stall_export_storm(
+                app, window, folder, args.storm_exports
             )
         window.close()
         spin(app, 0.2)

@@ -9,13 +9,18 @@ cost model in 0.5 ms, to put GPU-like result rates through the GUI on any machin
 a cycle:
 1. slider: ~3 s of random slider moves (one every 100 ms) up to N = --seq-max, with the
    Measurements tab shown, so live requests are coalesced and the plots repaint;
+   then storm: --storm-s seconds (default 5) of random changes every 50-150 ms of the heads
+   (1-64), dtype, causal mask and N (the whole scale), as a user trying things fast: each new
+   shape has the compute process work out its model curves;
 2. sweep: the store is cleared (so the sweep really measures again) and a sweep of every power
    of two up to --seq-max runs, with the Tiles tab shown and the animation playing in a loop;
    heads and the causal mask rotate from cycle to cycle, so each sweep is a fresh family;
 3. rest: once the runner is idle, a quiescent sample is taken, then ~--rest seconds of animation.
 
-What is sampled, every --interval seconds and at each rest: process RSS (psutil) and, on CUDA,
-device memory in use (cudaMemGetInfo: total − free) and the CuPy pool's used and held bytes.
+What is sampled, every --interval seconds and at each rest: the RSS (psutil) of the window's
+process and of its compute process (app.work.background: the model curves, large reads) and,
+on CUDA, device memory in use (cudaMemGetInfo: total − free) and the CuPy pool's used and held
+bytes. Each process's idle RSS at the start, the middle and the end is printed too.
 Each sample says whether the runner was idle. A run in flight holds its own S and P (tens of MB
 on the CPU, GBs on a GPU), so memory is judged on idle samples only: those say what the app
 keeps, not what one measurement borrows.
@@ -50,8 +55,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 WARMUP_FRACTION = 0.1
 TOLERANCE = 0.05
-METRICS_CPU = ("rss_bytes",)
-METRICS_CUDA = ("rss_bytes", "device_used_bytes", "pool_used_bytes", "pool_held_bytes")
+METRICS_CPU = ("rss_bytes", "compute_rss_bytes")
+METRICS_CUDA = (*METRICS_CPU, "device_used_bytes", "pool_used_bytes", "pool_held_bytes")
 #: A metric whose baseline is below this is compared in absolute terms (an empty CuPy pool is 0 B:
 #: a relative change of "0 → 2 MB" would be infinite and meaningless).
 ABS_FLOOR_BYTES = 64 << 20
@@ -63,6 +68,7 @@ class Sample:
     idle: bool
     kind: str  # "periodic" or "rest"
     rss_bytes: int
+    compute_rss_bytes: int | None = None  # the compute process's, once it runs
     device_used_bytes: int | None = None
     pool_used_bytes: int | None = None
     pool_held_bytes: int | None = None
@@ -76,9 +82,11 @@ class Counters:
     sweeps_finished: int = 0
     sweeps_cancelled: int = 0
     slider_moves: int = 0
+    storm_changes: int = 0
     outcomes: int = 0
     oom_results: int = 0
     skipped: int = 0
+    cancelled: int = 0
     errors: list[str] = field(default_factory=list)  # banner messages and failed outcomes
 
 
@@ -106,8 +114,24 @@ class Sampler:
 
             self.cupy = cupy
 
+    def compute_rss(self) -> int | None:
+        """The compute process's RSS: the window's child that multiprocessing spawned (not its
+        resource tracker)."""
+        import psutil
+
+        for child in self.process.children():
+            try:
+                if "spawn_main" in " ".join(child.cmdline()):
+                    return int(child.memory_info().rss)
+            except psutil.Error:
+                continue
+        return None
+
     def read(self) -> dict[str, int | None]:
-        out: dict[str, int | None] = {"rss_bytes": int(self.process.memory_info().rss)}
+        out: dict[str, int | None] = {
+            "rss_bytes": int(self.process.memory_info().rss),
+            "compute_rss_bytes": self.compute_rss(),
+        }
         if self.cupy is not None:
             try:
                 free, total = self.cupy.cuda.runtime.memGetInfo()
@@ -200,6 +224,10 @@ class Soak:
                 self.counters.slider_moves += 1
                 w.controls.slider.setValue(self.rng.choice(self.seq_positions))
             else:
+                self.phase, self.phase_until = "storm", now + self.args.storm_s
+                self._storm()
+        elif self.phase == "storm":
+            if now >= self.phase_until:
                 self._begin_sweep()
         elif self.phase == "sweep":
             if not w.runner.busy and not w.runner.sweeping:
@@ -210,6 +238,24 @@ class Soak:
                 self.finish()
             elif now >= self.phase_until:
                 self._begin_slider(now)
+
+    def _storm(self) -> None:
+        """One random change, the next 50-150 ms later, while the storm lasts."""
+        from PySide6.QtCore import QTimer
+
+        if self.phase != "storm" or self.done:
+            return
+        w, rng = self.window, self.rng
+        what = rng.choice(("heads", "dtype", "causal", "seq_len"))
+        value = {
+            "heads": lambda: rng.randint(1, 64),
+            "dtype": lambda: rng.choice(("fp16", "bf16", "fp32")),
+            "causal": lambda: rng.random() < 0.5,
+            "seq_len": lambda: rng.choice(list(w.controls.seq_scale)),
+        }[what]()
+        w.controls.set_config(w.config.with_(**{what: value}))
+        self.counters.storm_changes += 1
+        QTimer.singleShot(rng.randint(50, 150), self._storm)
 
     def _begin_slider(self, now: float) -> None:
         self.counters.cycles += 1
@@ -242,6 +288,8 @@ class Soak:
             self.counters.oom_results += 1
         elif outcome.skipped:
             self.counters.skipped += 1
+        elif outcome.cancelled:  # a newer request stopped it (the storm): no error
+            self.counters.cancelled += 1
         elif outcome.error:
             self.counters.errors.append(f"{self.elapsed():.0f}s outcome: {outcome.error}")
 
@@ -363,6 +411,28 @@ def verdict(
     return out
 
 
+def per_process(samples: list[Sample], duration_s: float) -> dict:
+    """Each process's idle RSS (median) at the start (the tenth after warm-up), the middle
+    (45-55% of the run) and the end (the last tenth)."""
+    idle = [s for s in samples if s.idle]
+    windows = {
+        "start": (WARMUP_FRACTION, 2 * WARMUP_FRACTION),
+        "middle": (0.45, 0.55),
+        "end": (1 - WARMUP_FRACTION, 1.01),
+    }
+    out: dict = {}
+    for metric, name in (("rss_bytes", "window"), ("compute_rss_bytes", "compute")):
+        out[name] = {}
+        for when, (lo, hi) in windows.items():
+            vals = [
+                getattr(s, metric)
+                for s in idle
+                if lo * duration_s <= s.t_s < hi * duration_s and getattr(s, metric) is not None
+            ]
+            out[name][when] = _median(vals)
+    return out
+
+
 def _mb(v: float | None) -> str:
     """Mebibytes (2^20 B), the unit every figure this script prints is in."""
     return "—" if v is None else f"{v / 2**20:,.1f}"
@@ -413,6 +483,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--interval", type=float, default=5.0, help="seconds between samples")
     p.add_argument("--rest", type=float, default=2.0, help="seconds of animation after a sweep")
+    p.add_argument("--storm-s", type=float, default=5.0, help="seconds of random changes a cycle")
     p.add_argument(
         "--seq-max", type=int, default=None, help="largest N swept (cpu 1024, cuda/fake 16384)"
     )
@@ -464,6 +535,7 @@ def main(argv: list[str] | None = None) -> int:
         "counters": asdict(soak.counters),
         "runner": asdict(soak.window.runner.stats),
         "verdict": verdict(soak.samples, min(wall, soak.duration_s) or wall, metrics),
+        "per_process_idle_rss": per_process(soak.samples, min(wall, soak.duration_s) or wall),
         "samples": [asdict(s) for s in soak.samples],
     }
     soak.close()
@@ -471,8 +543,12 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"soak: {wall / 60:.1f} min on {result['backend']}, {soak.counters.cycles} cycles, "
         f"{soak.counters.sweeps_finished} sweeps, {soak.window.runner.stats.runs_finished} runs, "
-        f"{soak.counters.slider_moves} slider moves, {len(soak.counters.errors)} errors"
+        f"{soak.counters.slider_moves} slider moves, {soak.counters.storm_changes} storm "
+        f"changes, {len(soak.counters.errors)} errors"
     )
+    for name, whens in result["per_process_idle_rss"].items():
+        print(f"  {name} process, idle RSS MiB: " + ", ".join(
+            f"{when} {_mb(v)}" for when, v in whens.items()))  # fmt: skip
     print(table(soak.samples, wall, cuda))
     v = result["verdict"]
     print(

@@ -87,5 +87,10 @@ class RunCancelled(TilescopeError):
     """A run abandoned between tiles or kernels because its cancel hook returned True."""
 
 
+class ReadStopped(TilescopeError):
+    """A file's read abandoned between two items because its reader stopped it
+    (gpu.files.read_stop: a window closing, a signal ending the program)."""
+
+
 class BackendUnavailable(TilescopeError, RuntimeError):
     """The backend cannot run on this machine (no CUDA device, CuPy missing, ...)."""

@@ -146,6 +146,7 @@ def test_memory_holds_a_few_frames_whatever_the_count():
 
 def test_a_gif_is_written_as_its_frames_come(tmp_path):
     path = tmp_path / "stream.gif"
+    path.touch()  # the exporter's partial file
     writer = open_writer(".gif", str(path), (640, 360), 12)
     assert isinstance(writer, GifStreamWriter)
     rng = np.random.default_rng(0)
@@ -157,6 +158,34 @@ def test_a_gif_is_written_as_its_frames_come(tmp_path):
     assert sizes == sorted(sizes) and sizes[0] > 100_000  # on disk at once, frame by frame
     frames = imageio.imread(path, index=None)
     assert frames.shape[:3] == (4, 360, 640)
+
+
+def test_an_mp4_whose_partial_file_was_removed_is_not_made_again_by_the_encoder(tmp_path):
+    """A signal at the start of an export removes the partial file while the encoder starts:
+    an encoder given the name (with -y) created it again and left a .part behind."""
+    pytest.importorskip("imageio_ffmpeg")
+    from gpu.files.fileio import discard_partial_file, new_partial_file
+
+    for i in range(5):
+        tmp = new_partial_file(tmp_path / f"tiles{i}.mp4", ".mp4")
+        writer = open_writer(".mp4", tmp, (64, 48), 10.0)
+        discard_partial_file(tmp)  # what the signal handler does
+        writer.append(np.zeros((48, 64, 3), dtype=np.uint8))
+        writer.close() if i % 2 else writer.discard()
+    assert leftovers(tmp_path) == [] and list(tmp_path.iterdir()) == []
+
+
+def test_an_mp4_is_written_into_the_file_it_was_given(tmp_path):
+    pytest.importorskip("imageio_ffmpeg")
+    path = tmp_path / "given.mp4"
+    path.touch()
+    writer = open_writer(".mp4", str(path), (64, 48), 10.0)
+    for i in range(10):
+        writer.append(np.full((48, 64, 3), 20 * i, dtype=np.uint8))
+    writer.close()
+    frames = imageio.imread(path, index=None)
+    assert frames.shape[:3] == (10, 48, 64)
+    assert abs(int(frames[9].mean()) - 180) <= 3
 
 
 def _gaps_exporting(qtbot, window, path: Path, bands: list[int]) -> list[float]:
@@ -204,7 +233,8 @@ def test_painting_a_large_frame_never_stalls_the_gui_thread(
 @pytest.fixture
 def full_disk(monkeypatch):
     """Every partial file the exporter opens is a link to /dev/full: writes fail with ENOSPC,
-    as on a full disk."""
+    as on a full disk. (ffmpeg writes through a descriptor and sees /dev/full as a device it
+    cannot seek: the MP4 test uses `small_filesystem` instead.)"""
     real = animation_export.new_partial_file
 
     def on_full_disk(target, suffix=""):
@@ -216,12 +246,35 @@ def full_disk(monkeypatch):
     monkeypatch.setattr(animation_export, "new_partial_file", on_full_disk)
 
 
-@pytest.mark.parametrize("suffix", [".gif", ".mp4"])
-def test_a_full_disk_gives_one_clear_line_and_no_file(
-    qtbot, make_window, tmp_path, full_disk, capfd, suffix
-):
+@pytest.fixture
+def small_filesystem(tmp_path):
+    """A folder on a 64 KiB file system of its own, which an export fills (Linux, as root)."""
+    folder = tmp_path / "small"
+    folder.mkdir()
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        pytest.skip("mounting a small file system needs root on Linux")
+    mount = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)], capture_output=True
+    )
+    if mount.returncode != 0:
+        pytest.skip(f"cannot mount a small file system: {mount.stderr.decode().strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def _full_disk_folder(request, suffix: str) -> Path:
     if suffix == ".mp4":
         pytest.importorskip("imageio_ffmpeg")
+        return request.getfixturevalue("small_filesystem")
+    request.getfixturevalue("full_disk")
+    return request.getfixturevalue("tmp_path")
+
+
+@pytest.mark.parametrize("suffix", [".gif", ".mp4"])
+def test_a_full_disk_gives_one_clear_line_and_no_file(qtbot, make_window, request, capfd, suffix):
+    tmp_path = _full_disk_folder(request, suffix)
     window = make_window()
     fm = window.file_menu
     path = tmp_path / f"tiles{suffix}"

@@ -335,3 +335,82 @@ def test_sigkill_during_a_video_export_ends_the_encoder_and_the_next_export_clea
     commit_partial_file(again, target)
     assert target.stat().st_size > 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tiles.mp4"]
+
+
+_VIDEO_EXPORTS_UNDER_BLAS = """
+import os, sys, threading
+import numpy as np
+sys.path.insert(0, {root!r})
+from app.export.animation_writers import ENCODER_NICENESS, open_writer
+busy = threading.Event()
+def compute():  # a CPU run: BLAS threads busy with one large product after another
+    a = np.random.default_rng(0).random((1024, 1024))
+    while True:
+        a @ a
+        busy.set()
+threading.Thread(target=compute, daemon=True).start()
+busy.wait()
+for i in range({count}):
+    path = os.path.join({folder!r}, f"{{i}}.mp4")
+    open(path, "wb").close()  # the exporter's partial file
+    writer = open_writer(".mp4", path, (64, 48), 10.0)
+    nice = int(open(f"/proc/{{writer._process.pid}}/stat").read().rsplit(")", 1)[1].split()[16])
+    writer.append(np.full((48, 64, 3), i, dtype=np.uint8))
+    writer.close()
+    print(i, nice - os.nice(0), flush=True)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_video_exports_started_during_a_blas_computation_never_freeze(tmp_path):
+    """An encoder started with a hook between fork and exec forced a real fork(), whose BLAS
+    handler waited for threads busy with the computation: the app froze for good."""
+    pytest.importorskip("imageio_ffmpeg")
+    count = 20
+    script = _VIDEO_EXPORTS_UNDER_BLAS.format(root=str(ROOT), folder=str(tmp_path), count=count)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS="2")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, stderr = proc.communicate()
+    lines = stdout.decode().split()
+    assert proc.returncode == 0, f"froze after {len(lines) // 2} exports: {stderr.decode()}"
+    assert len(lines) == 2 * count
+    niceness = {int(n) for n in lines[1::2]}
+    lowest = 19 - os.nice(0)  # a niced app's encoder cannot go past 19, the lowest priority
+    assert niceness == {min(10, lowest)}, "the encoder runs below the app's priority"
+    assert all((tmp_path / f"{i}.mp4").stat().st_size > 0 for i in range(count))
+
+
+_KILLED_WITH_A_COMPUTE_PROCESS = """
+import sys, time
+sys.path.insert(0, {root!r})
+from app.work.background import compute_process, start_compute_process
+start_compute_process()
+assert compute_process().submit(int, "7").result() == 7
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_killed_app_leaves_no_leaked_semaphore_warning_on_its_terminal(tmp_path):
+    """multiprocessing's resource tracker outlives a SIGKILLed app for a moment, removes the
+    compute process's semaphores and warned about them on the app's stderr."""
+    script = _KILLED_WITH_A_COMPUTE_PROCESS.format(root=str(ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline().strip() == "ready"
+    kids = psutil.Process(proc.pid).children(recursive=True)
+    proc.kill()
+    proc.wait(10)
+    deadline = time.monotonic() + DEADLINE_S
+    while _alive(kids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(kids)
+    err = proc.stderr.read()  # every writer of the app's stderr is gone now
+    assert "leaked" not in err and "resource_tracker" not in err, err

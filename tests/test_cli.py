@@ -197,11 +197,21 @@ def no_runs(monkeypatch):
         ("1e30", "more than 2^63 - 1 bytes"),
         ("9223372036854775808", "more than 2^63 - 1 bytes"),
         ("12QB", "is not a size"),
+        # beyond a decimal's own exponent: decimal.Overflow ended as an "unexpected error", 1
+        ("1e1000000", "more than 2^63 - 1 bytes (a size is 1 to 2^63 - 1 bytes)"),
+        ("1e999999GB", "more than 2^63 - 1 bytes"),
+        ("1e+999999KiB", "more than 2^63 - 1 bytes"),
     ],
 )
 def test_a_budget_that_is_not_a_whole_finite_size_exits_2(capsys, no_runs, budget, message):
     assert main.main([*BENCH_SMALL, f"--budget={budget}"]) == 2
     assert message in _one_line_error(capsys)
+
+
+@pytest.mark.parametrize("seq", ["1,,2", "64,", ",64", " , "])
+def test_a_sequence_list_with_an_empty_item_is_refused_not_shortened(capsys, no_runs, seq):
+    assert main.main([*BENCH_SMALL, f"--seq={seq}"]) == 2
+    assert "empty item" in _one_line_error(capsys)
 
 
 def test_budget_sizes_in_every_unit():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -191,3 +192,25 @@ def test_times_are_never_zero_and_a_non_finite_output_is_a_finite_disagreement(m
     assert r.kernel_times[0].ms > 0
     assert r.max_abs_error == MAX_FLOAT and r.agrees is False
     assert "NaN or infinity" in r.message
+
+
+def test_an_fp16_run_does_not_import_ml_dtypes():
+    """ml_dtypes's import holds the interpreter for more than a second (no other thread runs,
+    no signal is handled): only a bf16 run needs it."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import sys
+        from gpu.backends.backend import RunOptions
+        from gpu.backends.cpu_backend import CpuBackend
+        from gpu.config import AttentionConfig
+        CpuBackend().run(AttentionConfig(seq_len=64, heads=1), "tiled", RunOptions(repeats=1))
+        print("ml_dtypes" in sys.modules)
+    """)
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=root, timeout=120
+    )
+    assert out.stdout.strip() == "False", out.stderr

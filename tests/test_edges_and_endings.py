@@ -160,6 +160,175 @@ def test_no_signal_while_shutting_down_keeps_mains_status():
     assert out.returncode == 2 and out.stdout == "partial line without newline"
 
 
+#: A program whose main thread is inside a C library's call back into Python (as the CPU
+#: backend's NumPy allocator hooks are all the time) when the signal comes: an exception raised
+#: there by a handler is printed as "Exception ignored" and lost.
+IN_A_CALLBACK = textwrap.dedent(
+    """
+    import ctypes, subprocess, sys, time
+    sys.path.insert(0, {root!r})
+    from gpu.files.fileio import new_partial_file, remove_partial_files_on_signals
+    remove_partial_files_on_signals()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    tmp = new_partial_file({target!r}, ".gif")
+    def busy():
+        print(child.pid, tmp, flush=True)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 20:
+            pass
+    ctypes.CFUNCTYPE(None)(busy)()
+    time.sleep(20)  # the signal's exception, if lost, lets the program run on
+    """
+)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_signal_landing_in_a_call_back_from_c_still_ends_the_program_at_once(tmp_path, signum):
+    script = IN_A_CALLBACK.format(root=str(ROOT), target=str(tmp_path / "anim.gif"))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    child_pid, partial = proc.stdout.readline().split()
+    child = psutil.Process(int(child_pid))
+    t0 = time.monotonic()
+    proc.send_signal(signum)
+    try:
+        code = proc.wait(15)
+    finally:
+        proc.kill()
+    took = time.monotonic() - t0
+    assert code == 128 + signum, proc.stderr.read()
+    assert took < 3.0, f"ended {took:.1f} s after the signal"
+    assert not os.path.exists(partial)
+    deadline = time.monotonic() + 2
+    while _alive([child]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive([child]), "its child outlived it"
+    assert "Exception ignored" not in proc.stderr.read()
+
+
+def test_a_signal_while_the_main_thread_registers_a_partial_file_ends_the_program(tmp_path):
+    """The handler removes the partial files on the main thread, which may be inside the
+    registry's lock at that moment: with a plain lock the handler deadlocked there, and the
+    program hung for good (seen once in 13 SIGINTs to `bench`)."""
+    script = textwrap.dedent(f"""
+        import os, signal, sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        from gpu.files import fileio
+        fileio.remove_partial_files_on_signals()
+        tmp = fileio.new_partial_file({str(tmp_path / "out.json")!r})
+        print(tmp, flush=True)
+        with fileio._in_flight_lock:  # as inside new_partial_file or commit_partial_file
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(20)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    partial = proc.stdout.readline().strip()
+    try:
+        code = proc.wait(15)
+    finally:
+        proc.kill()
+    assert code == 143
+    assert not os.path.exists(partial)
+
+
+def test_a_program_started_with_sighup_ignored_keeps_it_ignored(tmp_path):
+    """`nohup main.py bench ...` must outlive the terminal: a signal the program was started
+    with ignored stays ignored (SIGINT of a shell's background job too), as Python itself
+    leaves an ignored SIGINT."""
+    start = textwrap.dedent(f"""
+        import os, signal, sys
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup starts it
+        os.execv(sys.executable, [sys.executable, {str(ROOT / "main.py")!r}, "bench",
+                 "--backend", "cpu", "--seq", "64,128", "--repeats", "3", "--algo", "tiled"])
+    """)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", start], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.stdout.readline().startswith("# cpu backend")  # it runs, its handlers are in
+    proc.send_signal(signal.SIGHUP)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "tiled" in out
+
+
+#: SIGINT while the window starts its compute process (made slow here, as on a loaded machine).
+SIGINT_AT_THE_CHILDS_START = textwrap.dedent(
+    """
+    import os, signal, sys, threading, time
+    sys.path.insert(0, {root!r})
+    from gpu import exit_status
+    exit_status.install()
+    from app.work import background
+
+    class SlowStart(background.ProcessPoolExecutor):
+        def submit(self, *args, **kwargs):
+            time.sleep(0.5)
+            return super().submit(*args, **kwargs)
+
+    background.ProcessPoolExecutor = SlowStart
+    threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+    background.start_compute_process()
+    print("started", flush=True)
+    time.sleep(20)
+    """
+)
+
+
+def test_sigint_while_the_compute_process_starts_is_not_lost(tmp_path):
+    """The window had SIGINT ignored while it started its compute process (so that the child
+    ignores it from its first instruction): a Ctrl+C then was lost, and the window ran on."""
+    script = SIGINT_AT_THE_CHILDS_START.format(root=str(ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        code = proc.wait(15)
+    finally:
+        proc.kill()
+    assert code == 130, proc.stderr.read()
+    assert "Traceback" not in proc.stderr.read()
+
+
+#: `render` of a CPU sweep at N = 4096: its window is built, then measures for tens of seconds.
+RENDER = ["render", "--seq", "4096", "--heads", "8", "--backend", "cpu", "--force"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_render_while_its_window_is_built_or_measures_ends_it_promptly(
+    tmp_path, signum
+):
+    """SIGINT's KeyboardInterrupt landed in a Qt slot or an import and was lost: render ran on
+    for 30 s and more with its compute process alive."""
+    for after in (0.3, 1.2, 2.5):  # after its compute process started
+        out = tmp_path / f"x{after}.png"
+        proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "main.py"), *RENDER, "--out", str(out)],
+            cwd=tmp_path, env=dict(os.environ, QT_QPA_PLATFORM="offscreen"),
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            kids = _wait_for_children(proc, 1)
+            time.sleep(after)
+            kids = psutil.Process(proc.pid).children(recursive=True)
+            t0 = time.monotonic()
+            proc.send_signal(signum)
+            code = proc.wait(30)
+            took = time.monotonic() - t0
+        finally:
+            proc.kill()
+        err = proc.stderr.read()
+        assert code == 128 + signum, err
+        assert took < 3.0, f"{after} s in: ended {took:.1f} s after the signal"
+        deadline = time.monotonic() + 2
+        while _alive(kids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(kids), f"{after} s in: a child outlived render"
+        assert "Exception ignored" not in err and "Traceback" not in err, err
+        assert not out.exists() and not [p for p in tmp_path.iterdir() if ".part" in p.name]
+
+
 def test_model_into_a_closed_pipe_exits_0_quietly():
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "main.py"), "model", "--seq", "4096"],
@@ -198,6 +367,37 @@ def test_closing_the_window_during_a_large_open_is_prompt_and_quiet(
     assert closed_in < 1.5, f"the close took {closed_in:.1f} s"
     err = capfd.readouterr().err
     assert "Signal source has been deleted" not in err and "Traceback" not in err
+
+
+def test_closing_the_window_while_a_large_open_checks_its_results_stops_the_check(
+    qtbot, make_window, large_file, monkeypatch
+):
+    """The compute process has read the file; the reading thread checks and builds its tens of
+    thousands of results: a closing window stops that too, or the program's end waits for it
+    (25-35 s for 237 MB, then superqt's "Signal source has been deleted")."""
+    import threading
+
+    from app.state import recorded_run
+
+    checking = threading.Event()
+    real = recorded_run.recording_from_members
+
+    def check(members, where):  # type: ignore[no-untyped-def]
+        checking.set()
+        return real(members, where)
+
+    monkeypatch.setattr(recorded_run, "recording_from_members", check)
+    window = make_window()
+    reader = window.file_menu.reader
+    window.file_menu.open_file(str(large_file))
+    qtbot.waitUntil(checking.is_set, timeout=60_000)
+    qtbot.wait(200)
+    assert reader.busy  # still checking when the window closes
+    t0 = time.perf_counter()
+    window.close()
+    assert reader.wait(30)
+    stopped_in = time.perf_counter() - t0
+    assert stopped_in < 1.0, f"the open went on for {stopped_in:.1f} s after the close"
 
 
 def test_closing_the_window_while_its_jobs_wait_for_a_pool_thread_is_prompt(

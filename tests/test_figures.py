@@ -453,8 +453,7 @@ def test_the_roof_labels_say_each_peak_at_the_measured_clock():
     assert labels[roofline.MMA] == "tensor cores (mma.sync) 599 TFLOP/s"
     assert labels["fp32"] == "fp32 CUDA cores 56.2 TFLOP/s"  # 256 × 132 × 1.6618 GHz
     assert labels[roofline.XU] == "exponential unit 3.51 Texp/s"
-    assert labels[roofline.HBM] == "HBM 4.80 TB/s"
-    assert labels[roofline.L2] == "L2 15.4 TB/s nominal"
+    assert labels[roofline.HBM] == "HBM 4.80 TB/s" and labels[roofline.L2] == "L2 15.4 TB/s nominal"
 
 
 def test_a_figure_prints_its_value_in_its_unit_and_says_its_source():

@@ -132,3 +132,57 @@ def test_the_window_saves_its_settings_through_the_store_and_they_are_on_disk_wh
     disk = _on_disk(tmp_path)
     assert disk.value("recent/files") in ([str(tmp_path / "run.json")], str(tmp_path / "run.json"))
     assert disk.contains("window/geometry") and disk.contains("controls/seq_len")
+
+
+def _swollen_file(tmp_path, junk: int) -> QSettings:
+    """The app's settings plus `junk` keys it never wrote, in a group of their own and inside
+    one of its groups, and a value of the wrong kind (written as text, as an editor would)."""
+    lines = ["[controls]", "seq_len=2048", "heads=ten", "stray=1", "[view]", "theme=light"]
+    lines += ["[junk]", *(f"k{i:07d}={'x' * 60}" for i in range(junk))]
+    (tmp_path / "t.ini").write_text("\n".join(lines) + "\n")
+    return _on_disk(tmp_path)
+
+
+def test_a_file_swollen_with_keys_the_app_never_wrote_is_rewritten_with_its_keys_alone(
+    tmp_path, caplog
+):
+    """600,000 junk keys (50 MB) made every write of the file take seconds: a close waited
+    for it and gave up ("was not written within 2.0 s"), and the program ended 10 s later."""
+    from app.kit.settings import KEYS, read
+
+    store = SettingsStore(_swollen_file(tmp_path, junk=100_000), KEYS)
+    assert (tmp_path / "t.ini").stat().st_size > 5_000_000
+    assert store.sync()
+    assert read(store, "controls/seq_len") == 2048 and read(store, "view/theme") == "light"
+    assert read(store, "controls/heads") is None and "ignored the setting controls/heads" in (
+        caplog.text
+    )  # refused as before, and left out of the file
+    disk = _on_disk(tmp_path)
+    assert sorted(disk.allKeys()) == ["controls/seq_len", "view/theme"]
+    assert (tmp_path / "t.ini").stat().st_size < 1000
+    store.setValue("controls/heads", 16)
+    assert store.sync(timeout=1.0) and "was not written" not in caplog.text
+
+
+def test_a_tidy_file_is_left_as_it_is(tmp_path):
+    from app.kit.settings import KEYS
+
+    _file(tmp_path, view__theme="light", controls__heads=12)
+    before = (tmp_path / "t.ini").stat().st_mtime_ns
+    store = SettingsStore(_on_disk(tmp_path), KEYS)
+    assert store.sync()
+    assert (tmp_path / "t.ini").stat().st_mtime_ns == before  # nothing was written
+
+
+def test_the_window_keeps_its_settings_file_to_its_own_keys(qtbot, tmp_path):
+    from app.kit.settings import KEYS
+    from app.window.main_window import MainWindow
+    from gpu.backends.model_backend import CostModelBackend
+
+    settings = _swollen_file(tmp_path, junk=20_000)
+    window = MainWindow(backend_factory=lambda name: CostModelBackend(), settings=settings)
+    qtbot.addWidget(window)
+    window.close()
+    keys = _on_disk(tmp_path).allKeys()
+    assert set(keys) <= set(KEYS) and "controls/seq_len" in keys
+    assert (tmp_path / "t.ini").stat().st_size < 20_000

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -39,8 +39,9 @@ from gpu.files.trace import (
 from ..kit.plain_text import PlainLabel
 from ..state.animation.player import Player
 from ..state.animation.trace_replay import BlockReplay
+from ..state.recorded_run import collector_paused
 from ..state.units import fmt_ns
-from ..work.background import LatestOnly
+from ..work.background import LatestOnly, read_traces_elsewhere
 from .block_strip import BlockStrip
 from .canvas import TileCanvas, scene_for
 from .colors import DARK, AnimColors
@@ -59,25 +60,34 @@ def read_traces(
     every: bool = True,
     size: tuple[int, int] | None = None,
     colors: AnimColors | None = None,
+    load: Callable[[str], tuple[Trace, ...]] = load_traces,
 ) -> tuple[PreparedTrace, ...]:
-    """Load and prepare the traces of `paths` (a worker thread's job), their blocks drawn for
-    a view of `size` in `colors`. With `every`, any file that cannot be read raises; without,
-    unreadable files are skipped unless none is left."""
+    """Load (with `load`) and prepare the traces of `paths` (a worker thread's job), their
+    blocks drawn for a view of `size` in `colors`. With `every`, any file that cannot be read
+    raises; without, unreadable files are skipped unless none is left. The millions of objects
+    a large trace is made of are moved out of the garbage collector's reach once built
+    (app.state.recorded_run.collector_paused)."""
     out: list[PreparedTrace] = []
     first_error: TraceError | None = None
-    for path in paths:
-        try:
-            out += [prepare_trace(t, size, colors) for t in load_traces(path)]
-        except TraceError as exc:
-            if every:
-                raise
-            first_error = first_error or exc
+    with collector_paused():
+        for path in paths:
+            try:
+                out += [prepare_trace(t, size, colors) for t in load(str(path))]
+            except TraceError as exc:
+                if every:
+                    raise
+                first_error = first_error or exc
     if not out and first_error is not None:
         raise first_error
     return tuple(out)
 
 
 REPLAY_WALL_S = 6.0  # one block replays in this many wall seconds at 1×
+#: Parsed traces of at most this many blocks in all are prepared on the GUI thread (a few
+#: milliseconds); more, on the loader's thread.
+PREPARE_HERE_BLOCKS = 20_000
+#: Waves counted one by one in the description; more are cut to the first few and the last.
+WAVES_LISTED = 8
 
 
 class TracePanel(QWidget):
@@ -208,15 +218,19 @@ class TracePanel(QWidget):
                 self.info.setText(f"{what} holds no traces")
             else:
                 self.message = ""
-                self._prepared = {id(p.trace): p for p in prepared}
-                self.set_traces(tuple(p.trace for p in prepared), source=source)
+                self._prepared.clear()
+                self.show_prepared(prepared, source=source)
             self.loaded.emit()
 
         def submit() -> None:  # once the panel is laid out: the blocks are drawn for its size
             lanes = self.view.lanes_rect()
             size = (max(1, round(lanes.width())), max(1, round(lanes.height())))
             colors = self.c
-            self.loader.submit(lambda: read_traces(paths, every, size, colors), done, failed)
+            self.loader.submit(
+                lambda: read_traces(paths, every, size, colors, read_traces_elsewhere),
+                done,
+                failed,
+            )
 
         QTimer.singleShot(0, submit)
 
@@ -232,19 +246,44 @@ class TracePanel(QWidget):
         for w in (self.view, self.strip, self.canvas):
             w.set_colors(colors)
 
+    def show_prepared(self, prepared: Sequence[PreparedTrace], source: str = "") -> None:
+        """Show traces prepared off the GUI thread (prepare_trace): nothing here walks their
+        blocks."""
+        self._prepared.update((id(p.trace), p) for p in prepared)
+        self.set_traces(tuple(p.trace for p in prepared), source=source)
+
     def set_traces(self, traces: tuple[Trace, ...], source: str = "") -> None:
-        """Show these traces (already parsed); each is laid out when first chosen."""
-        self.traces = tuple(traces)
+        """Show these traces (already parsed). Small ones are laid out here when first
+        chosen; with a large one among them (more than PREPARE_HERE_BLOCKS in all) all are
+        prepared on the loader's thread first, and shown when that is done."""
+        traces = tuple(traces)
+        unprepared = [t for t in traces if id(t) not in self._prepared]
+        if sum(len(t.blocks) for t in unprepared) > PREPARE_HERE_BLOCKS:
+            self.info.setText("Preparing the traces…")
+
+            def done(prepared: tuple[PreparedTrace, ...]) -> None:
+                self._prepared.update((id(p.trace), p) for p in prepared)
+                self.set_traces(traces, source)  # all prepared now: shown at once
+                self.loaded.emit()
+
+            def prepare() -> tuple[PreparedTrace, ...]:
+                with collector_paused():
+                    return tuple(prepare_trace(t) for t in unprepared)
+
+            self.loader.submit(prepare, done)
+            return
+        self.traces = traces
         self.source = source
-        self._prepared = {k: v for k, v in self._prepared.items() if v.trace in self.traces}
+        shown = {id(t) for t in self.traces}
+        self._prepared = {k: v for k, v in self._prepared.items() if k in shown}
         self.chooser.blockSignals(True)
         self.chooser.clear()
         for t in self.traces:
             name = algo_label(t.algorithm)
             what = f"{len(t.blocks)} blocks" if t.level == BLOCK_LEVEL else "3 kernels"
+            span = fmt_ns(self._span_ns(t))
             self.chooser.addItem(
-                f"{name} · {t.device} · N={t.config.seq_len} · {what} · {fmt_ns(t.span_ns)}",
-                t.algorithm,
+                f"{name} · {t.device} · N={t.config.seq_len} · {what} · {span}", t.algorithm
             )
         self.chooser.blockSignals(False)
         if self.traces:
@@ -279,35 +318,34 @@ class TracePanel(QWidget):
         self.view.set_trace(trace, prepared)
         self.view.set_references(
             [
-                (algo_label(o.algorithm), o.span_ns)
+                (algo_label(o.algorithm), self._span_ns(o))
                 for o in self.traces
-                if o is not trace and o.config == trace.config and o.span_ns > 0
+                if o is not trace and o.config == trace.config and self._span_ns(o) > 0
             ]
         )
         self.info.setText(self._describe(trace))
         # start on a block in the middle of the launch (the second wave, where there is one)
-        start = sorted(trace.blocks, key=lambda b: (b.start_ns, b.block))
-        pick = (
-            start[len(start) // 2] if trace.level == BLOCK_LEVEL else start[min(1, len(start) - 1)]
-        )
+        pick = trace.blocks[prepared.facts.first_pick]
         self.select_block(pick.block, play=False)
         self.replay_at(0.35)
         self.traceChanged.emit(trace.algorithm)
 
+    def _span_ns(self, t: Trace) -> int:
+        """First block start to last block end: from the trace's facts once it is prepared."""
+        prepared = self._prepared.get(id(t))
+        return prepared.facts.span_ns if prepared is not None else t.span_ns
+
     def _describe(self, t: Trace) -> str:
-        lay = self.view.lay
+        lay, facts = self.view.lay, self.view.facts
         ev = f" (CUDA events {fmt_ns(t.kernel_ms * 1e6)})" if t.kernel_ms > 0 else ""
-        if t.level == KERNEL_LEVEL or lay is None:
+        if t.level == KERNEL_LEVEL or lay is None or facts is None:
             kernels = " + ".join(f"{b.kernel} {fmt_ns(b.duration_ns)}" for b in t.blocks)
             return f"{trace_title(t)} · {kernels} = {fmt_ns(t.span_ns)}{ev} · {t.notes}"
-        waves = " + ".join(str(int((lay.wave == w).sum())) for w in range(lay.waves))
-        load = comp = 0
-        for b in t.blocks:
-            for name, _j, t0, t1 in b.phase_spans():
-                if name == "load_K_j":
-                    load += t1 - t0
-                elif name == "compute_S_ij":
-                    comp += t1 - t0
+        sizes = [str(int(n)) for n in facts.wave_sizes]
+        if len(sizes) > WAVES_LISTED:  # the first few, then the last
+            sizes = [*sizes[: WAVES_LISTED - 2], "…", sizes[-1]]
+        waves = " + ".join(sizes)
+        load, comp = facts.load_ns, facts.compute_ns
         share = 100 * load / max(1, load + comp)
         per_sm = f"{lay.slots} at a time per SM" if lay.slots > 1 else "1 at a time per SM"
         kept = f" · phases of {t.tiles_kept} tiles per block kept" if t.tiles_kept else ""
@@ -320,9 +358,9 @@ class TracePanel(QWidget):
                 "evenly)"
             )
         return (
-            f"{trace_title(t)} · {len(t.blocks)} blocks on {len({b.sm for b in t.blocks})} SMs, "
+            f"{trace_title(t)} · {len(t.blocks)} blocks on {facts.sms_used} SMs, "
             f"{per_sm} → {lay.waves} waves ({waves}) · first block start to last block end "
-            f"{fmt_ns(t.span_ns)}{ev} · waiting for K/V tiles: {share:.0f}% of the blocks' "
+            f"{fmt_ns(facts.span_ns)}{ev} · waiting for K/V tiles: {share:.0f}% of the blocks' "
             f"loop time{roles}{kept}"
         )
 
@@ -331,7 +369,11 @@ class TracePanel(QWidget):
     def select_block(self, block: int, play: bool = True) -> None:
         if self.trace is None or self.player is None:
             return
-        b = self.trace.block(block)
+        facts = self.view.facts
+        k = facts.index_of(block) if facts is not None else None
+        if k is None:
+            raise KeyError(block)
+        b = self.trace.blocks[k]
         self.selected = b
         self.view.select(block)
         self.replay = BlockReplay(self.trace, b, self.player.lane(self.trace.algorithm))

@@ -44,8 +44,6 @@ from gpu.files.trace import (
     KERNEL_LEVEL,
     Trace,
     TraceLayout,
-    active_blocks,
-    layout,
 )
 from gpu.model.costmodel import algorithm_cost
 
@@ -57,8 +55,12 @@ from ..state.animation.warp_roles import (
 )
 from ..work.background import LatestOnly
 from .colors import DARK, AnimColors
-from .trace_image import PreparedTrace, blocks_image, phase_arrays, role_arrays
+from .trace_image import PreparedTrace, TraceFacts, blocks_image, prepare_trace
 from .trace_style import KERNEL_CAPTIONS, nice_step, query_tile_rows
+
+#: A trace of at most this many blocks with no image of its blocks yet is drawn in the paint
+#: itself (a few milliseconds); a larger one on a worker thread.
+DRAW_HERE_BLOCKS = 20_000
 
 
 class TraceView(QWidget):
@@ -80,9 +82,9 @@ class TraceView(QWidget):
         self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent, True)
         self.trace: Trace | None = None
         self.lay: TraceLayout | None = None
+        self.facts: TraceFacts | None = None
         self._span_ns = 1.0
         self._phases: dict[str, np.ndarray] | None = None
-        self._index: dict[int, int] = {}
         self.selected: int | None = None  # index into trace.blocks
         self.hovered: int | None = None
         self.cursor_ns: int | None = None
@@ -129,28 +131,21 @@ class TraceView(QWidget):
     # ---- inputs
 
     def set_trace(self, trace: Trace | None, prepared: PreparedTrace | None = None) -> None:
-        """Show `trace`; `prepared` (prepare_trace, made off the GUI thread) saves the work of
-        laying it out here."""
+        """Show `trace`, as `prepared` (prepare_trace, made off the GUI thread: a large trace
+        must come prepared; a small one is prepared here if not)."""
         if prepared is not None and prepared.trace is not trace:
             prepared = None
+        if prepared is None and trace is not None:
+            prepared = prepare_trace(trace)
         self.trace = trace
-        self.lay = (
-            prepared.lay if prepared is not None else layout(trace) if trace is not None else None
-        )
-        self._index = {b.block: k for k, b in enumerate(trace.blocks)} if trace else {}
-        self._span_ns = (
-            float(max(1, max(b.end_ns for b in trace.blocks)))
-            if trace is not None and trace.blocks
-            else 1.0
-        )
+        self.lay = prepared.lay if prepared is not None else None
+        self.facts = prepared.facts if prepared is not None else None
+        self._span_ns = self.facts.end_ns if self.facts is not None else 1.0
         self._blocks = self._blocks_wanted = None
-        if prepared is not None:
-            self._phases, self._roles = prepared.phases, prepared.roles
-            if prepared.image is not None:
-                self._blocks = ((id(trace), *prepared.image_key), prepared.image)
-        else:
-            self._phases = phase_arrays(trace) if trace is not None else None
-            self._roles = role_arrays(trace) if trace is not None and trace.roles else None
+        self._phases = prepared.phases if prepared is not None else None
+        self._roles = prepared.roles if prepared is not None else None
+        if prepared is not None and prepared.image is not None:
+            self._blocks = ((id(trace), *prepared.image_key), prepared.image)
         self.selected = self.hovered = None
         self.cursor_ns = None
         self.painted_blocks = 0
@@ -163,7 +158,8 @@ class TraceView(QWidget):
         self.update()
 
     def select(self, block: int | None) -> None:
-        self.selected = None if block is None else self._index.get(block)
+        facts = self.facts
+        self.selected = None if block is None or facts is None else facts.index_of(block)
         self.update()
 
     def set_cursor(self, t_ns: int | None) -> None:
@@ -212,7 +208,9 @@ class TraceView(QWidget):
         return h, (h - gap) / max(1, lay.slots), gap / 2
 
     def block_rect(self, block: int) -> QRectF:
-        k = self._index[block]
+        k = self.facts.index_of(block) if self.facts is not None else None
+        if k is None:
+            raise KeyError(block)
         return self._rect_of(k)
 
     def _rect_of(self, k: int) -> QRectF:
@@ -368,19 +366,28 @@ class TraceView(QWidget):
 
     def _paint_blocks(self, p: QPainter) -> None:
         """Every block (and its phases or roles) from an image of the lanes: rendered once per
-        size on a worker thread (the trace panel's loader, or this view's own on a resize; a
-        stale image is stretched meanwhile), here only when there is none at all."""
+        size and colours on a worker thread (the trace panel's loader, or this view's own on a
+        resize; a stale image is stretched meanwhile). Only a small trace with no image at all
+        is rendered here; a large one says it is being drawn until its image comes."""
         trace, lay = self.trace, self.lay
         assert trace is not None and lay is not None
         lanes = self.lanes_rect()
         w, h = max(1, round(lanes.width())), max(1, round(lanes.height()))
         key = (id(trace), self.c, w, h)
-        if self._blocks is None or self._blocks[0][0] != id(trace) or self._blocks[0][1] != self.c:
+        mine = self._blocks is not None and self._blocks[0][:2] == (id(trace), self.c)
+        if not mine and len(trace.blocks) <= DRAW_HERE_BLOCKS:
             self._blocks = (key, self._render_blocks(w, h))  # no image of this trace yet
-        elif self._blocks[0] != key:
+        elif self._blocks is None or self._blocks[0] != key:
             self._request_blocks(w, h)
-        p.drawImage(lanes, self._blocks[1])
-        self.painted_blocks = len(trace.blocks)
+        if self._blocks is not None and self._blocks[0][0] == id(trace):
+            p.drawImage(lanes, self._blocks[1])
+            self.painted_blocks = len(trace.blocks)
+        else:
+            p.setPen(self.c.dim)
+            p.setFont(self.f_norm)
+            p.drawText(
+                lanes, Qt.AlignmentFlag.AlignCenter, f"drawing {len(trace.blocks):,} blocks…"
+            )
 
     def _render_blocks(self, w: int, h: int) -> QImage:
         assert self.trace is not None and self.lay is not None and self._phases is not None
@@ -409,7 +416,9 @@ class TraceView(QWidget):
         box = QRectF(lanes.x(), self.HEADER + 4, lanes.width(), self.OCC - 4)
         p.fillRect(box, self.c.hbm_panel)
         bins = max(16, int(box.width() / 2))
-        busy = active_blocks(trace, bins)
+        facts = self.facts
+        assert facts is not None
+        busy = facts.occupancy.per_bin(bins)
         cap = float(lay.lanes * lay.slots)
         pts = [QPointF(box.x(), box.bottom())]
         for i, v in enumerate(busy):
@@ -423,17 +432,21 @@ class TraceView(QWidget):
         p.setRenderHint(QPainter.RenderHint.Antialiasing, True)
         p.drawPolygon(QPolygonF(pts))
         p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
-        # wave starts: the median start of each wave's blocks
+        # wave starts: the median start of each wave's blocks; a wave whose mark would touch the
+        # last one drawn is left out (hundreds of waves cannot each have a line and a label)
         p.setFont(self.f_small)
-        for w in range(lay.waves):
-            starts = lay.start[lay.wave == w]
-            if starts.size == 0:
+        fm = QFontMetrics(self.f_small)
+        next_x = -math.inf
+        for w, (size, start) in enumerate(zip(facts.wave_sizes, facts.wave_starts, strict=True)):
+            x = self.x_of(float(start))
+            if size == 0 or x < next_x:
                 continue
-            x = self.x_of(float(np.median(starts)))
+            text = f"wave {w + 1}: {int(size)} blocks"
+            next_x = x + fm.horizontalAdvance(text) + 12
             p.setPen(QPen(QColor(self.c.wave(w)).lighter(120), 1, Qt.PenStyle.DashLine))
             p.drawLine(QPointF(x, box.y()), QPointF(x, box.bottom()))
             p.setPen(self.c.text)
-            p.drawText(QPointF(x + 4, box.y() + 11), f"wave {w + 1}: {starts.size} blocks")
+            p.drawText(QPointF(x + 4, box.y() + 11), text)
         p.setPen(self.c.dim)
         p.drawText(
             QRectF(2, box.y(), self.GUTTER - 6, box.height()),

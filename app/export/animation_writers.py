@@ -13,7 +13,12 @@ Pillow's GIF header and frame writers (`getheader`, `getdata`). A GIF's frames a
 so its file grows with frames × size; the exporter bounds that (MAX_ANIMATION_PIXELS).
 
 MP4: frames go as raw RGB to ffmpeg's standard input (the binary of imageio-ffmpeg), H.264 in
-yuv420p; ffmpeg's error output is kept (its last lines) to say why it stopped.
+yuv420p; ffmpeg's error output is kept (its last lines) to say why it stopped. ffmpeg writes
+through a descriptor of the file that this process opened (its `fd` protocol), never by name,
+and is started without a hook between fork and exec (see `lower_priority_of`).
+
+Both write into a file that exists (the caller's partial file, gpu.files.fileio): one removed
+before the writer opened it (a signal ended the export) is not made again.
 """
 
 from __future__ import annotations
@@ -41,8 +46,9 @@ class AnimationWriter(Protocol):
 
 
 def open_writer(kind: str, path: str, size: tuple[int, int], fps: float) -> AnimationWriter:
-    """A writer for `kind` (".gif" or ".mp4") into `path` (a temporary file the caller renames
-    when done); frames must be `size` (width, height). AnimationWriteError if it cannot open."""
+    """A writer for `kind` (".gif" or ".mp4") into `path` (an existing temporary file the
+    caller renames when done); frames must be `size` (width, height). AnimationWriteError if
+    it cannot open."""
     if kind == ".gif":
         return GifStreamWriter(path, fps)
     if kind == ".mp4":
@@ -55,9 +61,25 @@ def open_writer(kind: str, path: str, size: tuple[int, int], fps: float) -> Anim
 ENCODER_NICENESS = 10
 
 
-def _background_priority() -> None:
-    with contextlib.suppress(OSError):
-        os.nice(ENCODER_NICENESS)
+def lower_priority_of(pid: int) -> None:
+    """`pid` at ENCODER_NICENESS below this process, set from here after it started. A hook
+    run in the child between fork and exec (`preexec_fn`) would make Python use a real
+    `fork()`, whose handlers (OpenBLAS's) wait for library threads busy with a computation
+    while this thread holds the interpreter: the app froze for good. Without one, the child
+    starts by `vfork`, which runs no such handler."""
+    with contextlib.suppress(OSError, AttributeError):  # no setpriority (Windows): as it is
+        own = os.getpriority(os.PRIO_PROCESS, 0)
+        os.setpriority(os.PRIO_PROCESS, pid, min(19, own + ENCODER_NICENESS))
+
+
+def _open_existing(path: str) -> int:
+    """A descriptor of `path`, which must exist (the caller's partial file): a file removed
+    meanwhile (a signal ended the export) is not made again, by us or by the encoder, which
+    writes through this descriptor and never opens the file by its name."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise AnimationWriteError(disk_error(exc, path)) from exc
 
 
 #: The package each animation format is written with (both are dependencies of the app; a
@@ -97,10 +119,7 @@ class GifStreamWriter:
         self.path = path
         self.duration_ms = max(10, round(1000 / fps))
         self.frames = 0
-        try:
-            self._file: IO[bytes] | None = open(path, "wb")  # noqa: SIM115 (closed by close)
-        except OSError as exc:
-            raise AnimationWriteError(disk_error(exc, path)) from exc
+        self._file: IO[bytes] | None = os.fdopen(_open_existing(path), "wb")
 
     def append(self, frame: np.ndarray) -> None:
         image = self._image.fromarray(np.ascontiguousarray(frame), "RGB").quantize(
@@ -156,9 +175,9 @@ class Mp4PipeWriter:
         self.path = path
         self.size = size
         w, h = size
+        self._file = _open_existing(path)
         command = [
             imageio_ffmpeg.get_ffmpeg_exe(),
-            "-y",
             "-hide_banner",
             "-nostdin",
             "-loglevel",
@@ -182,7 +201,9 @@ class Mp4PipeWriter:
             "20",
             "-f",
             "mp4",
-            path,
+            "-fd",
+            str(self._file),
+            "fd:",
         ]
         try:
             self._process: subprocess.Popen[bytes] | None = subprocess.Popen(
@@ -190,10 +211,13 @@ class Mp4PipeWriter:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
-                preexec_fn=_background_priority if os.name == "posix" else None,
+                pass_fds=(self._file,),
             )
         except OSError as exc:
             raise AnimationWriteError(f"cannot start the video encoder (ffmpeg): {exc}") from exc
+        finally:
+            os.close(self._file)  # ffmpeg holds its own copy
+        lower_priority_of(self._process.pid)
         self._log: collections.deque[str] = collections.deque(maxlen=FFMPEG_LOG_LINES)
         self._log_reader = threading.Thread(target=self._read_log, daemon=True)
         self._log_reader.start()

@@ -8,12 +8,20 @@ holding the GUI thread 276 ms). Here the GUI thread reads and writes a dict; a w
 with a QSettings of its own on the same file applies the writes and syncs them, and a close
 waits (a bounded time) until they are on disk. Two QSettings on one file, in two threads, is
 what Qt documents as safe.
+
+The file stays small. QSettings rewrites the whole file at every sync, so a file swollen with
+keys the app never wrote (600,000 of them, 50 MB) made every write take seconds and a close
+wait for it (10 s). Given the app's keys (`keys`: each with its kind's check), the store reads
+only those, and a file that holds anything else, or is larger than TIDY_BYTES, is rewritten
+once at the start with the app's keys alone, their refused values left out.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from PySide6.QtCore import QSettings
@@ -29,6 +37,10 @@ IDLE_S = 2.0
 #: How long `sync` (a close) waits for the writes to reach the disk.
 SYNC_WAIT_S = 2.0
 
+#: A settings file larger than this is rewritten at the start with the app's keys alone (the
+#: app's own file, with the window's saved geometry and layout, is a few kilobytes).
+TIDY_BYTES = 64 * 1024
+
 
 class _Unreadable:
     """A stored value that Qt could not hand to Python when the file was read."""
@@ -42,11 +54,16 @@ class SettingsStore:
     (value, contains, setValue, remove, groups, allKeys), served from memory; `sync` waits for
     the writes to reach the disk."""
 
-    def __init__(self, settings: QSettings) -> None:
+    def __init__(
+        self, settings: QSettings, keys: Mapping[str, Callable[[Any], Any]] | None = None
+    ) -> None:
+        """`keys`: the app's keys, each with the check its value must pass (one that raises
+        refuses it); None reads every key of the file and keeps the file as it is."""
         self._file = settings.fileName()
         self._format = settings.format()
         self._values: dict[str, Any] = {}
-        for key in settings.allKeys():
+        names = settings.allKeys() if keys is None else [k for k in keys if settings.contains(k)]
+        for key in names:
             try:
                 self._values[key] = settings.value(key)
             except Exception as exc:  # read() logs it when the key is asked for
@@ -57,6 +74,10 @@ class SettingsStore:
         self._submitted = 0
         self._written = 0
         self._thread: threading.Thread | None = None
+        if keys is not None and _untidy(settings, keys):
+            kept = {k: v for k, v in self._values.items() if _passes(keys[k], v)}
+            log.info("the settings file %s holds more than the app's keys: rewritten", self._file)
+            self._submit("rewrite", "", kept)
 
     # ------------------------------------------------------------------ what QSettings offers
 
@@ -133,6 +154,10 @@ class SettingsStore:
             for op, key, value in ops:
                 if op == "set":
                     settings.setValue(key, value)
+                elif op == "rewrite":  # the file holds these values alone from now on
+                    settings.clear()
+                    for k, v in value.items():
+                        settings.setValue(k, v)
                 else:
                     settings.remove(key)
             settings.sync()
@@ -146,3 +171,39 @@ class SettingsStore:
                 self._written += len(ops)
                 self._cond.notify_all()
         del settings  # destroyed on the thread that made it
+
+
+def _passes(check: Callable[[Any], Any], raw: Any) -> bool:
+    if isinstance(raw, _Unreadable):
+        return False
+    try:
+        check(raw)
+    except Exception:  # refused: damaged, left out of the rewritten file
+        return False
+    return True
+
+
+def _untidy(settings: QSettings, keys: Mapping[str, Any]) -> bool:
+    """The file holds keys besides `keys`, or is larger than TIDY_BYTES. Looks group by group
+    (a file of 600,000 keys in a group of its own is found without listing them)."""
+    try:
+        if os.path.getsize(settings.fileName()) > TIDY_BYTES:
+            return True
+    except OSError:
+        return False  # no file yet
+    groups: dict[str, set[str]] = {}
+    for key in keys:
+        group, _, name = key.rpartition("/")
+        groups.setdefault(group, set()).add(name)
+    if set(settings.childKeys()) - groups.get("", set()):
+        return True
+    for group in settings.childGroups():
+        if group not in groups:
+            return True
+        settings.beginGroup(group)
+        try:
+            if set(settings.allKeys()) - groups[group]:
+                return True
+        finally:
+            settings.endGroup()
+    return False

@@ -8,6 +8,7 @@ import argparse
 import json
 from dataclasses import replace
 
+from gpu import exit_status
 from gpu.algorithms import ALGORITHMS
 from gpu.cli.arguments import config_for, layer_count, preset_of
 from gpu.cli.errors import UsageError
@@ -27,12 +28,18 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.explain_open is not None:
         if not args.explain_open.strip():
             raise UsageError("--open needs a file name")
+        from gpu.errors import ReadStopped
+        from gpu.files.read_stop import stoppable
         from gpu.files.recording import RecordingError, load_recording
 
         try:
-            recording = load_recording(args.explain_open)
+            with stoppable(lambda: exit_status.signalled() is not None):
+                recording = load_recording(args.explain_open)
         except RecordingError as exc:
             raise UsageError(str(exc)) from exc
+        except ReadStopped:  # a signal came: the program ends here, with its status
+            exit_status.check()
+            raise
         device, recorded = recording.device, recording.results
         results = {r.algorithm: r for r in recording.results if r.config == cfg}
         if not results:

@@ -23,6 +23,7 @@ from gpu.backends.backend import RunOptions
 from gpu.config import AttentionConfig
 from gpu.errors import FileReadError, printable
 from gpu.files.fileio import decode_member
+from gpu.files.read_stop import check_stop
 from gpu.files.recording import Recording, recording_from_members
 from gpu.model.roofline import measured_clock_hz
 from gpu.results import DeviceInfo, RunResult
@@ -213,7 +214,9 @@ class RecordedBackend:
         filed: dict[tuple[AttentionConfig, str], tuple[RunResult, AttentionConfig]] = {}
         # N of each family shown, ours (True) and peers' (False), for the config to open on.
         shown: dict[bool, dict[AttentionConfig, list[int]]] = {True: {}, False: {}}
-        for r in recording.results:
+        for i, r in enumerate(recording.results):
+            if i % 1024 == 0:
+                check_stop()  # a closing window stops the open here too (read_stop)
             ours = not is_reference(r.algorithm)
             if not ours:  # a peer's kernel ignores our tile sizes
                 r = replace(r, config=reference_config(r.config))

@@ -42,6 +42,7 @@ from gpu.config import AttentionConfig
 from ..controls.panel import ControlsPanel
 from ..kit import settings
 from ..kit.plain_text import PlainLabel, tooltip
+from ..kit.settings import KEYS as SETTINGS_KEYS
 from ..kit.settings_store import SettingsStore
 from ..kit.state_signal import StateSignal
 from ..kit.theme import THEMES, icon_path, palette, qt_palette, style_sheet
@@ -130,7 +131,9 @@ class MainWindow(QMainWindow):
         self.setWindowTitle(WINDOW_TITLE)
         self.setWindowIcon(QIcon(str(icon_path())))
         #: Read once, written off the GUI thread (app/kit/settings_store.py).
-        self.settings = SettingsStore(settings if settings is not None else default_settings())
+        self.settings = SettingsStore(
+            settings if settings is not None else default_settings(), SETTINGS_KEYS
+        )
         #: The app state: controls write to it, every view follows it.
         self.model = StateModel()
         self.state = StateSignal(self.model, self)

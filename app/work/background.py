@@ -6,7 +6,10 @@ of a job that a newer submission superseded is dropped. The newest job's result 
 its `apply` callback on the GUI thread, in one step, through a queued signal. An exception in
 the job goes to its `failed` callback instead (on the GUI thread too).
 
-Jobs must be pure computations or file I/O on data they own: they never touch a widget.
+Jobs must be pure computations or file I/O on data they own: they never touch a widget. A job
+whose result is no longer wanted (superseded, cancelled, its window closing) is asked to stop:
+a file read in it ends at its next item (gpu.files.read_stop), so a closing window's large open
+holds neither the close nor the program's end.
 `flush()` runs the newest job on the calling thread at once (for code that needs the result
 now: tests, exports of a config just set), and `wait()` lets a closing window finish cleanly.
 
@@ -22,15 +25,20 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
+from multiprocessing import resource_tracker
 from typing import Any
 
 from PySide6.QtCore import QCoreApplication, QObject, QThreadPool, Signal
 from superqt.utils import create_worker
+
+from gpu import exit_status
+from gpu.files.read_stop import check_stop, stoppable
 
 from .child_process import KeeperThread, background_child
 
@@ -48,6 +56,8 @@ class _Job:
     #: Dropped before a pool thread took it up: it never starts (a closing window's job
     #: waiting for a thread, or for a compute process it would have to start afresh).
     dropped: bool = False
+    #: Set when its result is no longer wanted: a read in it stops (gpu.files.read_stop).
+    stop: threading.Event = field(default_factory=threading.Event)
 
 
 class LatestOnly(QObject):
@@ -81,6 +91,8 @@ class LatestOnly(QObject):
         self._ticket += 1
         if self._waiting is not None:
             self.dropped += 1
+        if self._running is not None and not self.keeps_jobs:
+            self._running.stop.set()  # superseded: a read in it stops
         self._waiting = _Job(self._ticket, work, apply, failed)
         if self._running is None:
             self._start_next()
@@ -101,11 +113,13 @@ class LatestOnly(QObject):
 
     def cancel(self) -> None:
         """Drop the waiting job and the result of the one running (which does not start at
-        all if no pool thread has taken it up yet)."""
+        all if no pool thread has taken it up yet, and whose read stops where it is:
+        gpu.files.read_stop)."""
         self._waiting = None
         self._ticket += 1
         if self._running is not None and not self.keeps_jobs:
             self._running.dropped = True
+            self._running.stop.set()
 
     def abandon(self) -> None:
         """Drop the waiting job and the running one's result, and outlive the parent (a window
@@ -135,7 +149,8 @@ class LatestOnly(QObject):
             try:
                 if job.dropped:
                     return None, None
-                return _call(job.work)
+                with stoppable(job.stop.is_set):
+                    return _call(job.work)
             finally:
                 job.done.set()
 
@@ -240,24 +255,49 @@ def compute_process() -> ProcessPoolExecutor:
 
 def start_compute_process() -> None:
     """Start the compute process now, from the main thread (the window's start): the thread
-    that lives longest (PDEATHSIG follows it), and the one that can have the child ignore
-    SIGINT from its first instruction. A Ctrl+C to the process group while the child still
-    imports would print its KeyboardInterrupt traceback; an ignored signal stays ignored
-    across exec, and Python leaves an ignored SIGINT ignored. Elsewhere a no-op."""
+    that lives longest (PDEATHSIG follows it), and the one that can keep SIGINT from the child
+    until the child ignores it. A Ctrl+C to the process group while the child still imports
+    would print its KeyboardInterrupt traceback. The main thread blocks SIGINT while it starts
+    the child (a blocked signal stays blocked across exec, and the child unblocks it once it
+    ignores it: app.work.child_process.die_with_parent); a SIGINT sent to this process
+    meanwhile goes to another of its threads, or waits. Ignoring SIGINT here instead lost a
+    Ctrl+C that came during the start, and the window ran on. Elsewhere a no-op."""
     global _pool
     if threading.current_thread() is not threading.main_thread():
         return
     with _pool_lock:
         if _pool is not None:
             return
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if not hasattr(signal, "pthread_sigmask"):  # no signal masks (Windows): no Ctrl+C there
+            _pool = _start_pool()
+            return
+        # multiprocessing starts its resource tracker with the first pool and unblocks SIGINT
+        # after it: started first, it leaves the mask alone.
+        _quiet_resource_tracker()
+        resource_tracker.ensure_running()
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             _pool = _start_pool()
         finally:
-            signal.signal(signal.SIGINT, previous)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+#: The warning filter (python -W) that keeps multiprocessing's resource tracker quiet.
+QUIET_TRACKER = "ignore:resource_tracker:UserWarning"
+
+
+def _quiet_resource_tracker() -> None:
+    """The resource tracker that multiprocessing starts beside the compute process outlives an
+    app killed outright for a moment, removes the pool's semaphores, and warned on the app's
+    own stderr ("There appear to be 5 leaked semaphore objects"): noise on the user's terminal
+    about a cleanup that worked. It is a fresh interpreter started with this one's -W options
+    (sys.warnoptions), so one filter, set before it starts, silences it."""
+    if QUIET_TRACKER not in sys.warnoptions:
+        sys.warnoptions.append(QUIET_TRACKER)
 
 
 def _start_pool() -> ProcessPoolExecutor:
+    _quiet_resource_tracker()
     pool = ProcessPoolExecutor(
         1,
         mp_context=multiprocessing.get_context("spawn"),
@@ -272,11 +312,13 @@ def end_compute_process() -> None:
     """End the compute process now, whatever it is doing: the program is ending, so any result
     is moot. Runs by itself as the interpreter ends, before concurrent.futures joins its
     pools, which would otherwise wait for a running job (a large read, a model sweep) and hold
-    the exit for as long as the job takes."""
+    the exit for as long as the job takes. Ended by a signal, the process is killed even when
+    idle: it may still be starting, and a child whose parent closes the pipe it reads its start
+    from prints a traceback."""
     global _pool, _stops
     with _pool_lock:
         pool, _pool = _pool, None
-        busy = _jobs_in_process > 0
+        busy = _jobs_in_process > 0 or exit_status.signalled() is not None
         _stops += 1  # a job running now fails with ComputeStopped, it does not rerun in-thread
     if pool is None:
         return
@@ -380,6 +422,7 @@ def read_elsewhere(path: str) -> Any:
     def take(key: str, index: int | None) -> Any:
         if stopped():
             raise ComputeStopped("the compute process was stopped")
+        check_stop()
         return in_process(run.take_member_piece, key, index)()
 
     try:
@@ -391,6 +434,42 @@ def read_elsewhere(path: str) -> Any:
                 raise ComputeStopped("the compute process was stopped") from None
             return run.read_members(path)
         return source_id, members
+    finally:
+        with _pool_lock:
+            _jobs_in_process -= 1
+
+
+def read_traces_elsewhere(path: str) -> tuple[Any, ...]:
+    """gpu.files.trace.load_traces with its reading and checking in the compute process
+    (gpu.files.trace_pieces): the traces' rows come back a piece (about a megabyte) per
+    call and are decoded and built here, one short call at a time. Stoppable like
+    `read_elsewhere`; where the compute process cannot run, the file is read here."""
+    from gpu.files import trace_pieces as pieces
+    from gpu.files.trace import load_traces
+
+    global _jobs_in_process
+    with _pool_lock:
+        stops = _stops
+        _jobs_in_process += 1
+
+    def take(k: int, key: str, count: int):  # type: ignore[no-untyped-def]
+        for i in range(count):
+            if _stops != stops:
+                raise ComputeStopped("the compute process was stopped")
+            check_stop()
+            yield in_process(pieces.take_trace_piece, k, key, i)()
+
+    try:
+        try:
+            heads = in_process(pieces.keep_trace_pieces, path)()
+            return tuple(
+                pieces.trace_from_pieces(head, take(k, "blocks", n), take(k, "role_marks", m))
+                for k, (head, n, m) in enumerate(heads)
+            )
+        except (KeyError, IndexError):  # a fresh process holds nothing of this file
+            if _stops != stops:
+                raise ComputeStopped("the compute process was stopped") from None
+            return load_traces(path)
     finally:
         with _pool_lock:
             _jobs_in_process -= 1

@@ -11,7 +11,9 @@ parent's stdout, so that `main.py render ... | grep ...` never ends. Each child 
 - everywhere (macOS has no PDEATHSIG) a daemon thread checks every WATCH_INTERVAL_S that its
   parent is still the process that started it, and ends the child when it is not;
 - Ctrl+C in a terminal reaches the whole process group: the child ignores SIGINT (it printed a
-  KeyboardInterrupt traceback) and the parent, which handles it, shuts the child down.
+  KeyboardInterrupt traceback) and the parent, which handles it, shuts the child down. A child
+  started with SIGINT blocked (app.work.background.start_compute_process) unblocks it once it
+  ignores it.
 
 A child does background work, so it runs at a lower scheduling priority (`lower_priority`):
 on a machine of two cores a busy child would otherwise take a core from the GUI thread and
@@ -48,6 +50,8 @@ _PR_SET_PDEATHSIG = 1
 def die_with_parent(parent_pid: int) -> None:
     """Initializer of a child process: end it when `parent_pid` ends (see the module)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # its parent may have started it with SIGINT blocked
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if sys.platform.startswith("linux"):
         _kill_me_with_parent()
     if os.getppid() != parent_pid:  # the parent ended before the kernel was asked

@@ -43,7 +43,7 @@ from ..units import fmt_bytes
 from . import cpu_backward, cpu_decode, cpu_machine
 from .array_meter import measure_peak
 from .backend import CancelHook, RunOptions, check_cancel, check_pass
-from .numpy_dtypes import NUMPY_DTYPES
+from .numpy_dtypes import numpy_dtype
 
 #: Query rows processed together; bounds every temporary to ROW_CHUNK·N (naive) or ROW_CHUNK·Bc.
 ROW_CHUNK = 1024
@@ -57,7 +57,7 @@ def random_inputs(config: AttentionConfig, seed: int = 0) -> tuple[np.ndarray, .
     """Q, K, V with unit-normal entries in the config dtype, shape (B, h, N, d)."""
     rng = np.random.default_rng(seed)
     shape = (config.batch, config.heads, config.seq_len, config.head_dim)
-    dtype = NUMPY_DTYPES[config.dtype]
+    dtype = numpy_dtype(config.dtype)
     return tuple(rng.standard_normal(shape, dtype=np.float32).astype(dtype) for _ in range(3))
 
 

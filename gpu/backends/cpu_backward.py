@@ -32,7 +32,7 @@ import numpy as np
 from ..algorithms import TILED, backward_tile_shape, dq_pass_tile_shape
 from ..config import AttentionConfig, ceil_div
 from .backend import CancelHook, check_cancel
-from .numpy_dtypes import NUMPY_DTYPES
+from .numpy_dtypes import numpy_dtype
 
 #: Query rows per row chunk of the naive kernels and the reference (bounds their temporaries).
 ROW_CHUNK = 1024
@@ -45,7 +45,7 @@ def random_grad_output(config: AttentionConfig, seed: int = 0) -> np.ndarray:
     """dO: unit-normal entries in the config dtype (a loss's gradient), shape (B, h, N, d)."""
     rng = np.random.default_rng(seed + 7919)  # apart from Q, K, V's stream
     shape = (config.batch, config.heads, config.seq_len, config.head_dim)
-    return rng.standard_normal(shape, dtype=np.float32).astype(NUMPY_DTYPES[config.dtype])
+    return rng.standard_normal(shape, dtype=np.float32).astype(numpy_dtype(config.dtype))
 
 
 def reference_backward(

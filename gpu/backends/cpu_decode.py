@@ -22,7 +22,7 @@ import numpy as np
 from ..config import AttentionConfig
 from ..model.decode_cost import plan_for
 from .backend import CancelHook, check_cancel
-from .numpy_dtypes import NUMPY_DTYPES
+from .numpy_dtypes import numpy_dtype
 
 Timed = tuple[np.ndarray, list[tuple[str, float]]]
 #: Query rows the float64 reference scores at once (bounds its N-long temporaries).
@@ -32,7 +32,7 @@ REFERENCE_ROWS = 32
 def random_decode_inputs(config: AttentionConfig, seed: int = 0) -> tuple[np.ndarray, ...]:
     """Q (B, H_q, q, d), K and V (B, H_kv, N, d): unit-normal entries in the config dtype."""
     rng = np.random.default_rng(seed)
-    dtype = NUMPY_DTYPES[config.dtype]
+    dtype = numpy_dtype(config.dtype)
     d = config.head_dim
     q_shape = (config.batch, config.heads, config.new_tokens, d)
     kv_shape = (config.batch, config.kv_head_count, config.seq_len, d)

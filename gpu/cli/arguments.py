@@ -34,15 +34,21 @@ class Parser(argparse.ArgumentParser):
 
 
 def int_list(text: str) -> list[int]:
+    """'1024,2048' -> [1024, 2048]; an empty item ('1,,2', '1,2,') is refused, not dropped:
+    it is most likely a number left out."""
+    items = text.split(",")
+    if not text.strip():
+        raise argparse.ArgumentTypeError("give at least one value")
+    if any(not v.strip() for v in items):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has an empty item: give integers separated by single commas"
+        )
     try:
-        values = [int(v.replace("_", "")) for v in text.split(",") if v.strip()]
+        return [int(v.replace("_", "")) for v in items]
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a comma-separated list of integers"
         ) from None
-    if not values:
-        raise argparse.ArgumentTypeError("give at least one value")
-    return values
 
 
 def algo_list(text: str) -> list[str]:
@@ -80,8 +86,11 @@ def size_bytes(text: str) -> int:
         if t.endswith(suffix):
             t, scale = t[: -len(suffix)].strip(), mult
             break
+    too_large = f"{text!r} is more than 2^63 - 1 bytes (a size is 1 to 2^63 - 1 bytes)"
     try:
         value = decimal.Decimal(t) * scale
+    except decimal.Overflow:  # beyond even a decimal's exponent (1e1000000)
+        raise argparse.ArgumentTypeError(too_large) from None
     except (decimal.InvalidOperation, ValueError):
         raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 24GB, 512MiB)") from None
     if not value.is_finite():
@@ -89,7 +98,7 @@ def size_bytes(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be positive")
     if value > MAX_BUDGET:
-        raise argparse.ArgumentTypeError(f"{text!r} is more than 2^63 - 1 bytes")
+        raise argparse.ArgumentTypeError(too_large)
     if value != value.to_integral_value():
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes")
     return int(value)

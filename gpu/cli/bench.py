@@ -12,11 +12,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from gpu import exit_status
 from gpu.algorithms import RING
 from gpu.backend_factory import RING_BACKEND, BackendRequest, create_backend
 from gpu.backends.backend import RunOptions, oom_result
 from gpu.config import DETERMINISTIC_LABEL, AttentionConfig
-from gpu.errors import FileWriteError
+from gpu.errors import FileWriteError, RunCancelled
 from gpu.launch.cuda_kernels import KernelCompileError
 from gpu.model.costmodel import pass_useful_flops
 from gpu.units import fmt_rate, fmt_seconds
@@ -70,6 +71,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     options = RunOptions(
         warmup=args.warmup, repeats=args.repeats, check=args.check, budget_bytes=args.budget,
         profile=_profile_available(args, backend),
+        cancel=lambda: exit_status.signalled() is not None,  # a signal stops the run in flight
     )  # fmt: skip
     _refuse_long_runs(backend, configs, algos, options, args.time_limit)
     device = backend.device_info()
@@ -124,6 +126,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         jobs = []
     try:
         for cfg, algo in jobs:
+            exit_status.check()  # a signal ends the program here, with its status
             n = cfg.seq_len
             progress.start(f"{algo} N={n}")
             if algo in broken:
@@ -133,6 +136,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 continue
             try:
                 r = backend.run(cfg, algo, options)
+            except RunCancelled:  # by the cancel hook: a signal came
+                exit_status.check()
+                raise
             except ValueError as exc:  # UnsupportedConfig: this config cannot run here
                 progress.print(table.note(n, algo, "SKIPPED", one_line(exc)))
                 skipped.append(f"{algo} at N={n}")

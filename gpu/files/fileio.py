@@ -24,7 +24,6 @@ import atexit
 import codecs
 import contextlib
 import os
-import signal
 import stat
 import tempfile
 import threading
@@ -35,6 +34,7 @@ from typing import Any
 
 import msgspec
 
+from .. import exit_status
 from ..errors import FileReadError, FileWriteError, printable
 
 #: Largest file the program reads: the shipped recordings and traces are a few MB; a sweep with
@@ -123,9 +123,19 @@ def decode_json_members(data: bytes, where: str) -> dict[str, msgspec.Raw] | Non
 @dataclass(frozen=True)
 class RawArray:
     """A large JSON array kept raw, as consecutive pieces that are each a JSON array of some of
-    its items: decoding one piece is a short call, whatever the size of the whole."""
+    its items, or one item too large for a piece, a RawObject: decoding one piece is a short
+    call, whatever the size of the whole."""
 
-    pieces: tuple[msgspec.Raw, ...]
+    pieces: tuple[Any, ...]  # msgspec.Raw (an array of items) or RawObject (one item)
+
+
+@dataclass(frozen=True)
+class RawObject:
+    """A large JSON object kept raw a member at a time, each member raw or split itself (a
+    RawArray, a RawObject): a result whose ring run holds 200,000 events is many short decodes,
+    not one of 19 MB that held the interpreter for 390 ms."""
+
+    members: tuple[tuple[str, Any], ...]
 
 
 def split_json_members(
@@ -138,11 +148,22 @@ def split_json_members(
     members = decode_json_members(data, where)
     if members is None:
         return None
-    out: dict[str, msgspec.Raw | RawArray] = {}
-    for key, raw in members.items():
-        items = _array_items(raw) if len(raw) > piece_bytes else None
-        out[key] = raw if items is None else RawArray(_pieces(items, piece_bytes))
-    return out
+    return {key: _split(raw, piece_bytes) for key, raw in members.items()}
+
+
+def _split(raw: msgspec.Raw, piece_bytes: int) -> Any:
+    """`raw` as it is when at most `piece_bytes`; larger, an array as a RawArray and an object
+    as a RawObject of its members, each split the same way (a long string stays raw)."""
+    if len(raw) <= piece_bytes:
+        return raw
+    items = _array_items(raw)
+    if items is not None:
+        return RawArray(_pieces(items, piece_bytes))
+    try:
+        members = msgspec.json.decode(raw, type=dict[str, msgspec.Raw])
+    except msgspec.ValidationError:
+        return raw  # a scalar
+    return RawObject(tuple((k, _split(v, piece_bytes)) for k, v in members.items()))
 
 
 def _array_items(raw: msgspec.Raw) -> list[msgspec.Raw] | None:
@@ -152,16 +173,30 @@ def _array_items(raw: msgspec.Raw) -> list[msgspec.Raw] | None:
         return None  # not an array
 
 
-def _pieces(items: list[msgspec.Raw], piece_bytes: int) -> tuple[msgspec.Raw, ...]:
-    pieces, group, size = [], [], 0
+def _pieces(items: list[msgspec.Raw], piece_bytes: int) -> tuple[Any, ...]:
+    pieces: list[Any] = []
+    group: list[msgspec.Raw] = []
+    size = 0
+
+    def flush() -> None:
+        nonlocal group, size
+        pieces.append(msgspec.Raw(b"[" + b",".join(group) + b"]"))
+        group, size = [], 0
+
     for item in items:
+        if len(item) > piece_bytes:  # an object too large for a piece is split and alone
+            split = _split(item, piece_bytes)
+            if isinstance(split, RawObject):
+                if group:
+                    flush()
+                pieces.append(split)
+                continue
         group.append(item)
         size += len(item) + 1
         if size >= piece_bytes:
-            pieces.append(msgspec.Raw(b"[" + b",".join(group) + b"]"))
-            group, size = [], 0
+            flush()
     if group or not pieces:
-        pieces.append(msgspec.Raw(b"[" + b",".join(group) + b"]"))
+        flush()
     return tuple(pieces)
 
 
@@ -169,13 +204,21 @@ def decode_member(value: Any, where: str) -> Any:
     """A member from `decode_json_members` or `split_json_members` decoded (any other value is
     already parsed)."""
     if isinstance(value, RawArray):
-        return [item for piece in value.pieces for item in decode_member(piece, where)]
+        return [item for piece in value.pieces for item in _decoded_items(piece, where)]
+    if isinstance(value, RawObject):
+        return {key: decode_member(member, where) for key, member in value.members}
     if not isinstance(value, msgspec.Raw):
         return value
     try:
         return msgspec.json.decode(value)
     except msgspec.DecodeError as exc:  # a number beyond any float, say
         raise FileReadError(f"{where} is not valid JSON (truncated or corrupt?): {exc}") from None
+
+
+def _decoded_items(piece: Any, where: str) -> list[Any]:
+    if isinstance(piece, RawObject):
+        return [decode_member(piece, where)]
+    return decode_member(piece, where)
 
 
 def read_json(path: str | os.PathLike[str], *, limit: int = MAX_READ_BYTES) -> Any:
@@ -226,7 +269,9 @@ def _utf16_without_bom(head: bytes) -> bool:
 # ---------------------------------------------------------------------------------- writing
 
 _in_flight: set[str] = set()
-_in_flight_lock = threading.Lock()
+#: Reentrant: a signal's handler removes the partial files on the main thread, which may be
+#: inside one of the short sections below at that moment (a plain lock deadlocked there).
+_in_flight_lock = threading.RLock()
 
 
 def write_target(path: str | os.PathLike[str]) -> Path:
@@ -448,44 +493,30 @@ def partial_files() -> tuple[str, ...]:
 
 
 def remove_partial_files() -> None:
-    """Delete every temporary file in flight (a signal or exit is ending the process)."""
-    with _in_flight_lock:
+    """Delete every temporary file in flight (a signal or exit is ending the process). Called
+    from a signal's handler and from the thread that ends the process, it never waits long
+    for the registry's lock: after 0.2 s it takes the registry as it is (a copy of a set is
+    one step for the interpreter)."""
+    locked = _in_flight_lock.acquire(timeout=0.2)
+    try:
         paths = list(_in_flight)
         _in_flight.clear()
+    finally:
+        if locked:
+            _in_flight_lock.release()
     for tmp in paths:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
 
-_installed = False
-
-
 def remove_partial_files_on_signals() -> bool:
-    """Install SIGTERM, SIGHUP and SIGINT handlers (and an exit hook) that delete temporary
-    files in flight, then do what the signal would have done: SIGINT raises KeyboardInterrupt,
-    SIGTERM and SIGHUP (the terminal closed) end the process with status 143 and 129. Call
-    from the main thread; returns False where signal handlers cannot be installed (another
-    thread, an embedding host)."""
-    global _installed
-    if _installed:
-        return True
-    try:
-        signal.signal(signal.SIGTERM, _on_sigterm)
-        signal.signal(signal.SIGINT, _on_sigint)
-        if hasattr(signal, "SIGHUP"):
-            signal.signal(signal.SIGHUP, _on_sigterm)
-    except (ValueError, OSError, AttributeError):
+    """Have SIGTERM, SIGHUP and SIGINT delete temporary files in flight (and the exit too), then
+    end the process as gpu.exit_status says: SIGINT raises KeyboardInterrupt, SIGTERM and SIGHUP
+    (the terminal closed) end it with status 143 and 129, and a process that has not ended
+    within exit_status.GRACE_S is ended. Call from the main thread; returns False where signal
+    handlers cannot be installed (another thread, an embedding host)."""
+    if not exit_status.install(remove_partial_files):
         return False
+    atexit.unregister(remove_partial_files)
     atexit.register(remove_partial_files)
-    _installed = True
     return True
-
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    remove_partial_files()
-    raise SystemExit(128 + signum)
-
-
-def _on_sigint(signum: int, frame: Any) -> None:
-    remove_partial_files()
-    raise KeyboardInterrupt

@@ -57,7 +57,8 @@ from ..config import (
 from ..errors import FileReadError, SchemaError
 from ..launch import trace_phases
 from ..results import STRIP_MAX_POINTS, DeviceInfo, KernelTime, KernelTraffic, RunResult
-from .fileio import RawArray, decode_member
+from .fileio import RawArray, RawObject, decode_member
+from .read_stop import check_stop
 
 RESULTS_SCHEMA = "tilescope.results/1"
 TRACE_SCHEMA = "tilescope.trace/1"
@@ -606,6 +607,7 @@ def check_each(
     out: list[T] = []
     for piece in pieces:
         for item in _array(piece, where, path):
+            check_stop()  # a reader that goes away stops the read here (read_stop)
             i = len(out)
             try:
                 data = decode_member(item, where)
@@ -618,6 +620,8 @@ def check_each(
 
 def _array(items: Any, where: str, path: str) -> list[Any]:
     """A JSON array's items, raw when it is raw; SchemaError when it is not an array."""
+    if isinstance(items, RawObject):  # one item of a RawArray, too large for a piece
+        return [items]
     if isinstance(items, msgspec.Raw):
         try:
             return msgspec.json.decode(items, type=list[msgspec.Raw])

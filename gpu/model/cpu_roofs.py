@@ -55,8 +55,8 @@ class Bandwidth:
     @property
     def source(self) -> str:
         return (
-            f"measured: a {fmt_bytes_binary(COPY_BYTES)} NumPy copy, read + write bytes, the "
-            f"best of {COPY_RUNS} copies; the best on this machine, from {self.date}"
+            f"measured: a {fmt_bytes_binary(COPY_BYTES)} NumPy copy, read + write bytes, the best "
+            f"of {COPY_RUNS} copies; the best on this machine, from {self.date}"
         )
 
 
