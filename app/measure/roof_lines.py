@@ -7,10 +7,12 @@ from __future__ import annotations
 import math
 
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF
+from PySide6.QtCore import QObject, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QPolygonF
 
+from gpu.model.costmodel import TENSOR, GpuSpec
 from gpu.model.roofline import (
+    HBM,
     L2,
     MEMORY_ROOFS,
     MMA,
@@ -18,11 +20,15 @@ from gpu.model.roofline import (
     roofs,
 )
 
+from ..kit.theme import Palette
 from ..plotting.axes import drawable
 from ..plotting.label_placement import GAP, first_free, stacked_candidates
+from ..plotting.labelled_line import LabelledLine
+from ..plotting.metric_plot import MetricPlot
 from ..state.units import (
     fmt_rate,
 )
+from ..work.pacing import before_paint
 from .plot_styles import (
     ROOF_LABELS,
     ROOF_STYLES,
@@ -35,23 +41,69 @@ def _touches(rect: QRectF, line_y: float) -> bool:
     return abs(rect.bottom() + GAP - line_y) < 0.5 or abs(rect.top() - GAP - line_y) < 0.5
 
 
-class RoofLines:
-    """The roofs and their labels on the roofline plot (a part of PlotsPanel)."""
+class RoofLines(QObject):
+    """The roofs, their labels and the ridge on the roofline plot (module docstring): made
+    after the plot's roof series, which they clip and label."""
 
-    def _draw_roofs(self) -> None:
+    #: The plot's size changed while the exponential unit's roof is drawn: the room its label
+    #: takes above the roofs is in pixels, so the roofline's range must fit again.
+    fitNeeded = Signal()
+
+    def __init__(self, roofline: MetricPlot, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.plot = r = roofline
+        #: The ridge point, a vertical line with its intensity.
+        self.ridge_line = LabelledLine(r, angle=90, position=0.04, anchors=[(0, 1), (0, 1)])
+        self._roofs: dict[str, float] = {}  # memory roofs: B/s
+        self._flat_roofs: dict[str, float] = {}  # compute roofs: FLOP/s
+        #: The view and roofs the roofs were last clipped to (`clip`).
+        self._clipped: tuple | None = None
+        #: Each roof's name and peak, written along it (Nsight Compute's way): a roof is the
+        #: upper edge of where points can be, so its label never covers one.
+        self.labels: dict[str, pg.TextItem] = {}
+        for name in ROOF_STYLES:
+            diagonal = name in MEMORY_ROOFS
+            label = pg.TextItem(
+                anchor=(0, 1.25) if diagonal else (0, 0) if name == XU else (1, 1),
+                rotateAxis=(1, 1) if diagonal else None,
+            )
+            label.setVisible(False)
+            r.addItem(label, ignoreBounds=True)
+            self.labels[name] = label
+        #: The labels follow the roofline's view once per turn, however often it moved.
+        self._paced_labels = before_paint(self.place_labels, parent=self)
+        r.plotItem.vb.sigRangeChanged.connect(self.clip)
+        # the exponential unit's label is placed in pixels: again when the plot's size changes
+        r.plotItem.vb.sigResized.connect(self._resized)
+
+    @property
+    def memory(self) -> dict[str, float]:
+        """The memory roofs drawn: bandwidth (B/s) per roof."""
+        return dict(self._roofs)
+
+    @property
+    def flat(self) -> dict[str, float]:
+        """The compute roofs drawn: FLOP/s per roof (the exponential unit's at this shape)."""
+        return dict(self._flat_roofs)
+
+    def apply_palette(self, p: Palette) -> None:
+        self.ridge_line.set_style(p.muted, 1.0, Qt.PenStyle.DotLine, background=p.background)
+        for name, label in self.labels.items():
+            label.setColor(p.roof if name in (HBM, L2, TENSOR) else p.muted)
+
+    def draw(self, gpu: GpuSpec | None, head_dim: int) -> None:
         """HBM and L2 roofs up to the tensor cores' peak, and a flat roof per compute unit
         (the exponential unit's in FLOP/s at this shape's 4·d FLOPs per exponential)."""
-        gpu = self._gpu
         if gpu is None:
             return
-        r = self.roofline
+        r = self.plot
         # the backend's own: a GPU's per instruction family, or this CPU's; a roof a log axis
         # cannot draw is left out (the check refuses such files; this is the point of use)
         peaks = {n: roof for n, roof in roofs(gpu).items() if drawable(roof.peak)}
         if not peaks:
             self._roofs, self._flat_roofs = {}, {}
             return
-        d = self._family.head_dim if self._family is not None else 64
+        d = head_dim
         self._roofs = {n: peaks[n].peak for n in MEMORY_ROOFS if n in peaks}
         self._flat_roofs = {n: p.peak for n, p in peaks.items() if n not in MEMORY_ROOFS}
         for name, roof in peaks.items():
@@ -65,16 +117,16 @@ class RoofLines:
         if L2 in peaks and peaks[L2].nominal:
             r.labels[f"roof_{L2}"] += " nominal"  # its points' symbol is the key's, not the line's
         self._clipped = None  # the labels may have changed with the same roofs
-        self._clip_roofs()
+        self.clip()
         ridge = gpu.ridge_flops_per_byte
         self.ridge_line.set(ridge, f"ridge {ridge:.0f}")
 
-    def _clip_roofs(self, *_: object) -> None:
+    def clip(self, *_: object) -> None:
         """The roofs drawn within the roofline's view only (an SVG export has no clipping):
         again whenever the view's range changes."""
         if not self._flat_roofs:
             return
-        r = self.roofline
+        r = self.plot
         (x0, x1), (y0, y1) = r.plotItem.vb.viewRange()
         # A change sets the x and y ranges one after the other, and often to where they were:
         # the roofs are clipped again only where the view or the roofs moved.
@@ -103,14 +155,14 @@ class RoofLines:
             r.set_series(
                 f"roof_{name}", [10**start, 10**x1] if inside else [], [value] * 2 if inside else []
             )
-        self._label_roofs()
-        self._paced_roof_labels()  # placed once this turn's range changes are over
+        self._show_labels()
+        self._paced_labels()  # placed once this turn's range changes are over
 
-    def _label_roofs(self) -> None:
+    def _show_labels(self) -> None:
         """Each roof label's text, shown where its roof is drawn (now: the roofline's fit
         reads the labels' size; their places follow before the next paint)."""
-        r = self.roofline
-        for name, label in self.roof_labels.items():
+        r = self.plot
+        for name, label in self.labels.items():
             text = r.labels.get(f"roof_{name}", "")
             if text != label.toPlainText():
                 label.setText(text)
@@ -118,14 +170,14 @@ class RoofLines:
             if name != XU or not drawn:  # the exponential unit's is shown where it has room
                 label.setVisible(drawn)
 
-    def _place_roof_labels(self) -> None:
+    def place_labels(self) -> None:
         """Diagonal roofs: the label along the line near its lower end; flat roofs: above the
         line at its right end (mma.sync's mid-line, just below the wgmma roof). The exponential
         unit's goes last, to the first place free of the other labels and the memory roofs
         (at d = 64 its roof coincides with the tensor cores')."""
-        r = self.roofline
-        self._label_roofs()
-        for name, label in self.roof_labels.items():
+        r = self.plot
+        self._show_labels()
+        for name, label in self.labels.items():
             xs, ys = r.series.get(f"roof_{name}", ([], []))
             if not xs or name == XU:
                 continue
@@ -140,12 +192,12 @@ class RoofLines:
                 label.setPos(hx, ly)
         self._place_xu_label()
 
-    def _roofline_resized(self, *_: object) -> None:
+    def _resized(self, *_: object) -> None:
         """The label room above the roofs is in pixels: fit again (unless zoomed), and place
         the exponential unit's label again."""
-        if XU in self._flat_roofs and not self.roofline.user_zoomed:
-            self._fit_roofline()
-        self._paced_roof_labels()
+        if XU in self._flat_roofs and not self.plot.user_zoomed:
+            self.fitNeeded.emit()
+        self._paced_labels()
 
     def _place_xu_label(self) -> None:
         """The exponential unit's label at its roof's right end, above the line, else moved
@@ -155,14 +207,14 @@ class RoofLines:
         (app/plotting/label_placement.py).
         Where a small plot has no such place the label is left out; the roofline's hover
         read-out names the roof."""
-        r, label = self.roofline, self.roof_labels[XU]
+        r, label = self.plot, self.labels[XU]
         xs, ys = r.series.get(f"roof_{XU}", ([], []))
         if not xs:
             return
         vb = r.plotItem.vb
         end = vb.mapViewToScene(pg.Point(math.log10(xs[-1]), math.log10(ys[0])))
         others = []
-        for name, other in self.roof_labels.items():
+        for name, other in self.labels.items():
             if name != XU and other.isVisible():
                 other.updateTransform(force=True)  # the view moved: its shape follows now
                 others.append(other.mapToScene(other.boundingRect()))
@@ -199,13 +251,27 @@ class RoofLines:
         label.setPos(vb.mapSceneToView(rect.bottomRight()))
         label.updateTransform(force=True)
 
-    def roof_label_rect(self, name: str):  # type: ignore[no-untyped-def]
+    def label_rect(self, name: str):  # type: ignore[no-untyped-def]
         """The scene rectangle a roof's label covers now (what the layout test checks)."""
-        self.flush_roof_labels()
-        label = self.roof_labels[name]
+        self.flush_labels()
+        label = self.labels[name]
         label.updateTransform(force=True)
         return label.sceneBoundingRect()
 
-    def flush_roof_labels(self) -> None:
+    def flush_labels(self) -> None:
         """Place the roof labels now if a range change left them due (exports, tests)."""
-        self._paced_roof_labels.flush()
+        self._paced_labels.flush()
+
+    def headroom(self, top: float) -> float:
+        """How far above the top roof (a factor) the roofline's range reaches: 1.5, or room
+        for two rows of labels where the exponential unit's roof ties with the top one (at
+        d = 64 on Hopper), its label above the tensor cores' (see `_place_xu_label`)."""
+        xu = self._flat_roofs.get(XU)
+        vb = self.plot.plotItem.vb
+        if xu is None or xu < top / 1.5 or vb.height() <= 0:
+            return 1.5
+        rows = 2 * (self.labels[XU].textItem.boundingRect().height() + 4) + 4
+        if rows * 3 > vb.height():
+            return 1.5  # too small a plot to give up that much: the hover names the roof
+        (_, _), (y0, y1) = vb.viewRange()
+        return max(1.5, 10 ** (rows * (y1 - y0) / vb.height()))
