@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, Qt
+from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QGraphicsItem
 
@@ -27,7 +27,7 @@ from ..kit.plain_text import html_text, tooltip
 from ..kit.theme import Palette
 from ..state.units import fmt_int
 from .axes import Log2NAxis, LogValueAxis, decades, drawable, octaves
-from .legend import LegendSample, LegendStrip
+from .legend import LegendRows, LegendStrip
 from .plot_items import CachedBoundsScatter, Style, with_alpha
 from .slider_layer import LayerMarkers, SliderLayer
 from .staged import Staged
@@ -120,7 +120,7 @@ class MetricPlot(Staged, pg.PlotWidget):
         layout = self.plotItem.layout
         layout.removeItem(self.plotItem.getAxis("top"))
         self.legend = LegendStrip()
-        self.legend_shown = True
+        self.legend_rows = LegendRows(self.legend, layout)
         layout.addItem(self.legend, 1, 1)
         self.legend.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         # Its rows are inside it: a repaint elsewhere (the cursor's strips) skips them unasked.
@@ -163,8 +163,6 @@ class MetricPlot(Staged, pg.PlotWidget):
         self._palette: Palette | None = None
         self._visible_names: list[str] = []
         self._legend_names: list[str] = []
-        #: Legend rows made so far, kept while hidden: name -> (sample, label).
-        self._legend_rows: dict[str, tuple] = {}
         # Ranges are set by fit_y / fit_xy when data change, never by pyqtgraph's auto-range: it
         # re-ranges (and repaints the whole plot) whenever any item moves, cursors included.
         self.plotItem.vb.disableAutoRange()
@@ -304,7 +302,7 @@ class MetricPlot(Staged, pg.PlotWidget):
         colors = self._spot_colors.get(name)
         if not colors or self._palette is None:
             return {}
-        pens = [pg.mkPen(self._color(self._palette, c), width=2) for c in colors[:count]]
+        pens = [pg.mkPen(style_color(self._palette, c), width=2) for c in colors[:count]]
         return {"pen": pens, "brush": None} if self.styles[name].hollow else {"brush": pens}
 
     def set_colors(self, name: str, color_keys: Sequence[str]) -> None:
@@ -500,14 +498,8 @@ class MetricPlot(Staged, pg.PlotWidget):
             self._fill_legend(legend)
 
     def _fill_legend(self, names: Sequence[str]) -> None:
-        """Lay out the rows of `names`. A row's sample and label are made once per entry and
-        kept while hidden: making a label costs a text layout (~2 ms), and a recording's
-        legends hold many of them."""
-        legend = self.legend
-        for sample, label in legend.items:
-            sample.hide()
-            label.hide()
-        legend.items = []
+        """Lay out the rows of `names` (keys or items)."""
+        entries = []
         for name in names:
             if name in self.keys:
                 text, _, source = self.keys[name]
@@ -515,65 +507,29 @@ class MetricPlot(Staged, pg.PlotWidget):
                 text = self.labels[name]
                 item = self.items[name]
                 source = item.legend_sample if isinstance(item, LayerMarkers) else item
-            row = self._legend_rows.get(name)
-            if row is None or row[0].item is not source:
-                label = pg.LabelItem(
-                    html_text(text),  # a label is HTML to pyqtgraph
-                    color=legend.opts["labelTextColor"],
-                    justify="left",
-                    size=legend.opts["labelTextSize"],
-                )
-                label.setParentItem(legend)
-                row = self._legend_rows[name] = (LegendSample(source), label)
-                row[0].setParentItem(legend)
-            elif row[1].text != html_text(text):
-                row[1].setText(html_text(text))
-            for part in row:
-                part.show()
-            legend.items.append(row)
-        self._relayout_legend(force=True)
+            entries.append((name, text, source))
+        self.legend_rows.fill(entries, self._legend_width())
 
-    def _relayout_legend(self, force: bool = False) -> None:
-        width = max(120.0, self.width() - 70.0)
-        if force:
-            self.legend.forget_placement()
-        if self.legend.relayout(width) or force:
-            shown = self.legend_shown and bool(self.legend.items)
-            height = self.legend.height_px if shown else 0
-            self.legend.setVisible(shown)
-            # A graphics layout keeps room for hidden items: the strip's own size says it.
-            self.legend.setMinimumHeight(height)
-            self.legend.setMaximumHeight(height)
-            self.plotItem.layout.setRowFixedHeight(1, height)
+    def _legend_width(self) -> float:
+        return max(120.0, self.width() - 70.0)
 
     def set_legend_visible(self, visible: bool) -> None:
         """Show or hide the legend strip (its rows go back to the data when hidden)."""
-        if visible != self.legend_shown:
-            self.legend_shown = visible
-            self._relayout_legend(force=True)
+        if visible != self.legend_rows.shown:
+            self.legend_rows.shown = visible
+            self.legend_rows.relayout(self._legend_width(), force=True)
 
     # ------------------------------------------------------------------ painting
 
     def resizeEvent(self, event) -> None:  # type: ignore[no-untyped-def]
         super().resizeEvent(event)
         if "legend" in self.__dict__:  # pyqtgraph resizes the view before __init__ is done
-            self._relayout_legend()
+            self.legend_rows.relayout(self._legend_width())
             self._show_title()
 
     def legend_texts(self) -> list[str]:
         """The legend's entries as shown (tests, exports)."""
-        return [label.item.toPlainText() for _, label in self.legend.items]
-
-    def _drop_legend_rows(self) -> None:
-        """Forget the kept rows (their look is cached: a new palette needs new ones)."""
-        for sample, label in self._legend_rows.values():
-            for part in (sample, label):
-                part.setParentItem(None)
-                if part.scene() is not None:
-                    part.scene().removeItem(part)
-        self._legend_rows = {}
-        self.legend.items = []
-        self.legend.forget_placement()
+        return self.legend_rows.texts()
 
     # ------------------------------------------------------------------ style
 
@@ -600,22 +556,11 @@ class MetricPlot(Staged, pg.PlotWidget):
         self.hover.border = pg.mkPen(p.muted)
         self.legend.setLabelTextColor(p.foreground)
         # Legend samples cache their look; new rows pick up the new pens.
-        self._drop_legend_rows()
+        self.legend_rows.drop()
         self._fill_legend(self._legend_names)
 
-    @staticmethod
-    def _color(p: Palette, key: str) -> str:
-        return {
-            "cursor": p.cursor,
-            "budget": p.budget,
-            "oom": p.oom,
-            "roof": p.roof,
-            "muted": p.muted,
-            "fg": p.foreground,
-        }.get(key) or p.color(key)
-
     def _restyle(self, item, style: Style, p: Palette) -> None:  # type: ignore[no-untyped-def]
-        color = self._color(p, style.color)
+        color = style_color(p, style.color)
         if isinstance(item, LayerMarkers):
             item.set_symbol(style.symbol or "o", style.symbol_size)
             item.setPen(pg.mkPen(color, width=2))
@@ -671,21 +616,33 @@ class MetricPlot(Staged, pg.PlotWidget):
         if item.boundingRect().width() > area:
             item.setTextWidth(max(80.0, area))
         self.hover.updateTextPos()
-        self.hover.setPos(vb.mapSceneToView(self._hover_corner(pos)))
+        corner = _hover_corner(pos, vb.sceneBoundingRect(), self.hover.textItem.boundingRect())
+        self.hover.setPos(vb.mapSceneToView(corner))
         self.hover.setVisible(True)
-
-    def _hover_corner(self, pos: QPointF) -> QPointF:
-        """Where the read-out's top-left corner goes (scene pixels): beside the pointer,
-        flipped to the other side near an edge, and always inside the data area."""
-        area = self.plotItem.vb.sceneBoundingRect()
-        box = self.hover.textItem.boundingRect()
-        w, h, gap = box.width() + 2, box.height() + 2, 14
-        x = pos.x() + gap if pos.x() + gap + w <= area.right() else pos.x() - gap - w
-        y = pos.y() + gap if pos.y() + gap + h <= area.bottom() else pos.y() - gap - h
-        x = min(max(x, area.left()), max(area.left(), area.right() - w))
-        y = min(max(y, area.top()), max(area.top(), area.bottom() - h))
-        return QPointF(x, y)
 
     def leaveEvent(self, event) -> None:  # type: ignore[no-untyped-def]
         self.hover.setVisible(False)
         super().leaveEvent(event)
+
+
+def style_color(p: Palette, key: str) -> str:
+    """A style's colour key in palette `p`: a role, else an algorithm's or a kernel's."""
+    return {
+        "cursor": p.cursor,
+        "budget": p.budget,
+        "oom": p.oom,
+        "roof": p.roof,
+        "muted": p.muted,
+        "fg": p.foreground,
+    }.get(key) or p.color(key)
+
+
+def _hover_corner(pos: QPointF, area: QRectF, box: QRectF) -> QPointF:
+    """Where a read-out of size `box` puts its top-left corner (scene pixels): beside the
+    pointer at `pos`, flipped to the other side near an edge, and always inside `area`."""
+    w, h, gap = box.width() + 2, box.height() + 2, 14
+    x = pos.x() + gap if pos.x() + gap + w <= area.right() else pos.x() - gap - w
+    y = pos.y() + gap if pos.y() + gap + h <= area.bottom() else pos.y() - gap - h
+    x = min(max(x, area.left()), max(area.left(), area.right() - w))
+    y = min(max(y, area.top()), max(area.top(), area.bottom() - h))
+    return QPointF(x, y)

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (
 
 from ..kit.theme import Palette
 from .legend import ROW_PX
-from .metric_plot import MetricPlot
+from .metric_plot import style_color
 from .plot_items import Style
 
 
@@ -85,7 +85,7 @@ class SeriesKey(QWidget):
             for (text, style), (x, y, w) in zip(
                 self.entries, self._places(self.width()), strict=True
             ):
-                color = MetricPlot._color(p, style.color)
+                color = style_color(p, style.color)
                 mid = y + ROW_PX / 2
                 if style.line:
                     painter.setPen(pg.mkPen(color, width=min(style.width, 2.0), style=style.dash))
