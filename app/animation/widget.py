@@ -22,17 +22,13 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import (
     QAbstractSpinBox,
     QApplication,
-    QComboBox,
     QFrame,
     QHBoxLayout,
     QLineEdit,
     QScrollArea,
-    QSlider,
     QSplitter,
     QStackedWidget,
     QStyle,
-    QTabBar,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -40,10 +36,7 @@ from PySide6.QtWidgets import (
 from gpu.algorithms import ALGORITHMS, LAZY, NAIVE, TILED, single_kernel_fused
 from gpu.config import AttentionConfig
 from gpu.model.costmodel import DEFAULT_GPU, GPUS, GpuSpec
-from gpu.results import RunResult
 
-from ..kit.plain_text import PlainLabel, tooltip
-from ..state.animation.clock import LaneClock, clock_for
 from ..state.animation.lane import Lane, build_lanes
 from ..state.animation.player import DEFAULT_DURATION_S, Player
 from ..state.animation.snapshots import Counters, LaneFrame
@@ -55,19 +48,16 @@ from ..work.pacing import LANES_MS, SOURCE_MS, coalesced
 from .canvas import TileCanvas, scene_for
 from .canvas_checks import layout_problems
 from .colors import DARK, AnimColors, colors_for
+from .measured_clocks import MeasuredClocks, ResultLookup
+from .playback_controls import TIMELINE_STEPS, PlaybackControls, lanes_box, mode_tabs
 from .softmax_panel import OnlineSoftmaxPanel
 from .source_panel import SourcePanel
 
 FRAME_MS = 16
-TIMELINE_STEPS = 10_000
-SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
-DURATIONS = (10.0, 20.0, 40.0, 60.0, 120.0)
 GLIDE_S = 0.35
 #: The fused kernels naive can be compared with (the second lane): the registry's one-kernel
 #: forwards.
 FUSED = single_kernel_fused()
-#: (config, algorithm) -> the measured result of that config, or None.
-ResultLookup = Callable[[AttentionConfig, str], RunResult | None]
 
 
 def _rescales_lazily(algorithm: str | None) -> bool:
@@ -142,8 +132,8 @@ class TileAnimationWidget(QWidget):
             algorithms=algorithms,
             duration_s=duration_s,
         )
-        self._results: ResultLookup | None = None
-        self._shown: tuple[str, ...] = ()
+        #: The lanes' measured clocks and the results they read.
+        self.measured = MeasuredClocks(self.player)
         #: Whether the user picked the second lane (the window then leaves it alone).
         self.lanes_chosen = False
         self.colors: AnimColors = DARK
@@ -159,72 +149,24 @@ class TileAnimationWidget(QWidget):
         self._paced_source = coalesced(self._show_source, SOURCE_MS, parent=self)
 
         # controls
-        icon = QStyle.StandardPixmap
-        self.play_button = self._button(
-            "animPlay", "Play", "Play / pause (Space)", icon.SP_MediaPlay
-        )
-        self.back_button = self._button(
-            "animStepBack",
-            "Step",
-            "One step back (← with the canvas focused)",
-            icon.SP_MediaSeekBackward,
-        )
-        self.fwd_button = self._button(
-            "animStepForward",
-            "Step",
-            "One step forward (→ with the canvas focused)",
-            icon.SP_MediaSeekForward,
-        )
-        self.fwd_button.setLayoutDirection(Qt.LayoutDirection.RightToLeft)  # icon after the text
-        self.restart_button = self._button(
-            "animRestart", "", "Back to the start (Home)", icon.SP_MediaSkipBackward
-        )
+        c = self.playback = PlaybackControls(self, duration_s)
+        self.play_button, self.back_button = c.play_button, c.back_button
+        self.fwd_button, self.restart_button = c.fwd_button, c.restart_button
+        self.speed, self.duration = c.speed, c.duration
+        self.timeline, self.time_label = c.timeline, c.time_label
         self.play_button.clicked.connect(self.toggle_play)
         self.back_button.clicked.connect(self.step_back)
         self.fwd_button.clicked.connect(self.step_forward)
         self.restart_button.clicked.connect(self.restart)
-        self.speed = QComboBox(self)
-        self.speed.setObjectName("animSpeed")
-        for s in SPEEDS:
-            self.speed.addItem(f"{s:g}×", s)
-        self.speed.setCurrentIndex(SPEEDS.index(1.0))
         self.speed.currentIndexChanged.connect(
             lambda _i: setattr(self.player, "speed", float(self.speed.currentData()))
         )
-        self.duration = QComboBox(self)
-        self.duration.setObjectName("animDuration")
-        for d in DURATIONS:
-            self.duration.addItem(f"pass = {d:g} s", d)
-        if duration_s in DURATIONS:
-            self.duration.setCurrentIndex(DURATIONS.index(duration_s))
-        else:
-            self.duration.addItem(f"pass = {duration_s:g} s", duration_s)
-            self.duration.setCurrentIndex(self.duration.count() - 1)
         self.duration.currentIndexChanged.connect(self._on_duration)
-        self.timeline = QSlider(Qt.Orientation.Horizontal, self)
-        self.timeline.setObjectName("animTimeline")
-        self.timeline.setRange(0, TIMELINE_STEPS)
         self.timeline.valueChanged.connect(self._on_timeline)
         self.timeline.sliderPressed.connect(self._on_scrub_start)
         self.timeline.sliderReleased.connect(self._on_scrub_end)
         self._resume_after_scrub = False
-        self.time_label = PlainLabel(self)
-        self.time_label.setObjectName("animTime")
-        self.time_label.setMinimumWidth(
-            self.time_label.fontMetrics().horizontalAdvance("888 µs / 888 µs") + 6
-        )
-        controls = QHBoxLayout()
-        for w in (
-            self.restart_button,
-            self.back_button,
-            self.play_button,
-            self.fwd_button,
-            self.speed,
-            self.duration,
-        ):
-            controls.addWidget(w)
-        controls.addWidget(self.timeline, 1)
-        controls.addWidget(self.time_label)
+        controls = c.row
 
         # views
         self.canvas = TileCanvas(self)
@@ -251,42 +193,9 @@ class TileAnimationWidget(QWidget):
         self.model_page = model_page
         # Modes: the modeled schedule (above) or a real trace recorded on a GPU (built lazily:
         # it reads the shipped trace file only when first shown).
-        self.mode_tabs = QTabBar(self)
-        self.mode_tabs.setObjectName("animMode")
-        self.mode_tabs.addTab("Modeled schedule")
-        self.mode_tabs.addTab("Real GPU trace")
-        self.mode_tabs.addTab("Backward")
-        self.mode_tabs.addTab("Decode")
-        self.mode_tabs.setTabEnabled(self.DECODE_MODE, False)  # until the pass is decode
-        self.mode_tabs.setTabToolTip(
-            0, "Naive and tiled attention's tile schedule on one modeled clock"
-        )
-        self.mode_tabs.setTabToolTip(
-            1, "What the GPU really did: every SM as a lane, every block where and when it ran"
-        )
-        self.mode_tabs.setTabToolTip(
-            2,
-            "FlashAttention's backward in tile order: K/V tiles held on chip, Q/dO tiles "
-            "streaming past, P recomputed, dQ accumulated with atomics",
-        )
-        self.mode_tabs.setTabToolTip(
-            3,
-            "Decode (Pass: inference decode): the KV cache streaming from HBM into the SMs, "
-            "naive's scores written to HBM, the split-KV kernel's partials and their merge",
-        )
-        self.mode_tabs.setExpanding(False)
+        self.mode_tabs = mode_tabs(self, self.DECODE_MODE)
         self.mode_tabs.currentChanged.connect(self.set_mode)
-        self.lanes_box = QComboBox(self)
-        self.lanes_box.setObjectName("animLanes")
-        self.lanes_box.setToolTip(
-            "The fused kernel the second lane plays against naive (the warp-specialized one "
-            "shows its producer and consumer warps)"
-        )
-        for algo in FUSED:
-            self.lanes_box.addItem(f"naive vs {ALGORITHMS[algo].label}", algo)
-        second = next((a for a in algorithms if a != NAIVE), TILED)
-        if second in FUSED:
-            self.lanes_box.setCurrentIndex(FUSED.index(second))
+        self.lanes_box = lanes_box(self, FUSED, algorithms)
         self.lanes_box.currentIndexChanged.connect(self._on_lanes)
         mode_row = QHBoxLayout()
         mode_row.setContentsMargins(0, 0, 0, 0)
@@ -323,21 +232,6 @@ class TileAnimationWidget(QWidget):
             sc.activated.connect(slot)
         self._apply_scene()
         self.refresh()
-
-    def _button(self, name: str, text: str, tip: str, icon: QStyle.StandardPixmap) -> QToolButton:
-        b = QToolButton(self)
-        b.setObjectName(name)
-        b.setText(text)
-        b.setToolTip(tooltip(tip))
-        b.setAccessibleName(tip.split(" (")[0])
-        b.setIcon(self.style().standardIcon(icon))
-        b.setIconSize(QSize(14, 14))
-        b.setToolButtonStyle(
-            Qt.ToolButtonStyle.ToolButtonTextBesideIcon
-            if text
-            else Qt.ToolButtonStyle.ToolButtonIconOnly
-        )
-        return b
 
     # ---- public API
 
@@ -384,7 +278,7 @@ class TileAnimationWidget(QWidget):
             self.pages.addWidget(lane)
             self._decode_lane = lane
             if self._decode_config is not None:
-                _, results = self._point_question(self._decode_config)
+                _, results = self.measured.question(self._decode_config)
                 lane.set_config(self._decode_config, self.player.gpu, results)
         return self._decode_lane
 
@@ -400,7 +294,7 @@ class TileAnimationWidget(QWidget):
             return
         self.mode_tabs.setTabEnabled(self.DECODE_MODE, True)
         if self._decode_lane is not None:
-            _, results = self._point_question(config)
+            _, results = self.measured.question(config)
             self._decode_lane.set_config(config, self.player.gpu, results)
         if self.mode == self.MODEL_MODE:
             self.set_mode(self.DECODE_MODE)
@@ -498,11 +392,11 @@ class TileAnimationWidget(QWidget):
         if config is None:
             return
         gpu, algorithms = self.player.gpu, self.player.algorithms
-        clocks = self._clocks(config, gpu, compute=False)
-        shown, results = self._point_question(config)
+        clocks = self.measured.clocks(config, gpu, compute=False)
+        shown, results = self.measured.question(config)
         asked = self._builds_asked
 
-        counted = self._counted(results)
+        counted = self.measured.counted(results)
 
         def work() -> list[Lane]:
             if counted:  # the current point's bands, off the GUI thread
@@ -517,56 +411,20 @@ class TileAnimationWidget(QWidget):
         """Where measured results come from: `lookup(config, algorithm)` gives the result of
         that config (or None). A lane runs on its measured clock when that result was timed on
         the GPU the lanes model; call `results_changed()` when new results arrive."""
-        self._results = lookup
+        self.measured.lookup = lookup
         self.results_changed()
 
     def set_shown_algorithms(self, algorithms: tuple[str, ...]) -> None:
         """The algorithms the window shows: the banner's measured figures are read from the
         current point of these and the lanes' (app/state/current_point.py), the one the
         explain pane, the plots and the status bar read."""
-        if tuple(algorithms) != self._shown:
-            self._shown = tuple(algorithms)
+        if tuple(algorithms) != self.measured.shown:
+            self.measured.shown = tuple(algorithms)
             self.results_changed()
-
-    def _point_question(self, config: AttentionConfig) -> tuple[tuple[str, ...], dict]:
-        """What the current point is asked for: the shown algorithms and the lanes', with
-        their results of `config`."""
-        algos = tuple(dict.fromkeys((*self._shown, *self.player.algorithms)))
-        lookup = self._results
-        if lookup is None:
-            return algos, {}
-        return algos, {a: r for a in algos if (r := lookup(config, a)) is not None}
-
-    def _counted(self, results: dict) -> bool:
-        """Whether a lane's result has counters: only then does the banner show measured DRAM
-        bytes, and the lanes ask for the current point (a slider drag over unprofiled results
-        costs nothing more)."""
-        return any(r.traffic for a, r in results.items() if a in self.player.algorithms)
-
-    def _clocks(
-        self, config: AttentionConfig, gpu: GpuSpec, compute: bool = True
-    ) -> dict[str, LaneClock]:
-        """Each measured lane's clock, with its DRAM bytes from the current point. A build
-        (`compute=False`, on every slider stop) works the point out off the GUI thread; a
-        result, a GPU or a set of algorithms that changes asks for it here (its bands are
-        the plots' and the lanes' own, worked out already but for a newly ticked one)."""
-        if self._results is None:
-            return {}
-        shown, results = self._point_question(config)
-        point = None
-        if self._counted(results):
-            point = point_for(config, shown, gpu, results, compute=compute)
-        out = {}
-        for algo in self.player.algorithms:
-            figures = point.algorithms.get(algo) if point is not None else None
-            clock = clock_for(results.get(algo), gpu, figures)
-            if clock.measured:
-                out[algo] = clock
-        return out
 
     def results_changed(self) -> None:
         """Look the measurements up again (cheap: a lane's clock is rescaled, not rebuilt)."""
-        if self.player.set_clocks(self._clocks(self.player.config, self.player.gpu)):
+        if self.player.set_clocks(self.measured.clocks(self.player.config, self.player.gpu)):
             self._apply_scene()
             self.refresh()
         if self._decode_config is not None:
@@ -628,17 +486,7 @@ class TileAnimationWidget(QWidget):
 
     def canvas_image(self, size: QSize, device_pixel_ratio: float = 1.0) -> QImage:
         """The canvas alone as an image of `size` (logical pixels)."""
-        image = QImage(
-            round(size.width() * device_pixel_ratio),
-            round(size.height() * device_pixel_ratio),
-            QImage.Format.Format_RGB32,
-        )
-        image.setDevicePixelRatio(device_pixel_ratio)
-        p = QPainter(image)
-        p.setRenderHint(QPainter.RenderHint.TextAntialiasing, True)
-        self.render_canvas(p, size)
-        p.end()
-        return image
+        return _image(size, device_pixel_ratio, self.render_canvas)
 
     def flush(self) -> None:
         """Apply a config still being built (or waiting to be), now."""
@@ -654,7 +502,9 @@ class TileAnimationWidget(QWidget):
         if asked == self._builds_asked:
             self._pending_config = None
         self.player.adopt(config, lanes)
-        self.player.set_clocks(self._clocks(config, self.player.gpu))  # results since the build
+        self.player.set_clocks(
+            self.measured.clocks(config, self.player.gpu)
+        )  # results since the build
         self._apply_scene()
         self.refresh()
         self.configApplied.emit()
@@ -663,7 +513,7 @@ class TileAnimationWidget(QWidget):
         """Model the clock on another GPU (bytes and FLOPs are unchanged)."""
         if spec == self.player.gpu:
             return
-        self.player.set_gpu(spec, self._clocks(self.player.config, spec))
+        self.player.set_gpu(spec, self.measured.clocks(self.player.config, spec))
         self._apply_scene()
         self.refresh()
         if self._decode_config is not None:
@@ -858,3 +708,20 @@ def _page_of(widget: QWidget) -> QWidget:
     while area is not None and not isinstance(area, QScrollArea):
         area = area.parentWidget()
     return area if area is not None else widget
+
+
+def _image(
+    size: QSize, device_pixel_ratio: float, render: Callable[[QPainter, QSize], None]
+) -> QImage:
+    """An image of `size` (logical pixels) that `render` paints."""
+    image = QImage(
+        round(size.width() * device_pixel_ratio),
+        round(size.height() * device_pixel_ratio),
+        QImage.Format.Format_RGB32,
+    )
+    image.setDevicePixelRatio(device_pixel_ratio)
+    p = QPainter(image)
+    p.setRenderHint(QPainter.RenderHint.TextAntialiasing, True)
+    render(p, size)
+    p.end()
+    return image
