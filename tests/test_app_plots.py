@@ -575,7 +575,7 @@ def test_a_hover_box_stays_inside_the_plot_and_leaves_with_the_mouse(qtbot, prof
             min(max(corner.x(), area.left() + 2), area.right() - 2),
             min(max(corner.y(), area.top() + 2), area.bottom() - 2),
         )
-        plot._on_mouse((pos,))
+        plot.hover_at(pos)
         assert plot.hover.isVisible()
         box = plot.hover.sceneBoundingRect()
         assert area.adjusted(-1, -1, 1, 1).contains(box), (corner, box, area)

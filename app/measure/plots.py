@@ -39,7 +39,7 @@ from ..kit.theme import Palette
 from ..plotting.metric_plot import MetricPlot
 from ..plotting.plot_items import with_alpha
 from ..plotting.series_key import SeriesKey
-from ..plotting.staged import Staged
+from ..plotting.staged import StagedBuild
 from ..state.app_state import AppState, Change
 from ..state.decode_bandwidth import copy_bandwidth
 from ..state.family import family
@@ -80,7 +80,7 @@ STRIP_MS = 120
 PIXMAP_CACHE_KIB = 64 * 1024
 
 
-class PlotsPanel(Staged, QWidget):
+class PlotsPanel(QWidget):
     """The plots; follows the app state (`on_state`) and the results (`set_measured`). Its
     parts: what it shows (`data`), the roofs (`roofs`), the markers (`markers`), legends and
     ranges (`fit_part`), the model curves' requests (`models`), the hover read-outs (`hover`)."""
@@ -93,7 +93,11 @@ class PlotsPanel(Staged, QWidget):
         """`staged`: build nothing yet; `build_steps()` builds it a piece at a time (an export
         builds its panel between frames, so the window keeps painting)."""
         super().__init__(parent)
-        self._build(self._construct(), staged)
+        self._staged = StagedBuild(self._construct(), staged)
+
+    def build_steps(self) -> Iterator[None]:
+        """The rest of a staged construction, one piece per step."""
+        return self._staged.steps
 
     def _construct(self) -> Iterator[None]:
         if QPixmapCache.cacheLimit() < PIXMAP_CACHE_KIB:

@@ -30,13 +30,13 @@ from .axes import Log2NAxis, LogValueAxis, decades, drawable, octaves
 from .legend import LegendRows, LegendStrip
 from .plot_items import CachedBoundsScatter, Style, with_alpha
 from .slider_layer import LayerMarkers, SliderLayer
-from .staged import Staged
+from .staged import StagedBuild
 
 #: The narrowest view the user can zoom to, in log10 units (0.1 % of a decade).
 MIN_RANGE = 1e-3
 
 
-class MetricPlot(Staged, pg.PlotWidget):
+class MetricPlot(pg.PlotWidget):
     """One plot: named items, a cursor, a hover read-out, a legend strip above the data;
     data in log10 coordinates.
 
@@ -65,7 +65,11 @@ class MetricPlot(Staged, pg.PlotWidget):
         self.setObjectName(object_name)
         self.setAccessibleName(title)
         self.title = title
-        self._build(self._construct(title, y_label, x_label, cursor_label), staged)
+        self._staged = StagedBuild(self._construct(title, y_label, x_label, cursor_label), staged)
+
+    def build_steps(self) -> Iterator[None]:
+        """The rest of a staged construction, one piece per step."""
+        return self._staged.steps
 
     @staticmethod
     def axes(
@@ -598,7 +602,11 @@ class MetricPlot(Staged, pg.PlotWidget):
     # ------------------------------------------------------------------ hover
 
     def _on_mouse(self, event: tuple[QPointF]) -> None:
-        pos = event[0]
+        self.hover_at(event[0])
+
+    def hover_at(self, pos: QPointF) -> None:
+        """The read-out of the point under the pointer at scene `pos` (none outside the data
+        area or where the provider has nothing to say)."""
         vb = self.plotItem.vb
         if self.hover_provider is None or not vb.sceneBoundingRect().contains(pos):
             self.hover.setVisible(False)
