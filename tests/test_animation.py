@@ -406,7 +406,7 @@ def test_a_config_change_resets_the_widgets_schedule(widget, qtbot):
     assert widget.timeline.value() == 0
     assert all(f.config == new and not f.started for f in widget.frames())
     assert widget.counters(NAIVE).bytes_read == 0
-    assert widget.canvas._scene.config == new
+    assert widget.canvas.scene.config == new
 
 
 def test_slider_bursts_build_only_the_newest_config_off_the_gui_thread(widget, qtbot):

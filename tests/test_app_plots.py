@@ -300,7 +300,7 @@ def test_the_traffic_plot_shows_the_model_band_and_measured_points(qtbot, profil
     assert dict(zip(ns, measured, strict=True))[4096] == counted
     legend = traffic.legend_texts()
     assert "measured (hardware counters)" in legend and "model, with the L2 cache" in legend
-    text = plots._hover_traffic(LOG_4096, 0)
+    text = plots.hover.traffic(LOG_4096, 0)
     assert "measured" in text and "hardware counters" in text
     assert "model (no-reuse bytes ÷ time)" in text and "DRAM" in text
 
@@ -357,7 +357,7 @@ def test_the_strip_chart_keeps_its_room_for_a_shape_without_samples(qtbot, make_
     qtbot.wait(50)
     # Nothing of this shape has samples, but some shape shown had: the chart keeps its room,
     # says so, and no plot changed size (a relayout and a full repaint of every plot).
-    assert not window.plots._any_samples
+    assert not window.plots.data.any_samples
     assert strip.is_empty() and strip.plot.isVisibleTo(window) and strip.note.isVisible()
     assert [view.geometry() for view in window.plots.views()] == placed
 
@@ -424,7 +424,7 @@ def test_the_memory_plot_shows_the_pool_and_the_device_peak(qtbot, profiled_wind
     assert device[4096] == pool[4096] + (8 << 20)
     legend = memory.legend_texts()
     assert "measured" in legend and "measured, whole GPU" in legend
-    text = plots._hover_memory(LOG_4096, 0)
+    text = plots.hover.memory(LOG_4096, 0)
     assert "(CuPy pool)" in text and "(whole device)" in text and "cuBLAS workspace" in text
 
 
@@ -437,14 +437,14 @@ def test_the_time_plot_shows_the_spread_of_the_repeats(qtbot, profiled_window):
     for lo, mid, hi in zip(lows, medians, highs, strict=True):
         assert lo == pytest.approx(mid * 0.97) and hi == pytest.approx(mid * 1.03)
     assert plots.timing.items[f"spread_{TILED}"].isVisible()
-    text = plots._hover_timing(LOG_4096, 0)
+    text = plots.hover.timing(LOG_4096, 0)
     assert "median of 5" in text and "fastest" in text and "slowest" in text
 
 
 def test_a_result_arriving_redraws_only_its_own_algorithms_series(qtbot, profiled_window):
     _drawn(qtbot, profiled_window)
     plots = profiled_window.plots
-    series = {a: list(rs) for a, rs in plots._measured.items()}
+    series = {a: list(rs) for a, rs in plots.data.measured.items()}
     drawn = []
     for plot in (plots.memory, plots.timing, plots.traffic, plots.roofline):
         original = plot.set_series
@@ -582,7 +582,7 @@ def test_a_hover_box_stays_inside_the_plot_and_leaves_with_the_mouse(qtbot, prof
             min(max(corner.x(), area.left() + 2), area.right() - 2),
             min(max(corner.y(), area.top() + 2), area.bottom() - 2),
         )
-        plot._on_mouse((pos,))
+        plot.hover_at(pos)
         assert plot.hover.isVisible()
         box = plot.hover.sceneBoundingRect()
         assert area.adjusted(-1, -1, 1, 1).contains(box), (corner, box, area)
@@ -643,13 +643,11 @@ def test_measure_bytes_on_the_gpu_puts_measured_points_on_the_roofline(qtbot, ma
 def test_the_roof_labels_are_placed_once_per_turn_however_often_the_view_moves(
     qtbot, make_window, monkeypatch
 ):
-    from app.measure.plots import PlotsPanel
+    from app.measure.roof_lines import RoofLines
 
     placed = []
-    place = PlotsPanel._place_roof_labels
-    monkeypatch.setattr(
-        PlotsPanel, "_place_roof_labels", lambda self: (placed.append(1), place(self))
-    )
+    place = RoofLines.place_labels
+    monkeypatch.setattr(RoofLines, "place_labels", lambda self: (placed.append(1), place(self)))
     window = make_window()
     plots = window.plots
     plots.flush_model()
@@ -702,7 +700,7 @@ def test_results_arriving_before_their_model_curves_are_drawn_with_them_in_one_p
 
     def watch(series):
         set_measured(series)
-        drawn.append((bool(series.get(NAIVE)), window.plots._model_ready()))
+        drawn.append((bool(series.get(NAIVE)), window.plots.data.model_ready()))
 
     window.plots.set_measured = watch
     model_cache.clear()
@@ -712,7 +710,7 @@ def test_results_arriving_before_their_model_curves_are_drawn_with_them_in_one_p
     assert not any(results for results, _ in drawn)  # held for the curves
     assert window.plots.memory.series["measured_naive"] == ([], [])
     gate.set()
-    qtbot.waitUntil(lambda: window.plots._model_ready(), timeout=10_000)
+    qtbot.waitUntil(lambda: window.plots.data.model_ready(), timeout=10_000)
     assert drawn[-1] == (True, True)  # the results with their curves, in one pass
     assert window.plots.memory.series["measured_naive"][0] == [window.config.seq_len]
 
@@ -732,7 +730,7 @@ def test_results_held_for_model_curves_that_do_not_come_are_drawn_all_the_same(q
     _settled(qtbot, window)
     measured = window.plots.memory.series
     qtbot.waitUntil(lambda: measured["measured_naive"][0] == [window.config.seq_len])
-    assert not window.plots._model_ready()  # drawn without them, once the wait ran out
+    assert not window.plots.data.model_ready()  # drawn without them, once the wait ran out
     gate.set()
 
 
@@ -746,4 +744,4 @@ def test_a_shape_change_clears_the_last_shapes_results_with_its_legends_in_one_s
     assert plots.memory.series["measured_naive"][0] == [window.config.seq_len]
     window.controls.heads.setValue(window.config.heads + 1)  # no event is processed after it
     assert plots.memory.series["measured_naive"] == ([], [])  # not the last shape's results
-    assert not plots._paced_visibility.pending  # legends and ranges with them, not a turn later
+    assert not plots.fit_part.pending  # legends and ranges with them, not a turn later

@@ -352,18 +352,18 @@ def test_the_exponential_roof_is_named_in_plain_words_clear_of_the_hbm_roof(
     window = make_window(open_path=str(SHIPPED), seq_len=16384)
     window.resize(*size)
     qtbot.waitUntil(
-        lambda: window.state.value.replay and XU in window.plots._flat_roofs, timeout=10000
+        lambda: window.state.value.replay and XU in window.plots.roofs.flat, timeout=10000
     )
     window.plots.flush_model()
     qtbot.wait(50)
     plots = window.plots
     r, label, hbm = plots.roofline, plots.roof_labels[XU], plots.roof_labels[HBM]
-    exp_per_s = roofs(plots._gpu)[XU].peak
+    exp_per_s = roofs(plots.data.gpu)[XU].peak
     assert label.toPlainText() == f"exponentials {exp_per_s / 1e12:.3g} trillion/s"
     assert "Texp" not in label.toPlainText() and "4d" not in label.toPlainText()
     vb = r.plotItem.vb
     corner = vb.mapSceneToView(vb.sceneBoundingRect().bottomRight())  # no marker there
-    hover = plots._hover_roofline(corner.x(), corner.y())
+    hover = plots.hover.roofline(corner.x(), corner.y())
     assert "one exponential per score" in hover and "256 FLOPs" in hover  # d = 64: 4·d
     if size == (1920, 1080):
         assert label.isVisible()  # room beside the tensor cores' label at this size
@@ -432,17 +432,17 @@ def test_the_ring_tab_at_one_device_says_each_thing_once_and_counts_devices_whol
 
 def test_the_replayed_naive_n256_device_peak_says_what_it_holds_beyond_the_pool(make_window, qtbot):
     window = make_window(open_path=str(SHIPPED), seq_len=16384)
-    qtbot.waitUntil(lambda: bool(window.plots._by_n[NAIVE].get(256)), timeout=10000)
+    qtbot.waitUntil(lambda: bool(window.plots.data.by_n[NAIVE].get(256)), timeout=10000)
     window.plots.flush_model()
-    recorded = window.plots._by_n[NAIVE][256]
+    recorded = window.plots.data.by_n[NAIVE][256]
     assert recorded.device_peak_bytes > 10 * recorded.peak_bytes  # the point above the curve
-    text = window.plots._hover_memory(math.log10(256), 0)
+    text = window.plots.hover.memory(math.log10(256), 0)
     extra = recorded.device_peak_bytes - recorded.peak_bytes
     assert f"{fmt_bytes(recorded.device_peak_bytes)} (whole device)" in text
     assert f"whole device: {fmt_bytes(extra)} more than the pool's" in text
     assert "cuBLAS workspace and kernel modules, loaded on first use" in text
     assert f"{fmt_bytes(recorded.device_used_bytes)} were in use" in text  # the context too
-    later = window.plots._hover_memory(math.log10(4096), 0)
+    later = window.plots.hover.memory(math.log10(4096), 0)
     assert "more than the pool" not in later  # where the two peaks agree, no such note
 
 
@@ -563,7 +563,7 @@ def test_the_first_paint_on_the_cpu_shows_its_own_roofs_and_the_first_results(
     r = window.plots.roofline
     assert "this CPU" in r.toolTip() and r.title == "Roofline: this CPU"
     cpu = window.state.value.roof_device
-    assert window.plots._gpu == cpu  # the roofs drawn are this CPU's
+    assert window.plots.data.gpu == cpu  # the roofs drawn are this CPU's
     xs, ys = r.series["current"]
     assert len(xs) == 2  # naive's and the fused kernel's first results
     x0, x1, y0, y1 = _view(r)
@@ -583,7 +583,7 @@ def test_no_two_roof_labels_of_the_recorded_h200_cover_each_other(make_window, q
     window = make_window(open_path=str(SHIPPED), seq_len=16384)
     window.resize(*size)
     qtbot.waitUntil(
-        lambda: window.state.value.replay and XU in window.plots._flat_roofs, timeout=10000
+        lambda: window.state.value.replay and XU in window.plots.roofs.flat, timeout=10000
     )
     window.plots.flush_model()
     qtbot.wait(50)

@@ -100,10 +100,10 @@ def test_at_16384_every_view_reads_naives_dram_bytes_and_verdict_from_one_point(
     # up with the results when their tab is shown)
     window.tabs.setCurrentIndex(0)
     qtbot.waitUntil(lambda: window.plots.current_results() == results, timeout=10_000)
-    traffic = window.plots._hover_traffic(math.log10(N), 0.0)
+    traffic = window.plots.hover.traffic(math.log10(N), 0.0)
     assert f"DRAM {dram_text}" in traffic
     naive_result = results[NAIVE]
-    roofline = window.plots._hover_roofline(
+    roofline = window.plots.hover.roofline(
         math.log10(v.intensity), math.log10(naive_result.tflops * 1e12)
     )
     assert roofline.startswith("naive, N = ")
@@ -111,7 +111,7 @@ def test_at_16384_every_view_reads_naives_dram_bytes_and_verdict_from_one_point(
     assert "(measured DRAM bytes)" in roofline
     # a tie reads as the tie it is on the roofline's hover too, as in the pane
     ws = point.algorithm(TILED_WS).verdict
-    tie = window.plots._hover_roofline(
+    tie = window.plots.hover.roofline(
         math.log10(ws.intensity), math.log10(results[TILED_WS].tflops * 1e12)
     )
     assert ws.tie and binds_text(ws.ties) in tie and binds_text(ws.ties) in pane

@@ -40,8 +40,7 @@ def _ready(qtbot, wait_started, make_window):
 def _watch(plots, monkeypatch):
     """(marker moves, (plot, item) set_series calls, paint counter) from now on."""
     moved = []
-    original = plots._move_markers
-    plots._paced_markers._func = lambda: (moved.append(1), original())
+    plots.markers.moved.connect(lambda: moved.append(1))
     set_series = []
     real = MetricPlot.set_series
 

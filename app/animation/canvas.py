@@ -28,8 +28,8 @@ from gpu.model.schedule import READ, WRITE
 from ..state.animation.chip import REGISTERS, SMEM, explain_layout
 from ..state.animation.snapshots import LaneFrame
 from ..state.animation.warp_roles import GEMM, ISSUE, PV, RoleTimeline, ws_launch
-from .canvas_frame_texts import FrameTexts, LaneParts, SlotKey
-from .canvas_geometry import REGISTER_FILE_BYTES, CanvasLayout, LaneGeo, LaneScene, Scene
+from .canvas_frame_texts import LaneParts, frame_texts, lane_parts, role_window
+from .canvas_geometry import CanvasLayout, LaneGeo, LaneScene, Scene
 from .canvas_layout import lay_out
 from .canvas_text import Fonts, TextItem
 from .colors import DARK, AnimColors
@@ -67,7 +67,7 @@ def scene_for(config: AttentionConfig, gpu: GpuSpec, lanes: list) -> Scene:
 MINIMUM_SIZE = (520, 400)
 
 
-class TileCanvas(FrameTexts, QWidget):
+class TileCanvas(QWidget):
     """Draws `LaneFrame`s; knows nothing about the clock."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -165,6 +165,13 @@ class TileCanvas(FrameTexts, QWidget):
         if lay is None:
             return []
         return [*lay.texts, *self._frame_texts(lay)]
+
+    def _frame_texts(
+        self, lay: CanvasLayout, parts: list[LaneParts] | None = None
+    ) -> list[TextItem]:
+        """The texts of the frames shown (canvas_frame_texts.py)."""
+        assert self._scene is not None
+        return frame_texts(self.fonts, lay, self._frames, self._scene, self.header_text, parts)
 
     def matrix_rect(self, lane: int, matrix: str) -> QRectF | None:
         """Where `matrix` of lane `lane` is drawn (for tests and tooltips)."""
@@ -343,7 +350,7 @@ class TileCanvas(FrameTexts, QWidget):
         p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
         p.setRenderHint(QPainter.RenderHint.TextAntialiasing, True)
         lanes = list(zip(self._frames, lay.lanes, strict=False))
-        parts = [self._lane_parts(f, g) for f, g in lanes]
+        parts = [lane_parts(f, g) for f, g in lanes]
         for (f, g), lp in zip(lanes, parts, strict=True):
             self._paint_lane(p, f, g, lp)
         for item in self._frame_texts(lay, parts):
@@ -485,26 +492,6 @@ class TileCanvas(FrameTexts, QWidget):
         if g.roles is not None and f.roles is not None:
             self._paint_roles(p, f, g)
 
-    def _slot_rects(self, f: LaneFrame, g: LaneGeo) -> dict[SlotKey, QRectF]:
-        """Each on-chip buffer's band: shared memory in the SRAM box (top down, height ∝ bytes
-        of the SM's capacity), registers in the register file box."""
-        out: dict[SlotKey, QRectF] = {}
-        for place_, box, cap in (
-            (SMEM, g.box, max(1, f.sram_capacity)),
-            (REGISTERS, g.regs, REGISTER_FILE_BYTES),
-        ):
-            if box is None:
-                continue
-            y = box.y() + 1
-            for s in f.slots:
-                if s.place != place_:
-                    continue
-                h = max(2.0, (box.height() - 2) * s.bytes / cap)
-                h = min(h, max(2.0, box.bottom() - 1 - y))
-                out[(s.place, s.name)] = QRectF(box.x() + 1, y, box.width() - 2, h)
-                y += h
-        return out
-
     def _paint_sram(self, p: QPainter, f: LaneFrame, g: LaneGeo, lp: LaneParts) -> None:
         c = self.c
         for key, r in lp.bands.items():
@@ -542,7 +529,7 @@ class TileCanvas(FrameTexts, QWidget):
         if tl is None or not g.role_rows:
             return
         c = self.c
-        j0, j1, t0, t1 = self._role_window(f)
+        j0, j1, t0, t1 = role_window(f)
         rows = g.role_rows
         width = rows[0].width()
 

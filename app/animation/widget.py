@@ -22,14 +22,13 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import (
     QAbstractSpinBox,
     QApplication,
-    QComboBox,
     QFrame,
     QHBoxLayout,
     QLineEdit,
     QScrollArea,
     QSplitter,
     QStackedWidget,
-    QTabBar,
+    QStyle,
     QVBoxLayout,
     QWidget,
 )
@@ -37,30 +36,28 @@ from PySide6.QtWidgets import (
 from gpu.algorithms import ALGORITHMS, LAZY, NAIVE, TILED, single_kernel_fused
 from gpu.config import AttentionConfig
 from gpu.model.costmodel import DEFAULT_GPU, GPUS, GpuSpec
-from gpu.results import RunResult
 
-from ..state.animation.clock import LaneClock, clock_for
 from ..state.animation.lane import Lane, build_lanes
 from ..state.animation.player import DEFAULT_DURATION_S, Player
 from ..state.animation.snapshots import Counters, LaneFrame
 from ..state.current_point import point_for
 from ..state.decode_fit import prefill_of
+from ..state.units import fmt_seconds
 from ..work.background import LatestOnly
 from ..work.pacing import LANES_MS, SOURCE_MS, coalesced
 from .canvas import TileCanvas, scene_for
 from .canvas_checks import layout_problems
 from .colors import DARK, AnimColors, colors_for
+from .measured_clocks import MeasuredClocks, ResultLookup
+from .playback_controls import TIMELINE_STEPS, PlaybackControls, lanes_box, mode_tabs
 from .softmax_panel import OnlineSoftmaxPanel
 from .source_panel import SourcePanel
-from .transport import Transport
 
 FRAME_MS = 16
 GLIDE_S = 0.35
 #: The fused kernels naive can be compared with (the second lane): the registry's one-kernel
 #: forwards.
 FUSED = single_kernel_fused()
-#: (config, algorithm) -> the measured result of that config, or None.
-ResultLookup = Callable[[AttentionConfig, str], RunResult | None]
 
 
 def _rescales_lazily(algorithm: str | None) -> bool:
@@ -135,8 +132,8 @@ class TileAnimationWidget(QWidget):
             algorithms=algorithms,
             duration_s=duration_s,
         )
-        self._results: ResultLookup | None = None
-        self._shown: tuple[str, ...] = ()
+        #: The lanes' measured clocks and the results they read.
+        self.measured = MeasuredClocks(self.player)
         #: Whether the user picked the second lane (the window then leaves it alone).
         self.lanes_chosen = False
         self.colors: AnimColors = DARK
@@ -151,27 +148,25 @@ class TileAnimationWidget(QWidget):
         self._paced_build = coalesced(self._build, LANES_MS, parent=self)
         self._paced_source = coalesced(self._show_source, SOURCE_MS, parent=self)
 
-        # controls: the transport row (app/animation/transport.py); its widgets are the
-        # widget's own to read (tests, accessibility)
-        self.transport = Transport(
-            self,
-            duration_s,
-            toggle_play=self.toggle_play,
-            step_back=self.step_back,
-            step_forward=self.step_forward,
-            restart=self.restart,
-            set_speed=self.set_speed,
-            set_duration=self.set_duration,
-            seek=self._on_timeline,
-            playing=lambda: self.player.playing,
-            play=self.play,
-            pause=self.pause,
+        # controls
+        c = self.playback = PlaybackControls(self, duration_s)
+        self.play_button, self.back_button = c.play_button, c.back_button
+        self.fwd_button, self.restart_button = c.fwd_button, c.restart_button
+        self.speed, self.duration = c.speed, c.duration
+        self.timeline, self.time_label = c.timeline, c.time_label
+        self.play_button.clicked.connect(self.toggle_play)
+        self.back_button.clicked.connect(self.step_back)
+        self.fwd_button.clicked.connect(self.step_forward)
+        self.restart_button.clicked.connect(self.restart)
+        self.speed.currentIndexChanged.connect(
+            lambda _i: setattr(self.player, "speed", float(self.speed.currentData()))
         )
-        tr = self.transport
-        self.play_button, self.back_button = tr.play_button, tr.back_button
-        self.fwd_button, self.restart_button = tr.fwd_button, tr.restart_button
-        self.speed, self.duration, self.timeline = tr.speed, tr.duration, tr.timeline
-        self.time_label = tr.time_label
+        self.duration.currentIndexChanged.connect(self._on_duration)
+        self.timeline.valueChanged.connect(self._on_timeline)
+        self.timeline.sliderPressed.connect(self._on_scrub_start)
+        self.timeline.sliderReleased.connect(self._on_scrub_end)
+        self._resume_after_scrub = False
+        controls = c.row
 
         # views
         self.canvas = TileCanvas(self)
@@ -179,15 +174,28 @@ class TileAnimationWidget(QWidget):
         fused = next((a for a in self.player.algorithms if a != NAIVE), None)
         self.softmax_panel.set_lazy(_rescales_lazily(fused))
         self.source_panel = SourcePanel(self, kernel_dir=kernel_dir)
-        self.model_page, self.splitter = _model_page(
-            self, self.transport.layout, self.canvas, self.softmax_panel, self.source_panel
-        )
+        bottom = QSplitter(Qt.Orientation.Horizontal, self)
+        bottom.addWidget(self.softmax_panel)
+        bottom.addWidget(self.source_panel)
+        bottom.setSizes([560, 640])
+        split = QSplitter(Qt.Orientation.Vertical, self)
+        split.addWidget(self.canvas)
+        split.addWidget(bottom)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 1)
+        split.setSizes([620, 230])
+        self.splitter = split
+        model_page = QWidget(self)
+        model_lay = QVBoxLayout(model_page)
+        model_lay.setContentsMargins(0, 0, 0, 0)
+        model_lay.addLayout(controls)
+        model_lay.addWidget(split, 1)
+        self.model_page = model_page
         # Modes: the modeled schedule (above) or a real trace recorded on a GPU (built lazily:
         # it reads the shipped trace file only when first shown).
-        self.mode_tabs = _mode_tabs(self)
-        self.mode_tabs.setTabEnabled(self.DECODE_MODE, False)  # until the pass is decode
+        self.mode_tabs = mode_tabs(self, self.DECODE_MODE)
         self.mode_tabs.currentChanged.connect(self.set_mode)
-        self.lanes_box = _lanes_box(self, next((a for a in algorithms if a != NAIVE), TILED))
+        self.lanes_box = lanes_box(self, FUSED, algorithms)
         self.lanes_box.currentIndexChanged.connect(self._on_lanes)
         mode_row = QHBoxLayout()
         mode_row.setContentsMargins(0, 0, 0, 0)
@@ -195,7 +203,7 @@ class TileAnimationWidget(QWidget):
         mode_row.addStretch(1)
         mode_row.addWidget(self.lanes_box)
         self.pages = QStackedWidget(self)
-        self.pages.addWidget(self.model_page)
+        self.pages.addWidget(model_page)
         self._trace_panel = None
         self._backward_lane = None
         self._backward_config: AttentionConfig | None = None
@@ -270,7 +278,7 @@ class TileAnimationWidget(QWidget):
             self.pages.addWidget(lane)
             self._decode_lane = lane
             if self._decode_config is not None:
-                _, results = self._point_question(self._decode_config)
+                _, results = self.measured.question(self._decode_config)
                 lane.set_config(self._decode_config, self.player.gpu, results)
         return self._decode_lane
 
@@ -286,7 +294,7 @@ class TileAnimationWidget(QWidget):
             return
         self.mode_tabs.setTabEnabled(self.DECODE_MODE, True)
         if self._decode_lane is not None:
-            _, results = self._point_question(config)
+            _, results = self.measured.question(config)
             self._decode_lane.set_config(config, self.player.gpu, results)
         if self.mode == self.MODEL_MODE:
             self.set_mode(self.DECODE_MODE)
@@ -384,11 +392,11 @@ class TileAnimationWidget(QWidget):
         if config is None:
             return
         gpu, algorithms = self.player.gpu, self.player.algorithms
-        clocks = self._clocks(config, gpu, compute=False)
-        shown, results = self._point_question(config)
+        clocks = self.measured.clocks(config, gpu, compute=False)
+        shown, results = self.measured.question(config)
         asked = self._builds_asked
 
-        counted = counted_lanes(results, algorithms)
+        counted = self.measured.counted(results)
 
         def work() -> list[Lane]:
             if counted:  # the current point's bands, off the GUI thread
@@ -403,38 +411,20 @@ class TileAnimationWidget(QWidget):
         """Where measured results come from: `lookup(config, algorithm)` gives the result of
         that config (or None). A lane runs on its measured clock when that result was timed on
         the GPU the lanes model; call `results_changed()` when new results arrive."""
-        self._results = lookup
+        self.measured.lookup = lookup
         self.results_changed()
 
     def set_shown_algorithms(self, algorithms: tuple[str, ...]) -> None:
         """The algorithms the window shows: the banner's measured figures are read from the
         current point of these and the lanes' (app/state/current_point.py), the one the
         explain pane, the plots and the status bar read."""
-        if tuple(algorithms) != self._shown:
-            self._shown = tuple(algorithms)
+        if tuple(algorithms) != self.measured.shown:
+            self.measured.shown = tuple(algorithms)
             self.results_changed()
-
-    def _point_question(self, config: AttentionConfig) -> tuple[tuple[str, ...], dict]:
-        """What the current point is asked for: the shown algorithms and the lanes', with
-        their results of `config`."""
-        algos = tuple(dict.fromkeys((*self._shown, *self.player.algorithms)))
-        lookup = self._results
-        if lookup is None:
-            return algos, {}
-        return algos, {a: r for a in algos if (r := lookup(config, a)) is not None}
-
-    def _clocks(
-        self, config: AttentionConfig, gpu: GpuSpec, compute: bool = True
-    ) -> dict[str, LaneClock]:
-        """Each measured lane's clock (`lane_clocks`) for the results of `config`."""
-        if self._results is None:
-            return {}
-        shown, results = self._point_question(config)
-        return lane_clocks(config, gpu, self.player.algorithms, shown, results, compute)
 
     def results_changed(self) -> None:
         """Look the measurements up again (cheap: a lane's clock is rescaled, not rebuilt)."""
-        if self.player.set_clocks(self._clocks(self.player.config, self.player.gpu)):
+        if self.player.set_clocks(self.measured.clocks(self.player.config, self.player.gpu)):
             self._apply_scene()
             self.refresh()
         if self._decode_config is not None:
@@ -496,17 +486,7 @@ class TileAnimationWidget(QWidget):
 
     def canvas_image(self, size: QSize, device_pixel_ratio: float = 1.0) -> QImage:
         """The canvas alone as an image of `size` (logical pixels)."""
-        image = QImage(
-            round(size.width() * device_pixel_ratio),
-            round(size.height() * device_pixel_ratio),
-            QImage.Format.Format_RGB32,
-        )
-        image.setDevicePixelRatio(device_pixel_ratio)
-        p = QPainter(image)
-        p.setRenderHint(QPainter.RenderHint.TextAntialiasing, True)
-        self.render_canvas(p, size)
-        p.end()
-        return image
+        return _image(size, device_pixel_ratio, self.render_canvas)
 
     def flush(self) -> None:
         """Apply a config still being built (or waiting to be), now."""
@@ -522,7 +502,9 @@ class TileAnimationWidget(QWidget):
         if asked == self._builds_asked:
             self._pending_config = None
         self.player.adopt(config, lanes)
-        self.player.set_clocks(self._clocks(config, self.player.gpu))  # results since the build
+        self.player.set_clocks(
+            self.measured.clocks(config, self.player.gpu)
+        )  # results since the build
         self._apply_scene()
         self.refresh()
         self.configApplied.emit()
@@ -531,7 +513,7 @@ class TileAnimationWidget(QWidget):
         """Model the clock on another GPU (bytes and FLOPs are unchanged)."""
         if spec == self.player.gpu:
             return
-        self.player.set_gpu(spec, self._clocks(self.player.config, spec))
+        self.player.set_gpu(spec, self.measured.clocks(self.player.config, spec))
         self._apply_scene()
         self.refresh()
         if self._decode_config is not None:
@@ -637,7 +619,12 @@ class TileAnimationWidget(QWidget):
         """Take a snapshot of the clock and hand it to the views."""
         self._frames = self.player.frames()
         self.canvas.set_frames(self._frames)
-        self.transport.show_clock(self.player.fraction, self.player.t, self.player.total_time)
+        self.timeline.blockSignals(True)
+        self.timeline.setValue(round(self.player.fraction * TIMELINE_STEPS))
+        self.timeline.blockSignals(False)
+        self.time_label.setText(
+            f"{fmt_seconds(self.player.t)} / {fmt_seconds(self.player.total_time)}"
+        )
         self._push_source(force=not self.player.playing)
         self._sync_buttons()
         self.frameChanged.emit()
@@ -656,11 +643,32 @@ class TileAnimationWidget(QWidget):
             self.source_panel.show_step(f.algorithm, f.kernel, name)
 
     def _sync_buttons(self) -> None:
-        self.transport.show_playing(self.player.playing)
+        playing = self.player.playing
+        if playing != self.play_button.property("playing"):
+            self.play_button.setProperty("playing", playing)
+            self.play_button.setText("Pause" if playing else "Play")
+            pixmap = (
+                QStyle.StandardPixmap.SP_MediaPause
+                if playing
+                else QStyle.StandardPixmap.SP_MediaPlay
+            )
+            self.play_button.setIcon(self.style().standardIcon(pixmap))
 
-    def _on_timeline(self, fraction: float) -> None:
-        self.player.seek_fraction(fraction)
+    def _on_duration(self, _i: int) -> None:
+        self.set_duration(float(self.duration.currentData()))
+
+    def _on_timeline(self, value: int) -> None:
+        self.player.seek_fraction(value / TIMELINE_STEPS)
         self.refresh()
+
+    def _on_scrub_start(self) -> None:
+        self._resume_after_scrub = self.player.playing
+        if self.player.playing:
+            self.pause()
+
+    def _on_scrub_end(self) -> None:
+        if self._resume_after_scrub:
+            self.play()
 
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
@@ -682,112 +690,6 @@ class TileAnimationWidget(QWidget):
             self._decode_lane.pause()
 
 
-def counted_lanes(results: dict[str, RunResult], lanes: tuple[str, ...]) -> bool:
-    """Whether a lane's result has counters: only then does the banner show measured DRAM
-    bytes, and the lanes ask for the current point (a slider drag over unprofiled results
-    costs nothing more)."""
-    return any(r.traffic for a, r in results.items() if a in lanes)
-
-
-def lane_clocks(
-    config: AttentionConfig,
-    gpu: GpuSpec,
-    lanes: tuple[str, ...],
-    shown: tuple[str, ...],
-    results: dict[str, RunResult],
-    compute: bool = True,
-) -> dict[str, LaneClock]:
-    """Each measured lane's clock, with its DRAM bytes from the current point of the `shown`
-    algorithms (asked for only when `counted_lanes`). A build (`compute=False`, on every slider
-    stop) works the point out off the GUI thread; a result, a GPU or a set of algorithms that
-    changes asks for it here (its bands are the plots' and the lanes' own, worked out already
-    but for a newly ticked one)."""
-    point = None
-    if counted_lanes(results, lanes):
-        point = point_for(config, shown, gpu, results, compute=compute)
-    out = {}
-    for algo in lanes:
-        figures = point.algorithms.get(algo) if point is not None else None
-        clock = clock_for(results.get(algo), gpu, figures)
-        if clock.measured:
-            out[algo] = clock
-    return out
-
-
-def _model_page(
-    parent: QWidget,
-    transport: QHBoxLayout,
-    canvas: QWidget,
-    softmax: QWidget,
-    source: QWidget,
-) -> tuple[QWidget, QSplitter]:
-    """The modeled schedule's page: the transport row over the canvas, with the online-softmax
-    and source panels below it (the page, and its splitter)."""
-    bottom = QSplitter(Qt.Orientation.Horizontal, parent)
-    bottom.addWidget(softmax)
-    bottom.addWidget(source)
-    bottom.setSizes([560, 640])
-    split = QSplitter(Qt.Orientation.Vertical, parent)
-    split.addWidget(canvas)
-    split.addWidget(bottom)
-    split.setStretchFactor(0, 3)
-    split.setStretchFactor(1, 1)
-    split.setSizes([620, 230])
-    page = QWidget(parent)
-    lay = QVBoxLayout(page)
-    lay.setContentsMargins(0, 0, 0, 0)
-    lay.addLayout(transport)
-    lay.addWidget(split, 1)
-    return page, split
-
-
-#: The modes' tabs, in the order of MODEL_MODE, TRACE_MODE, BACKWARD_MODE, DECODE_MODE.
-MODES = (
-    ("Modeled schedule", "Naive and tiled attention's tile schedule on one modeled clock"),
-    (
-        "Real GPU trace",
-        "What the GPU really did: every SM as a lane, every block where and when it ran",
-    ),
-    (
-        "Backward",
-        "FlashAttention's backward in tile order: K/V tiles held on chip, Q/dO tiles "
-        "streaming past, P recomputed, dQ accumulated with atomics",
-    ),
-    (
-        "Decode",
-        "Decode (Pass: inference decode): the KV cache streaming from HBM into the SMs, "
-        "naive's scores written to HBM, the split-KV kernel's partials and their merge",
-    ),
-)
-
-
-def _mode_tabs(parent: QWidget) -> QTabBar:
-    """The modes: the modeled schedule, or a real trace recorded on a GPU, the backward, the
-    decode lanes (each page made when first shown)."""
-    tabs = QTabBar(parent)
-    tabs.setObjectName("animMode")
-    for i, (name, tip) in enumerate(MODES):
-        tabs.addTab(name)
-        tabs.setTabToolTip(i, tip)
-    tabs.setExpanding(False)
-    return tabs
-
-
-def _lanes_box(parent: QWidget, second: str) -> QComboBox:
-    """The fused kernel the second lane plays against naive, `second` chosen."""
-    box = QComboBox(parent)
-    box.setObjectName("animLanes")
-    box.setToolTip(
-        "The fused kernel the second lane plays against naive (the warp-specialized one "
-        "shows its producer and consumer warps)"
-    )
-    for algo in FUSED:
-        box.addItem(f"naive vs {ALGORITHMS[algo].label}", algo)
-    if second in FUSED:
-        box.setCurrentIndex(FUSED.index(second))
-    return box
-
-
 def _scrolled(page: QWidget) -> QScrollArea:
     """A page in a frameless scroll area: a page taller or wider than the room the window has
     (the real trace's SM view over its replay canvas) scrolls instead of growing the window
@@ -806,3 +708,20 @@ def _page_of(widget: QWidget) -> QWidget:
     while area is not None and not isinstance(area, QScrollArea):
         area = area.parentWidget()
     return area if area is not None else widget
+
+
+def _image(
+    size: QSize, device_pixel_ratio: float, render: Callable[[QPainter, QSize], None]
+) -> QImage:
+    """An image of `size` (logical pixels) that `render` paints."""
+    image = QImage(
+        round(size.width() * device_pixel_ratio),
+        round(size.height() * device_pixel_ratio),
+        QImage.Format.Format_RGB32,
+    )
+    image.setDevicePixelRatio(device_pixel_ratio)
+    p = QPainter(image)
+    p.setRenderHint(QPainter.RenderHint.TextAntialiasing, True)
+    render(p, size)
+    p.end()
+    return image

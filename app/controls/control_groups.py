@@ -1,8 +1,11 @@
 """The controls panel's groups, built once: backend, sequence length (slider and exact N), pass
 and layers, shape and tiles, algorithms, and device (memory budget, devices), each field with
-its inline error label."""
+its inline error label. The groups hold their widgets; the panel that owns them wires their
+signals."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
@@ -11,7 +14,6 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
-    QLabel,
     QPushButton,
     QSlider,
     QSpinBox,
@@ -34,6 +36,7 @@ from gpu.config import (
 from gpu.model.layer_stack import LAYERS_MAX, LAYERS_MIN
 
 from ..kit.plain_text import PlainLabel, tooltip
+from ..kit.state_signal import StateSignal
 from ..state.budget import (
     BUDGET_PRESETS,
     CUSTOM_GB_RANGE,
@@ -42,6 +45,7 @@ from ..state.seq_scale import SEQ_MAX, SEQ_MIN
 from .choices import ALGORITHM_ORDER, BACKEND_CHOICES, DETERMINISTIC_TIP, PASS_CHOICES
 from .decode_controls import DecodeRows
 from .devices import DevicesControl
+from .field_errors import FieldErrors
 from .spin_boxes import SeqLenSpinBox, ValidatedDoubleSpinBox, ValidatedSpinBox
 
 
@@ -56,16 +60,29 @@ def _choice_combo(object_name: str, choices: tuple[tuple[str, str, str], ...]) -
 
 
 class ControlGroups:
-    """The groups of the controls panel, built in its constructor (a part of ControlsPanel)."""
+    """The group boxes of the controls panel, top to bottom in `boxes`, and their widgets
+    (module docstring). `errors` makes each field's error label; the decode rows call
+    `config_changed`, `preset_chosen(key)` and `fit_changed(weights, kv)` (DecodeRows)."""
 
-    def _error_label(self, field: str) -> QLabel:
-        label = PlainLabel()
-        label.setObjectName("fieldError")
-        label.setProperty("role", "error")
-        label.setWordWrap(True)
-        label.setVisible(False)
-        self._errors[field] = label
-        return label
+    def __init__(
+        self,
+        state: StateSignal,
+        errors: FieldErrors,
+        config_changed: Callable[[], None],
+        preset_chosen: Callable[[str], None],
+        fit_changed: Callable[[str, str], None],
+    ) -> None:
+        self.state = state
+        self.errors = errors
+        self._decode_callbacks = (config_changed, preset_chosen, fit_changed)
+        self.boxes = (
+            self._build_backend_group(),
+            self._build_seq_group(),
+            self._build_pass_group(),
+            self._build_shape_group(),
+            self._build_algorithm_group(),
+            self._build_device_group(),
+        )
 
     def _build_seq_group(self) -> QGroupBox:
         box = QGroupBox("Sequence length N")
@@ -84,8 +101,6 @@ class ControlGroups:
             "Exact N (128 to 131072). Type any value and press Enter; the arrows step along the "
             "slider's scale."
         )
-        self.seq_spin.valueChanged.connect(self._on_spin)
-        self._validate_edits(self.seq_spin, "seq_len")
         row.addWidget(self.seq_spin)
         v.addLayout(row)
         self.slider = QSlider(Qt.Orientation.Horizontal)
@@ -95,7 +110,6 @@ class ControlGroups:
             "Drag to change N on a log scale (four steps per doubling). Model curves follow "
             "instantly; measurements run in the background, newest first. ←/→ step N."
         )
-        self.slider.valueChanged.connect(self._on_slider)
         v.addWidget(self.slider)
         ends = QHBoxLayout()
         self.seq_lo = PlainLabel()
@@ -106,7 +120,7 @@ class ControlGroups:
         ends.addStretch(1)
         ends.addWidget(self.seq_hi)
         v.addLayout(ends)
-        v.addWidget(self._error_label("seq_len"))
+        v.addWidget(self.errors.label("seq_len"))
         return box
 
     def _build_pass_group(self) -> QGroupBox:
@@ -119,7 +133,6 @@ class ControlGroups:
             "cache) or a training step (forward and backward). The plots, the explain pane and "
             "the tiles follow."
         )
-        self.pass_combo.currentIndexChanged.connect(self._emit_config)
         self.layers = ValidatedSpinBox()
         self.layers.setObjectName("layersSpin")
         self.layers.setRange(LAYERS_MIN, LAYERS_MAX)
@@ -130,28 +143,17 @@ class ControlGroups:
             "its saved activations until its backward, so they stack up L times (the memory "
             "plot's L-layer lines; attention's own tensors only)."
         )
-        self.layers.valueChanged.connect(self._on_layers)
-        self._validate_edits(self.layers, "layers")
         self.deterministic = QCheckBox(DETERMINISTIC_LABEL)
         self.deterministic.setObjectName("deterministicCheck")
         self.deterministic.setToolTip(tooltip(DETERMINISTIC_TIP))
-        self.deterministic.toggled.connect(self._emit_config)
         form.addRow("Pass", self.pass_combo)
-        form.addRow("", self._error_label("pass"))
-        self.decode_rows = DecodeRows(
-            form, self._error_label, self._emit_config, self._on_preset, self._on_fit
-        )
-        self._validate_edits(self.decode_rows.kv_heads, "kv_heads")
-        self._validate_edits(self.decode_rows.new_tokens, "new_tokens")
+        form.addRow("", self.errors.label("pass"))
+        self.decode_rows = DecodeRows(form, self.errors.label, *self._decode_callbacks)
         form.addRow("", self.deterministic)
-        form.addRow("", self._error_label("deterministic"))
+        form.addRow("", self.errors.label("deterministic"))
         form.addRow("Layers L", self.layers)
-        form.addRow("", self._error_label("layers"))
+        form.addRow("", self.errors.label("layers"))
         return box
-
-    def _on_layers(self, value: int) -> None:
-        if not self._building:
-            self.state.update(layers=value)
 
     def _build_shape_group(self) -> QGroupBox:
         box = QGroupBox("Problem shape")
@@ -165,7 +167,6 @@ class ControlGroups:
             s.setValue(value)
             s.setKeyboardTracking(False)
             s.setToolTip(tooltip(tip))
-            s.valueChanged.connect(self._emit_config)
             return s
 
         self.heads = spin(
@@ -195,14 +196,12 @@ class ControlGroups:
         for d in DTYPE_BYTES:
             self.dtype.addItem(f"{d} ({DTYPE_BYTES[d]} B)", d)
         self.dtype.setToolTip("Element type of Q, K, V, S, P and O. Softmax statistics are fp32.")
-        self.dtype.currentIndexChanged.connect(self._emit_config)
         self.causal = QCheckBox("causal mask")
         self.causal.setObjectName("causalCheck")
         self.causal.setToolTip(
             "Mask future keys: half the useful FLOPs. Naive still computes and stores all of S; "
             "the tiled kernel skips key tiles above the diagonal."
         )
-        self.causal.toggled.connect(self._emit_config)
 
         def tile_combo(name: str, tip: str) -> QComboBox:
             c = QComboBox()
@@ -211,7 +210,6 @@ class ControlGroups:
                 c.addItem(str(t), t)
             c.setCurrentIndex(TILE_CHOICES.index(64))
             c.setToolTip(tooltip(tip))
-            c.currentIndexChanged.connect(self._emit_config)
             return c
 
         self.block_m = tile_combo(
@@ -225,12 +223,6 @@ class ControlGroups:
             "tiled kernel (the K_j, V_j streamed through shared memory). "
             "HBM traffic falls as the tiles grow.",
         )
-        for widget, field in (
-            (self.heads, "heads"),
-            (self.head_dim, "head_dim"),
-            (self.batch, "batch"),
-        ):
-            self._validate_edits(widget, field)
         for label, widget, field in (
             ("Heads h", self.heads, "heads"),
             ("Head dim d", self.head_dim, "head_dim"),
@@ -239,7 +231,7 @@ class ControlGroups:
             ("", self.causal, "causal"),
         ):
             form.addRow(label, widget)
-            form.addRow("", self._error_label(field))
+            form.addRow("", self.errors.label(field))
         tiles = QHBoxLayout()
         tiles.addWidget(PlainLabel("Br"))
         tiles.addWidget(self.block_m, 1)
@@ -252,8 +244,8 @@ class ControlGroups:
             "Tile sizes of the readable tiled kernel (the tensor-core kernel chooses its own)."
         )
         form.addRow("Tiles", tiles_w)
-        form.addRow("", self._error_label("block_m"))
-        form.addRow("", self._error_label("block_n"))
+        form.addRow("", self.errors.label("block_m"))
+        form.addRow("", self.errors.label("block_n"))
         return box
 
     def _build_algorithm_group(self) -> QGroupBox:
@@ -266,10 +258,9 @@ class ControlGroups:
             check.setObjectName(f"algo_{algo}")
             check.setChecked(True)
             check.setToolTip(tooltip(info.description))
-            check.toggled.connect(self._emit_algorithms)
             self.algo_checks[algo] = check
             v.addWidget(check)
-        v.addWidget(self._error_label("algorithms"))
+        v.addWidget(self.errors.label("algorithms"))
         return box
 
     def _build_backend_group(self) -> QGroupBox:
@@ -284,9 +275,8 @@ class ControlGroups:
             "Where runs happen. auto: CUDA when a GPU is present, else NumPy. recorded run: "
             "results measured on a GPU, replayed from a file (File ▸ Open…)."
         )
-        self.backend.currentIndexChanged.connect(self._on_backend)
         form.addRow(self.backend)  # the group's title names it
-        form.addRow(self._error_label("backend"))
+        form.addRow(self.errors.label("backend"))
         # While a recording is replayed: measuring on this machine, one click away (the
         # window says where and shows it).
         self.measure_here = QPushButton("Measure on this CPU")
@@ -311,7 +301,6 @@ class ControlGroups:
             "allocate (CUDA: pool limit; CPU: RAM cap), emulating a smaller GPU. The preset's GPU "
             "also sets the roofline and the memory-/compute-bound verdict."
         )
-        self.budget.currentIndexChanged.connect(self._on_budget)
         self.custom_gb = ValidatedDoubleSpinBox()
         self.custom_gb.setObjectName("customBudgetSpin")
         self.custom_gb.setRange(*CUSTOM_GB_RANGE)
@@ -320,13 +309,10 @@ class ControlGroups:
         self.custom_gb.setSuffix(" GB")
         self.custom_gb.setKeyboardTracking(False)
         self.custom_gb.setToolTip("A custom memory budget in GB (10⁹ bytes).")
-        self.custom_gb.valueChanged.connect(self._on_budget)
-        self._validate_edits(self.custom_gb, "budget")
         form.addRow("Memory", self.budget)
         form.addRow("Custom", self.custom_gb)
-        form.addRow("", self._error_label("budget"))
+        form.addRow("", self.errors.label("budget"))
         self.measure_bytes = QCheckBox("Measure bytes (hardware counters)")
         self.measure_bytes.setObjectName("measureBytesCheck")
-        self.measure_bytes.toggled.connect(self._on_measure_bytes)
         form.addRow(self.measure_bytes)  # both columns: the panel stays narrow
         return box

@@ -12,15 +12,8 @@ anything: starting a backend is asked for with `backendWanted`.
 
 from __future__ import annotations
 
-import contextlib
-
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (
-    QDoubleSpinBox,
-    QLabel,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from gpu.algorithms import ALGORITHMS, runs_pass
 from gpu.config import (
@@ -34,6 +27,7 @@ from gpu.config import (
 from gpu.model.costmodel import GPUS
 
 from ..kit.plain_text import tooltip
+from ..kit.settings_store import SettingsStore
 from ..kit.state_signal import StateSignal
 from ..state.app_state import AppState, Change
 from ..state.budget import (
@@ -47,12 +41,14 @@ from ..state.seq_scale import SEQ_MAX, SEQ_MIN, nearest_index
 from ..state.units import fmt_bytes, fmt_int, fmt_rate, short_n
 from .choices import ALGORITHM_ORDER, BACKEND_CHOICES, CONFIG_FIELDS
 from .control_groups import ControlGroups
+from .field_errors import FieldErrors
 from .panel_settings import PanelSettings
-from .spin_boxes import ValidatedDoubleSpinBox, ValidatedSpinBox
 
 
-class ControlsPanel(ControlGroups, PanelSettings, QWidget):
-    """Every input of a run; writes to `state` and shows it (see the module docstring)."""
+class ControlsPanel(QWidget):
+    """Every input of a run; writes to `state` and shows it (see the module docstring). Its
+    parts: the group boxes and their widgets (`groups`), the inline messages (`errors`), the
+    settings kept between runs (`settings`)."""
 
     backendWanted = Signal(str)  # the user picked another backend ("auto", "cuda", "cpu", ...)
     recordedRunWanted = Signal()  # the user picked "recorded run" with no file open
@@ -61,58 +57,78 @@ class ControlsPanel(ControlGroups, PanelSettings, QWidget):
         super().__init__(parent)
         self.setObjectName("controlsPanel")
         self.state = state if state is not None else StateSignal(parent=self)
-        self._errors: dict[str, QLabel] = {}
-        self._edit_errors: set[str] = set()  # fields showing a refused typed value
+        self.errors = FieldErrors()
         self._building = True
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 8, 8)
         layout.setSpacing(6)
-        layout.addWidget(self._build_backend_group())
-        layout.addWidget(self._build_seq_group())
-        layout.addWidget(self._build_pass_group())
-        layout.addWidget(self._build_shape_group())
-        layout.addWidget(self._build_algorithm_group())
-        layout.addWidget(self._build_device_group())
+        g = self.groups = ControlGroups(
+            self.state, self.errors, self._emit_config, self._on_preset, self._on_fit
+        )
+        for box in g.boxes:
+            layout.addWidget(box)
         layout.addStretch(1)
+        # The widgets, by the names the window and the tests know them by.
+        self.backend, self.measure_here = g.backend, g.measure_here
+        self.seq_value, self.seq_spin, self.slider = g.seq_value, g.seq_spin, g.slider
+        self.seq_lo, self.seq_hi = g.seq_lo, g.seq_hi
+        self.pass_combo, self.layers, self.deterministic = g.pass_combo, g.layers, g.deterministic
+        self.decode_rows = g.decode_rows
+        self.heads, self.head_dim, self.batch = g.heads, g.head_dim, g.batch
+        self.dtype, self.causal = g.dtype, g.causal
+        self.block_m, self.block_n = g.block_m, g.block_n
+        self.algo_checks = g.algo_checks
+        self.devices, self.budget, self.custom_gb = g.devices, g.budget, g.custom_gb
+        self.measure_bytes = g.measure_bytes
+        self._wire()
+        self.settings = PanelSettings(self.state, g)
         self._building = False
         self.state.changed.connect(self.on_state)
         self.on_state(Change.initial(self.state.value))
 
-    # ------------------------------------------------------------------ construction
+    def _wire(self) -> None:
+        """The widgets' signals to the edits they make; typed text a field refuses is said."""
+        self.backend.currentIndexChanged.connect(self._on_backend)
+        self.seq_spin.valueChanged.connect(self._on_spin)
+        self.slider.valueChanged.connect(self._on_slider)
+        self.layers.valueChanged.connect(self._on_layers)
+        for signal in (
+            self.pass_combo.currentIndexChanged,
+            self.deterministic.toggled,
+            self.heads.valueChanged,
+            self.head_dim.valueChanged,
+            self.batch.valueChanged,
+            self.dtype.currentIndexChanged,
+            self.causal.toggled,
+            self.block_m.currentIndexChanged,
+            self.block_n.currentIndexChanged,
+        ):
+            signal.connect(self._emit_config)
+        for check in self.algo_checks.values():
+            check.toggled.connect(self._emit_algorithms)
+        self.budget.currentIndexChanged.connect(self._on_budget)
+        self.custom_gb.valueChanged.connect(self._on_budget)
+        self.measure_bytes.toggled.connect(self._on_measure_bytes)
+        for box, field in (
+            (self.seq_spin, "seq_len"),
+            (self.layers, "layers"),
+            (self.decode_rows.kv_heads, "kv_heads"),
+            (self.decode_rows.new_tokens, "new_tokens"),
+            (self.heads, "heads"),
+            (self.head_dim, "head_dim"),
+            (self.batch, "batch"),
+            (self.custom_gb, "budget"),
+        ):
+            self.errors.watch(box, field)
 
-    # ------------------------------------------------------------------ typed values
+    def save(self, s: SettingsStore) -> None:
+        """Keep what the panel shows in the settings (`PanelSettings.save`)."""
+        self.settings.save(s)
 
-    def _validate_edits(self, box: ValidatedSpinBox | ValidatedDoubleSpinBox, field: str) -> None:
-        box.rejected.connect(lambda text: self._refuse_edit(box, field, text))
-        box.editingFinished.connect(lambda: self._edit_finished(box, field))
-
-    def _refuse_edit(
-        self, box: ValidatedSpinBox | ValidatedDoubleSpinBox, field: str, text: str
-    ) -> None:
-        """Say why typed `text` is refused, naming the field; the field keeps its value."""
-        decimal = isinstance(box, QDoubleSpinBox)
-        value: object = text
-        with contextlib.suppress(ValueError):
-            value = float(text.replace(",", ".")) if decimal else int(text)
-        if decimal:
-            unit = box.suffix().strip()
-            allowed = f"a number from {box.minimum():g} to {box.maximum():g} {unit}".rstrip()
-            kept = f"{box.value():g} {unit}".rstrip()
-        else:
-            allowed = f"an integer from {box.minimum()} to {box.maximum()}"
-            if field == "seq_len" and self.seq_spin.snap:
-                allowed += " (the N values of the recorded run)"
-            kept = str(box.value())
-        self.show_error(field, f"{ConfigError(field, value, allowed)}; kept {kept}")
-        self._edit_errors.add(field)
-
-    def _edit_finished(self, box: ValidatedSpinBox | ValidatedDoubleSpinBox, field: str) -> None:
-        if box.rejections:  # this edit was refused: its message stays
-            box.rejections = 0
-        elif field in self._edit_errors:  # an accepted edit: an older refusal is moot
-            self._edit_errors.discard(field)
-            self.clear_error(field)
+    def restore(self, s: SettingsStore) -> None:
+        """Apply saved values in one update (`PanelSettings.restore`)."""
+        self.settings.restore(s)
 
     # ------------------------------------------------------------------ showing the state
 
@@ -127,8 +143,7 @@ class ControlsPanel(ControlGroups, PanelSettings, QWidget):
                 self._show_config(s)
                 if change.old is not None:  # a new valid config: older messages are moot
                     for field in CONFIG_FIELDS:
-                        self.clear_error(field)
-                        self._edit_errors.discard(field)
+                        self.errors.forget(field)
             if change.changed("fit_weights", "fit_kv"):
                 self.decode_rows.show_fit(s.fit_weights, s.fit_kv)
             if change.changed("layers") and self.layers.value() != s.layers:
@@ -426,6 +441,10 @@ class ControlsPanel(ControlGroups, PanelSettings, QWidget):
         except ConfigError as exc:
             self.show_error(exc.field, str(exc))
 
+    def _on_layers(self, value: int) -> None:
+        if not self._building:
+            self.state.update(layers=value)
+
     def _on_fit(self, weights: str, kv: str) -> None:
         if not self._building:
             self.state.update(fit_weights=weights, fit_kv=kv)
@@ -439,28 +458,18 @@ class ControlsPanel(ControlGroups, PanelSettings, QWidget):
         config = config.with_(seq_len=s.snap(config.seq_len))
         if config == s.config:  # the same config typed again: its old messages are moot
             for field in CONFIG_FIELDS:
-                self.clear_error(field)
-                self._edit_errors.discard(field)
+                self.errors.forget(field)
         self.state.update(config=config)
 
     def show_error(self, field: str, message: str) -> None:
         """Show `message` next to `field` (a ConfigError's field); unknown fields go to N's."""
-        label = self._errors.get(field) or self._errors.get(_FIELD_ALIASES.get(field, ""))
-        if label is None:
-            label = self._errors["seq_len"]
-        label.setText(message)
-        label.setToolTip(tooltip(message))
-        label.setVisible(True)
+        self.errors.show(field, message)
 
     def clear_error(self, field: str) -> None:
-        label = self._errors.get(field)
-        if label is not None and label.isVisible():
-            label.setVisible(False)
-            label.clear()
+        self.errors.clear(field)
 
     def error_text(self, field: str) -> str:
-        label = self._errors.get(field)
-        return label.text() if label is not None and label.isVisible() else ""
+        return self.errors.text(field)
 
     def algorithms(self) -> tuple[str, ...]:
         """Checked and available on the backend, in a fixed order."""
@@ -502,6 +511,3 @@ class ControlsPanel(ControlGroups, PanelSettings, QWidget):
         hint = super().sizeHint()
         hint.setWidth(max(hint.width(), 290))
         return hint
-
-
-_FIELD_ALIASES = {"config": "seq_len", "algorithm": "algorithms"}

@@ -11,14 +11,22 @@ from gpu.model.layer_stack import LAYERS_MAX, LAYERS_MIN
 
 from ..kit import settings
 from ..kit.settings_store import SettingsStore
+from ..kit.state_signal import StateSignal
 from ..state.budget import BUDGET_PRESETS
 from ..state.decode_fit import KV_CHOICES, WEIGHT_CHOICES
 from ..state.ring.devices import parse_devices
 from .choices import ALGORITHM_ORDER
+from .control_groups import ControlGroups
 
 
 class PanelSettings:
-    """Saving and restoring the controls panel (a part of ControlsPanel)."""
+    """Saving and restoring what the controls panel shows: the app `state`, and the choices
+    its `groups` keep that the state does not (the causal mask through decode, the
+    deterministic mode through a forward pass)."""
+
+    def __init__(self, state: StateSignal, groups: ControlGroups) -> None:
+        self.state = state
+        self.groups = groups
 
     def save(self, s: SettingsStore) -> None:
         st = self.state.value
@@ -29,11 +37,11 @@ class PanelSettings:
         s.setValue("head_dim", c.head_dim)
         s.setValue("batch", c.batch)
         s.setValue("dtype", c.dtype)
-        s.setValue("causal", self.causal.isChecked())  # kept while decode too
+        s.setValue("causal", self.groups.causal.isChecked())  # kept while decode too
         s.setValue("block_m", c.block_m)
         s.setValue("block_n", c.block_n)
         s.setValue("pass", c.pass_)
-        s.setValue("deterministic", self.deterministic.isChecked())  # kept while forward too
+        s.setValue("deterministic", self.groups.deterministic.isChecked())  # kept while forward too
         s.setValue("kv_heads", c.kv_head_count)
         s.setValue("new_tokens", c.new_tokens)
         s.setValue("fit_weights", st.fit_weights)
@@ -77,9 +85,9 @@ class PanelSettings:
             except ConfigError as exc:
                 settings.log.warning("ignored the setting controls/pass: %s", exc)
         if config.is_decode:
-            self.causal.blockSignals(True)
-            self.causal.setChecked(bool(settings.read(s, "controls/causal")))
-            self.causal.blockSignals(False)
+            self.groups.causal.blockSignals(True)
+            self.groups.causal.setChecked(bool(settings.read(s, "controls/causal")))
+            self.groups.causal.blockSignals(False)
             for field in ("kv_heads", "new_tokens"):
                 value = settings.read(s, f"controls/{field}")
                 if value is None:
@@ -92,9 +100,10 @@ class PanelSettings:
                     settings.log.warning("ignored the setting controls/%s: %s", field, exc)
         deterministic = settings.read(s, "controls/deterministic")
         if deterministic is not None:
-            self.deterministic.blockSignals(True)  # the choice, for a later training pass too
-            self.deterministic.setChecked(deterministic)
-            self.deterministic.blockSignals(False)
+            check = self.groups.deterministic  # the choice, for a later training pass too
+            check.blockSignals(True)
+            check.setChecked(deterministic)
+            check.blockSignals(False)
             if config.has_backward:
                 config = config.with_(deterministic=deterministic)
         changes: dict[str, object] = {"config": config.with_(seq_len=state.snap(config.seq_len))}
@@ -109,7 +118,7 @@ class PanelSettings:
         if algos is not None:
             changes["checked"] = tuple(a for a in ALGORITHM_ORDER if a in algos.split(","))
             changes["algorithms_chosen"] = True
-        lo, hi = self.custom_gb.minimum(), self.custom_gb.maximum()
+        lo, hi = self.groups.custom_gb.minimum(), self.groups.custom_gb.maximum()
         gb = settings.read(s, "controls/custom_gb")
         if gb is not None and lo <= gb <= hi:
             changes["custom_budget_gb"] = gb
@@ -119,7 +128,7 @@ class PanelSettings:
         path = settings.read(s, "controls/recorded_path")
         if path:
             changes["recorded_path"] = path
-        choices = [self.backend.itemData(i) for i in range(self.backend.count())]
+        choices = [self.groups.backend.itemData(i) for i in range(self.groups.backend.count())]
         backend = settings.read_in(s, "controls/backend", choices)
         if backend is not None:
             changes["backend_choice"] = backend

@@ -1,72 +1,107 @@
 """The cost model's curves on the plots: asked for off the GUI thread for the family on screen,
-drawn when they arrive (in a turn of their own), with the growth label and, on the roofline,
-where each algorithm sits at the current N."""
+handed over when they arrive (in a turn of their own); and the growth note the memory plot
+writes beside naive's curve."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+
+import pyqtgraph as pg
+from PySide6.QtCore import QObject, Signal
 
 from gpu.algorithms import NAIVE
 
-from ..state.model.cache import prime
-from ..state.model.curves import ModelCurves, model_curves
-from ..work.background import in_process
+from ..kit.theme import Palette
+from ..plotting.metric_plot import MetricPlot
+from ..state.model.curves import model_curves
+from ..work.background import LatestOnly, in_process
+from ..work.pacing import own_turn
+from .panel_data import PanelData
+
+#: The memory plot's note on naive's model curve: S and P grow as N², a decode step's as N.
+GROWTH_PREFILL = "×4 per doubling of N"
+GROWTH_DECODE = "×2 per doubling of N"
 
 
-class ModelDrawing:
-    """The model curves of the plots (a part of PlotsPanel)."""
+class ModelRequests(QObject):
+    """The model curves of the family `data` shows, computed off the GUI thread; only the
+    newest set arrives (`arrived`), in a turn of the event loop of its own."""
 
-    def _request_model(self, warm: Sequence[int] = ()) -> None:
-        """Compute the model curves of the current family off the GUI thread."""
-        fam, algos, gpu = self._family, self._algorithms, self._time_model_gpu
-        if fam is None:
+    #: A finished set of model curves (ModelCurves), to be drawn in one step.
+    arrived = Signal(object)
+
+    def __init__(self, data: PanelData, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.data = data
+        #: Model curves are computed here, off the GUI thread; only the newest set is drawn.
+        self.worker = LatestOnly(self)
+        self._paced = own_turn(self.arrived.emit, parent=self)
+
+    def request(self, warm: tuple[int, ...] = ()) -> None:
+        """Compute the model curves of the current family off the GUI thread (`warm`: N whose
+        costs the slider will ask for)."""
+        d = self.data
+        if d.family is None:
             return
-        warm = tuple(warm)
-        self.model_worker.submit(
-            in_process(model_curves, fam, algos, gpu, warm, self._gpu, self._layers),
-            self._paced_model,
-            failed=self._model_failed,
+        self.worker.submit(
+            in_process(
+                model_curves, d.family, d.algorithms, d.time_model_gpu, warm, d.gpu, d.layers
+            ),
+            self._paced,
+            failed=self._failed,
         )
 
-    def _model_failed(self, exc: BaseException) -> None:
-        fam, algos, gpu, band_gpu = self._family, self._algorithms, self._time_model_gpu, self._gpu
-        layers = self._layers
-        self.model_worker.submit(
-            lambda: model_curves(fam, algos, gpu, (), band_gpu, layers), self._paced_model
+    def _failed(self, exc: BaseException) -> None:
+        d = self.data
+        fam, algos, gpu, band_gpu, layers = (
+            d.family,
+            d.algorithms,
+            d.time_model_gpu,
+            d.gpu,
+            d.layers,
         )
+        self.worker.submit(lambda: model_curves(fam, algos, gpu, (), band_gpu, layers), self._paced)
 
-    def _draw_model(self, curves: ModelCurves) -> None:
-        """Draw a finished set of model curves, all in one step."""
-        prime(curves.figures)
-        self._model = curves
-        plots = {"memory": self.memory, "traffic": self.traffic, "timing": self.timing}
-        for (plot, name), (xs, ys) in curves.series.items():
-            plots[plot].set_series(name, xs, ys)
-        self._place_growth_label()
-        self._model_markers()  # those of a shape just worked out
-        self._draw_points()
-        self._measured_markers()
-        if self.references.by_peer:
-            self._show_reference(self.references.by_peer)
-        # Legends and ranges with the curves (and results that waited for them), not a turn
-        # later: one repaint shows them all.
-        self._update_visibility()
-        self.modelDrawn.emit()
-        self.flush_visibility()
-
-    def model_coming(self) -> bool:
+    def coming(self) -> bool:
         """Whether the model curves of the family shown are being worked out (or wait for
         their turn to be drawn)."""
-        return not self._model_ready() and (self.model_worker.busy or self._paced_model.pending)
+        return not self.data.model_ready() and (self.worker.busy or self._paced.pending)
 
-    def _place_growth_label(self, *_: object) -> None:
-        """The "×4 per doubling" note just below naive's model curve, from 35 % of the view's
-        width (the curve rises to its upper right, the text runs clear of it to the right),
-        where the curve is in sight (hidden when naive is not shown)."""
+    def flush(self) -> None:
+        """Finish the newest request and hand its curves over now (tests, exports)."""
+        self.worker.flush()
+        self._paced.flush()
+
+
+class GrowthLabel:
+    """The lesson's first point, said on the memory plot: naive's peak ×4 per doubling of N
+    (×2 for a decode step), just below naive's model curve while it is in sight."""
+
+    def __init__(self, memory: MetricPlot, data: PanelData) -> None:
+        self.memory = memory
+        self.data = data
+        self.item = pg.TextItem(GROWTH_PREFILL, anchor=(0, 0))
+        self.item.setVisible(False)
+        memory.addItem(self.item, ignoreBounds=True)
+        memory.plotItem.vb.sigRangeChanged.connect(self.place)
+
+    def apply_palette(self, p: Palette) -> None:
+        self.item.setColor(p.color(NAIVE))
+
+    def follow_pass(self) -> None:
+        """The note of the pass shown, placed again."""
+        growth = GROWTH_DECODE if self.data.is_decode() else GROWTH_PREFILL
+        if growth != self.item.textItem.toPlainText():
+            self.item.setText(growth)
+        self.place()
+
+    def place(self, *_: object) -> None:
+        """The note just below naive's model curve, from 35 % of the view's width (the curve
+        rises to its upper right, the text runs clear of it to the right), where the curve is
+        in sight (hidden when naive is not shown)."""
         xs, ys = self.memory.series.get("model_naive", ([], []))
-        label = self.growth_label
-        shown = bool(xs) and NAIVE in self._algorithms
+        label = self.item
+        shown = bool(xs) and NAIVE in self.data.algorithms
         if shown:
             (x0, x1), (y0, y1) = self.memory.plotItem.vb.viewRange()
             x = x0 + 0.35 * (x1 - x0)
@@ -81,37 +116,3 @@ class ModelDrawing:
                 shown = y0 <= y <= y1
                 label.setPos(x + 0.03 * (x1 - x0), y)
         label.setVisible(shown)
-
-    def flush_model(self) -> None:
-        """Show the newest state and its model curves now (tests, exports)."""
-        self.catch_up()
-        self._paced_markers.flush()
-        self.model_worker.flush()
-        self._paced_model.flush()
-        self._paced_strip.flush()
-        self._paced_visibility.flush()
-        self.flush_roof_labels()
-
-    def _draw_bounds(self) -> None:
-        """Where the roofline puts each algorithm at the current N (hollow markers on the
-        roof that binds): its intensity, and its useful FLOPs over its roofline time."""
-        gpu, config = self._gpu, self._config
-        if gpu is None or config is None:
-            self.roofline.set_series("bounds", [], [])
-            return
-        xs, ys, keys = [], [], []
-        # worked out with the curves (off the GUI thread) unless they are drawn already
-        point = self._point(config.seq_len, compute=self._model_ready())
-        for a in self._algorithms:
-            f = point.algorithms.get(a) if point is not None else None
-            if f is None:
-                continue
-            v = f.verdict
-            if not v.intensity or not v.roofline_ms:
-                continue
-            xs.append(v.intensity)
-            ys.append(v.flops / (v.roofline_ms * 1e-3))
-            keys.append(a)
-        self.roofline.set_colors("bounds", keys)
-        self.roofline.set_series("bounds", xs, ys)
-        self._keep_markers_in_view()

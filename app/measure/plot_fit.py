@@ -5,69 +5,103 @@ the roofline's labels and the markers until the user zooms."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+
+import pyqtgraph as pg
+from PySide6.QtCore import QObject
 
 from gpu.algorithms import NAIVE, RING
-from gpu.config import BACKWARD, STEP
-from gpu.model.backward_cost import NAIVE_BACKWARD_KERNELS
-from gpu.model.roofline import (
-    XU,
-)
 
+from ..plotting.labelled_line import LabelledLine
 from ..plotting.metric_plot import MetricPlot
 from ..plotting.plot_items import Style
+from ..plotting.series_key import SeriesKey
+from ..work.pacing import own_turn
+from .decode_plots import DecodePlots
+from .model_drawing import GrowthLabel
+from .panel_data import PanelData
 from .plot_styles import (
-    NAIVE_FORWARD_KERNELS,
-    NAIVE_KERNELS,
     ROOF_STYLES,
     series_label,
     series_symbol,
 )
-
-#: The memory plot's note on naive's model curve: S and P grow as N², a decode step's as N.
-#: The roofline shows this many decades below its top roof (the slow kernels' points and the
-#: low intensities sit there).
-BELOW_TOP_DECADES = 3
-#: Pixels kept between a roof's label and its line, above and below the label.
-GAP_PX = 2.0
-GROWTH_PREFILL = "×4 per doubling of N"
-GROWTH_DECODE = "×2 per doubling of N"
+from .roof_lines import BELOW_TOP_DECADES, RoofLines
 
 
-class PlotFit:
-    """Visibility and ranges of the plots (a part of PlotsPanel)."""
+@dataclass(frozen=True)
+class PlotViews:
+    """The four plots whose items and ranges follow what the panel shows."""
 
-    def _update_visibility(self, force: bool = False) -> None:
+    memory: MetricPlot
+    timing: MetricPlot
+    traffic: MetricPlot
+    roofline: MetricPlot
+
+
+class PlotFit(QObject):
+    """Which items each plot shows, its legend and its range (module docstring), for what
+    `data` shows; legends and ranges follow in a turn of their own (`update`)."""
+
+    def __init__(
+        self,
+        data: PanelData,
+        views: PlotViews,
+        key: SeriesKey,
+        decode: DecodePlots,
+        roofs: RoofLines,
+        budget_line: LabelledLine,
+        bands: dict[str, pg.FillBetweenItem],
+        growth: GrowthLabel,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.data = data
+        self.memory, self.timing = views.memory, views.timing
+        self.traffic, self.roofline = views.traffic, views.roofline
+        self.key = key
+        self.decode = decode
+        self.roofs = roofs
+        self.budget_line = budget_line
+        self.bands = bands
+        self.growth = growth
+        self._relabel = False
+        # Legends and ranges: in a turn of their own (app/work/pacing.py)
+        self._paced = own_turn(self.apply, parent=self)
+        roofs.fitNeeded.connect(self.fit_roofline)
+
+    def update(self, force: bool = False) -> None:
         """Legends and y ranges follow at the end of this turn of the event loop: a state
-        change, cleared series and new markers arriving together relayout them once."""
+        change, cleared series and new markers arriving together relayout them once
+        (`force`: the labels changed, the legends are laid out again)."""
         self._relabel = self._relabel or force
-        self._paced_visibility()
+        self._paced()
 
-    def flush_visibility(self) -> None:
-        self._paced_markers.flush()
-        self._paced_visibility.flush()
+    @property
+    def pending(self) -> bool:
+        """Whether legends and ranges wait for their turn."""
+        return self._paced.pending
 
-    def _naive_kernels(self) -> tuple[str, ...]:
-        """Naive's kernels the current pass times, in launch order."""
-        pass_ = self._family.pass_ if self._family is not None else "forward"
-        if pass_ == STEP:
-            return NAIVE_KERNELS
-        return NAIVE_BACKWARD_KERNELS if pass_ == BACKWARD else NAIVE_FORWARD_KERNELS
+    def flush(self) -> None:
+        """Legends and ranges now, if due."""
+        self._paced.flush()
 
     def _has(self, plot: MetricPlot, name: str) -> bool:
         return bool(plot.series.get(name, ((), ()))[0])
 
-    def _apply_visibility(self) -> None:
+    def apply(self) -> None:
+        """Legends, visible items and ranges of every plot, now."""
         force, self._relabel = self._relabel, False
-        algos = self._algorithms
-        refs = self.references.drawn()
+        d = self.data
+        algos = d.algorithms
+        refs = [
+            f"reference_{p}" for p in d.reference_ids if self.timing.series[f"reference_{p}"][0]
+        ]
         key = [
             (series_label(a), Style(a, 2.0, symbol=series_symbol(a), symbol_size=8)) for a in algos
         ]
-        kernels_shown = NAIVE in algos and self._every  # "Every series" only
+        kernels_shown = NAIVE in algos and d.every  # "Every series" only
         if kernels_shown:  # naive's kernels on the time plot: in their colours, so named here
-            key += [
-                (f"naive: {k}", self.timing.styles[f"kernel_{k}"]) for k in self._naive_kernels()
-            ]
+            key += [(f"naive: {k}", self.timing.styles[f"kernel_{k}"]) for k in d.naive_kernels()]
         for name in refs:
             style = self.timing.styles[name]
             key.append((self.timing.labels[name], style))
@@ -80,7 +114,7 @@ class PlotFit:
         mem = (["model_naive"] if NAIVE in algos else []) + (["model_tiled"] if tiled_any else [])
         stacks = [n for n in ("stack_naive", "stack_tiled") if self._has(m, n)]
         mem += stacks
-        decode = self._family is not None and self._family.is_decode
+        decode = d.is_decode()
         decode_items, decode_legend = self.decode.memory_items() if decode else ([], [])
         mem += decode_items
         mem += [f"measured_{a}" for a in algos] + [f"device_{a}" for a in algos]
@@ -98,10 +132,10 @@ class PlotFit:
 
         t = self.timing
         tim = [f"measured_{a}" for a in algos] + [f"spread_{a}" for a in algos]
-        kernels = [f"kernel_{k}" for k in self._naive_kernels()] if kernels_shown else []
+        kernels = [f"kernel_{k}" for k in d.naive_kernels()] if kernels_shown else []
         tim += kernels  # listed whether or not measured yet: the legend stays put
         legend = ["k_measured"]
-        if self._time_model_gpu is not None:
+        if d.time_model_gpu is not None:
             tim += [f"roofline_{a}" for a in algos]
             legend.append("k_roofline")
         tim += [*refs, "current"]
@@ -120,7 +154,7 @@ class PlotFit:
         self.decode.show(algos, force)
 
         r = self.roofline
-        known = {**self._roofs, **self._flat_roofs}
+        known = {**self.roofs.memory, **self.roofs.flat}
         roof_items = [f"roof_{n}" for n in ROOF_STYLES if n in known]
         points = []
         for a in algos:
@@ -137,17 +171,15 @@ class PlotFit:
             [*roof_items, *points, *refs, "bounds", "l2_current", "current"], force, legend
         )
         self.fit()
-        growth = GROWTH_DECODE if decode else GROWTH_PREFILL
-        if growth != self.growth_label.textItem.toPlainText():
-            self.growth_label.setText(growth)
-        self._place_growth_label()
+        self.growth.follow_pass()
 
     def fit(self) -> None:
         """Re-range every plot to its visible data (after data, not cursor, changes)."""
-        self.memory.fit_y(extra=[self._budget] if self._budget else [])
+        d = self.data
+        self.memory.fit_y(extra=[d.budget] if d.budget else [])
         self.timing.fit_y()
         self.traffic.fit_y()
-        self._fit_roofline()
+        self.fit_roofline()
 
     def _roofline_extent(self) -> tuple[list[float], list[float]]:
         """What the roofline's axes must hold besides its data: the ridge with the roofs that
@@ -156,53 +188,23 @@ class PlotFit:
         measurement landed), wherever they are."""
         xs: list[float] = []
         ys: list[float] = []
-        gpu = self._gpu
+        gpu = self.data.gpu
         if gpu is not None:
             ridge = gpu.ridge_flops_per_byte
-            top = max(self._flat_roofs.values(), default=0.0) or gpu.top_flops
+            top = max(self.roofs.flat.values(), default=0.0) or gpu.top_flops
             xs += [ridge / 30, ridge * 10]
-            ys += [top * self._label_headroom(top), top / 10**BELOW_TOP_DECADES]
+            ys += [top * self.roofs.headroom(top), top / 10**BELOW_TOP_DECADES]
         for name in ("bounds", "current"):
             mx, my = self.roofline.series.get(name, ((), ()))
             xs += mx
             ys += my
         return xs, ys
 
-    def _label_headroom(self, top: float) -> float:
-        """How far above the top roof (a factor) the roofline's range reaches: at least 1.5 and
-        a row of label text (the top roof's label sits above its line), or two rows where the
-        exponential unit's roof ties with the top one (at d = 64 on Hopper), its label above
-        the tensor cores' (RoofLines._place_roof_labels). Worked out for the range the fit
-        will give (three decades below the top roof, and the fit's own padding)."""
-        xu = self._flat_roofs.get(XU)
-        height = self.roofline.plotItem.vb.height()
-        if height <= 0:
-            return 1.5
-        row = self.roof_labels[XU].boundingRect().height() + 2 * GAP_PX
-        rows = row if xu is None or xu < top / 1.5 else 2 * row
-        if rows * 3 > height:  # too small a plot for two rows: the hover names the second roof
-            rows = row
-        if rows * 3 > height:
-            return 1.5  # too small a plot to give up even that much
-
-        def room_px(decades_above: float) -> float:
-            span = BELOW_TOP_DECADES + decades_above
-            pad = max(0.08 * span, 0.3)  # MetricPlot's fit pads each end so
-            return height * (decades_above + pad) / (span + 2 * pad)
-
-        lo, hi = math.log10(1.5), 3.0
-        if room_px(lo) >= rows:
-            return 1.5
-        for _ in range(30):  # the least headroom that leaves `rows` pixels above the roof
-            mid = (lo + hi) / 2
-            lo, hi = (lo, mid) if room_px(mid) >= rows else (mid, hi)
-        return 10**hi
-
-    def _fit_roofline(self) -> None:
+    def fit_roofline(self) -> None:
         xs, ys = self._roofline_extent()
         self.roofline.fit_xy(xs, ys)
 
-    def _keep_markers_in_view(self) -> None:
+    def keep_markers_in_view(self) -> None:
         """After a slider move: refit the roofline only when a marker of the new N would fall
         outside its view (a moved marker costs no relayout otherwise)."""
         r = self.roofline
@@ -214,5 +216,5 @@ class PlotFit:
             for x, y in zip(mx, my, strict=True):
                 lx, ly = math.log10(x), math.log10(y)
                 if not (x0 <= lx <= x1 and y0 <= ly <= y1):
-                    self._fit_roofline()
+                    self.fit_roofline()
                     return

@@ -16,7 +16,6 @@ from gpu.model.roofline import (
 
 from ..state.device_memory import device_memory_note
 from ..state.model.cache import band, cost
-from ..state.model.curves import MODEL_GRID
 from ..state.recorded_run import reference_label
 from ..state.roof_words import binds_text
 from ..state.units import (
@@ -26,38 +25,36 @@ from ..state.units import (
     fmt_ms,
     fmt_rate,
 )
+from .decode_plots import DecodePlots
+from .panel_data import PanelData
 from .plot_styles import (
     bandwidth_text,
     series_label,
     spread_text,
     xu_explained,
 )
+from .roof_lines import RoofLines
 
 
 class PlotHover:
-    """The hover texts of the four plots (a part of PlotsPanel)."""
+    """The hover texts of the four plots, read from what the panel shows (`data`), the decode
+    pass's items and the roofs drawn (each plot's `hover_provider`)."""
 
-    def _nearest_n(self, x: float) -> int:
-        n = 10.0**x
-        candidates = set(MODEL_GRID)
-        for a in self._algorithms:
-            candidates.update(self._by_n[a])
-        for by_n in self.references.by_n.values():
-            candidates.update(by_n)
-        if self._config is not None:
-            candidates.add(self._config.seq_len)
-        return min(candidates, key=lambda c: abs(math.log10(c) - math.log10(n)))
+    def __init__(self, data: PanelData, decode: DecodePlots, roofs: RoofLines) -> None:
+        self.data = data
+        self.decode = decode
+        self.roofs = roofs
 
-    def _hover_memory(self, x: float, _y: float) -> str | None:
-        if self._family is None:
+    def memory(self, x: float, _y: float) -> str | None:
+        if self.data.family is None:
             return None
-        n = self._nearest_n(x)
-        config = self._family.with_(seq_len=n)
+        n = self.data.nearest_n(x)
+        config = self.data.family.with_(seq_len=n)
         lines = [f"N = {fmt_int(n)}"]
-        for a in self._algorithms:
-            res = self._by_n[a].get(n)
+        for a in self.data.algorithms:
+            res = self.data.by_n[a].get(n)
             line = f"{series_label(a)}: model {fmt_bytes(cost(config, a).peak_bytes)}"
-            f = self._figures(n, a, compute=True) if res is not None and not res.oom else None
+            f = self.data.figures(n, a, compute=True) if res is not None and not res.oom else None
             if res is not None:
                 if res.oom:
                     line += ", OOM"
@@ -69,10 +66,12 @@ class PlotHover:
                         line += f"\n   {device_memory_note(res)}"
             lines.append(line)
         lines += self.decode.memory_lines(n)
-        if self._budget:
-            lines.append(f"budget {fmt_bytes(self._budget)}")
+        if self.data.budget:
+            lines.append(f"budget {fmt_bytes(self.data.budget)}")
         if any(
-            r.device_peak_bytes is not None for a in self._algorithms for r in self._measured[a]
+            r.device_peak_bytes is not None
+            for a in self.data.algorithms
+            for r in self.data.measured[a]
         ):
             lines.append("pool: the buffers the run allocated")
             lines.append(
@@ -81,11 +80,11 @@ class PlotHover:
             )
         return "\n".join(lines)
 
-    def _hover_timing(self, x: float, _y: float) -> str | None:
-        n = self._nearest_n(x)
+    def timing(self, x: float, _y: float) -> str | None:
+        n = self.data.nearest_n(x)
         lines = [f"N = {fmt_int(n)}"]
-        for a in self._algorithms:
-            res = self._by_n[a].get(n)
+        for a in self.data.algorithms:
+            res = self.data.by_n[a].get(n)
             if res is None:
                 lines.append(f"{series_label(a)}: not measured")
             elif res.oom:
@@ -95,28 +94,31 @@ class PlotHover:
                 if len(res.kernel_times) > 1:
                     parts = ", ".join(f"{k.name} {fmt_ms(k.ms)}" for k in res.kernel_times)
                     lines.append(f"   {parts}")
-            if self._time_model_gpu is not None and (f := self._figures(n, a, True)) is not None:
+            if (
+                self.data.time_model_gpu is not None
+                and (f := self.data.figures(n, a, True)) is not None
+            ):
                 lines.append(f"   roofline {fmt_ms(f.roofline_ms.value)}")
-        for peer, by_n in self.references.by_n.items():
+        for peer, by_n in self.data.reference_by_n.items():
             res = by_n.get(n)
             if res is not None and res.total_ms:
                 lines.append(f"{reference_label(peer, res.recorded)}: {fmt_ms(res.total_ms)}")
         return "\n".join(lines)
 
-    def _hover_traffic(self, x: float, _y: float) -> str | None:
-        if self._family is None or self._gpu is None:
+    def traffic(self, x: float, _y: float) -> str | None:
+        if self.data.family is None or self.data.gpu is None:
             return None
-        n = self._nearest_n(x)
-        config = self._family.with_(seq_len=n)
+        n = self.data.nearest_n(x)
+        config = self.data.family.with_(seq_len=n)
         lines = [f"N = {fmt_int(n)}"]
-        for a in self._algorithms:
-            b = band(config, a, self._gpu)
+        for a in self.data.algorithms:
+            b = band(config, a, self.data.gpu)
             lines.append(
                 f"{series_label(a)}: model {fmt_bytes(b.l2_aware.hbm_bytes)} L2-aware "
                 f"({fmt_bytes(b.compulsory.hbm_bytes)} … {fmt_bytes(b.no_reuse.hbm_bytes)})"
             )
-            res = self._by_n[a].get(n)
-            f = self._figures(n, a, compute=True) if res is not None else None
+            res = self.data.by_n[a].get(n)
+            f = self.data.figures(n, a, compute=True) if res is not None else None
             if res is not None and f is not None and f.dram_bytes.source == MEASURED:
                 # the current point's figure: the counters, compulsory writes counted in full
                 dram = int(f.dram_bytes.value or 0)
@@ -129,24 +131,24 @@ class PlotHover:
                 lines.append(f"   {bandwidth_text(res, f)}")
         return "\n".join(lines)
 
-    def _hover_roofline(self, x: float, y: float) -> str | None:
+    def roofline(self, x: float, y: float) -> str | None:
         best, best_d = None, 0.12  # within ~0.12 decades of a marker
-        gpu = self._gpu
+        gpu = self.data.gpu
         if gpu is None:
             return None
-        for a in self._algorithms:
-            for r in self._measured[a]:
+        for a in self.data.algorithms:
+            for r in self.data.measured[a]:
                 if r.oom or not r.tflops:
                     continue
-                v = self._verdict(r, a)
+                v = self.data.verdict(r, a)
                 if v is None or not v.intensity:
                     continue
                 d = math.hypot(math.log10(v.intensity) - x, math.log10(r.tflops * 1e12) - y)
                 if d < best_d:
                     best, best_d = (a, r, v.intensity, v.bytes_source, v), d
-        for peer, results in self.references.by_peer.items():
+        for peer, results in self.data.references.items():
             for r in results:
-                ai = self.references.intensity(r.config, peer, self._gpu) if r.tflops else None
+                ai = self.data.reference_intensity(r.config, peer) if r.tflops else None
                 if r.oom or not ai:
                     continue
                 d = math.hypot(math.log10(ai) - x, math.log10(r.tflops * 1e12) - y)
@@ -161,9 +163,9 @@ class PlotHover:
                 for n in MEMORY_ROOFS
                 if n in peaks
             ]
-            text = f"{fmt_intensity(ai)} FLOP/B on {self._gpu_label}: " + ", ".join(parts)
-            if XU in peaks and XU in self._flat_roofs:
-                text += "\n" + xu_explained(peaks[XU].peak, self._flat_roofs[XU])
+            text = f"{fmt_intensity(ai)} FLOP/B on {self.data.gpu_label}: " + ", ".join(parts)
+            if XU in peaks and XU in self.roofs.flat:
+                text += "\n" + xu_explained(peaks[XU].peak, self.roofs.flat[XU])
             return text
         a, r, ai, source, v = best
         name = series_label(a) if a in ALGORITHMS else reference_label(a, r.recorded)
@@ -171,7 +173,7 @@ class PlotHover:
         lines = [
             f"{name}, N = {fmt_int(r.config.seq_len)}",
             f"{fmt_intensity(ai)} FLOP/B ({how}) · {fmt_rate(r.tflops * 1e12, 'FLOP/s')} achieved",
-            bandwidth_text(r, self._figures(r.config.seq_len, a) if v is not None else None),
+            bandwidth_text(r, self.data.figures(r.config.seq_len, a) if v is not None else None),
         ]
         if v is not None:
             roof = roofs(gpu)[v.roof].label if v.roof in roofs(gpu) else v.roof

@@ -4,23 +4,17 @@ the views then only update them (setData)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
+from dataclasses import dataclass
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
 from gpu.algorithms import NAIVE, TILED
-from gpu.model.roofline import (
-    HBM,
-    L2,
-    MEMORY_ROOFS,
-    MMA,
-    XU,
-)
 
 from ..plotting.labelled_line import LabelledLine
+from ..plotting.metric_plot import MetricPlot
 from ..plotting.plot_items import Style
-from .plot_fit import GROWTH_PREFILL
 from .plot_styles import (
     ALGOS,
     NAIVE_KERNELS,
@@ -29,183 +23,161 @@ from .plot_styles import (
     series_symbol,
 )
 
-#: Where each roof's label hangs from its point (pyqtgraph anchors). Roofs a short way apart
-#: (L2 and HBM, a third of a decade; wgmma and mma.sync, a fifth) would stack their labels
-#: over each other's line: the upper one's label sits above its line, the lower one's below
-#: its own, where no point of theirs is (HBM's at the low intensities left of every kernel,
-#: mma.sync's left of the fused kernels' points). The exponential unit's is placed in pixels.
-ROOF_LABEL_ANCHORS = {L2: (0, 1.25), HBM: (0, -0.25), MMA: (1, 0), XU: (0, 0)}
+
+@dataclass(frozen=True)
+class SeriesItems:
+    """The items made with the series that the panel styles and shows by hand."""
+
+    #: The memory plot's budget, a horizontal line with its figure.
+    budget_line: LabelledLine
+    #: The traffic plot's band per algorithm, between its compulsory and no-reuse lines.
+    bands: dict[str, pg.FillBetweenItem]
 
 
-class PlotSeries:
-    """The plots' series, made in the staged build (a part of PlotsPanel)."""
-
-    def _build_items(self) -> Iterator[None]:
-        m, t, h, r = self.memory, self.timing, self.traffic, self.roofline
-        m.add("model_naive", "naive (model)", Style(NAIVE, 2.0))
-        m.add("model_tiled", "tiled, every kernel (model)", Style(TILED, 2.0))
-        # A training step's saved activations for L layers (gpu/model/layer_stack.py), dashed.
-        m.add("stack_naive", "naive, L layers (model)", Style(NAIVE, 1.6, Qt.PenStyle.DashLine))
-        m.add("stack_tiled", "tiled, L layers (model)", Style(TILED, 1.6, Qt.PenStyle.DashLine))
-        for a in ALGOS:
-            m.add(
-                f"measured_{a}",
-                f"{series_label(a)}: measured, CuPy pool",
-                Style(a, symbol=series_symbol(a), line=False, symbol_size=9),
-            )
-            m.add(
-                f"device_{a}",
-                f"{series_label(a)}: measured, whole device",
-                Style(a, symbol=series_symbol(a), line=False, symbol_size=11, hollow=True),
-            )
-        yield
-        m.add("oom", "out of memory", Style("oom", symbol="x", line=False, symbol_size=15))
+def build_series(
+    m: MetricPlot, t: MetricPlot, h: MetricPlot, r: MetricPlot
+) -> Generator[None, None, SeriesItems]:
+    """The series of the memory (`m`), time (`t`), traffic (`h`) and roofline (`r`) plots,
+    a piece per step of a staged build."""
+    m.add("model_naive", "naive (model)", Style(NAIVE, 2.0))
+    m.add("model_tiled", "tiled, every kernel (model)", Style(TILED, 2.0))
+    # A training step's saved activations for L layers (gpu/model/layer_stack.py), dashed.
+    m.add("stack_naive", "naive, L layers (model)", Style(NAIVE, 1.6, Qt.PenStyle.DashLine))
+    m.add("stack_tiled", "tiled, L layers (model)", Style(TILED, 1.6, Qt.PenStyle.DashLine))
+    for a in ALGOS:
         m.add(
-            "current",
-            "",
-            Style("fg", symbol="o", line=False, symbol_size=15, hollow=True),
-            bounds=False,
-            moves=True,
+            f"measured_{a}",
+            f"{series_label(a)}: measured, CuPy pool",
+            Style(a, symbol=series_symbol(a), line=False, symbol_size=9),
         )
-        m.key("k_model", "model", Style("fg", 2.0))
-        m.key(
-            "k_stack", "model: L layers' saved activations", Style("fg", 1.6, Qt.PenStyle.DashLine)
+        m.add(
+            f"device_{a}",
+            f"{series_label(a)}: measured, whole device",
+            Style(a, symbol=series_symbol(a), line=False, symbol_size=11, hollow=True),
         )
-        m.key("k_pool", "measured", Style("fg", symbol="o", line=False))
-        m.key(
-            "k_device",
-            "measured, whole GPU",
-            Style("fg", symbol="o", line=False, symbol_size=10, hollow=True),
-        )
-        m.key("k_budget", "budget", Style("budget", 1.5, Qt.PenStyle.DashLine))
-        # Left end: the small-N corner stays clear of the markers that meet the budget.
-        self.budget_line = LabelledLine(m, angle=0, position=0.03, anchors=[(0, 1), (0, 1)])
-        #: The lesson's first point, said on the plot: naive's peak ×4 per doubling of N.
-        self.growth_label = pg.TextItem(GROWTH_PREFILL, anchor=(0, 0))
-        self.growth_label.setVisible(False)
-        m.addItem(self.growth_label, ignoreBounds=True)
-        m.plotItem.vb.sigRangeChanged.connect(self._place_growth_label)
-        yield
+    yield
+    m.add("oom", "out of memory", Style("oom", symbol="x", line=False, symbol_size=15))
+    m.add(
+        "current",
+        "",
+        Style("fg", symbol="o", line=False, symbol_size=15, hollow=True),
+        bounds=False,
+        moves=True,
+    )
+    m.key("k_model", "model", Style("fg", 2.0))
+    m.key("k_stack", "model: L layers' saved activations", Style("fg", 1.6, Qt.PenStyle.DashLine))
+    m.key("k_pool", "measured", Style("fg", symbol="o", line=False))
+    m.key(
+        "k_device",
+        "measured, whole GPU",
+        Style("fg", symbol="o", line=False, symbol_size=10, hollow=True),
+    )
+    m.key("k_budget", "budget", Style("budget", 1.5, Qt.PenStyle.DashLine))
+    # Left end: the small-N corner stays clear of the markers that meet the budget.
+    budget_line = LabelledLine(m, angle=0, position=0.03, anchors=[(0, 1), (0, 1)])
+    yield
 
-        for a in ALGOS:
-            t.add(
-                f"measured_{a}",
-                f"{series_label(a)}: measured (median)",
-                Style(a, 2.0, symbol=series_symbol(a), symbol_size=7),
-            )
-            t.add_error_bars(f"spread_{a}", f"{series_label(a)}: fastest … slowest", Style(a, 1.2))
-        yield
-        for k in NAIVE_KERNELS:
-            t.add(f"kernel_{k}", f"naive: {k}", Style(k, 1.5, Qt.PenStyle.DashLine))
-        yield
-        for a in ALGOS:
-            t.add(
-                f"roofline_{a}",
-                f"{series_label(a)}: roofline model",
-                Style(a, 1.2, Qt.PenStyle.DotLine),
-            )
+    for a in ALGOS:
         t.add(
-            "current",
-            "",
-            Style("fg", symbol="o", line=False, symbol_size=15, hollow=True),
-            bounds=False,
-            moves=True,
+            f"measured_{a}",
+            f"{series_label(a)}: measured (median)",
+            Style(a, 2.0, symbol=series_symbol(a), symbol_size=7),
         )
-        t.key("k_measured", "median, bar: min…max", Style("fg", 2.0, symbol="o"))
-        t.key("k_roofline", "roofline model", Style("fg", 1.2, Qt.PenStyle.DotLine))
+        t.add_error_bars(f"spread_{a}", f"{series_label(a)}: fastest … slowest", Style(a, 1.2))
+    yield
+    for k in NAIVE_KERNELS:
+        t.add(f"kernel_{k}", f"naive: {k}", Style(k, 1.5, Qt.PenStyle.DashLine))
+    yield
+    for a in ALGOS:
+        t.add(
+            f"roofline_{a}",
+            f"{series_label(a)}: roofline model",
+            Style(a, 1.2, Qt.PenStyle.DotLine),
+        )
+    t.add(
+        "current",
+        "",
+        Style("fg", symbol="o", line=False, symbol_size=15, hollow=True),
+        bounds=False,
+        moves=True,
+    )
+    t.key("k_measured", "median, bar: min…max", Style("fg", 2.0, symbol="o"))
+    t.key("k_roofline", "roofline model", Style("fg", 1.2, Qt.PenStyle.DotLine))
 
-        yield
-        self.bands: dict[str, pg.FillBetweenItem] = {}
-        for a in ALGOS:
-            thin = Style(a, 0.8)
-            lower = h.add(f"compulsory_{a}", f"{series_label(a)}: each byte once (model)", thin)
-            upper = h.add(f"noreuse_{a}", f"{series_label(a)}: no cache reuse (model)", thin)
-            fill = pg.FillBetweenItem(lower, upper)
-            fill.setZValue(-10)
-            fill.setCacheMode(fill.CacheMode.DeviceCoordinateCache)
-            h.addItem(fill)
-            self.bands[a] = fill
-            h.add(f"model_{a}", f"{series_label(a)}: with the L2 cache (model)", Style(a, 2.0))
-            h.add(
-                f"measured_{a}",
-                f"{series_label(a)}: measured (hardware counters)",
-                Style(a, symbol=series_symbol(a), line=False, symbol_size=10),
-            )
-            yield
+    yield
+    bands: dict[str, pg.FillBetweenItem] = {}
+    for a in ALGOS:
+        thin = Style(a, 0.8)
+        lower = h.add(f"compulsory_{a}", f"{series_label(a)}: each byte once (model)", thin)
+        upper = h.add(f"noreuse_{a}", f"{series_label(a)}: no cache reuse (model)", thin)
+        fill = pg.FillBetweenItem(lower, upper)
+        fill.setZValue(-10)
+        fill.setCacheMode(fill.CacheMode.DeviceCoordinateCache)
+        h.addItem(fill)
+        bands[a] = fill
+        h.add(f"model_{a}", f"{series_label(a)}: with the L2 cache (model)", Style(a, 2.0))
         h.add(
-            "current",
-            "",
-            Style("fg", symbol="o", line=False, symbol_size=13, hollow=True),
-            bounds=False,
-            moves=True,
+            f"measured_{a}",
+            f"{series_label(a)}: measured (hardware counters)",
+            Style(a, symbol=series_symbol(a), line=False, symbol_size=10),
         )
-        h.key("k_l2", "model, with the L2 cache", Style("fg", 2.0))
-        h.key("k_band", "model: each byte once … no reuse", Style("fg", 0.8, fill=90))
-        h.key(
-            "k_measured",
-            "measured (hardware counters)",
-            Style("fg", symbol="o", line=False, symbol_size=9),
-        )
+        yield
+    h.add(
+        "current",
+        "",
+        Style("fg", symbol="o", line=False, symbol_size=13, hollow=True),
+        bounds=False,
+        moves=True,
+    )
+    h.key("k_l2", "model, with the L2 cache", Style("fg", 2.0))
+    h.key("k_band", "model: each byte once … no reuse", Style("fg", 0.8, fill=90))
+    h.key(
+        "k_measured",
+        "measured (hardware counters)",
+        Style("fg", symbol="o", line=False, symbol_size=9),
+    )
 
-        yield
-        for name, style in ROOF_STYLES.items():
-            r.add(f"roof_{name}", name, style, bounds=False)
-        yield
-        for a in ALGOS:
-            r.add(f"path_{a}", "", Style(a, 1.0, Qt.PenStyle.DotLine))
-            r.add(
-                f"at_measured_{a}",
-                f"{series_label(a)}: at measured intensity",
-                Style(a, symbol=series_symbol(a), line=False, symbol_size=9),
-            )
-            r.add(
-                f"at_model_{a}",
-                f"{series_label(a)}: at model intensity",
-                Style(a, symbol=series_symbol(a), line=False, symbol_size=9, hollow=True),
-            )
-        yield
-        # Where the roofline puts each algorithm at the current N: one item, a colour per point.
+    yield
+    for name, style in ROOF_STYLES.items():
+        r.add(f"roof_{name}", name, style, bounds=False)
+    yield
+    for a in ALGOS:
+        r.add(f"path_{a}", "", Style(a, 1.0, Qt.PenStyle.DotLine))
         r.add(
-            "bounds",
-            "bound at this N",
-            Style("muted", symbol="o", line=False, symbol_size=13, hollow=True),
-            bounds=False,
-            moves=True,
+            f"at_measured_{a}",
+            f"{series_label(a)}: at measured intensity",
+            Style(a, symbol=series_symbol(a), line=False, symbol_size=9),
         )
         r.add(
-            "current",
-            "",
-            Style("fg", symbol="o", line=False, symbol_size=16, hollow=True),
-            bounds=False,
-            moves=True,
+            f"at_model_{a}",
+            f"{series_label(a)}: at model intensity",
+            Style(a, symbol=series_symbol(a), line=False, symbol_size=9, hollow=True),
         )
-        # The L2 roof judges L2 bytes: each algorithm at its L2 intensity at this N (Nsight
-        # Compute's hierarchical roofline draws one point per memory level the same way).
-        r.add(
-            "l2_current",
-            "at L2 intensity (against the L2 roof)",
-            Style("muted", symbol="d", line=False, symbol_size=11, hollow=True),
-            moves=True,
-        )
-        r.key("k_l2", "◇ at L2 intensity (L2 roof)", Style("muted", symbol="d", line=False))
-        r.key("k_measured", "bytes measured", Style("fg", symbol="o", line=False))
-        r.key("k_model", "bytes: model", Style("fg", symbol="o", line=False, hollow=True))
-        self.ridge_line = LabelledLine(r, angle=90, position=0.04, anchors=[(0, 1), (0, 1)])
-        self._roofs: dict[str, float] = {}  # memory roofs: B/s
-        self._flat_roofs: dict[str, float] = {}  # compute roofs: FLOP/s
-        #: The view and roofs the roofs were last clipped to (`RoofLines._clip_roofs`).
-        self._clipped: tuple | None = None
-        #: Each roof's name and peak, written along it (Nsight Compute's way): a roof is the
-        #: upper edge of where points can be, so its label never covers one.
-        self.roof_labels: dict[str, pg.TextItem] = {}
-        for name in ROOF_STYLES:
-            diagonal = name in MEMORY_ROOFS
-            label = pg.TextItem(
-                anchor=ROOF_LABEL_ANCHORS.get(name, (1, 1)), rotateAxis=(1, 1) if diagonal else None
-            )
-            label.setVisible(False)
-            r.addItem(label, ignoreBounds=True)
-            self.roof_labels[name] = label
-        r.plotItem.vb.sigRangeChanged.connect(self._clip_roofs)
-        # the exponential unit's label is placed in pixels: again when the plot's size changes
-        r.plotItem.vb.sigResized.connect(self._roofline_resized)
+    yield
+    # Where the roofline puts each algorithm at the current N: one item, a colour per point.
+    r.add(
+        "bounds",
+        "bound at this N",
+        Style("muted", symbol="o", line=False, symbol_size=13, hollow=True),
+        bounds=False,
+        moves=True,
+    )
+    r.add(
+        "current",
+        "",
+        Style("fg", symbol="o", line=False, symbol_size=16, hollow=True),
+        bounds=False,
+        moves=True,
+    )
+    # The L2 roof judges L2 bytes: each algorithm at its L2 intensity at this N (Nsight
+    # Compute's hierarchical roofline draws one point per memory level the same way).
+    r.add(
+        "l2_current",
+        "at L2 intensity (against the L2 roof)",
+        Style("muted", symbol="d", line=False, symbol_size=11, hollow=True),
+        moves=True,
+    )
+    r.key("k_l2", "◇ at L2 intensity (L2 roof)", Style("muted", symbol="d", line=False))
+    r.key("k_measured", "bytes measured", Style("fg", symbol="o", line=False))
+    r.key("k_model", "bytes: model", Style("fg", symbol="o", line=False, hollow=True))
+    return SeriesItems(budget_line, bands)

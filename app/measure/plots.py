@@ -21,7 +21,7 @@ result store through `set_measured`:
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyqtgraph as pg
@@ -29,40 +29,36 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QPixmapCache
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QToolButton, QWidget
 
-from gpu.algorithms import NAIVE, TILED
-from gpu.config import FORWARD, AttentionConfig
-from gpu.model.costmodel import TENSOR, GpuSpec
-from gpu.model.roofline import (
-    HBM,
-    L2,
-    MEASURED,
-    counted_dram_bytes,
-    roofs,
-)
+from gpu.algorithms import NAIVE
+from gpu.config import AttentionConfig
+from gpu.model.costmodel import GpuSpec
+from gpu.model.roofline import counted_dram_bytes
 from gpu.results import RunResult
 
 from ..kit.theme import Palette
 from ..plotting.metric_plot import MetricPlot
 from ..plotting.plot_items import with_alpha
 from ..plotting.series_key import SeriesKey
-from ..plotting.staged import Staged
+from ..plotting.staged import StagedBuild
 from ..state.app_state import AppState, Change
-from ..state.current_point import AlgorithmFigures, CurrentPoint, point_for
 from ..state.decode_bandwidth import copy_bandwidth
-from ..state.family import cache_config, family
-from ..state.model.cache import band, cost, known, known_band
+from ..state.family import family
+from ..state.model.cache import prime
 from ..state.model.curves import ModelCurves
 from ..state.seq_scale import SEQ_MAX, SEQ_MIN
 from ..state.units import (
     fmt_bytes,
 )
 from ..work.background import LatestOnly
-from ..work.pacing import before_paint, coalesced, once_per_turn, own_turn
+from ..work.pacing import coalesced
 from .decode_plots import DecodePlots
-from .model_drawing import ModelDrawing
-from .plot_fit import PlotFit
+from .model_drawing import GrowthLabel, ModelRequests
+from .panel_data import PanelData
+from .plot_fit import PlotFit, PlotViews
 from .plot_hover import PlotHover
-from .plot_series import PlotSeries
+from .plot_markers import PlotMarkers
+from .plot_references import PlotReferences
+from .plot_series import build_series
 from .plot_spec import PLOTS, PlotSpec
 from .plot_styles import (
     ALGOS,
@@ -70,7 +66,6 @@ from .plot_styles import (
     NAIVE_KERNELS,
     timing_spread,
 )
-from .reference_series import ReferenceSeries
 from .roof_lines import RoofLines
 from .strip_chart import TrafficStripChart
 
@@ -85,8 +80,10 @@ STRIP_MS = 120
 PIXMAP_CACHE_KIB = 64 * 1024
 
 
-class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged, QWidget):
-    """The plots; follows the app state (`on_state`) and the results (`set_measured`)."""
+class PlotsPanel(QWidget):
+    """The plots; follows the app state (`on_state`) and the results (`set_measured`). Its
+    parts: what it shows (`data`), the roofs (`roofs`), the markers (`markers`), legends and
+    ranges (`fit_part`), the model curves' requests (`models`), the hover read-outs (`hover`)."""
 
     #: New model curves are drawn, their legends and ranges not yet: results drawn now share
     #: that pass (the window draws results it held for them).
@@ -96,7 +93,11 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
         """`staged`: build nothing yet; `build_steps()` builds it a piece at a time (an export
         builds its panel between frames, so the window keeps painting)."""
         super().__init__(parent)
-        self._build(self._construct(), staged)
+        self._staged = StagedBuild(self._construct(), staged)
+
+    def build_steps(self) -> Iterator[None]:
+        """The rest of a staged construction, one piece per step."""
+        return self._staged.steps
 
     def _construct(self) -> Iterator[None]:
         if QPixmapCache.cacheLimit() < PIXMAP_CACHE_KIB:
@@ -142,52 +143,60 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
         self.strip.collapsedChanged.connect(self._strip_collapsed)
         self.strip.set_collapsed(True)  # until some result carries samples
 
-        self._config: AttentionConfig | None = None
-        self._family: AttentionConfig | None = None
-        self._layers = 1  # the saved-activation stack's L (training passes)
-        self._algorithms: tuple[str, ...] = (NAIVE, TILED)
-        self._every = False  # "Every series": naive's kernel lines too
-        self._measured: dict[str, list[RunResult]] = {a: [] for a in ALGOS}
-        self._by_n: dict[str, dict[int, RunResult]] = {a: {} for a in ALGOS}
-        self._any_samples = False  # some result of the family carries counter samples
-        #: Some result shown since the backend came carried samples: the strip chart keeps its
-        #: room from then on, so changing the shape never changes the plots' sizes (each
-        #: change of them relays out and repaints every plot in full).
-        self._samples_seen = False
-        self._gpu: GpuSpec | None = None
-        self._gpu_label = ""
-        self._time_model_gpu: GpuSpec | None = None
-        self._budget: int | None = None
-        self._budget_label = ""
-        self._n_span: tuple[int, int] = (SEQ_MIN, SEQ_MAX)
-        self.references = ReferenceSeries(self.timing, self.roofline)
-        self._recorded_note = ""
-        self._model: ModelCurves | None = None
+        #: What the panel shows: written here, read by the parts.
+        self.data = d = PanelData()
         self._seen: AppState | None = None  # the state shown
         self._pending: AppState | None = None  # a newer one, noted while hidden
         self._pending_measured: dict[str, list[RunResult]] | None = None
         self._pending_reference: dict[str, list[RunResult]] | None = None
-        self._relabel = False
-        # Legends and ranges, and new model curves: each in a turn of its own (app/work/pacing.py)
-        self._paced_visibility = own_turn(self._apply_visibility, parent=self)
-        self._paced_model = own_turn(self._draw_model, parent=self)
         self._paced_strip = coalesced(self._show_strip, STRIP_MS, parent=self)
-        self._paced_markers = once_per_turn(self._move_markers, parent=self)
-        #: The roof labels follow the roofline's view once per turn, however often it moved.
-        self._paced_roof_labels = before_paint(self._place_roof_labels, parent=self)
-        #: Model curves are computed here, off the GUI thread; only the newest set is drawn.
-        self.model_worker = LatestOnly(self)
-        yield from self._build_items()
+        #: Model curves are computed off the GUI thread; only the newest set is drawn.
+        self.models = ModelRequests(d, self)
+        self.models.arrived.connect(self._draw_model)
+        m, t, h, r = self.memory, self.timing, self.traffic, self.roofline
+        items = yield from build_series(m, t, h, r)
+        self.budget_line, self.bands = items.budget_line, items.bands
+        self.growth = GrowthLabel(m, d)
+        self.roofs = RoofLines(r, self)
+        views = PlotViews(m, t, h, r)
+        self.fit_part = PlotFit(
+            d,
+            views,
+            self.key,
+            self.decode,
+            self.roofs,
+            self.budget_line,
+            self.bands,
+            self.growth,
+            self,
+        )
+        self.markers = PlotMarkers(d, views, self.decode, self.fit_part, self)
+        self.markers.moved.connect(self._strip_follows)
+        self.references = PlotReferences(d, views, self.decode, self.fit_part)
+        self.hover = PlotHover(d, self.decode, self.roofs)
         yield
         yield from self.decode.build()
         for plot in self.plots:
             plot.set_visible_items([])
             yield
         self.set_n_span(SEQ_MIN, SEQ_MAX)
-        self.memory.hover_provider = self._hover_memory
-        self.timing.hover_provider = self._hover_timing
-        self.traffic.hover_provider = self._hover_traffic
-        self.roofline.hover_provider = self._hover_roofline
+        m.hover_provider = self.hover.memory
+        t.hover_provider = self.hover.timing
+        h.hover_provider = self.hover.traffic
+        r.hover_provider = self.hover.roofline
+
+    @property
+    def model_worker(self) -> LatestOnly:
+        """The worker that computes the model curves (tests wait for it)."""
+        return self.models.worker
+
+    @property
+    def roof_labels(self) -> dict[str, pg.TextItem]:
+        return self.roofs.labels
+
+    @property
+    def growth_label(self) -> pg.TextItem:
+        return self.growth.item
 
     # ------------------------------------------------------------------ inputs
 
@@ -206,10 +215,8 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
             fill.setBrush(pg.mkBrush(with_alpha(p.color(a), BAND_ALPHA)))
             fill.setPen(pg.mkPen(None))
         self.budget_line.set_style(p.budget, 1.5, Qt.PenStyle.DashLine, background=p.background)
-        self.ridge_line.set_style(p.muted, 1.0, Qt.PenStyle.DotLine, background=p.background)
-        for name, label in self.roof_labels.items():
-            label.setColor(p.roof if name in (HBM, L2, TENSOR) else p.muted)
-        self.growth_label.setColor(p.color(NAIVE))
+        self.roofs.apply_palette(p)
+        self.growth.apply_palette(p)
         self.decode.apply_palette(p)
 
     def set_legends_visible(self, visible: bool) -> None:
@@ -254,31 +261,31 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
                 self.set_n_span(SEQ_MIN, SEQ_MAX)
         if change.changed("backend"):
             self.set_recorded_note(s.backend.backend.label() if s.replay else "")
-            self._samples_seen = False
+            self.data.samples_seen = False
         if change.changed("budget", "budget_line_label"):
             self.set_budget(s.budget.line_bytes, s.budget_line_label)
         if change.changed("fit_weights", "fit_kv"):
             self.decode.set_storage(s.fit_weights, s.fit_kv)
-            self._update_visibility(force=True)
+            self.fit_part.update(force=True)
         if change.changed("roof_device", "backend") and s.backend is not None:
             self.decode.set_device(s.roof_device, copy_bandwidth(s.backend.info.details))
         # While a backend starts (none ready) the roofs stay those of the last one: its
         # successor names its own GPU a moment later, and drawing a reference GPU's roofs in
         # between would redraw every roof and point twice.
-        starting = s.backend is None and self._gpu is not None
+        starting = s.backend is None and self.data.gpu is not None
         if change.changed("roof_device", "roof_device_label", "on_gpu", "backend") and not (
             starting
             or (s.roof_device, s.roof_device_label, s.on_gpu)
-            == (self._gpu, self._gpu_label, self._time_model_gpu is not None)
+            == (self.data.gpu, self.data.gpu_label, self.data.time_model_gpu is not None)
         ):
             self.set_gpu(s.roof_device, s.roof_device_label, time_model=s.on_gpu)
-        if change.changed("layers") and s.layers != self._layers:
+        if change.changed("layers") and s.layers != self.data.layers:
             self.set_layers(s.layers)
         if change.changed("config", "algorithms", "seq_scale"):
             self.set_config(s.config, s.algorithms, warm=s.scale)
-        if change.changed("all_series") and s.all_series != self._every:
-            self._every = s.all_series
-            self._update_visibility(force=True)
+        if change.changed("all_series") and s.all_series != self.data.every:
+            self.data.every = s.all_series
+            self.fit_part.update(force=True)
 
     def show_state(self, s: AppState) -> None:
         """Everything the state says, at once (a new panel's first look)."""
@@ -286,7 +293,7 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
 
     def set_n_span(self, lo: int, hi: int) -> None:
         """The N range every N plot shows: the slider's whole scale."""
-        self._n_span = (lo, hi)
+        self.data.n_span = (lo, hi)
         for plot in self.n_plots:
             plot.set_x_span(lo, hi)
 
@@ -297,136 +304,49 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
         changed (computed off the GUI thread; `warm`: N whose costs the slider will ask for)."""
         algorithms = tuple(a for a in ALGOS if a in algorithms)
         fam = family(config)
-        if fam != self._family or algorithms != self._algorithms:
-            old = self._family
+        if fam != self.data.family or algorithms != self.data.algorithms:
+            old = self.data.family
             new_pass = old is None or fam.pass_ != old.pass_
-            self._family = fam
+            self.data.family = fam
             self.decode.set_family(fam)
             if new_pass:
                 self._place_plots()
             if new_pass or fam.new_tokens != old.new_tokens:
                 self._show_timing_title()
-            self._algorithms = algorithms
-            self._request_model((*warm, config.seq_len))
+            self.data.algorithms = algorithms
+            self.models.request((*warm, config.seq_len))
             self._draw_roofs()
-            self._update_visibility()
+            self.fit_part.update()
         self.set_seq_len(config)
 
     def set_layers(self, layers: int) -> None:
         """L of a training pass's saved-activation stack: its lines are redrawn (off the GUI
         thread, with the other model curves) when the family trains."""
-        self._layers = layers
+        self.data.layers = layers
         self.memory.labels["stack_naive"] = f"naive, {layers} layers' saved activations (model)"
         self.memory.labels["stack_tiled"] = f"tiled, {layers} layers' saved activations (model)"
-        if self._family is not None and self._family.has_backward:
-            self._request_model()
-        self._update_visibility(force=True)
+        if self.data.family is not None and self.data.family.has_backward:
+            self.models.request()
+        self.fit_part.update(force=True)
 
     def set_seq_len(self, config: AttentionConfig) -> None:
         """The fast path of a slider move: the cursors (Qt-drawn lines over the cached data
         items) and the "you are here" markers; a burst of moves in one turn of the event loop
         (a fast drag) moves the markers twice, for its first move and its last."""
-        self._config = config
+        self.data.config = config
         n = config.seq_len
         for plot in self.n_plots:
             plot.set_cursor(n)
         self.roofline.cursor_n = n
-        self._paced_markers()
-
-    def _move_markers(self) -> None:
-        self._model_markers()
-        self._measured_markers()
-        if self._any_samples or not self.strip.is_empty():
-            self._paced_strip()
+        self.markers.follow()
 
     def flush_markers(self) -> None:
         """Move the markers to the N shown now, now (exports, tests)."""
-        self._paced_markers.flush()
+        self.markers.flush()
 
-    def _model_markers(self) -> None:
-        """The "you are here" markers that show the model (memory, traffic, roofline bound)."""
-        config, algos = self._config, self._algorithms
-        if config is None:
-            return
-        n = config.seq_len
-        # Every fused kernel has the same peak (4 matrices + m, l): one marker for all of them.
-        fused = [a for a in algos if a != NAIVE]
-        model_algos = [a for a in algos if a == NAIVE] + fused[:1]
-        # A shape whose model is still being worked out (off the GUI thread) gets its model
-        # markers with its curves (_draw_model); the cursor moves now.
-        ready = self._model_ready()
-        figure = cost if ready else known
-        mem = [(c.peak_bytes if (c := figure(config, a)) else None) for a in model_algos]
-        self.memory.set_series("current", [n] * len(mem), mem)
-        banded, gpu = (band if ready else known_band), self._gpu
-        hbm = [
-            (b.l2_aware.hbm_bytes if gpu and (b := banded(config, a, gpu)) else None) for a in algos
-        ]
-        self.traffic.set_series("current", [n] * len(hbm), hbm)
-        self._draw_bounds()
-
-    def _point(self, n: int, compute: bool = False) -> CurrentPoint | None:
-        """The current point at N = n (app/state/current_point.py): the figures the explain
-        pane, the Tiles banner and the status bar show for the same config and results. None
-        until its model is worked out (`compute`: work it out now, the hover read-outs)."""
-        if self._gpu is None or self._family is None:
-            return None
-        results = {a: r for a in self._algorithms if (r := self._by_n[a].get(n)) is not None}
-        config = self._family.with_(seq_len=n)
-        return point_for(config, self._algorithms, self._gpu, results, compute=compute)
-
-    def _figures(self, n: int, algorithm: str, compute: bool = False) -> AlgorithmFigures | None:
-        point = self._point(n, compute)
-        return point.algorithms.get(algorithm) if point is not None else None
-
-    def _verdict(self, result: RunResult, algorithm: str):  # type: ignore[no-untyped-def]
-        """The roofline verdict of a shown result: the current point's at its N (None until
-        its model is worked out). A result of an algorithm that ignores the tile sizes holds
-        at the family's tiles too."""
-        fam = self._family
-        config = result.config
-        if fam is None or cache_config(fam.with_(seq_len=config.seq_len), algorithm) != (
-            cache_config(config, algorithm)
-        ):
-            return None  # not of the series shown
-        f = self._figures(config.seq_len, algorithm)
-        return f.verdict if f is not None else None
-
-    def _model_ready(self) -> bool:
-        """Whether the model curves drawn are the current family's."""
-        m = self._model
-        return (
-            m is not None
-            and m.family == self._family
-            and m.algorithms == self._algorithms
-            and m.gpu == self._gpu
-        )
-
-    def _measured_markers(self) -> None:
-        """The "you are here" markers that show measurements (time, achieved FLOP/s)."""
-        config, algos = self._config, self._algorithms
-        if config is None:
-            return
-        n = config.seq_len
-        times = [self._by_n[a].get(n) for a in algos]
-        self.timing.set_series(
-            "current", [n] * len(times), [r.total_ms if r else None for r in times]
-        )
-        xs, ys, l2x, l2y = [], [], [], []
-        has_l2 = self._gpu is not None and L2 in roofs(self._gpu)
-        for a in algos:
-            res = self._by_n[a].get(n)
-            v = self._verdict(res, a) if res is not None else None
-            if v is not None and v.intensity and res is not None and res.tflops:
-                xs.append(v.intensity)
-                ys.append(res.tflops * 1e12)
-                if has_l2 and v.l2_intensity:
-                    l2x.append(v.l2_intensity)
-                    l2y.append(res.tflops * 1e12)
-        self.roofline.set_series("current", xs, ys, log_x=True)
-        self.decode.markers(n, algos)
-        self._keep_markers_in_view()
-        self.roofline.set_series("l2_current", l2x, l2y, log_x=True)
+    def _strip_follows(self) -> None:
+        if self.data.any_samples or not self.strip.is_empty():
+            self._paced_strip()
 
     def set_measured(self, series: dict[str, list[RunResult]]) -> None:
         """Measured results of the current family, per algorithm, sorted by N (noted only while
@@ -440,81 +360,88 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
         changed = set()
         for a in ALGOS:
             results = list(series.get(a, ()))
-            if _same_results(results, self._measured.get(a)):
+            if _same_results(results, self.data.measured.get(a)):
                 continue  # a result of another algorithm arrived: this one's items stay
             changed.add(a)
-            self._measured[a] = results
-            self._by_n[a] = {r.config.seq_len: r for r in results}
-            _draw_measured(self.memory, self.timing, self.traffic, a, results)
-        self.decode.set_measured(self._measured)
-        self._any_samples = any(
-            t.strip.t_us for a in ALGOS for r in self._measured[a] for t in r.traffic
+            self.data.measured[a] = results
+            self.data.by_n[a] = {r.config.seq_len: r for r in results}
+            ok = [r for r in results if not r.oom]
+            ns = [r.config.seq_len for r in ok]
+            self.memory.set_series(f"measured_{a}", ns, [r.peak_bytes for r in ok])
+            self.memory.set_series(f"device_{a}", ns, [r.device_peak_bytes for r in ok])
+            timed = [r for r in ok if r.total_ms]
+            tn = [r.config.seq_len for r in timed]
+            self.timing.set_series(f"measured_{a}", tn, [r.total_ms for r in timed])
+            spread = [timing_spread(r) for r in timed]
+            self.timing.set_error_bars(
+                f"spread_{a}",
+                tn,
+                [r.total_ms for r in timed],
+                [lo for lo, _ in spread],
+                [hi for _, hi in spread],
+            )
+            # Measured DRAM bytes with the compulsory writes counted (some are still in L2
+            # when the counters' window closes): never below the band's compulsory edge.
+            self.traffic.set_series(f"measured_{a}", ns, [counted_dram_bytes(r) for r in ok])
+        self.decode.set_measured(self.data.measured)
+        self.data.any_samples = any(
+            t.strip.t_us for a in ALGOS for r in self.data.measured[a] for t in r.traffic
         )
-        self._samples_seen |= self._any_samples
-        self.strip.set_collapsed(not self._samples_seen)
+        self.data.samples_seen |= self.data.any_samples
+        self.strip.set_collapsed(not self.data.samples_seen)
         if not changed:  # nothing to redraw; the markers follow the config all the same
-            self._measured_markers()
+            self.markers.measured()
             self._paced_strip()
             return
-        self._draw_points(changed)
-        _draw_kernel_lines(self.timing, self._measured[NAIVE])
-        ooms = [r for a in ALGOS for r in self._measured[a] if r.oom]
+        self.markers.points(changed)
+        naive_timed = [r for r in self.data.measured[NAIVE] if not r.oom and r.kernel_times]
+        for k in NAIVE_KERNELS:
+            xs, ys = [], []
+            for r in naive_timed:
+                for kt in r.kernel_times:
+                    if kt.name == k:
+                        xs.append(r.config.seq_len)
+                        ys.append(kt.ms)
+            self.timing.set_series(f"kernel_{k}", xs, ys)
+        ooms = [r for a in ALGOS for r in self.data.measured[a] if r.oom]
         self.memory.set_series(
             "oom", [r.config.seq_len for r in ooms], [r.model_peak_bytes for r in ooms]
         )
-        self._update_visibility()
-        self._measured_markers()
-        self._draw_bounds()  # a result with counted bytes puts its bound at measured intensity
+        self.fit_part.update()
+        self.markers.measured()
+        self.markers.bounds()  # a result with counted bytes puts its bound at measured intensity
         self._paced_strip()
 
-    def _draw_points(self, algorithms: Iterable[str] = ALGOS) -> None:
-        """The measured points on the roofline: at measured intensity where the result's bytes
-        were counted (filled), at the model's otherwise (hollow), joined in N order. A point
-        whose model is still being worked out (off the GUI thread) comes with the curves."""
-        gpu = self._gpu
-        for a in algorithms:
-            timed = [r for r in self._measured[a] if not r.oom and r.tflops]
-            placed = [(self._verdict(r, a), r) for r in timed] if gpu else []
-            placed = [(v, r) for v, r in placed if v is not None and v.intensity]
-            self.roofline.set_series(
-                f"path_{a}", [v.intensity for v, _ in placed], [r.tflops * 1e12 for _, r in placed]
-            )
-            for source, name in ((True, f"at_measured_{a}"), (False, f"at_model_{a}")):
-                pts = [(v, r) for v, r in placed if (v.bytes_source == MEASURED) == source]
-                self.roofline.set_series(
-                    name, [v.intensity for v, _ in pts], [r.tflops * 1e12 for _, r in pts]
-                )
-
     def set_budget(self, budget_bytes: int | None, label: str) -> None:
-        self._budget = budget_bytes
-        self._budget_label = label
+        self.data.budget = budget_bytes
+        self.data.budget_label = label
         figure = fmt_bytes(budget_bytes)
         text = label if label.endswith(figure) else f"{label}: {figure}"
         self.budget_line.set(budget_bytes, text)
         self.decode.set_budget(budget_bytes)
         self.memory.fit_y(extra=[budget_bytes] if budget_bytes else [])
-        self._update_visibility(force=True)
+        self.fit_part.update(force=True)
 
     def set_gpu(self, gpu: GpuSpec, label: str, time_model: bool) -> None:
         """The GPU whose roofline is drawn; `time_model` also draws its roofline times."""
-        changed = gpu != self._gpu
-        self._gpu = gpu
-        self._gpu_label = label
-        self._time_model_gpu = gpu if time_model else None
+        changed = gpu != self.data.gpu
+        self.data.gpu = gpu
+        self.data.gpu_label = label
+        self.data.time_model_gpu = gpu if time_model else None
         self._draw_roofs()
         # The GPU's name in the title, the whole label (its memory, "reference") on hover.
         self.roofline.set_title(f"Roofline: {label.split(',')[0]}")
         self.roofline.set_title_tip(f"Roofline: {label}")
-        if self._family is not None and (
-            self._model is None
-            or self._model.time_gpu != self._time_model_gpu
-            or self._model.gpu != gpu
+        if self.data.family is not None and (
+            self.data.model is None
+            or self.data.model.time_gpu != self.data.time_model_gpu
+            or self.data.model.gpu != gpu
         ):
-            self._request_model()
+            self.models.request()
         if changed:
-            self._draw_points()
-        self._draw_bounds()
-        self._update_visibility(force=True)
+            self.markers.points()
+        self.markers.bounds()
+        self.fit_part.update(force=True)
 
     def set_reference(self, series: dict[str, list[RunResult]]) -> None:
         """See `_show_reference`; noted only while the panel is hidden."""
@@ -524,36 +451,31 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
         self._show_reference(series)
 
     def _show_reference(self, series: dict[str, list[RunResult]]) -> None:
-        """Peers measured beside ours as reference series (app/measure/reference_series.py)."""
-        if not series and not self.references.by_peer:
-            return  # the common case (live measurements): nothing to draw, nothing to undo
-        relabel = self.references.show(series, self._gpu)
-        self.decode.set_reference(self.references.by_peer)
-        self._update_visibility(force=relabel)
+        self.references.show(series)
 
     def reference_series(self) -> dict[str, list[RunResult]]:
-        return {p: list(rs) for p, rs in self.references.by_peer.items()}
+        return {p: list(rs) for p, rs in self.data.references.items()}
 
     def set_recorded_note(self, note: str) -> None:
         """Say on the timing plot where and when its measurements were recorded
         ("NVIDIA H200, recorded 2025-06-01"); '' for live measurements."""
-        self._recorded_note = note
+        self.data.recorded_note = note
         self._show_timing_title()
 
     def _show_timing_title(self) -> None:
         """'Time per training step · NVIDIA H200, recorded …': the pass, and where measured."""
-        fam = self._family
+        fam = self.data.family
         spec = PLOTS["timingPlot"]
         base = spec.title(self.shown_pass())
         if fam is not None and fam.is_decode and fam.new_tokens > 1:
             base = f"Decode step time (q = {fam.new_tokens})"
-        note = self._recorded_note
+        note = self.data.recorded_note
         self.timing.set_title(f"{base} · {note}" if note else base)
         self.timing.setAccessibleName(spec.accessible_name(self.shown_pass()))
 
     def shown_pass(self) -> str:
         """The pass whose measurements the plots show (gpu.config's PASSES)."""
-        return self._family.pass_ if self._family is not None else FORWARD
+        return self.data.shown_pass()
 
     def replicate(self, keep_zoom: bool = True) -> PlotsPanel:
         """A new panel showing the same data and style: exports render it offscreen at the size
@@ -584,7 +506,7 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
 
     def _place_plots(self) -> None:
         only = self._only
-        decode = self._family is not None and self._family.is_decode
+        decode = self.data.family is not None and self.data.family.is_decode
         swapped = {self.traffic: not decode, self.bandwidth: decode}
         for view in (*self.plots, self.strip):
             if only is None:
@@ -595,29 +517,29 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
     def shown(self) -> PanelShown:
         """What the panel shows now (`replicate` copies it)."""
         return PanelShown(
-            every=self._every,
+            every=self.data.every,
             palette=self.memory.shown_palette,
-            n_span=self._n_span,
-            gpu=self._gpu,
-            gpu_label=self._gpu_label,
-            time_model=self._time_model_gpu is not None,
-            budget=self._budget,
-            budget_label=self._budget_label,
-            recorded_note=self._recorded_note,
-            config=self._config,
-            family=self._family,
-            algorithms=self._algorithms,
-            layers=self._layers,
+            n_span=self.data.n_span,
+            gpu=self.data.gpu,
+            gpu_label=self.data.gpu_label,
+            time_model=self.data.time_model_gpu is not None,
+            budget=self.data.budget,
+            budget_label=self.data.budget_label,
+            recorded_note=self.data.recorded_note,
+            config=self.data.config,
+            family=self.data.family,
+            algorithms=self.data.algorithms,
+            layers=self.data.layers,
             memory_labels=dict(self.memory.labels),
-            model=self._model,
-            measured=dict(self._measured),
-            references=dict(self.references.by_peer),
+            model=self.data.model,
+            measured=dict(self.data.measured),
+            references=dict(self.data.references),
         )
 
     def show_steps(self, shown: PanelShown, decode: DecodePlots) -> Iterator[None]:
         """Show what another panel showed (`shown`, and its `decode` plots' settings), a piece
         per step: an export's replica, built between the window's frames."""
-        self._every = shown.every  # the series on screen, no more, no fewer
+        self.data.every = shown.every  # the series on screen, no more, no fewer
         if shown.palette is not None:
             yield from self.palette_steps(shown.palette)
         self.set_n_span(*shown.n_span)
@@ -630,10 +552,10 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
         self.set_recorded_note(shown.recorded_note)
         yield
         if shown.config is not None:
-            self._family, self._algorithms = shown.family, shown.algorithms
+            self.data.family, self.data.algorithms = shown.family, shown.algorithms
             self.decode.set_family(shown.family)
             self._place_plots()
-            self._layers = shown.layers
+            self.data.layers = shown.layers
             self.memory.labels.update(shown.memory_labels)
             self._show_timing_title()
             self._draw_roofs()
@@ -661,28 +583,80 @@ class PlotsPanel(PlotSeries, RoofLines, ModelDrawing, PlotFit, PlotHover, Staged
 
     def _show_strip(self) -> None:
         """The counters' samples at the current N, per algorithm (paced)."""
-        config = self._config
+        config = self.data.config
         if config is None:
             return
         self.strip.show_point(config.seq_len, self.current_results())
 
+    def _draw_roofs(self) -> None:
+        fam = self.data.family
+        self.roofs.draw(self.data.gpu, fam.head_dim if fam is not None else 64)
+
+    def _draw_model(self, curves: ModelCurves) -> None:
+        """Draw a finished set of model curves, all in one step."""
+        prime(curves.figures)
+        self.data.model = curves
+        plots = {"memory": self.memory, "traffic": self.traffic, "timing": self.timing}
+        for (plot, name), (xs, ys) in curves.series.items():
+            plots[plot].set_series(name, xs, ys)
+        self.growth.place()
+        self.markers.model()  # those of a shape just worked out
+        self.markers.points()
+        self.markers.measured()
+        if self.data.references:
+            self._show_reference(self.data.references)
+        # Legends and ranges with the curves (and results that waited for them), not a turn
+        # later: one repaint shows them all.
+        self.fit_part.update()
+        self.modelDrawn.emit()
+        self.flush_visibility()
+
+    def model_coming(self) -> bool:
+        """Whether the model curves of the family shown are being worked out (or wait for
+        their turn to be drawn)."""
+        return self.models.coming()
+
+    def flush_model(self) -> None:
+        """Show the newest state and its model curves now (tests, exports)."""
+        self.catch_up()
+        self.markers.flush()
+        self.models.flush()
+        self._paced_strip.flush()
+        self.fit_part.flush()
+        self.roofs.flush_labels()
+
+    def flush_visibility(self) -> None:
+        """The markers, legends and ranges now, if due."""
+        self.markers.flush()
+        self.fit_part.flush()
+
+    def fit(self) -> None:
+        """Re-range every plot to its visible data (after data, not cursor, changes)."""
+        self.fit_part.fit()
+
+    def roof_label_rect(self, name: str):  # type: ignore[no-untyped-def]
+        """The scene rectangle a roof's label covers now (what the layout test checks)."""
+        return self.roofs.label_rect(name)
+
+    def flush_roof_labels(self) -> None:
+        """Place the roof labels now if a range change left them due (exports, tests)."""
+        self.roofs.flush_labels()
+
     # ------------------------------------------------------------------ for tests and exports
+
+    def measured_ns(self, plot: MetricPlot, algorithm: str) -> list[float]:
+        return list(plot.series.get(f"measured_{algorithm}", ([], []))[0])
 
     def results_shown(self) -> dict[str, list[RunResult]]:
         """The results drawn now: ours per algorithm shown, and the reference peers."""
-        out = {a: list(self._measured[a]) for a in self._algorithms if self._measured[a]}
-        out.update({p: list(rs) for p, rs in self.references.by_peer.items() if rs})
-        return out
+        return self.data.results_shown()
 
     def target_gpu(self) -> GpuSpec | None:
-        return self._gpu
+        return self.data.gpu
 
     def current_results(self) -> Mapping[str, RunResult]:
         """The shown algorithms' results at the current N."""
-        if self._config is None:
-            return {}
-        n = self._config.seq_len
-        return {a: r for a in self._algorithms if (r := self._by_n[a].get(n)) is not None}
+        return self.data.current_results()
 
 
 @dataclass(frozen=True)
@@ -758,49 +732,6 @@ def _plot_in_steps(spec: PlotSpec) -> Generator[None, None, MetricPlot]:
     if spec.x_start is not None:
         plot.default_x = spec.x_start
     return plot
-
-
-def _draw_measured(
-    memory: MetricPlot,
-    timing: MetricPlot,
-    traffic: MetricPlot,
-    algorithm: str,
-    results: list[RunResult],
-) -> None:
-    """One algorithm's measured series: peak memory (the allocator's and the device's), time
-    with its spread, and DRAM bytes."""
-    a = algorithm
-    ok = [r for r in results if not r.oom]
-    ns = [r.config.seq_len for r in ok]
-    memory.set_series(f"measured_{a}", ns, [r.peak_bytes for r in ok])
-    memory.set_series(f"device_{a}", ns, [r.device_peak_bytes for r in ok])
-    timed = [r for r in ok if r.total_ms]
-    tn = [r.config.seq_len for r in timed]
-    timing.set_series(f"measured_{a}", tn, [r.total_ms for r in timed])
-    spread = [timing_spread(r) for r in timed]
-    timing.set_error_bars(
-        f"spread_{a}",
-        tn,
-        [r.total_ms for r in timed],
-        [lo for lo, _ in spread],
-        [hi for _, hi in spread],
-    )
-    # Measured DRAM bytes with the compulsory writes counted (some are still in L2 when the
-    # counters' window closes): never below the band's compulsory edge.
-    traffic.set_series(f"measured_{a}", ns, [counted_dram_bytes(r) for r in ok])
-
-
-def _draw_kernel_lines(timing: MetricPlot, naive: list[RunResult]) -> None:
-    """Naive's kernels, each a line of its own on the time plot (shown with "Every series")."""
-    timed = [r for r in naive if not r.oom and r.kernel_times]
-    for k in NAIVE_KERNELS:
-        xs, ys = [], []
-        for r in timed:
-            for kt in r.kernel_times:
-                if kt.name == k:
-                    xs.append(r.config.seq_len)
-                    ys.append(kt.ms)
-        timing.set_series(f"kernel_{k}", xs, ys)
 
 
 def _same_results(new: list[RunResult], old: list[RunResult] | None) -> bool:

@@ -7,9 +7,10 @@ from __future__ import annotations
 import math
 
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF
+from PySide6.QtCore import QObject, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QPolygonF
 
+from gpu.model.costmodel import TENSOR, GpuSpec
 from gpu.model.roofline import (
     HBM,
     L2,
@@ -19,17 +20,32 @@ from gpu.model.roofline import (
     roofs,
 )
 
+from ..kit.theme import Palette
 from ..plotting.axes import drawable
 from ..plotting.label_placement import GAP, first_free, stacked_candidates
+from ..plotting.labelled_line import LabelledLine
+from ..plotting.metric_plot import MetricPlot
 from ..state.units import (
     fmt_rate,
 )
+from ..work.pacing import before_paint
 from .plot_styles import (
     ROOF_LABELS,
     ROOF_STYLES,
     xu_label,
 )
 
+#: The roofline shows this many decades below its top roof (the slow kernels' points and the
+#: low intensities sit there).
+BELOW_TOP_DECADES = 3
+#: Pixels kept between a roof's label and its line, above and below the label.
+GAP_PX = 2.0
+#: Where each roof's label hangs from its point (pyqtgraph anchors). Roofs a short way apart
+#: (L2 and HBM, a third of a decade; wgmma and mma.sync, a fifth) would stack their labels
+#: over each other's line: the upper one's label sits above its line, the lower one's below
+#: its own, where no point of theirs is (HBM's at the low intensities left of every kernel,
+#: mma.sync's left of the fused kernels' points). The exponential unit's is placed in pixels.
+ROOF_LABEL_ANCHORS = {L2: (0, 1.25), HBM: (0, -0.25), MMA: (1, 0), XU: (0, 0)}
 #: The order the roofs' labels are placed in, each clear of those before it: what the lesson
 #: needs most first (the tensor cores' and HBM's, the two that judge the lesson's kernels).
 ROOF_LABEL_ORDER = ("tensor", HBM, "fp32", L2, MMA, XU)
@@ -42,23 +58,68 @@ def _touches(rect: QRectF, line_y: float) -> bool:
     return abs(rect.bottom() + GAP - line_y) < 0.5 or abs(rect.top() - GAP - line_y) < 0.5
 
 
-class RoofLines:
-    """The roofs and their labels on the roofline plot (a part of PlotsPanel)."""
+class RoofLines(QObject):
+    """The roofs, their labels and the ridge on the roofline plot (module docstring): made
+    after the plot's roof series, which they clip and label."""
 
-    def _draw_roofs(self) -> None:
+    #: The plot's size changed while the exponential unit's roof is drawn: the room its label
+    #: takes above the roofs is in pixels, so the roofline's range must fit again.
+    fitNeeded = Signal()
+
+    def __init__(self, roofline: MetricPlot, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.plot = r = roofline
+        #: The ridge point, a vertical line with its intensity.
+        self.ridge_line = LabelledLine(r, angle=90, position=0.04, anchors=[(0, 1), (0, 1)])
+        self._roofs: dict[str, float] = {}  # memory roofs: B/s
+        self._flat_roofs: dict[str, float] = {}  # compute roofs: FLOP/s
+        #: The view and roofs the roofs were last clipped to (`clip`).
+        self._clipped: tuple | None = None
+        #: Each roof's name and peak, written along it (Nsight Compute's way): a roof is the
+        #: upper edge of where points can be, so its label never covers one.
+        self.labels: dict[str, pg.TextItem] = {}
+        for name in ROOF_STYLES:
+            diagonal = name in MEMORY_ROOFS
+            label = pg.TextItem(
+                anchor=ROOF_LABEL_ANCHORS.get(name, (1, 1)), rotateAxis=(1, 1) if diagonal else None
+            )
+            label.setVisible(False)
+            r.addItem(label, ignoreBounds=True)
+            self.labels[name] = label
+        #: The labels follow the roofline's view once per turn, however often it moved.
+        self._paced_labels = before_paint(self.place_labels, parent=self)
+        r.plotItem.vb.sigRangeChanged.connect(self.clip)
+        # the exponential unit's label is placed in pixels: again when the plot's size changes
+        r.plotItem.vb.sigResized.connect(self._resized)
+
+    @property
+    def memory(self) -> dict[str, float]:
+        """The memory roofs drawn: bandwidth (B/s) per roof."""
+        return dict(self._roofs)
+
+    @property
+    def flat(self) -> dict[str, float]:
+        """The compute roofs drawn: FLOP/s per roof (the exponential unit's at this shape)."""
+        return dict(self._flat_roofs)
+
+    def apply_palette(self, p: Palette) -> None:
+        self.ridge_line.set_style(p.muted, 1.0, Qt.PenStyle.DotLine, background=p.background)
+        for name, label in self.labels.items():
+            label.setColor(p.roof if name in (HBM, L2, TENSOR) else p.muted)
+
+    def draw(self, gpu: GpuSpec | None, head_dim: int) -> None:
         """HBM and L2 roofs up to the tensor cores' peak, and a flat roof per compute unit
         (the exponential unit's in FLOP/s at this shape's 4·d FLOPs per exponential)."""
-        gpu = self._gpu
         if gpu is None:
             return
-        r = self.roofline
+        r = self.plot
         # the backend's own: a GPU's per instruction family, or this CPU's; a roof a log axis
         # cannot draw is left out (the check refuses such files; this is the point of use)
         peaks = {n: roof for n, roof in roofs(gpu).items() if drawable(roof.peak)}
         if not peaks:
             self._roofs, self._flat_roofs = {}, {}
             return
-        d = self._family.head_dim if self._family is not None else 64
+        d = head_dim
         self._roofs = {n: peaks[n].peak for n in MEMORY_ROOFS if n in peaks}
         self._flat_roofs = {n: p.peak for n, p in peaks.items() if n not in MEMORY_ROOFS}
         for name, roof in peaks.items():
@@ -72,16 +133,16 @@ class RoofLines:
         if L2 in peaks and peaks[L2].nominal:
             r.labels[f"roof_{L2}"] += " nominal"  # its points' symbol is the key's, not the line's
         self._clipped = None  # the labels may have changed with the same roofs
-        self._clip_roofs()
+        self.clip()
         ridge = gpu.ridge_flops_per_byte
         self.ridge_line.set(ridge, f"ridge {ridge:.0f}")
 
-    def _clip_roofs(self, *_: object) -> None:
+    def clip(self, *_: object) -> None:
         """The roofs drawn within the roofline's view only (an SVG export has no clipping):
         again whenever the view's range changes."""
         if not self._flat_roofs:
             return
-        r = self.roofline
+        r = self.plot
         (x0, x1), (y0, y1) = r.plotItem.vb.viewRange()
         # A change sets the x and y ranges one after the other, and often to where they were:
         # the roofs are clipped again only where the view or the roofs moved.
@@ -110,14 +171,14 @@ class RoofLines:
             r.set_series(
                 f"roof_{name}", [10**start, 10**x1] if inside else [], [value] * 2 if inside else []
             )
-        self._label_roofs()
-        self._paced_roof_labels()  # placed once this turn's range changes are over
+        self._show_labels()
+        self._paced_labels()  # placed once this turn's range changes are over
 
-    def _label_roofs(self) -> None:
+    def _show_labels(self) -> None:
         """Each roof label's text, shown where its roof is drawn (now: the roofline's fit
         reads the labels' size; their places follow before the next paint)."""
-        r = self.roofline
-        for name, label in self.roof_labels.items():
+        r = self.plot
+        for name, label in self.labels.items():
             text = r.labels.get(f"roof_{name}", "")
             if text != label.toPlainText():
                 label.setText(text)
@@ -125,7 +186,7 @@ class RoofLines:
             if name != XU or not drawn:  # the exponential unit's is shown where it has room
                 label.setVisible(drawn)
 
-    def _place_roof_labels(self) -> None:
+    def place_labels(self) -> None:
         """Every roof's label against its own line, inside the data area and clear of the labels
         placed before it, in order of what the lesson needs most: the
         memory roofs along their lines near their lower end (above the line, else below it,
@@ -135,12 +196,12 @@ class RoofLines:
         apart (L2 and HBM, wgmma and mma.sync) would otherwise stack their labels over each
         other. A label with no free place is left out: the roofline's hover read-out names
         its roof."""
-        r = self.roofline
-        self._label_roofs()
+        r = self.plot
+        self._show_labels()
         box = r.plotItem.vb.sceneBoundingRect()
         placed: list[QPolygonF] = []
         for name in ROOF_LABEL_ORDER:
-            label = self.roof_labels.get(name)
+            label = self.labels.get(name)
             if label is None:
                 continue
             xs, ys = r.series.get(f"roof_{name}", ([], []))
@@ -159,16 +220,16 @@ class RoofLines:
             if shape is not None:
                 placed.append(shape)
 
-    def _roofline_resized(self, *_: object) -> None:
+    def _resized(self, *_: object) -> None:
         """The label room above the roofs is in pixels: fit again (unless zoomed), and place
         the labels again."""
-        if XU in self._flat_roofs and not self.roofline.user_zoomed:
-            self._fit_roofline()
-        self._paced_roof_labels()
+        if XU in self._flat_roofs and not self.plot.user_zoomed:
+            self.fitNeeded.emit()
+        self._paced_labels()
 
     def _point_boxes(self) -> list[QPolygonF]:
         """A 14-pixel square around every point of the roofline (a label never covers one)."""
-        r = self.roofline
+        r = self.plot
         points = QPolygonF(  # mapped in one call
             [
                 QPointF(math.log10(x), math.log10(y))
@@ -192,7 +253,7 @@ class RoofLines:
         # HBM's lies below L2's, a third of a decade apart: HBM's label below its line first,
         # L2's above its own, so the two never stack.
         above, below = (0, 1.25), (0, -0.25)
-        for anchor in (below, above) if label is self.roof_labels.get(HBM) else (above, below):
+        for anchor in (below, above) if label is self.labels.get(HBM) else (above, below):
             label.setAnchor(anchor)
             for share in DIAGONAL_PLACES:
                 x = lx + share * (hx - lx)
@@ -208,7 +269,7 @@ class RoofLines:
     def _place_flat(self, label, xs, ys, box: QRectF, placed: list[QPolygonF]):  # type: ignore[no-untyped-def]
         """A compute roof's label against its line at its right end, above it or below it,
         moved left past what it would cover; None where no such place is free."""
-        r = self.roofline
+        r = self.plot
         vb = r.plotItem.vb
         end = vb.mapViewToScene(pg.Point(math.log10(xs[-1]), math.log10(ys[0])))
         lines = []
@@ -233,13 +294,43 @@ class RoofLines:
         label.updateTransform(force=True)
         return QPolygonF(rect)
 
-    def roof_label_rect(self, name: str):  # type: ignore[no-untyped-def]
+    def label_rect(self, name: str):  # type: ignore[no-untyped-def]
         """The scene rectangle a roof's label covers now (what the layout test checks)."""
-        self.flush_roof_labels()
-        label = self.roof_labels[name]
+        self.flush_labels()
+        label = self.labels[name]
         label.updateTransform(force=True)
         return label.sceneBoundingRect()
 
-    def flush_roof_labels(self) -> None:
+    def flush_labels(self) -> None:
         """Place the roof labels now if a range change left them due (exports, tests)."""
-        self._paced_roof_labels.flush()
+        self._paced_labels.flush()
+
+    def headroom(self, top: float) -> float:
+        """How far above the top roof (a factor) the roofline's range reaches: at least 1.5 and
+        a row of label text (the top roof's label sits above its line), or two rows where the
+        exponential unit's roof ties with the top one (at d = 64 on Hopper), its label above
+        the tensor cores' (`place_labels`). Worked out for the range the fit will give
+        (BELOW_TOP_DECADES below the top roof, and the fit's own padding)."""
+        xu = self._flat_roofs.get(XU)
+        height = self.plot.plotItem.vb.height()
+        if height <= 0:
+            return 1.5
+        row = self.labels[XU].boundingRect().height() + 2 * GAP_PX
+        rows = row if xu is None or xu < top / 1.5 else 2 * row
+        if rows * 3 > height:  # too small a plot for two rows: the hover names the second roof
+            rows = row
+        if rows * 3 > height:
+            return 1.5  # too small a plot to give up even that much
+
+        def room_px(decades_above: float) -> float:
+            span = BELOW_TOP_DECADES + decades_above
+            pad = max(0.08 * span, 0.3)  # MetricPlot's fit pads each end so
+            return height * (decades_above + pad) / (span + 2 * pad)
+
+        lo, hi = math.log10(1.5), 3.0
+        if room_px(lo) >= rows:
+            return 1.5
+        for _ in range(30):  # the least headroom that leaves `rows` pixels above the roof
+            mid = (lo + hi) / 2
+            lo, hi = (lo, mid) if room_px(mid) >= rows else (mid, hi)
+        return 10**hi

@@ -25,7 +25,7 @@ from gpu.results import RunResult
 from ..kit.elided_label import ElidedLabel
 from ..kit.theme import Palette
 from ..plotting.plot_items import with_alpha
-from ..plotting.staged import Staged
+from ..plotting.staged import StagedBuild
 from ..state.units import fmt_int
 
 #: Gap between two kernels' strips on the time axis, as a share of the total time.
@@ -71,7 +71,7 @@ def strip_series(result: RunResult) -> tuple[np.ndarray, np.ndarray, np.ndarray,
 STRIP_NAME = "trafficStrip"
 
 
-class TrafficStripChart(Staged, QWidget):
+class TrafficStripChart(QWidget):
     """objectName trafficStrip; `show_point(n, results)` shows the results at N (per algorithm)."""
 
     collapsedChanged = Signal(bool)
@@ -79,7 +79,11 @@ class TrafficStripChart(Staged, QWidget):
     def __init__(self, parent: QWidget | None = None, staged: bool = False) -> None:
         """`staged`: build nothing yet; `build_steps()` builds it a piece at a time."""
         super().__init__(parent)
-        self._build(self._construct(), staged)
+        self._staged = StagedBuild(self._construct(), staged)
+
+    def build_steps(self) -> Iterator[None]:
+        """The rest of a staged construction, one piece per step."""
+        return self._staged.steps
 
     def _construct(self) -> Iterator[None]:
         self.setObjectName(STRIP_NAME)

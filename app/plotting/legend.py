@@ -50,45 +50,6 @@ class LegendStrip(pg.LegendItem):
         self.width_px = 400.0
         self.height_px = 0
         self._placed: tuple = ()
-        #: Each entry's sample and label by name, kept while hidden: making a label costs a
-        #: text layout (~2 ms), and a recording's legends hold many of them.
-        self._rows: dict[str, tuple[LegendSample, pg.LabelItem]] = {}
-
-    def show_rows(self, rows: Sequence[tuple[str, str, object]]) -> None:
-        """Show these entries (name, text, the item whose look the sample copies), in order;
-        the others are hidden. Call `relayout` next."""
-        for sample, label in self.items:
-            sample.hide()
-            label.hide()
-        self.items = []
-        for name, text, source in rows:
-            row = self._rows.get(name)
-            if row is None or row[0].item is not source:
-                label = pg.LabelItem(
-                    html_text(text),  # a label is HTML to pyqtgraph
-                    color=self.opts["labelTextColor"],
-                    justify="left",
-                    size=self.opts["labelTextSize"],
-                )
-                label.setParentItem(self)
-                row = self._rows[name] = (LegendSample(source), label)
-                row[0].setParentItem(self)
-            elif row[1].text != html_text(text):
-                row[1].setText(html_text(text))
-            for part in row:
-                part.show()
-            self.items.append(row)
-
-    def drop_rows(self) -> None:
-        """Forget the kept rows (their look is cached: a new palette needs new ones)."""
-        for sample, label in self._rows.values():
-            for part in (sample, label):
-                part.setParentItem(None)
-                if part.scene() is not None:
-                    part.scene().removeItem(part)
-        self._rows = {}
-        self.items = []
-        self.forget_placement()
 
     def relayout(self, width_px: float | None = None) -> bool:
         """Place the entries in reading order, wrapping at `width_px`; True when that changed
@@ -123,6 +84,73 @@ class LegendStrip(pg.LegendItem):
 
 #: Space after each legend entry.
 ENTRY_GAP_PX = 12
+
+
+class LegendRows:
+    """The rows a plot's legend strip lists, and the room the strip takes in the plot's layout
+    (its row 1). A row's sample and label are made once per entry and kept while hidden:
+    making a label costs a text layout (~2 ms), and a recording's legends hold many of them."""
+
+    def __init__(self, strip: LegendStrip, layout: QGraphicsItem) -> None:
+        self.strip = strip
+        self.layout = layout
+        #: Whether the strip is shown (View ▸ Plot legends); hidden, its row goes to the data.
+        self.shown = True
+        self._rows: dict[str, tuple] = {}  # name -> (sample, label)
+
+    def fill(self, entries: Sequence[tuple[str, str, object]], width: float) -> None:
+        """Lay out the rows of `entries` (name, text, the item its sample shows)."""
+        legend = self.strip
+        for sample, label in legend.items:
+            sample.hide()
+            label.hide()
+        legend.items = []
+        for name, text, source in entries:
+            row = self._rows.get(name)
+            if row is None or row[0].item is not source:
+                label = pg.LabelItem(
+                    html_text(text),  # a label is HTML to pyqtgraph
+                    color=legend.opts["labelTextColor"],
+                    justify="left",
+                    size=legend.opts["labelTextSize"],
+                )
+                label.setParentItem(legend)
+                row = self._rows[name] = (LegendSample(source), label)
+                row[0].setParentItem(legend)
+            elif row[1].text != html_text(text):
+                row[1].setText(html_text(text))
+            for part in row:
+                part.show()
+            legend.items.append(row)
+        self.relayout(width, force=True)
+
+    def relayout(self, width: float, force: bool = False) -> None:
+        """Flow the rows at `width` pixels; the strip's height follows where that changed it."""
+        if force:
+            self.strip.forget_placement()
+        if self.strip.relayout(width) or force:
+            shown = self.shown and bool(self.strip.items)
+            height = self.strip.height_px if shown else 0
+            self.strip.setVisible(shown)
+            # A graphics layout keeps room for hidden items: the strip's own size says it.
+            self.strip.setMinimumHeight(height)
+            self.strip.setMaximumHeight(height)
+            self.layout.setRowFixedHeight(1, height)
+
+    def texts(self) -> list[str]:
+        """The entries as shown."""
+        return [label.item.toPlainText() for _, label in self.strip.items]
+
+    def drop(self) -> None:
+        """Forget the kept rows (their look is cached: a new palette needs new ones)."""
+        for sample, label in self._rows.values():
+            for part in (sample, label):
+                part.setParentItem(None)
+                if part.scene() is not None:
+                    part.scene().removeItem(part)
+        self._rows = {}
+        self.strip.items = []
+        self.strip.forget_placement()
 
 
 def flow(widths: Sequence[float], available: float) -> list[tuple[float, int]]:

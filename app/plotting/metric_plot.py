@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, Qt
+from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QGraphicsItem
 
@@ -27,17 +27,16 @@ from ..kit.plain_text import html_text, tooltip
 from ..kit.theme import Palette
 from ..state.units import fmt_int
 from .axes import Log2NAxis, LogValueAxis, decades, drawable, octaves
-from .item_style import restyle_item, style_color
-from .legend import LegendStrip
+from .legend import LegendRows, LegendStrip
 from .plot_items import CachedBoundsScatter, Style, with_alpha
 from .slider_layer import LayerMarkers, SliderLayer
-from .staged import Staged
+from .staged import StagedBuild
 
 #: The narrowest view the user can zoom to, in log10 units (0.1 % of a decade).
 MIN_RANGE = 1e-3
 
 
-class MetricPlot(Staged, pg.PlotWidget):
+class MetricPlot(pg.PlotWidget):
     """One plot: named items, a cursor, a hover read-out, a legend strip above the data;
     data in log10 coordinates.
 
@@ -66,7 +65,11 @@ class MetricPlot(Staged, pg.PlotWidget):
         self.setObjectName(object_name)
         self.setAccessibleName(title)
         self.title = title
-        self._build(self._construct(title, y_label, x_label, cursor_label), staged)
+        self._staged = StagedBuild(self._construct(title, y_label, x_label, cursor_label), staged)
+
+    def build_steps(self) -> Iterator[None]:
+        """The rest of a staged construction, one piece per step."""
+        return self._staged.steps
 
     @staticmethod
     def axes(
@@ -121,7 +124,7 @@ class MetricPlot(Staged, pg.PlotWidget):
         layout = self.plotItem.layout
         layout.removeItem(self.plotItem.getAxis("top"))
         self.legend = LegendStrip()
-        self.legend_shown = True
+        self.legend_rows = LegendRows(self.legend, layout)
         layout.addItem(self.legend, 1, 1)
         self.legend.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         # Its rows are inside it: a repaint elsewhere (the cursor's strips) skips them unasked.
@@ -164,7 +167,6 @@ class MetricPlot(Staged, pg.PlotWidget):
         self._palette: Palette | None = None
         self._visible_names: list[str] = []
         self._legend_names: list[str] = []
-        #: Legend rows made so far, kept while hidden: name -> (sample, label).
         # Ranges are set by fit_y / fit_xy when data change, never by pyqtgraph's auto-range: it
         # re-ranges (and repaints the whole plot) whenever any item moves, cursors included.
         self.plotItem.vb.disableAutoRange()
@@ -243,7 +245,7 @@ class MetricPlot(Staged, pg.PlotWidget):
     def restyle(self, name: str) -> None:
         """Give item `name` the plot's palette (an item added after the palette was set)."""
         if self._palette is not None:
-            restyle_item(self.items[name], self.styles[name], self._palette)
+            self._restyle(self.items[name], self.styles[name], self._palette)
 
     def key(self, name: str, label: str, style: Style) -> None:
         """A legend-only entry: a sample of `style` with `label`, for an encoding that several
@@ -251,7 +253,7 @@ class MetricPlot(Staged, pg.PlotWidget):
         sample = pg.PlotDataItem()
         self.keys[name] = (label, style, sample)
         if self._palette is not None:
-            restyle_item(sample, style, self._palette)
+            self._restyle(sample, style, self._palette)
 
     def set_series(self, name: str, xs: Sequence[float], ys: Sequence[float], log_x: bool = True):
         """Plot linear (x, y); missing values and values a log axis cannot draw (not positive,
@@ -500,48 +502,38 @@ class MetricPlot(Staged, pg.PlotWidget):
             self._fill_legend(legend)
 
     def _fill_legend(self, names: Sequence[str]) -> None:
-        """The legend's rows for `names` (keys or items), laid out."""
-        rows = []
+        """Lay out the rows of `names` (keys or items)."""
+        entries = []
         for name in names:
             if name in self.keys:
                 text, _, source = self.keys[name]
             else:
-                text, item = self.labels[name], self.items[name]
+                text = self.labels[name]
+                item = self.items[name]
                 source = item.legend_sample if isinstance(item, LayerMarkers) else item
-            rows.append((name, text, source))
-        self.legend.show_rows(rows)
-        self._relayout_legend(force=True)
+            entries.append((name, text, source))
+        self.legend_rows.fill(entries, self._legend_width())
 
-    def _relayout_legend(self, force: bool = False) -> None:
-        width = max(120.0, self.width() - 70.0)
-        if force:
-            self.legend.forget_placement()
-        if self.legend.relayout(width) or force:
-            shown = self.legend_shown and bool(self.legend.items)
-            height = self.legend.height_px if shown else 0
-            self.legend.setVisible(shown)
-            # A graphics layout keeps room for hidden items: the strip's own size says it.
-            self.legend.setMinimumHeight(height)
-            self.legend.setMaximumHeight(height)
-            self.plotItem.layout.setRowFixedHeight(1, height)
+    def _legend_width(self) -> float:
+        return max(120.0, self.width() - 70.0)
 
     def set_legend_visible(self, visible: bool) -> None:
         """Show or hide the legend strip (its rows go back to the data when hidden)."""
-        if visible != self.legend_shown:
-            self.legend_shown = visible
-            self._relayout_legend(force=True)
+        if visible != self.legend_rows.shown:
+            self.legend_rows.shown = visible
+            self.legend_rows.relayout(self._legend_width(), force=True)
 
     # ------------------------------------------------------------------ painting
 
     def resizeEvent(self, event) -> None:  # type: ignore[no-untyped-def]
         super().resizeEvent(event)
         if "legend" in self.__dict__:  # pyqtgraph resizes the view before __init__ is done
-            self._relayout_legend()
+            self.legend_rows.relayout(self._legend_width())
             self._show_title()
 
     def legend_texts(self) -> list[str]:
         """The legend's entries as shown (tests, exports)."""
-        return [label.item.toPlainText() for _, label in self.legend.items]
+        return self.legend_rows.texts()
 
     # ------------------------------------------------------------------ style
 
@@ -559,22 +551,62 @@ class MetricPlot(Staged, pg.PlotWidget):
             label = self.getAxis(axis).labelText
             self.setLabel(axis, label, color=p.muted)
         for name, style in self.styles.items():
-            restyle_item(self.items[name], style, p)
+            self._restyle(self.items[name], style, p)
         for _, style, sample in self.keys.values():
-            restyle_item(sample, style, p)
+            self._restyle(sample, style, p)
         self.cursor.setPen(pg.mkPen(p.cursor, width=1.2, style=Qt.PenStyle.DashLine))
         self.hover.setColor(p.foreground)
         self.hover.fill = pg.mkBrush(with_alpha(p.background, 235))
         self.hover.border = pg.mkPen(p.muted)
         self.legend.setLabelTextColor(p.foreground)
         # Legend samples cache their look; new rows pick up the new pens.
-        self.legend.drop_rows()
+        self.legend_rows.drop()
         self._fill_legend(self._legend_names)
+
+    def _restyle(self, item, style: Style, p: Palette) -> None:  # type: ignore[no-untyped-def]
+        color = style_color(p, style.color)
+        if isinstance(item, LayerMarkers):
+            item.set_symbol(style.symbol or "o", style.symbol_size)
+            item.setPen(pg.mkPen(color, width=2))
+            return
+        if isinstance(item, pg.ErrorBarItem):
+            item.setData(pen=pg.mkPen(with_alpha(color, 170), width=style.width))
+            return
+        if isinstance(item, pg.ScatterPlotItem):
+            item.setSymbol(style.symbol or "o")
+            item.setSize(style.symbol_size)
+            if style.hollow:
+                item.setBrush(None)
+                item.setPen(pg.mkPen(color, width=2))
+            else:
+                item.setBrush(pg.mkBrush(color))
+                item.setPen(pg.mkPen(p.background, width=1))
+            return
+        pen = pg.mkPen(color, width=style.width, style=style.dash) if style.line else None
+        item.setPen(pen)
+        if style.fill:
+            item.setFillLevel(0)
+            item.setFillBrush(pg.mkBrush(with_alpha(color, style.fill)))
+        if style.symbol:
+            item.setSymbol(style.symbol)
+            item.setSymbolSize(style.symbol_size)
+            if style.hollow:
+                item.setSymbolBrush(None)
+                item.setSymbolPen(pg.mkPen(color, width=2))
+            else:
+                item.setSymbolBrush(pg.mkBrush(color))
+                item.setSymbolPen(pg.mkPen(p.background, width=1))
+        else:
+            item.setSymbol(None)
 
     # ------------------------------------------------------------------ hover
 
     def _on_mouse(self, event: tuple[QPointF]) -> None:
-        pos = event[0]
+        self.hover_at(event[0])
+
+    def hover_at(self, pos: QPointF) -> None:
+        """The read-out of the point under the pointer at scene `pos` (none outside the data
+        area or where the provider has nothing to say)."""
         vb = self.plotItem.vb
         if self.hover_provider is None or not vb.sceneBoundingRect().contains(pos):
             self.hover.setVisible(False)
@@ -592,21 +624,33 @@ class MetricPlot(Staged, pg.PlotWidget):
         if item.boundingRect().width() > area:
             item.setTextWidth(max(80.0, area))
         self.hover.updateTextPos()
-        self.hover.setPos(vb.mapSceneToView(self._hover_corner(pos)))
+        corner = _hover_corner(pos, vb.sceneBoundingRect(), self.hover.textItem.boundingRect())
+        self.hover.setPos(vb.mapSceneToView(corner))
         self.hover.setVisible(True)
-
-    def _hover_corner(self, pos: QPointF) -> QPointF:
-        """Where the read-out's top-left corner goes (scene pixels): beside the pointer,
-        flipped to the other side near an edge, and always inside the data area."""
-        area = self.plotItem.vb.sceneBoundingRect()
-        box = self.hover.textItem.boundingRect()
-        w, h, gap = box.width() + 2, box.height() + 2, 14
-        x = pos.x() + gap if pos.x() + gap + w <= area.right() else pos.x() - gap - w
-        y = pos.y() + gap if pos.y() + gap + h <= area.bottom() else pos.y() - gap - h
-        x = min(max(x, area.left()), max(area.left(), area.right() - w))
-        y = min(max(y, area.top()), max(area.top(), area.bottom() - h))
-        return QPointF(x, y)
 
     def leaveEvent(self, event) -> None:  # type: ignore[no-untyped-def]
         self.hover.setVisible(False)
         super().leaveEvent(event)
+
+
+def style_color(p: Palette, key: str) -> str:
+    """A style's colour key in palette `p`: a role, else an algorithm's or a kernel's."""
+    return {
+        "cursor": p.cursor,
+        "budget": p.budget,
+        "oom": p.oom,
+        "roof": p.roof,
+        "muted": p.muted,
+        "fg": p.foreground,
+    }.get(key) or p.color(key)
+
+
+def _hover_corner(pos: QPointF, area: QRectF, box: QRectF) -> QPointF:
+    """Where a read-out of size `box` puts its top-left corner (scene pixels): beside the
+    pointer at `pos`, flipped to the other side near an edge, and always inside `area`."""
+    w, h, gap = box.width() + 2, box.height() + 2, 14
+    x = pos.x() + gap if pos.x() + gap + w <= area.right() else pos.x() - gap - w
+    y = pos.y() + gap if pos.y() + gap + h <= area.bottom() else pos.y() - gap - h
+    x = min(max(x, area.left()), max(area.left(), area.right() - w))
+    y = min(max(y, area.top()), max(area.top(), area.bottom() - h))
+    return QPointF(x, y)

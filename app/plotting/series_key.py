@@ -14,8 +14,8 @@ from PySide6.QtWidgets import (
 )
 
 from ..kit.theme import Palette
-from .item_style import style_color
 from .legend import ROW_PX
+from .metric_plot import style_color
 from .plot_items import Style
 
 

@@ -6,16 +6,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 
-class Staged:
+class StagedBuild:
     """A construction given as a generator, one piece per step: run to its end at once, or
-    left to the caller (`staged`), who runs `build_steps()` a step per turn of the loop."""
+    left to the caller (`staged`), who runs `steps` a step per turn of the loop (the widget
+    that owns it hands them out as `build_steps()`)."""
 
-    def _build(self, steps: Iterator[None], staged: bool) -> None:
-        self._steps = steps
+    def __init__(self, steps: Iterator[None], staged: bool) -> None:
+        #: The rest of the construction, one piece per step.
+        self.steps = steps
         if not staged:
             for _ in steps:
                 pass
-
-    def build_steps(self) -> Iterator[None]:
-        """The rest of a staged construction, one piece per step."""
-        return self._steps

@@ -565,7 +565,7 @@ class FileMenu(QObject):
                 duration_s=getattr(player, "duration_s", None),
                 # What the Tiles tab shows: its lanes, their measured clocks, its theme.
                 algorithms=getattr(player, "algorithms", None),
-                results=getattr(animation, "_results", None),
+                results=getattr(getattr(animation, "measured", None), "lookup", None),
                 theme=getattr(self.window, "theme", "dark"),
                 parent=self,
             )
