@@ -200,6 +200,7 @@ class RoofLines(QObject):
         self._show_labels()
         box = r.plotItem.vb.sceneBoundingRect()
         placed: list[QPolygonF] = []
+        points = self._point_boxes()
         for name in ROOF_LABEL_ORDER:
             label = self.labels.get(name)
             if label is None:
@@ -210,10 +211,9 @@ class RoofLines(QObject):
                 continue
             # The roofs' labels sit on their lines, where points may touch them from below;
             # the exponential unit's, placed last, keeps clear of the points too.
-            obstacles = placed + self._point_boxes() if name == XU else placed
+            obstacles = placed + points if name == XU else placed
             if name in MEMORY_ROOFS:  # clear of the points where it can be, else over them
-                shape = self._place_diagonal(label, xs, ys, box, placed + self._point_boxes())
-                shape = shape or self._place_diagonal(label, xs, ys, box, placed)
+                shape = self._place_diagonal(label, xs, ys, box, (placed + points, placed))
             else:
                 shape = self._place_flat(label, xs, ys, box, obstacles)
             label.setVisible(shape is not None)
@@ -244,26 +244,38 @@ class RoofLines(QObject):
             for p in r.plotItem.vb.mapViewToScene(points)
         ]
 
-    def _place_diagonal(self, label, xs, ys, box: QRectF, placed: list[QPolygonF]):  # type: ignore[no-untyped-def]
+    def _place_diagonal(self, label, xs, ys, box: QRectF, obstacle_sets):  # type: ignore[no-untyped-def]
         """A memory roof's label along its line: the first of a few places near its lower end,
-        on one side of the line, then on the other, that is inside `box` and clear of
-        `placed`."""
+        on one side of the line, then on the other, that is inside `box` and clear of the
+        first of `obstacle_sets`, else of the next; None where none is. The label keeps its
+        size and angle in pixels wherever it sits, so its shape is laid out once per side and
+        moved to each place (one transform per side, not one per place tried)."""
+        vb = self.plot.plotItem.vb
         lx, hx = math.log10(xs[0]), math.log10(xs[-1])
         ly = math.log10(ys[0])
+        places = [lx + share * (hx - lx) for share in DIAGONAL_PLACES]
+        scene = [vb.mapViewToScene(pg.Point(x, ly + (x - lx))) for x in places]
         # HBM's lies below L2's, a third of a decade apart: HBM's label below its line first,
         # L2's above its own, so the two never stack.
         above, below = (0, 1.25), (0, -0.25)
-        for anchor in (below, above) if label is self.labels.get(HBM) else (above, below):
+        sides = (below, above) if label is self.labels.get(HBM) else (above, below)
+        shapes = {}
+        for anchor in sides:
             label.setAnchor(anchor)
-            for share in DIAGONAL_PLACES:
-                x = lx + share * (hx - lx)
-                label.setPos(x, ly + (x - lx))
-                label.updateTransform(force=True)
-                shape = label.mapToScene(label.boundingRect())
-                if not box.contains(shape.boundingRect()):
-                    continue
-                if not any(shape.intersects(other) for other in placed):
-                    return shape
+            label.setPos(places[0], ly + (places[0] - lx))
+            label.updateTransform(force=True)
+            first = label.mapToScene(label.boundingRect())
+            shapes[anchor] = [first.translated(p - scene[0]) for p in scene]
+        for placed in obstacle_sets:
+            for anchor in sides:
+                for x, shape in zip(places, shapes[anchor], strict=True):
+                    if not box.contains(shape.boundingRect()):
+                        continue
+                    if not any(shape.intersects(other) for other in placed):
+                        label.setAnchor(anchor)
+                        label.setPos(x, ly + (x - lx))
+                        label.updateTransform(force=True)
+                        return shape
         return None
 
     def _place_flat(self, label, xs, ys, box: QRectF, placed: list[QPolygonF]):  # type: ignore[no-untyped-def]
